@@ -1,0 +1,15 @@
+// The builtins every KBC program sees as globals: Python's (len, range,
+// print, isinstance, ...), every registry op (add, sum, zeros, ...), the
+// dtype names, Parameter, and the module classes (Module, Linear, ...).
+#pragma once
+
+#include "runtime/name_map.h"
+
+namespace kiln::runtime {
+
+// Built once; shared by every program (never mutated after creation).
+const NameMap& builtins();
+// The Builtin value for a registry op (what `add` names in KBC).
+Value op_builtin(int op_id);
+
+}  // namespace kiln::runtime

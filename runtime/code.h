@@ -1,0 +1,110 @@
+// KBC code objects and the tables derived from opcodes.def / operators.def.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/value.h"
+
+namespace kiln::runtime {
+
+enum class Opcode : uint8_t {
+#define KILN_OPCODE(name, ...) name,
+#include "runtime/opcodes.def"
+#undef KILN_OPCODE
+};
+constexpr int kNumOpcodes = 0
+#define KILN_OPCODE(name, ...) +1
+#include "runtime/opcodes.def"
+#undef KILN_OPCODE
+    ;
+static_assert(kNumOpcodes <= 256, "opcodes are stored in one byte");
+
+enum class OperandKind : uint8_t { None, Const, Local, Name, Deref, Count, Jump, BinOp, CmpOp, UnOp, Flags };
+enum class Flow : uint8_t { Next, Jump, Branch, Return, Raise };
+
+enum class BinOp : uint8_t {
+#define KILN_BINOP(e, sym, op) e,
+#include "runtime/operators.def"
+#undef KILN_BINOP
+};
+enum class CmpOp : uint8_t {
+#define KILN_CMPOP(e, sym, op) e,
+#include "runtime/operators.def"
+#undef KILN_CMPOP
+};
+enum class UnOp : uint8_t {
+#define KILN_UNOP(e, sym, op) e,
+#include "runtime/operators.def"
+#undef KILN_UNOP
+};
+int num_binops();
+int num_cmpops();
+int num_unops();
+const char* binop_symbol(BinOp op);
+const char* cmpop_symbol(CmpOp op);
+const char* unop_symbol(UnOp op);
+std::optional<BinOp> binop_from_symbol(std::string_view s);
+std::optional<CmpOp> cmpop_from_symbol(std::string_view s);
+std::optional<UnOp> unop_from_symbol(std::string_view s);
+
+struct OpcodeInfo {
+  const char* name;
+  OperandKind a, b;
+  Flow flow;
+  bool may_break;
+};
+const OpcodeInfo& opcode_info(Opcode op);
+std::optional<Opcode> opcode_from_name(std::string_view name);
+// Stack effects, derived from the table's expressions.
+int opcode_pops(Opcode op, int32_t a, int32_t b);
+int opcode_pushes(Opcode op, int32_t a, int32_t b);
+int opcode_jump_pops(Opcode op, int32_t a, int32_t b);
+int opcode_jump_pushes(Opcode op, int32_t a, int32_t b);
+
+struct Instr {
+  Opcode op = Opcode::NOP;
+  int32_t a = 0;
+  int32_t b = 0;
+  int32_t line = 0;  // user's source line
+};
+
+enum CodeFlags : uint32_t {
+  kVarArgs = 1,  // *args: a tuple local right after the positional and kw-only params
+  kVarKw = 2,    // **kwargs: a dict local after that
+};
+
+// A compiled function body. Immutable once verified (the VM and tracer read
+// it concurrently with nothing else).
+struct Code final : Object {
+  std::string name;
+  std::string qualname;  // e.g. "MLP.forward"
+  std::string filename;
+  int32_t argcount = 0;        // positional parameters, first in varnames
+  int32_t kwonlyargcount = 0;  // keyword-only parameters, after them
+  uint32_t flags = 0;          // CodeFlags
+  int32_t first_line = 0;
+  std::vector<std::string> varnames;  // parameters, then other locals
+  std::vector<std::string> cellvars;  // locals captured by inner functions
+  std::vector<std::string> freevars;  // captured from the enclosing function
+  std::vector<Ref<StrObj>> names;     // globals and attribute names (interned)
+  std::vector<Value> consts;
+  std::vector<Instr> instrs;
+
+  // Filled by the verifier (interpreter/verifier): only verified code runs.
+  int32_t max_stack = -1;
+  bool verified = false;
+  // For each cellvar, the parameter it is initialised from, or -1.
+  std::vector<int32_t> cell_from_arg;
+
+  int32_t nparams() const {
+    return argcount + kwonlyargcount + ((flags & kVarArgs) ? 1 : 0) + ((flags & kVarKw) ? 1 : 0);
+  }
+  int32_t ncells() const { return int32_t(cellvars.size() + freevars.size()); }
+  int line_of(size_t pc) const { return pc < instrs.size() ? instrs[pc].line : first_line; }
+};
+
+}  // namespace kiln::runtime

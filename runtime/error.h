@@ -1,0 +1,59 @@
+// kiln::Error: the one exception type that crosses kiln's API. Every runtime
+// failure (bad type, missing attribute, shape mismatch, bad bytecode) becomes
+// one of these, carrying a Python-style kind and, once it has passed through
+// the VM, a KBC traceback. Nothing else is allowed to escape to the user.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+enum class ErrorKind {
+  TypeError,
+  ValueError,
+  AttributeError,
+  IndexError,
+  KeyError,
+  ZeroDivisionError,
+  OverflowError,
+  RecursionError,
+  RuntimeError,  // shape errors, unsupported operations, raised by user code
+  SyntaxError,   // the KBC assembler
+  VerifyError,   // the KBC verifier
+};
+
+const char* error_kind_name(ErrorKind k);
+
+struct TracebackEntry {
+  std::string function;
+  std::string file;
+  int line = 0;  // source line of the instruction that was executing
+};
+
+class Error : public std::exception {
+ public:
+  Error(ErrorKind kind, std::string message);
+
+  ErrorKind kind() const { return kind_; }
+  const std::string& message() const { return message_; }
+  // Innermost frame first.
+  const std::vector<TracebackEntry>& traceback() const { return traceback_; }
+  void add_frame(TracebackEntry e);
+
+  // "Kind: message" (what()); full() adds the traceback, outermost first,
+  // in the order Python prints it.
+  const char* what() const noexcept override { return what_.c_str(); }
+  std::string full() const;
+
+ private:
+  ErrorKind kind_;
+  std::string message_;
+  std::string what_;
+  std::vector<TracebackEntry> traceback_;
+};
+
+[[noreturn]] void throw_error(ErrorKind kind, std::string message);
+
+}  // namespace kiln

@@ -1,0 +1,123 @@
+// The Module object model (torch.nn.Module's): ordered _parameters,
+// _buffers and _modules, plain attributes, a class holding methods, forward
+// hooks, a training flag, a lazy flag and a version counter.
+//
+// Invariant: a name lives in at most one of params/modules/buffers/attrs
+// (setattr moves it), and every structural change takes a fresh version
+// from one global counter, so (module identity, version) never repeats:
+// the tracer's guards rely on that.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/name_map.h"
+#include "runtime/value.h"
+
+namespace kiln::runtime {
+
+// Built-in module classes, implemented natively (forward in C++).
+#define KILN_BUILTIN_MODULES(X) \
+  X(Linear)                     \
+  X(ReLU)                       \
+  X(GELU)                       \
+  X(LayerNorm)                  \
+  X(Embedding)                  \
+  X(Dropout)                    \
+  X(Sequential)                 \
+  X(ModuleList)                 \
+  X(ModuleDict)                 \
+  X(LazyLinear)
+
+enum class BuiltinModule : uint8_t {
+  None,  // a user class (methods in KBC) or the Module base class
+#define KILN_BM_ENUM(name) name,
+  KILN_BUILTIN_MODULES(KILN_BM_ENUM)
+#undef KILN_BM_ENUM
+};
+
+struct ClassObj final : Object {
+  std::string name;
+  Ref<ClassObj> base;  // null only for the root `Module` class
+  NameMap methods;     // Function or Builtin values (and class attributes)
+  BuiltinModule builtin = BuiltinModule::None;
+  // Looks `name` up in this class, then its bases.
+  const Value* lookup(const StrObj* name) const;
+  bool is_subclass_of(const ClassObj* other) const;
+  // The nearest built-in class in the base chain (None if none).
+  BuiltinModule builtin_kind() const;
+};
+
+struct Hook {
+  int64_t id;
+  Value fn;
+};
+
+struct ModuleObj final : Object {
+  Ref<ClassObj> cls;
+  NameMap params;   // Tensor (is_parameter) or None
+  NameMap buffers;  // Tensor or None
+  NameMap modules;  // Module or None
+  NameMap attrs;
+  std::vector<Hook> forward_pre_hooks;  // fn(module, args) -> None | new args
+  std::vector<Hook> forward_hooks;      // fn(module, args, output) -> None | new output
+  bool training = true;
+  bool lazy = false;  // LazyLinear before its first call
+  uint64_t version = 0;
+
+  void bump_version();
+  const std::string& class_name() const { return cls->name; }
+};
+
+// The root class every module class derives from, holding the shared
+// methods (parameters, named_modules, train, eval, register_buffer, ...).
+Ref<ClassObj> module_base_class();
+// The class object of a built-in module (Linear, ...).
+Ref<ClassObj> builtin_module_class(BuiltinModule kind);
+// A new user class deriving from `base` (module_base_class() if null).
+Ref<ClassObj> make_class(std::string name, Ref<ClassObj> base = nullptr);
+
+// A new, empty instance (no __init__ run).
+Ref<ModuleObj> new_module(const Ref<ClassObj>& cls);
+// Instantiates a class: new_module, then the class's __init__ with `args`.
+Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& args);
+
+// Attribute lookup in the documented order: _parameters, _modules,
+// _buffers, plain attributes, the class (functions become bound methods),
+// then a user-defined __getattr__. Missing: AttributeError naming the class.
+Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name);
+// Same lookup without the __getattr__ fallback; nullopt-like Null if absent.
+Value module_lookup(const Value& module, const StrObj* name);
+// torch's __setattr__: Parameter -> _parameters, Module -> _modules, a
+// tensor/None to an existing buffer name -> _buffers, else a plain attribute.
+void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value);
+void module_delattr(const Value& module, const StrObj* name);
+
+void register_parameter(ModuleObj* m, std::string_view name, const Value& param);
+void register_buffer(ModuleObj* m, std::string_view name, const Value& tensor);
+void add_module(ModuleObj* m, std::string_view name, const Value& child);
+int64_t add_forward_pre_hook(ModuleObj* m, Value fn);
+int64_t add_forward_hook(ModuleObj* m, Value fn);
+bool remove_hook(ModuleObj* m, int64_t id);  // false if no such hook
+
+// __call__: pre-hooks, forward, hooks, in registration order; a lazy module
+// is materialised from its first input before forward runs.
+Value module_call(CallContext& ctx, const Value& module, const CallArgs& args);
+
+// Walks, in registration order, deduplicated by identity, skipping None.
+// Names are qualified from `m` ("layers.3.fc.weight").
+std::vector<std::pair<std::string, Value>> named_parameters(ModuleObj* m, bool recurse = true);
+std::vector<std::pair<std::string, Value>> named_buffers(ModuleObj* m, bool recurse = true);
+std::vector<std::pair<std::string, Value>> named_children(ModuleObj* m);
+// Includes `m` itself as "" first.
+std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m);
+
+void set_training(ModuleObj* m, bool mode);  // recursive, like train(mode)
+// Parameters and buffers by qualified name (a dict of tensors).
+Value state_dict(ModuleObj* m);
+// Copies values into the existing tensors; shape/dtype-checked; strict:
+// missing or unexpected keys are an error listing them.
+void load_state_dict(ModuleObj* m, const Value& dict);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,102 @@
+// The op registry: every tensor operation kiln knows, described once in
+// runtime/ops.def. Everything else (the builtins a KBC program sees, tensor
+// methods, operator dispatch, the tracer's shape inference, codegen's
+// lowering of pointwise ops) is derived from that table.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "runtime/value.h"
+
+namespace kiln::runtime {
+
+enum class OpKind : uint8_t { Pointwise, Reduction, Matmul, View, Other };
+
+// How a pointwise op types its result. All tensor operands are converted to
+// the compute dtype before the scalar expression runs.
+enum class PwRule : uint8_t {
+  None,      // not a pointwise op
+  Promote,   // compute and result: promoted dtype of the operands
+  Float,     // as Promote, but integral/bool promote to float32
+  Compare,   // compute: promoted; result: bool
+  Integral,  // bool/int64 only (bitwise ops); compute and result: promoted
+  Where,     // operand 0 is the bool condition; compute/result from operands 1, 2
+};
+
+enum class OpId : uint16_t {
+#define KILN_OP(name, ...) name,
+#include "runtime/ops.def"
+#undef KILN_OP
+};
+constexpr int kNumOps = 0
+#define KILN_OP(name, ...) +1
+#include "runtime/ops.def"
+#undef KILN_OP
+    ;
+
+struct OpDef;
+
+// Arguments bound to an op's signature: one Value per parameter, in
+// signature order, defaults filled in. A `*name` parameter holds a tuple.
+// Tensor parameters may hold meta tensors when a shape rule runs for the
+// tracer; eager kernels always get real ones.
+struct OpArgs {
+  const OpDef* op = nullptr;
+  std::vector<Value> v;
+
+  const Value& operator[](size_t i) const { return v[i]; }
+  size_t size() const { return v.size(); }
+  // Typed getters; errors name the op and the parameter.
+  Tensor tensor(size_t i) const;
+  int64_t integer(size_t i) const;
+  double number(size_t i) const;
+  bool boolean(size_t i) const;
+  bool is_none(size_t i) const { return v[i].is_none(); }
+  // An int, or a tuple/list of ints (for size/dims parameters).
+  std::vector<int64_t> int_list(size_t i) const;
+};
+
+// Shape rule: returns a meta tensor (sizes, strides, dtype) of the result.
+// Must not read tensor data. Errors name the op and the shapes involved.
+using ShapeFn = Tensor (*)(const OpArgs&);
+using EagerFn = Value (*)(const OpArgs&);
+
+struct OpParam {
+  std::string name;
+  bool varargs = false;    // `*size`: collects the remaining positionals
+  bool has_default = false;
+  Value default_value;
+};
+
+struct OpDef {
+  OpId id;
+  const char* name;
+  int arity;  // tensor operands; -1: a list of tensors (cat)
+  OpKind kind;
+  const char* signature;
+  PwRule rule;
+  ShapeFn shape;
+  EagerFn eager;
+  std::vector<OpParam> params;  // parsed from `signature` once, at startup
+};
+
+const OpDef& op_def(OpId id);
+const OpDef* find_op(std::string_view name);
+
+// Binds positional and keyword arguments to the op's signature.
+// Errors: "add() missing required argument 'other'", "sum() got an
+// unexpected keyword argument 'axis'", ...
+OpArgs bind_op_args(const OpDef& op, const CallArgs& args);
+// Bind, then run the eager kernel.
+Value call_op(OpId id, const CallArgs& args);
+Value call_op(OpId id, std::initializer_list<Value> positional);
+// Bind, then run the shape rule (tensor arguments may be meta tensors).
+Tensor infer_meta(OpId id, const CallArgs& args);
+
+// The global random generator behind rand/randn/dropout (Philox 4x32-10):
+// the same seed gives the same numbers on every machine.
+void manual_seed(uint64_t seed);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,229 @@
+// Value: what KBC computes with. A 16-byte tagged union: immediates (None,
+// bool, int, float) inline, everything else a counted pointer to an Object.
+// The semantics of each kind follow Python's; Python-level operations on
+// Values (repr, ==, hash, attribute access, operators) are in value_ops.h.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/object.h"
+#include "runtime/tensor.h"
+
+namespace kiln::runtime {
+
+struct Code;
+struct ClassObj;
+struct ModuleObj;
+class CallContext;
+
+// Order matters: every kind from Str on is heap-allocated (is_heap()).
+#define KILN_VALUE_KINDS(X)          \
+  X(None, "NoneType")                \
+  X(Bool, "bool")                    \
+  X(Int, "int")                      \
+  X(Float, "float")                  \
+  X(Null, "NULL")                    \
+  X(Str, "str")                      \
+  X(Tensor, "Tensor")                \
+  X(Tuple, "tuple")                  \
+  X(List, "list")                    \
+  X(Dict, "dict")                    \
+  X(Slice, "slice")                  \
+  X(Range, "range")                  \
+  X(Iterator, "iterator")            \
+  X(Cell, "cell")                    \
+  X(Code, "code")                    \
+  X(Function, "function")            \
+  X(BoundMethod, "method")           \
+  X(Builtin, "builtin_function")     \
+  X(Class, "type")                   \
+  X(Module, "Module")                \
+  X(Foreign, "foreign")
+
+enum class Kind : uint8_t {
+#define KILN_KIND_ENUM(name, pyname) name,
+  KILN_VALUE_KINDS(KILN_KIND_ENUM)
+#undef KILN_KIND_ENUM
+};
+// Null is the VM's internal "no value" marker (empty cell, LOAD_METHOD's
+// missing self, unbound local); user code can never observe it.
+static_assert(Kind::Null < Kind::Str, "immediate kinds must precede heap kinds");
+const char* kind_name(Kind k);
+
+class Value {
+ public:
+  Value() noexcept : kind_(Kind::None) { u_.i = 0; }
+  static Value none() noexcept { return Value(); }
+  static Value null() noexcept { Value v; v.kind_ = Kind::Null; return v; }
+  static Value boolean(bool b) noexcept { Value v; v.kind_ = Kind::Bool; v.u_.i = b; return v; }
+  static Value integer(int64_t i) noexcept { Value v; v.kind_ = Kind::Int; v.u_.i = i; return v; }
+  static Value floating(double f) noexcept { Value v; v.kind_ = Kind::Float; v.u_.f = f; return v; }
+  static Value str(std::string_view s);
+  static Value tensor(const Tensor& t);
+  // Takes a new reference to `o`, which must be of the object type of `k`.
+  static Value object(Kind k, Object* o) noexcept {
+    Value v; v.kind_ = k; v.u_.o = o; o->incref(); return v;
+  }
+  template <class T>
+  static Value object(Kind k, const Ref<T>& r) noexcept { return object(k, static_cast<Object*>(r.get())); }
+
+  Value(const Value& o) noexcept : kind_(o.kind_), u_(o.u_) { if (is_heap()) u_.o->incref(); }
+  Value(Value&& o) noexcept : kind_(o.kind_), u_(o.u_) { o.kind_ = Kind::None; }
+  Value& operator=(const Value& o) noexcept {
+    if (o.is_heap()) o.u_.o->incref();
+    release();
+    kind_ = o.kind_; u_ = o.u_;
+    return *this;
+  }
+  Value& operator=(Value&& o) noexcept {
+    if (this != &o) { release(); kind_ = o.kind_; u_ = o.u_; o.kind_ = Kind::None; }
+    return *this;
+  }
+  ~Value() { release(); }
+
+  Kind kind() const noexcept { return kind_; }
+  bool is_heap() const noexcept { return kind_ >= Kind::Str; }
+  bool is(Kind k) const noexcept { return kind_ == k; }
+  bool is_none() const noexcept { return kind_ == Kind::None; }
+  bool is_null() const noexcept { return kind_ == Kind::Null; }
+  // bool, int or float (Python's numbers; bool counts as int as in Python)
+  bool is_number() const noexcept { return kind_ == Kind::Bool || kind_ == Kind::Int || kind_ == Kind::Float; }
+
+  // Unchecked accessors: the caller has checked kind().
+  bool as_bool() const noexcept { return u_.i != 0; }
+  int64_t as_int() const noexcept { return u_.i; }     // Bool or Int
+  double as_float() const noexcept { return u_.f; }    // Float only
+  double as_number() const noexcept { return kind_ == Kind::Float ? u_.f : double(u_.i); }
+  Object* obj() const noexcept { return u_.o; }
+  template <class T> T* as() const noexcept { return static_cast<T*>(u_.o); }
+  Tensor as_tensor() const;
+  const std::string& as_str() const;
+
+  // Identity in Python's `is` sense (same immediate value, or same object).
+  bool is_same(const Value& o) const noexcept {
+    return kind_ == o.kind_ && (is_heap() ? u_.o == o.u_.o : u_.i == o.u_.i);
+  }
+
+ private:
+  void release() noexcept { if (is_heap()) u_.o->decref(); }
+  Kind kind_;
+  union { int64_t i; double f; Object* o; } u_;
+};
+static_assert(sizeof(Value) == 16, "Value must stay two words: it is copied on every stack op");
+
+// ----- heap object types -----------------------------------------------------
+
+struct StrObj final : Object {
+  explicit StrObj(std::string v);
+  std::string s;
+  size_t hash;
+  bool interned = false;
+};
+// Interned strings are unique per content and live forever; maps keyed by
+// name (module dicts, globals, class methods) compare them by pointer.
+Ref<StrObj> intern(std::string_view s);
+Value intern_value(std::string_view s);
+
+struct TupleObj final : Object { std::vector<Value> items; };
+struct ListObj final : Object { std::vector<Value> items; };
+
+struct ValueHash { size_t operator()(const Value& v) const; };  // TypeError if unhashable
+struct ValueEq { bool operator()(const Value& a, const Value& b) const; };
+
+// Insertion-ordered dict with Python key semantics (1 == 1.0 == True).
+struct DictObj final : Object {
+  std::vector<std::pair<Value, Value>> entries;
+  std::unordered_map<Value, size_t, ValueHash, ValueEq> index;
+  const Value* find(const Value& key) const;
+  void set(const Value& key, Value value);
+  bool erase(const Value& key);
+};
+
+struct SliceObj final : Object { Value start, stop, step; };
+struct RangeObj final : Object {
+  int64_t start = 0, stop = 0, step = 1;
+  int64_t length() const;
+};
+struct IteratorObj : Object {
+  // Writes the next item to `out` and returns true, or returns false when exhausted.
+  virtual bool next(Value& out) = 0;
+};
+struct CellObj final : Object { Value v = Value::null(); };
+
+struct FunctionObj final : Object {
+  Ref<Code> code;
+  std::vector<Value> defaults;         // for the last defaults.size() positional params
+  std::vector<Value> kwdefaults;       // one per keyword-only param (Null: required)
+  std::vector<Ref<CellObj>> closure;   // one per code->freevars
+  Ref<DictObj> globals;
+};
+struct BoundMethodObj final : Object { Value func, self; };
+
+// Positional arguments, then keyword arguments whose names are in kwnames
+// (the vectorcall convention): nargs counts both.
+struct CallArgs {
+  const Value* args = nullptr;
+  size_t nargs = 0;
+  const TupleObj* kwnames = nullptr;
+
+  size_t nkw() const { return kwnames ? kwnames->items.size() : 0; }
+  size_t npos() const { return nargs - nkw(); }
+  const Value& operator[](size_t i) const { return args[i]; }
+};
+
+// The VM implements this; runtime code (module __call__, Sequential, hooks,
+// builtins like print) uses it to call back into user functions.
+class CallContext {
+ public:
+  virtual ~CallContext() = default;
+  virtual Value call(const Value& callee, const CallArgs& args) = 0;
+  virtual void write_stdout(std::string_view text) = 0;
+  Value call(const Value& callee, std::initializer_list<Value> positional);
+};
+
+using BuiltinFn = Value (*)(CallContext& ctx, const struct BuiltinObj& self, const CallArgs& args);
+struct BuiltinObj final : Object {
+  std::string name;
+  BuiltinFn fn = nullptr;
+  int op = -1;               // OpId when this builtin is a registry op (the tracer keys on it)
+  int64_t data = 0;          // per-builtin payload (e.g. an ErrorKind)
+  Kind type_of = Kind::Null; // when this builtin is also a type (int, float, list, ...), the kind it names
+};
+Value make_builtin(std::string name, BuiltinFn fn, int64_t data = 0);
+
+// The opaque Python object seam. python/ fills the vtable; the core never
+// includes Python. Every entry may throw kiln::Error.
+struct ForeignVTable {
+  const char* type_name;
+  void (*destroy)(void* handle);
+  Value (*getattr)(void* handle, std::string_view name);
+  void (*setattr)(void* handle, std::string_view name, const Value& v);
+  Value (*call)(void* handle, const CallArgs& args);
+  // op: a BinOp / CmpOp id (operators.def); `reflected` when the foreign
+  // object is the right operand.
+  Value (*binary_op)(void* handle, int op, const Value& other, bool reflected);
+  Value (*compare)(void* handle, int op, const Value& other);
+  bool (*truth)(void* handle);
+  std::string (*repr)(void* handle);
+  size_t (*hash)(void* handle);
+};
+struct ForeignObj final : Object {
+  ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}
+  ~ForeignObj() override { if (vt && vt->destroy) vt->destroy(handle); }
+  const ForeignVTable* vt;
+  void* handle;
+};
+
+// Convenience constructors.
+Value make_tuple(std::vector<Value> items);
+Value make_list(std::vector<Value> items);
+Value make_dict();
+Value make_range(int64_t start, int64_t stop, int64_t step);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,48 @@
+// Python semantics over Values: what the VM does for each operator, and
+// what the tracer will constant-fold. Tensors dispatch to the op registry
+// (operators.def names the op); Foreign objects to their vtable.
+#pragma once
+
+#include <string>
+
+#include "runtime/code.h"
+#include "runtime/value.h"
+
+namespace kiln::runtime {
+
+std::string type_name(const Value& v);  // "int", "Tensor", a module's class name, ...
+std::string repr(const Value& v);
+std::string to_str(const Value& v);     // str(v): strings unquoted
+bool truth(const Value& v);             // TypeError-free except tensors with numel != 1
+bool values_equal(const Value& a, const Value& b);  // Python == for non-tensors
+size_t value_hash(const Value& v);      // TypeError for list/dict
+
+Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace = false);
+Value compare_op(CmpOp op, const Value& a, const Value& b);
+Value unary_op(UnOp op, const Value& a);
+bool contains(const Value& container, const Value& item);  // `item in container`
+
+// Attribute access on any value (modules through module_getattr; tensors:
+// shape, dtype, ndim, T and every registry op as a bound method).
+Value get_attr(CallContext& ctx, const Value& obj, const StrObj* name);
+// get_attr that returns Null instead of raising AttributeError.
+Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name);
+void set_attr(const Value& obj, const Ref<StrObj>& name, const Value& value);
+// LOAD_METHOD: sets `method` and `self` (self Null when `method` is the
+// attribute itself, not a function to be called with obj prepended).
+void load_method(CallContext& ctx, const Value& obj, const StrObj* name, Value& method, Value& self);
+
+Value get_item(const Value& obj, const Value& key);
+void set_item(const Value& obj, const Value& key, const Value& value);
+void del_item(const Value& obj, const Value& key);
+Value make_slice(Value start, Value stop, Value step);
+
+Value get_iter(const Value& v);
+int64_t length(const Value& v);
+// Materialises any iterable into a vector (tuples/lists directly).
+std::vector<Value> to_vector(const Value& iterable);
+
+// Python's int / float conversions with range checks; errors name `what`.
+int64_t to_index(const Value& v, const char* what);
+
+}  // namespace kiln::runtime
