@@ -68,4 +68,10 @@ class NameMap {
   std::unordered_map<const StrObj*, size_t> index_;
 };
 
+// A program's global namespace, shared by all its functions. Lookups that
+// miss here fall back to builtins().
+struct GlobalsObj final : Object {
+  NameMap map;
+};
+
 }  // namespace kiln::runtime

@@ -156,12 +156,15 @@ struct IteratorObj : Object {
 };
 struct CellObj final : Object { Value v = Value::null(); };
 
+struct GlobalsObj;  // name_map.h: a program's global namespace
 struct FunctionObj final : Object {
+  FunctionObj();
+  ~FunctionObj() override;  // out of line: GlobalsObj is incomplete here
   Ref<Code> code;
   std::vector<Value> defaults;         // for the last defaults.size() positional params
   std::vector<Value> kwdefaults;       // one per keyword-only param (Null: required)
   std::vector<Ref<CellObj>> closure;   // one per code->freevars
-  Ref<DictObj> globals;
+  Ref<GlobalsObj> globals;
 };
 struct BoundMethodObj final : Object { Value func, self; };
 

@@ -1,0 +1,41 @@
+// A Program: what the assembler makes of one .kbc file. Its globals hold
+// every top-level function (as a Function value) and class (as a Class
+// value); the builtins (runtime/builtins.h) back them up.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/code.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+
+namespace kiln::interpreter {
+
+using runtime::ClassObj;
+using runtime::Code;
+using runtime::FunctionObj;
+using runtime::GlobalsObj;
+using runtime::Ref;
+
+struct ProgramItem {
+  // Exactly one is set: a top-level function, or a class (its methods are in
+  // cls->methods, in file order as `methods`).
+  Ref<FunctionObj> function;
+  Ref<ClassObj> cls;
+  std::vector<Ref<FunctionObj>> methods;
+};
+
+struct Program {
+  std::string filename;
+  Ref<GlobalsObj> globals;
+  // Top-level functions and classes in file order (what the disassembler
+  // prints). Functions with free variables are listed but not bound in
+  // globals: only MAKE_FUNCTION can give them a closure.
+  std::vector<ProgramItem> items;
+
+  // The global `name` (function or class); Null when absent.
+  runtime::Value global(std::string_view name) const;
+};
+
+}  // namespace kiln::interpreter
