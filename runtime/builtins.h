@@ -11,5 +11,13 @@ namespace kiln::runtime {
 const NameMap& builtins();
 // The Builtin value for a registry op (what `add` names in KBC).
 Value op_builtin(int op_id);
+// Native methods of built-in types (list.append, dict.items, str.join,
+// tensor.size, ...): a Builtin taking self as its first argument, or Null.
+Value type_method(Kind k, const StrObj* name);
+
+// RAISE: turns the raised value (an exception made by ValueError(...) and
+// friends, or any other value, whose str() becomes the message) into a
+// kiln::Error of the matching kind.
+[[noreturn]] void raise_value(const Value& exc);
 
 }  // namespace kiln::runtime

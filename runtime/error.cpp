@@ -9,6 +9,7 @@ const char* error_kind_name(ErrorKind k) {
     case ErrorKind::AttributeError: return "AttributeError";
     case ErrorKind::IndexError: return "IndexError";
     case ErrorKind::KeyError: return "KeyError";
+    case ErrorKind::NameError: return "NameError";
     case ErrorKind::ZeroDivisionError: return "ZeroDivisionError";
     case ErrorKind::OverflowError: return "OverflowError";
     case ErrorKind::RecursionError: return "RecursionError";

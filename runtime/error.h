@@ -16,6 +16,7 @@ enum class ErrorKind {
   AttributeError,
   IndexError,
   KeyError,
+  NameError,  // unknown global, unbound local or free variable
   ZeroDivisionError,
   OverflowError,
   RecursionError,

@@ -113,6 +113,13 @@ std::vector<std::pair<std::string, Value>> named_children(ModuleObj* m);
 // Includes `m` itself as "" first.
 std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m);
 
+// Container modules (Sequential, ModuleList, ModuleDict): m[i] / m[key],
+// len(m), iter(m) (children, or ModuleDict's keys). TypeError otherwise.
+Value module_getitem(const Value& module, const Value& key);
+int64_t module_len(const Value& module);
+std::vector<Value> module_iter_items(const Value& module);
+std::string module_repr(const ModuleObj* m);  // torch's nested repr
+
 void set_training(ModuleObj* m, bool mode);  // recursive, like train(mode)
 // Parameters and buffers by qualified name (a dict of tensors).
 Value state_dict(ModuleObj* m);

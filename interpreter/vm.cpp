@@ -1,0 +1,611 @@
+// The KBC interpreter loop. Dispatch is a computed-goto table generated
+// from opcodes.def: an opcode without a handler here fails to compile.
+//
+// Frame layout: each call takes locals + max_stack Value slots from a LIFO
+// arena. Invariant: an arena slot that is not in use holds no reference
+// (None, or a leftover immediate), so a frame never constructs its slots
+// and only clears what it used.
+#include "interpreter/vm.h"
+
+#include <cstdio>
+#include <new>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/builtins.h"
+#include "runtime/log.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+
+struct VM::Arena {
+  static constexpr size_t kChunk = 1 << 16;  // Values per chunk (1 MiB)
+  std::vector<std::unique_ptr<Value[]>> chunks;
+  size_t chunk = 0, offset = 0;
+
+  struct Mark {
+    size_t chunk, offset;
+  };
+  Value* take(size_t n, Mark& mark) {
+    mark = {chunk, offset};
+    if (chunks.empty() || offset + n > kChunk) {
+      if (n > kChunk) throw_error(ErrorKind::RuntimeError, "function frame too large for the VM");
+      if (!chunks.empty()) {
+        ++chunk;
+        offset = 0;
+      }
+      if (chunk == chunks.size()) chunks.emplace_back(new Value[kChunk]);
+    }
+    Value* p = chunks[chunk].get() + offset;
+    offset += n;
+    return p;
+  }
+  void release(const Mark& mark) {
+    chunk = mark.chunk;
+    offset = mark.offset;
+  }
+};
+
+VM::VM(VMOptions options) : arena_(std::make_unique<Arena>()), options_(std::move(options)) {
+  log_ = kiln::log::get("vm");
+}
+VM::~VM() = default;
+
+void VM::write_stdout(std::string_view text) {
+  if (options_.stdout_sink) {
+    options_.stdout_sink(text);
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+// ---------------------------------------------------------------- binding --
+
+static std::string plural(size_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) {
+  const Code* code = fn->code.get();
+  const size_t argc = size_t(code->argcount), kwonly = size_t(code->kwonlyargcount);
+  const size_t npos = args.npos();
+  const std::string& name = code->name;
+
+  // Fast path: exactly the positional parameters, nothing else.
+  if (args.kwnames == nullptr && npos == argc && code->flags == 0 && kwonly == 0) {
+    for (size_t i = 0; i < argc; ++i) locals[i] = args[i];
+    return;
+  }
+
+  const bool varargs = code->flags & kVarArgs, varkw = code->flags & kVarKw;
+  const size_t varargs_slot = argc + kwonly, varkw_slot = argc + kwonly + (varargs ? 1 : 0);
+  for (size_t i = 0; i < argc + kwonly; ++i) locals[i] = Value::null();
+
+  size_t take = std::min(npos, argc);
+  for (size_t i = 0; i < take; ++i) locals[i] = args[i];
+  if (npos > argc) {
+    if (!varargs)
+      throw_error(ErrorKind::TypeError, name + "() takes " + plural(argc, "positional argument") + " but " +
+                                            std::to_string(npos) + (npos == 1 ? " was" : " were") + " given");
+    locals[varargs_slot] = make_tuple(std::vector<Value>(args.args + argc, args.args + npos));
+  } else if (varargs) {
+    locals[varargs_slot] = make_tuple({});
+  }
+  if (varkw) locals[varkw_slot] = make_dict();
+
+  for (size_t k = 0; k < args.nkw(); ++k) {
+    const Value& key = args.kwnames->items[k];
+    const std::string& kw = key.as_str();
+    size_t slot = argc + kwonly;
+    for (size_t i = 0; i < argc + kwonly; ++i)
+      if (code->varnames[i] == kw) {
+        slot = i;
+        break;
+      }
+    if (slot < argc + kwonly) {
+      if (!locals[slot].is_null())
+        throw_error(ErrorKind::TypeError, name + "() got multiple values for argument '" + kw + "'");
+      locals[slot] = args[npos + k];
+    } else if (varkw) {
+      locals[varkw_slot].as<DictObj>()->set(key, args[npos + k]);
+    } else {
+      throw_error(ErrorKind::TypeError, name + "() got an unexpected keyword argument '" + kw + "'");
+    }
+  }
+
+  // Defaults cover the last defaults.size() positional parameters.
+  const size_t first_default = argc - std::min(argc, fn->defaults.size());
+  std::string missing;
+  size_t nmissing = 0;
+  for (size_t i = 0; i < argc; ++i) {
+    if (!locals[i].is_null()) continue;
+    if (i >= first_default) {
+      locals[i] = fn->defaults[i - first_default];
+    } else {
+      missing += (nmissing ? ", '" : "'") + code->varnames[i] + "'";
+      ++nmissing;
+    }
+  }
+  if (nmissing)
+    throw_error(ErrorKind::TypeError, name + "() missing " + std::to_string(nmissing) + " required positional argument" +
+                                          (nmissing == 1 ? "" : "s") + ": " + missing);
+  for (size_t i = argc; i < argc + kwonly; ++i) {
+    if (!locals[i].is_null()) continue;
+    const Value* d = (i - argc) < fn->kwdefaults.size() ? &fn->kwdefaults[i - argc] : nullptr;
+    if (!d || d->is_null())
+      throw_error(ErrorKind::TypeError, name + "() missing required keyword-only argument: '" + code->varnames[i] + "'");
+    locals[i] = *d;
+  }
+}
+
+// ------------------------------------------------------------------ calls --
+
+Value VM::call(const Value& callee, const CallArgs& args) {
+  switch (callee.kind()) {
+    case Kind::Function: return call_function(callee.as<FunctionObj>(), args);
+    case Kind::BoundMethod: {
+      auto* bm = callee.as<BoundMethodObj>();
+      std::vector<Value> full;
+      full.reserve(args.nargs + 1);
+      full.push_back(bm->self);
+      full.insert(full.end(), args.args, args.args + args.nargs);
+      return call(bm->func, CallArgs{full.data(), full.size(), args.kwnames});
+    }
+    case Kind::Builtin: {
+      auto* b = callee.as<BuiltinObj>();
+      return b->fn(*this, *b, args);
+    }
+    case Kind::Class: return instantiate(*this, Ref<ClassObj>(callee.as<ClassObj>()), args);
+    case Kind::Module: {
+      if (++depth_ > options_.recursion_limit) {
+        --depth_;
+        throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded");
+      }
+      struct Leave {
+        int& d;
+        ~Leave() { --d; }
+      } leave{depth_};
+      return module_call(*this, callee, args);
+    }
+    case Kind::Foreign: {
+      auto* f = callee.as<ForeignObj>();
+      if (f->vt->call) return f->vt->call(f->handle, args);
+      break;
+    }
+    default: break;
+  }
+  throw_error(ErrorKind::TypeError, "'" + type_name(callee) + "' object is not callable");
+}
+
+Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
+  Code* code = fn->code.get();
+  if (!code->verified)
+    throw_error(ErrorKind::VerifyError, "function '" + code->qualname + "' has not been verified");
+  if (depth_ >= options_.recursion_limit)
+    throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded while calling '" + code->qualname + "'");
+
+  const size_t nlocals = code->varnames.size();
+  Arena::Mark mark;
+  Value* slots = arena_->take(nlocals + size_t(code->max_stack), mark);
+  Value* stack = slots + nlocals;
+  struct Frame {
+    VM* vm;
+    Value* slots;
+    size_t n;
+    Arena::Mark mark;
+    ~Frame() {
+      // Restore the arena invariant: unused slots hold None.
+      for (size_t i = 0; i < n; ++i) slots[i] = Value();
+      vm->arena_->release(mark);
+      --vm->depth_;
+    }
+  } frame{this, slots, nlocals + size_t(code->max_stack), mark};
+  ++depth_;
+
+  try {
+    bind_arguments(fn, args, slots);
+  } catch (Error& e) {
+    e.add_frame({code->qualname, code->filename, code->first_line});
+    throw;
+  }
+  for (size_t i = size_t(code->nparams()); i < nlocals; ++i) slots[i] = Value::null();
+
+  std::vector<Ref<CellObj>> cells;
+  if (code->ncells()) {
+    cells.reserve(size_t(code->ncells()));
+    for (size_t i = 0; i < code->cellvars.size(); ++i) {
+      auto c = make_ref<CellObj>();
+      int32_t from = i < code->cell_from_arg.size() ? code->cell_from_arg[i] : -1;
+      if (from >= 0) c->v = slots[from];
+      cells.push_back(std::move(c));
+    }
+    for (const auto& c : fn->closure) cells.push_back(c);
+  }
+  if (log_) log_->debug("{:>{}}call {} ({} args)", "", depth_ * 2, code->qualname, args.nargs);
+  if (options_.count_instructions) return execute<true>(fn, slots, stack, cells.data());
+  return execute<false>(fn, slots, stack, cells.data());
+}
+
+Value VM::run(const Program& program, std::string_view entry, const std::vector<Value>& args) {
+  Value f = program.global(entry);
+  if (f.is_null())
+    throw_error(ErrorKind::NameError, "entry point '" + std::string(entry) + "' is not defined in " + program.filename);
+  return call(f, CallArgs{args.data(), args.size(), nullptr});
+}
+
+// -------------------------------------------------------------- the loop --
+
+[[noreturn]] static void unbound_local(const Code* code, int32_t i) {
+  throw_error(ErrorKind::NameError, "local variable '" + code->varnames[size_t(i)] + "' referenced before assignment");
+}
+
+static const Value& lookup_global(const FunctionObj* fn, const StrObj* name) {
+  if (fn->globals)
+    if (const Value* v = fn->globals->map.find(name)) return *v;
+  if (const Value* v = builtins().find(name)) return *v;
+  throw_error(ErrorKind::NameError, "name '" + name->s + "' is not defined");
+}
+
+static Value call_ex(VM& vm, const Value& callee, const Value& args, const Value* kwargs) {
+  std::vector<Value> all = to_vector(args);
+  Value names;
+  if (kwargs) {
+    if (!kwargs->is(Kind::Dict))
+      throw_error(ErrorKind::TypeError, "argument after ** must be a dict, not " + type_name(*kwargs));
+    std::vector<Value> keys;
+    for (const auto& [k, v] : kwargs->as<DictObj>()->entries) {
+      if (!k.is(Kind::Str)) throw_error(ErrorKind::TypeError, "keywords must be strings");
+      keys.push_back(k);
+      all.push_back(v);
+    }
+    if (!keys.empty()) names = make_tuple(std::move(keys));
+  }
+  return vm.call(callee, CallArgs{all.data(), all.size(), names.is(Kind::Tuple) ? names.as<TupleObj>() : nullptr});
+}
+
+template <bool kCount>
+Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* cells) {
+  static void* const labels[] = {
+#define KILN_OPCODE(name, ...) &&op_##name,
+#include "runtime/opcodes.def"
+#undef KILN_OPCODE
+  };
+  static_assert(std::size(labels) == size_t(kNumOpcodes), "one handler per opcode");
+
+  const Code* code = fn->code.get();
+  const Instr* const begin = code->instrs.data();
+  const Instr* ip = begin;
+  const Value* consts = code->consts.data();
+  Value* sp = stack;
+  // Scratch for handlers. TRAP: a computed goto that leaves a scope does
+  // not run destructors (GCC), so every handler keeps its Values in a
+  // block that closes before it dispatches; only trivial state lives here.
+  bool jump = false;
+  int64_t r = 0;
+
+#define DISPATCH()                     \
+  do {                                 \
+    if constexpr (kCount) ++executed_; \
+    goto* labels[size_t(ip->op)];      \
+  } while (0)
+#define NEXT()  \
+  do {          \
+    ++ip;       \
+    DISPATCH(); \
+  } while (0)
+#define JUMP_TO(target)    \
+  do {                     \
+    ip = begin + (target); \
+    DISPATCH();            \
+  } while (0)
+#define POP() (std::move(*--sp))
+#define TOP() (sp[-1])
+// Replaces the n items on top of the stack by `result`.
+#define REPLACE_TOP(n, result)                       \
+  {                                                  \
+    Value res_ = (result);                           \
+    for (Value* p_ = sp - (n); p_ < sp; ++p_) *p_ = Value(); \
+    sp -= (n);                                       \
+    *sp++ = std::move(res_);                         \
+  }
+
+  try {
+    DISPATCH();
+
+  op_NOP:
+    NEXT();
+  op_POP_TOP:
+    *--sp = Value();
+    NEXT();
+  op_COPY:
+    *sp = sp[-ip->a];
+    ++sp;
+    NEXT();
+  op_SWAP:
+    std::swap(sp[-1], sp[-ip->a]);
+    NEXT();
+  op_LOAD_CONST:
+    *sp++ = consts[ip->a];
+    NEXT();
+  op_LOAD_FAST:
+    if (locals[ip->a].is_null()) unbound_local(code, ip->a);
+    *sp++ = locals[ip->a];
+    NEXT();
+  op_STORE_FAST:
+    locals[ip->a] = POP();
+    NEXT();
+  op_DELETE_FAST:
+    if (locals[ip->a].is_null()) unbound_local(code, ip->a);
+    locals[ip->a] = Value::null();
+    NEXT();
+  op_LOAD_GLOBAL:
+    *sp++ = lookup_global(fn, code->names[size_t(ip->a)].get());
+    NEXT();
+  op_STORE_GLOBAL:
+    if (!fn->globals) throw_error(ErrorKind::RuntimeError, "function has no global namespace");
+    fn->globals->map.set(code->names[size_t(ip->a)], POP());
+    NEXT();
+  op_LOAD_DEREF:
+    if (cells[ip->a]->v.is_null()) {
+      size_t i = size_t(ip->a);
+      throw_error(ErrorKind::NameError,
+                  "free variable '" +
+                      (i < code->cellvars.size() ? code->cellvars[i] : code->freevars[i - code->cellvars.size()]) +
+                      "' referenced before assignment");
+    }
+    *sp++ = cells[ip->a]->v;
+    NEXT();
+  op_STORE_DEREF:
+    cells[ip->a]->v = POP();
+    NEXT();
+  op_LOAD_CLOSURE:
+    *sp++ = Value::object(Kind::Cell, cells[ip->a]);
+    NEXT();
+  op_MAKE_FUNCTION:
+    {
+      Value code_v = POP();
+      if (!code_v.is(Kind::Code)) throw_error(ErrorKind::TypeError, "MAKE_FUNCTION expects a code object");
+      auto f = make_ref<FunctionObj>();
+      f->code = Ref<Code>(code_v.as<Code>());
+      f->globals = fn->globals;
+      if (ip->a & 4) {
+        Value closure = POP();
+        for (const Value& c : to_vector(closure)) {
+          if (!c.is(Kind::Cell)) throw_error(ErrorKind::TypeError, "closure items must be cells");
+          f->closure.emplace_back(c.as<CellObj>());
+        }
+      }
+      if (f->closure.size() != f->code->freevars.size())
+        throw_error(ErrorKind::TypeError, f->code->qualname + " requires a closure of " +
+                                              std::to_string(f->code->freevars.size()) + " cells, got " +
+                                              std::to_string(f->closure.size()));
+      if (ip->a & 2) {
+        Value kwd = POP();
+        f->kwdefaults.assign(size_t(f->code->kwonlyargcount), Value::null());
+        if (kwd.is(Kind::Dict))
+          for (const auto& [k, v] : kwd.as<DictObj>()->entries)
+            for (int32_t i = 0; i < f->code->kwonlyargcount; ++i)
+              if (k.is(Kind::Str) && f->code->varnames[size_t(f->code->argcount + i)] == k.as_str())
+                f->kwdefaults[size_t(i)] = v;
+      }
+      if (ip->a & 1) f->defaults = to_vector(POP());
+      *sp++ = Value::object(Kind::Function, f);
+    }
+    NEXT();
+  op_LOAD_ATTR:
+    REPLACE_TOP(1, get_attr(*this, sp[-1], code->names[size_t(ip->a)].get()));
+    NEXT();
+  op_STORE_ATTR:
+    set_attr(sp[-1], code->names[size_t(ip->a)], sp[-2]);
+    sp[-1] = Value();
+    sp[-2] = Value();
+    sp -= 2;
+    NEXT();
+  op_LOAD_METHOD:
+    {
+      Value method, self;
+      load_method(*this, sp[-1], code->names[size_t(ip->a)].get(), method, self);
+      sp[-1] = std::move(method);
+      *sp++ = std::move(self);
+    }
+    NEXT();
+  op_BINARY_SUBSCR:
+    REPLACE_TOP(2, get_item(sp[-2], sp[-1]));
+    NEXT();
+  op_STORE_SUBSCR:
+    set_item(sp[-2], sp[-1], sp[-3]);
+    for (int i = 1; i <= 3; ++i) sp[-i] = Value();
+    sp -= 3;
+    NEXT();
+  op_DELETE_SUBSCR:
+    del_item(sp[-2], sp[-1]);
+    sp[-1] = Value();
+    sp[-2] = Value();
+    sp -= 2;
+    NEXT();
+  op_BUILD_SLICE:
+    REPLACE_TOP(ip->a, make_slice(sp[-ip->a], sp[1 - ip->a], ip->a == 3 ? sp[-1] : Value::none()));
+    NEXT();
+  op_BINARY_OP:
+    // Fast path: int op int is what loops spend their time on.
+    if (sp[-2].is(Kind::Int) && sp[-1].is(Kind::Int)) {
+      int64_t x = sp[-2].as_int(), y = sp[-1].as_int();
+      bool overflow = true;
+      switch (BinOp(ip->a)) {
+        case BinOp::ADD: overflow = __builtin_add_overflow(x, y, &r); break;
+        case BinOp::SUB: overflow = __builtin_sub_overflow(x, y, &r); break;
+        case BinOp::MUL: overflow = __builtin_mul_overflow(x, y, &r); break;
+        default: break;
+      }
+      if (!overflow) {
+        --sp;  // ints hold no reference: no need to clear the slot
+        sp[-1] = Value::integer(r);
+        NEXT();
+      }
+    }
+    REPLACE_TOP(2, binary_op(BinOp(ip->a), sp[-2], sp[-1], ip->b != 0));
+    NEXT();
+  op_UNARY_OP:
+    REPLACE_TOP(1, unary_op(UnOp(ip->a), sp[-1]));
+    NEXT();
+  op_COMPARE_OP:
+    if (sp[-2].is(Kind::Int) && sp[-1].is(Kind::Int) && ip->a <= int32_t(CmpOp::GE)) {
+      int64_t x = sp[-2].as_int(), y = sp[-1].as_int();
+      switch (CmpOp(ip->a)) {
+        case CmpOp::LT: jump = x < y; break;
+        case CmpOp::LE: jump = x <= y; break;
+        case CmpOp::EQ: jump = x == y; break;
+        case CmpOp::NE: jump = x != y; break;
+        case CmpOp::GT: jump = x > y; break;
+        default: jump = x >= y; break;
+      }
+      --sp;
+      sp[-1] = Value::boolean(jump);
+      NEXT();
+    }
+    REPLACE_TOP(2, compare_op(CmpOp(ip->a), sp[-2], sp[-1]));
+    NEXT();
+  op_BUILD_TUPLE:
+    REPLACE_TOP(ip->a, make_tuple(std::vector<Value>(sp - ip->a, sp)));
+    NEXT();
+  op_BUILD_LIST:
+    REPLACE_TOP(ip->a, make_list(std::vector<Value>(sp - ip->a, sp)));
+    NEXT();
+  op_BUILD_DICT:
+    {
+      Value d = make_dict();
+      Value* base = sp - 2 * ip->a;
+      for (int32_t i = 0; i < ip->a; ++i) d.as<DictObj>()->set(base[2 * i], base[2 * i + 1]);
+      REPLACE_TOP(2 * ip->a, std::move(d));
+    }
+    NEXT();
+  op_BUILD_STRING:
+    {
+      std::string s;
+      for (Value* p = sp - ip->a; p < sp; ++p) s += to_str(*p);
+      REPLACE_TOP(ip->a, Value::str(s));
+    }
+    NEXT();
+  op_LIST_APPEND:
+    if (!sp[-1 - ip->a].is(Kind::List)) throw_error(ErrorKind::TypeError, "LIST_APPEND target is not a list");
+    {
+      Value item = POP();
+      sp[-ip->a].as<ListObj>()->items.push_back(std::move(item));
+    }
+    NEXT();
+  op_LIST_EXTEND:
+    if (!sp[-1 - ip->a].is(Kind::List)) throw_error(ErrorKind::TypeError, "LIST_EXTEND target is not a list");
+    {
+      auto more = to_vector(sp[-1]);
+      auto& dst = sp[-1 - ip->a].as<ListObj>()->items;
+      dst.insert(dst.end(), more.begin(), more.end());
+      *--sp = Value();
+    }
+    NEXT();
+  op_UNPACK_SEQUENCE:
+    {
+      std::vector<Value> items = to_vector(sp[-1]);
+      if (items.size() < size_t(ip->a))
+        throw_error(ErrorKind::ValueError, "not enough values to unpack (expected " + std::to_string(ip->a) +
+                                               ", got " + std::to_string(items.size()) + ")");
+      if (items.size() > size_t(ip->a))
+        throw_error(ErrorKind::ValueError, "too many values to unpack (expected " + std::to_string(ip->a) + ")");
+      *--sp = Value();
+      for (size_t i = items.size(); i-- > 0;) *sp++ = std::move(items[i]);
+    }
+    NEXT();
+  op_CALL:
+    REPLACE_TOP(ip->a + 1, call(sp[-ip->a - 1], CallArgs{sp - ip->a, size_t(ip->a), nullptr}));
+    NEXT();
+  op_CALL_KW:
+    REPLACE_TOP(ip->a + 1, call(sp[-ip->a - 1], CallArgs{sp - ip->a, size_t(ip->a), consts[ip->b].as<TupleObj>()}));
+    NEXT();
+  op_CALL_METHOD:
+  op_CALL_METHOD_KW:
+    {
+      Value* base = sp - ip->a - 2;
+      const TupleObj* names = ip->op == Opcode::CALL_METHOD_KW ? consts[ip->b].as<TupleObj>() : nullptr;
+      // [method, self, args...] is already the argument vector with self first.
+      REPLACE_TOP(ip->a + 2, base[1].is_null() ? call(base[0], CallArgs{base + 2, size_t(ip->a), names})
+                                               : call(base[0], CallArgs{base + 1, size_t(ip->a) + 1, names}));
+    }
+    NEXT();
+  op_CALL_EX:
+    {
+      int n = 2 + (ip->a & 1);
+      REPLACE_TOP(n, call_ex(*this, sp[-n], sp[1 - n], (ip->a & 1) ? &sp[-1] : nullptr));
+    }
+    NEXT();
+  op_GET_ITER:
+    REPLACE_TOP(1, get_iter(sp[-1]));
+    NEXT();
+  op_FOR_ITER:
+    if (!TOP().is(Kind::Iterator)) throw_error(ErrorKind::TypeError, "FOR_ITER expects an iterator");
+    {
+      Value item;
+      jump = !TOP().as<IteratorObj>()->next(item);
+      if (!jump) *sp++ = std::move(item);
+    }
+    if (!jump) NEXT();
+    *--sp = Value();
+    JUMP_TO(ip->a);
+  op_JUMP:
+    JUMP_TO(ip->a);
+  op_POP_JUMP_IF_TRUE:
+    jump = TOP().is(Kind::Bool) ? TOP().as_bool() : truth(TOP());
+    *--sp = Value();
+    if (jump) JUMP_TO(ip->a);
+    NEXT();
+  op_POP_JUMP_IF_FALSE:
+    jump = TOP().is(Kind::Bool) ? TOP().as_bool() : truth(TOP());
+    *--sp = Value();
+    if (!jump) JUMP_TO(ip->a);
+    NEXT();
+  op_POP_JUMP_IF_NONE:
+    jump = TOP().is_none();
+    *--sp = Value();
+    if (jump) JUMP_TO(ip->a);
+    NEXT();
+  op_POP_JUMP_IF_NOT_NONE:
+    jump = !TOP().is_none();
+    *--sp = Value();
+    if (jump) JUMP_TO(ip->a);
+    NEXT();
+  op_JUMP_IF_TRUE_OR_POP:
+    if (truth(TOP())) JUMP_TO(ip->a);
+    *--sp = Value();
+    NEXT();
+  op_JUMP_IF_FALSE_OR_POP:
+    if (!truth(TOP())) JUMP_TO(ip->a);
+    *--sp = Value();
+    NEXT();
+  op_RETURN_VALUE:
+    return POP();
+  op_RAISE:
+    if (ip->a == 0) throw_error(ErrorKind::RuntimeError, "No active exception to reraise");
+    raise_value(TOP());
+  } catch (Error& e) {
+    e.add_frame({code->qualname, code->filename, ip->line});
+    throw;
+  } catch (const std::bad_alloc&) {
+    Error e(ErrorKind::RuntimeError, "out of memory");
+    e.add_frame({code->qualname, code->filename, ip->line});
+    throw e;
+  }
+#undef DISPATCH
+#undef NEXT
+#undef JUMP_TO
+#undef POP
+#undef TOP
+#undef REPLACE_TOP
+}
+
+template Value VM::execute<true>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
+template Value VM::execute<false>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
+
+}  // namespace kiln::interpreter

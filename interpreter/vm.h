@@ -1,0 +1,69 @@
+// The KBC virtual machine: the reference semantics of everything kiln does.
+// Compiled code must agree with it; every differential test compares
+// against it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "interpreter/program.h"
+#include "runtime/code.h"
+#include "runtime/value.h"
+
+namespace spdlog { class logger; }
+
+namespace kiln::interpreter {
+
+using runtime::CallArgs;
+using runtime::Value;
+
+struct VMOptions {
+  int recursion_limit = 1000;
+  // Where print() writes; stdout when empty.
+  std::function<void(std::string_view)> stdout_sink;
+  // Count executed instructions (for the dispatch benchmark); off by
+  // default, and then the counting code is not in the loop at all.
+  bool count_instructions = false;
+};
+
+class VM final : public runtime::CallContext {
+ public:
+  explicit VM(VMOptions options = {});
+  ~VM() override;
+  VM(const VM&) = delete;
+  VM& operator=(const VM&) = delete;
+
+  // Calls any callable Value (function, bound method, builtin, class,
+  // module, foreign) with Python's semantics.
+  Value call(const Value& callee, const CallArgs& args) override;
+  using runtime::CallContext::call;
+  void write_stdout(std::string_view text) override;
+
+  // Calls the global `entry` of `program` with positional `args`.
+  Value run(const Program& program, std::string_view entry, const std::vector<Value>& args = {});
+
+  uint64_t instructions_executed() const { return executed_; }
+  int depth() const { return depth_; }
+
+ private:
+  Value call_function(runtime::FunctionObj* fn, const CallArgs& args);
+  template <bool kCount>
+  Value execute(runtime::FunctionObj* fn, Value* locals, Value* stack, runtime::Ref<runtime::CellObj>* cells);
+
+  struct Arena;  // frame slots (locals + value stack), LIFO, chunked
+  std::unique_ptr<Arena> arena_;
+  VMOptions options_;
+  int depth_ = 0;
+  uint64_t executed_ = 0;
+  spdlog::logger* log_ = nullptr;
+};
+
+// Binds call arguments to a function's parameters with Python's rules
+// (positional, keywords, defaults, *args, **kwargs), writing the first
+// code->nparams() locals. Errors name the callee.
+void bind_arguments(const runtime::FunctionObj* fn, const CallArgs& args, Value* locals);
+
+}  // namespace kiln::interpreter

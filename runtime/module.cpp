@@ -1,0 +1,379 @@
+// The Module object model: lookup, setattr routing, __call__ with hooks,
+// traversal (parameters, named_modules, ...), state_dict.
+#include "runtime/module.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "runtime/ops.h"
+#include "runtime/signature.h"
+#include "runtime/tensor_index.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+namespace {
+uint64_t next_version() {
+  static uint64_t counter = 0;
+  return ++counter;
+}
+}  // namespace
+
+void ModuleObj::bump_version() { version = next_version(); }
+
+const Value* ClassObj::lookup(const StrObj* key) const {
+  for (const ClassObj* c = this; c; c = c->base.get())
+    if (const Value* v = c->methods.find(key)) return v;
+  return nullptr;
+}
+
+bool ClassObj::is_subclass_of(const ClassObj* other) const {
+  for (const ClassObj* c = this; c; c = c->base.get())
+    if (c == other) return true;
+  return false;
+}
+
+BuiltinModule ClassObj::builtin_kind() const {
+  for (const ClassObj* c = this; c; c = c->base.get())
+    if (c->builtin != BuiltinModule::None) return c->builtin;
+  return BuiltinModule::None;
+}
+
+Ref<ClassObj> make_class(std::string name, Ref<ClassObj> base) {
+  auto c = make_ref<ClassObj>();
+  c->name = std::move(name);
+  c->base = base ? base : module_base_class();
+  return c;
+}
+
+Ref<ModuleObj> new_module(const Ref<ClassObj>& cls) {
+  auto m = make_ref<ModuleObj>();
+  m->cls = cls;
+  m->bump_version();
+  return m;
+}
+
+Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& args) {
+  Value self = Value::object(Kind::Module, new_module(cls));
+  if (const Value* init = cls->lookup(intern("__init__").get())) {
+    std::vector<Value> full{self};
+    full.insert(full.end(), args.args, args.args + args.nargs);
+    CallArgs a{full.data(), full.size(), args.kwnames};
+    Value r = ctx.call(*init, a);
+    if (!r.is_none())
+      throw_error(ErrorKind::TypeError, "__init__() should return None, not '" + type_name(r) + "'");
+  }
+  return self;
+}
+
+// ------------------------------------------------------------- attributes --
+
+static Value bind_method(const Value& f, const Value& self) {
+  auto bm = make_ref<BoundMethodObj>();
+  bm->func = f;
+  bm->self = self;
+  return Value::object(Kind::BoundMethod, bm);
+}
+
+Value module_lookup(const Value& module, const StrObj* name) {
+  auto* m = module.as<ModuleObj>();
+  // The order is part of kiln's contract (DESIGN.md): the dicts first, so
+  // the common case never reaches a generic __getattr__.
+  if (const Value* v = m->params.find(name)) return *v;
+  if (const Value* v = m->modules.find(name)) return *v;
+  if (const Value* v = m->buffers.find(name)) return *v;
+  if (const Value* v = m->attrs.find(name)) return *v;
+  if (name->s == "training") return Value::boolean(m->training);
+  if (const Value* v = m->cls->lookup(name)) {
+    if (v->is(Kind::Function) || v->is(Kind::Builtin)) return bind_method(*v, module);
+    return *v;
+  }
+  return Value::null();
+}
+
+Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name) {
+  Value v = module_lookup(module, name);
+  if (!v.is_null()) return v;
+  auto* m = module.as<ModuleObj>();
+  static const Ref<StrObj> getattr_name = intern("__getattr__");
+  if (const Value* custom = m->cls->lookup(getattr_name.get()); custom && custom->is(Kind::Function))
+    return ctx.call(*custom, {module, Value::object(Kind::Str, const_cast<StrObj*>(name))});
+  throw_error(ErrorKind::AttributeError, "'" + m->class_name() + "' object has no attribute '" + name->s + "'");
+}
+
+static void drop_everywhere(ModuleObj* m, const StrObj* name) {
+  m->params.erase(name);
+  m->modules.erase(name);
+  m->buffers.erase(name);
+  m->attrs.erase(name);
+}
+
+void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value) {
+  auto* m = module.as<ModuleObj>();
+  if (name->s == "training") {
+    m->training = truth(value);
+    m->bump_version();
+    return;
+  }
+  if (value.is(Kind::Tensor) && value.as_tensor().is_parameter()) {
+    drop_everywhere(m, name.get());
+    m->params.set(name, value);
+  } else if (m->params.contains(name.get())) {
+    if (!value.is_none())
+      throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(value) + "' as parameter '" + name->s +
+                                            "' (Parameter or None expected)");
+    m->params.set(name, value);
+  } else if (value.is(Kind::Module)) {
+    drop_everywhere(m, name.get());
+    m->modules.set(name, value);
+  } else if (m->modules.contains(name.get())) {
+    if (!value.is_none())
+      throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(value) + "' as child module '" + name->s +
+                                            "' (Module or None expected)");
+    m->modules.set(name, value);
+  } else if (m->buffers.contains(name.get())) {
+    if (!value.is_none() && !value.is(Kind::Tensor))
+      throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(value) + "' as buffer '" + name->s +
+                                            "' (Tensor or None expected)");
+    m->buffers.set(name, value);
+  } else {
+    m->attrs.set(name, value);
+  }
+  m->bump_version();
+}
+
+void module_delattr(const Value& module, const StrObj* name) {
+  auto* m = module.as<ModuleObj>();
+  if (!m->params.erase(name) && !m->modules.erase(name) && !m->buffers.erase(name) && !m->attrs.erase(name))
+    throw_error(ErrorKind::AttributeError, "'" + m->class_name() + "' object has no attribute '" + name->s + "'");
+  m->bump_version();
+}
+
+static void check_new_name(ModuleObj* m, std::string_view name, const char* what) {
+  if (name.empty() || name.find('.') != std::string_view::npos)
+    throw_error(ErrorKind::KeyError, std::string(what) + " name can't be empty or contain \".\", got: \"" +
+                                         std::string(name) + "\"");
+  auto key = intern(name);
+  bool taken = m->attrs.contains(key.get()) || m->cls->lookup(key.get());
+  bool same_dict = (std::string_view(what) == "parameter" && m->params.contains(key.get())) ||
+                   (std::string_view(what) == "buffer" && m->buffers.contains(key.get())) ||
+                   (std::string_view(what) == "module" && m->modules.contains(key.get()));
+  if (taken && !same_dict)
+    throw_error(ErrorKind::KeyError, "attribute '" + std::string(name) + "' already exists");
+}
+
+void register_parameter(ModuleObj* m, std::string_view name, const Value& param) {
+  check_new_name(m, name, "parameter");
+  if (!param.is_none() && !(param.is(Kind::Tensor) && param.as_tensor().is_parameter()))
+    throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(param) + "' object to parameter '" +
+                                          std::string(name) + "' (Parameter or None required)");
+  auto key = intern(name);
+  drop_everywhere(m, key.get());
+  m->params.set(key, param);
+  m->bump_version();
+}
+
+void register_buffer(ModuleObj* m, std::string_view name, const Value& tensor) {
+  check_new_name(m, name, "buffer");
+  if (!tensor.is_none() && !tensor.is(Kind::Tensor))
+    throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(tensor) + "' object to buffer '" +
+                                          std::string(name) + "' (Tensor or None required)");
+  auto key = intern(name);
+  drop_everywhere(m, key.get());
+  m->buffers.set(key, tensor);
+  m->bump_version();
+}
+
+void add_module(ModuleObj* m, std::string_view name, const Value& child) {
+  check_new_name(m, name, "module");
+  if (!child.is_none() && !child.is(Kind::Module))
+    throw_error(ErrorKind::TypeError, type_name(child) + " is not a Module subclass");
+  auto key = intern(name);
+  drop_everywhere(m, key.get());
+  m->modules.set(key, child);
+  m->bump_version();
+}
+
+static int64_t next_hook_id() {
+  static int64_t id = 0;
+  return ++id;
+}
+
+int64_t add_forward_pre_hook(ModuleObj* m, Value fn) {
+  int64_t id = next_hook_id();
+  m->forward_pre_hooks.push_back({id, std::move(fn)});
+  m->bump_version();
+  return id;
+}
+
+int64_t add_forward_hook(ModuleObj* m, Value fn) {
+  int64_t id = next_hook_id();
+  m->forward_hooks.push_back({id, std::move(fn)});
+  m->bump_version();
+  return id;
+}
+
+bool remove_hook(ModuleObj* m, int64_t id) {
+  for (auto* hooks : {&m->forward_pre_hooks, &m->forward_hooks})
+    for (auto it = hooks->begin(); it != hooks->end(); ++it)
+      if (it->id == id) {
+        hooks->erase(it);
+        m->bump_version();
+        return true;
+      }
+  return false;
+}
+
+// ------------------------------------------------------------------ calls --
+
+// LazyLinear: creates the parameters from the first input (module_classes.cpp).
+void materialize_lazy(ModuleObj* m, const CallArgs& args);
+
+Value module_call(CallContext& ctx, const Value& module, const CallArgs& args) {
+  auto* m = module.as<ModuleObj>();
+  if (m->lazy) materialize_lazy(m, args);
+  static const Ref<StrObj> forward_name = intern("forward");
+  const Value* forward = m->cls->lookup(forward_name.get());
+  if (!forward)
+    throw_error(ErrorKind::RuntimeError,
+                "Module [" + m->class_name() + "] is missing the required \"forward\" function");
+
+  if (m->forward_pre_hooks.empty() && m->forward_hooks.empty()) {
+    std::vector<Value> full{module};
+    full.insert(full.end(), args.args, args.args + args.nargs);
+    return ctx.call(*forward, CallArgs{full.data(), full.size(), args.kwnames});
+  }
+
+  // Hooks see (and may replace) the positional arguments; keywords pass
+  // straight to forward, as in torch. Copies: a hook may remove itself.
+  std::vector<Value> pos(args.args, args.args + args.npos());
+  std::vector<Value> kw(args.args + args.npos(), args.args + args.nargs);
+  auto pre_hooks = m->forward_pre_hooks;
+  for (const Hook& h : pre_hooks) {
+    Value r = ctx.call(h.fn, {module, make_tuple(pos)});
+    if (!r.is_none()) pos = r.is(Kind::Tuple) ? r.as<TupleObj>()->items : std::vector<Value>{r};
+  }
+  std::vector<Value> full{module};
+  full.insert(full.end(), pos.begin(), pos.end());
+  full.insert(full.end(), kw.begin(), kw.end());
+  Value out = ctx.call(*forward, CallArgs{full.data(), full.size(), args.kwnames});
+  auto hooks = m->forward_hooks;
+  for (const Hook& h : hooks) {
+    Value r = ctx.call(h.fn, {module, make_tuple(pos), out});
+    if (!r.is_none()) out = r;
+  }
+  return out;
+}
+
+// -------------------------------------------------------------- traversal --
+
+std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m) {
+  std::vector<std::pair<std::string, Value>> out;
+  std::unordered_set<const ModuleObj*> seen;
+  // Iterative preorder walk; deep hierarchies must not recurse the C stack.
+  std::vector<std::pair<std::string, ModuleObj*>> stack{{"", m}};
+  while (!stack.empty()) {
+    auto [prefix, cur] = stack.back();
+    stack.pop_back();
+    if (!seen.insert(cur).second) continue;
+    out.emplace_back(prefix, Value::object(Kind::Module, cur));
+    const auto& kids = cur->modules.entries();
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
+      if (it->second.is_none()) continue;
+      stack.emplace_back(prefix.empty() ? it->first->s : prefix + "." + it->first->s, it->second.as<ModuleObj>());
+    }
+  }
+  return out;
+}
+
+static std::vector<std::pair<std::string, Value>> named_members(ModuleObj* m, bool recurse, NameMap ModuleObj::*dict,
+                                                                 bool dedupe) {
+  std::vector<std::pair<std::string, Value>> out;
+  std::unordered_set<const Object*> seen;
+  auto visit = [&](const std::string& prefix, ModuleObj* mod) {
+    for (const auto& [name, v] : mod->*dict) {
+      if (v.is_none()) continue;
+      if (dedupe && !seen.insert(v.obj()).second) continue;
+      out.emplace_back(prefix.empty() ? name->s : prefix + "." + name->s, v);
+    }
+  };
+  if (!recurse) {
+    visit("", m);
+    return out;
+  }
+  for (const auto& [prefix, mod] : named_modules(m)) visit(prefix, mod.as<ModuleObj>());
+  return out;
+}
+
+std::vector<std::pair<std::string, Value>> named_parameters(ModuleObj* m, bool recurse) {
+  return named_members(m, recurse, &ModuleObj::params, true);
+}
+std::vector<std::pair<std::string, Value>> named_buffers(ModuleObj* m, bool recurse) {
+  return named_members(m, recurse, &ModuleObj::buffers, true);
+}
+
+std::vector<std::pair<std::string, Value>> named_children(ModuleObj* m) {
+  std::vector<std::pair<std::string, Value>> out;
+  std::unordered_set<const Object*> seen;
+  for (const auto& [name, v] : m->modules)
+    if (!v.is_none() && seen.insert(v.obj()).second) out.emplace_back(name->s, v);
+  return out;
+}
+
+void set_training(ModuleObj* m, bool mode) {
+  for (const auto& [name, mod] : named_modules(m)) {
+    auto* x = mod.as<ModuleObj>();
+    if (x->training != mode) {
+      x->training = mode;
+      x->bump_version();
+    }
+  }
+}
+
+Value state_dict(ModuleObj* m) {
+  // Like torch: every name, shared tensors listed under each of their names.
+  Value d = make_dict();
+  for (const auto& [prefix, mod] : named_modules(m)) {
+    auto* x = mod.as<ModuleObj>();
+    for (auto* dict : {&x->params, &x->buffers})
+      for (const auto& [name, v] : *dict)
+        if (!v.is_none()) d.as<DictObj>()->set(Value::str(prefix.empty() ? name->s : prefix + "." + name->s), v);
+  }
+  return d;
+}
+
+void load_state_dict(ModuleObj* m, const Value& dict) {
+  if (!dict.is(Kind::Dict))
+    throw_error(ErrorKind::TypeError, "load_state_dict() expects a dict, got '" + type_name(dict) + "'");
+  Value own = state_dict(m);
+  auto* src = dict.as<DictObj>();
+  std::string missing, unexpected, mismatch;
+  for (const auto& [k, v] : own.as<DictObj>()->entries)
+    if (!src->find(k)) missing += (missing.empty() ? "" : ", ") + repr(k);
+  for (const auto& [k, v] : src->entries) {
+    const Value* dst = own.as<DictObj>()->find(k);
+    if (!dst) {
+      unexpected += (unexpected.empty() ? "" : ", ") + repr(k);
+      continue;
+    }
+    if (!v.is(Kind::Tensor)) {
+      mismatch += "\n\tvalue for " + to_str(k) + " is a '" + type_name(v) + "', not a Tensor.";
+      continue;
+    }
+    Tensor a = v.as_tensor(), b = dst->as_tensor();
+    if (a.sizes() != b.sizes())
+      mismatch += "\n\tsize mismatch for " + to_str(k) + ": copying a param with shape " + shape_str(a.sizes()) +
+                  " from checkpoint, the shape in current model is " + shape_str(b.sizes()) + ".";
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatch.empty()) {
+    std::string msg = "Error(s) in loading state_dict for " + m->class_name() + ":";
+    if (!missing.empty()) msg += "\n\tMissing key(s) in state_dict: " + missing + ".";
+    if (!unexpected.empty()) msg += "\n\tUnexpected key(s) in state_dict: " + unexpected + ".";
+    throw_error(ErrorKind::RuntimeError, msg + mismatch);
+  }
+  // Checked everything first: a failed load leaves the model untouched.
+  for (const auto& [k, v] : src->entries)
+    tensor_setitem(own.as<DictObj>()->find(k)->as_tensor(), make_tuple({}), v);
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,471 @@
+// The Module base class's methods and the built-in module classes (Linear,
+// ReLU, ..., LazyLinear), implemented natively; plus container indexing and
+// torch's nested repr.
+#include <cmath>
+
+#include "runtime/module.h"
+#include "runtime/ops.h"
+#include "runtime/signature.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+ModuleObj* self_of(const std::vector<Value>& a) { return a[0].as<ModuleObj>(); }
+
+Value pairs_to_list(const std::vector<std::pair<std::string, Value>>& items, bool with_names) {
+  std::vector<Value> out;
+  for (const auto& [n, v] : items) out.push_back(with_names ? make_tuple({Value::str(n), v}) : v);
+  return make_list(std::move(out));
+}
+
+// torch.nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)) from the
+// global generator, so manual_seed makes models reproducible.
+Value uniform_param(const Shape& shape, double bound) {
+  std::vector<Value> dims;
+  for (int64_t s : shape) dims.push_back(Value::integer(s));
+  Value r = call_op(OpId::rand, {make_tuple(dims)});
+  Value scaled = call_op(OpId::sub, {call_op(OpId::mul, {r, Value::floating(2 * bound)}), Value::floating(bound)});
+  return Value::tensor(scaled.as_tensor().as_parameter());
+}
+
+Value param_of(const Value& t) { return Value::tensor(t.as_tensor().as_parameter()); }
+
+Value shape_value(std::initializer_list<int64_t> dims) {
+  std::vector<Value> v;
+  for (int64_t d : dims) v.push_back(Value::integer(d));
+  return make_tuple(std::move(v));
+}
+
+void init_linear_params(ModuleObj* m, int64_t in, int64_t out, bool bias) {
+  double bound = in > 0 ? 1.0 / std::sqrt(double(in)) : 0.0;
+  register_parameter(m, "weight", uniform_param({out, in}, bound));
+  register_parameter(m, "bias", bias ? uniform_param({out}, bound) : Value::none());
+  m->attrs.set("in_features", Value::integer(in));
+  m->attrs.set("out_features", Value::integer(out));
+}
+
+Value attr(ModuleObj* m, const char* name) {
+  const Value* v = m->attrs.find(name);
+  return v ? *v : Value::none();
+}
+Value param(ModuleObj* m, const char* name) {
+  const Value* v = m->params.find(name);
+  return v ? *v : Value::none();
+}
+
+// ---- Module base methods ----------------------------------------------------
+
+Value base_init(CallContext&, const std::vector<Value>&) { return Value::none(); }
+Value m_parameters(CallContext&, const std::vector<Value>& a) {
+  return pairs_to_list(named_parameters(self_of(a), truth(a[1])), false);
+}
+Value m_named_parameters(CallContext&, const std::vector<Value>& a) {
+  return pairs_to_list(named_parameters(self_of(a), truth(a[1])), true);
+}
+Value m_buffers(CallContext&, const std::vector<Value>& a) {
+  return pairs_to_list(named_buffers(self_of(a), truth(a[1])), false);
+}
+Value m_named_buffers(CallContext&, const std::vector<Value>& a) {
+  return pairs_to_list(named_buffers(self_of(a), truth(a[1])), true);
+}
+Value m_children(CallContext&, const std::vector<Value>& a) { return pairs_to_list(named_children(self_of(a)), false); }
+Value m_named_children(CallContext&, const std::vector<Value>& a) {
+  return pairs_to_list(named_children(self_of(a)), true);
+}
+Value m_modules(CallContext&, const std::vector<Value>& a) { return pairs_to_list(named_modules(self_of(a)), false); }
+Value m_named_modules(CallContext&, const std::vector<Value>& a) {
+  return pairs_to_list(named_modules(self_of(a)), true);
+}
+Value m_state_dict(CallContext&, const std::vector<Value>& a) { return state_dict(self_of(a)); }
+Value m_load_state_dict(CallContext&, const std::vector<Value>& a) {
+  load_state_dict(self_of(a), a[1]);
+  return Value::none();
+}
+Value m_train(CallContext&, const std::vector<Value>& a) {
+  set_training(self_of(a), truth(a[1]));
+  return a[0];
+}
+Value m_eval(CallContext&, const std::vector<Value>& a) {
+  set_training(self_of(a), false);
+  return a[0];
+}
+Value m_register_buffer(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is(Kind::Str)) throw_error(ErrorKind::TypeError, "buffer name should be a string");
+  register_buffer(self_of(a), a[1].as_str(), a[2]);
+  return Value::none();
+}
+Value m_register_parameter(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is(Kind::Str)) throw_error(ErrorKind::TypeError, "parameter name should be a string");
+  register_parameter(self_of(a), a[1].as_str(), a[2]);
+  return Value::none();
+}
+Value m_add_module(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is(Kind::Str)) throw_error(ErrorKind::TypeError, "module name should be a string");
+  add_module(self_of(a), a[1].as_str(), a[2]);
+  return Value::none();
+}
+
+// A hook handle: handle.remove() takes the hook off its module.
+struct HookHandle {
+  Ref<ModuleObj> module;
+  int64_t id;
+};
+// handle.remove is a bound method of the module (not of the handle), so it
+// stays valid however long the caller keeps it.
+Value handle_remove(CallContext&, const BuiltinObj& self, const CallArgs& args) {
+  remove_hook(args[0].as<ModuleObj>(), self.data);
+  return Value::none();
+}
+const ForeignVTable kHookHandleVT = {
+    "RemovableHandle",
+    [](void* h) { delete static_cast<HookHandle*>(h); },
+    [](void* h, std::string_view name) -> Value {
+      auto* handle = static_cast<HookHandle*>(h);
+      if (name == "id") return Value::integer(handle->id);
+      if (name == "remove") {
+        auto bm = make_ref<BoundMethodObj>();
+        bm->func = make_builtin("RemovableHandle.remove", handle_remove, handle->id);
+        bm->self = Value::object(Kind::Module, handle->module);
+        return Value::object(Kind::BoundMethod, bm);
+      }
+      throw_error(ErrorKind::AttributeError, "'RemovableHandle' object has no attribute '" + std::string(name) + "'");
+    },
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    [](void* h) { return "<RemovableHandle id=" + std::to_string(static_cast<HookHandle*>(h)->id) + ">"; },
+    nullptr,
+};
+Value make_handle(ModuleObj* m, int64_t id) {
+  auto f = make_ref<ForeignObj>(&kHookHandleVT, new HookHandle{Ref<ModuleObj>(m), id});
+  return Value::object(Kind::Foreign, f);
+}
+Value m_register_forward_pre_hook(CallContext&, const std::vector<Value>& a) {
+  return make_handle(self_of(a), add_forward_pre_hook(self_of(a), a[1]));
+}
+Value m_register_forward_hook(CallContext&, const std::vector<Value>& a) {
+  return make_handle(self_of(a), add_forward_hook(self_of(a), a[1]));
+}
+Value m_remove_hook(CallContext&, const std::vector<Value>& a) {
+  return Value::boolean(remove_hook(self_of(a), to_index(a[1], "hook id")));
+}
+
+// ---- built-in classes -------------------------------------------------------
+
+int64_t int_arg(const Value& v, const char* what) { return to_index(v, what); }
+
+Value linear_init(CallContext&, const std::vector<Value>& a) {
+  init_linear_params(self_of(a), int_arg(a[1], "in_features"), int_arg(a[2], "out_features"), truth(a[3]));
+  return Value::none();
+}
+Value linear_forward(CallContext&, const std::vector<Value>& a) {
+  return call_op(OpId::linear, {a[1], param(self_of(a), "weight"), param(self_of(a), "bias")});
+}
+Value lazy_linear_init(CallContext&, const std::vector<Value>& a) {
+  ModuleObj* m = self_of(a);
+  register_parameter(m, "weight", Value::none());
+  register_parameter(m, "bias", Value::none());
+  m->attrs.set("in_features", Value::integer(0));
+  m->attrs.set("out_features", Value::integer(int_arg(a[1], "out_features")));
+  m->attrs.set("_lazy_bias", Value::boolean(truth(a[2])));
+  m->lazy = true;
+  m->bump_version();
+  return Value::none();
+}
+Value relu_forward(CallContext&, const std::vector<Value>& a) { return call_op(OpId::relu, {a[1]}); }
+Value gelu_init(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is(Kind::Str) || a[1].as_str() != "none")
+    throw_error(ErrorKind::ValueError, "GELU: only approximate='none' is supported, got " + repr(a[1]));
+  self_of(a)->attrs.set("approximate", a[1]);
+  return Value::none();
+}
+Value gelu_forward(CallContext&, const std::vector<Value>& a) { return call_op(OpId::gelu, {a[1]}); }
+Value layer_norm_init(CallContext&, const std::vector<Value>& a) {
+  ModuleObj* m = self_of(a);
+  Value shape = a[1].is(Kind::Int) ? make_tuple({a[1]}) : make_tuple(to_vector(a[1]));
+  m->attrs.set("normalized_shape", shape);
+  m->attrs.set("eps", a[2]);
+  m->attrs.set("elementwise_affine", Value::boolean(truth(a[3])));
+  if (truth(a[3])) {
+    register_parameter(m, "weight", param_of(call_op(OpId::ones, {shape})));
+    register_parameter(m, "bias", param_of(call_op(OpId::zeros, {shape})));
+  } else {
+    register_parameter(m, "weight", Value::none());
+    register_parameter(m, "bias", Value::none());
+  }
+  return Value::none();
+}
+Value layer_norm_forward(CallContext&, const std::vector<Value>& a) {
+  ModuleObj* m = self_of(a);
+  return call_op(OpId::layer_norm,
+                 {a[1], attr(m, "normalized_shape"), param(m, "weight"), param(m, "bias"), attr(m, "eps")});
+}
+Value embedding_init(CallContext&, const std::vector<Value>& a) {
+  ModuleObj* m = self_of(a);
+  int64_t n = int_arg(a[1], "num_embeddings"), d = int_arg(a[2], "embedding_dim");
+  m->attrs.set("num_embeddings", Value::integer(n));
+  m->attrs.set("embedding_dim", Value::integer(d));
+  register_parameter(m, "weight", param_of(call_op(OpId::randn, {shape_value({n, d})})));
+  return Value::none();
+}
+Value embedding_forward(CallContext&, const std::vector<Value>& a) {
+  return call_op(OpId::embedding, {a[1], param(self_of(a), "weight")});
+}
+Value dropout_init(CallContext&, const std::vector<Value>& a) {
+  double p = a[1].is_number() ? a[1].as_number() : -1.0;
+  if (p < 0 || p > 1)
+    throw_error(ErrorKind::ValueError, "dropout probability has to be between 0 and 1, but got " + repr(a[1]));
+  self_of(a)->attrs.set("p", Value::floating(p));
+  return Value::none();
+}
+Value dropout_forward(CallContext&, const std::vector<Value>& a) {
+  ModuleObj* m = self_of(a);
+  double p = attr(m, "p").as_number();
+  if (!m->training || p == 0) return a[1];
+  if (!a[1].is(Kind::Tensor)) throw_error(ErrorKind::TypeError, "Dropout expects a Tensor");
+  Tensor x = a[1].as_tensor();
+  if (p == 1) return call_op(OpId::mul, {a[1], Value::floating(0.0)});
+  std::vector<Value> dims;
+  for (int64_t s : x.sizes()) dims.push_back(Value::integer(s));
+  Value keep = call_op(OpId::ge, {call_op(OpId::rand, {make_tuple(dims)}), Value::floating(p)});
+  return call_op(OpId::mul, {call_op(OpId::mul, {a[1], keep}), Value::floating(1.0 / (1.0 - p))});
+}
+
+void add_children(ModuleObj* m, const std::vector<Value>& mods) {
+  int64_t i = int64_t(m->modules.size());
+  for (const Value& v : mods) add_module(m, std::to_string(i++), v);
+}
+Value sequential_init(CallContext&, const std::vector<Value>& a) {
+  add_children(self_of(a), a[1].as<TupleObj>()->items);
+  return Value::none();
+}
+Value sequential_forward(CallContext& ctx, const std::vector<Value>& a) {
+  Value x = a[1];
+  for (const auto& [name, child] : self_of(a)->modules)
+    if (!child.is_none()) x = ctx.call(child, {x});
+  return x;
+}
+Value module_list_init(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is_none()) add_children(self_of(a), to_vector(a[1]));
+  return Value::none();
+}
+Value module_list_append(CallContext&, const std::vector<Value>& a) {
+  add_children(self_of(a), {a[1]});
+  return a[0];
+}
+Value module_list_extend(CallContext&, const std::vector<Value>& a) {
+  add_children(self_of(a), to_vector(a[1]));
+  return a[0];
+}
+Value module_dict_init(CallContext&, const std::vector<Value>& a) {
+  if (a[1].is(Kind::Dict))
+    for (const auto& [k, v] : a[1].as<DictObj>()->entries) add_module(self_of(a), to_str(k), v);
+  else if (!a[1].is_none())
+    throw_error(ErrorKind::TypeError, "ModuleDict() expects a dict of modules");
+  return Value::none();
+}
+Value module_dict_keys(CallContext&, const std::vector<Value>& a) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : self_of(a)->modules) out.push_back(Value::str(k->s));
+  return make_list(std::move(out));
+}
+Value module_dict_values(CallContext&, const std::vector<Value>& a) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : self_of(a)->modules) out.push_back(v);
+  return make_list(std::move(out));
+}
+Value module_dict_items(CallContext&, const std::vector<Value>& a) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : self_of(a)->modules) out.push_back(make_tuple({Value::str(k->s), v}));
+  return make_list(std::move(out));
+}
+
+struct MethodDef {
+  const char* name;
+  const char* signature;
+  NativeFn fn;
+};
+
+Ref<ClassObj> build_class(const char* name, Ref<ClassObj> base, BuiltinModule kind,
+                          std::initializer_list<MethodDef> methods) {
+  auto c = make_ref<ClassObj>();
+  c->name = name;
+  c->base = std::move(base);
+  c->builtin = kind;
+  for (const MethodDef& m : methods)
+    c->methods.set(m.name, make_native(std::string(name) + "." + m.name, m.signature, m.fn));
+  return c;
+}
+
+}  // namespace
+
+Ref<ClassObj> module_base_class() {
+  static Ref<ClassObj> cls = build_class(
+      "Module", nullptr, BuiltinModule::None,
+      {{"__init__", "self", base_init},
+       {"parameters", "self, recurse=True", m_parameters},
+       {"named_parameters", "self, recurse=True", m_named_parameters},
+       {"buffers", "self, recurse=True", m_buffers},
+       {"named_buffers", "self, recurse=True", m_named_buffers},
+       {"children", "self", m_children},
+       {"named_children", "self", m_named_children},
+       {"modules", "self", m_modules},
+       {"named_modules", "self", m_named_modules},
+       {"state_dict", "self", m_state_dict},
+       {"load_state_dict", "self, state_dict", m_load_state_dict},
+       {"train", "self, mode=True", m_train},
+       {"eval", "self", m_eval},
+       {"register_buffer", "self, name, tensor", m_register_buffer},
+       {"register_parameter", "self, name, param", m_register_parameter},
+       {"add_module", "self, name, module", m_add_module},
+       {"register_forward_pre_hook", "self, hook", m_register_forward_pre_hook},
+       {"register_forward_hook", "self, hook", m_register_forward_hook},
+       {"remove_hook", "self, id", m_remove_hook}});
+  return cls;
+}
+
+Ref<ClassObj> builtin_module_class(BuiltinModule kind) {
+  static const Ref<ClassObj> classes[] = {
+      nullptr,
+      build_class("Linear", module_base_class(), BuiltinModule::Linear,
+                  {{"__init__", "self, in_features, out_features, bias=True", linear_init},
+                   {"forward", "self, input", linear_forward}}),
+      build_class("ReLU", module_base_class(), BuiltinModule::ReLU, {{"forward", "self, input", relu_forward}}),
+      build_class("GELU", module_base_class(), BuiltinModule::GELU,
+                  {{"__init__", "self, approximate='none'", gelu_init}, {"forward", "self, input", gelu_forward}}),
+      build_class("LayerNorm", module_base_class(), BuiltinModule::LayerNorm,
+                  {{"__init__", "self, normalized_shape, eps=1e-05, elementwise_affine=True", layer_norm_init},
+                   {"forward", "self, input", layer_norm_forward}}),
+      build_class("Embedding", module_base_class(), BuiltinModule::Embedding,
+                  {{"__init__", "self, num_embeddings, embedding_dim", embedding_init},
+                   {"forward", "self, input", embedding_forward}}),
+      build_class("Dropout", module_base_class(), BuiltinModule::Dropout,
+                  {{"__init__", "self, p=0.5", dropout_init}, {"forward", "self, input", dropout_forward}}),
+      build_class("Sequential", module_base_class(), BuiltinModule::Sequential,
+                  {{"__init__", "self, *modules", sequential_init},
+                   {"forward", "self, input", sequential_forward},
+                   {"append", "self, module", module_list_append}}),
+      build_class("ModuleList", module_base_class(), BuiltinModule::ModuleList,
+                  {{"__init__", "self, modules=None", module_list_init},
+                   {"append", "self, module", module_list_append},
+                   {"extend", "self, modules", module_list_extend}}),
+      build_class("ModuleDict", module_base_class(), BuiltinModule::ModuleDict,
+                  {{"__init__", "self, modules=None", module_dict_init},
+                   {"keys", "self", module_dict_keys},
+                   {"values", "self", module_dict_values},
+                   {"items", "self", module_dict_items}}),
+      build_class("LazyLinear", module_base_class(), BuiltinModule::LazyLinear,
+                  {{"__init__", "self, out_features, bias=True", lazy_linear_init},
+                   {"forward", "self, input", linear_forward}}),
+  };
+  static_assert(std::size(classes) == size_t(BuiltinModule::LazyLinear) + 1,
+                "one class per KILN_BUILTIN_MODULES row, in order");
+  return classes[size_t(kind)];
+}
+
+void materialize_lazy(ModuleObj* m, const CallArgs& args) {
+  // torch's LazyLinear: the first input fixes in_features, then the module
+  // becomes a plain Linear (cls_to_become).
+  if (args.npos() == 0 || !args[0].is(Kind::Tensor))
+    throw_error(ErrorKind::TypeError, m->class_name() + ": the first call must pass the input tensor");
+  Tensor x = args[0].as_tensor();
+  if (x.dim() == 0) throw_error(ErrorKind::RuntimeError, "LazyLinear: input must have at least one dimension");
+  bool bias = truth(attr(m, "_lazy_bias"));
+  m->attrs.erase(intern("_lazy_bias").get());
+  init_linear_params(m, x.size(-1), attr(m, "out_features").as_int(), bias);
+  m->cls = builtin_module_class(BuiltinModule::Linear);
+  m->lazy = false;
+  m->bump_version();
+}
+
+// ---- containers ---------------------------------------------------------------
+
+static bool is_container(const ModuleObj* m, bool* is_dict) {
+  auto k = m->cls->builtin_kind();
+  *is_dict = k == BuiltinModule::ModuleDict;
+  return k == BuiltinModule::Sequential || k == BuiltinModule::ModuleList || *is_dict;
+}
+
+Value module_getitem(const Value& module, const Value& key) {
+  auto* m = module.as<ModuleObj>();
+  bool is_dict;
+  if (!is_container(m, &is_dict))
+    throw_error(ErrorKind::TypeError, "'" + m->class_name() + "' object is not subscriptable");
+  if (is_dict) {
+    if (!key.is(Kind::Str)) throw_error(ErrorKind::KeyError, repr(key));
+    const Value* v = m->modules.find(key.as_str());
+    if (!v) throw_error(ErrorKind::KeyError, repr(key));
+    return *v;
+  }
+  const auto& entries = m->modules.entries();
+  if (key.is(Kind::Slice)) {
+    // A slice of a Sequential/ModuleList is a new container of the same class.
+    Value children = get_item(make_list(module_iter_items(module)), key);
+    auto out = new_module(m->cls);
+    add_children(out.get(), children.as<ListObj>()->items);
+    return Value::object(Kind::Module, out);
+  }
+  int64_t i = to_index(key, "module index");
+  int64_t n = int64_t(entries.size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) throw_error(ErrorKind::IndexError, "index " + repr(key) + " is out of range");
+  return entries[size_t(i)].second;
+}
+
+int64_t module_len(const Value& module) {
+  auto* m = module.as<ModuleObj>();
+  bool is_dict;
+  if (!is_container(m, &is_dict))
+    throw_error(ErrorKind::TypeError, "object of type '" + m->class_name() + "' has no len()");
+  return int64_t(m->modules.size());
+}
+
+std::vector<Value> module_iter_items(const Value& module) {
+  auto* m = module.as<ModuleObj>();
+  bool is_dict;
+  if (!is_container(m, &is_dict))
+    throw_error(ErrorKind::TypeError, "'" + m->class_name() + "' object is not iterable");
+  std::vector<Value> out;
+  for (const auto& [k, v] : m->modules) out.push_back(is_dict ? Value::str(k->s) : v);
+  return out;
+}
+
+static std::string extra_repr(const ModuleObj* m) {
+  auto get = [&](const char* n) {
+    const Value* v = m->attrs.find(n);
+    return v ? repr(*v) : std::string("?");
+  };
+  const Value* bias = m->params.find("bias");
+  std::string has_bias = (bias && !bias->is_none()) ? "True" : "False";
+  switch (m->cls->builtin) {
+    case BuiltinModule::Linear:
+      return "in_features=" + get("in_features") + ", out_features=" + get("out_features") + ", bias=" + has_bias;
+    case BuiltinModule::LazyLinear:
+      return "in_features=0, out_features=" + get("out_features") + ", bias=" + to_str(*m->attrs.find("_lazy_bias"));
+    case BuiltinModule::GELU: return "approximate=" + get("approximate");
+    case BuiltinModule::LayerNorm:
+      return get("normalized_shape") + ", eps=" + get("eps") + ", elementwise_affine=" + get("elementwise_affine");
+    case BuiltinModule::Embedding: return get("num_embeddings") + ", " + get("embedding_dim");
+    case BuiltinModule::Dropout: return "p=" + get("p") + ", inplace=False";
+    default: return "";
+  }
+}
+
+std::string module_repr(const ModuleObj* m) {
+  std::string s = m->class_name() + "(" + extra_repr(m);
+  if (m->modules.empty()) return s + ")";
+  s += "\n";
+  for (const auto& [name, child] : m->modules) {
+    std::string body = child.is_none() ? "None" : module_repr(child.as<ModuleObj>());
+    std::string indented;
+    for (char c : body) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    s += "  (" + name->s + "): " + indented + "\n";
+  }
+  return s + ")";
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,145 @@
+#include "runtime/signature.h"
+
+#include <cstdlib>
+#include <deque>
+
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+namespace {
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+Value parse_default(const std::string& fname, const std::string& text) {
+  if (text == "?") return Value::null();  // optional, no default: the callee sees Null
+  if (text == "None") return Value::none();
+  if (text == "True") return Value::boolean(true);
+  if (text == "False") return Value::boolean(false);
+  if (text.size() >= 2 && (text[0] == '\'' || text[0] == '"')) return Value::str(text.substr(1, text.size() - 2));
+  char* end = nullptr;
+  long long i = std::strtoll(text.c_str(), &end, 10);
+  if (*end == '\0') return Value::integer(i);
+  double d = std::strtod(text.c_str(), &end);
+  if (*end == '\0') return Value::floating(d);
+  // A bad signature is a bug in kiln's own tables, found at startup.
+  throw_error(ErrorKind::RuntimeError, "signature of " + fname + "(): bad default '" + text + "'");
+}
+}  // namespace
+
+Signature::Signature(std::string fname, std::string_view text) : fname_(std::move(fname)) {
+  bool kwonly = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string part = trim(text.substr(start, comma - start));
+    start = comma + 1;
+    if (part.empty()) continue;
+    if (part == "*") {
+      kwonly = true;
+      continue;
+    }
+    Param p;
+    if (part.rfind("**", 0) == 0) {
+      p.varkw = true;
+      part = part.substr(2);
+    } else if (part[0] == '*') {
+      p.varargs = true;
+      part = part.substr(1);
+    }
+    p.kwonly = kwonly && !p.varkw;
+    if (p.varargs) kwonly = true;
+    size_t eq = part.find('=');
+    if (eq != std::string::npos) {
+      p.has_default = true;
+      p.default_value = parse_default(fname_, trim(part.substr(eq + 1)));
+      part = trim(part.substr(0, eq));
+    }
+    p.name = part;
+    params_.push_back(std::move(p));
+  }
+}
+
+int Signature::index_of(std::string_view param) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].name == param) return int(i);
+  return -1;
+}
+
+std::vector<Value> Signature::bind(const CallArgs& args) const {
+  std::vector<Value> out(params_.size(), Value::null());
+  size_t npos = args.npos();
+  size_t next = 0;  // next positional argument to place
+  std::vector<Value> extra_pos;
+  size_t max_positional = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Param& p = params_[i];
+    if (p.varargs) {
+      while (next < npos) extra_pos.push_back(args[next++]);
+      out[i] = make_tuple(std::move(extra_pos));
+      extra_pos.clear();
+    } else if (!p.kwonly && !p.varkw) {
+      ++max_positional;
+      if (next < npos) out[i] = args[next++];
+    }
+  }
+  if (next < npos)
+    throw_error(ErrorKind::TypeError, fname_ + "() takes " + std::to_string(max_positional) + " positional argument" +
+                                          (max_positional == 1 ? "" : "s") + " but " + std::to_string(npos) +
+                                          (npos == 1 ? " was" : " were") + " given");
+  int varkw = -1;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].varkw) {
+      varkw = int(i);
+      out[i] = make_dict();
+    }
+  for (size_t k = 0; k < args.nkw(); ++k) {
+    const Value& key = args.kwnames->items[k];
+    const std::string& name = key.as_str();
+    const Value& v = args[npos + k];
+    int idx = index_of(name);
+    if (idx >= 0 && !params_[size_t(idx)].varargs && !params_[size_t(idx)].varkw) {
+      if (!out[size_t(idx)].is_null())
+        throw_error(ErrorKind::TypeError, fname_ + "() got multiple values for argument '" + name + "'");
+      out[size_t(idx)] = v;
+    } else if (varkw >= 0) {
+      out[size_t(varkw)].as<DictObj>()->set(key, v);
+    } else {
+      throw_error(ErrorKind::TypeError, fname_ + "() got an unexpected keyword argument '" + name + "'");
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!out[i].is_null()) continue;
+    if (!params_[i].has_default)
+      throw_error(ErrorKind::TypeError, fname_ + "() missing required argument '" + params_[i].name + "'");
+    out[i] = params_[i].default_value;
+  }
+  return out;
+}
+
+namespace {
+struct NativeEntry {
+  Signature sig;
+  NativeFn fn;
+};
+// Natives are created once at startup (builtins, module classes) and live
+// for the process; a deque keeps their addresses stable.
+std::deque<NativeEntry>& natives() {
+  static auto* d = new std::deque<NativeEntry>();
+  return *d;
+}
+Value native_trampoline(CallContext& ctx, const BuiltinObj& self, const CallArgs& args) {
+  const NativeEntry& e = natives()[size_t(self.data)];
+  return e.fn(ctx, e.sig.bind(args));
+}
+}  // namespace
+
+Value make_native(std::string name, std::string_view signature, NativeFn fn) {
+  natives().push_back(NativeEntry{Signature(name, signature), fn});
+  return make_builtin(std::move(name), native_trampoline, int64_t(natives().size() - 1));
+}
+
+}  // namespace kiln::runtime

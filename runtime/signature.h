@@ -1,0 +1,47 @@
+// Python-style argument binding for native callables (builtins, built-in
+// module methods): a signature written as text, "input, dim=None, *,
+// keepdim=False", parsed once, binding CallArgs to one Value per parameter.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/value.h"
+
+namespace kiln::runtime {
+
+struct Param {
+  std::string name;
+  bool varargs = false;  // *name: remaining positionals, as a tuple
+  bool varkw = false;    // **name: remaining keywords, as a dict
+  bool kwonly = false;   // after `*` or `*name`
+  bool has_default = false;
+  Value default_value;
+};
+
+class Signature {
+ public:
+  // `fname` is used in error messages ("len() takes 1 positional argument").
+  // Defaults may be None, True, False, ints, floats or 'strings'; `name=?`
+  // is optional with no default (the callee sees Null when it is absent).
+  Signature(std::string fname, std::string_view text);
+
+  const std::string& name() const { return fname_; }
+  const std::vector<Param>& params() const { return params_; }
+  int index_of(std::string_view param) const;  // -1 if absent
+
+  // One Value per parameter, in order; Python's binding errors as TypeError.
+  std::vector<Value> bind(const CallArgs& args) const;
+
+ private:
+  std::string fname_;
+  std::vector<Param> params_;
+};
+
+// A Builtin value whose arguments are bound by `signature` before `fn` runs
+// (`a` holds one Value per parameter). Methods list `self` first.
+using NativeFn = Value (*)(CallContext& ctx, const std::vector<Value>& a);
+Value make_native(std::string name, std::string_view signature, NativeFn fn);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,327 @@
+// Methods of the built-in value types: list.append, dict.items, str.join,
+// tensor.size, ... Registry ops are tensor methods too, but those come from
+// the op table (value_access.cpp), not from here.
+#include <algorithm>
+
+#include "runtime/builtins.h"
+#include "runtime/ops.h"
+#include "runtime/signature.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+std::vector<Value>& list_of(const std::vector<Value>& a) { return a[0].as<ListObj>()->items; }
+DictObj* dict_of(const std::vector<Value>& a) { return a[0].as<DictObj>(); }
+
+// ---- list ---------------------------------------------------------------------
+Value l_append(CallContext&, const std::vector<Value>& a) {
+  list_of(a).push_back(a[1]);
+  return Value::none();
+}
+Value l_extend(CallContext&, const std::vector<Value>& a) {
+  auto more = to_vector(a[1]);
+  list_of(a).insert(list_of(a).end(), more.begin(), more.end());
+  return Value::none();
+}
+Value l_pop(CallContext&, const std::vector<Value>& a) {
+  auto& items = list_of(a);
+  if (items.empty()) throw_error(ErrorKind::IndexError, "pop from empty list");
+  int64_t i = to_index(a[1], "list.pop() index");
+  if (i < 0) i += int64_t(items.size());
+  if (i < 0 || i >= int64_t(items.size())) throw_error(ErrorKind::IndexError, "pop index out of range");
+  Value v = items[size_t(i)];
+  items.erase(items.begin() + i);
+  return v;
+}
+Value l_insert(CallContext&, const std::vector<Value>& a) {
+  auto& items = list_of(a);
+  int64_t n = int64_t(items.size());
+  int64_t i = to_index(a[1], "list.insert() index");
+  if (i < 0) i = std::max<int64_t>(0, i + n);
+  items.insert(items.begin() + std::min(i, n), a[2]);
+  return Value::none();
+}
+Value seq_index(const std::vector<Value>& items, const Value& x, const char* what) {
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].is_same(x) || values_equal(items[i], x)) return Value::integer(int64_t(i));
+  throw_error(ErrorKind::ValueError, repr(x) + " is not in " + what);
+}
+Value seq_count(const std::vector<Value>& items, const Value& x) {
+  int64_t n = 0;
+  for (const Value& v : items) n += (v.is_same(x) || values_equal(v, x)) ? 1 : 0;
+  return Value::integer(n);
+}
+Value l_index(CallContext&, const std::vector<Value>& a) { return seq_index(list_of(a), a[1], "list"); }
+Value l_count(CallContext&, const std::vector<Value>& a) { return seq_count(list_of(a), a[1]); }
+Value l_remove(CallContext&, const std::vector<Value>& a) {
+  auto& items = list_of(a);
+  int64_t i = seq_index(items, a[1], "list").as_int();
+  items.erase(items.begin() + i);
+  return Value::none();
+}
+Value l_reverse(CallContext&, const std::vector<Value>& a) {
+  std::reverse(list_of(a).begin(), list_of(a).end());
+  return Value::none();
+}
+Value l_sort(CallContext&, const std::vector<Value>& a) {
+  auto& items = list_of(a);
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Value& x, const Value& y) { return truth(compare_op(CmpOp::LT, x, y)); });
+  if (truth(a[1])) std::reverse(items.begin(), items.end());
+  return Value::none();
+}
+Value l_copy(CallContext&, const std::vector<Value>& a) { return make_list(list_of(a)); }
+Value l_clear(CallContext&, const std::vector<Value>& a) {
+  list_of(a).clear();
+  return Value::none();
+}
+
+// ---- tuple ----------------------------------------------------------------------
+Value t_index(CallContext&, const std::vector<Value>& a) {
+  return seq_index(a[0].as<TupleObj>()->items, a[1], "tuple");
+}
+Value t_count(CallContext&, const std::vector<Value>& a) { return seq_count(a[0].as<TupleObj>()->items, a[1]); }
+
+// ---- dict -------------------------------------------------------------------------
+Value d_keys(CallContext&, const std::vector<Value>& a) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : dict_of(a)->entries) out.push_back(k);
+  return make_list(std::move(out));
+}
+Value d_values(CallContext&, const std::vector<Value>& a) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : dict_of(a)->entries) out.push_back(v);
+  return make_list(std::move(out));
+}
+Value d_items(CallContext&, const std::vector<Value>& a) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : dict_of(a)->entries) out.push_back(make_tuple({k, v}));
+  return make_list(std::move(out));
+}
+Value d_get(CallContext&, const std::vector<Value>& a) {
+  const Value* v = dict_of(a)->find(a[1]);
+  return v ? *v : a[2];
+}
+Value d_pop(CallContext&, const std::vector<Value>& a) {
+  const Value* v = dict_of(a)->find(a[1]);
+  if (!v) {
+    if (a[2].is_null()) throw_error(ErrorKind::KeyError, repr(a[1]));
+    return a[2];
+  }
+  Value out = *v;
+  dict_of(a)->erase(a[1]);
+  return out;
+}
+Value d_setdefault(CallContext&, const std::vector<Value>& a) {
+  if (const Value* v = dict_of(a)->find(a[1])) return *v;
+  dict_of(a)->set(a[1], a[2]);
+  return a[2];
+}
+Value d_update(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is(Kind::Dict)) throw_error(ErrorKind::TypeError, "dict.update() expects a dict");
+  for (const auto& [k, v] : a[1].as<DictObj>()->entries) dict_of(a)->set(k, v);
+  return Value::none();
+}
+Value d_copy(CallContext&, const std::vector<Value>& a) {
+  Value d = make_dict();
+  for (const auto& [k, v] : dict_of(a)->entries) d.as<DictObj>()->set(k, v);
+  return d;
+}
+Value d_clear(CallContext&, const std::vector<Value>& a) {
+  dict_of(a)->entries.clear();
+  dict_of(a)->index.clear();
+  return Value::none();
+}
+
+// ---- str --------------------------------------------------------------------------
+const std::string& str_of(const std::vector<Value>& a) { return a[0].as_str(); }
+const std::string& str_arg(const Value& v, const char* what) {
+  if (!v.is(Kind::Str)) throw_error(ErrorKind::TypeError, std::string(what) + " must be str, not " + type_name(v));
+  return v.as_str();
+}
+Value s_join(CallContext&, const std::vector<Value>& a) {
+  std::string out;
+  auto items = to_vector(a[1]);
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? str_of(a) : "") + str_arg(items[i], "str.join() item");
+  return Value::str(out);
+}
+Value s_split(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  std::vector<Value> out;
+  if (a[1].is_none()) {
+    size_t i = 0;
+    while (i < s.size()) {
+      while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+      size_t j = i;
+      while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+      if (j > i) out.push_back(Value::str(s.substr(i, j - i)));
+      i = j;
+    }
+    return make_list(std::move(out));
+  }
+  const std::string& sep = str_arg(a[1], "separator");
+  if (sep.empty()) throw_error(ErrorKind::ValueError, "empty separator");
+  size_t start = 0, pos;
+  while ((pos = s.find(sep, start)) != std::string::npos) {
+    out.push_back(Value::str(s.substr(start, pos - start)));
+    start = pos + sep.size();
+  }
+  out.push_back(Value::str(s.substr(start)));
+  return make_list(std::move(out));
+}
+Value s_startswith(CallContext&, const std::vector<Value>& a) {
+  return Value::boolean(str_of(a).rfind(str_arg(a[1], "prefix"), 0) == 0);
+}
+Value s_endswith(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  const std::string& suf = str_arg(a[1], "suffix");
+  return Value::boolean(s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0);
+}
+Value s_upper(CallContext&, const std::vector<Value>& a) {
+  std::string s = str_of(a);
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return Value::str(s);
+}
+Value s_lower(CallContext&, const std::vector<Value>& a) {
+  std::string s = str_of(a);
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return Value::str(s);
+}
+Value s_strip(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  size_t b = s.find_first_not_of(" \t\n\r"), e = s.find_last_not_of(" \t\n\r");
+  return Value::str(b == std::string::npos ? "" : s.substr(b, e - b + 1));
+}
+Value s_replace(CallContext&, const std::vector<Value>& a) {
+  std::string s = str_of(a);
+  const std::string& from = str_arg(a[1], "old");
+  const std::string& to = str_arg(a[2], "new");
+  if (from.empty()) return Value::str(s);
+  std::string out;
+  size_t start = 0, pos;
+  while ((pos = s.find(from, start)) != std::string::npos) {
+    out += s.substr(start, pos - start) + to;
+    start = pos + from.size();
+  }
+  return Value::str(out + s.substr(start));
+}
+
+// ---- tensor -------------------------------------------------------------------------
+Tensor tensor_of(const std::vector<Value>& a) { return a[0].as_tensor(); }
+Value tn_size(CallContext&, const std::vector<Value>& a) {
+  Tensor t = tensor_of(a);
+  if (!a[1].is_none()) return Value::integer(t.size(wrap_dim("size", to_index(a[1], "size() dim"), t.dim())));
+  std::vector<Value> dims;
+  for (int64_t s : t.sizes()) dims.push_back(Value::integer(s));
+  return make_tuple(std::move(dims));
+}
+Value tn_dim(CallContext&, const std::vector<Value>& a) { return Value::integer(tensor_of(a).dim()); }
+Value tn_numel(CallContext&, const std::vector<Value>& a) { return Value::integer(tensor_of(a).numel()); }
+Value scalar_value(const Tensor& t, const Shape& idx) {
+  double d = t.item_as_double(idx);
+  switch (t.dtype()) {
+    case DType::Bool: return Value::boolean(d != 0);
+    case DType::Int64: return Value::integer(int64_t(d));
+    default: return Value::floating(d);
+  }
+}
+Value tn_item(CallContext&, const std::vector<Value>& a) {
+  Tensor t = tensor_of(a);
+  if (t.numel() != 1)
+    throw_error(ErrorKind::RuntimeError,
+                "a Tensor with " + std::to_string(t.numel()) + " elements cannot be converted to Scalar");
+  return scalar_value(t, Shape(size_t(t.dim()), 0));
+}
+Value tolist_rec(const Tensor& t, Shape& idx) {
+  if (int64_t(idx.size()) == t.dim()) return scalar_value(t, idx);
+  std::vector<Value> out;
+  int64_t n = t.size(int64_t(idx.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    idx.push_back(i);
+    out.push_back(tolist_rec(t, idx));
+    idx.pop_back();
+  }
+  return make_list(std::move(out));
+}
+Value tn_tolist(CallContext&, const std::vector<Value>& a) {
+  Shape idx;
+  return tolist_rec(tensor_of(a), idx);
+}
+Value tn_is_contiguous(CallContext&, const std::vector<Value>& a) {
+  return Value::boolean(tensor_of(a).is_contiguous());
+}
+template <DType D>
+Value tn_convert(CallContext&, const std::vector<Value>& a) {
+  return call_op(OpId::to, {a[0], intern_value(dtype_name(D))});
+}
+
+struct MethodDef {
+  const char* name;
+  const char* signature;
+  NativeFn fn;
+};
+
+NameMap build(const char* type, std::initializer_list<MethodDef> defs) {
+  NameMap m;
+  for (const MethodDef& d : defs) m.set(d.name, make_native(std::string(type) + "." + d.name, d.signature, d.fn));
+  return m;
+}
+
+}  // namespace
+
+Value type_method(Kind k, const StrObj* name) {
+  static const NameMap list_methods = build(
+      "list", {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},
+               {"pop", "self, index=-1", l_pop},   {"insert", "self, index, x", l_insert},
+               {"index", "self, x", l_index},      {"count", "self, x", l_count},
+               {"remove", "self, x", l_remove},    {"reverse", "self", l_reverse},
+               {"sort", "self, *, reverse=False", l_sort}, {"copy", "self", l_copy},
+               {"clear", "self", l_clear}});
+  static const NameMap tuple_methods = build("tuple", {{"index", "self, x", t_index}, {"count", "self, x", t_count}});
+  static const NameMap dict_methods = build(
+      "dict", {{"keys", "self", d_keys},
+               {"values", "self", d_values},
+               {"items", "self", d_items},
+               {"get", "self, key, default=None", d_get},
+               {"pop", "self, key, default=?", d_pop},
+               {"setdefault", "self, key, default=None", d_setdefault},
+               {"update", "self, other", d_update},
+               {"copy", "self", d_copy},
+               {"clear", "self", d_clear}});
+  static const NameMap str_methods = build(
+      "str", {{"join", "self, iterable", s_join},
+              {"split", "self, sep=None", s_split},
+              {"startswith", "self, prefix", s_startswith},
+              {"endswith", "self, suffix", s_endswith},
+              {"upper", "self", s_upper},
+              {"lower", "self", s_lower},
+              {"strip", "self", s_strip},
+              {"replace", "self, old, new", s_replace}});
+  static const NameMap tensor_methods = build(
+      "Tensor", {{"size", "self, dim=None", tn_size},
+                 {"dim", "self", tn_dim},
+                 {"numel", "self", tn_numel},
+                 {"item", "self", tn_item},
+                 {"tolist", "self", tn_tolist},
+                 {"is_contiguous", "self", tn_is_contiguous},
+                 {"float", "self", tn_convert<DType::Float32>},
+                 {"double", "self", tn_convert<DType::Float64>},
+                 {"long", "self", tn_convert<DType::Int64>},
+                 {"int", "self", tn_convert<DType::Int64>},
+                 {"bool", "self", tn_convert<DType::Bool>}});
+  const NameMap* table = nullptr;
+  switch (k) {
+    case Kind::List: table = &list_methods; break;
+    case Kind::Tuple: table = &tuple_methods; break;
+    case Kind::Dict: table = &dict_methods; break;
+    case Kind::Str: table = &str_methods; break;
+    case Kind::Tensor: table = &tensor_methods; break;
+    default: return Value::null();
+  }
+  const Value* v = table->find(name);
+  return v ? *v : Value::null();
+}
+
+}  // namespace kiln::runtime

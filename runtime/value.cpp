@@ -1,0 +1,125 @@
+#include "runtime/value.h"
+
+#include <functional>
+#include <unordered_map>
+
+#include "runtime/code.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+#define KILN_KIND_NAME(name, pyname) \
+  case Kind::name: return pyname;
+    KILN_VALUE_KINDS(KILN_KIND_NAME)
+#undef KILN_KIND_NAME
+  }
+  return "?";
+}
+
+StrObj::StrObj(std::string v) : s(std::move(v)), hash(std::hash<std::string>{}(s)) {}
+
+Ref<StrObj> intern(std::string_view s) {
+  // Interned strings are immortal: the table holds a reference forever.
+  static auto* table = new std::unordered_map<std::string_view, Ref<StrObj>>();
+  auto it = table->find(s);
+  if (it != table->end()) return it->second;
+  auto obj = make_ref<StrObj>(std::string(s));
+  obj->interned = true;
+  std::string_view key(obj->s);
+  table->emplace(key, obj);
+  return obj;
+}
+
+Value intern_value(std::string_view s) { return Value::object(Kind::Str, intern(s)); }
+
+Value Value::str(std::string_view s) { return Value::object(Kind::Str, make_ref<StrObj>(std::string(s))); }
+
+Value Value::tensor(const Tensor& t) {
+  if (!t.defined()) throw_error(ErrorKind::RuntimeError, "cannot make a Value of an undefined tensor");
+  return Value::object(Kind::Tensor, static_cast<Object*>(t.impl()));
+}
+
+Tensor Value::as_tensor() const { return Tensor(Ref<TensorImpl>(static_cast<TensorImpl*>(u_.o))); }
+
+const std::string& Value::as_str() const { return static_cast<StrObj*>(u_.o)->s; }
+
+size_t ValueHash::operator()(const Value& v) const { return value_hash(v); }
+bool ValueEq::operator()(const Value& a, const Value& b) const { return values_equal(a, b); }
+
+const Value* DictObj::find(const Value& key) const {
+  auto it = index.find(key);
+  return it == index.end() ? nullptr : &entries[it->second].second;
+}
+
+void DictObj::set(const Value& key, Value value) {
+  auto it = index.find(key);
+  if (it != index.end()) {
+    entries[it->second].second = std::move(value);
+    return;
+  }
+  index.emplace(key, entries.size());
+  entries.emplace_back(key, std::move(value));
+}
+
+bool DictObj::erase(const Value& key) {
+  auto it = index.find(key);
+  if (it == index.end()) return false;
+  size_t pos = it->second;
+  entries.erase(entries.begin() + ptrdiff_t(pos));
+  index.erase(it);
+  for (auto& [k, i] : index)
+    if (i > pos) --i;
+  return true;
+}
+
+int64_t RangeObj::length() const {
+  if (step > 0 && start < stop) return (stop - start + step - 1) / step;
+  if (step < 0 && start > stop) return (start - stop - step - 1) / (-step);
+  return 0;
+}
+
+FunctionObj::FunctionObj() = default;
+FunctionObj::~FunctionObj() = default;
+
+Value CallContext::call(const Value& callee, std::initializer_list<Value> positional) {
+  CallArgs args;
+  args.args = positional.begin();
+  args.nargs = positional.size();
+  return call(callee, args);
+}
+
+Value make_builtin(std::string name, BuiltinFn fn, int64_t data) {
+  auto b = make_ref<BuiltinObj>();
+  b->name = std::move(name);
+  b->fn = fn;
+  b->data = data;
+  return Value::object(Kind::Builtin, b);
+}
+
+Value make_tuple(std::vector<Value> items) {
+  auto t = make_ref<TupleObj>();
+  t->items = std::move(items);
+  return Value::object(Kind::Tuple, t);
+}
+
+Value make_list(std::vector<Value> items) {
+  auto l = make_ref<ListObj>();
+  l->items = std::move(items);
+  return Value::object(Kind::List, l);
+}
+
+Value make_dict() { return Value::object(Kind::Dict, make_ref<DictObj>()); }
+
+Value make_range(int64_t start, int64_t stop, int64_t step) {
+  if (step == 0) throw_error(ErrorKind::ValueError, "range() arg 3 must not be zero");
+  auto r = make_ref<RangeObj>();
+  r->start = start;
+  r->stop = stop;
+  r->step = step;
+  return Value::object(Kind::Range, r);
+}
+
+}  // namespace kiln::runtime

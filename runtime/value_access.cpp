@@ -1,0 +1,482 @@
+// Attribute, subscript and iteration access on Values (Python semantics).
+#include <algorithm>
+
+#include "runtime/builtins.h"
+#include "runtime/module.h"
+#include "runtime/ops.h"
+#include "runtime/tensor_index.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+// ---------------------------------------------------------------- iterators --
+namespace {
+
+struct SeqIter final : IteratorObj {
+  Value seq;  // a list (read live, as Python does) or a tuple
+  size_t pos = 0;
+  bool next(Value& out) override {
+    const auto& items = seq.is(Kind::List) ? seq.as<ListObj>()->items : seq.as<TupleObj>()->items;
+    if (pos >= items.size()) return false;
+    out = items[pos++];
+    return true;
+  }
+};
+
+struct VectorIter final : IteratorObj {  // a snapshot (dict keys, module children, str chars)
+  std::vector<Value> items;
+  size_t pos = 0;
+  bool next(Value& out) override {
+    if (pos >= items.size()) return false;
+    out = items[pos++];
+    return true;
+  }
+};
+
+struct DictIter final : IteratorObj {
+  Ref<DictObj> dict;
+  size_t pos = 0, size0 = 0;
+  bool next(Value& out) override {
+    if (dict->entries.size() != size0)
+      throw_error(ErrorKind::RuntimeError, "dictionary changed size during iteration");
+    if (pos >= dict->entries.size()) return false;
+    out = dict->entries[pos++].first;
+    return true;
+  }
+};
+
+struct RangeIter final : IteratorObj {
+  int64_t cur, step, remaining;
+  bool next(Value& out) override {
+    if (remaining <= 0) return false;
+    out = Value::integer(cur);
+    cur += step;
+    --remaining;
+    return true;
+  }
+};
+
+struct TensorIter final : IteratorObj {
+  Tensor t;
+  int64_t pos = 0;
+  bool next(Value& out) override {
+    if (pos >= t.size(0)) return false;
+    out = call_op(OpId::select, {Value::tensor(t), Value::integer(0), Value::integer(pos++)});
+    return true;
+  }
+};
+
+std::vector<Value> utf8_chars(const std::string& s) {
+  std::vector<Value> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 1;
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0xF0) n = 4;
+    else if (c >= 0xE0) n = 3;
+    else if (c >= 0xC0) n = 2;
+    out.push_back(Value::str(s.substr(i, n)));
+    i += n;
+  }
+  return out;
+}
+
+template <class It>
+Value wrap_iter(Ref<It> it) {
+  return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
+}
+
+}  // namespace
+
+Value get_iter(const Value& v) {
+  switch (v.kind()) {
+    case Kind::List:
+    case Kind::Tuple: {
+      auto it = make_ref<SeqIter>();
+      it->seq = v;
+      return wrap_iter(it);
+    }
+    case Kind::Str: {
+      auto it = make_ref<VectorIter>();
+      it->items = utf8_chars(v.as_str());
+      return wrap_iter(it);
+    }
+    case Kind::Dict: {
+      auto it = make_ref<DictIter>();
+      it->dict = Ref<DictObj>(v.as<DictObj>());
+      it->size0 = it->dict->entries.size();
+      return wrap_iter(it);
+    }
+    case Kind::Range: {
+      auto* r = v.as<RangeObj>();
+      auto it = make_ref<RangeIter>();
+      it->cur = r->start;
+      it->step = r->step;
+      it->remaining = r->length();
+      return wrap_iter(it);
+    }
+    case Kind::Iterator: return v;
+    case Kind::Tensor: {
+      Tensor t = v.as_tensor();
+      if (t.dim() == 0) throw_error(ErrorKind::TypeError, "iteration over a 0-d tensor");
+      auto it = make_ref<TensorIter>();
+      it->t = t;
+      return wrap_iter(it);
+    }
+    case Kind::Module: {
+      auto it = make_ref<VectorIter>();
+      it->items = module_iter_items(v);
+      return wrap_iter(it);
+    }
+    default: throw_error(ErrorKind::TypeError, "'" + type_name(v) + "' object is not iterable");
+  }
+}
+
+std::vector<Value> to_vector(const Value& iterable) {
+  if (iterable.is(Kind::List)) return iterable.as<ListObj>()->items;
+  if (iterable.is(Kind::Tuple)) return iterable.as<TupleObj>()->items;
+  std::vector<Value> out;
+  Value it = get_iter(iterable);
+  Value item;
+  while (it.as<IteratorObj>()->next(item)) out.push_back(item);
+  return out;
+}
+
+int64_t length(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Str: return int64_t(utf8_chars(v.as_str()).size());
+    case Kind::List: return int64_t(v.as<ListObj>()->items.size());
+    case Kind::Tuple: return int64_t(v.as<TupleObj>()->items.size());
+    case Kind::Dict: return int64_t(v.as<DictObj>()->entries.size());
+    case Kind::Range: return v.as<RangeObj>()->length();
+    case Kind::Tensor: {
+      Tensor t = v.as_tensor();
+      if (t.dim() == 0) throw_error(ErrorKind::TypeError, "len() of a 0-d tensor");
+      return t.size(0);
+    }
+    case Kind::Module: return module_len(v);
+    default: throw_error(ErrorKind::TypeError, "object of type '" + type_name(v) + "' has no len()");
+  }
+}
+
+bool contains(const Value& container, const Value& item) {
+  switch (container.kind()) {
+    case Kind::Str:
+      if (!item.is(Kind::Str))
+        throw_error(ErrorKind::TypeError, "'in <string>' requires string as left operand, not " + type_name(item));
+      return container.as_str().find(item.as_str()) != std::string::npos;
+    case Kind::List:
+    case Kind::Tuple: {
+      const auto& items =
+          container.is(Kind::List) ? container.as<ListObj>()->items : container.as<TupleObj>()->items;
+      for (const auto& x : items)
+        if (x.is_same(item) || values_equal(x, item)) return true;
+      return false;
+    }
+    case Kind::Dict: return container.as<DictObj>()->find(item) != nullptr;
+    case Kind::Range: {
+      if (!item.is(Kind::Int) && !item.is(Kind::Bool)) return false;
+      auto* r = container.as<RangeObj>();
+      int64_t x = item.as_int();
+      if (r->step > 0 ? (x < r->start || x >= r->stop) : (x > r->start || x <= r->stop)) return false;
+      return (x - r->start) % r->step == 0;
+    }
+    case Kind::Module:
+      if (container.as<ModuleObj>()->cls->builtin_kind() == BuiltinModule::ModuleDict)
+        return item.is(Kind::Str) && container.as<ModuleObj>()->modules.find(item.as_str()) != nullptr;
+      [[fallthrough]];
+    default:
+      throw_error(ErrorKind::TypeError, "argument of type '" + type_name(container) + "' is not iterable");
+  }
+}
+
+// ---------------------------------------------------------------- indexing --
+
+int64_t to_index(const Value& v, const char* what) {
+  if (v.is(Kind::Int) || v.is(Kind::Bool)) return v.as_int();
+  throw_error(ErrorKind::TypeError, std::string(what) + " must be an integer, not " + type_name(v));
+}
+
+Value make_slice(Value start, Value stop, Value step) {
+  auto s = make_ref<SliceObj>();
+  s->start = std::move(start);
+  s->stop = std::move(stop);
+  s->step = std::move(step);
+  return Value::object(Kind::Slice, s);
+}
+
+// Python's slice.indices(): clamps to [0, n] and returns the picked positions.
+static std::vector<int64_t> slice_positions(const SliceObj* s, int64_t n) {
+  int64_t step = s->step.is_none() ? 1 : to_index(s->step, "slice step");
+  if (step == 0) throw_error(ErrorKind::ValueError, "slice step cannot be zero");
+  auto clamp = [&](const Value& v, int64_t dflt) {
+    if (v.is_none()) return dflt;
+    int64_t x = to_index(v, "slice indices");
+    if (x < 0) x += n;
+    if (step > 0) return std::clamp<int64_t>(x, 0, n);
+    return std::clamp<int64_t>(x, -1, n - 1);
+  };
+  int64_t start = clamp(s->start, step > 0 ? 0 : n - 1);
+  int64_t stop = clamp(s->stop, step > 0 ? n : -1);
+  std::vector<int64_t> out;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(i);
+  return out;
+}
+
+static size_t seq_index(const Value& key, size_t n, const char* what) {
+  int64_t i = to_index(key, (std::string(what) + " indices").c_str());
+  if (i < 0) i += int64_t(n);
+  if (i < 0 || i >= int64_t(n)) throw_error(ErrorKind::IndexError, std::string(what) + " index out of range");
+  return size_t(i);
+}
+
+Value get_item(const Value& obj, const Value& key) {
+  switch (obj.kind()) {
+    case Kind::List:
+    case Kind::Tuple: {
+      const auto& items = obj.is(Kind::List) ? obj.as<ListObj>()->items : obj.as<TupleObj>()->items;
+      const char* what = obj.is(Kind::List) ? "list" : "tuple";
+      if (key.is(Kind::Slice)) {
+        std::vector<Value> out;
+        for (int64_t i : slice_positions(key.as<SliceObj>(), int64_t(items.size()))) out.push_back(items[size_t(i)]);
+        return obj.is(Kind::List) ? make_list(std::move(out)) : make_tuple(std::move(out));
+      }
+      return items[seq_index(key, items.size(), what)];
+    }
+    case Kind::Str: {
+      auto chars = utf8_chars(obj.as_str());
+      if (key.is(Kind::Slice)) {
+        std::string out;
+        for (int64_t i : slice_positions(key.as<SliceObj>(), int64_t(chars.size())))
+          out += chars[size_t(i)].as_str();
+        return Value::str(out);
+      }
+      return chars[seq_index(key, chars.size(), "string")];
+    }
+    case Kind::Dict: {
+      const Value* v = obj.as<DictObj>()->find(key);
+      if (!v) throw_error(ErrorKind::KeyError, repr(key));
+      return *v;
+    }
+    case Kind::Range: {
+      auto* r = obj.as<RangeObj>();
+      size_t i = seq_index(key, size_t(r->length()), "range object");
+      return Value::integer(r->start + int64_t(i) * r->step);
+    }
+    case Kind::Tensor: return tensor_getitem(obj.as_tensor(), key);
+    case Kind::Module: return module_getitem(obj, key);
+    default: throw_error(ErrorKind::TypeError, "'" + type_name(obj) + "' object is not subscriptable");
+  }
+}
+
+void set_item(const Value& obj, const Value& key, const Value& value) {
+  switch (obj.kind()) {
+    case Kind::List: {
+      auto& items = obj.as<ListObj>()->items;
+      if (key.is(Kind::Slice)) {
+        auto pos = slice_positions(key.as<SliceObj>(), int64_t(items.size()));
+        std::vector<Value> vals = to_vector(value);
+        const Value& step = key.as<SliceObj>()->step;
+        if (step.is_none() || (step.is(Kind::Int) && step.as_int() == 1)) {
+          // Contiguous slice assignment may change the length.
+          int64_t lo = pos.empty() ? std::clamp<int64_t>(key.as<SliceObj>()->start.is_none()
+                                                             ? 0
+                                                             : to_index(key.as<SliceObj>()->start, "slice indices"),
+                                                         0, int64_t(items.size()))
+                                   : pos.front();
+          items.erase(items.begin() + lo, items.begin() + lo + int64_t(pos.size()));
+          items.insert(items.begin() + lo, vals.begin(), vals.end());
+          return;
+        }
+        if (vals.size() != pos.size())
+          throw_error(ErrorKind::ValueError, "attempt to assign sequence of size " + std::to_string(vals.size()) +
+                                                 " to extended slice of size " + std::to_string(pos.size()));
+        for (size_t i = 0; i < pos.size(); ++i) items[size_t(pos[i])] = vals[i];
+        return;
+      }
+      items[seq_index(key, items.size(), "list assignment")] = value;
+      return;
+    }
+    case Kind::Dict: obj.as<DictObj>()->set(key, value); return;
+    case Kind::Tensor: tensor_setitem(obj.as_tensor(), key, value); return;
+    default:
+      throw_error(ErrorKind::TypeError, "'" + type_name(obj) + "' object does not support item assignment");
+  }
+}
+
+void del_item(const Value& obj, const Value& key) {
+  switch (obj.kind()) {
+    case Kind::List: {
+      auto& items = obj.as<ListObj>()->items;
+      if (key.is(Kind::Slice)) {
+        auto pos = slice_positions(key.as<SliceObj>(), int64_t(items.size()));
+        std::sort(pos.rbegin(), pos.rend());
+        for (int64_t i : pos) items.erase(items.begin() + i);
+        return;
+      }
+      items.erase(items.begin() + ptrdiff_t(seq_index(key, items.size(), "list assignment")));
+      return;
+    }
+    case Kind::Dict:
+      if (!obj.as<DictObj>()->erase(key)) throw_error(ErrorKind::KeyError, repr(key));
+      return;
+    default: throw_error(ErrorKind::TypeError, "'" + type_name(obj) + "' object does not support item deletion");
+  }
+}
+
+// --------------------------------------------------------------- attributes --
+
+static Value bind(const Value& func, const Value& self) {
+  auto bm = make_ref<BoundMethodObj>();
+  bm->func = func;
+  bm->self = self;
+  return Value::object(Kind::BoundMethod, bm);
+}
+
+// Attributes that are data, not methods: tensor.shape etc.
+static Value tensor_attr(const Tensor& t, const std::string& n) {
+  if (n == "shape") {
+    std::vector<Value> dims;
+    for (int64_t s : t.sizes()) dims.push_back(Value::integer(s));
+    return make_tuple(std::move(dims));
+  }
+  if (n == "dtype") return intern_value(dtype_name(t.dtype()));
+  if (n == "ndim") return Value::integer(t.dim());
+  if (n == "T") {
+    std::vector<Value> dims;
+    for (int64_t d = t.dim() - 1; d >= 0; --d) dims.push_back(Value::integer(d));
+    return call_op(OpId::permute, {Value::tensor(t), make_tuple(std::move(dims))});
+  }
+  return Value::null();
+}
+
+// Native method (registry op or type method) for a builtin-typed value.
+static Value native_method(const Value& obj, const StrObj* name) {
+  if (obj.is(Kind::Tensor))
+    if (const OpDef* op = find_op(name->s); op && op->arity != 0) return op_builtin(int(op->id));
+  return type_method(obj.kind(), name);
+}
+
+Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name) {
+  switch (obj.kind()) {
+    case Kind::Module: {
+      Value v = module_lookup(obj, name);
+      if (!v.is_null()) return v;
+      try {
+        return module_getattr(ctx, obj, name);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::AttributeError) return Value::null();
+        throw;
+      }
+    }
+    case Kind::Tensor: {
+      Value v = tensor_attr(obj.as_tensor(), name->s);
+      if (!v.is_null()) return v;
+      break;
+    }
+    case Kind::Class: {
+      if (const Value* v = obj.as<ClassObj>()->lookup(name)) return *v;
+      if (name->s == "__name__") return Value::str(obj.as<ClassObj>()->name);
+      return Value::null();
+    }
+    case Kind::Function:
+      if (name->s == "__name__") return Value::str(obj.as<FunctionObj>()->code->name);
+      if (name->s == "__qualname__") return Value::str(obj.as<FunctionObj>()->code->qualname);
+      return Value::null();
+    case Kind::Builtin:
+      if (name->s == "__name__") return Value::str(obj.as<BuiltinObj>()->name);
+      return Value::null();
+    case Kind::BoundMethod:
+      if (name->s == "__self__") return obj.as<BoundMethodObj>()->self;
+      if (name->s == "__func__") return obj.as<BoundMethodObj>()->func;
+      return Value::null();
+    case Kind::Slice: {
+      auto* s = obj.as<SliceObj>();
+      if (name->s == "start") return s->start;
+      if (name->s == "stop") return s->stop;
+      if (name->s == "step") return s->step;
+      return Value::null();
+    }
+    case Kind::Range: {
+      auto* r = obj.as<RangeObj>();
+      if (name->s == "start") return Value::integer(r->start);
+      if (name->s == "stop") return Value::integer(r->stop);
+      if (name->s == "step") return Value::integer(r->step);
+      return Value::null();
+    }
+    case Kind::Foreign: {
+      auto* f = obj.as<ForeignObj>();
+      if (!f->vt->getattr) return Value::null();
+      try {
+        return f->vt->getattr(f->handle, name->s);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::AttributeError) return Value::null();
+        throw;
+      }
+    }
+    default: break;
+  }
+  Value m = native_method(obj, name);
+  return m.is_null() ? m : bind(m, obj);
+}
+
+Value get_attr(CallContext& ctx, const Value& obj, const StrObj* name) {
+  if (obj.is(Kind::Module)) return module_getattr(ctx, obj, name);
+  if (obj.is(Kind::Foreign)) {
+    auto* f = obj.as<ForeignObj>();
+    if (f->vt->getattr) return f->vt->getattr(f->handle, name->s);
+  }
+  Value v = get_attr_or_null(ctx, obj, name);
+  if (v.is_null()) {
+    if (obj.is(Kind::Class))
+      throw_error(ErrorKind::AttributeError, "type object '" + obj.as<ClassObj>()->name +
+                                                 "' has no attribute '" + name->s + "'");
+    throw_error(ErrorKind::AttributeError, "'" + type_name(obj) + "' object has no attribute '" + name->s + "'");
+  }
+  return v;
+}
+
+void load_method(CallContext& ctx, const Value& obj, const StrObj* name, Value& method, Value& self) {
+  if (obj.is(Kind::Module)) {
+    // A class function not shadowed by an instance entry is called with
+    // self prepended, no bound-method object made.
+    auto* m = obj.as<ModuleObj>();
+    if (!m->params.contains(name) && !m->modules.contains(name) && !m->buffers.contains(name) &&
+        !m->attrs.contains(name)) {
+      if (const Value* f = m->cls->lookup(name); f && (f->is(Kind::Function) || f->is(Kind::Builtin))) {
+        method = *f;
+        self = obj;
+        return;
+      }
+    }
+  } else if (!obj.is(Kind::Foreign) && !obj.is(Kind::Class)) {
+    if (!obj.is(Kind::Tensor) || tensor_attr(obj.as_tensor(), name->s).is_null()) {
+      Value m = native_method(obj, name);
+      if (!m.is_null()) {
+        method = std::move(m);
+        self = obj;
+        return;
+      }
+    }
+  }
+  method = get_attr(ctx, obj, name);
+  self = Value::null();
+}
+
+void set_attr(const Value& obj, const Ref<StrObj>& name, const Value& value) {
+  switch (obj.kind()) {
+    case Kind::Module: module_setattr(obj, name, value); return;
+    case Kind::Foreign: {
+      auto* f = obj.as<ForeignObj>();
+      if (f->vt->setattr) {
+        f->vt->setattr(f->handle, name->s, value);
+        return;
+      }
+      break;
+    }
+    default: break;
+  }
+  throw_error(ErrorKind::AttributeError,
+              "'" + type_name(obj) + "' object attribute '" + name->s + "' cannot be set");
+}
+
+}  // namespace kiln::runtime

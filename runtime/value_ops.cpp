@@ -1,0 +1,581 @@
+// Python semantics of Values: printing, truth, equality, hashing and the
+// arithmetic/comparison/unary operators. Attribute, item and iteration
+// access live in value_access.cpp.
+//
+// Deliberate deviation from Python: int is int64. An operation that would
+// overflow raises OverflowError instead of growing a bigint — never a
+// silently wrapped result.
+#include "runtime/value_ops.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+
+#include "runtime/module.h"
+#include "runtime/ops.h"
+
+namespace kiln::runtime {
+
+// ---------------------------------------------------------------- printing --
+
+std::string type_name(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Module: return v.as<ModuleObj>()->cls->name;
+    case Kind::Foreign: return v.as<ForeignObj>()->vt->type_name;
+    case Kind::Builtin: return "builtin_function_or_method";
+    default: return kind_name(v.kind());
+  }
+}
+
+static std::string float_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
+  // Shortest round-trip digits, laid out the way Python's repr() does:
+  // positional for exponents in [-4, 16), scientific otherwise.
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string s(buf, res.ptr);
+  bool neg = s[0] == '-';
+  if (neg) s.erase(0, 1);
+  size_t epos = s.find('e');
+  int exp = std::stoi(s.substr(epos + 1));
+  std::string digits = s.substr(0, epos);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  std::string out;
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) {
+      out = "0." + std::string(size_t(-exp - 1), '0') + digits;
+    } else if (size_t(exp + 1) >= digits.size()) {
+      out = digits + std::string(size_t(exp + 1) - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, size_t(exp + 1)) + "." + digits.substr(size_t(exp + 1));
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char e[16];
+    std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+    out += e;
+  }
+  return neg ? "-" + out : out;
+}
+
+static std::string str_repr(const std::string& s) {
+  char q = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
+  std::string out(1, q);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      case '\\': out += "\\\\"; break;
+      default:
+        if (c == q) {
+          out += '\\';
+          out += char(c);
+        } else if (c < 0x20 || c == 0x7f) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\x%02x", c);
+          out += b;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  return out + q;
+}
+
+std::string repr(const Value& v) {
+  switch (v.kind()) {
+    case Kind::None: return "None";
+    case Kind::Null: return "<NULL>";
+    case Kind::Bool: return v.as_bool() ? "True" : "False";
+    case Kind::Int: return std::to_string(v.as_int());
+    case Kind::Float: return float_repr(v.as_float());
+    case Kind::Str: return str_repr(v.as_str());
+    case Kind::Tensor: return v.as_tensor().repr();
+    case Kind::Tuple: {
+      const auto& items = v.as<TupleObj>()->items;
+      std::string s = "(";
+      for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + repr(items[i]);
+      return s + (items.size() == 1 ? ",)" : ")");
+    }
+    case Kind::List: {
+      const auto& items = v.as<ListObj>()->items;
+      std::string s = "[";
+      for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + repr(items[i]);
+      return s + "]";
+    }
+    case Kind::Dict: {
+      std::string s = "{";
+      bool first = true;
+      for (const auto& [k, val] : v.as<DictObj>()->entries) {
+        s += (first ? "" : ", ") + repr(k) + ": " + repr(val);
+        first = false;
+      }
+      return s + "}";
+    }
+    case Kind::Slice: {
+      auto* sl = v.as<SliceObj>();
+      return "slice(" + repr(sl->start) + ", " + repr(sl->stop) + ", " + repr(sl->step) + ")";
+    }
+    case Kind::Range: {
+      auto* r = v.as<RangeObj>();
+      std::string s = "range(" + std::to_string(r->start) + ", " + std::to_string(r->stop);
+      return s + (r->step == 1 ? ")" : ", " + std::to_string(r->step) + ")");
+    }
+    case Kind::Iterator: return "<iterator>";
+    case Kind::Cell: return "<cell>";
+    case Kind::Code: return "<code " + v.as<Code>()->qualname + ">";
+    case Kind::Function: return "<function " + v.as<FunctionObj>()->code->qualname + ">";
+    case Kind::BoundMethod: {
+      auto* bm = v.as<BoundMethodObj>();
+      std::string name = bm->func.is(Kind::Function) ? bm->func.as<FunctionObj>()->code->qualname
+                         : bm->func.is(Kind::Builtin) ? bm->func.as<BuiltinObj>()->name
+                                                      : repr(bm->func);
+      return "<bound method " + name + " of " + type_name(bm->self) + " object>";
+    }
+    case Kind::Builtin: return "<built-in function " + v.as<BuiltinObj>()->name + ">";
+    case Kind::Class: return "<class '" + v.as<ClassObj>()->name + "'>";
+    case Kind::Module: return module_repr(v.as<ModuleObj>());
+    case Kind::Foreign: {
+      auto* f = v.as<ForeignObj>();
+      return f->vt->repr ? f->vt->repr(f->handle) : "<" + std::string(f->vt->type_name) + " object>";
+    }
+  }
+  return "?";
+}
+
+std::string to_str(const Value& v) { return v.is(Kind::Str) ? v.as_str() : repr(v); }
+
+// ------------------------------------------------------ truth, ==, hash ----
+
+bool truth(const Value& v) {
+  switch (v.kind()) {
+    case Kind::None:
+    case Kind::Null: return false;
+    case Kind::Bool:
+    case Kind::Int: return v.as_int() != 0;
+    case Kind::Float: return v.as_float() != 0.0;
+    case Kind::Str: return !v.as_str().empty();
+    case Kind::Tuple: return !v.as<TupleObj>()->items.empty();
+    case Kind::List: return !v.as<ListObj>()->items.empty();
+    case Kind::Dict: return !v.as<DictObj>()->entries.empty();
+    case Kind::Range: return v.as<RangeObj>()->length() != 0;
+    case Kind::Tensor: {
+      Tensor t = v.as_tensor();
+      if (t.numel() != 1)
+        throw_error(ErrorKind::RuntimeError, "Boolean value of Tensor with " + std::to_string(t.numel()) +
+                                                 " values is ambiguous");
+      return t.item() != 0.0;
+    }
+    case Kind::Module: {
+      auto bk = v.as<ModuleObj>()->cls->builtin_kind();
+      if (bk == BuiltinModule::Sequential || bk == BuiltinModule::ModuleList || bk == BuiltinModule::ModuleDict)
+        return length(v) != 0;
+      return true;
+    }
+    case Kind::Foreign: {
+      auto* f = v.as<ForeignObj>();
+      return f->vt->truth ? f->vt->truth(f->handle) : true;
+    }
+    default: return true;
+  }
+}
+
+template <class Seq>
+static bool seq_equal(const Seq& a, const Seq& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].is_same(b[i]) && !values_equal(a[i], b[i])) return false;
+  return true;
+}
+
+bool values_equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is(Kind::Float) || b.is(Kind::Float)) return a.as_number() == b.as_number();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Kind::None:
+    case Kind::Null: return true;
+    case Kind::Str: return a.obj() == b.obj() || a.as_str() == b.as_str();
+    case Kind::Tuple: return seq_equal(a.as<TupleObj>()->items, b.as<TupleObj>()->items);
+    case Kind::List: return seq_equal(a.as<ListObj>()->items, b.as<ListObj>()->items);
+    case Kind::Dict: {
+      auto* da = a.as<DictObj>();
+      auto* db = b.as<DictObj>();
+      if (da->entries.size() != db->entries.size()) return false;
+      for (const auto& [k, v] : da->entries) {
+        const Value* o = db->find(k);
+        if (!o || !values_equal(v, *o)) return false;
+      }
+      return true;
+    }
+    case Kind::Range: {
+      auto* ra = a.as<RangeObj>();
+      auto* rb = b.as<RangeObj>();
+      int64_t n = ra->length();
+      return n == rb->length() && (n == 0 || (ra->start == rb->start && (n == 1 || ra->step == rb->step)));
+    }
+    case Kind::BoundMethod: {
+      auto* ma = a.as<BoundMethodObj>();
+      auto* mb = b.as<BoundMethodObj>();
+      return ma->func.is_same(mb->func) && ma->self.is_same(mb->self);
+    }
+    // Tensors compare by identity here (dict keys, `in`); elementwise ==
+    // on tensors is compare_op's business.
+    default: return a.obj() == b.obj();
+  }
+}
+
+size_t value_hash(const Value& v) {
+  switch (v.kind()) {
+    case Kind::None: return 0x9e3779b97f4a7c15ULL;
+    case Kind::Bool:
+    case Kind::Int: return std::hash<int64_t>{}(v.as_int());
+    case Kind::Float: {
+      double d = v.as_float();
+      // Equal numbers hash equal: 1.0 and 1 are the same key.
+      if (d == std::floor(d) && std::fabs(d) < 9.2e18) return std::hash<int64_t>{}(int64_t(d));
+      return std::hash<double>{}(d);
+    }
+    case Kind::Str: return v.as<StrObj>()->hash;
+    case Kind::Tuple: {
+      size_t h = 0x345678;
+      for (const auto& x : v.as<TupleObj>()->items) h = (h ^ value_hash(x)) * 1000003;
+      return h;
+    }
+    case Kind::List:
+    case Kind::Dict:
+      throw_error(ErrorKind::TypeError, "unhashable type: '" + type_name(v) + "'");
+    case Kind::Foreign: {
+      auto* f = v.as<ForeignObj>();
+      if (f->vt->hash) return f->vt->hash(f->handle);
+      return std::hash<const void*>{}(f);
+    }
+    default: return std::hash<const void*>{}(v.obj());
+  }
+}
+
+// --------------------------------------------------------------- operators --
+
+// operators.def names a registry op per operator (or `none`).
+namespace op_index {
+#define KILN_OP(name, ...) constexpr int name = int(OpId::name);
+#include "runtime/ops.def"
+#undef KILN_OP
+constexpr int none = -1;
+}  // namespace op_index
+
+static int tensor_op_for(BinOp op) {
+  static const int table[] = {
+#define KILN_BINOP(e, sym, opname) op_index::opname,
+#include "runtime/operators.def"
+#undef KILN_BINOP
+  };
+  return table[int(op)];
+}
+static int tensor_op_for(CmpOp op) {
+  static const int table[] = {
+#define KILN_CMPOP(e, sym, opname) op_index::opname,
+#include "runtime/operators.def"
+#undef KILN_CMPOP
+  };
+  return table[int(op)];
+}
+static int tensor_op_for(UnOp op) {
+  static const int table[] = {
+#define KILN_UNOP(e, sym, opname) op_index::opname,
+#include "runtime/operators.def"
+#undef KILN_UNOP
+  };
+  return table[int(op)];
+}
+
+[[noreturn]] static void unsupported(const char* sym, bool inplace, const Value& a, const Value& b) {
+  throw_error(ErrorKind::TypeError, std::string("unsupported operand type(s) for ") + sym + (inplace ? "=" : "") +
+                                        ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+static int64_t checked(bool overflow, int64_t r, const char* sym) {
+  if (overflow)
+    throw_error(ErrorKind::OverflowError,
+                std::string("integer overflow in ") + sym + " (kiln ints are 64-bit)");
+  return r;
+}
+
+static int64_t int_pow(int64_t base, int64_t exp) {
+  int64_t result = 1;
+  while (exp > 0) {
+    if (exp & 1) checked(__builtin_mul_overflow(result, base, &result), 0, "**");
+    exp >>= 1;
+    if (exp) checked(__builtin_mul_overflow(base, base, &base), 0, "**");
+  }
+  return result;
+}
+
+static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
+  int64_t r = 0;
+  const char* sym = binop_symbol(op);
+  switch (op) {
+    case BinOp::ADD: return Value::integer(checked(__builtin_add_overflow(x, y, &r), r, sym));
+    case BinOp::SUB: return Value::integer(checked(__builtin_sub_overflow(x, y, &r), r, sym));
+    case BinOp::MUL: return Value::integer(checked(__builtin_mul_overflow(x, y, &r), r, sym));
+    case BinOp::TRUEDIV:
+      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "division by zero");
+      return Value::floating(double(x) / double(y));
+    case BinOp::FLOORDIV:
+    case BinOp::MOD: {
+      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) {
+        if (op == BinOp::MOD) return Value::integer(0);
+        checked(true, 0, sym);
+      }
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) {
+        q -= 1;
+        m += y;
+      }
+      return Value::integer(op == BinOp::FLOORDIV ? q : m);
+    }
+    case BinOp::POW:
+      if (y < 0) {
+        if (x == 0) throw_error(ErrorKind::ZeroDivisionError, "0 cannot be raised to a negative power");
+        return Value::floating(std::pow(double(x), double(y)));
+      }
+      return Value::integer(int_pow(x, y));
+    case BinOp::AND: return both_bool ? Value::boolean(x & y) : Value::integer(x & y);
+    case BinOp::OR: return both_bool ? Value::boolean(x | y) : Value::integer(x | y);
+    case BinOp::XOR: return both_bool ? Value::boolean(x ^ y) : Value::integer(x ^ y);
+    case BinOp::LSHIFT:
+      if (y < 0) throw_error(ErrorKind::ValueError, "negative shift count");
+      if (x != 0 && (y >= 63 || (x > 0 ? x > (INT64_MAX >> y) : x < (INT64_MIN >> y))))
+        checked(true, 0, sym);
+      return Value::integer(x << y);
+    case BinOp::RSHIFT:
+      if (y < 0) throw_error(ErrorKind::ValueError, "negative shift count");
+      return Value::integer(y >= 63 ? (x < 0 ? -1 : 0) : (x >> y));
+    case BinOp::MATMUL: break;
+  }
+  return Value::null();
+}
+
+// Python's float floor division and modulo (Objects/floatobject.c).
+static void float_divmod(double vx, double wx, double& floordiv, double& mod) {
+  mod = std::fmod(vx, wx);
+  double div = (vx - mod) / wx;
+  if (mod != 0) {
+    if ((wx < 0) != (mod < 0)) {
+      mod += wx;
+      div -= 1.0;
+    }
+  } else {
+    mod = std::copysign(0.0, wx);
+  }
+  if (div != 0) {
+    floordiv = std::floor(div);
+    if (div - floordiv > 0.5) floordiv += 1.0;
+  } else {
+    floordiv = std::copysign(0.0, vx / wx);
+  }
+}
+
+static Value float_binop(BinOp op, double x, double y) {
+  switch (op) {
+    case BinOp::ADD: return Value::floating(x + y);
+    case BinOp::SUB: return Value::floating(x - y);
+    case BinOp::MUL: return Value::floating(x * y);
+    case BinOp::TRUEDIV:
+      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "float division by zero");
+      return Value::floating(x / y);
+    case BinOp::FLOORDIV:
+    case BinOp::MOD: {
+      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "float modulo by zero");
+      double q, m;
+      float_divmod(x, y, q, m);
+      return Value::floating(op == BinOp::FLOORDIV ? q : m);
+    }
+    case BinOp::POW:
+      if (x == 0 && y < 0) throw_error(ErrorKind::ZeroDivisionError, "0.0 cannot be raised to a negative power");
+      if (x < 0 && y != std::floor(y))
+        throw_error(ErrorKind::ValueError, "complex results are not supported (negative number to a fractional power)");
+      return Value::floating(std::pow(x, y));
+    default: return Value::null();
+  }
+}
+
+template <class Seq>
+static Value repeat(const std::vector<Value>& items, int64_t n, Kind k) {
+  std::vector<Value> out;
+  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
+  return k == Kind::List ? make_list(std::move(out)) : make_tuple(std::move(out));
+}
+
+Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
+  // Fast path first: int op int is what loops spend their time on.
+  if (a.is(Kind::Int) && b.is(Kind::Int)) {
+    Value r = int_binop(op, a.as_int(), b.as_int(), false);
+    if (!r.is_null()) return r;
+    unsupported(binop_symbol(op), inplace, a, b);
+  }
+  if (a.is(Kind::Tensor) || b.is(Kind::Tensor)) {
+    int id = tensor_op_for(op);
+    if (id < 0) unsupported(binop_symbol(op), inplace, a, b);
+    return call_op(OpId(id), {a, b});
+  }
+  if (a.is(Kind::Foreign)) {
+    auto* f = a.as<ForeignObj>();
+    if (f->vt->binary_op) return f->vt->binary_op(f->handle, int(op), b, false);
+  } else if (b.is(Kind::Foreign)) {
+    auto* f = b.as<ForeignObj>();
+    if (f->vt->binary_op) return f->vt->binary_op(f->handle, int(op), a, true);
+  }
+  if (a.is_number() && b.is_number()) {
+    Value r = (a.is(Kind::Float) || b.is(Kind::Float))
+                  ? float_binop(op, a.as_number(), b.as_number())
+                  : int_binop(op, a.as_int(), b.as_int(), a.is(Kind::Bool) && b.is(Kind::Bool));
+    if (!r.is_null()) return r;
+    unsupported(binop_symbol(op), inplace, a, b);
+  }
+  if (op == BinOp::ADD) {
+    if (a.is(Kind::Str) && b.is(Kind::Str)) return Value::str(a.as_str() + b.as_str());
+    if (a.is(Kind::List) && b.is(Kind::List)) {
+      if (inplace) {  // list += list mutates, as in Python (aliases see it)
+        auto& dst = a.as<ListObj>()->items;
+        std::vector<Value> src = b.as<ListObj>()->items;
+        dst.insert(dst.end(), src.begin(), src.end());
+        return a;
+      }
+      std::vector<Value> out = a.as<ListObj>()->items;
+      const auto& more = b.as<ListObj>()->items;
+      out.insert(out.end(), more.begin(), more.end());
+      return make_list(std::move(out));
+    }
+    if (a.is(Kind::Tuple) && b.is(Kind::Tuple)) {
+      std::vector<Value> out = a.as<TupleObj>()->items;
+      const auto& more = b.as<TupleObj>()->items;
+      out.insert(out.end(), more.begin(), more.end());
+      return make_tuple(std::move(out));
+    }
+  }
+  if (op == BinOp::MUL) {
+    const Value* seq = (a.is(Kind::Int) || a.is(Kind::Bool)) ? &b : &a;
+    const Value* n = seq == &a ? &b : &a;
+    if ((n->is(Kind::Int) || n->is(Kind::Bool))) {
+      int64_t count = std::max<int64_t>(0, n->as_int());
+      if (seq->is(Kind::Str)) {
+        std::string out;
+        for (int64_t i = 0; i < count; ++i) out += seq->as_str();
+        return Value::str(out);
+      }
+      if (seq->is(Kind::List)) return repeat<ListObj>(seq->as<ListObj>()->items, count, Kind::List);
+      if (seq->is(Kind::Tuple)) return repeat<TupleObj>(seq->as<TupleObj>()->items, count, Kind::Tuple);
+    }
+  }
+  unsupported(binop_symbol(op), inplace, a, b);
+}
+
+static CmpOp reflect(CmpOp op) {
+  switch (op) {
+    case CmpOp::LT: return CmpOp::GT;
+    case CmpOp::LE: return CmpOp::GE;
+    case CmpOp::GT: return CmpOp::LT;
+    case CmpOp::GE: return CmpOp::LE;
+    default: return op;
+  }
+}
+
+// Three-way ordering for <, <=, >, >= on non-tensor values.
+static int order(CmpOp op, const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is(Kind::Float) || b.is(Kind::Float)) {
+      double x = a.as_number(), y = b.as_number();
+      return x < y ? -1 : (x > y ? 1 : (x == y ? 0 : 2));  // 2: unordered (nan)
+    }
+    return a.as_int() < b.as_int() ? -1 : (a.as_int() > b.as_int() ? 1 : 0);
+  }
+  if (a.is(Kind::Str) && b.is(Kind::Str)) {
+    int c = a.as_str().compare(b.as_str());
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  if ((a.is(Kind::Tuple) && b.is(Kind::Tuple)) || (a.is(Kind::List) && b.is(Kind::List))) {
+    const auto& x = a.is(Kind::Tuple) ? a.as<TupleObj>()->items : a.as<ListObj>()->items;
+    const auto& y = b.is(Kind::Tuple) ? b.as<TupleObj>()->items : b.as<ListObj>()->items;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+      if (!values_equal(x[i], y[i])) return order(op, x[i], y[i]);
+    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
+  }
+  throw_error(ErrorKind::TypeError, std::string("'") + cmpop_symbol(op) + "' not supported between instances of '" +
+                                        type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+Value compare_op(CmpOp op, const Value& a, const Value& b) {
+  if (a.is(Kind::Int) && b.is(Kind::Int)) {
+    int64_t x = a.as_int(), y = b.as_int();
+    switch (op) {
+      case CmpOp::LT: return Value::boolean(x < y);
+      case CmpOp::LE: return Value::boolean(x <= y);
+      case CmpOp::EQ: return Value::boolean(x == y);
+      case CmpOp::NE: return Value::boolean(x != y);
+      case CmpOp::GT: return Value::boolean(x > y);
+      case CmpOp::GE: return Value::boolean(x >= y);
+      default: break;
+    }
+  }
+  switch (op) {
+    case CmpOp::IS: return Value::boolean(a.is_same(b));
+    case CmpOp::IS_NOT: return Value::boolean(!a.is_same(b));
+    case CmpOp::IN: return Value::boolean(contains(b, a));
+    case CmpOp::NOT_IN: return Value::boolean(!contains(b, a));
+    default: break;
+  }
+  if (a.is(Kind::Tensor) || b.is(Kind::Tensor)) return call_op(OpId(tensor_op_for(op)), {a, b});
+  if (a.is(Kind::Foreign)) {
+    auto* f = a.as<ForeignObj>();
+    if (f->vt->compare) return f->vt->compare(f->handle, int(op), b);
+  } else if (b.is(Kind::Foreign)) {
+    auto* f = b.as<ForeignObj>();
+    if (f->vt->compare) return f->vt->compare(f->handle, int(reflect(op)), a);
+  }
+  if (op == CmpOp::EQ) return Value::boolean(values_equal(a, b));
+  if (op == CmpOp::NE) return Value::boolean(!values_equal(a, b));
+  int c = order(op, a, b);
+  switch (op) {
+    case CmpOp::LT: return Value::boolean(c == -1);
+    case CmpOp::LE: return Value::boolean(c == -1 || c == 0);
+    case CmpOp::GT: return Value::boolean(c == 1);
+    case CmpOp::GE: return Value::boolean(c == 1 || c == 0);
+    default: return Value::boolean(false);
+  }
+}
+
+Value unary_op(UnOp op, const Value& a) {
+  if (op == UnOp::NOT) return Value::boolean(!truth(a));
+  if (a.is(Kind::Tensor)) {
+    if (op == UnOp::POS) return a;
+    return call_op(OpId(tensor_op_for(op)), {a});
+  }
+  if (a.is(Kind::Int) || a.is(Kind::Bool)) {
+    int64_t x = a.as_int();
+    switch (op) {
+      case UnOp::NEG:
+        if (x == INT64_MIN) checked(true, 0, "unary -");
+        return Value::integer(-x);
+      case UnOp::POS: return Value::integer(x);
+      case UnOp::INVERT: return Value::integer(~x);
+      default: break;
+    }
+  }
+  if (a.is(Kind::Float)) {
+    if (op == UnOp::NEG) return Value::floating(-a.as_float());
+    if (op == UnOp::POS) return a;
+  }
+  throw_error(ErrorKind::TypeError,
+              std::string("bad operand type for unary ") + unop_symbol(op) + ": '" + type_name(a) + "'");
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,91 @@
+// The `kiln` command-line tool: run, disassemble or verify a .kbc file.
+// Exit status: 0 success, 1 the program failed (or was rejected), 2 usage.
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "interpreter/assembler.h"
+#include "interpreter/disassembler.h"
+#include "interpreter/vm.h"
+#include "runtime/value_ops.h"
+
+using namespace kiln;
+using runtime::Value;
+
+namespace {
+
+// Command-line arguments become KBC values the way Python literals would:
+// 3 -> int, 2.5 -> float, True/False/None, anything else a str.
+Value parse_arg(const std::string& s) {
+  if (s == "True") return Value::boolean(true);
+  if (s == "False") return Value::boolean(false);
+  if (s == "None") return Value::none();
+  int64_t i;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
+  if (ec == std::errc() && p == s.data() + s.size()) return Value::integer(i);
+  double d;
+  auto [q, ec2] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (ec2 == std::errc() && q == s.data() + s.size()) return Value::floating(d);
+  return Value::str(s);
+}
+
+int fail(const Error& e, bool traceback) {
+  std::string text = traceback ? e.full() : e.what();
+  std::fprintf(stderr, "kiln: %s\n", text.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: run, disassemble and verify KBC programs"};
+  app.require_subcommand(1);
+
+  std::string file, entry = "main";
+  std::vector<std::string> args;
+  auto* run = app.add_subcommand("run", "assemble, verify and run FILE's entry function; prints its result");
+  run->add_option("file", file, "a .kbc file")->required();
+  run->add_option("--entry", entry, "the function to call (default: main)");
+  run->add_option("args", args, "arguments: ints, floats, True/False/None, else strings");
+  auto* dis = app.add_subcommand("dis", "print FILE in canonical KBC text");
+  dis->add_option("file", file, "a .kbc file")->required();
+  auto* ver = app.add_subcommand("verify", "assemble and verify FILE without running it");
+  ver->add_option("file", file, "a .kbc file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  try {
+    interpreter::Program program = interpreter::assemble_file(file);
+    if (dis->parsed()) {
+      std::cout << interpreter::disassemble(program);
+      return 0;
+    }
+    if (ver->parsed()) {
+      std::cout << file << ": OK (" << program.items.size() << " top-level definitions)\n";
+      return 0;
+    }
+    std::vector<Value> values;
+    for (const auto& a : args) values.push_back(parse_arg(a));
+    interpreter::VM vm;
+    try {
+      Value result = vm.run(program, entry, values);
+      std::cout << runtime::repr(result) << "\n";
+    } catch (const Error& e) {
+      return fail(e, true);
+    }
+    return 0;
+  } catch (const Error& e) {
+    return fail(e, false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: internal error: %s\n", e.what());
+    return 1;
+  }
+}
