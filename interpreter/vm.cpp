@@ -281,6 +281,8 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
   const Instr* const begin = code->instrs.data();
   const Instr* ip = begin;
   const Value* consts = code->consts.data();
+  if (code->attr_caches.size() != code->instrs.size()) code->attr_caches.resize(code->instrs.size());
+  Code::AttrCache* const attr_caches = code->attr_caches.data();
   Value* sp = stack;
   // Scratch for handlers. TRAP: a computed goto that leaves a scope does
   // not run destructors (GCC), so every handler keeps its Values in a
@@ -398,6 +400,20 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     }
     NEXT();
   op_LOAD_ATTR:
+    if (sp[-1].is(Kind::Module)) {
+      const auto* m = sp[-1].as<ModuleObj>();
+      Code::AttrCache& c = attr_caches[ip - begin];
+      if (c.module != m || c.version != m->version) {
+        c.slot = module_instance_slot(m, code->names[size_t(ip->a)].get());
+        c.module = c.slot ? m : nullptr;
+        c.version = m->version;
+      }
+      if (c.slot) {
+        // Copy before overwriting: the stack may hold the module's last reference.
+        REPLACE_TOP(1, *c.slot);
+        NEXT();
+      }
+    }
     REPLACE_TOP(1, get_attr(*this, sp[-1], code->names[size_t(ip->a)].get()));
     NEXT();
   op_STORE_ATTR:

@@ -100,6 +100,18 @@ struct Code final : Object {
   // For each cellvar, the parameter it is initialised from, or -1.
   std::vector<int32_t> cell_from_arg;
 
+  // The VM's inline caches, one per instruction, made on first use. An
+  // attribute load on a module remembers which dict slot answered it, keyed
+  // by (module, version): versions are globally unique and bumped by every
+  // structural change, so a hit can never be stale. Mutable: filling a
+  // cache does not change what the code means.
+  struct AttrCache {
+    const void* module = nullptr;
+    uint64_t version = 0;
+    const Value* slot = nullptr;
+  };
+  mutable std::vector<AttrCache> attr_caches;
+
   int32_t nparams() const {
     return argcount + kwonlyargcount + ((flags & kVarArgs) ? 1 : 0) + ((flags & kVarKw) ? 1 : 0);
   }

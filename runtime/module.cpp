@@ -2,6 +2,7 @@
 // traversal (parameters, named_modules, ...), state_dict.
 #include "runtime/module.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -75,14 +76,18 @@ static Value bind_method(const Value& f, const Value& self) {
   return Value::object(Kind::BoundMethod, bm);
 }
 
-Value module_lookup(const Value& module, const StrObj* name) {
-  auto* m = module.as<ModuleObj>();
+const Value* module_instance_slot(const ModuleObj* m, const StrObj* name) {
   // The order is part of kiln's contract (DESIGN.md): the dicts first, so
   // the common case never reaches a generic __getattr__.
-  if (const Value* v = m->params.find(name)) return *v;
-  if (const Value* v = m->modules.find(name)) return *v;
-  if (const Value* v = m->buffers.find(name)) return *v;
-  if (const Value* v = m->attrs.find(name)) return *v;
+  if (const Value* v = m->params.find(name)) return v;
+  if (const Value* v = m->modules.find(name)) return v;
+  if (const Value* v = m->buffers.find(name)) return v;
+  return m->attrs.find(name);
+}
+
+Value module_lookup(const Value& module, const StrObj* name) {
+  auto* m = module.as<ModuleObj>();
+  if (const Value* v = module_instance_slot(m, name)) return *v;
   if (name->s == "training") return Value::boolean(m->training);
   if (const Value* v = m->cls->lookup(name)) {
     if (v->is(Kind::Function) || v->is(Kind::Builtin)) return bind_method(*v, module);
@@ -330,15 +335,24 @@ void set_training(ModuleObj* m, bool mode) {
   }
 }
 
+// Like torch: every name, so a module or tensor reachable by two paths is
+// listed under each (only a cycle is cut, at the module that closes it).
+static void state_dict_into(ModuleObj* m, const std::string& prefix, DictObj* out,
+                            std::vector<const ModuleObj*>& path) {
+  if (std::find(path.begin(), path.end(), m) != path.end()) return;
+  path.push_back(m);
+  for (auto* dict : {&m->params, &m->buffers})
+    for (const auto& [name, v] : *dict)
+      if (!v.is_none()) out->set(Value::str(prefix + name->s), v);
+  for (const auto& [name, child] : m->modules)
+    if (!child.is_none()) state_dict_into(child.as<ModuleObj>(), prefix + name->s + ".", out, path);
+  path.pop_back();
+}
+
 Value state_dict(ModuleObj* m) {
-  // Like torch: every name, shared tensors listed under each of their names.
   Value d = make_dict();
-  for (const auto& [prefix, mod] : named_modules(m)) {
-    auto* x = mod.as<ModuleObj>();
-    for (auto* dict : {&x->params, &x->buffers})
-      for (const auto& [name, v] : *dict)
-        if (!v.is_none()) d.as<DictObj>()->set(Value::str(prefix.empty() ? name->s : prefix + "." + name->s), v);
-  }
+  std::vector<const ModuleObj*> path;
+  state_dict_into(m, "", d.as<DictObj>(), path);
   return d;
 }
 

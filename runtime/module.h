@@ -5,7 +5,8 @@
 // Invariant: a name lives in at most one of params/modules/buffers/attrs
 // (setattr moves it), and every structural change takes a fresh version
 // from one global counter, so (module identity, version) never repeats:
-// the tracer's guards rely on that.
+// the VM's inline caches and the tracer's guards rely on that. So change
+// the dicts only through the functions below, which bump the version.
 #pragma once
 
 #include <string>
@@ -87,8 +88,12 @@ Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& ar
 // _buffers, plain attributes, the class (functions become bound methods),
 // then a user-defined __getattr__. Missing: AttributeError naming the class.
 Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name);
-// Same lookup without the __getattr__ fallback; nullopt-like Null if absent.
+// Same lookup without the __getattr__ fallback; Null if absent.
 Value module_lookup(const Value& module, const StrObj* name);
+// The slot of `name` in the instance dicts (_parameters, _modules,
+// _buffers, attributes, in that order), or nullptr. Valid until the
+// module's version changes.
+const Value* module_instance_slot(const ModuleObj* m, const StrObj* name);
 // torch's __setattr__: Parameter -> _parameters, Module -> _modules, a
 // tensor/None to an existing buffer name -> _buffers, else a plain attribute.
 void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value);

@@ -21,7 +21,7 @@ class Object {
 
   void incref() const noexcept { ++refcount_; }
   void decref() const noexcept {
-    if (--refcount_ == 0) delete this;
+    if (__builtin_expect(--refcount_ == 0, 0)) delete this;
   }
   uint32_t refcount() const noexcept { return refcount_; }
 

@@ -301,30 +301,34 @@ static int tensor_op_for(UnOp op) {
                                         ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
-static int64_t checked(bool overflow, int64_t r, const char* sym) {
-  if (overflow)
-    throw_error(ErrorKind::OverflowError,
-                std::string("integer overflow in ") + sym + " (kiln ints are 64-bit)");
-  return r;
+[[noreturn]] static void overflow_error(const char* sym) {
+  throw_error(ErrorKind::OverflowError, std::string("integer overflow in ") + sym + " (kiln ints are 64-bit)");
 }
+// TRAP: never pass the builtin's result slot as another argument of the
+// same call; argument evaluation order is unspecified.
+#define KILN_CHECKED(builtin, x, y, sym)                 \
+  [&] {                                                  \
+    int64_t r_;                                          \
+    if (builtin(x, y, &r_)) overflow_error(sym);         \
+    return r_;                                           \
+  }()
 
 static int64_t int_pow(int64_t base, int64_t exp) {
   int64_t result = 1;
   while (exp > 0) {
-    if (exp & 1) checked(__builtin_mul_overflow(result, base, &result), 0, "**");
+    if (exp & 1) result = KILN_CHECKED(__builtin_mul_overflow, result, base, "**");
     exp >>= 1;
-    if (exp) checked(__builtin_mul_overflow(base, base, &base), 0, "**");
+    if (exp) base = KILN_CHECKED(__builtin_mul_overflow, base, base, "**");
   }
   return result;
 }
 
 static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
-  int64_t r = 0;
   const char* sym = binop_symbol(op);
   switch (op) {
-    case BinOp::ADD: return Value::integer(checked(__builtin_add_overflow(x, y, &r), r, sym));
-    case BinOp::SUB: return Value::integer(checked(__builtin_sub_overflow(x, y, &r), r, sym));
-    case BinOp::MUL: return Value::integer(checked(__builtin_mul_overflow(x, y, &r), r, sym));
+    case BinOp::ADD: return Value::integer(KILN_CHECKED(__builtin_add_overflow, x, y, sym));
+    case BinOp::SUB: return Value::integer(KILN_CHECKED(__builtin_sub_overflow, x, y, sym));
+    case BinOp::MUL: return Value::integer(KILN_CHECKED(__builtin_mul_overflow, x, y, sym));
     case BinOp::TRUEDIV:
       if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "division by zero");
       return Value::floating(double(x) / double(y));
@@ -333,7 +337,7 @@ static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
       if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "integer division or modulo by zero");
       if (x == INT64_MIN && y == -1) {
         if (op == BinOp::MOD) return Value::integer(0);
-        checked(true, 0, sym);
+        overflow_error(sym);
       }
       int64_t q = x / y, m = x % y;
       if (m != 0 && ((m < 0) != (y < 0))) {
@@ -353,8 +357,7 @@ static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
     case BinOp::XOR: return both_bool ? Value::boolean(x ^ y) : Value::integer(x ^ y);
     case BinOp::LSHIFT:
       if (y < 0) throw_error(ErrorKind::ValueError, "negative shift count");
-      if (x != 0 && (y >= 63 || (x > 0 ? x > (INT64_MAX >> y) : x < (INT64_MIN >> y))))
-        checked(true, 0, sym);
+      if (x != 0 && (y >= 63 || (x > 0 ? x > (INT64_MAX >> y) : x < (INT64_MIN >> y)))) overflow_error(sym);
       return Value::integer(x << y);
     case BinOp::RSHIFT:
       if (y < 0) throw_error(ErrorKind::ValueError, "negative shift count");
@@ -563,7 +566,7 @@ Value unary_op(UnOp op, const Value& a) {
     int64_t x = a.as_int();
     switch (op) {
       case UnOp::NEG:
-        if (x == INT64_MIN) checked(true, 0, "unary -");
+        if (x == INT64_MIN) overflow_error("unary -");
         return Value::integer(-x);
       case UnOp::POS: return Value::integer(x);
       case UnOp::INVERT: return Value::integer(~x);
