@@ -1,0 +1,249 @@
+#include "interpreter/verifier.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace kiln::interpreter {
+
+using runtime::Code;
+using runtime::Flow;
+using runtime::Instr;
+using runtime::Kind;
+using runtime::Opcode;
+using runtime::OperandKind;
+
+namespace {
+
+const char* operand_kind_noun(OperandKind k) {
+  switch (k) {
+    case OperandKind::None: return "unused operand";
+    case OperandKind::Const: return "constant index";
+    case OperandKind::Local: return "local index";
+    case OperandKind::Name: return "name index";
+    case OperandKind::Deref: return "cell index";
+    case OperandKind::Count: return "count";
+    case OperandKind::Jump: return "jump target";
+    case OperandKind::BinOp: return "binary operator";
+    case OperandKind::CmpOp: return "comparison operator";
+    case OperandKind::UnOp: return "unary operator";
+    case OperandKind::Flags: return "flags";
+  }
+  return "operand";
+}
+
+class Verifier {
+ public:
+  Verifier(Code& code, std::unordered_set<const Code*>& in_progress) : code_(code), in_progress_(in_progress) {}
+
+  void run() {
+    check_header();
+    for (size_t pc = 0; pc < code_.instrs.size(); ++pc) check_operands(pc);
+    int32_t max_stack = flow();
+    fill_cells();
+    verify_nested();
+    code_.max_stack = max_stack;
+    code_.verified = true;
+  }
+
+ private:
+  [[noreturn]] void fail_function(const std::string& what) const {
+    throw_error(ErrorKind::VerifyError, "function '" + function_name() + "': " + what);
+  }
+  [[noreturn]] void fail_at(size_t pc, const std::string& what) const {
+    const Instr& ins = code_.instrs[pc];
+    throw_error(ErrorKind::VerifyError, "function '" + function_name() + "', instruction " +
+                                            std::to_string(pc) + " (" + opname(ins) + "), line " +
+                                            std::to_string(ins.line) + ": " + what);
+  }
+  std::string function_name() const { return code_.qualname.empty() ? code_.name : code_.qualname; }
+  static std::string opname(const Instr& ins) {
+    if (size_t(ins.op) >= size_t(runtime::kNumOpcodes)) return "opcode " + std::to_string(int(ins.op));
+    return runtime::opcode_info(ins.op).name;
+  }
+
+  // The frame layout: parameter counts and variable names.
+  void check_header() {
+    const Code& c = code_;
+    if (c.argcount < 0 || c.kwonlyargcount < 0) fail_function("negative parameter count");
+    if (c.flags & ~uint32_t(runtime::kVarArgs | runtime::kVarKw))
+      fail_function("unknown code flags " + std::to_string(c.flags));
+    if (size_t(c.nparams()) > c.varnames.size())
+      fail_function(std::to_string(c.nparams()) + " parameters but only " + std::to_string(c.varnames.size()) +
+                    " local names");
+    check_unique(c.varnames, "local");
+    std::vector<std::string> derefs = c.cellvars;
+    derefs.insert(derefs.end(), c.freevars.begin(), c.freevars.end());
+    check_unique(derefs, "cell or free variable");
+    for (size_t i = 0; i < c.names.size(); ++i)
+      if (!c.names[i]) fail_function("name " + std::to_string(i) + " is null");
+    for (size_t i = 0; i < c.consts.size(); ++i)
+      if (c.consts[i].is_null()) fail_function("constant " + std::to_string(i) + " is NULL");
+    if (c.instrs.empty()) fail_function("no instructions (execution falls off the end)");
+  }
+  void check_unique(const std::vector<std::string>& names, const char* what) {
+    std::unordered_set<std::string> seen;
+    for (const auto& n : names)
+      if (!seen.insert(n).second) fail_function(std::string("duplicate ") + what + " '" + n + "'");
+  }
+
+  void check_operands(size_t pc) {
+    const Instr& ins = code_.instrs[pc];
+    if (size_t(ins.op) >= size_t(runtime::kNumOpcodes)) fail_at(pc, "unknown opcode");
+    const auto& info = runtime::opcode_info(ins.op);
+    check_operand(pc, info.a, ins.a, "a");
+    check_operand(pc, info.b, ins.b, "b");
+    check_specific(pc, ins);
+  }
+
+  void check_operand(size_t pc, OperandKind kind, int32_t v, const char* which) {
+    auto in_range = [&](size_t n, const char* what) {
+      if (v < 0 || size_t(v) >= n)
+        fail_at(pc, std::string(operand_kind_noun(kind)) + " " + std::to_string(v) + " out of range (" + what +
+                        " has " + std::to_string(n) + ")");
+    };
+    switch (kind) {
+      // A non-zero unused operand would not survive the disassembler.
+      case OperandKind::None:
+        if (v != 0) fail_at(pc, std::string("operand ") + which + " must be 0, is " + std::to_string(v));
+        return;
+      case OperandKind::Const: return in_range(code_.consts.size(), "the constant table");
+      case OperandKind::Local: return in_range(code_.varnames.size(), "the local table");
+      case OperandKind::Name: return in_range(code_.names.size(), "the name table");
+      case OperandKind::Deref: return in_range(size_t(code_.ncells()), "the cell table");
+      case OperandKind::Jump:
+        if (v < 0 || size_t(v) >= code_.instrs.size())
+          fail_at(pc, "jump target " + std::to_string(v) + " out of range (function has " +
+                          std::to_string(code_.instrs.size()) + " instructions)");
+        return;
+      case OperandKind::BinOp: return in_range(size_t(runtime::num_binops()), "the operator table");
+      case OperandKind::CmpOp: return in_range(size_t(runtime::num_cmpops()), "the operator table");
+      case OperandKind::UnOp: return in_range(size_t(runtime::num_unops()), "the operator table");
+      case OperandKind::Count:
+        if (v < 0 || v > kMaxCountOperand)
+          fail_at(pc, "count " + std::to_string(v) + " out of range (0.." + std::to_string(kMaxCountOperand) + ")");
+        return;
+      case OperandKind::Flags:
+        if (v < 0) fail_at(pc, "negative flags " + std::to_string(v));
+        return;
+    }
+  }
+
+  // Ranges the operand kind alone does not capture: each is the set of
+  // values the VM implements for that opcode.
+  void check_specific(size_t pc, const Instr& ins) {
+    auto range = [&](int32_t v, int32_t lo, int32_t hi, const char* what) {
+      if (v < lo || v > hi)
+        fail_at(pc, std::string(what) + " " + std::to_string(v) + " out of range (" + std::to_string(lo) + ".." +
+                        std::to_string(hi) + ")");
+    };
+    const auto& info = runtime::opcode_info(ins.op);
+    // The augmented (`+=`) flag of a binary operator is one bit.
+    if (info.a == OperandKind::BinOp && info.b == OperandKind::Flags) range(ins.b, 0, 1, "in-place flag");
+    switch (ins.op) {
+      case Opcode::BUILD_SLICE: range(ins.a, 2, 3, "slice argument count"); break;
+      case Opcode::SWAP: range(ins.a, 2, kMaxCountOperand, "swap depth"); break;
+      case Opcode::COPY: range(ins.a, 1, kMaxCountOperand, "copy depth"); break;
+      case Opcode::RAISE: range(ins.a, 0, 1, "raise argument count"); break;
+      case Opcode::MAKE_FUNCTION: range(ins.a, 0, 7, "function flags"); break;
+      case Opcode::CALL_EX: range(ins.a, 0, 1, "call flags"); break;
+      case Opcode::CALL_KW:
+      case Opcode::CALL_METHOD_KW: check_kwnames(pc, ins); break;
+      default: break;
+    }
+  }
+
+  void check_kwnames(size_t pc, const Instr& ins) {
+    const runtime::Value& names = code_.consts[size_t(ins.b)];
+    if (!names.is(Kind::Tuple)) fail_at(pc, "keyword names must be a tuple of str constant");
+    const auto& items = names.as<runtime::TupleObj>()->items;
+    for (const auto& item : items)
+      if (!item.is(Kind::Str)) fail_at(pc, "keyword names must be a tuple of str constant");
+    if (items.size() > size_t(ins.a))
+      fail_at(pc, std::to_string(items.size()) + " keyword names for " + std::to_string(ins.a) + " arguments");
+  }
+
+  // Worklist dataflow over instruction indices: depth_[pc] is the stack
+  // depth on entry to pc (-1: not reached yet). Each instruction is visited
+  // once, when first reached; a second edge into it only has to agree.
+  int32_t flow() {
+    const auto& instrs = code_.instrs;
+    depth_.assign(instrs.size(), -1);
+    std::vector<size_t> work;
+    int32_t max_depth = 0;
+    auto reach = [&](size_t from, size_t to, int64_t d) {
+      if (d > kMaxStackDepth)
+        fail_at(from, "stack depth " + std::to_string(d) + " exceeds the limit of " + std::to_string(kMaxStackDepth));
+      max_depth = std::max(max_depth, int32_t(d));
+      if (depth_[to] < 0) {
+        depth_[to] = int32_t(d);
+        work.push_back(to);
+      } else if (depth_[to] != d) {
+        fail_at(from, "stack depth mismatch at instruction " + std::to_string(to) + ": " + std::to_string(d) +
+                          " on this path, " + std::to_string(depth_[to]) + " on another");
+      }
+    };
+    depth_[0] = 0;
+    work.push_back(0);
+    while (!work.empty()) {
+      size_t pc = work.back();
+      work.pop_back();
+      const Instr& ins = instrs[pc];
+      const auto& info = runtime::opcode_info(ins.op);
+      int64_t d = depth_[pc];
+      // Operands are range-checked, so these stay small (<= 2 * kMaxCountOperand + 2).
+      int64_t pops = runtime::opcode_pops(ins.op, ins.a, ins.b);
+      int64_t pushes = runtime::opcode_pushes(ins.op, ins.a, ins.b);
+      if (d < pops) fail_at(pc, "stack underflow (needs " + std::to_string(pops) + ", has " + std::to_string(d) + ")");
+      // COPY n reads n deep and pushes n+1 before popping n: the peak is
+      // what the VM's stack must hold.
+      int64_t peak = d - pops + pushes;
+      if (info.flow == Flow::Jump || info.flow == Flow::Branch) {
+        int64_t jpops = runtime::opcode_jump_pops(ins.op, ins.a, ins.b);
+        int64_t jpushes = runtime::opcode_jump_pushes(ins.op, ins.a, ins.b);
+        if (d < jpops)
+          fail_at(pc, "stack underflow on the jump (needs " + std::to_string(jpops) + ", has " + std::to_string(d) + ")");
+        reach(pc, size_t(ins.a), d - jpops + jpushes);
+      }
+      if (info.flow == Flow::Next || info.flow == Flow::Branch) {
+        if (pc + 1 >= instrs.size()) fail_at(pc, "execution falls off the end of the function");
+        reach(pc, pc + 1, peak);
+      }
+      max_depth = std::max(max_depth, int32_t(std::min<int64_t>(peak, kMaxStackDepth)));
+    }
+    return max_depth;
+  }
+
+  void fill_cells() {
+    code_.cell_from_arg.assign(code_.cellvars.size(), -1);
+    auto nparams = size_t(code_.nparams());
+    for (size_t i = 0; i < code_.cellvars.size(); ++i) {
+      auto it = std::find(code_.varnames.begin(), code_.varnames.begin() + ptrdiff_t(nparams), code_.cellvars[i]);
+      if (it != code_.varnames.begin() + ptrdiff_t(nparams)) code_.cell_from_arg[i] = int32_t(it - code_.varnames.begin());
+    }
+  }
+
+  // Code constants (the bodies MAKE_FUNCTION will wrap). `in_progress_`
+  // breaks cycles (a function whose constants reach back to itself).
+  void verify_nested() {
+    in_progress_.insert(&code_);
+    for (const auto& v : code_.consts) {
+      if (!v.is(Kind::Code)) continue;
+      Code* inner = v.as<Code>();
+      if (inner->verified || in_progress_.count(inner)) continue;
+      Verifier(*inner, in_progress_).run();
+    }
+  }
+
+  Code& code_;
+  std::unordered_set<const Code*>& in_progress_;
+  std::vector<int32_t> depth_;
+};
+
+}  // namespace
+
+void verify(Code& code) {
+  std::unordered_set<const Code*> in_progress;
+  Verifier(code, in_progress).run();
+}
+
+}  // namespace kiln::interpreter
