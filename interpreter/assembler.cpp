@@ -72,6 +72,8 @@ class Assembler {
     split_lines();
     prog_.filename = file_;
     prog_.globals = runtime::make_ref<GlobalsObj>();
+    prog_.namespace_owner = std::shared_ptr<void>(
+        nullptr, [globals = prog_.globals](void*) { globals->map = runtime::NameMap(); });
     while (next_line()) {
       LineCursor c = cursor();
       if (c.at_end()) continue;

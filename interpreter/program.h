@@ -3,6 +3,7 @@
 // value); the builtins (runtime/builtins.h) back them up.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ struct Program {
   // prints). Functions with free variables are listed but not bound in
   // globals: only MAKE_FUNCTION can give them a closure.
   std::vector<ProgramItem> items;
+
+  // Functions and their globals reference each other, which counting alone
+  // never frees. When the last copy of a Program goes, this owner empties
+  // the namespace to break the cycles. A function kept past its Program
+  // then finds no globals (NameError), like a Python function whose module
+  // was torn down. (Code constants naming their own code stay a cycle.)
+  std::shared_ptr<void> namespace_owner;
 
   // The global `name` (function or class); Null when absent.
   runtime::Value global(std::string_view name) const;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/signature.h"
 #include "runtime/value.h"
 
 namespace kiln::runtime {
@@ -48,6 +49,7 @@ struct OpArgs {
 
   const Value& operator[](size_t i) const { return v[i]; }
   size_t size() const { return v.size(); }
+  const std::string& param_name(size_t i) const;
   // Typed getters; errors name the op and the parameter.
   Tensor tensor(size_t i) const;
   int64_t integer(size_t i) const;
@@ -63,13 +65,6 @@ struct OpArgs {
 using ShapeFn = Tensor (*)(const OpArgs&);
 using EagerFn = Value (*)(const OpArgs&);
 
-struct OpParam {
-  std::string name;
-  bool varargs = false;    // `*size`: collects the remaining positionals
-  bool has_default = false;
-  Value default_value;
-};
-
 struct OpDef {
   OpId id;
   const char* name;
@@ -79,7 +74,7 @@ struct OpDef {
   PwRule rule;
   ShapeFn shape;
   EagerFn eager;
-  std::vector<OpParam> params;  // parsed from `signature` once, at startup
+  Signature sig;  // `signature` parsed once, at startup
 };
 
 const OpDef& op_def(OpId id);

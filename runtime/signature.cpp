@@ -29,7 +29,8 @@ Value parse_default(const std::string& fname, const std::string& text) {
 }
 }  // namespace
 
-Signature::Signature(std::string fname, std::string_view text) : fname_(std::move(fname)) {
+Signature::Signature(std::string fname, std::string_view text, bool lone_sequence_varargs)
+    : fname_(std::move(fname)), lone_sequence_varargs_(lone_sequence_varargs) {
   bool kwonly = false;
   size_t start = 0;
   while (start <= text.size()) {
@@ -71,25 +72,35 @@ int Signature::index_of(std::string_view param) const {
 
 std::vector<Value> Signature::bind(const CallArgs& args) const {
   std::vector<Value> out(params_.size(), Value::null());
-  size_t npos = args.npos();
+  const size_t npos = args.npos();
   size_t next = 0;  // next positional argument to place
-  std::vector<Value> extra_pos;
-  size_t max_positional = 0;
+  size_t max_positional = 0, min_positional = 0;
+  bool has_varargs = false, varargs_given = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Param& p = params_[i];
     if (p.varargs) {
-      while (next < npos) extra_pos.push_back(args[next++]);
-      out[i] = make_tuple(std::move(extra_pos));
-      extra_pos.clear();
+      has_varargs = true;
+      varargs_given = next < npos;
+      if (lone_sequence_varargs_ && npos - next == 1 && (args[next].is(Kind::Tuple) || args[next].is(Kind::List))) {
+        out[i] = args[next++];
+      } else {
+        out[i] = make_tuple(std::vector<Value>(args.args + next, args.args + npos));
+        next = npos;
+      }
     } else if (!p.kwonly && !p.varkw) {
       ++max_positional;
+      min_positional += p.has_default ? 0 : 1;
       if (next < npos) out[i] = args[next++];
     }
   }
-  if (next < npos)
-    throw_error(ErrorKind::TypeError, fname_ + "() takes " + std::to_string(max_positional) + " positional argument" +
-                                          (max_positional == 1 ? "" : "s") + " but " + std::to_string(npos) +
+  if (next < npos && !has_varargs) {
+    std::string takes = min_positional == max_positional
+                            ? std::to_string(max_positional) + " positional argument" + (max_positional == 1 ? "" : "s")
+                            : "from " + std::to_string(min_positional) + " to " + std::to_string(max_positional) +
+                                  " positional arguments";
+    throw_error(ErrorKind::TypeError, fname_ + "() takes " + takes + " but " + std::to_string(npos) +
                                           (npos == 1 ? " was" : " were") + " given");
+  }
   int varkw = -1;
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].varkw) {
@@ -101,7 +112,11 @@ std::vector<Value> Signature::bind(const CallArgs& args) const {
     const std::string& name = key.as_str();
     const Value& v = args[npos + k];
     int idx = index_of(name);
-    if (idx >= 0 && !params_[size_t(idx)].varargs && !params_[size_t(idx)].varkw) {
+    // torch also accepts its `*size` by keyword: zeros(size=(2, 3)).
+    bool by_keyword = idx >= 0 && !params_[size_t(idx)].varkw &&
+                      (!params_[size_t(idx)].varargs || lone_sequence_varargs_);
+    if (by_keyword) {
+      if (params_[size_t(idx)].varargs && !varargs_given) out[size_t(idx)] = Value::null();
       if (!out[size_t(idx)].is_null())
         throw_error(ErrorKind::TypeError, fname_ + "() got multiple values for argument '" + name + "'");
       out[size_t(idx)] = v;

@@ -25,7 +25,10 @@ class Signature {
   // `fname` is used in error messages ("len() takes 1 positional argument").
   // Defaults may be None, True, False, ints, floats or 'strings'; `name=?`
   // is optional with no default (the callee sees Null when it is absent).
-  Signature(std::string fname, std::string_view text);
+  // With `lone_sequence_varargs`, a `*name` that receives exactly one
+  // tuple/list takes it as the whole sequence: torch's zeros(2, 3) ==
+  // zeros((2, 3)). (Not for Python builtins: zip([a, b]) is not zip(a, b).)
+  Signature(std::string fname, std::string_view text, bool lone_sequence_varargs = false);
 
   const std::string& name() const { return fname_; }
   const std::vector<Param>& params() const { return params_; }
@@ -37,6 +40,7 @@ class Signature {
  private:
   std::string fname_;
   std::vector<Param> params_;
+  bool lone_sequence_varargs_ = false;
 };
 
 // A Builtin value whose arguments are bound by `signature` before `fn` runs
