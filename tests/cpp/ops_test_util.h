@@ -92,4 +92,14 @@ inline bool same_storage(const Tensor& a, const Tensor& b) {
   return a.impl()->storage.get() == b.impl()->storage.get();
 }
 
+// Element-wise closeness of a tensor to expected values.
+inline void check_close(const Tensor& t, const std::vector<double>& expected, double eps = 1e-6) {
+  const std::vector<double> got = vals(t);
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(expected[i]).margin(eps).epsilon(eps));
+  }
+}
+
 }  // namespace kiln::test

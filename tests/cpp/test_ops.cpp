@@ -13,15 +13,6 @@ using namespace kiln::test;
 
 namespace {
 
-void check_close(const Tensor& t, const std::vector<double>& expected, double eps = 1e-6) {
-  const std::vector<double> got = vals(t);
-  REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(expected[i]).margin(eps).epsilon(eps));
-  }
-}
-
 // A 2x3 float32 tensor and its non-contiguous transpose [3, 2].
 Tensor base23() { return ft({1, 2, 3, 4, 5, 6}, {2, 3}); }
 Value none_v() { return Value::none(); }

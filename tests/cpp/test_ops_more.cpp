@@ -11,15 +11,6 @@ using namespace kiln::test;
 
 namespace {
 
-void check_close(const Tensor& t, const std::vector<double>& expected, double eps = 1e-6) {
-  const std::vector<double> got = vals(t);
-  REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(expected[i]).margin(eps).epsilon(eps));
-  }
-}
-
 const Value none = Value::none();
 Tensor base23() { return ft({1, 2, 3, 4, 5, 6}, {2, 3}); }
 Tensor t_(const Tensor& x) { return opt(OpId::transpose, {tv(x), iv(0), iv(1)}); }
