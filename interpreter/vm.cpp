@@ -212,6 +212,10 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
     throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded (C stack nearly exhausted) while calling '" +
                                                code->qualname + "'");
 
+  if (fn->closure.size() != code->freevars.size())
+    throw_error(ErrorKind::TypeError, code->qualname + "() needs a closure of " +
+                                          std::to_string(code->freevars.size()) + " cell(s); make it with MAKE_FUNCTION");
+
   const size_t nlocals = code->varnames.size();
   Arena::Mark mark;
   Value* slots = arena_->take(nlocals + size_t(code->max_stack), mark);

@@ -1,6 +1,7 @@
 // The Module base class's methods and the built-in module classes (Linear,
 // ReLU, ..., LazyLinear), implemented natively; plus container indexing and
 // torch's nested repr.
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/module.h"
@@ -456,6 +457,14 @@ static std::string extra_repr(const ModuleObj* m) {
 }
 
 std::string module_repr(const ModuleObj* m) {
+  // A module listed inside itself prints by name only (torch would recurse).
+  thread_local std::vector<const ModuleObj*> active;
+  if (std::find(active.begin(), active.end(), m) != active.end()) return m->class_name() + "(...)";
+  if (active.size() > 1000) throw_error(ErrorKind::RecursionError, "module nesting too deep to print");
+  active.push_back(m);
+  struct Pop {
+    ~Pop() { active.pop_back(); }
+  } pop;
   std::string s = m->class_name() + "(" + extra_repr(m);
   if (m->modules.empty()) return s + ")";
   s += "\n";

@@ -49,6 +49,39 @@ const std::string& Value::as_str() const { return static_cast<StrObj*>(u_.o)->s;
 size_t ValueHash::operator()(const Value& v) const { return value_hash(v); }
 bool ValueEq::operator()(const Value& a, const Value& b) const { return values_equal(a, b); }
 
+void release_items(std::vector<Value>& items) {
+  constexpr int kMaxDepth = 256;
+  thread_local int depth = 0;
+  thread_local std::vector<Value> parked;
+  if (depth >= kMaxDepth) {
+    for (Value& v : items)
+      if (v.is_heap()) parked.push_back(std::move(v));
+    items.clear();
+    return;
+  }
+  ++depth;
+  items.clear();  // may re-enter for nested containers, up to kMaxDepth
+  if (depth == 1) {
+    while (!parked.empty()) {
+      Value v = std::move(parked.back());
+      parked.pop_back();
+    }  // each v dies here, at depth 1 again
+  }
+  --depth;
+}
+
+DictObj::~DictObj() {
+  index.clear();
+  std::vector<Value> items;
+  items.reserve(entries.size() * 2);
+  for (auto& [k, v] : entries) {
+    items.push_back(std::move(k));
+    items.push_back(std::move(v));
+  }
+  entries.clear();
+  release_items(items);
+}
+
 const Value* DictObj::find(const Value& key) const {
   auto it = index.find(key);
   return it == index.end() ? nullptr : &entries[it->second].second;

@@ -135,14 +135,27 @@ struct StrObj final : Object {
 Ref<StrObj> intern(std::string_view s);
 Value intern_value(std::string_view s);
 
-struct TupleObj final : Object { std::vector<Value> items; };
-struct ListObj final : Object { std::vector<Value> items; };
+// Destroys a container's items without recursing deeper than a fixed
+// depth (CPython's "trashcan"): items met below it are parked and freed by
+// the outermost call, so dropping a 100k-deep nested list cannot overflow
+// the C++ stack.
+void release_items(std::vector<Value>& items);
+
+struct TupleObj final : Object {
+  ~TupleObj() override { release_items(items); }
+  std::vector<Value> items;
+};
+struct ListObj final : Object {
+  ~ListObj() override { release_items(items); }
+  std::vector<Value> items;
+};
 
 struct ValueHash { size_t operator()(const Value& v) const; };  // TypeError if unhashable
 struct ValueEq { bool operator()(const Value& a, const Value& b) const; };
 
 // Insertion-ordered dict with Python key semantics (1 == 1.0 == True).
 struct DictObj final : Object {
+  ~DictObj() override;
   std::vector<std::pair<Value, Value>> entries;
   std::unordered_map<Value, size_t, ValueHash, ValueEq> index;
   const Value* find(const Value& key) const;

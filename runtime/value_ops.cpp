@@ -17,6 +17,39 @@
 
 namespace kiln::runtime {
 
+// Guards the recursive walks over containers (repr, ==, hash): a
+// container met again inside itself prints as [...] like Python, and
+// nesting deeper than kMaxNesting is a RecursionError, never a C++ stack
+// overflow.
+namespace {
+constexpr int kMaxNesting = 1000;
+thread_local int nesting = 0;
+thread_local std::vector<const Object*> in_repr;
+
+struct NestingGuard {
+  NestingGuard() {
+    if (++nesting > kMaxNesting) {
+      --nesting;
+      throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded while walking a nested value");
+    }
+  }
+  ~NestingGuard() { --nesting; }
+};
+
+// Marks a container as being printed; `active` is false when it already was.
+struct ReprMark {
+  const Object* o;
+  bool active;
+  explicit ReprMark(const Object* obj) : o(obj) {
+    active = std::find(in_repr.begin(), in_repr.end(), o) == in_repr.end();
+    if (active) in_repr.push_back(o);
+  }
+  ~ReprMark() {
+    if (active) in_repr.pop_back();
+  }
+};
+}  // namespace
+
 // ---------------------------------------------------------------- printing --
 
 std::string type_name(const Value& v) {
@@ -88,6 +121,7 @@ static std::string str_repr(const std::string& s) {
 }
 
 std::string repr(const Value& v) {
+  NestingGuard guard;
   switch (v.kind()) {
     case Kind::None: return "None";
     case Kind::Null: return "<NULL>";
@@ -98,17 +132,23 @@ std::string repr(const Value& v) {
     case Kind::Tensor: return v.as_tensor().repr();
     case Kind::Tuple: {
       const auto& items = v.as<TupleObj>()->items;
+      ReprMark mark(v.obj());
+      if (!mark.active) return "(...)";
       std::string s = "(";
       for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + repr(items[i]);
       return s + (items.size() == 1 ? ",)" : ")");
     }
     case Kind::List: {
       const auto& items = v.as<ListObj>()->items;
+      ReprMark mark(v.obj());
+      if (!mark.active) return "[...]";
       std::string s = "[";
       for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + repr(items[i]);
       return s + "]";
     }
     case Kind::Dict: {
+      ReprMark mark(v.obj());
+      if (!mark.active) return "{...}";
       std::string s = "{";
       bool first = true;
       for (const auto& [k, val] : v.as<DictObj>()->entries) {
@@ -198,6 +238,12 @@ bool values_equal(const Value& a, const Value& b) {
     if (a.is(Kind::Float) || b.is(Kind::Float)) return a.as_number() == b.as_number();
     return a.as_int() == b.as_int();
   }
+  if (a.is_same(b) && !a.is(Kind::Float)) return true;  // identity first, as Python's containers do
+  NestingGuard guard;
+  if (a.is_number() && b.is_number()) {
+    if (a.is(Kind::Float) || b.is(Kind::Float)) return a.as_number() == b.as_number();
+    return a.as_int() == b.as_int();
+  }
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Kind::None:
@@ -245,6 +291,7 @@ size_t value_hash(const Value& v) {
     }
     case Kind::Str: return v.as<StrObj>()->hash;
     case Kind::Tuple: {
+      NestingGuard guard;
       size_t h = 0x345678;
       for (const auto& x : v.as<TupleObj>()->items) h = (h ^ value_hash(x)) * 1000003;
       return h;

@@ -124,3 +124,39 @@ TEST_CASE("KILN_LOGS switches component loggers on", "[values]") {
   kiln::log::reload();
   CHECK(kiln::log::get("vm") == nullptr);
 }
+
+TEST_CASE("self-referential and deeply nested values never crash", "[values]") {
+  Value l = make_list({I(1)});
+  l.as<ListObj>()->items.push_back(l);  // l.append(l)
+  CHECK(repr(l) == "[1, [...]]");
+  CHECK(values_equal(l, l));
+  Value d = make_dict();
+  d.as<DictObj>()->set(S("me"), d);
+  CHECK(repr(d) == "{'me': {...}}");
+  // Two distinct self-containing lists: Python raises RecursionError too.
+  Value m = make_list({I(1)});
+  m.as<ListObj>()->items.push_back(m);
+  CHECK_THROWS_AS(values_equal(l, m), Error);
+  l.as<ListObj>()->items.clear();  // break the cycles so the test does not leak
+  m.as<ListObj>()->items.clear();
+  d.as<DictObj>()->entries.clear();
+  d.as<DictObj>()->index.clear();
+
+  Value deep = make_list({});
+  for (int i = 0; i < 100000; ++i) deep = make_list({deep});
+  try {
+    repr(deep);
+    FAIL("expected RecursionError");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::RecursionError);
+  }
+  // Dropping it must not recurse 100k destructors deep either.
+  deep = Value();
+  Value deep_dict = make_dict();
+  for (int i = 0; i < 100000; ++i) {
+    Value outer = make_dict();
+    outer.as<DictObj>()->set(I(i), deep_dict);
+    deep_dict = outer;
+  }
+  deep_dict = Value();
+}

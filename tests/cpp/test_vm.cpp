@@ -11,6 +11,7 @@
 
 using namespace kiln;
 using namespace kiln::runtime;
+using kiln::interpreter::ProgramItem;
 using kiln::interpreter::VM;
 
 namespace {
@@ -159,4 +160,18 @@ TEST_CASE("VM recursion limit is an error, not a crash, for module recursion too
     CHECK(e.traceback().size() > 100);
   }
   CHECK(vm.depth() == 0);
+}
+
+TEST_CASE("a function that needs a closure cannot be called without one", "[vm]") {
+  auto program = interpreter::assemble(R"(
+.func inner()
+  .freevars n
+    LOAD_DEREF n
+    RETURN_VALUE
+.end
+)", "closure.kbc");
+  ProgramItem item = program.items.at(0);  // listed, not bound: it has free variables
+  REQUIRE(program.global("inner").is_null());
+  VM vm;
+  CHECK_THROWS_WITH(vm.call(Value::object(Kind::Function, item.function), {}), Catch::Contains("needs a closure"));
 }
