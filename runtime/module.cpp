@@ -14,11 +14,11 @@
 namespace kiln::runtime {
 
 namespace {
-uint64_t next_version() {
-  static uint64_t counter = 0;
-  return ++counter;
-}
+uint64_t version_counter = 0;
+uint64_t next_version() { return ++version_counter; }
 }  // namespace
+
+uint64_t module_version_epoch() { return version_counter; }
 
 void ModuleObj::bump_version() { version = next_version(); }
 

@@ -71,6 +71,11 @@ struct ModuleObj final : Object {
   const std::string& class_name() const { return cls->name; }
 };
 
+// The newest version handed out to any module. Unchanged since a moment
+// means no module changed since then: a cache entry's module-version guards
+// all hold with one comparison.
+uint64_t module_version_epoch();
+
 // The root class every module class derives from, holding the shared
 // methods (parameters, named_modules, train, eval, register_buffer, ...).
 Ref<ClassObj> module_base_class();

@@ -132,6 +132,14 @@ Value make_builtin(std::string name, BuiltinFn fn, int64_t data) {
   return Value::object(Kind::Builtin, b);
 }
 
+Value make_builtin_closure(std::string name, NativeClosure fn) {
+  Value b = make_builtin(std::move(name), [](CallContext& ctx, const BuiltinObj& self, const CallArgs& args) {
+    return self.closure(ctx, args);
+  });
+  b.as<BuiltinObj>()->closure = std::move(fn);
+  return b;
+}
+
 Value make_tuple(std::vector<Value> items) {
   auto t = make_ref<TupleObj>();
   t->items = std::move(items);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -209,14 +210,18 @@ class CallContext {
 };
 
 using BuiltinFn = Value (*)(CallContext& ctx, const struct BuiltinObj& self, const CallArgs& args);
+using NativeClosure = std::function<Value(CallContext& ctx, const CallArgs& args)>;
 struct BuiltinObj final : Object {
   std::string name;
   BuiltinFn fn = nullptr;
   int op = -1;               // OpId when this builtin is a registry op (the tracer keys on it)
   int64_t data = 0;          // per-builtin payload (e.g. an ErrorKind)
   Kind type_of = Kind::Null; // when this builtin is also a type (int, float, list, ...), the kind it names
+  NativeClosure closure;     // make_builtin_closure: state a plain function pointer cannot carry
 };
 Value make_builtin(std::string name, BuiltinFn fn, int64_t data = 0);
+// A Builtin running a C++ closure (compiled graphs, compiled functions).
+Value make_builtin_closure(std::string name, NativeClosure fn);
 
 // The opaque Python object seam. python/ fills the vtable; the core never
 // includes Python. Every entry may throw kiln::Error.

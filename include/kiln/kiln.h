@@ -1,0 +1,4 @@
+// The public C++ header of kiln: everything an embedding program needs.
+#pragma once
+
+#include "interpreter/kiln_api.h"

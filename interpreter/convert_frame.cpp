@@ -1,0 +1,493 @@
+// Tracing a frame and generating its residual code.
+//
+// Graph breaks follow Dynamo's speculation: the first attempt traces until
+// an instruction cannot be traced, remembers how many steps it got, and a
+// second attempt (fresh graph, fresh trackers, deterministic) stops right
+// before that step. Nothing half-done by the failing instruction survives.
+#include "interpreter/convert_frame.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "interpreter/code_builder.h"
+#include "interpreter/disassembler.h"
+#include "interpreter/instruction_translator.h"
+#include "runtime/log.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+using output_graph::Node;
+using output_graph::NodeOp;
+using output_graph::SourceKind;
+using output_graph::SourceRef;
+namespace vars = kiln::variables;
+
+namespace {
+
+// ---------------------------------------------------------- resume functions
+// A resume function is a copy of an original code object with a prologue
+// that pushes the saved stack and jumps to the target. It is made from the
+// *original* code even when the break happens inside a resume function, so
+// a break inside a loop reuses one resume function for every iteration.
+
+struct ResumeOrigin {
+  Ref<Code> original;
+  size_t offset;  // instructions of prologue before the copied code
+};
+struct ResumeKey {
+  const Code* original;
+  size_t target;
+  size_t nstack;
+  std::vector<std::string> live;
+  bool operator<(const ResumeKey& o) const {
+    return std::tie(original, target, nstack, live) < std::tie(o.original, o.target, o.nstack, o.live);
+  }
+};
+std::mutex resume_mu;
+std::map<const Code*, ResumeOrigin>& resume_origins() {
+  static auto* m = new std::map<const Code*, ResumeOrigin>();
+  return *m;
+}
+std::map<ResumeKey, Ref<FunctionObj>>& resume_cache() {
+  static auto* m = new std::map<ResumeKey, Ref<FunctionObj>>();
+  return *m;
+}
+
+// Names the residual and resume code add, never user state to carry over.
+bool is_stack_temp(const std::string& n) {
+  for (const char* prefix : {"__stack", "__resume_arg", "__rebuilt", "__live", "__graph_out", "__return"})
+    if (n.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// Copies `code`'s instructions into `b` from label `labels[i]` on,
+// remapping operands through the builder.
+void copy_code(CodeBuilder& b, const Code& code, const std::vector<CodeBuilder::Label>& labels) {
+  for (size_t p = 0; p < code.instrs.size(); ++p) {
+    const Instr& ins = code.instrs[p];
+    b.bind(labels[p]);
+    b.set_line(ins.line);
+    const OpcodeInfo& info = opcode_info(ins.op);
+    auto map = [&](OperandKind k, int32_t v) -> int32_t {
+      switch (k) {
+        case OperandKind::Const: return b.constant(code.consts[size_t(v)]);
+        case OperandKind::Local: return *b.find_local(code.varnames[size_t(v)]);
+        case OperandKind::Name: return b.name(code.names[size_t(v)]->s);
+        default: return v;
+      }
+    };
+    if (info.a == OperandKind::Jump) b.emit(ins.op, labels[size_t(ins.a)], map(info.b, ins.b));
+    else b.emit(ins.op, map(info.a, ins.a), map(info.b, ins.b));
+  }
+}
+
+Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack, const std::vector<std::string>& live) {
+  const Code* code = fn.code.get();
+  Ref<Code> original(const_cast<Code*>(code));
+  size_t orig_target = target;
+  {
+    std::lock_guard<std::mutex> lock(resume_mu);
+    auto it = resume_origins().find(code);
+    if (it != resume_origins().end()) {
+      original = it->second.original;
+      orig_target = target - it->second.offset;
+    }
+    ResumeKey key{original.get(), orig_target, nstack, live};
+    auto hit = resume_cache().find(key);
+    if (hit != resume_cache().end()) return hit->second;
+  }
+  const Code& orig = *original;
+  CodeBuilder b(orig.name + "_resume_at_" + std::to_string(orig_target), orig.filename);
+  b.set_qualname(orig.qualname + "_resume_at_" + std::to_string(orig_target));
+  for (size_t i = 0; i < nstack; ++i) b.arg("__stack" + std::to_string(i));
+  for (const std::string& n : live) b.arg(n);
+  for (const std::string& n : orig.freevars) b.freevar(n);
+  for (const std::string& n : orig.varnames) b.local(n);
+  std::vector<CodeBuilder::Label> labels;
+  for (size_t p = 0; p < orig.instrs.size(); ++p) labels.push_back(b.new_label());
+  b.set_line(orig.instrs[orig_target].line);
+  for (size_t i = 0; i < nstack; ++i) b.emit(Opcode::LOAD_FAST, *b.find_local("__stack" + std::to_string(i)));
+  b.emit(Opcode::JUMP, labels[orig_target]);
+  size_t offset = b.size();
+  copy_code(b, orig, labels);
+  Ref<Code> rc = b.finish();
+  auto f = make_ref<FunctionObj>();
+  f->code = rc;
+  f->globals = fn.globals;
+  f->closure = fn.closure;
+  std::lock_guard<std::mutex> lock(resume_mu);
+  resume_origins()[rc.get()] = {original, offset};
+  resume_cache()[ResumeKey{original.get(), orig_target, nstack, live}] = f;
+  return f;
+}
+
+// -------------------------------------------------------------- residual --
+
+struct Residual {
+  Residual(const Code& code, TraceContext& ctx) : code(code), ctx(ctx), b(code.name, code.filename) {
+    b.set_qualname(code.qualname);
+    b.set_first_line(code.first_line);
+    // Same parameters and locals, in the same order: local indices carry over.
+    for (int32_t i = 0; i < code.argcount; ++i) b.arg(code.varnames[size_t(i)]);
+    size_t next = size_t(code.argcount);
+    size_t kw_end = next + size_t(code.kwonlyargcount);
+    if (code.flags & kVarArgs) b.var_args(code.varnames[kw_end]);
+    for (size_t i = next; i < kw_end; ++i) b.kwonly_arg(code.varnames[i], Value::none());
+    if (code.flags & kVarKw) b.var_kw(code.varnames[kw_end + ((code.flags & kVarArgs) ? 1 : 0)]);
+    for (const std::string& n : code.freevars) b.freevar(n);
+    for (const std::string& n : code.varnames) b.local(n);
+    graph_out = b.local("__graph_out");
+  }
+
+  const Code& code;
+  TraceContext& ctx;
+  CodeBuilder b;
+  int32_t graph_out;
+  std::unordered_map<const Node*, int64_t> output_index;
+  // Containers made during the trace, already rebuilt into a temporary:
+  // one object, however many places (stack, locals) refer to it.
+  std::unordered_map<const vars::VariableTracker*, int32_t> rebuilt;
+
+  void emit_const(const Value& v) { b.emit(Opcode::LOAD_CONST, b.constant(v)); }
+
+  void emit_source(const SourceRef& s) {
+    switch (s->kind) {
+      case SourceKind::Local: b.emit(Opcode::LOAD_FAST, s->local_index); return;
+      case SourceKind::Global: b.emit(Opcode::LOAD_GLOBAL, b.name(s->name)); return;
+      case SourceKind::Attr:
+        emit_source(s->base);
+        b.emit(Opcode::LOAD_ATTR, b.name(s->name));
+        return;
+      case SourceKind::Item:
+        emit_source(s->base);
+        emit_const(s->key);
+        b.emit(Opcode::BINARY_SUBSCR);
+        return;
+      case SourceKind::Cell:
+        if (s->base) throw Unsupported{BreakReason::unsupported, "reloading another function's closure cell"};
+        b.emit(Opcode::LOAD_DEREF, int32_t(code.cellvars.size()) + s->local_index);
+        return;
+    }
+  }
+
+  void reconstruct(const VT& v0) {
+    VT v = v0;
+    if (v && v->is(VTKind::Lazy)) {
+      if (!v->realized) return emit_source(v->source);
+      v = v->realized;
+    }
+    if (!v) throw Unsupported{BreakReason::unsupported, "a method call split across the break"};
+    switch (v->kind) {
+      case VTKind::Tensor:
+        if (v->node->op == NodeOp::Placeholder) {
+          for (const auto& in : ctx.out.inputs())
+            if (in.node == v->node) return emit_source(in.source);
+        }
+        if (v->node->op == NodeOp::GetAttr) return emit_const(*ctx.out.graph().attr(v->node->target));
+        b.emit(Opcode::LOAD_FAST, graph_out);
+        emit_const(Value::integer(output_index.at(v->node)));
+        b.emit(Opcode::BINARY_SUBSCR);
+        return;
+      case VTKind::Constant: return emit_const(v->value);
+      case VTKind::List:
+      case VTKind::ConstDict: {
+        if (v->source) return emit_source(v->source);
+        auto done = rebuilt.find(v.get());
+        if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+        if (v->is(VTKind::List)) {
+          for (const VT& x : v->items) reconstruct(x);
+          b.emit(Opcode::BUILD_LIST, int32_t(v->items.size()));
+        } else {
+          for (size_t i = 0; i < v->keys.size(); ++i) {
+            emit_const(v->keys[i]);
+            reconstruct(v->items[i]);
+          }
+          b.emit(Opcode::BUILD_DICT, int32_t(v->keys.size()));
+        }
+        int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+        rebuilt.emplace(v.get(), tmp);
+        b.emit(Opcode::COPY, 1);
+        b.emit(Opcode::STORE_FAST, tmp);
+        return;
+      }
+      case VTKind::Tuple:
+        for (const VT& x : v->items) reconstruct(x);
+        b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
+        return;
+      case VTKind::Iterator:
+        for (size_t i = v->pos; i < v->items.size(); ++i) reconstruct(v->items[i]);
+        b.emit(Opcode::BUILD_LIST, int32_t(v->items.size() - v->pos));
+        b.emit(Opcode::GET_ITER);
+        return;
+      case VTKind::UserMethod:
+        throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
+      case VTKind::GetAttr:
+        reconstruct(v->self);
+        b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
+        return;
+      default:
+        if (v->source) return emit_source(v->source);
+        return emit_const(v->value);
+    }
+  }
+
+  // Every tensor the residual code needs from the graph.
+  void collect(const VT& v0, std::vector<Node*>& out, std::set<const vars::VariableTracker*>& seen) {
+    VT v = v0;
+    if (!v) return;
+    if (v->is(VTKind::Lazy)) v = v->realized;
+    if (!v || !seen.insert(v.get()).second) return;
+    if (v->is(VTKind::Tensor)) {
+      NodeOp op = v->node->op;
+      if (op != NodeOp::Placeholder && op != NodeOp::GetAttr && !output_index.count(v->node)) {
+        output_index[v->node] = int64_t(out.size());
+        out.push_back(v->node);
+      }
+      return;
+    }
+    for (const VT& x : v->items) collect(x, out, seen);
+    if (v->self) collect(v->self, out, seen);
+    if (v->realized) collect(v->realized, out, seen);
+  }
+
+  // Container contents first: their sources are paths as they were when
+  // the frame started, which a replayed attribute/global store may rebind.
+  void replay_side_effects() {
+    for (const VT& c : ctx.side_effects.mutated) {
+      if (c->is(VTKind::List)) {  // list[:] = new contents
+        for (const VT& x : c->items) reconstruct(x);
+        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size()));
+        emit_source(c->source);
+        emit_const(Value::none());
+        emit_const(Value::none());
+        b.emit(Opcode::BUILD_SLICE, 2);
+        b.emit(Opcode::STORE_SUBSCR);
+      } else {  // dict: build the new contents (reading the old), clear, update
+        for (size_t i = 0; i < c->keys.size(); ++i) {
+          emit_const(c->keys[i]);
+          reconstruct(c->items[i]);
+        }
+        b.emit(Opcode::BUILD_DICT, int32_t(c->keys.size()));
+        int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size() + 1000));
+        b.emit(Opcode::STORE_FAST, tmp);
+        emit_source(c->source);
+        b.emit(Opcode::LOAD_METHOD, b.name("clear"));
+        b.emit(Opcode::CALL_METHOD, 0);
+        b.emit(Opcode::POP_TOP);
+        emit_source(c->source);
+        b.emit(Opcode::LOAD_METHOD, b.name("update"));
+        b.emit(Opcode::LOAD_FAST, tmp);
+        b.emit(Opcode::CALL_METHOD, 1);
+        b.emit(Opcode::POP_TOP);
+      }
+    }
+    for (const auto& s : ctx.side_effects.attr_stores) {
+      reconstruct(s.value);
+      emit_source(s.object->source);
+      b.emit(Opcode::STORE_ATTR, b.name(s.name));
+    }
+    for (const auto& s : ctx.side_effects.global_stores) {
+      reconstruct(s.value);
+      b.emit(Opcode::STORE_GLOBAL, b.name(s.name));
+    }
+  }
+};
+
+}  // namespace
+
+void reset_resume_functions() {
+  std::lock_guard<std::mutex> lock(resume_mu);
+  resume_cache().clear();
+  resume_origins().clear();
+}
+
+TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>& args, const Options& options,
+                           CallContext& vm) {
+  const Code& code = *fn->code;
+  auto* log = kiln::log::get("graph_breaks");
+  int64_t stop = -1;
+  std::optional<Unsupported> why;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    TraceContext ctx(vm);
+    std::vector<VT> locals(code.varnames.size());
+    for (size_t i = 0; i < args.size() && i < locals.size(); ++i)
+      if (!args[i].is_null()) locals[i] = vars::make_lazy(args[i], output_graph::local_source(code.varnames[i], int(i)));
+    std::optional<InstructionTranslator> tx;
+    try {
+      tx.emplace(ctx, fn, std::move(locals), nullptr);
+      tx->run(stop);
+    } catch (const Unsupported& u) {
+      if (stop >= 0 || !tx) {
+        // Not reproducible at the same step, or the frame cannot be traced
+        // at all: run it on the VM, and say why.
+        TraceOutcome out;
+        out.residual = fn;
+        out.graph_break = GraphBreak{break_reason_id(u.reason), break_reason_text(u.reason, u.detail), code.qualname,
+                                     code.filename, code.first_line, break_reason_hint(u.reason)};
+        return out;
+      }
+      stop = tx->steps();
+      why = u;
+      continue;
+    }
+    const Instr* brk = why ? &code.instrs[tx->pc()] : nullptr;
+    if (brk && options.fullgraph)
+      throw_error(ErrorKind::RuntimeError, "graph break in fullgraph mode: " +
+                                               break_reason_text(why->reason, why->detail) + " (" + code.qualname + ", " +
+                                               code.filename + ":" + std::to_string(brk->line) + "); hint: " +
+                                               break_reason_hint(why->reason));
+    try {
+      Residual r(code, ctx);
+      // Graph outputs: every computed tensor the residual needs.
+      std::vector<Node*> outputs;
+      std::set<const vars::VariableTracker*> seen;
+      std::vector<VT> live_locals;
+      std::vector<std::string> live_names;
+      for (size_t i = 0; i < tx->locals().size(); ++i)
+        if (tx->locals()[i] && !is_stack_temp(code.varnames[i])) {
+          live_locals.push_back(tx->locals()[i]);
+          live_names.push_back(code.varnames[i]);
+        }
+      if (tx->returned()) r.collect(tx->result(), outputs, seen);
+      for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
+      if (brk)
+        for (const VT& v : live_locals) r.collect(v, outputs, seen);
+      for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
+      for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
+      for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);
+
+      TraceOutcome out;
+      size_t ops = ctx.out.graph().op_count();
+      if (brk) r.b.set_line(brk->line);
+      else if (!code.instrs.empty()) r.b.set_line(code.instrs[tx->pc() - 1].line);
+      if (ops > 0) {
+        out.graph_ops = int(ops);
+        auto compiled = ctx.out.compile_and_call_fx_graph(options.backend, outputs);
+        out.graph_code = ctx.out.graph().code();
+        Value graph_fn = make_builtin_closure(code.qualname + ".graph", [compiled](CallContext& c, const CallArgs& a) {
+          std::vector<Value> inputs(a.args, a.args + a.nargs);
+          return make_tuple(compiled(c, inputs));
+        });
+        r.emit_const(graph_fn);
+        for (const auto& in : ctx.out.inputs()) r.emit_source(in.source);
+        r.b.emit(Opcode::CALL, int32_t(ctx.out.inputs().size()));
+        r.b.emit(Opcode::STORE_FAST, r.graph_out);
+      }
+      // Everything the continuation needs is loaded before side effects are
+      // replayed: a value read from G['x'] must not become the x a replayed
+      // STORE_GLOBAL x put there.
+      if (!brk) {
+        r.reconstruct(tx->result());
+        int32_t ret = r.b.local("__return");
+        r.b.emit(Opcode::STORE_FAST, ret);
+        r.replay_side_effects();
+        r.b.emit(Opcode::LOAD_FAST, ret);
+        r.b.emit(Opcode::RETURN_VALUE);
+      } else {
+        const std::vector<VT>& stack = tx->stack();
+        const OpcodeInfo& info = opcode_info(brk->op);
+        int pops = opcode_pops(brk->op, brk->a, brk->b);
+        size_t callee_slot = SIZE_MAX;
+        if (why->reason == BreakReason::inlined_break &&
+            (brk->op == Opcode::CALL || brk->op == Opcode::CALL_KW || brk->op == Opcode::CALL_METHOD ||
+             brk->op == Opcode::CALL_METHOD_KW))
+          callee_slot = stack.size() - size_t(pops);
+        Opcode op = brk->op;
+        for (size_t i = 0; i < stack.size(); ++i) {
+          if (i == callee_slot) {
+            // The callee broke while inlined: it runs as its own compiled frame.
+            VT callee = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
+            if (callee && (callee->is(VTKind::UserFunction) || callee->is(VTKind::UserMethod)) &&
+                callee->value.is(Kind::Function)) {
+              if (callee->is(VTKind::UserMethod))
+                throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
+              r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
+              continue;
+            }
+          }
+          if (!stack[i] && i == stack.size() - size_t(pops) + 1 &&
+              (op == Opcode::CALL_METHOD || op == Opcode::CALL_METHOD_KW)) {
+            op = op == Opcode::CALL_METHOD ? Opcode::CALL : Opcode::CALL_KW;  // NULL self: a plain call
+            continue;
+          }
+          r.reconstruct(stack[i]);
+        }
+        std::vector<int32_t> live_temps;
+        for (size_t i = 0; i < live_locals.size(); ++i) {
+          r.reconstruct(live_locals[i]);
+          live_temps.push_back(r.b.local("__live" + std::to_string(i)));
+          r.b.emit(Opcode::STORE_FAST, live_temps.back());
+        }
+        r.replay_side_effects();
+        auto operand = [&](OperandKind k, int32_t v) -> int32_t {
+          switch (k) {
+            case OperandKind::Const: return r.b.constant(code.consts[size_t(v)]);
+            case OperandKind::Name: return r.b.name(code.names[size_t(v)]->s);
+            default: return v;
+          }
+        };
+        auto resume = [&](size_t target, size_t depth) {
+          // Park the stack in temporaries, then call the resume function
+          // with the stack and the live locals.
+          std::vector<int32_t> temps;
+          for (size_t i = 0; i < depth; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
+          for (size_t i = depth; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
+          Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names);
+          r.emit_const(compiled_value(rf, options));
+          for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
+          for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
+          r.b.emit(Opcode::CALL, int32_t(depth + live_locals.size()));
+          r.b.emit(Opcode::RETURN_VALUE);
+        };
+        size_t base = stack.size() - size_t(pops);
+        int32_t b_operand = operand(info.b, brk->b);
+        if (info.flow == Flow::Branch) {
+          auto taken = r.b.new_label();
+          r.b.emit(op, taken, b_operand);
+          resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
+          r.b.bind(taken);
+          r.b.set_line(brk->line);
+          // The taken edge has its own effect (JUMP_IF_TRUE_OR_POP keeps TOS).
+          resume(size_t(brk->a), stack.size() - size_t(opcode_jump_pops(brk->op, brk->a, brk->b)) +
+                                     size_t(opcode_jump_pushes(brk->op, brk->a, brk->b)));
+        } else {
+          r.b.emit(op, operand(info.a, brk->a), b_operand);
+          if (info.flow == Flow::Next)
+            resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
+        }
+        out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
+                                     code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
+        if (log)
+          log->info("{} at {}:{} in {}: {}", out.graph_break->id, code.filename, brk->line, code.qualname,
+                    out.graph_break->reason);
+      }
+      auto residual = make_ref<FunctionObj>();
+      residual->code = r.b.finish();
+      residual->defaults = fn->defaults;
+      residual->kwdefaults = fn->kwdefaults;
+      residual->closure = fn->closure;
+      residual->globals = fn->globals;
+      out.residual = residual;
+      out.guards = ctx.out.guards();
+      if (auto* blog = kiln::log::get("bytecode")) blog->info("residual of {}:\n{}", code.qualname, disassemble(*residual->code));
+      return out;
+    } catch (const Unsupported& u) {
+      TraceOutcome out;
+      out.residual = fn;
+      out.graph_break = GraphBreak{break_reason_id(u.reason), break_reason_text(u.reason, u.detail), code.qualname,
+                                   code.filename, code.first_line, break_reason_hint(u.reason)};
+      return out;
+    }
+  }
+  throw_error(ErrorKind::RuntimeError, "convert_frame: the trace did not settle");
+}
+
+}  // namespace kiln::interpreter

@@ -1,0 +1,204 @@
+// The compiled-call path: per code object, a list of cache entries (guards
+// + residual function), checked newest first; on a miss, convert_frame
+// traces the call and a new entry is prepended. Past cache_size_limit the
+// code runs on the VM, with a warning naming the guard that failed.
+// Also the public API: compile, explain, reset.
+#include <map>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "interpreter/convert_frame.h"
+#include "interpreter/guard_tree.h"
+#include "interpreter/kiln_api.h"
+#include "output_graph/backend.h"
+#include "interpreter/vm.h"
+#include "runtime/log.h"
+#include "runtime/value_ops.h"
+
+namespace kiln {
+
+using namespace kiln::runtime;
+using interpreter::GuardTree;
+using interpreter::TraceOutcome;
+
+namespace {
+
+struct CacheEntry {
+  std::unique_ptr<GuardTree> guards;
+  Value residual;  // a Function with the frame's own signature
+  std::vector<std::string> guard_strs;
+};
+
+struct FrameCache {
+  // Owning the code keeps its address (the map key) from being reused by
+  // another code object while entries for it exist.
+  Ref<Code> code;
+  std::vector<std::shared_ptr<CacheEntry>> entries;  // newest first
+  bool gave_up = false;  // cache_size_limit reached: run on the VM
+};
+
+std::mutex cache_mu;
+std::map<const Code*, FrameCache>& caches() {
+  static auto* m = new std::map<const Code*, FrameCache>();
+  return *m;
+}
+
+// explain() collects what convert_frame did during one call.
+thread_local ExplainReport* recording = nullptr;
+
+Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
+  const Code* code = fn->code.get();
+  std::vector<Value> locals(code->varnames.size(), Value::null());
+  interpreter::bind_arguments(fn.get(), args, locals.data());
+  Value fn_value = Value::object(Kind::Function, fn);
+
+  std::string why;
+  std::vector<std::shared_ptr<CacheEntry>> entries;
+  bool gave_up;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    FrameCache& c = caches()[code];
+    if (!c.code) c.code = fn->code;
+    entries = c.entries;
+    gave_up = c.gave_up;
+  }
+  for (const auto& e : entries)
+    if (e->guards->check(locals.data(), *fn, entries.size() == 1 || why.empty() ? &why : nullptr))
+      return vm.call(e->residual, args);
+  if (gave_up) return vm.call(fn_value, args);
+  if (int(entries.size()) >= options.cache_size_limit) {
+    if (auto* log = kiln::log::get("recompiles"))
+      log->warn("{} hit cache_size_limit ({}); running it on the VM. Last guard failure: {}", code->qualname,
+                options.cache_size_limit, why);
+    std::fprintf(stderr, "kiln: warning: %s recompiled %d times (cache_size_limit); running it on the VM. %s\n",
+                 code->qualname.c_str(), options.cache_size_limit, why.c_str());
+    std::lock_guard<std::mutex> lock(cache_mu);
+    caches()[code].gave_up = true;
+    return vm.call(fn_value, args);
+  }
+
+  TraceOutcome out = interpreter::convert_frame(fn, locals, options, vm);
+  auto entry = std::make_shared<CacheEntry>();
+  entry->guards = std::make_unique<GuardTree>(out.guards);
+  entry->residual = Value::object(Kind::Function, out.residual);
+  entry->guard_strs = out.guards.strs();
+  if (!entries.empty()) {
+    std::string reason = code->qualname + ": " + why;
+    if (auto* log = kiln::log::get("recompiles")) log->info("recompiling {}", reason);
+    if (recording) recording->recompile_reasons.push_back(reason);
+  }
+  if (auto* log = kiln::log::get("guards"))
+    for (const auto& g : entry->guard_strs) log->info("{}: {}", code->qualname, g);
+  if (recording) {
+    if (out.graph_ops > 0) {
+      ++recording->graph_count;
+      recording->ops_per_graph.push_back(out.graph_ops);
+      recording->graphs.push_back(out.graph_code);
+    }
+    if (out.graph_break) {
+      ++recording->graph_break_count;
+      recording->breaks.push_back(*out.graph_break);
+    }
+    std::string g;
+    for (const auto& s : entry->guard_strs) g += s + "\n";
+    recording->guards.push_back(code->qualname + ":\n" + g);
+  }
+  if (auto* log = kiln::log::get("graph_code"))
+    if (out.graph_ops > 0) log->info("{}:\n{}", code->qualname, out.graph_code);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto& list = caches()[code].entries;
+    list.insert(list.begin(), entry);
+  }
+  return vm.call(entry->residual, args);
+}
+
+}  // namespace
+
+struct CompiledFunction::State {
+  Ref<FunctionObj> fn;
+  Options options;
+};
+
+Value interpreter::compiled_value(const Ref<FunctionObj>& fn, const Options& options) {
+  auto state = std::make_shared<CompiledFunction::State>(CompiledFunction::State{fn, options});
+  return make_builtin_closure("compiled " + fn->code->qualname, [state](CallContext& ctx, const CallArgs& args) {
+    return eval_frame(ctx, state->fn, args, state->options);
+  });
+}
+
+CompiledFunction compile(const Value& fn, Options options) {
+  if (!fn.is(Kind::Function))
+    throw_error(ErrorKind::TypeError, "kiln::compile expects a KBC function, got " + type_name(fn));
+  if (!output_graph::find_backend(options.backend))
+    throw_error(ErrorKind::ValueError, "kiln::compile: unknown backend '" + options.backend + "'");
+  auto state = std::make_shared<CompiledFunction::State>();
+  state->fn = Ref<FunctionObj>(fn.as<FunctionObj>());
+  state->options = std::move(options);
+  return CompiledFunction(state);
+}
+
+Value CompiledFunction::call(const CallArgs& args) const {
+  interpreter::VMOptions vo;
+  vo.stdout_sink = state_->options.stdout_sink;
+  interpreter::VM vm(vo);
+  return eval_frame(vm, state_->fn, args, state_->options);
+}
+
+Value CompiledFunction::operator()(const std::vector<Value>& args) const {
+  return call(CallArgs{args.data(), args.size(), nullptr});
+}
+
+Value CompiledFunction::as_value() const { return interpreter::compiled_value(state_->fn, state_->options); }
+
+ExplainReport explain(const Value& fn, const std::vector<Value>& args, Options options) {
+  reset();
+  ExplainReport report;
+  ExplainReport* saved = recording;
+  recording = &report;
+  struct Restore {
+    ExplainReport* saved;
+    ~Restore() { recording = saved; }
+  } restore{saved};
+  compile(fn, std::move(options))(args);
+  return report;
+}
+
+void reset() {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    caches().clear();
+  }
+  interpreter::reset_resume_functions();
+}
+
+std::string ExplainReport::str() const {
+  std::string s = "Graph count: " + std::to_string(graph_count) + "\n";
+  s += "Graph break count: " + std::to_string(graph_break_count) + "\n";
+  s += "Op count: ";
+  int total = 0;
+  for (int n : ops_per_graph) total += n;
+  s += std::to_string(total) + "\n";
+  if (!breaks.empty()) {
+    s += "Break reasons:\n";
+    for (size_t i = 0; i < breaks.size(); ++i) {
+      const GraphBreak& b = breaks[i];
+      s += "  " + std::to_string(i + 1) + ". " + b.reason + "\n     at " + b.file + ":" + std::to_string(b.line) +
+           " in " + b.function + "\n     hint: " + b.hint + "\n";
+    }
+  }
+  for (size_t i = 0; i < graphs.size(); ++i)
+    s += "Graph " + std::to_string(i + 1) + " (" + std::to_string(ops_per_graph[i]) + " ops):\n" + graphs[i];
+  if (!guards.empty()) {
+    s += "Guards:\n";
+    for (const auto& g : guards) s += g;
+  }
+  if (!recompile_reasons.empty()) {
+    s += "Recompile reasons:\n";
+    for (const auto& r : recompile_reasons) s += "  " + r + "\n";
+  }
+  return s;
+}
+
+}  // namespace kiln

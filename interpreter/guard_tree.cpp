@@ -1,0 +1,149 @@
+#include "interpreter/guard_tree.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+using output_graph::Guard;
+using output_graph::GuardKind;
+using output_graph::SourceKind;
+using output_graph::SourceRef;
+
+GuardTree::GuardTree(const output_graph::GuardSet& set) {
+  std::unordered_map<std::string, int> index;
+  // Parents first: sort sources by depth, add missing bases on the way.
+  std::vector<const Guard*> guards;
+  for (const Guard& g : set.guards()) guards.push_back(&g);
+  std::stable_sort(guards.begin(), guards.end(),
+                   [](const Guard* a, const Guard* b) { return a->source->depth < b->source->depth; });
+  auto accessor_of = [&](auto& self, const SourceRef& s) -> int {
+    auto it = index.find(s->str());
+    if (it != index.end()) return it->second;
+    int parent = s->base ? self(self, s->base) : -1;
+    accessors_.push_back({s, parent, {}});
+    index.emplace(s->str(), int(accessors_.size() - 1));
+    return int(accessors_.size() - 1);
+  };
+  for (const Guard* g : guards) {
+    accessors_[size_t(accessor_of(accessor_of, g->source))].guards.push_back(*g);
+    ++nguards_;
+  }
+  scratch_.resize(accessors_.size());
+  epoch_ = module_version_epoch();
+}
+
+static bool resolve(const output_graph::Source& s, const Value* base, const Value* locals, const FunctionObj& fn,
+                    Value& out) {
+  switch (s.kind) {
+    case SourceKind::Local: out = locals[s.local_index]; return !out.is_null();
+    case SourceKind::Global: {
+      if (!fn.globals) return false;
+      const Value* v = fn.globals->map.find(s.name);
+      if (!v) return false;
+      out = *v;
+      return true;
+    }
+    case SourceKind::Attr: {
+      if (!base->is(Kind::Module)) return false;  // only module dicts are read without side effects
+      auto* m = base->as<ModuleObj>();
+      if (const Value* v = module_instance_slot(m, intern(s.name).get())) {
+        out = *v;
+        return true;
+      }
+      return false;
+    }
+    case SourceKind::Item: {
+      if (base->is(Kind::List) || base->is(Kind::Tuple)) {
+        const auto& items = base->is(Kind::List) ? base->as<ListObj>()->items : base->as<TupleObj>()->items;
+        int64_t i = s.key.as_int();
+        if (i < 0 || i >= int64_t(items.size())) return false;
+        out = items[size_t(i)];
+        return true;
+      }
+      if (base->is(Kind::Dict)) {
+        const Value* v = base->as<DictObj>()->find(s.key);
+        if (!v) return false;
+        out = *v;
+        return true;
+      }
+      return false;
+    }
+    case SourceKind::Cell: {
+      const FunctionObj* f = &fn;
+      if (s.base) {
+        if (!base->is(Kind::Function)) return false;
+        f = base->as<FunctionObj>();
+      }
+      if (size_t(s.local_index) >= f->closure.size()) return false;
+      out = f->closure[size_t(s.local_index)]->v;
+      return !out.is_null();
+    }
+  }
+  return false;
+}
+
+static bool holds(const Guard& g, const Value& v) {
+  switch (g.kind) {
+    case GuardKind::TypeMatch:
+      if (v.kind() != g.expected.kind()) return false;
+      return !v.is(Kind::Module) || v.as<ModuleObj>()->cls.get() == g.expected.as<ModuleObj>()->cls.get();
+    case GuardKind::IdMatch: return v.is_same(g.expected);
+    case GuardKind::ConstantMatch: return v.kind() == g.expected.kind() && values_equal(v, g.expected);
+    case GuardKind::TensorMatch: {
+      if (!v.is(Kind::Tensor)) return false;
+      auto* t = v.as<TensorImpl>();
+      const auto& m = g.tensor;
+      if (t->dtype != m.dtype || t->sizes.size() != m.sizes.size()) return false;
+      for (size_t d = 0; d < m.sizes.size(); ++d) {
+        bool dynamic = d < m.dynamic.size() && m.dynamic[d];
+        if (!dynamic && t->sizes[d] != m.sizes[d]) return false;
+      }
+      return t->strides == m.strides;
+    }
+    case GuardKind::Length: {
+      int64_t n = v.is(Kind::List)    ? int64_t(v.as<ListObj>()->items.size())
+                  : v.is(Kind::Tuple) ? int64_t(v.as<TupleObj>()->items.size())
+                  : v.is(Kind::Dict)  ? int64_t(v.as<DictObj>()->entries.size())
+                                      : -1;
+      return n == g.length;
+    }
+    case GuardKind::ModuleVersion:
+      return v.is(Kind::Module) && v.is_same(g.expected) && v.as<ModuleObj>()->version == g.version;
+  }
+  return false;
+}
+
+bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why) {
+  const bool modules_unchanged = module_version_epoch() == epoch_;
+  bool all_versions_held = true;
+  for (size_t i = 0; i < accessors_.size(); ++i) {
+    const Accessor& a = accessors_[i];
+    const Value* base = a.parent >= 0 ? &scratch_[size_t(a.parent)] : nullptr;
+    if (!resolve(*a.source, base, locals, fn, scratch_[i])) {
+      if (why) *why = a.source->str() + " is missing";
+      for (auto& v : scratch_) v = Value();
+      return false;
+    }
+    for (const Guard& g : a.guards) {
+      if (g.kind == GuardKind::ModuleVersion && modules_unchanged) continue;
+      if (!holds(g, scratch_[i])) {
+        if (why) *why = "failed: " + g.str();
+        for (auto& v : scratch_) v = Value();
+        return false;
+      }
+    }
+  }
+  // Every version guard held although some module changed: remember the
+  // new epoch so the next check is one comparison again.
+  if (!modules_unchanged && all_versions_held) epoch_ = module_version_epoch();
+  for (auto& v : scratch_) v = Value();
+  return true;
+}
+
+}  // namespace kiln::interpreter

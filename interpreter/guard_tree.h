@@ -1,0 +1,37 @@
+// The guard checker of one cache entry, compiled from a GuardSet: every
+// distinct source gets one accessor, resolved once per check, parents
+// before children; each accessor's guards run right after it resolves.
+// Module-version guards are skipped in bulk when no module anywhere has
+// changed since the entry was made (one comparison with the global epoch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "output_graph/guards.h"
+#include "runtime/code.h"
+
+namespace kiln::interpreter {
+
+class GuardTree {
+ public:
+  explicit GuardTree(const output_graph::GuardSet& guards);
+
+  // `locals`: the frame's bound parameters. On failure, `why` (if given)
+  // gets the failing guard's description.
+  bool check(const runtime::Value* locals, const runtime::FunctionObj& fn, std::string* why = nullptr);
+  size_t size() const { return nguards_; }
+
+ private:
+  struct Accessor {
+    output_graph::SourceRef source;
+    int parent = -1;  // index of the base's accessor
+    std::vector<output_graph::Guard> guards;
+  };
+  std::vector<Accessor> accessors_;
+  std::vector<runtime::Value> scratch_;
+  size_t nguards_ = 0;
+  uint64_t epoch_ = 0;  // module_version_epoch() when every version guard last held
+};
+
+}  // namespace kiln::interpreter

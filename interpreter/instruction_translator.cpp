@@ -1,0 +1,489 @@
+// The translator's step loop and the handlers of the stack, locals,
+// constants, containers and control flow. Calls, attributes and operators
+// on trackers are in translator_calls.cpp.
+#include "interpreter/instruction_translator.h"
+
+#include <cstdio>
+
+#include "runtime/builtins.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+using output_graph::attr_source;
+using output_graph::global_source;
+using output_graph::local_source;
+
+// ------------------------------------------------------------ break table --
+
+const char* break_reason_id(BreakReason r) {
+  switch (r) {
+#define KILN_BREAK(id, reason, hint) \
+  case BreakReason::id: return #id;
+#include "interpreter/graph_breaks.def"
+#undef KILN_BREAK
+  }
+  return "?";
+}
+
+std::string break_reason_text(BreakReason r, const std::string& detail) {
+  const char* fmt = "";
+  switch (r) {
+#define KILN_BREAK(id, reason, hint) \
+  case BreakReason::id: fmt = reason; break;
+#include "interpreter/graph_breaks.def"
+#undef KILN_BREAK
+  }
+  std::string s = fmt;
+  size_t at = s.find("%s");
+  if (at != std::string::npos) s.replace(at, 2, detail);
+  return s;
+}
+
+const char* break_reason_hint(BreakReason r) {
+  switch (r) {
+#define KILN_BREAK(id, reason, hint) \
+  case BreakReason::id: return hint;
+#include "interpreter/graph_breaks.def"
+#undef KILN_BREAK
+  }
+  return "";
+}
+
+[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
+
+// ------------------------------------------------------------------ setup --
+
+InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj> fn, std::vector<VT> locals,
+                                             const InstructionTranslator* parent, VT fn_vt)
+    : ctx_(ctx), fn_(std::move(fn)), code_(fn_->code.get()), parent_(parent), fn_vt_(std::move(fn_vt)),
+      depth_(parent ? parent->depth_ + 1 : 0), locals_(std::move(locals)) {
+  locals_.resize(code_->varnames.size());
+  if (!code_->cellvars.empty())
+    unsupported(BreakReason::unsupported, "a function with cell variables (" + code_->qualname + ")");
+  // Free variables read the real closure's cells, guarded like any input:
+  // a cell changed between calls must recompile. A function reached
+  // without a source (none today) would have unguarded cells: refuse it.
+  for (size_t i = 0; i < code_->freevars.size(); ++i) {
+    const Value& v = fn_->closure[i]->v;
+    if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
+    if (parent_ && !(fn_vt_ && fn_vt_->source))
+      unsupported(BreakReason::unsupported, "a closure reached without a source");
+    cells_.push_back(ctx_.builder.wrap(v, output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i))));
+  }
+}
+
+VT InstructionTranslator::pop() {
+  VT v = std::move(stack_.back());
+  stack_.pop_back();
+  return v;
+}
+
+std::vector<VT> InstructionTranslator::pop_n(size_t n) {
+  std::vector<VT> out(stack_.end() - ptrdiff_t(n), stack_.end());
+  stack_.resize(stack_.size() - n);
+  return out;
+}
+
+void InstructionTranslator::run(int64_t stop_at_step) {
+  while (!returned_) {
+    if (stop_at_step >= 0 && steps_ == stop_at_step) return;
+    if (pc_ >= code_->instrs.size()) throw_error(ErrorKind::RuntimeError, "translator ran off the end of the code");
+    step();
+  }
+}
+
+void InstructionTranslator::step() {
+  const Instr& ins = code_->instrs[pc_];
+  jumped_ = false;
+  switch (ins.op) {
+#define KILN_OPCODE(name, ...) \
+  case Opcode::name: op_##name(ins); break;
+#include "runtime/opcodes.def"
+#undef KILN_OPCODE
+  }
+  ++steps_;
+  if (!jumped_) ++pc_;
+}
+
+// ------------------------------------------------------------- handlers --
+
+#define JUMP(target) \
+  do {               \
+    pc_ = size_t(target); \
+    jumped_ = true;  \
+  } while (0)
+
+void InstructionTranslator::op_NOP(const Instr&) {}
+void InstructionTranslator::op_POP_TOP(const Instr&) { pop(); }
+void InstructionTranslator::op_COPY(const Instr& i) { push(stack_[stack_.size() - size_t(i.a)]); }
+void InstructionTranslator::op_SWAP(const Instr& i) { std::swap(stack_.back(), stack_[stack_.size() - size_t(i.a)]); }
+void InstructionTranslator::op_LOAD_CONST(const Instr& i) { push(from_value(code_->consts[size_t(i.a)])); }
+
+void InstructionTranslator::op_LOAD_FAST(const Instr& i) {
+  if (!locals_[size_t(i.a)]) unsupported(BreakReason::unsupported, "read of an unbound local");
+  push(locals_[size_t(i.a)]);
+}
+void InstructionTranslator::op_STORE_FAST(const Instr& i) { locals_[size_t(i.a)] = pop(); }
+void InstructionTranslator::op_DELETE_FAST(const Instr& i) {
+  if (!locals_[size_t(i.a)]) unsupported(BreakReason::unsupported, "delete of an unbound local");
+  locals_[size_t(i.a)] = nullptr;
+}
+
+void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
+  const std::string& name = code_->names[size_t(i.a)]->s;
+  // Only the root function's globals are sources residual code can reload.
+  auto it = ctx_.globals.find(name);
+  if (it != ctx_.globals.end() && fn_->globals) {
+    push(it->second);
+    return;
+  }
+  if (fn_->globals)
+    if (const Value* v = fn_->globals->map.find(code_->names[size_t(i.a)].get())) {
+      VT vt = make_lazy_global(name, *v);
+      push(vt);
+      return;
+    }
+  if (const Value* b = builtins().find(code_->names[size_t(i.a)].get())) {
+    push(from_value(*b));
+    return;
+  }
+  unsupported(BreakReason::unsupported, "name '" + name + "' is not defined");
+}
+
+void InstructionTranslator::op_STORE_GLOBAL(const Instr& i) {
+  const std::string& name = code_->names[size_t(i.a)]->s;
+  VT v = pop();
+  ctx_.globals[name] = v;
+  ctx_.side_effects.global_stores.push_back({name, v});
+}
+
+void InstructionTranslator::op_LOAD_DEREF(const Instr& i) {
+  size_t k = size_t(i.a) - code_->cellvars.size();
+  push(cells_.at(k));
+}
+void InstructionTranslator::op_STORE_DEREF(const Instr&) {
+  unsupported(BreakReason::unsupported, "assignment to a closure variable");
+}
+void InstructionTranslator::op_LOAD_CLOSURE(const Instr&) {
+  unsupported(BreakReason::unsupported, "making a closure");
+}
+void InstructionTranslator::op_MAKE_FUNCTION(const Instr&) {
+  unsupported(BreakReason::unsupported, "making a function");
+}
+
+void InstructionTranslator::op_LOAD_ATTR(const Instr& i) {
+  VT obj = realize(pop());
+  push(get_attr(obj, code_->names[size_t(i.a)]->s));
+}
+
+void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
+  VT obj = realize(pop());
+  VT value = pop();
+  const std::string& name = code_->names[size_t(i.a)]->s;
+  if (!obj->is(VTKind::NNModule) || !obj->source)
+    unsupported(BreakReason::unsupported, "attribute store on " + obj->str());
+  ctx_.attr_overlay[{obj->value.obj(), name}] = value;
+  ctx_.side_effects.attr_stores.push_back({obj, name, value});
+}
+
+void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
+  VT obj = realize(pop());
+  const std::string& name = code_->names[size_t(i.a)]->s;
+  VT method;
+  try {
+    method = get_attr(obj, name);
+  } catch (const Unsupported&) {
+    // Defer the lookup to the call, so a break lands on CALL_METHOD
+    // (whose stack the residual code can rebuild) rather than here.
+    push(variables::make_getattr(obj, name));
+    push(nullptr);
+    return;
+  }
+  // Methods come back bound (UserMethod); split them as LOAD_METHOD does.
+  if (method->is(VTKind::UserMethod)) {
+    push(variables::make_user_function(method->value));
+    push(method->self);
+    return;
+  }
+  push(method);
+  push(nullptr);
+}
+
+void InstructionTranslator::op_BINARY_SUBSCR(const Instr&) {
+  VT key = realize(pop());
+  VT obj = realize(pop());
+  push(get_item(obj, key));
+}
+
+void InstructionTranslator::op_STORE_SUBSCR(const Instr&) {
+  VT key = realize(pop());
+  VT obj = realize(pop());
+  VT value = pop();
+  if (obj->is(VTKind::List) && is_constant(key) && constant_value(key).is(Kind::Int)) {
+    int64_t k = constant_value(key).as_int();
+    int64_t n = int64_t(obj->items.size());
+    if (k < 0) k += n;
+    if (k < 0 || k >= n) unsupported(BreakReason::unsupported, "list index out of range");
+    obj->items[size_t(k)] = value;
+    ctx_.side_effects.mark_mutated(obj);
+    return;
+  }
+  if (obj->is(VTKind::ConstDict) && is_constant(key) && variables::is_literal(constant_value(key))) {
+    Value k = constant_value(key);
+    for (size_t j = 0; j < obj->keys.size(); ++j)
+      if (values_equal(obj->keys[j], k)) {
+        obj->items[j] = value;
+        ctx_.side_effects.mark_mutated(obj);
+        return;
+      }
+    obj->keys.push_back(k);
+    obj->items.push_back(value);
+    ctx_.side_effects.mark_mutated(obj);
+    return;
+  }
+  unsupported(BreakReason::unsupported, "item assignment on " + obj->str());
+}
+
+void InstructionTranslator::op_DELETE_SUBSCR(const Instr&) {
+  VT key = realize(pop());
+  VT obj = realize(pop());
+  if (!is_constant(key)) unsupported(BreakReason::unsupported, "item deletion with " + key->str());
+  Value k = constant_value(key);
+  if (obj->is(VTKind::ConstDict)) {
+    for (size_t j = 0; j < obj->keys.size(); ++j)
+      if (values_equal(obj->keys[j], k)) {
+        obj->keys.erase(obj->keys.begin() + ptrdiff_t(j));
+        obj->items.erase(obj->items.begin() + ptrdiff_t(j));
+        ctx_.side_effects.mark_mutated(obj);
+        return;
+      }
+  } else if (obj->is(VTKind::List) && k.is(Kind::Int)) {
+    int64_t n = int64_t(obj->items.size()), i = k.as_int() < 0 ? k.as_int() + n : k.as_int();
+    if (i >= 0 && i < n) {
+      obj->items.erase(obj->items.begin() + i);
+      ctx_.side_effects.mark_mutated(obj);
+      return;
+    }
+  }
+  unsupported(BreakReason::unsupported, "item deletion on " + obj->str());
+}
+
+void InstructionTranslator::op_BUILD_SLICE(const Instr& i) {
+  std::vector<VT> parts = pop_n(size_t(i.a));
+  for (auto& p : parts) {
+    p = realize(p);
+    if (!is_constant(p)) unsupported(BreakReason::unsupported, "a slice bound that is not a Python value");
+  }
+  push(variables::make_constant(make_slice(constant_value(parts[0]), constant_value(parts[1]),
+                                           parts.size() == 3 ? constant_value(parts[2]) : Value::none())));
+}
+
+void InstructionTranslator::op_BINARY_OP(const Instr& i) {
+  VT b = realize(pop());
+  VT a = realize(pop());
+  push(binary(BinOp(i.a), a, b, i.b != 0));
+}
+
+void InstructionTranslator::op_UNARY_OP(const Instr& i) {
+  VT a = realize(pop());
+  UnOp op = UnOp(i.a);
+  if (a->is(VTKind::Tensor)) {
+    if (op == UnOp::POS) return push(a);
+    if (op == UnOp::NOT) unsupported(BreakReason::data_dependent_branch, "");
+    push(tensor_op(op == UnOp::NEG ? OpId::neg : OpId::bitwise_not, {a}));
+    return;
+  }
+  if (op == UnOp::NOT && (a->is(VTKind::List) || a->is(VTKind::Tuple) || a->is(VTKind::ConstDict))) {
+    push(variables::make_constant(Value::boolean(a->items.empty())));
+    return;
+  }
+  if (!is_constant(a)) unsupported(BreakReason::unsupported, std::string("unary ") + unop_symbol(op) + " on " + a->str());
+  push(from_value(unary_op(op, constant_value(a))));
+}
+
+void InstructionTranslator::op_COMPARE_OP(const Instr& i) {
+  VT b = realize(pop());
+  VT a = realize(pop());
+  push(compare(CmpOp(i.a), a, b));
+}
+
+void InstructionTranslator::op_BUILD_TUPLE(const Instr& i) { push(variables::make_tuple(pop_n(size_t(i.a)))); }
+void InstructionTranslator::op_BUILD_LIST(const Instr& i) { push(variables::make_list(pop_n(size_t(i.a)))); }
+
+void InstructionTranslator::op_BUILD_DICT(const Instr& i) {
+  std::vector<VT> kv = pop_n(2 * size_t(i.a));
+  std::vector<Value> keys;
+  std::vector<VT> values;
+  for (size_t k = 0; k < kv.size(); k += 2) {
+    VT key = realize(kv[k]);
+    if (!is_constant(key) || !variables::is_literal(constant_value(key)))
+      unsupported(BreakReason::unsupported, "a dict key that is not a constant");
+    Value kval = constant_value(key);
+    bool replaced = false;
+    for (size_t j = 0; j < keys.size(); ++j)
+      if (values_equal(keys[j], kval)) {
+        values[j] = kv[k + 1];
+        replaced = true;
+      }
+    if (!replaced) {
+      keys.push_back(kval);
+      values.push_back(kv[k + 1]);
+    }
+  }
+  push(variables::make_const_dict(std::move(keys), std::move(values)));
+}
+
+void InstructionTranslator::op_BUILD_STRING(const Instr& i) {
+  std::vector<VT> parts = pop_n(size_t(i.a));
+  std::string s;
+  for (auto& p : parts) {
+    p = realize(p);
+    if (!is_constant(p)) unsupported(BreakReason::unsupported, "formatting " + p->str() + " into a string");
+    s += to_str(constant_value(p));
+  }
+  push(variables::make_constant(Value::str(s)));
+}
+
+void InstructionTranslator::op_LIST_APPEND(const Instr& i) {
+  VT item = pop();
+  VT list = realize(stack_[stack_.size() - size_t(i.a)]);
+  if (!list->is(VTKind::List)) unsupported(BreakReason::unsupported, "LIST_APPEND to " + list->str());
+  list->items.push_back(item);
+  ctx_.side_effects.mark_mutated(list);
+}
+
+void InstructionTranslator::op_LIST_EXTEND(const Instr& i) {
+  VT items = realize(pop());
+  VT list = realize(stack_[stack_.size() - size_t(i.a)]);
+  if (!list->is(VTKind::List)) unsupported(BreakReason::unsupported, "LIST_EXTEND to " + list->str());
+  for (VT& v : unpack(items)) list->items.push_back(v);
+  ctx_.side_effects.mark_mutated(list);
+}
+
+void InstructionTranslator::op_UNPACK_SEQUENCE(const Instr& i) {
+  VT seq = realize(pop());
+  std::vector<VT> items = unpack(seq);
+  if (items.size() != size_t(i.a)) unsupported(BreakReason::unsupported, "unpacking a sequence of the wrong length");
+  for (size_t k = items.size(); k-- > 0;) push(items[k]);
+}
+
+void InstructionTranslator::op_CALL(const Instr& i) {
+  std::vector<VT> args = pop_n(size_t(i.a));
+  VT callee = realize(pop());
+  push(call_function(callee, std::move(args), nullptr));
+}
+
+void InstructionTranslator::op_CALL_KW(const Instr& i) {
+  std::vector<VT> args = pop_n(size_t(i.a));
+  VT callee = realize(pop());
+  push(call_function(callee, std::move(args), code_->consts[size_t(i.b)].as<TupleObj>()));
+}
+
+void InstructionTranslator::op_CALL_METHOD(const Instr& i) {
+  std::vector<VT> args = pop_n(size_t(i.a));
+  VT self = pop();
+  VT callee = realize(pop());
+  if (self) args.insert(args.begin(), self);
+  push(call_function(callee, std::move(args), nullptr));
+}
+
+void InstructionTranslator::op_CALL_METHOD_KW(const Instr& i) {
+  std::vector<VT> args = pop_n(size_t(i.a));
+  VT self = pop();
+  VT callee = realize(pop());
+  if (self) args.insert(args.begin(), self);
+  push(call_function(callee, std::move(args), code_->consts[size_t(i.b)].as<TupleObj>()));
+}
+
+void InstructionTranslator::op_CALL_EX(const Instr& i) {
+  VT kwargs = (i.a & 1) ? realize(pop()) : nullptr;
+  VT args = realize(pop());
+  VT callee = realize(pop());
+  std::vector<VT> all = unpack(args);
+  Value names;
+  if (kwargs) {
+    if (!kwargs->is(VTKind::ConstDict)) unsupported(BreakReason::unsupported, "** of " + kwargs->str());
+    std::vector<Value> keys;
+    for (size_t k = 0; k < kwargs->keys.size(); ++k) {
+      if (!kwargs->keys[k].is(Kind::Str)) unsupported(BreakReason::unsupported, "non-string keyword");
+      keys.push_back(intern_value(kwargs->keys[k].as_str()));
+      all.push_back(kwargs->items[k]);
+    }
+    if (!keys.empty()) names = make_tuple(std::move(keys));
+  }
+  push(call_function(callee, std::move(all), names.is(Kind::Tuple) ? names.as<TupleObj>() : nullptr));
+}
+
+void InstructionTranslator::op_GET_ITER(const Instr&) {
+  VT v = realize(pop());
+  if (v->is(VTKind::Iterator)) return push(v);
+  push(variables::make_iterator(unpack(v)));
+}
+
+void InstructionTranslator::op_FOR_ITER(const Instr& i) {
+  VT it = stack_.back();
+  if (!it->is(VTKind::Iterator)) unsupported(BreakReason::unsupported, "iteration over " + it->str());
+  if (it->pos < it->items.size()) {
+    push(it->items[it->pos++]);
+    return;
+  }
+  pop();
+  JUMP(i.a);
+}
+
+void InstructionTranslator::op_JUMP(const Instr& i) { JUMP(i.a); }
+
+// The truth of a tracker known at trace time; a tensor's is data.
+static bool trace_truth(InstructionTranslator& tx, const VT& c) {
+  if (c->is(VTKind::Tensor)) unsupported(BreakReason::data_dependent_branch, "");
+  if (c->is(VTKind::List) || c->is(VTKind::Tuple) || c->is(VTKind::ConstDict)) return !c->items.empty();
+  if (c->is(VTKind::NNModule) || c->is(VTKind::UserFunction) || c->is(VTKind::Builtin)) return true;
+  if (!tx.is_constant(c)) unsupported(BreakReason::unsupported, "truth of " + c->str());
+  return truth(tx.constant_value(c));
+}
+
+void InstructionTranslator::op_POP_JUMP_IF_TRUE(const Instr& i) {
+  VT c = realize(stack_.back());
+  bool t = trace_truth(*this, c);
+  pop();
+  if (t) JUMP(i.a);
+}
+void InstructionTranslator::op_POP_JUMP_IF_FALSE(const Instr& i) {
+  VT c = realize(stack_.back());
+  bool t = trace_truth(*this, c);
+  pop();
+  if (!t) JUMP(i.a);
+}
+void InstructionTranslator::op_POP_JUMP_IF_NONE(const Instr& i) {
+  VT c = realize(pop());
+  if (c->is(VTKind::Constant) && c->value.is_none()) JUMP(i.a);
+}
+void InstructionTranslator::op_POP_JUMP_IF_NOT_NONE(const Instr& i) {
+  VT c = realize(pop());
+  if (!(c->is(VTKind::Constant) && c->value.is_none())) JUMP(i.a);
+}
+void InstructionTranslator::op_JUMP_IF_TRUE_OR_POP(const Instr& i) {
+  VT c = realize(stack_.back());
+  if (trace_truth(*this, c)) JUMP(i.a);
+  else pop();
+}
+void InstructionTranslator::op_JUMP_IF_FALSE_OR_POP(const Instr& i) {
+  VT c = realize(stack_.back());
+  if (!trace_truth(*this, c)) JUMP(i.a);
+  else pop();
+}
+
+void InstructionTranslator::op_RETURN_VALUE(const Instr&) {
+  result_ = pop();
+  returned_ = true;
+}
+
+void InstructionTranslator::op_RAISE(const Instr&) { unsupported(BreakReason::raise, ""); }
+
+#undef JUMP
+
+}  // namespace kiln::interpreter

@@ -1,0 +1,128 @@
+// InstructionTranslator: symbolically executes one KBC frame over
+// VariableTrackers. Python-level values fold to constants, tensor work
+// becomes graph nodes, calls to KBC functions/methods/modules are inlined
+// (a child translator over the same TraceContext). An instruction it
+// cannot trace throws Unsupported; the root frame then restarts the trace
+// and stops just before that instruction (see convert_frame.cpp).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "interpreter/kiln_api.h"
+#include "output_graph/output_graph.h"
+#include "runtime/code.h"
+#include "variables/builder.h"
+#include "variables/variable_tracker.h"
+
+namespace kiln::interpreter {
+
+using variables::VT;
+using variables::VTKind;
+
+enum class BreakReason : uint8_t {
+#define KILN_BREAK(id, reason, hint) id,
+#include "interpreter/graph_breaks.def"
+#undef KILN_BREAK
+};
+const char* break_reason_id(BreakReason r);
+std::string break_reason_text(BreakReason r, const std::string& detail);
+const char* break_reason_hint(BreakReason r);
+
+// Thrown by a handler: this instruction cannot be traced.
+struct Unsupported {
+  BreakReason reason;
+  std::string detail;
+  // For a break inside an inlined callee: the callee's own break, reported
+  // when it runs as its own frame.
+};
+
+// State shared by the root translator and every inlined one.
+struct TraceContext {
+  explicit TraceContext(runtime::CallContext& vm) : vm(vm), builder(out) {}
+  runtime::CallContext& vm;  // for folding calls on real values
+  output_graph::OutputGraph out;
+  variables::VariableBuilder builder;
+  variables::SideEffects side_effects;
+  std::map<std::string, VT> globals;                         // loaded or stored during the trace
+  std::map<std::pair<const void*, std::string>, VT> attr_overlay;  // module attributes stored during the trace
+  int64_t tensor_constants = 0;
+};
+
+class InstructionTranslator {
+ public:
+  // `fn_vt` is the tracker the function was called through (for the
+  // sources of its closure cells); null for the root frame.
+  InstructionTranslator(TraceContext& ctx, runtime::Ref<runtime::FunctionObj> fn, std::vector<VT> locals,
+                        const InstructionTranslator* parent, VT fn_vt = nullptr);
+
+  // Runs until RETURN_VALUE (then `result` is set) or until the step
+  // `stop_at_step` (root frames: the break found by a previous attempt).
+  void run(int64_t stop_at_step = -1);
+
+  // The state at the stop (what compile_subgraph needs).
+  const runtime::Code& code() const { return *code_; }
+  const runtime::FunctionObj& function() const { return *fn_; }
+  size_t pc() const { return pc_; }
+  int64_t steps() const { return steps_; }
+  bool returned() const { return returned_; }
+  const VT& result() const { return result_; }
+  const std::vector<VT>& stack() const { return stack_; }
+  const std::vector<VT>& locals() const { return locals_; }
+  TraceContext& ctx() { return ctx_; }
+  int depth() const { return depth_; }
+
+ private:
+  void step();
+#define KILN_OPCODE(name, ...) void op_##name(const runtime::Instr& ins);
+#include "runtime/opcodes.def"
+#undef KILN_OPCODE
+
+  // stack helpers
+  VT pop();
+  void push(VT v) { stack_.push_back(std::move(v)); }
+  std::vector<VT> pop_n(size_t n);
+  VT realize(const VT& v) { return ctx_.builder.realize(v); }
+
+  // calls (translator_calls.cpp)
+ public:
+  VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
+  VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
+                 const VT& self = nullptr);
+  VT call_module(const VT& module, std::vector<VT> args, const runtime::TupleObj* kwnames);
+  VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
+  VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
+  VT get_attr(const VT& obj, const std::string& name);
+  VT module_getattr(const VT& module, const std::string& name);
+  VT from_value(const runtime::Value& v);  // a folded Python result as a tracker
+  VT get_item(const VT& obj, const VT& key);
+  VT binary(runtime::BinOp op, const VT& a, const VT& b, bool inplace);
+  VT compare(runtime::CmpOp op, const VT& a, const VT& b);
+  std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
+  bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)
+  runtime::Value constant_value(const VT& v);
+  // A global of this frame's function, wrapped lazily once per trace.
+  VT make_lazy_global(const std::string& name, const runtime::Value& v);
+  // The tracker of the function being run (its source, when it has one).
+  const VT& function_tracker() const { return fn_vt_; }
+
+ private:
+  TraceContext& ctx_;
+  runtime::Ref<runtime::FunctionObj> fn_;
+  const runtime::Code* code_;
+  const InstructionTranslator* parent_;
+  VT fn_vt_;
+  int depth_;
+  std::vector<VT> stack_;
+  std::vector<VT> locals_;
+  std::vector<VT> cells_;  // freevars, realized from the real closure
+  size_t pc_ = 0;
+  bool jumped_ = false;
+  int64_t steps_ = 0;
+  bool returned_ = false;
+  VT result_;
+};
+
+}  // namespace kiln::interpreter

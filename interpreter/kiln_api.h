@@ -1,0 +1,80 @@
+// kiln's C++ embedding API (public through include/kiln/kiln.h): assemble or build KBC, compile a function, call
+// it with Values, explain what the tracer did.
+//
+//   auto program = kiln::assemble(text, "model.kbc");
+//   kiln::CompiledFunction f = kiln::compile(program.global("forward"));
+//   kiln::Value y = f({x});
+//   std::cout << kiln::explain(program.global("forward"), {x}).str();
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "interpreter/assembler.h"
+#include "interpreter/code_builder.h"
+#include "interpreter/program.h"
+#include "runtime/value.h"
+#include "runtime/value_ops.h"
+
+namespace kiln {
+
+using runtime::Tensor;
+using runtime::Value;
+using interpreter::assemble;
+using interpreter::assemble_file;
+using interpreter::Program;
+
+struct Options {
+  std::string backend = "eager";     // "eager", "llvm" (when built), or a registered name
+  bool fullgraph = false;            // the first graph break is an error instead
+  std::optional<bool> dynamic;       // unset: automatic dynamic shapes; true: all dims dynamic; false: never
+  int cache_size_limit = 8;          // compiled entries per code object before falling back to the VM
+  // Where print() in the compiled function writes (stdout when empty).
+  std::function<void(std::string_view)> stdout_sink;
+};
+
+struct GraphBreak {
+  std::string id;        // the reason's id in interpreter/graph_breaks.def
+  std::string reason;    // plain words: "call to print() (a side effect the graph cannot hold)"
+  std::string function;  // qualname of the frame that broke
+  std::string file;
+  int line = 0;          // the user's source line
+  std::string hint;      // what to change to avoid it
+};
+
+struct ExplainReport {
+  int graph_count = 0;
+  int graph_break_count = 0;
+  std::vector<GraphBreak> breaks;
+  std::vector<int> ops_per_graph;
+  std::vector<std::string> graphs;           // each graph's code view
+  std::vector<std::string> guards;           // each cache entry's guards, one string per entry
+  std::vector<std::string> recompile_reasons;
+  std::string str() const;
+};
+
+class CompiledFunction {
+ public:
+  Value operator()(const std::vector<Value>& args) const;
+  Value call(const runtime::CallArgs& args) const;
+  // The Value form (a Builtin wrapping this), usable wherever a callable is.
+  Value as_value() const;
+
+  struct State;
+  explicit CompiledFunction(std::shared_ptr<State> s) : state_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+CompiledFunction compile(const Value& fn, Options options = {});
+// Compiles `fn` afresh, calls it once with `args`, and reports.
+ExplainReport explain(const Value& fn, const std::vector<Value>& args, Options options = {});
+// Drops every compiled entry and cached resume function.
+void reset();
+
+}  // namespace kiln

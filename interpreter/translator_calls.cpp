@@ -1,0 +1,347 @@
+// Calls, attributes, subscripts and operators on trackers: how the
+// translator folds Python-level work at trace time, inlines KBC functions
+// and modules, and turns tensor work into graph nodes.
+#include <algorithm>
+
+#include "interpreter/instruction_translator.h"
+#include "runtime/builtins.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+using output_graph::Arg;
+using output_graph::attr_source;
+using output_graph::Guard;
+using output_graph::GuardKind;
+namespace vars = kiln::variables;
+
+[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
+
+static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
+static VT none_vt() { return const_vt(Value::none()); }
+
+// ----------------------------------------------------------- constants --
+
+bool InstructionTranslator::is_constant(const VT& v) {
+  VT r = realize(v);
+  if (r->is(VTKind::Constant)) return true;
+  if (r->is(VTKind::Tuple) || r->is(VTKind::List)) {
+    for (const VT& x : r->items)
+      if (!is_constant(x)) return false;
+    return true;
+  }
+  return false;
+}
+
+Value InstructionTranslator::constant_value(const VT& v) {
+  VT r = realize(v);
+  if (r->is(VTKind::Constant)) return r->value;
+  std::vector<Value> items;
+  for (const VT& x : r->items) items.push_back(constant_value(x));
+  return r->is(VTKind::List) ? make_list(std::move(items)) : make_tuple(std::move(items));
+}
+
+VT InstructionTranslator::from_value(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Tensor: {
+      // A tensor made at trace time (a constant): the graph reads it by get_attr.
+      std::string name = "_tensor_constant" + std::to_string(ctx_.tensor_constants++);
+      return vars::make_tensor(ctx_.out.register_attr(v, name));
+    }
+    case Kind::Tuple:
+    case Kind::List: {
+      std::vector<VT> items;
+      for (const Value& x : v.is(Kind::Tuple) ? v.as<TupleObj>()->items : v.as<ListObj>()->items)
+        items.push_back(from_value(x));
+      return v.is(Kind::Tuple) ? vars::make_tuple(std::move(items)) : vars::make_list(std::move(items));
+    }
+    case Kind::Dict: {
+      std::vector<Value> keys;
+      std::vector<VT> values;
+      for (const auto& [k, x] : v.as<DictObj>()->entries) {
+        if (!vars::is_literal(k)) return vars::make_opaque(v, nullptr);
+        keys.push_back(k);
+        values.push_back(from_value(x));
+      }
+      return vars::make_const_dict(std::move(keys), std::move(values));
+    }
+    case Kind::Function: return vars::make_user_function(v);
+    case Kind::Builtin: return vars::make_builtin(v);
+    case Kind::Iterator: {
+      // Made by a folded builtin (enumerate, zip, ...), so nobody else holds
+      // it: consume it now rather than bake a stateful object into the code.
+      std::vector<VT> items;
+      for (const Value& x : to_vector(v)) items.push_back(from_value(x));
+      return vars::make_iterator(std::move(items));
+    }
+    case Kind::Module: return vars::make_nn_module(v, "", nullptr);
+    case Kind::None:
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::Float:
+    case Kind::Str:
+    case Kind::Range:
+    case Kind::Slice: return const_vt(v);
+    default: return vars::make_opaque(v, nullptr);
+  }
+}
+
+VT InstructionTranslator::make_lazy_global(const std::string& name, const Value& v) {
+  VT lz = vars::make_lazy(v, output_graph::global_source(name));
+  ctx_.globals[name] = lz;
+  return lz;
+}
+
+// ------------------------------------------------------------- tensors --
+
+static Arg to_arg(InstructionTranslator& tx, const VT& v0) {
+  VT v = tx.ctx().builder.realize(v0);
+  switch (v->kind) {
+    case VTKind::Tensor: return Arg::of(v->node);
+    case VTKind::Constant: return Arg::constant(v->value);
+    case VTKind::List:
+    case VTKind::Tuple: {
+      std::vector<Arg> items;
+      for (const VT& x : v->items) items.push_back(to_arg(tx, x));
+      return Arg::list(std::move(items));
+    }
+    default: unsupported(BreakReason::unsupported, "passing " + v->str() + " to a tensor op");
+  }
+}
+
+VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
+  size_t nkw = kwnames ? kwnames->items.size() : 0;
+  std::vector<Arg> pos;
+  std::vector<std::pair<std::string, Arg>> kw;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i < args.size() - nkw) pos.push_back(to_arg(*this, args[i]));
+    else kw.emplace_back(kwnames->items[i - (args.size() - nkw)].as_str(), to_arg(*this, args[i]));
+  }
+  try {
+    return vars::make_tensor(ctx_.out.create_call(op, std::move(pos), std::move(kw)));
+  } catch (const Error& e) {
+    // A shape or argument error: the VM raises it when it runs the call.
+    unsupported(BreakReason::unsupported, std::string(op_def(op).name) + "() fails: " + e.what());
+  }
+}
+
+static VT tensor_index(InstructionTranslator& tx, VT x, const Value& key) {
+  std::vector<Value> parts = key.is(Kind::Tuple) ? key.as<TupleObj>()->items : std::vector<Value>{key};
+  int64_t dim = 0;
+  for (const Value& p : parts) {
+    if (p.is(Kind::Int) || p.is(Kind::Bool)) {
+      x = tx.tensor_op(OpId::select, {x, const_vt(Value::integer(dim)), const_vt(p)});
+    } else if (p.is(Kind::Slice)) {
+      auto* s = p.as<SliceObj>();
+      x = tx.tensor_op(OpId::slice, {x, const_vt(Value::integer(dim)), const_vt(s->start), const_vt(s->stop),
+                                     const_vt(s->step.is_none() ? Value::integer(1) : s->step)});
+      ++dim;
+    } else if (p.is_none()) {
+      x = tx.tensor_op(OpId::unsqueeze, {x, const_vt(Value::integer(dim))});
+      ++dim;
+    } else {
+      unsupported(BreakReason::unsupported, "tensor index " + repr(p));
+    }
+  }
+  return x;
+}
+
+// The registry op behind each Python operator (operators.def's last column).
+namespace {
+namespace op_of {
+#define KILN_OP(name, ...) constexpr int name = int(OpId::name);
+#include "runtime/ops.def"
+#undef KILN_OP
+constexpr int none = -1;
+}  // namespace op_of
+constexpr int kBinTensorOp[] = {
+#define KILN_BINOP(e, sym, opname) op_of::opname,
+#include "runtime/operators.def"
+#undef KILN_BINOP
+};
+constexpr int kCmpTensorOp[] = {
+#define KILN_CMPOP(e, sym, opname) op_of::opname,
+#include "runtime/operators.def"
+#undef KILN_CMPOP
+};
+}  // namespace
+
+VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplace) {
+  if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
+    int id = kBinTensorOp[int(op)];
+    if (id < 0) unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " on a tensor");
+    return tensor_op(OpId(id), {a, b});
+  }
+  if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {
+    if (inplace) {
+      a->items.insert(a->items.end(), b->items.begin(), b->items.end());
+      ctx_.side_effects.mark_mutated(a);
+      return a;
+    }
+    std::vector<VT> items = a->items;
+    items.insert(items.end(), b->items.begin(), b->items.end());
+    return vars::make_list(std::move(items));
+  }
+  if (op == BinOp::ADD && a->is(VTKind::Tuple) && b->is(VTKind::Tuple)) {
+    std::vector<VT> items = a->items;
+    items.insert(items.end(), b->items.begin(), b->items.end());
+    return vars::make_tuple(std::move(items));
+  }
+  if (op == BinOp::MUL && (a->is(VTKind::List) || a->is(VTKind::Tuple)) && is_constant(b) &&
+      constant_value(b).is(Kind::Int)) {
+    std::vector<VT> items;
+    for (int64_t k = 0; k < constant_value(b).as_int(); ++k) items.insert(items.end(), a->items.begin(), a->items.end());
+    return a->is(VTKind::List) ? vars::make_list(std::move(items)) : vars::make_tuple(std::move(items));
+  }
+  if (is_constant(a) && is_constant(b) && !a->is(VTKind::List) && !b->is(VTKind::List)) {
+    try {
+      return from_value(binary_op(op, constant_value(a), constant_value(b), inplace));
+    } catch (const Error&) {
+      unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " raising an error");
+    }
+  }
+  unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " on " + a->str() + " and " +
+                                            b->str());
+}
+
+VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
+  if (op == CmpOp::IS || op == CmpOp::IS_NOT) {
+    bool same;
+    if (a == b) same = true;
+    else if (a->is(VTKind::Constant) && b->is(VTKind::Constant)) same = a->value.is_same(b->value);
+    else if ((a->is(VTKind::Constant) && a->value.is_none()) || (b->is(VTKind::Constant) && b->value.is_none()))
+      same = false;  // None is only ever a Constant tracker
+    else if (a->kind != b->kind) same = false;
+    else unsupported(BreakReason::unsupported, "`is` between two trackers");
+    return const_vt(Value::boolean(op == CmpOp::IS ? same : !same));
+  }
+  if (op == CmpOp::IN || op == CmpOp::NOT_IN) {
+    bool found = false;
+    if (b->is(VTKind::ConstDict) && is_constant(a)) {
+      Value k = constant_value(a);
+      for (const Value& key : b->keys) found = found || values_equal(key, k);
+    } else if (is_constant(a) && is_constant(b)) {
+      found = contains(constant_value(b), constant_value(a));
+    } else {
+      unsupported(BreakReason::unsupported, "`in` over " + b->str());
+    }
+    return const_vt(Value::boolean(op == CmpOp::IN ? found : !found));
+  }
+  if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) return tensor_op(OpId(kCmpTensorOp[int(op)]), {a, b});
+  if (is_constant(a) && is_constant(b)) {
+    try {
+      return from_value(compare_op(op, constant_value(a), constant_value(b)));
+    } catch (const Error&) {
+      unsupported(BreakReason::unsupported, std::string("comparison ") + cmpop_symbol(op) + " raising an error");
+    }
+  }
+  unsupported(BreakReason::unsupported, std::string("comparison ") + cmpop_symbol(op) + " of " + a->str() + " and " +
+                                            b->str());
+}
+
+// ------------------------------------------------------------ sequences --
+
+std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
+  VT seq = realize(seq0);
+  switch (seq->kind) {
+    case VTKind::List:
+    case VTKind::Tuple: return seq->items;
+    case VTKind::Iterator: {
+      std::vector<VT> rest(seq->items.begin() + ptrdiff_t(seq->pos), seq->items.end());
+      seq->pos = seq->items.size();
+      return rest;
+    }
+    case VTKind::ConstDict: {
+      std::vector<VT> keys;
+      for (const Value& k : seq->keys) keys.push_back(const_vt(k));
+      return keys;
+    }
+    case VTKind::Tensor: {
+      const auto& sizes = seq->meta().sizes;
+      if (sizes.empty()) unsupported(BreakReason::unsupported, "iteration over a 0-d tensor");
+      std::vector<VT> rows;
+      for (int64_t i = 0; i < sizes[0]; ++i)
+        rows.push_back(tensor_op(OpId::select, {seq, const_vt(Value::integer(0)), const_vt(Value::integer(i))}));
+      return rows;
+    }
+    case VTKind::NNModule: {
+      std::vector<VT> out;
+      for (const Value& child : module_iter_items(seq->value)) {
+        if (!child.is(Kind::Module)) {
+          out.push_back(from_value(child));  // ModuleDict keys
+          continue;
+        }
+        for (const auto& [name, v] : seq->value.as<ModuleObj>()->modules)
+          if (v.is_same(child)) {
+            out.push_back(module_getattr(seq, name->s));
+            break;
+          }
+      }
+      return out;
+    }
+    case VTKind::Constant: {
+      std::vector<VT> out;
+      try {
+        for (const Value& x : to_vector(seq->value)) out.push_back(from_value(x));
+      } catch (const Error&) {
+        unsupported(BreakReason::unsupported, "iterating over " + seq->str());
+      }
+      return out;
+    }
+    default: unsupported(BreakReason::unsupported, "iterating over " + seq->str());
+  }
+}
+
+VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
+  VT key = realize(key0);
+  if (obj->is(VTKind::Tensor)) {
+    if (!is_constant(key)) unsupported(BreakReason::unsupported, "indexing a tensor with " + key->str());
+    return tensor_index(*this, obj, constant_value(key));
+  }
+  if (!is_constant(key)) unsupported(BreakReason::unsupported, "subscript with " + key->str());
+  Value k = constant_value(key);
+  if (obj->is(VTKind::List) || obj->is(VTKind::Tuple)) {
+    int64_t n = int64_t(obj->items.size());
+    if (k.is(Kind::Slice)) {
+      std::vector<Value> idx;
+      for (int64_t i = 0; i < n; ++i) idx.push_back(Value::integer(i));
+      std::vector<VT> items;
+      Value picked = runtime::get_item(make_list(std::move(idx)), k);
+      for (const Value& i : picked.as<ListObj>()->items) items.push_back(obj->items[size_t(i.as_int())]);
+      return obj->is(VTKind::List) ? vars::make_list(std::move(items)) : vars::make_tuple(std::move(items));
+    }
+    if (!k.is(Kind::Int)) unsupported(BreakReason::unsupported, "sequence index " + repr(k));
+    int64_t i = k.as_int() < 0 ? k.as_int() + n : k.as_int();
+    if (i < 0 || i >= n) unsupported(BreakReason::unsupported, "index out of range");
+    return obj->items[size_t(i)];
+  }
+  if (obj->is(VTKind::ConstDict)) {
+    for (size_t j = 0; j < obj->keys.size(); ++j)
+      if (values_equal(obj->keys[j], k)) return obj->items[j];
+    unsupported(BreakReason::unsupported, "KeyError " + repr(k));
+  }
+  if (obj->is(VTKind::NNModule)) {
+    Value child;
+    try {
+      child = module_getitem(obj->value, k);
+    } catch (const Error&) {
+      unsupported(BreakReason::unsupported, "module subscript " + repr(k));
+    }
+    for (const auto& [name, v] : obj->value.as<ModuleObj>()->modules)
+      if (v.is_same(child)) return module_getattr(obj, name->s);
+    unsupported(BreakReason::unsupported, "a slice of a module container");
+  }
+  if (obj->is(VTKind::Constant)) {
+    try {
+      return from_value(runtime::get_item(obj->value, k));
+    } catch (const Error&) {
+      unsupported(BreakReason::unsupported, "subscript raising an error");
+    }
+  }
+  unsupported(BreakReason::unsupported, "subscript of " + obj->str());
+}
+
+}  // namespace kiln::interpreter

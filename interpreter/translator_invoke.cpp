@@ -1,0 +1,267 @@
+// Calling and attribute access during a trace: inline_call_ for KBC
+// functions and methods, module calls (hooks, forward, built-in modules),
+// builtins (registry ops become nodes; pure Python builtins fold; side
+// effects break), and attribute reads on tensors and modules.
+#include "interpreter/instruction_translator.h"
+#include "runtime/builtins.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+using output_graph::attr_source;
+using output_graph::Guard;
+using output_graph::GuardKind;
+namespace vars = kiln::variables;
+
+[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
+static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
+
+constexpr int kMaxInlineDepth = 64;
+
+// ------------------------------------------------------------- dispatch --
+
+VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args, const TupleObj* kwnames) {
+  VT callee = realize(callee0);
+  switch (callee->kind) {
+    case VTKind::UserFunction:
+      if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);
+      return inline_call(callee->value, std::move(args), kwnames, nullptr);
+    case VTKind::UserMethod:
+      args.insert(args.begin(), callee->self);
+      if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);
+      return inline_call(callee->value, std::move(args), kwnames, nullptr);
+    case VTKind::Builtin: return call_builtin(callee->value, std::move(args), kwnames);
+    case VTKind::NNModule: return call_module(callee, std::move(args), kwnames);
+    case VTKind::GetAttr:
+      if (callee->self->value.is(Kind::Foreign))
+        unsupported(BreakReason::foreign_call, "method '" + callee->module_path + "'");
+      unsupported(BreakReason::unsupported, "call to '" + callee->module_path + "' of " + callee->self->str());
+    case VTKind::Opaque:
+      if (callee->value.is(Kind::Foreign)) unsupported(BreakReason::foreign_call, type_name(callee->value));
+      if (callee->value.is(Kind::Class))
+        unsupported(BreakReason::unsupported, "creating a " + callee->value.as<ClassObj>()->name + " inside the trace");
+      [[fallthrough]];
+    default: unsupported(BreakReason::unsupported, "calling " + callee->str());
+  }
+}
+
+VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, const TupleObj* kwnames, const VT& fn_vt) {
+  auto* fn = fnv.as<FunctionObj>();
+  const Code* code = fn->code.get();
+  for (const InstructionTranslator* t = this; t; t = t->parent_)
+    if (t->code_ == code) unsupported(BreakReason::recursion, code->qualname);
+  if (depth_ >= kMaxInlineDepth) unsupported(BreakReason::recursion, code->qualname);
+
+  // Python's binding rules over trackers; a binding error is left to the VM,
+  // which raises it with the same message when it runs the call.
+  const size_t argc = size_t(code->argcount), kwonly = size_t(code->kwonlyargcount);
+  const size_t nkw = kwnames ? kwnames->items.size() : 0, npos = args.size() - nkw;
+  const bool varargs = code->flags & kVarArgs, varkw = code->flags & kVarKw;
+  std::vector<VT> locals(code->varnames.size());
+  for (size_t i = 0; i < std::min(npos, argc); ++i) locals[i] = args[i];
+  if (npos > argc && !varargs) unsupported(BreakReason::unsupported, code->name + "() given too many arguments");
+  size_t slot = argc + kwonly;
+  if (varargs) locals[slot++] = vars::make_tuple(npos > argc ? std::vector<VT>(args.begin() + ptrdiff_t(argc),
+                                                                                 args.begin() + ptrdiff_t(npos))
+                                                             : std::vector<VT>{});
+  VT extra_kw = varkw ? vars::make_const_dict({}, {}) : nullptr;
+  for (size_t k = 0; k < nkw; ++k) {
+    const std::string& name = kwnames->items[k].as_str();
+    size_t p = 0;
+    while (p < argc + kwonly && code->varnames[p] != name) ++p;
+    if (p < argc + kwonly) {
+      if (locals[p]) unsupported(BreakReason::unsupported, code->name + "() got multiple values for '" + name + "'");
+      locals[p] = args[npos + k];
+    } else if (extra_kw) {
+      extra_kw->keys.push_back(Value::str(name));
+      extra_kw->items.push_back(args[npos + k]);
+    } else {
+      unsupported(BreakReason::unsupported, code->name + "() got an unexpected keyword argument '" + name + "'");
+    }
+  }
+  if (extra_kw) locals[slot] = extra_kw;
+  const size_t first_default = argc - std::min(argc, fn->defaults.size());
+  for (size_t i = 0; i < argc; ++i)
+    if (!locals[i]) {
+      if (i < first_default) unsupported(BreakReason::unsupported, code->name + "() missing an argument");
+      locals[i] = from_value(fn->defaults[i - first_default]);
+    }
+  for (size_t i = argc; i < argc + kwonly; ++i)
+    if (!locals[i]) {
+      const Value* d = (i - argc) < fn->kwdefaults.size() ? &fn->kwdefaults[i - argc] : nullptr;
+      if (!d || d->is_null()) unsupported(BreakReason::unsupported, code->name + "() missing a keyword argument");
+      locals[i] = from_value(*d);
+    }
+
+  try {
+    InstructionTranslator child(ctx_, Ref<FunctionObj>(fn), std::move(locals), this, fn_vt);
+    child.run();
+    return child.result();
+  } catch (const Unsupported& u) {
+    // The outer frame breaks at this call; the callee will run as its own
+    // compiled frame and report its own break.
+    unsupported(BreakReason::inlined_break, code->qualname);
+  }
+}
+
+// --------------------------------------------------------------- modules --
+
+VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, const TupleObj* kwnames) {
+  auto* m = module->value.as<ModuleObj>();
+  if (m->lazy) unsupported(BreakReason::unsupported, "the first call of a lazy module (it initialises itself)");
+  const size_t nkw = kwnames ? kwnames->items.size() : 0;
+  std::vector<VT> pos(args.begin(), args.end() - ptrdiff_t(nkw));
+  std::vector<VT> kw(args.end() - ptrdiff_t(nkw), args.end());
+  for (const Hook& h : m->forward_pre_hooks) {
+    if (!h.fn.is(Kind::Function)) unsupported(BreakReason::unsupported, "a forward pre-hook that is not a KBC function");
+    VT r = inline_call(h.fn, {module, vars::make_tuple(pos)}, nullptr, nullptr);
+    if (!(r->is(VTKind::Constant) && r->value.is_none())) pos = r->is(VTKind::Tuple) ? r->items : std::vector<VT>{r};
+  }
+  static const Ref<StrObj> forward = intern("forward");
+  const Value* fwd = m->cls->lookup(forward.get());
+  if (!fwd) unsupported(BreakReason::unsupported, "a module without forward");
+  VT out;
+  if (fwd->is(Kind::Function)) {
+    std::vector<VT> full{module};
+    full.insert(full.end(), pos.begin(), pos.end());
+    full.insert(full.end(), kw.begin(), kw.end());
+    out = inline_call(*fwd, std::move(full), kwnames, nullptr);
+  } else {
+    if (nkw || pos.size() != 1) unsupported(BreakReason::unsupported, "built-in module called with these arguments");
+    VT x = pos[0];
+    switch (m->cls->builtin_kind()) {
+      case BuiltinModule::Linear:
+        out = tensor_op(OpId::linear, {x, module_getattr(module, "weight"), module_getattr(module, "bias")});
+        break;
+      case BuiltinModule::ReLU: out = tensor_op(OpId::relu, {x}); break;
+      case BuiltinModule::GELU: out = tensor_op(OpId::gelu, {x}); break;
+      case BuiltinModule::LayerNorm:
+        out = tensor_op(OpId::layer_norm, {x, module_getattr(module, "normalized_shape"), module_getattr(module, "weight"),
+                                           module_getattr(module, "bias"), module_getattr(module, "eps")});
+        break;
+      case BuiltinModule::Embedding: out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")}); break;
+      case BuiltinModule::Dropout: {
+        double p = m->attrs.find("p")->as_number();
+        if (!m->training || p == 0) {
+          out = x;
+        } else if (p == 1) {
+          out = tensor_op(OpId::mul, {x, const_vt(Value::floating(0.0))});
+        } else {
+          // The same ops, in the same order, as the eager module: equal random draws.
+          if (!x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "Dropout of a non-tensor");
+          std::vector<Value> dims;
+          for (int64_t s : x->meta().sizes) dims.push_back(Value::integer(s));
+          VT keep = tensor_op(OpId::ge, {tensor_op(OpId::rand, {const_vt(make_tuple(dims))}), const_vt(Value::floating(p))});
+          out = tensor_op(OpId::mul, {tensor_op(OpId::mul, {x, keep}), const_vt(Value::floating(1.0 / (1.0 - p)))});
+        }
+        break;
+      }
+      case BuiltinModule::Sequential:
+        out = x;
+        for (const auto& [name, child] : m->modules)
+          if (!child.is_none()) out = call_module(module_getattr(module, name->s), {out}, nullptr);
+        break;
+      default: unsupported(BreakReason::unsupported, "calling a " + m->class_name());
+    }
+  }
+  for (const Hook& h : m->forward_hooks) {
+    if (!h.fn.is(Kind::Function)) unsupported(BreakReason::unsupported, "a forward hook that is not a KBC function");
+    VT r = inline_call(h.fn, {module, vars::make_tuple(pos), out}, nullptr, nullptr);
+    if (!(r->is(VTKind::Constant) && r->value.is_none())) out = r;
+  }
+  return out;
+}
+
+VT InstructionTranslator::module_getattr(const VT& module, const std::string& name) {
+  auto overlay = ctx_.attr_overlay.find({module->value.obj(), name});
+  if (overlay != ctx_.attr_overlay.end()) return overlay->second;
+  auto* m = module->value.as<ModuleObj>();
+  auto key = intern(name);
+  std::string path = module->module_path.empty() ? name : module->module_path + "." + name;
+  auto source = module->source ? attr_source(module->source, name) : nullptr;
+  // _parameters, _modules, _buffers first (DESIGN.md); their contents are
+  // covered by the module's version guard.
+  const Value* v = m->params.find(key.get());
+  if (!v) v = m->buffers.find(key.get());
+  if (v) return v->is_none() ? const_vt(Value::none()) : vars::make_tensor(ctx_.out.register_attr(*v, path), source);
+  if (const Value* child = m->modules.find(key.get())) {
+    if (child->is_none()) return const_vt(Value::none());
+    if (source) {
+      Guard g;
+      g.source = source;
+      g.kind = GuardKind::ModuleVersion;
+      g.expected = *child;
+      g.version = child->as<ModuleObj>()->version;
+      ctx_.out.guards().add(std::move(g));
+    }
+    return vars::make_nn_module(*child, path, source);
+  }
+  if (const Value* a = m->attrs.find(key.get())) {
+    if (a->is(Kind::Tensor)) return vars::make_tensor(ctx_.out.register_attr(*a, path), source);
+    return source ? ctx_.builder.wrap(*a, source) : from_value(*a);
+  }
+  if (name == "training") return const_vt(Value::boolean(m->training));
+  if (const Value* c = m->cls->lookup(key.get())) {
+    if (c->is(Kind::Function) || c->is(Kind::Builtin)) return vars::make_user_method(*c, module);
+    return from_value(*c);
+  }
+  static const Ref<StrObj> getattr_name = intern("__getattr__");
+  if (const Value* custom = m->cls->lookup(getattr_name.get()); custom && custom->is(Kind::Function))
+    return inline_call(*custom, {module, const_vt(Value::str(name))}, nullptr, nullptr);
+  unsupported(BreakReason::unsupported, "'" + m->class_name() + "' object has no attribute '" + name + "'");
+}
+
+// ------------------------------------------------------------ attributes --
+
+VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
+  switch (obj->kind) {
+    case VTKind::NNModule: return module_getattr(obj, name);
+    case VTKind::Tensor: {
+      const auto& meta = obj->meta();
+      if (name == "shape") {
+        std::vector<VT> dims;
+        for (int64_t s : meta.sizes) dims.push_back(const_vt(Value::integer(s)));
+        return vars::make_tuple(std::move(dims));
+      }
+      if (name == "dtype") return const_vt(intern_value(dtype_name(meta.dtype)));
+      if (name == "ndim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
+      if (name == "T") {
+        std::vector<Value> dims;
+        for (int64_t d = int64_t(meta.sizes.size()) - 1; d >= 0; --d) dims.push_back(Value::integer(d));
+        return tensor_op(OpId::permute, {obj, const_vt(make_tuple(std::move(dims)))});
+      }
+      if (const OpDef* op = find_op(name); op && op->arity != 0)
+        return vars::make_user_method(op_builtin(int(op->id)), obj);
+      Value m = type_method(Kind::Tensor, intern(name).get());
+      if (!m.is_null()) return vars::make_user_method(m, obj);
+      unsupported(BreakReason::unsupported, "Tensor attribute '" + name + "'");
+    }
+    case VTKind::List:
+    case VTKind::Tuple:
+    case VTKind::ConstDict: {
+      Kind k = obj->is(VTKind::List) ? Kind::List : obj->is(VTKind::Tuple) ? Kind::Tuple : Kind::Dict;
+      Value m = type_method(k, intern(name).get());
+      if (!m.is_null()) return vars::make_user_method(m, obj);
+      unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+    }
+    case VTKind::Constant: {
+      Value m = type_method(obj->value.kind(), intern(name).get());
+      if (!m.is_null()) return vars::make_user_method(m, obj);
+      Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
+      if (v.is_null()) unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+      return from_value(v);
+    }
+    case VTKind::UserFunction:
+    case VTKind::Builtin: {
+      Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
+      if (v.is_null()) unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+      return from_value(v);
+    }
+    default: unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+  }
+}
+
+}  // namespace kiln::interpreter

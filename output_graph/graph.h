@@ -1,0 +1,120 @@
+// The Graph IR: what the tracer captures and a backend compiles. Nodes are
+// FX's: placeholder, get_attr, call_function, call_module, call_method,
+// output. Each has a unique readable name, a target, args, kwargs and the
+// tensor metadata of its result (computed by the op's shape rule on meta
+// tensors, never from data).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/ops.h"
+#include "runtime/tensor.h"
+#include "runtime/value.h"
+
+namespace kiln::output_graph {
+
+using runtime::DType;
+using runtime::Shape;
+using runtime::Value;
+
+#define KILN_NODE_OPS(X) \
+  X(Placeholder, "placeholder") \
+  X(GetAttr, "get_attr")       \
+  X(CallFunction, "call_function") \
+  X(CallModule, "call_module") \
+  X(CallMethod, "call_method") \
+  X(Output, "output")
+
+enum class NodeOp : uint8_t {
+#define KILN_NODEOP_ENUM(e, s) e,
+  KILN_NODE_OPS(KILN_NODEOP_ENUM)
+#undef KILN_NODEOP_ENUM
+};
+const char* node_op_name(NodeOp op);
+
+// Result metadata of a tensor-valued node. `dynamic[d]` marks a dimension
+// whose size is not fixed by the graph (automatic dynamic shapes).
+struct TensorMeta {
+  Shape sizes;
+  Shape strides;
+  DType dtype = DType::Float32;
+  std::vector<bool> dynamic;  // empty: all static
+  std::string str() const;    // "f32[2, 3]" (dynamic dims print as s0, s1, ...)
+};
+
+struct Node;
+
+// A node argument: a reference to an earlier node, a constant Value (int,
+// float, bool, None, str, tuple of those), or a list of arguments (cat's
+// tensor list, a shape given as a mix of constants and sizes).
+struct Arg {
+  enum class Kind : uint8_t { Node, Const, List } kind = Kind::Const;
+  Node* node = nullptr;
+  Value value;
+  std::vector<Arg> items;
+
+  static Arg of(Node* n) { Arg a; a.kind = Kind::Node; a.node = n; return a; }
+  static Arg constant(Value v) { Arg a; a.kind = Kind::Const; a.value = std::move(v); return a; }
+  static Arg list(std::vector<Arg> items) { Arg a; a.kind = Kind::List; a.items = std::move(items); return a; }
+};
+
+struct Node {
+  int index = 0;          // position in Graph::nodes() (topological order)
+  NodeOp op;
+  std::string name;       // unique in the graph: "x", "add", "add_1", "layers_0_weight"
+  std::string target;     // placeholder: input name; get_attr/call_module: qualified path;
+                          // call_function: the op's name; call_method: the method name
+  int op_id = -1;         // call_function: the runtime::OpId
+  std::vector<Arg> args;
+  std::vector<std::pair<std::string, Arg>> kwargs;
+  std::optional<TensorMeta> meta;  // absent for output
+  std::vector<Node*> users;        // nodes that take this one as an argument
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Placeholders come first, in creation order; each builder appends a node
+  // and registers it as a user of its argument nodes.
+  Node* placeholder(const std::string& name, TensorMeta meta);
+  Node* get_attr(const std::string& target, TensorMeta meta);
+  Node* call_function(runtime::OpId op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kwargs,
+                      TensorMeta meta);
+  Node* call_module(const std::string& target, std::vector<Arg> args, TensorMeta meta);
+  Node* call_method(const std::string& method, std::vector<Arg> args, TensorMeta meta);
+  Node* output(std::vector<Arg> results);  // at most once, last
+
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  std::vector<Node*> placeholders() const;
+  const Node* output_node() const;
+  // Number of call_* nodes: the ops the graph computes.
+  size_t op_count() const;
+
+  // get_attr / call_module targets resolve here (the tensors and modules a
+  // graph reads, by qualified path), like a GraphModule's attributes.
+  void set_attr(const std::string& target, Value v) { attrs_[target] = std::move(v); }
+  const Value* attr(const std::string& target) const;
+  const std::unordered_map<std::string, Value>& attrs() const { return attrs_; }
+
+  // FX's print_tabular: opcode | name | target | args | kwargs (| meta).
+  std::string print_tabular() const;
+  // A Python-like view:  def forward(self, x):\n    add = kiln.add(x, 1) ...
+  std::string code() const;
+
+ private:
+  std::string unique_name(const std::string& base);
+  Node* append(std::unique_ptr<Node> n);
+
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unordered_map<std::string, int> name_counts_;
+  std::unordered_map<std::string, Value> attrs_;
+};
+
+}  // namespace kiln::output_graph

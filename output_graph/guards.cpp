@@ -1,0 +1,47 @@
+#include "output_graph/guards.h"
+
+#include "runtime/module.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::output_graph {
+
+const char* guard_kind_name(GuardKind k) {
+  switch (k) {
+#define KILN_GUARD_NAME(k) \
+  case GuardKind::k: return #k;
+    KILN_GUARD_KINDS(KILN_GUARD_NAME)
+#undef KILN_GUARD_NAME
+  }
+  return "?";
+}
+
+std::string Guard::str() const {
+  std::string s = std::string(guard_kind_name(kind)) + " " + source->str();
+  switch (kind) {
+    case GuardKind::TypeMatch: return s + " is " + runtime::type_name(expected);
+    case GuardKind::IdMatch: return s + " is the same object";
+    case GuardKind::ConstantMatch: return s + " == " + runtime::repr(expected);
+    case GuardKind::TensorMatch: return s + " " + tensor.str() + " stride=" + runtime::shape_str(tensor.strides);
+    case GuardKind::Length: return s + " len == " + std::to_string(length);
+    case GuardKind::ModuleVersion: return s + " version == " + std::to_string(version);
+  }
+  return s;
+}
+
+void GuardSet::add(Guard g) {
+  std::string key = std::string(guard_kind_name(g.kind)) + " " + g.source->str();
+  auto [it, inserted] = index_.emplace(std::move(key), guards_.size());
+  if (!inserted) {
+    guards_[it->second] = std::move(g);  // a later, more precise guard of the same kind replaces the earlier
+    return;
+  }
+  guards_.push_back(std::move(g));
+}
+
+std::vector<std::string> GuardSet::strs() const {
+  std::vector<std::string> out;
+  for (const Guard& g : guards_) out.push_back(g.str());
+  return out;
+}
+
+}  // namespace kiln::output_graph

@@ -1,0 +1,53 @@
+// Guards: the conditions under which a compiled entry is valid, each on a
+// Source. OutputGraph collects them while tracing; interpreter/guard_tree
+// compiles a set into the checker that runs before every cached call.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "output_graph/graph.h"
+#include "output_graph/source.h"
+
+namespace kiln::output_graph {
+
+#define KILN_GUARD_KINDS(X)                                                    \
+  X(TypeMatch)      /* same value kind (and, for modules, the same class)  */  \
+  X(IdMatch)        /* the very same object                                */  \
+  X(ConstantMatch)  /* an equal Python value of the same kind              */  \
+  X(TensorMatch)    /* dtype, rank, static sizes, strides (or contiguity)  */  \
+  X(Length)         /* a list/tuple/dict of this length                    */  \
+  X(ModuleVersion)  /* this module, structurally unchanged (its version)   */
+
+enum class GuardKind : uint8_t {
+#define KILN_GUARD_ENUM(k) k,
+  KILN_GUARD_KINDS(KILN_GUARD_ENUM)
+#undef KILN_GUARD_ENUM
+};
+const char* guard_kind_name(GuardKind k);
+
+struct Guard {
+  SourceRef source;
+  GuardKind kind;
+  Value expected;        // IdMatch / ConstantMatch / TypeMatch (a sample value) / ModuleVersion (the module)
+  TensorMeta tensor;     // TensorMatch; tensor.dynamic marks dims any size may take
+  int64_t length = 0;    // Length
+  uint64_t version = 0;  // ModuleVersion
+  std::string str() const;  // "TENSOR_MATCH L['x'] f32[2, 3] stride=[3, 1]"
+};
+
+// The guards of one trace, deduplicated by (source, kind).
+class GuardSet {
+ public:
+  void add(Guard g);
+  const std::vector<Guard>& guards() const { return guards_; }
+  std::vector<std::string> strs() const;
+  size_t size() const { return guards_.size(); }
+
+ private:
+  std::vector<Guard> guards_;
+  std::unordered_map<std::string, size_t> index_;  // "kind path" -> position: add() stays O(1)
+};
+
+}  // namespace kiln::output_graph

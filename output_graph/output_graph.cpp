@@ -1,0 +1,98 @@
+#include "output_graph/output_graph.h"
+
+#include "runtime/value_ops.h"
+
+namespace kiln::output_graph {
+
+using runtime::Kind;
+using runtime::Tensor;
+
+runtime::Tensor meta_tensor(const TensorMeta& m) { return Tensor::meta(m.sizes, m.dtype, m.strides); }
+
+TensorMeta meta_of(const runtime::Tensor& t) {
+  TensorMeta m;
+  m.sizes = t.sizes();
+  m.strides = t.strides();
+  m.dtype = t.dtype();
+  return m;
+}
+
+OutputGraph::OutputGraph() : graph_(std::make_shared<Graph>()) {}
+
+Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example) {
+  auto it = input_by_source_.find(source->str());
+  if (it != input_by_source_.end()) return it->second;
+  // Placeholder names come from the source: L['x'] -> x, L['self'].w -> self_w.
+  std::string name;
+  for (char c : source->str()) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') name += c;
+    else if (!name.empty() && name.back() != '_') name += '_';
+  }
+  if (name.rfind("L_", 0) == 0) name = name.substr(2);
+  while (!name.empty() && name.back() == '_') name.pop_back();
+  if (name.empty()) name = "input";
+  Node* n = graph_->placeholder(name, meta_of(example));
+  inputs_.push_back({source, Value::tensor(example), n});
+  input_by_source_.emplace(source->str(), n);
+  return n;
+}
+
+Node* OutputGraph::register_attr(const Value& tensor, const std::string& qualified_name) {
+  auto it = attr_by_identity_.find(tensor.obj());
+  if (it != attr_by_identity_.end()) return it->second;
+  // Two different tensors may claim the same path over a trace (a module
+  // attribute reassigned between reads): keep targets unique.
+  std::string target = qualified_name;
+  int& count = attr_names_[qualified_name];
+  if (count++ > 0) target += "_" + std::to_string(count - 1);
+  graph_->set_attr(target, tensor);
+  Node* n = graph_->get_attr(target, meta_of(tensor.as_tensor()));
+  attr_by_identity_.emplace(tensor.obj(), n);
+  return n;
+}
+
+static Value meta_value(const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::Node: return Value::tensor(meta_tensor(*a.node->meta));
+    case Arg::Kind::Const: return a.value;
+    case Arg::Kind::List: {
+      std::vector<Value> items;
+      for (const Arg& x : a.items) items.push_back(meta_value(x));
+      return runtime::make_tuple(std::move(items));
+    }
+  }
+  return Value::none();
+}
+
+Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
+                               std::vector<std::pair<std::string, Arg>> kwargs) {
+  std::vector<Value> values;
+  std::vector<Value> names;
+  for (const Arg& a : args) values.push_back(meta_value(a));
+  for (const auto& [k, a] : kwargs) {
+    values.push_back(meta_value(a));
+    names.push_back(runtime::intern_value(k));
+  }
+  Value kwnames = names.empty() ? Value::none() : runtime::make_tuple(std::move(names));
+  runtime::CallArgs call{values.data(), values.size(),
+                         kwnames.is(Kind::Tuple) ? kwnames.as<runtime::TupleObj>() : nullptr};
+  Tensor meta = runtime::infer_meta(op, call);  // shape errors surface here, at trace time
+  return graph_->call_function(op, std::move(args), std::move(kwargs), meta_of(meta));
+}
+
+CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend, const std::vector<Node*>& outputs) {
+  std::vector<Arg> results;
+  for (Node* n : outputs) results.push_back(Arg::of(n));
+  graph_->output(std::move(results));
+  const Backend* b = find_backend(backend);
+  if (!b) {
+    std::string known;
+    for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
+    throw_error(ErrorKind::ValueError, "unknown backend '" + backend + "' (registered: " + known + ")");
+  }
+  std::vector<Value> examples;
+  for (const GraphInput& in : inputs_) examples.push_back(in.example);
+  return (*b)(graph_, examples);
+}
+
+}  // namespace kiln::output_graph

@@ -1,0 +1,67 @@
+// OutputGraph: the graph under construction during one trace, at the node
+// level — inputs by source, parameters/buffers registered once by identity,
+// call nodes typed by the ops' shape rules on meta tensors, the guard set —
+// and compile_and_call_fx_graph, which hands the finished graph to a
+// backend. It never sees a VariableTracker (DESIGN.md's one-way rule):
+// variables/ wraps nodes in trackers (wrap_fx_proxy).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "output_graph/backend.h"
+#include "output_graph/graph.h"
+#include "output_graph/guards.h"
+#include "output_graph/source.h"
+
+namespace kiln::output_graph {
+
+struct GraphInput {
+  SourceRef source;
+  Value example;  // the value seen while tracing
+  Node* node;
+};
+
+class OutputGraph {
+ public:
+  OutputGraph();
+
+  Graph& graph() { return *graph_; }
+  std::shared_ptr<Graph> graph_ptr() { return graph_; }
+
+  // A placeholder for the tensor at `source`; one per source path.
+  Node* add_input(const SourceRef& source, const runtime::Tensor& example);
+  const std::vector<GraphInput>& inputs() const { return inputs_; }
+
+  // A get_attr node for a parameter/buffer/constant tensor, registered once
+  // per tensor identity: a second path to the same tensor returns the first
+  // node (its target is the first qualified name seen, made unique).
+  Node* register_attr(const Value& tensor, const std::string& qualified_name);
+
+  // A call_function node; its TensorMeta comes from the op's shape rule run
+  // on meta tensors built from the argument nodes' metadata.
+  Node* create_call(runtime::OpId op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kwargs = {});
+
+  GuardSet& guards() { return guards_; }
+  const GuardSet& guards() const { return guards_; }
+
+  // Ends the graph with `outputs` and compiles it with `backend`. Errors
+  // (unknown backend) are kiln::Error naming the backend.
+  CompiledGraph compile_and_call_fx_graph(const std::string& backend, const std::vector<Node*>& outputs);
+
+ private:
+  std::shared_ptr<Graph> graph_;
+  std::vector<GraphInput> inputs_;
+  std::unordered_map<std::string, Node*> input_by_source_;
+  std::unordered_map<const runtime::Object*, Node*> attr_by_identity_;
+  std::unordered_map<std::string, int> attr_names_;
+  GuardSet guards_;
+};
+
+// Meta (data-free) tensor for a node's result, for shape rules.
+runtime::Tensor meta_tensor(const TensorMeta& m);
+TensorMeta meta_of(const runtime::Tensor& t);
+
+}  // namespace kiln::output_graph

@@ -1,0 +1,52 @@
+// Sources: where a traced value came from, as a path from the frame's
+// inputs (L['x'], G['w'], L['self'].fc.weight, L['xs'][0]). Guards check
+// values at sources; residual code reloads values from them.
+//
+// Sources are plain data (they live here, below variables/, because the
+// guard set of an OutputGraph refers to them); variables/ builds them.
+// Shared and immutable. A guard set deduplicates them by path (str()), so
+// a guard check reads each source once however many guards it has.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/value.h"
+
+namespace kiln::output_graph {
+
+#define KILN_SOURCE_KINDS(X) \
+  X(Local)   /* a frame argument or local, by name        */ \
+  X(Global)  /* a name in the function's globals            */ \
+  X(Attr)    /* base.name (module dicts, plain attributes)  */ \
+  X(Item)    /* base[key] for a constant key                */ \
+  X(Cell)    /* closure cell `local_index` of the function at base (null base: the frame's own function) */
+
+enum class SourceKind : uint8_t {
+#define KILN_SOURCE_ENUM(k) k,
+  KILN_SOURCE_KINDS(KILN_SOURCE_ENUM)
+#undef KILN_SOURCE_ENUM
+};
+
+struct Source;
+using SourceRef = std::shared_ptr<const Source>;
+
+struct Source {
+  SourceKind kind;
+  SourceRef base;       // null for Local / Global
+  std::string name;     // Local / Global / Attr
+  runtime::Value key;   // Item
+  int local_index = -1; // Local: index in the frame's varnames
+  int depth = 0;        // path length, so accessors can be ordered parents-first
+  std::string path;     // L['x'], G['w'], L['self'].fc, L['xs'][0] (built once)
+
+  const std::string& str() const { return path; }
+};
+
+SourceRef local_source(const std::string& name, int index);
+SourceRef global_source(const std::string& name);
+SourceRef attr_source(const SourceRef& base, const std::string& name);
+SourceRef item_source(const SourceRef& base, const runtime::Value& key);
+SourceRef cell_source(const SourceRef& function, int index);
+
+}  // namespace kiln::output_graph

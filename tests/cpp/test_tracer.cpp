@@ -1,0 +1,252 @@
+// The tracer against the VM: compiled results must equal the VM's, on the
+// first (traced) call and the second (cached) call, for every corpus
+// program; guards must catch every mutation between calls.
+#include <catch2/catch.hpp>
+
+#include "corpus.h"
+#include "interpreter/kiln_api.h"
+#include "interpreter/vm.h"
+#include "runtime/module.h"
+#include "runtime/ops.h"
+#include "runtime/value_ops.h"
+
+using namespace kiln;
+using namespace kiln::runtime;
+
+namespace {
+
+struct Outcome {
+  std::string result, out;
+};
+
+// The corpus convention: tracer programs have inputs() and f(...), VM
+// programs only main(). Fresh inputs for every run.
+Outcome run(const Program& p, bool compiled, const Options& base = {}) {
+  Outcome o;
+  interpreter::VMOptions vo;
+  vo.stdout_sink = [&](std::string_view s) { o.out += s; };
+  interpreter::VM vm(vo);
+  bool has_f = !p.global("f").is_null() && !p.global("inputs").is_null();
+  std::vector<Value> args = has_f ? to_vector(vm.run(p, "inputs")) : std::vector<Value>{};
+  Value fn = p.global(has_f ? "f" : "main");
+  try {
+    if (compiled) {
+      Options opt = base;
+      opt.stdout_sink = [&](std::string_view s) { o.out += s; };
+      o.result = repr(compile(fn, opt)(args));
+    } else {
+      o.result = repr(vm.call(fn, CallArgs{args.data(), args.size(), nullptr}));
+    }
+  } catch (const Error& e) {
+    o.result = std::string("error: ") + e.what();
+  }
+  return o;
+}
+
+void check_differential(const std::string& dir, size_t at_least) {
+  auto cases = load_corpus(dir);
+  REQUIRE(cases.size() >= at_least);
+  for (const auto& c : cases) {
+    INFO(c.path);
+    reset();
+    Program p = assemble(c.source, c.path);
+    Outcome vm = run(p, false);
+    Outcome first = run(p, true);   // traces
+    Outcome second = run(p, true);  // cached entries
+    CHECK(first.result == vm.result);
+    CHECK(first.out == vm.out);
+    CHECK(second.result == vm.result);
+    CHECK(second.out == vm.out);
+  }
+}
+
+Program program(const char* text) { return assemble(text, "test.kbc"); }
+
+Value T(std::vector<float> v, Shape s) { return Value::tensor(Tensor::from_vector<float>(v, s)); }
+
+}  // namespace
+
+TEST_CASE("tracer equals the VM on the tracer corpus, traced and cached", "[tracer]") {
+  check_differential(KILN_SOURCE_DIR "/tests/corpus/tracer", 150);
+}
+
+TEST_CASE("tracer equals the VM on the VM corpus and the examples", "[tracer]") {
+  check_differential(KILN_SOURCE_DIR "/tests/corpus/vm", 25);
+  check_differential(KILN_SOURCE_DIR "/examples", 2);
+}
+
+TEST_CASE("a tensor's shape, dtype or strides changing recompiles", "[tracer][guards]") {
+  reset();
+  Program p = program(R"(
+.func f(x)
+    LOAD_FAST x
+    LOAD_FAST x
+    LOAD_ATTR shape
+    LOAD_CONST 0
+    BINARY_SUBSCR
+    BINARY_OP *
+    RETURN_VALUE
+.end
+)");
+  CompiledFunction f = compile(p.global("f"));
+  interpreter::VM vm;
+  for (Value x : {T({1, 2}, {2}), T({1, 2, 3}, {3}), Value::tensor(T({1, 2}, {2}).as_tensor().to(DType::Float64)),
+                  call_op(OpId::transpose, {T({1, 2, 3, 4}, {2, 2}), Value::integer(0), Value::integer(1)}),
+                  T({5, 6}, {2})}) {
+    INFO(repr(x));
+    CHECK(repr(f({x})) == repr(vm.call(p.global("f"), {x})));
+  }
+  ExplainReport r = explain(p.global("f"), {T({1, 2}, {2})});
+  CHECK(r.graph_count == 1);
+  CHECK(r.graph_break_count == 0);
+}
+
+TEST_CASE("module attributes, globals, list lengths and closure cells are guarded", "[tracer][guards]") {
+  reset();
+  Program p = program(R"(
+.class Scale
+.func forward(self, x)
+    LOAD_FAST x
+    LOAD_FAST self
+    LOAD_ATTR k
+    BINARY_OP *
+    LOAD_GLOBAL offset
+    BINARY_OP +
+    RETURN_VALUE
+.end
+.endclass
+.func f(m, x, xs)
+    LOAD_FAST m
+    LOAD_FAST x
+    CALL 1
+    LOAD_GLOBAL len
+    LOAD_FAST xs
+    CALL 1
+    BINARY_OP +
+    RETURN_VALUE
+.end
+)");
+  interpreter::VM vm;
+  Value m = vm.call(p.global("Scale"), {});
+  module_setattr(m, intern("k"), Value::floating(2.0));
+  p.globals->map.set("offset", Value::floating(1.0));
+  CompiledFunction f = compile(p.global("f"));
+  Value x = T({1, 2}, {2});
+  Value xs = make_list({Value::integer(0)});
+  auto both = [&] {
+    std::string expect = repr(vm.call(p.global("f"), {m, x, xs}));
+    std::string got = repr(f({m, x, xs}));
+    CHECK(got == expect);
+  };
+  both();
+  module_setattr(m, intern("k"), Value::floating(3.0));  // a module attribute
+  both();
+  p.globals->map.set("offset", Value::floating(-5.0));  // a global
+  both();
+  xs.as<ListObj>()->items.push_back(Value::integer(1));  // a list's length
+  both();
+  both();  // and unchanged again: a cache hit gives the same
+}
+
+TEST_CASE("a closure cell changing recompiles", "[tracer][guards]") {
+  reset();
+  Program p = program(R"(
+.func inner(x)
+  .freevars k
+    LOAD_FAST x
+    LOAD_DEREF k
+    BINARY_OP *
+    RETURN_VALUE
+.end
+.func make(k)
+  .cellvars k
+    LOAD_CLOSURE k
+    BUILD_TUPLE 1
+    LOAD_CONST @inner
+    MAKE_FUNCTION 4
+    RETURN_VALUE
+.end
+)");
+  interpreter::VM vm;
+  Value fn = vm.call(p.global("make"), {Value::floating(2.0)});
+  CompiledFunction f = compile(fn);
+  Value x = T({1, 2}, {2});
+  CHECK(repr(f({x})) == "tensor([2., 4.])");
+  fn.as<FunctionObj>()->closure[0]->v = Value::floating(10.0);
+  CHECK(repr(f({x})) == "tensor([10., 20.])");
+}
+
+TEST_CASE("past cache_size_limit the function runs on the VM, still correct", "[tracer][guards]") {
+  reset();
+  Program p = program(R"(
+.func f(x)
+    LOAD_FAST x
+    LOAD_CONST 1
+    BINARY_OP +
+    RETURN_VALUE
+.end
+)");
+  Options opt;
+  opt.cache_size_limit = 2;
+  CompiledFunction f = compile(p.global("f"), opt);
+  for (int n = 1; n <= 5; ++n) {
+    std::vector<float> v(size_t(n), 1.0f);
+    Value r = f({T(v, {n})});
+    CHECK(r.as_tensor().sizes() == Shape{n});
+    CHECK(r.as_tensor().item_as_double({0}) == 2.0);
+  }
+}
+
+TEST_CASE("fullgraph turns the first graph break into an error with its reason", "[tracer]") {
+  reset();
+  Program p = program(R"(
+.func f(x)
+  .line 3
+    LOAD_GLOBAL print
+    LOAD_FAST x
+    CALL 1
+    RETURN_VALUE
+.end
+)");
+  Options opt;
+  opt.fullgraph = true;
+  opt.stdout_sink = [](std::string_view) {};
+  CHECK_THROWS_WITH(compile(p.global("f"), opt)({T({1}, {1})}),
+                    Catch::Contains("graph break in fullgraph mode") && Catch::Contains("print()") &&
+                        Catch::Contains("test.kbc:3"));
+}
+
+TEST_CASE("explain reports graphs, ops, breaks with lines and hints, and guards", "[tracer]") {
+  reset();
+  Program p = program(R"(
+.func f(x)
+  .line 2
+    LOAD_FAST x
+    LOAD_CONST 2.0
+    BINARY_OP *
+    STORE_FAST x
+  .line 3
+    LOAD_GLOBAL print
+    LOAD_CONST "hi"
+    CALL 1
+    POP_TOP
+  .line 4
+    LOAD_FAST x
+    LOAD_GLOBAL relu
+    SWAP 2
+    CALL 1
+    RETURN_VALUE
+.end
+)");
+  Options opt;
+  opt.stdout_sink = [](std::string_view) {};
+  ExplainReport r = explain(p.global("f"), {T({-1, 2}, {2})}, opt);
+  CHECK(r.graph_count == 2);
+  CHECK(r.graph_break_count == 1);
+  REQUIRE(r.breaks.size() == 1);
+  CHECK(r.breaks[0].id == "side_effect_builtin");
+  CHECK(r.breaks[0].line == 3);
+  CHECK_FALSE(r.breaks[0].hint.empty());
+  CHECK(r.ops_per_graph == std::vector<int>{1, 1});
+  CHECK(r.str().find("TensorMatch L['x'] f32[2]") != std::string::npos);
+}

@@ -1,0 +1,106 @@
+#include "variables/builder.h"
+
+#include "runtime/module.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::variables {
+
+using output_graph::Guard;
+using output_graph::GuardKind;
+using runtime::Kind;
+
+void SideEffects::mark_mutated(const VT& container) {
+  if (!container->source || container->mutated) return;
+  container->mutated = true;
+  mutated.push_back(container);
+}
+
+VT VariableBuilder::realize(const VT& vt) {
+  if (!vt || !vt->is(VTKind::Lazy)) return vt;
+  if (!vt->realized) vt->realized = wrap(vt->value, vt->source);
+  return vt->realized;
+}
+
+VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
+  auto guard = [&](GuardKind k) {
+    Guard g;
+    g.source = source;
+    g.kind = k;
+    g.expected = v;
+    return g;
+  };
+  switch (v.kind()) {
+    case Kind::Tensor: {
+      runtime::Tensor t = v.as_tensor();
+      Guard g = guard(GuardKind::TensorMatch);
+      g.tensor = output_graph::meta_of(t);
+      g.expected = Value();  // never keep the input tensor alive through a guard
+      out_.guards().add(std::move(g));
+      return make_tensor(out_.add_input(source, t), source);
+    }
+    case Kind::None:
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::Float:
+    case Kind::Str:
+      out_.guards().add(guard(GuardKind::ConstantMatch));
+      return make_constant(v, source);
+    case Kind::Tuple:
+    case Kind::List: {
+      const auto& items = v.is(Kind::Tuple) ? v.as<runtime::TupleObj>()->items : v.as<runtime::ListObj>()->items;
+      Guard tg = guard(GuardKind::TypeMatch);
+      out_.guards().add(std::move(tg));
+      Guard lg = guard(GuardKind::Length);
+      lg.length = int64_t(items.size());
+      lg.expected = Value();
+      out_.guards().add(std::move(lg));
+      std::vector<VT> wrapped;
+      for (size_t i = 0; i < items.size(); ++i)
+        wrapped.push_back(make_lazy(items[i], output_graph::item_source(source, Value::integer(int64_t(i)))));
+      if (v.is(Kind::Tuple)) return make_tuple(std::move(wrapped), source);
+      VT list = make_list(std::move(wrapped), source);
+      list->value = v;  // identity, for residual code that must hand back the same list
+      return list;
+    }
+    case Kind::Dict: {
+      auto* d = v.as<runtime::DictObj>();
+      std::vector<Value> keys;
+      std::vector<VT> values;
+      for (const auto& [k, val] : d->entries) {
+        if (!is_literal(k)) return make_opaque(v, source);  // non-constant keys: not traced into
+        keys.push_back(k);
+        values.push_back(make_lazy(val, output_graph::item_source(source, k)));
+      }
+      out_.guards().add(guard(GuardKind::TypeMatch));
+      Guard lg = guard(GuardKind::Length);
+      lg.length = int64_t(keys.size());
+      out_.guards().add(std::move(lg));
+      // Same length and every key readable (Item sources guard them when realized).
+      VT dict = make_const_dict(std::move(keys), std::move(values), source);
+      dict->value = v;
+      return dict;
+    }
+    case Kind::Module: {
+      out_.guards().add(guard(GuardKind::IdMatch));
+      Guard vg = guard(GuardKind::ModuleVersion);
+      vg.version = v.as<runtime::ModuleObj>()->version;
+      out_.guards().add(std::move(vg));
+      return make_nn_module(v, "", source);
+    }
+    case Kind::Function:
+      out_.guards().add(guard(GuardKind::IdMatch));
+      return make_user_function(v, source);
+    case Kind::Builtin:
+      out_.guards().add(guard(GuardKind::IdMatch));
+      return make_builtin(v, source);
+    case Kind::Range:
+    case Kind::Slice:
+      out_.guards().add(guard(GuardKind::ConstantMatch));
+      return make_constant(v, source);
+    default:
+      out_.guards().add(guard(GuardKind::IdMatch));
+      return make_opaque(v, source);
+  }
+}
+
+}  // namespace kiln::variables

@@ -1,0 +1,53 @@
+// VariableBuilder: wraps a real value entering the trace (an argument, a
+// global, a module attribute) in a tracker with its source, and records the
+// guards under which the trace stays valid for that value. Inputs start as
+// Lazy trackers and are realized on first use, so values a function never
+// looks at cost no guard.
+//
+// SideEffects: mutations of pre-existing objects seen during the trace
+// (attribute stores, global stores, list contents), replayed by the
+// residual code after the graph runs. It lives here rather than in
+// output_graph/ because its entries hold trackers, which output_graph/ may
+// not know (DESIGN.md's one-way rule).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "output_graph/output_graph.h"
+#include "variables/variable_tracker.h"
+
+namespace kiln::variables {
+
+struct SideEffects {
+  struct AttrStore {
+    VT object;  // has a source
+    std::string name;
+    VT value;
+  };
+  struct GlobalStore {
+    std::string name;
+    VT value;
+  };
+  std::vector<AttrStore> attr_stores;
+  std::vector<GlobalStore> global_stores;
+  std::vector<VT> mutated;  // Lists / ConstDicts with a source whose contents changed
+
+  bool empty() const { return attr_stores.empty() && global_stores.empty() && mutated.empty(); }
+  void mark_mutated(const VT& container);
+};
+
+class VariableBuilder {
+ public:
+  explicit VariableBuilder(output_graph::OutputGraph& out) : out_(out) {}
+
+  // Wraps `v` from `source` now, installing its guards.
+  VT wrap(const Value& v, const SourceRef& source);
+  // A Lazy tracker realized (memoized); other trackers unchanged.
+  VT realize(const VT& vt);
+
+ private:
+  output_graph::OutputGraph& out_;
+};
+
+}  // namespace kiln::variables

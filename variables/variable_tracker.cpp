@@ -1,0 +1,126 @@
+#include "variables/variable_tracker.h"
+
+#include "runtime/value_ops.h"
+
+namespace kiln::variables {
+
+const char* vt_kind_name(VTKind k) {
+  switch (k) {
+#define KILN_VT_NAME(k) \
+  case VTKind::k: return #k "Variable";
+    KILN_VT_KINDS(KILN_VT_NAME)
+#undef KILN_VT_NAME
+  }
+  return "?";
+}
+
+std::string VariableTracker::str() const {
+  std::string s = vt_kind_name(kind);
+  switch (kind) {
+    case VTKind::Constant:
+    case VTKind::Opaque: return s + "(" + runtime::repr(value) + ")";
+    case VTKind::Tensor: return s + "(" + meta().str() + ")";
+    case VTKind::List:
+    case VTKind::Tuple: return s + "(len " + std::to_string(items.size()) + ")";
+    case VTKind::NNModule: return s + "(" + runtime::type_name(value) + ")";
+    case VTKind::UserFunction:
+    case VTKind::Builtin: return s + "(" + runtime::repr(value) + ")";
+    default: return s;
+  }
+}
+
+namespace {
+VT make(VTKind k, SourceRef source) {
+  auto v = std::make_shared<VariableTracker>();
+  v->kind = k;
+  v->source = std::move(source);
+  return v;
+}
+}  // namespace
+
+VT make_constant(Value v, SourceRef source) {
+  VT t = make(VTKind::Constant, std::move(source));
+  t->value = std::move(v);
+  return t;
+}
+VT make_tensor(Node* node, SourceRef source) {
+  VT t = make(VTKind::Tensor, std::move(source));
+  t->node = node;
+  return t;
+}
+VT make_list(std::vector<VT> items, SourceRef source) {
+  VT t = make(VTKind::List, std::move(source));
+  t->items = std::move(items);
+  return t;
+}
+VT make_tuple(std::vector<VT> items, SourceRef source) {
+  VT t = make(VTKind::Tuple, std::move(source));
+  t->items = std::move(items);
+  return t;
+}
+VT make_const_dict(std::vector<Value> keys, std::vector<VT> values, SourceRef source) {
+  VT t = make(VTKind::ConstDict, std::move(source));
+  t->keys = std::move(keys);
+  t->items = std::move(values);
+  return t;
+}
+VT make_user_function(Value fn, SourceRef source) {
+  VT t = make(VTKind::UserFunction, std::move(source));
+  t->value = std::move(fn);
+  return t;
+}
+VT make_user_method(Value fn, VT self) {
+  VT t = make(VTKind::UserMethod, nullptr);
+  t->value = std::move(fn);
+  t->self = std::move(self);
+  return t;
+}
+VT make_builtin(Value builtin, SourceRef source) {
+  VT t = make(VTKind::Builtin, std::move(source));
+  t->value = std::move(builtin);
+  return t;
+}
+VT make_nn_module(Value module, std::string path, SourceRef source) {
+  VT t = make(VTKind::NNModule, std::move(source));
+  t->value = std::move(module);
+  t->module_path = std::move(path);
+  return t;
+}
+VT make_iterator(std::vector<VT> items) {
+  VT t = make(VTKind::Iterator, nullptr);
+  t->items = std::move(items);
+  return t;
+}
+VT make_opaque(Value v, SourceRef source) {
+  VT t = make(VTKind::Opaque, std::move(source));
+  t->value = std::move(v);
+  return t;
+}
+VT make_getattr(VT object, std::string name) {
+  VT t = make(VTKind::GetAttr, nullptr);
+  t->self = std::move(object);
+  t->module_path = std::move(name);
+  return t;
+}
+VT make_lazy(Value v, SourceRef source) {
+  VT t = make(VTKind::Lazy, std::move(source));
+  t->value = std::move(v);
+  return t;
+}
+
+bool is_literal(const Value& v) {
+  switch (v.kind()) {
+    case runtime::Kind::None:
+    case runtime::Kind::Bool:
+    case runtime::Kind::Int:
+    case runtime::Kind::Float:
+    case runtime::Kind::Str: return true;
+    case runtime::Kind::Tuple:
+      for (const Value& x : v.as<runtime::TupleObj>()->items)
+        if (!is_literal(x)) return false;
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace kiln::variables

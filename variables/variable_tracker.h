@@ -1,0 +1,94 @@
+// VariableTrackers: what the translator's stack and locals hold while it
+// symbolically executes KBC. Each is a small struct with a kind tag and a
+// factory; `source` says where the value came from (null: made during the
+// trace), which is what guards check and residual code reloads.
+//
+// Identity matters: a list bound to two locals is one ListVariable, so a
+// mutation through one is seen through the other, as in Python.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "output_graph/graph.h"
+#include "output_graph/source.h"
+#include "runtime/value.h"
+
+namespace kiln::variables {
+
+using output_graph::Node;
+using output_graph::SourceRef;
+using output_graph::TensorMeta;
+using runtime::Value;
+
+#define KILN_VT_KINDS(X)                                                                 \
+  X(Constant)      /* None, bool, int, float, str, range, slice: folded at trace time */ \
+  X(Tensor)        /* a graph node                                                   */ \
+  X(List)          /* a list of trackers (mutable)                                   */ \
+  X(Tuple)         /* a tuple of trackers                                            */ \
+  X(ConstDict)     /* a dict with constant keys                                      */ \
+  X(UserFunction)  /* a KBC function, inlined when called                            */ \
+  X(UserMethod)    /* a KBC function bound to a tracker (self)                       */ \
+  X(Builtin)       /* a builtin: a registry op or a Python builtin                   */ \
+  X(NNModule)      /* a module: attribute reads go straight to its dicts             */ \
+  X(Iterator)      /* iteration over known items, unrolled                           */ \
+  X(GetAttr)       /* self.<attr>, not resolvable at trace time: read when it runs   */ \
+  X(Opaque)        /* any other value, passed through untouched (classes, foreign)   */ \
+  X(Lazy)          /* an input not yet looked at: realized (and guarded) on first use*/
+
+enum class VTKind : uint8_t {
+#define KILN_VT_ENUM(k) k,
+  KILN_VT_KINDS(KILN_VT_ENUM)
+#undef KILN_VT_ENUM
+};
+const char* vt_kind_name(VTKind k);
+
+struct VariableTracker;
+using VT = std::shared_ptr<VariableTracker>;
+
+struct VariableTracker {
+  VTKind kind;
+  SourceRef source;
+
+  // Constant / Opaque / UserFunction / Builtin / NNModule / Lazy: the value
+  Value value;
+  // Tensor
+  Node* node = nullptr;
+  // List / Tuple / Iterator: items; ConstDict: values (keys in `keys`)
+  std::vector<VT> items;
+  std::vector<Value> keys;
+  size_t pos = 0;     // Iterator: next item
+  bool mutated = false;  // List / ConstDict with a source: changed during the trace
+  // UserMethod: the bound self
+  VT self;
+  // NNModule: qualified path from the traced root ("layers.0"), for naming;
+  // GetAttr: the attribute name
+  std::string module_path;
+  // Lazy: the realized tracker once looked at
+  VT realized;
+
+  bool is(VTKind k) const { return kind == k; }
+  const TensorMeta& meta() const { return *node->meta; }
+  std::string str() const;  // for messages: "TensorVariable(f32[2, 3])", "ConstantVariable(3)"
+};
+
+VT make_constant(Value v, SourceRef source = nullptr);
+VT make_tensor(Node* node, SourceRef source = nullptr);  // wrap_fx_proxy's core
+VT make_list(std::vector<VT> items, SourceRef source = nullptr);
+VT make_tuple(std::vector<VT> items, SourceRef source = nullptr);
+VT make_const_dict(std::vector<Value> keys, std::vector<VT> values, SourceRef source = nullptr);
+VT make_user_function(Value fn, SourceRef source = nullptr);
+VT make_user_method(Value fn, VT self);
+VT make_builtin(Value builtin, SourceRef source = nullptr);
+VT make_nn_module(Value module, std::string path, SourceRef source);
+VT make_iterator(std::vector<VT> items);
+VT make_opaque(Value v, SourceRef source);
+VT make_getattr(VT object, std::string name);
+VT make_lazy(Value v, SourceRef source);
+
+// A Python value that can be a KBC constant (None, bool, int, float, str and
+// tuples of those): what residual code can LOAD_CONST.
+bool is_literal(const Value& v);
+
+}  // namespace kiln::variables
