@@ -47,8 +47,10 @@ struct ResumeKey {
   size_t target;
   size_t nstack;
   std::vector<std::string> live;
+  std::vector<bool> iterators;  // stack slots passed as a list, re-iterated by the prologue
   bool operator<(const ResumeKey& o) const {
-    return std::tie(original, target, nstack, live) < std::tie(o.original, o.target, o.nstack, o.live);
+    return std::tie(original, target, nstack, live, iterators) <
+           std::tie(o.original, o.target, o.nstack, o.live, o.iterators);
   }
 };
 std::mutex resume_mu;
@@ -89,7 +91,11 @@ void copy_code(CodeBuilder& b, const Code& code, const std::vector<CodeBuilder::
   }
 }
 
-Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack, const std::vector<std::string>& live) {
+// `iterators[i]`: stack slot i holds a loop's iterator, passed as the list
+// of its remaining items (a resumed trace can unroll a list; a live
+// iterator object it could only treat as opaque).
+Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack, const std::vector<std::string>& live,
+                             const std::vector<bool>& iterators) {
   const Code* code = fn.code.get();
   Ref<Code> original(const_cast<Code*>(code));
   size_t orig_target = target;
@@ -100,7 +106,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
       original = it->second.original;
       orig_target = target - it->second.offset;
     }
-    ResumeKey key{original.get(), orig_target, nstack, live};
+    ResumeKey key{original.get(), orig_target, nstack, live, iterators};
     auto hit = resume_cache().find(key);
     if (hit != resume_cache().end()) return hit->second;
   }
@@ -114,7 +120,10 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   std::vector<CodeBuilder::Label> labels;
   for (size_t p = 0; p < orig.instrs.size(); ++p) labels.push_back(b.new_label());
   b.set_line(orig.instrs[orig_target].line);
-  for (size_t i = 0; i < nstack; ++i) b.emit(Opcode::LOAD_FAST, *b.find_local("__stack" + std::to_string(i)));
+  for (size_t i = 0; i < nstack; ++i) {
+    b.emit(Opcode::LOAD_FAST, *b.find_local("__stack" + std::to_string(i)));
+    if (i < iterators.size() && iterators[i]) b.emit(Opcode::GET_ITER);
+  }
   b.emit(Opcode::JUMP, labels[orig_target]);
   size_t offset = b.size();
   copy_code(b, orig, labels);
@@ -125,7 +134,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   f->closure = fn.closure;
   std::lock_guard<std::mutex> lock(resume_mu);
   resume_origins()[rc.get()] = {original, offset};
-  resume_cache()[ResumeKey{original.get(), orig_target, nstack, live}] = f;
+  resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, iterators}] = f;
   return f;
 }
 
@@ -178,7 +187,8 @@ struct Residual {
     }
   }
 
-  void reconstruct(const VT& v0) {
+  // `as_list`: an iterator is rebuilt as the list of its remaining items.
+  void reconstruct(const VT& v0, bool as_list = false) {
     VT v = v0;
     if (v && v->is(VTKind::Lazy)) {
       if (!v->realized) return emit_source(v->source);
@@ -225,7 +235,7 @@ struct Residual {
       case VTKind::Iterator:
         for (size_t i = v->pos; i < v->items.size(); ++i) reconstruct(v->items[i]);
         b.emit(Opcode::BUILD_LIST, int32_t(v->items.size() - v->pos));
-        b.emit(Opcode::GET_ITER);
+        if (!as_list) b.emit(Opcode::GET_ITER);
         return;
       case VTKind::UserMethod:
         throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
@@ -401,10 +411,14 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
              brk->op == Opcode::CALL_METHOD_KW))
           callee_slot = stack.size() - size_t(pops);
         Opcode op = brk->op;
+        const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
+        std::vector<bool> iterators(untouched, false);
         for (size_t i = 0; i < stack.size(); ++i) {
           if (i == callee_slot) {
             // The callee broke while inlined: it runs as its own compiled frame.
-            VT callee = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
+            // Realizing it guards its identity, which baking in its compiled
+            // form relies on (the restarted trace stopped before the CALL).
+            VT callee = ctx.builder.realize(stack[i]);
             if (callee && (callee->is(VTKind::UserFunction) || callee->is(VTKind::UserMethod)) &&
                 callee->value.is(Kind::Function)) {
               if (callee->is(VTKind::UserMethod))
@@ -418,7 +432,10 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
             op = op == Opcode::CALL_METHOD ? Opcode::CALL : Opcode::CALL_KW;  // NULL self: a plain call
             continue;
           }
-          r.reconstruct(stack[i]);
+          VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
+          bool iter = i < untouched && sv && sv->is(VTKind::Iterator);
+          if (iter) iterators[i] = true;
+          r.reconstruct(stack[i], iter);
         }
         std::vector<int32_t> live_temps;
         for (size_t i = 0; i < live_locals.size(); ++i) {
@@ -440,7 +457,8 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
           std::vector<int32_t> temps;
           for (size_t i = 0; i < depth; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
           for (size_t i = depth; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
-          Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names);
+          std::vector<bool> iters(iterators.begin(), iterators.begin() + ptrdiff_t(std::min(depth, iterators.size())));
+          Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, iters);
           r.emit_const(compiled_value(rf, options));
           for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
           for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);

@@ -161,7 +161,12 @@ ExplainReport explain(const Value& fn, const std::vector<Value>& args, Options o
     ExplainReport* saved;
     ~Restore() { recording = saved; }
   } restore{saved};
-  compile(fn, std::move(options))(args);
+  CompiledFunction f = compile(fn, std::move(options));
+  try {
+    report.result = f(args);
+  } catch (const Error& e) {
+    report.error = e.full();
+  }
   return report;
 }
 

@@ -54,6 +54,8 @@ struct ExplainReport {
   std::vector<std::string> graphs;           // each graph's code view
   std::vector<std::string> guards;           // each cache entry's guards, one string per entry
   std::vector<std::string> recompile_reasons;
+  Value result;        // what the call returned (None if it raised)
+  std::string error;   // the error the call raised (with its traceback), or empty
   std::string str() const;
 };
 
@@ -72,7 +74,8 @@ class CompiledFunction {
 };
 
 CompiledFunction compile(const Value& fn, Options options = {});
-// Compiles `fn` afresh, calls it once with `args`, and reports.
+// Compiles `fn` afresh, calls it once with `args`, and reports. An error
+// raised by the call is reported (ExplainReport::error), not thrown.
 ExplainReport explain(const Value& fn, const std::vector<Value>& args, Options options = {});
 // Drops every compiled entry and cached resume function.
 void reset();

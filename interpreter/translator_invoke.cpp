@@ -28,7 +28,7 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
   switch (callee->kind) {
     case VTKind::UserFunction:
       if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);
-      return inline_call(callee->value, std::move(args), kwnames, nullptr);
+      return inline_call(callee->value, std::move(args), kwnames, callee);
     case VTKind::UserMethod:
       args.insert(args.begin(), callee->self);
       if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);

@@ -10,6 +10,7 @@
 
 #include "interpreter/assembler.h"
 #include "interpreter/disassembler.h"
+#include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
 #include "runtime/value_ops.h"
 
@@ -45,12 +46,16 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: run, disassemble and verify KBC programs"};
   app.require_subcommand(1);
 
-  std::string file, entry = "main";
+  std::string file, entry = "main", backend = "eager";
   std::vector<std::string> args;
+  bool compiled = false, explain = false;
   auto* run = app.add_subcommand("run", "assemble, verify and run FILE's entry function; prints its result");
   run->add_option("file", file, "a .kbc file")->required();
   run->add_option("--entry", entry, "the function to call (default: main)");
   run->add_option("args", args, "arguments: ints, floats, True/False/None, else strings");
+  run->add_flag("--compile", compiled, "trace and compile the entry function (prints exactly what the VM run prints)");
+  run->add_flag("--explain", explain, "compile, and add the explain report (graphs, breaks, guards) after the result");
+  run->add_option("--backend", backend, "the backend for --compile (default: eager)");
   auto* dis = app.add_subcommand("dis", "print FILE in canonical KBC text");
   dis->add_option("file", file, "a .kbc file")->required();
   auto* ver = app.add_subcommand("verify", "assemble and verify FILE without running it");
@@ -79,8 +84,28 @@ int main(int argc, char** argv) {
     for (const auto& a : args) values.push_back(parse_arg(a));
     interpreter::VM vm;
     try {
-      Value result = vm.run(program, entry, values);
-      std::cout << runtime::repr(result) << "\n";
+      if (compiled || explain) {
+        Value fn = program.global(entry);
+        if (fn.is_null())
+          throw Error(ErrorKind::NameError, "entry point '" + entry + "' is not defined in " + program.filename);
+        kiln::Options options;
+        options.backend = backend;
+        if (explain) {
+          // explain() runs the call once; the report follows the result.
+          kiln::ExplainReport report = kiln::explain(fn, values, options);
+          if (report.error.empty()) std::cout << runtime::repr(report.result) << "\n";
+          std::cout << "\n" << report.str();
+          if (!report.error.empty()) {
+            std::fprintf(stderr, "kiln: %s\n", report.error.c_str());
+            return 1;
+          }
+        } else {
+          std::cout << runtime::repr(kiln::compile(fn, options)(values)) << "\n";
+        }
+      } else {
+        Value result = vm.run(program, entry, values);
+        std::cout << runtime::repr(result) << "\n";
+      }
     } catch (const Error& e) {
       return fail(e, true);
     }
