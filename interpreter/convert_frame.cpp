@@ -115,6 +115,8 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   b.set_qualname(orig.qualname + "_resume_at_" + std::to_string(orig_target));
   for (size_t i = 0; i < nstack; ++i) b.arg("__stack" + std::to_string(i));
   for (const std::string& n : live) b.arg(n);
+  // Cellvars take their content from the parameter of the same name.
+  for (const std::string& n : orig.cellvars) b.cellvar(n);
   for (const std::string& n : orig.freevars) b.freevar(n);
   for (const std::string& n : orig.varnames) b.local(n);
   std::vector<CodeBuilder::Label> labels;
@@ -243,6 +245,9 @@ struct Residual {
         reconstruct(v->self);
         b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
         return;
+      case VTKind::Cell:
+      case VTKind::NestedFunction:
+        throw Unsupported{BreakReason::unsupported, "a closure made in the trace outliving it"};
       default:
         if (v->source) return emit_source(v->source);
         return emit_const(v->value);
@@ -308,6 +313,10 @@ struct Residual {
       reconstruct(s.value);
       b.emit(Opcode::STORE_GLOBAL, b.name(s.name));
     }
+    for (const auto& s : ctx.side_effects.cell_stores) {  // the residual shares the frame's closure
+      reconstruct(s.cell->items[0]);
+      b.emit(Opcode::STORE_DEREF, int32_t(s.index - code.cellvars.size()));
+    }
   }
 };
 
@@ -361,10 +370,19 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
       std::set<const vars::VariableTracker*> seen;
       std::vector<VT> live_locals;
       std::vector<std::string> live_names;
+      // Cellvars cross the break by content, as parameters of the same name
+      // (which initialise the resume function's cells); they win over a
+      // local of that name, which code with a cellvar never reads.
+      std::set<std::string> cell_names(code.cellvars.begin(), code.cellvars.end());
       for (size_t i = 0; i < tx->locals().size(); ++i)
-        if (tx->locals()[i] && !is_stack_temp(code.varnames[i])) {
+        if (tx->locals()[i] && !is_stack_temp(code.varnames[i]) && !cell_names.count(code.varnames[i])) {
           live_locals.push_back(tx->locals()[i]);
           live_names.push_back(code.varnames[i]);
+        }
+      for (size_t i = 0; i < code.cellvars.size(); ++i)
+        if (const VT& content = tx->cells()[i]->items[0]) {
+          live_locals.push_back(content);
+          live_names.push_back(code.cellvars[i]);
         }
       if (tx->returned()) r.collect(tx->result(), outputs, seen);
       for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
@@ -411,6 +429,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
              brk->op == Opcode::CALL_METHOD_KW))
           callee_slot = stack.size() - size_t(pops);
         Opcode op = brk->op;
+        int32_t extra_args = 0;  // a module callee replaced by (compiled forward, module)
         const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
         std::vector<bool> iterators(untouched, false);
         for (size_t i = 0; i < stack.size(); ++i) {
@@ -425,6 +444,20 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
                 throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
               r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
               continue;
+            }
+            // A module without hooks: its compiled forward, with the module
+            // as the first argument (one more argument for the call).
+            if (callee && callee->is(VTKind::NNModule)) {
+              auto* m = callee->value.as<ModuleObj>();
+              static const Ref<StrObj> forward = intern("forward");
+              const Value* fwd = m->cls->lookup(forward.get());
+              if (fwd && fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty() &&
+                  !m->lazy) {
+                r.emit_const(compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options));
+                r.reconstruct(callee);
+                extra_args = 1;
+                continue;
+              }
             }
           }
           if (!stack[i] && i == stack.size() - size_t(pops) + 1 &&
@@ -477,7 +510,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
           resume(size_t(brk->a), stack.size() - size_t(opcode_jump_pops(brk->op, brk->a, brk->b)) +
                                      size_t(opcode_jump_pushes(brk->op, brk->a, brk->b)));
         } else {
-          r.b.emit(op, operand(info.a, brk->a), b_operand);
+          r.b.emit(op, operand(info.a, brk->a) + extra_args, b_operand);
           if (info.flow == Flow::Next)
             resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
         }

@@ -58,21 +58,29 @@ const char* break_reason_hint(BreakReason r) {
 // ------------------------------------------------------------------ setup --
 
 InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj> fn, std::vector<VT> locals,
-                                             const InstructionTranslator* parent, VT fn_vt)
+                                             const InstructionTranslator* parent, VT fn_vt, std::vector<VT> closure)
     : ctx_(ctx), fn_(std::move(fn)), code_(fn_->code.get()), parent_(parent), fn_vt_(std::move(fn_vt)),
       depth_(parent ? parent->depth_ + 1 : 0), locals_(std::move(locals)) {
   locals_.resize(code_->varnames.size());
-  if (!code_->cellvars.empty())
-    unsupported(BreakReason::unsupported, "a function with cell variables (" + code_->qualname + ")");
-  // Free variables read the real closure's cells, guarded like any input:
-  // a cell changed between calls must recompile. A function reached
-  // without a source (none today) would have unguarded cells: refuse it.
+  // Cellvars start empty, or hold the parameter of the same name.
+  for (size_t i = 0; i < code_->cellvars.size(); ++i) {
+    int32_t from = i < code_->cell_from_arg.size() ? code_->cell_from_arg[i] : -1;
+    cells_.push_back(variables::make_cell(from >= 0 ? locals_[size_t(from)] : nullptr));
+  }
+  if (!closure.empty()) {
+    cells_.insert(cells_.end(), closure.begin(), closure.end());
+    return;
+  }
+  // Free variables of a real function read its closure's cells, guarded
+  // like any input: a cell changed between calls must recompile. A function
+  // reached without a source would have unguarded cells: refuse it.
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
     const Value& v = fn_->closure[i]->v;
     if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
     if (parent_ && !(fn_vt_ && fn_vt_->source))
       unsupported(BreakReason::unsupported, "a closure reached without a source");
-    cells_.push_back(ctx_.builder.wrap(v, output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i))));
+    auto source = output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i));
+    cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
   }
 }
 
@@ -162,17 +170,31 @@ void InstructionTranslator::op_STORE_GLOBAL(const Instr& i) {
 }
 
 void InstructionTranslator::op_LOAD_DEREF(const Instr& i) {
-  size_t k = size_t(i.a) - code_->cellvars.size();
-  push(cells_.at(k));
+  const VT& content = cells_.at(size_t(i.a))->items[0];
+  if (!content) unsupported(BreakReason::unsupported, "read of an unbound closure variable");
+  push(content);
 }
-void InstructionTranslator::op_STORE_DEREF(const Instr&) {
-  unsupported(BreakReason::unsupported, "assignment to a closure variable");
+void InstructionTranslator::op_STORE_DEREF(const Instr& i) {
+  VT cell = cells_.at(size_t(i.a));
+  // A real cell of the root frame's own closure can be stored back by the
+  // residual code (same closure); another function's cannot.
+  if (cell->source && cell->source->base)
+    unsupported(BreakReason::unsupported, "assignment to another function's closure variable");
+  cell->items[0] = pop();
+  if (cell->source) ctx_.side_effects.cell_stores.push_back({cell, size_t(i.a)});
 }
-void InstructionTranslator::op_LOAD_CLOSURE(const Instr&) {
-  unsupported(BreakReason::unsupported, "making a closure");
-}
-void InstructionTranslator::op_MAKE_FUNCTION(const Instr&) {
-  unsupported(BreakReason::unsupported, "making a function");
+void InstructionTranslator::op_LOAD_CLOSURE(const Instr& i) { push(cells_.at(size_t(i.a))); }
+void InstructionTranslator::op_MAKE_FUNCTION(const Instr& i) {
+  VT code = pop();
+  if (!code->is(VTKind::Constant) || !code->value.is(Kind::Code))
+    unsupported(BreakReason::unsupported, "MAKE_FUNCTION of " + code->str());
+  std::vector<VT> closure;
+  if (i.a & 4) closure = realize(pop())->items;
+  if (i.a & 2) unsupported(BreakReason::unsupported, "keyword-only defaults of a function made in the trace");
+  VT defaults = (i.a & 1) ? realize(pop()) : nullptr;
+  for (const VT& c : closure)
+    if (!c->is(VTKind::Cell)) unsupported(BreakReason::unsupported, "a closure of non-cells");
+  push(variables::make_nested_function(code->value, std::move(closure), defaults));
 }
 
 void InstructionTranslator::op_LOAD_ATTR(const Instr& i) {

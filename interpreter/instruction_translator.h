@@ -55,8 +55,10 @@ class InstructionTranslator {
  public:
   // `fn_vt` is the tracker the function was called through (for the
   // sources of its closure cells); null for the root frame.
+  // `closure`: Cell trackers for the freevars of a function made during the
+  // trace; otherwise the real closure's cells are read (and guarded).
   InstructionTranslator(TraceContext& ctx, runtime::Ref<runtime::FunctionObj> fn, std::vector<VT> locals,
-                        const InstructionTranslator* parent, VT fn_vt = nullptr);
+                        const InstructionTranslator* parent, VT fn_vt = nullptr, std::vector<VT> closure = {});
 
   // Runs until RETURN_VALUE (then `result` is set) or until the step
   // `stop_at_step` (root frames: the break found by a previous attempt).
@@ -71,6 +73,7 @@ class InstructionTranslator {
   const VT& result() const { return result_; }
   const std::vector<VT>& stack() const { return stack_; }
   const std::vector<VT>& locals() const { return locals_; }
+  const std::vector<VT>& cells() const { return cells_; }
   TraceContext& ctx() { return ctx_; }
   int depth() const { return depth_; }
 
@@ -90,7 +93,7 @@ class InstructionTranslator {
  public:
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
-                 const VT& self = nullptr);
+                 const VT& fn_vt = nullptr, std::vector<VT> closure = {});
   VT call_module(const VT& module, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
@@ -117,7 +120,7 @@ class InstructionTranslator {
   int depth_;
   std::vector<VT> stack_;
   std::vector<VT> locals_;
-  std::vector<VT> cells_;  // freevars, realized from the real closure
+  std::vector<VT> cells_;  // Cell trackers: cellvars, then freevars
   size_t pc_ = 0;
   bool jumped_ = false;
   int64_t steps_ = 0;

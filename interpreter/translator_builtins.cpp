@@ -51,8 +51,29 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   };
   if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
 
+  // setattr on a module with a constant name is an attribute store.
+  if (name == "setattr" && args.size() == 3 && nkw == 0 && args[0]->is(VTKind::NNModule) && args[0]->source &&
+      is_constant(args[1]) && constant_value(args[1]).is(Kind::Str)) {
+    const std::string attr = constant_value(args[1]).as_str();
+    ctx_.attr_overlay[{args[0]->value.obj(), attr}] = args[2];
+    ctx_.side_effects.attr_stores.push_back({args[0], attr, args[2]});
+    return none_vt();
+  }
   if (name == "print" || name == "manual_seed" || name == "setattr")
     unsupported(BreakReason::side_effect_builtin, name + "()");
+
+  // ModuleDict's views: children by name, through the module's own lookup.
+  if (name.rfind("ModuleDict.", 0) == 0 && args.size() == 1 && args[0]->is(VTKind::NNModule)) {
+    std::string m = name.substr(11);
+    std::vector<VT> out;
+    for (const auto& [key, child] : args[0]->value.as<ModuleObj>()->modules) {
+      VT k = const_vt(Value::str(key->s));
+      if (m == "keys") out.push_back(k);
+      else if (m == "values") out.push_back(module_getattr(args[0], key->s));
+      else if (m == "items") out.push_back(vars::make_tuple({k, module_getattr(args[0], key->s)}));
+    }
+    if (m == "keys" || m == "values" || m == "items") return vars::make_list(std::move(out));
+  }
 
   // Tensor methods (type_methods.cpp) on a tensor tracker.
   if (name.rfind("Tensor.", 0) == 0 && !args.empty() && args[0]->is(VTKind::Tensor)) {
@@ -130,6 +151,16 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
       return none_vt();
     }
     if (m == "copy" && args.size() == 1) return vars::make_list(list->items);
+    if (m == "remove" && args.size() == 2 && is_constant(args[1])) {
+      Value x = constant_value(args[1]);
+      for (size_t i = 0; i < list->items.size(); ++i)
+        if (is_constant(list->items[i]) && values_equal(constant_value(list->items[i]), x)) {
+          list->items.erase(list->items.begin() + ptrdiff_t(i));
+          ctx_.side_effects.mark_mutated(list);
+          return none_vt();
+        }
+      unsupported(BreakReason::unsupported, "list.remove of a missing item");
+    }
     if ((m == "index" || m == "count") && args.size() == 2 && is_constant(args[1]) && is_constant(list)) {
       Value real = constant_value(list);
       return from_value(ctx_.vm.call(builtin, {real, constant_value(args[1])}));
@@ -212,6 +243,14 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
     }
   }
 
+  if (name == "sum" && !args.empty() && args[0]->is(VTKind::Tensor)) return tensor_op(OpId::sum, args, kwnames);
+  if (name == "sum" && nkw == 0 && !args.empty() && !is_constant(args[0])) {
+    // Python's sum over items that include tensors: start + x0 + x1 + ...
+    VT total = args.size() > 1 ? args[1] : const_vt(Value::integer(0));
+    for (const VT& x : unpack(args[0])) total = binary(BinOp::ADD, total, realize(x), false);
+    return total;
+  }
+
   // Python builtins that mean something for trackers.
   if (nkw == 0) {
     if (name == "len" && args.size() == 1) {
@@ -266,6 +305,16 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
     if ((name == "getattr" || name == "hasattr") && (args.size() == 2 || args.size() == 3) && is_constant(args[1]) &&
         constant_value(args[1]).is(Kind::Str)) {
       const std::string attr = constant_value(args[1]).as_str();
+      if (args[0]->is(VTKind::NNModule)) {
+        static const Ref<StrObj> getattr_name = intern("__getattr__");
+        auto* mod = args[0]->value.as<ModuleObj>();
+        bool custom = mod->cls->lookup(getattr_name.get()) != nullptr;
+        bool overlaid = ctx_.attr_overlay.count({args[0]->value.obj(), attr}) > 0;
+        if (!custom && !overlaid && module_lookup(args[0]->value, intern(attr).get()).is_null()) {
+          if (name == "hasattr") return const_vt(Value::boolean(false));
+          if (args.size() == 3) return args[2];
+        }
+      }
       try {
         VT v = get_attr(args[0], attr);
         return name == "hasattr" ? const_vt(Value::boolean(true)) : v;

@@ -84,7 +84,8 @@ VT InstructionTranslator::from_value(const Value& v) {
     case Kind::Float:
     case Kind::Str:
     case Kind::Range:
-    case Kind::Slice: return const_vt(v);
+    case Kind::Slice:
+    case Kind::Code: return const_vt(v);  // immutable
     default: return vars::make_opaque(v, nullptr);
   }
 }

@@ -35,6 +35,18 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       return inline_call(callee->value, std::move(args), kwnames, nullptr);
     case VTKind::Builtin: return call_builtin(callee->value, std::move(args), kwnames);
     case VTKind::NNModule: return call_module(callee, std::move(args), kwnames);
+    case VTKind::NestedFunction: {
+      // A function made in this trace: a FunctionObj for its code and
+      // constant defaults; its cells stay trackers.
+      auto f = make_ref<FunctionObj>();
+      f->code = Ref<Code>(callee->value.as<Code>());
+      f->globals = fn_->globals;
+      if (callee->self) {
+        if (!is_constant(callee->self)) unsupported(BreakReason::unsupported, "non-constant defaults of a nested function");
+        f->defaults = to_vector(constant_value(callee->self));
+      }
+      return inline_call(Value::object(Kind::Function, f), std::move(args), kwnames, callee, callee->items);
+    }
     case VTKind::GetAttr:
       if (callee->self->value.is(Kind::Foreign))
         unsupported(BreakReason::foreign_call, "method '" + callee->module_path + "'");
@@ -48,7 +60,8 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
   }
 }
 
-VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, const TupleObj* kwnames, const VT& fn_vt) {
+VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, const TupleObj* kwnames, const VT& fn_vt,
+                                      std::vector<VT> closure) {
   auto* fn = fnv.as<FunctionObj>();
   const Code* code = fn->code.get();
   for (const InstructionTranslator* t = this; t; t = t->parent_)
@@ -97,7 +110,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     }
 
   try {
-    InstructionTranslator child(ctx_, Ref<FunctionObj>(fn), std::move(locals), this, fn_vt);
+    InstructionTranslator child(ctx_, Ref<FunctionObj>(fn), std::move(locals), this, fn_vt, std::move(closure));
     child.run();
     return child.result();
   } catch (const Unsupported& u) {

@@ -29,11 +29,18 @@ struct SideEffects {
     std::string name;
     VT value;
   };
+  struct CellStore {  // the root frame's own closure cell `index`
+    VT cell;
+    size_t index;
+  };
   std::vector<AttrStore> attr_stores;
   std::vector<GlobalStore> global_stores;
+  std::vector<CellStore> cell_stores;
   std::vector<VT> mutated;  // Lists / ConstDicts with a source whose contents changed
 
-  bool empty() const { return attr_stores.empty() && global_stores.empty() && mutated.empty(); }
+  bool empty() const {
+    return attr_stores.empty() && global_stores.empty() && cell_stores.empty() && mutated.empty();
+  }
   void mark_mutated(const VT& container);
 };
 

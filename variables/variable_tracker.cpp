@@ -102,6 +102,18 @@ VT make_getattr(VT object, std::string name) {
   t->module_path = std::move(name);
   return t;
 }
+VT make_cell(VT content, SourceRef source) {
+  VT t = make(VTKind::Cell, std::move(source));
+  t->items.push_back(std::move(content));
+  return t;
+}
+VT make_nested_function(Value code, std::vector<VT> cells, VT defaults) {
+  VT t = make(VTKind::NestedFunction, nullptr);
+  t->value = std::move(code);
+  t->items = std::move(cells);
+  t->self = std::move(defaults);
+  return t;
+}
 VT make_lazy(Value v, SourceRef source) {
   VT t = make(VTKind::Lazy, std::move(source));
   t->value = std::move(v);

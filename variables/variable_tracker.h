@@ -34,6 +34,8 @@ using runtime::Value;
   X(NNModule)      /* a module: attribute reads go straight to its dicts             */ \
   X(Iterator)      /* iteration over known items, unrolled                           */ \
   X(GetAttr)       /* self.<attr>, not resolvable at trace time: read when it runs   */ \
+  X(Cell)          /* a closure cell; its content is items[0] (empty: unbound)       */ \
+  X(NestedFunction) /* a function made by MAKE_FUNCTION during the trace             */ \
   X(Opaque)        /* any other value, passed through untouched (classes, foreign)   */ \
   X(Lazy)          /* an input not yet looked at: realized (and guarded) on first use*/
 
@@ -85,6 +87,9 @@ VT make_nn_module(Value module, std::string path, SourceRef source);
 VT make_iterator(std::vector<VT> items);
 VT make_opaque(Value v, SourceRef source);
 VT make_getattr(VT object, std::string name);
+VT make_cell(VT content, SourceRef source = nullptr);
+// value: the Code; items: the closure's Cell trackers; self: the defaults (a Tuple tracker or null)
+VT make_nested_function(Value code, std::vector<VT> cells, VT defaults);
 VT make_lazy(Value v, SourceRef source);
 
 // A Python value that can be a KBC constant (None, bool, int, float, str and

@@ -16,6 +16,10 @@
 struct CorpusCase {
   std::string path, source, expect, error, traceback, stdout_text;
   bool has_stdout = false;
+  // Tracer corpus: explain's expected counts (-1: not given), the break
+  // reason ids in order, and a documented gap that skips the count check.
+  int graphs = -1, breaks = -1;
+  std::string reasons, known_gap;
 };
 
 inline std::string read_text(const std::filesystem::path& p) {
@@ -49,6 +53,11 @@ inline std::vector<CorpusCase> load_corpus(const std::string& dir) {
       field("expect", c.expect);
       field("error", c.error);
       field("traceback", c.traceback);
+      field("reasons", c.reasons);
+      field("known-gap", c.known_gap);
+      std::string n;
+      if (field("graphs", n)) c.graphs = std::stoi(n);
+      if (field("breaks", n)) c.breaks = std::stoi(n);
       if (field("stdout", c.stdout_text)) c.has_stdout = true;
     }
     out.push_back(std::move(c));

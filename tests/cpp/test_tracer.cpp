@@ -75,6 +75,34 @@ TEST_CASE("tracer equals the VM on the VM corpus and the examples", "[tracer]") 
   check_differential(KILN_SOURCE_DIR "/examples", 2);
 }
 
+TEST_CASE("explain's counts and break reasons match the tracer corpus", "[tracer]") {
+  auto cases = load_corpus(KILN_SOURCE_DIR "/tests/corpus/tracer");
+  size_t checked = 0;
+  for (const auto& c : cases) {
+    if (c.graphs < 0) continue;
+    if (!c.known_gap.empty()) {
+      WARN("known gap, counts not checked: " << c.path << ": " << c.known_gap);
+      continue;
+    }
+    INFO(c.path);
+    Program p = assemble(c.source, c.path);
+    interpreter::VMOptions vo;
+    vo.stdout_sink = [](std::string_view) {};
+    interpreter::VM vm(vo);
+    std::vector<Value> args = to_vector(vm.run(p, "inputs"));
+    Options opt;
+    opt.stdout_sink = [](std::string_view) {};
+    ExplainReport r = explain(p.global("f"), args, opt);
+    std::string got;
+    for (const auto& b : r.breaks) got += (got.empty() ? "" : ", ") + b.id;
+    CHECK(r.graph_count == c.graphs);
+    CHECK(r.graph_break_count == c.breaks);
+    CHECK(got == c.reasons);
+    ++checked;
+  }
+  CHECK(checked >= 150);
+}
+
 TEST_CASE("a tensor's shape, dtype or strides changing recompiles", "[tracer][guards]") {
   reset();
   Program p = program(R"(
