@@ -49,8 +49,16 @@ thread_local ExplainReport* recording = nullptr;
 
 Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
   const Code* code = fn->code.get();
-  std::vector<Value> locals(code->varnames.size(), Value::null());
-  interpreter::bind_arguments(fn.get(), args, locals.data());
+  // Guards read the bound parameters; a small frame binds on the stack.
+  constexpr size_t kInline = 32;
+  Value inline_locals[kInline];
+  std::vector<Value> heap_locals;
+  Value* locals = inline_locals;
+  if (size_t(code->nparams()) > kInline) {
+    heap_locals.resize(size_t(code->nparams()));
+    locals = heap_locals.data();
+  }
+  interpreter::bind_arguments(fn.get(), args, locals);
   Value fn_value = Value::object(Kind::Function, fn);
 
   std::string why;
@@ -64,7 +72,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     gave_up = c.gave_up;
   }
   for (const auto& e : entries)
-    if (e->guards->check(locals.data(), *fn, entries.size() == 1 || why.empty() ? &why : nullptr))
+    if (e->guards->check(locals, *fn, entries.size() == 1 || why.empty() ? &why : nullptr))
       return vm.call(e->residual, args);
   if (gave_up) return vm.call(fn_value, args);
   if (int(entries.size()) >= options.cache_size_limit) {
@@ -78,7 +86,8 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     return vm.call(fn_value, args);
   }
 
-  TraceOutcome out = interpreter::convert_frame(fn, locals, options, vm);
+  TraceOutcome out = interpreter::convert_frame(
+      fn, std::vector<Value>(locals, locals + code->nparams()), options, vm);
   auto entry = std::make_shared<CacheEntry>();
   entry->guards = std::make_unique<GuardTree>(out.guards);
   entry->residual = Value::object(Kind::Function, out.residual);
@@ -140,6 +149,12 @@ CompiledFunction compile(const Value& fn, Options options) {
 }
 
 Value CompiledFunction::call(const CallArgs& args) const {
+  if (!state_->options.stdout_sink) {
+    // One VM per thread serves every top-level compiled call (a cached call
+    // must not pay for making a VM); a nested call gets its own.
+    thread_local interpreter::VM shared;
+    if (shared.depth() == 0) return eval_frame(shared, state_->fn, args, state_->options);
+  }
   interpreter::VMOptions vo;
   vo.stdout_sink = state_->options.stdout_sink;
   interpreter::VM vm(vo);

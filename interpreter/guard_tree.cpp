@@ -34,58 +34,43 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
     accessors_[size_t(accessor_of(accessor_of, g->source))].guards.push_back(*g);
     ++nguards_;
   }
-  scratch_.resize(accessors_.size());
+  resolved_.resize(accessors_.size());
+  computed_.resize(accessors_.size());
   epoch_ = module_version_epoch();
 }
 
-static bool resolve(const output_graph::Source& s, const Value* base, const Value* locals, const FunctionObj& fn,
-                    Value& out) {
+static const Value* resolve(const output_graph::Source& s, const Value* base, const Value* locals,
+                            const FunctionObj& fn) {
   switch (s.kind) {
-    case SourceKind::Local: out = locals[s.local_index]; return !out.is_null();
-    case SourceKind::Global: {
-      if (!fn.globals) return false;
-      const Value* v = fn.globals->map.find(s.name);
-      if (!v) return false;
-      out = *v;
-      return true;
+    case SourceKind::Local: {
+      const Value* v = &locals[s.local_index];
+      return v->is_null() ? nullptr : v;
     }
-    case SourceKind::Attr: {
-      if (!base->is(Kind::Module)) return false;  // only module dicts are read without side effects
-      auto* m = base->as<ModuleObj>();
-      if (const Value* v = module_instance_slot(m, intern(s.name).get())) {
-        out = *v;
-        return true;
-      }
-      return false;
-    }
+    case SourceKind::Global: return fn.globals ? fn.globals->map.find(s.name) : nullptr;
+    case SourceKind::Attr:
+      // Only module dicts are read: no side effects, no user code.
+      if (!base->is(Kind::Module)) return nullptr;
+      return module_instance_slot(base->as<ModuleObj>(), intern(s.name).get());
     case SourceKind::Item: {
       if (base->is(Kind::List) || base->is(Kind::Tuple)) {
         const auto& items = base->is(Kind::List) ? base->as<ListObj>()->items : base->as<TupleObj>()->items;
         int64_t i = s.key.as_int();
-        if (i < 0 || i >= int64_t(items.size())) return false;
-        out = items[size_t(i)];
-        return true;
+        return (i < 0 || i >= int64_t(items.size())) ? nullptr : &items[size_t(i)];
       }
-      if (base->is(Kind::Dict)) {
-        const Value* v = base->as<DictObj>()->find(s.key);
-        if (!v) return false;
-        out = *v;
-        return true;
-      }
-      return false;
+      return base->is(Kind::Dict) ? base->as<DictObj>()->find(s.key) : nullptr;
     }
     case SourceKind::Cell: {
       const FunctionObj* f = &fn;
       if (s.base) {
-        if (!base->is(Kind::Function)) return false;
+        if (!base->is(Kind::Function)) return nullptr;
         f = base->as<FunctionObj>();
       }
-      if (size_t(s.local_index) >= f->closure.size()) return false;
-      out = f->closure[size_t(s.local_index)]->v;
-      return !out.is_null();
+      if (size_t(s.local_index) >= f->closure.size()) return nullptr;
+      const Value* v = &f->closure[size_t(s.local_index)]->v;
+      return v->is_null() ? nullptr : v;
     }
   }
-  return false;
+  return nullptr;
 }
 
 static bool holds(const Guard& g, const Value& v) {
@@ -121,28 +106,26 @@ static bool holds(const Guard& g, const Value& v) {
 
 bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why) {
   const bool modules_unchanged = module_version_epoch() == epoch_;
-  bool all_versions_held = true;
   for (size_t i = 0; i < accessors_.size(); ++i) {
     const Accessor& a = accessors_[i];
-    const Value* base = a.parent >= 0 ? &scratch_[size_t(a.parent)] : nullptr;
-    if (!resolve(*a.source, base, locals, fn, scratch_[i])) {
+    const Value* base = a.parent >= 0 ? resolved_[size_t(a.parent)] : nullptr;
+    const Value* v = resolve(*a.source, base, locals, fn);
+    if (!v) {
       if (why) *why = a.source->str() + " is missing";
-      for (auto& v : scratch_) v = Value();
       return false;
     }
+    resolved_[i] = v;
     for (const Guard& g : a.guards) {
       if (g.kind == GuardKind::ModuleVersion && modules_unchanged) continue;
-      if (!holds(g, scratch_[i])) {
+      if (!holds(g, *v)) {
         if (why) *why = "failed: " + g.str();
-        for (auto& v : scratch_) v = Value();
         return false;
       }
     }
   }
   // Every version guard held although some module changed: remember the
   // new epoch so the next check is one comparison again.
-  if (!modules_unchanged && all_versions_held) epoch_ = module_version_epoch();
-  for (auto& v : scratch_) v = Value();
+  if (!modules_unchanged) epoch_ = module_version_epoch();
   return true;
 }
 

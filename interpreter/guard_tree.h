@@ -29,7 +29,10 @@ class GuardTree {
     std::vector<output_graph::Guard> guards;
   };
   std::vector<Accessor> accessors_;
-  std::vector<runtime::Value> scratch_;
+  // Resolved values, as pointers into the frame's locals, dicts and lists:
+  // no reference counting on the hot path. Valid only during check().
+  std::vector<const runtime::Value*> resolved_;
+  std::vector<runtime::Value> computed_;  // values with no home to point at (module.training)
   size_t nguards_ = 0;
   uint64_t epoch_ = 0;  // module_version_epoch() when every version guard last held
 };

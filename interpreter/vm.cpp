@@ -25,8 +25,16 @@ namespace kiln::interpreter {
 using namespace kiln::runtime;
 
 struct VM::Arena {
-  static constexpr size_t kChunk = 1 << 16;  // Values per chunk (1 MiB)
-  std::vector<std::unique_ptr<Value[]>> chunks;
+  // Chunks grow from small (a VM that runs a few frames, like every cached
+  // compiled call, stays cheap to make) to kMaxChunk; a chunk is never
+  // moved, so frame pointers stay valid.
+  static constexpr size_t kFirstChunk = 256;
+  static constexpr size_t kMaxChunk = 1 << 16;
+  struct Chunk {
+    std::unique_ptr<Value[]> slots;
+    size_t size;
+  };
+  std::vector<Chunk> chunks;
   size_t chunk = 0, offset = 0;
 
   struct Mark {
@@ -34,15 +42,20 @@ struct VM::Arena {
   };
   Value* take(size_t n, Mark& mark) {
     mark = {chunk, offset};
-    if (chunks.empty() || offset + n > kChunk) {
-      if (n > kChunk) throw_error(ErrorKind::RuntimeError, "function frame too large for the VM");
+    if (chunks.empty() || offset + n > chunks[chunk].size) {
+      if (n > kMaxChunk) throw_error(ErrorKind::RuntimeError, "function frame too large for the VM");
       if (!chunks.empty()) {
         ++chunk;
         offset = 0;
       }
-      if (chunk == chunks.size()) chunks.emplace_back(new Value[kChunk]);
+      while (chunk < chunks.size() && chunks[chunk].size < n) ++chunk;  // skip a chunk too small for this frame
+      if (chunk == chunks.size()) {
+        size_t size = chunks.empty() ? kFirstChunk : std::min(kMaxChunk, chunks.back().size * 2);
+        while (size < n) size *= 2;
+        chunks.push_back({std::unique_ptr<Value[]>(new Value[size]), size});
+      }
     }
-    Value* p = chunks[chunk].get() + offset;
+    Value* p = chunks[chunk].slots.get() + offset;
     offset += n;
     return p;
   }

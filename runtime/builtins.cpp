@@ -149,7 +149,11 @@ Value b_abs(CallContext&, const std::vector<Value>& a) {
 }
 Value b_sum(CallContext&, const std::vector<Value>& a) {
   if (a[0].is(Kind::Tensor)) {
-    Value args[] = {a[0], a[1].is_null() ? Value::none() : a[1], a[2]};
+    // sum(t, 1), sum(t, dim=1): the tensor op's dim (Python's start slot).
+    if (!a[1].is_null() && !a[3].is_null())
+      throw_error(ErrorKind::TypeError, "sum() got multiple values for argument 'dim'");
+    Value dim = !a[3].is_null() ? a[3] : a[1].is_null() ? Value::none() : a[1];
+    Value args[] = {a[0], dim, a[2]};
     static const Value names = make_tuple({intern_value("dim"), intern_value("keepdim")});
     return call_op(OpId::sum, CallArgs{args, 3, names.as<TupleObj>()});
   }
@@ -353,7 +357,7 @@ NameMap build_builtins() {
       {"min", "*args, default=?", b_min, Kind::Null},
       {"max", "*args, default=?", b_max, Kind::Null},
       {"abs", "x", b_abs, Kind::Null},
-      {"sum", "iterable, start=?, keepdim=False", b_sum, Kind::Null},
+      {"sum", "iterable, start=?, keepdim=False, dim=?", b_sum, Kind::Null},
       {"pow", "base, exp", b_pow, Kind::Null},
       {"getattr", "obj, name, default=?", b_getattr, Kind::Null},
       {"setattr", "obj, name, value", b_setattr, Kind::Null},

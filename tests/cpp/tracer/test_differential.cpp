@@ -15,6 +15,8 @@
 //      # error: <Kind>: <message substring>    (instead of expect)
 //      # stdout: <what f prints>               ('|' = newline; only if it prints)
 //      # graphs: N      # breaks: M      # reasons: id, id, ...
+//      # known-gap: why   (optional: a documented tracer gap; the counts are
+//                          not checked, the results still are)
 //    For every file: the VM runs f(*inputs()) (the oracle; it must match the
 //    header); kiln::compile(f) runs on fresh inputs() and must agree bit for
 //    bit: the result (repr and every tensor element's bits), the printed
@@ -94,6 +96,7 @@ struct TracerCase {
   int graphs = -1, breaks = -1;
   bool has_reasons = false;
   std::vector<std::string> reasons;
+  std::string known_gap;
 };
 
 std::string read_file(const std::filesystem::path& p) {
@@ -149,6 +152,7 @@ std::vector<TracerCase> load_tracer_corpus() {
       if (field("stdout", c.stdout_text)) c.has_stdout = true;
       if (field("graphs", v)) c.graphs = std::stoi(v);
       if (field("breaks", v)) c.breaks = std::stoi(v);
+      field("known-gap", c.known_gap);
       if (field("reasons", v)) {
         c.has_reasons = true;
         c.reasons = split_ids(v);
@@ -490,8 +494,13 @@ TEST_CASE("tracer corpus: compiled f equals the VM bit for bit (first and cached
 TEST_CASE("tracer corpus: explain() counts graphs and breaks and their reasons as pinned", "[tracer][differential]") {
   auto cases = load_tracer_corpus();
   REQUIRE(cases.size() >= 150);
+  size_t checked = 0;
   for (const auto& c : cases) {
     INFO(c.path);
+    if (!c.known_gap.empty()) {
+      WARN("known gap, counts not checked: " << c.path << ": " << c.known_gap);
+      continue;
+    }
     kiln::reset();
     interpreter::Program program = interpreter::assemble(c.source, c.path);
     interpreter::VM inputs_vm;
@@ -500,8 +509,8 @@ TEST_CASE("tracer corpus: explain() counts graphs and breaks and their reasons a
     kiln::Options options;
     options.stdout_sink = [&out](std::string_view s) { out += s; };
     // For the programs that raise (`# error:`), explain() reports what
-    // happened up to the raise: the graphs compiled and the breaks met,
-    // the raise itself being the last break.
+    // happened up to the raise (the graphs compiled and the breaks met, the
+    // raise itself being the last break) and the error in report.error.
     kiln::ExplainReport report;
     try {
       report = kiln::explain(program.global("f"), args, options);
@@ -512,12 +521,28 @@ TEST_CASE("tracer corpus: explain() counts graphs and breaks and their reasons a
     INFO(report.str());
     CHECK(report.graph_count == c.graphs);
     CHECK(report.graph_break_count == c.breaks);
-    std::vector<std::string> ids;
-    for (const auto& b : report.breaks) ids.push_back(b.id);
-    CHECK(ids == c.reasons);
+    std::string got, want;  // "id, id, ..." (strings print well in a failure)
+    for (const auto& b : report.breaks) got += (got.empty() ? "" : ", ") + b.id;
+    for (const auto& r : c.reasons) want += (want.empty() ? "" : ", ") + r;
+    CHECK(got == want);
     CHECK(int(report.breaks.size()) == report.graph_break_count);
+    CHECK(int(report.ops_per_graph.size()) == report.graph_count);
+    for (int ops : report.ops_per_graph) CHECK(ops > 0);  // graphs without ops are not counted
     CHECK(out == (c.has_stdout ? unbar(c.stdout_text) + "\n" : std::string()));
+    // The explained call is a real call: same result or error as the VM.
+    if (c.has_error) {
+      size_t colon = c.error.find(": ");
+      INFO("explain's error: " << report.error);
+      CHECK(report.error.find(c.error.substr(0, colon)) != std::string::npos);
+      CHECK(report.error.find(c.error.substr(colon + 2)) != std::string::npos);
+    } else {
+      INFO("explain's error: " << report.error);
+      CHECK(report.error.empty());
+      CHECK(runtime::repr(report.result) == unbar(c.expect));
+    }
+    ++checked;
   }
+  CHECK(checked >= 150);
   kiln::reset();
 }
 
