@@ -27,7 +27,8 @@ demo: build
 	@bash examples/demo.sh $(BUILD)
 
 bench: build
-	python3 benchmarks/vm_dispatch.py --kiln $(BUILD)/kiln
+	python3 benchmarks/vm_dispatch.py --build $(BUILD)
+	python3 benchmarks/tracer.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
