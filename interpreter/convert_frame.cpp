@@ -199,10 +199,8 @@ struct Residual {
     if (!v) throw Unsupported{BreakReason::unsupported, "a method call split across the break"};
     switch (v->kind) {
       case VTKind::Tensor:
-        if (v->node->op == NodeOp::Placeholder) {
-          for (const auto& in : ctx.out.inputs())
-            if (in.node == v->node) return emit_source(in.source);
-        }
+        // An input (the graph may not even take it, if it was only guarded).
+        if (v->node->op == NodeOp::Placeholder) return emit_source(v->source);
         if (v->node->op == NodeOp::GetAttr) return emit_const(*ctx.out.graph().attr(v->node->target));
         b.emit(Opcode::LOAD_FAST, graph_out);
         emit_const(Value::integer(output_index.at(v->node)));
@@ -320,6 +318,54 @@ struct Residual {
   }
 };
 
+// The result as a template over graph outputs, parameters and constants;
+// false when it needs anything else (a source that is not a parameter, a
+// container that must keep its identity, ...).
+bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t nparams, ResultTemplate& t) {
+  VT v = v0;
+  if (v && v->is(VTKind::Lazy)) {
+    if (!v->realized) {
+      if (v->source->kind != SourceKind::Local || v->source->local_index >= nparams) return false;
+      t.kind = ResultTemplate::Kind::Param;
+      t.index = size_t(v->source->local_index);
+      return true;
+    }
+    v = v->realized;
+  }
+  if (!v) return false;
+  switch (v->kind) {
+    case VTKind::Tensor:
+      if (v->node->op == NodeOp::Placeholder) {
+        if (v->source->kind != SourceKind::Local || v->source->local_index >= nparams) return false;
+        t.kind = ResultTemplate::Kind::Param;
+        t.index = size_t(v->source->local_index);
+        return true;
+      }
+      if (v->node->op == NodeOp::GetAttr) {
+        t.kind = ResultTemplate::Kind::Const;
+        t.value = *ctx.out.graph().attr(v->node->target);
+        return true;
+      }
+      t.kind = ResultTemplate::Kind::Output;
+      t.index = size_t(r.output_index.at(v->node));
+      return true;
+    case VTKind::Constant:
+      t.kind = ResultTemplate::Kind::Const;
+      t.value = v->value;
+      return true;
+    case VTKind::Tuple:
+    case VTKind::List:
+      if (v->is(VTKind::List) && v->source) return false;  // the caller's own list: identity matters
+      t.kind = v->is(VTKind::Tuple) ? ResultTemplate::Kind::Tuple : ResultTemplate::Kind::List;
+      for (const VT& x : v->items) {
+        t.items.emplace_back();
+        if (!result_template(x, r, ctx, nparams, t.items.back())) return false;
+      }
+      return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 void reset_resume_functions() {
@@ -396,9 +442,10 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
       size_t ops = ctx.out.graph().op_count();
       if (brk) r.b.set_line(brk->line);
       else if (!code.instrs.empty()) r.b.set_line(code.instrs[tx->pc() - 1].line);
+      output_graph::CompiledGraph compiled;
       if (ops > 0) {
         out.graph_ops = int(ops);
-        auto compiled = ctx.out.compile_and_call_fx_graph(options.backend, outputs);
+        compiled = ctx.out.compile_and_call_fx_graph(options.backend, outputs);
         out.graph_code = ctx.out.graph().code();
         Value graph_fn = make_builtin_closure(code.qualname + ".graph", [compiled](CallContext& c, const CallArgs& a) {
           std::vector<Value> inputs(a.args, a.args + a.nargs);
@@ -412,6 +459,16 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
       // Everything the continuation needs is loaded before side effects are
       // replayed: a value read from G['x'] must not become the x a replayed
       // STORE_GLOBAL x put there.
+      if (!brk && ctx.side_effects.empty()) {
+        FastPath fast;
+        fast.graph = compiled;
+        bool ok = true;
+        for (const auto& in : ctx.out.inputs()) {
+          if (in.source->kind != SourceKind::Local || in.source->local_index >= code.nparams()) ok = false;
+          else fast.inputs.push_back(size_t(in.source->local_index));
+        }
+        if (ok && result_template(tx->result(), r, ctx, code.nparams(), fast.result)) out.fast = std::move(fast);
+      }
       if (!brk) {
         r.reconstruct(tx->result());
         int32_t ret = r.b.local("__return");
@@ -426,7 +483,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
         size_t callee_slot = SIZE_MAX;
         if (why->reason == BreakReason::inlined_break &&
             (brk->op == Opcode::CALL || brk->op == Opcode::CALL_KW || brk->op == Opcode::CALL_METHOD ||
-             brk->op == Opcode::CALL_METHOD_KW))
+             brk->op == Opcode::CALL_METHOD_KW || brk->op == Opcode::CALL_EX))
           callee_slot = stack.size() - size_t(pops);
         Opcode op = brk->op;
         int32_t extra_args = 0;  // a module callee replaced by (compiled forward, module)
@@ -447,7 +504,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
             }
             // A module without hooks: its compiled forward, with the module
             // as the first argument (one more argument for the call).
-            if (callee && callee->is(VTKind::NNModule)) {
+            if (callee && callee->is(VTKind::NNModule) && brk->op != Opcode::CALL_EX) {
               auto* m = callee->value.as<ModuleObj>();
               static const Ref<StrObj> forward = intern("forward");
               const Value* fwd = m->cls->lookup(forward.get());

@@ -9,10 +9,27 @@
 #include <vector>
 
 #include "interpreter/kiln_api.h"
+#include "output_graph/backend.h"
 #include "output_graph/guards.h"
 #include "runtime/code.h"
 
 namespace kiln::interpreter {
+
+// How to build a frame's result from its graph's outputs, its parameters
+// and constants, without running residual code (the fast path of a cache
+// hit for a trace that ends in a plain return with no side effects).
+struct ResultTemplate {
+  enum class Kind : uint8_t { Output, Param, Const, Tuple, List } kind = Kind::Const;
+  size_t index = 0;  // Output: graph output; Param: bound parameter
+  runtime::Value value;
+  std::vector<ResultTemplate> items;
+};
+
+struct FastPath {
+  output_graph::CompiledGraph graph;  // empty when the trace made no graph
+  std::vector<size_t> inputs;         // the bound parameter behind each graph input
+  ResultTemplate result;
+};
 
 struct TraceOutcome {
   runtime::Ref<runtime::FunctionObj> residual;  // called with the frame's own arguments
@@ -20,6 +37,7 @@ struct TraceOutcome {
   int graph_ops = 0;         // 0: no graph was compiled
   std::string graph_code;    // the graph's code view
   std::optional<GraphBreak> graph_break;
+  std::optional<FastPath> fast;
 };
 
 // `locals` holds the frame's bound parameters (bind_arguments' output).

@@ -4,6 +4,7 @@
 // code runs on the VM, with a warning naming the guard that failed.
 // Also the public API: compile, explain, reset.
 #include <map>
+#include <optional>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
@@ -27,6 +28,7 @@ namespace {
 struct CacheEntry {
   std::unique_ptr<GuardTree> guards;
   Value residual;  // a Function with the frame's own signature
+  std::optional<interpreter::FastPath> fast;  // set: call the graph directly, no residual frame
   std::vector<std::string> guard_strs;
 };
 
@@ -47,18 +49,45 @@ std::map<const Code*, FrameCache>& caches() {
 // explain() collects what convert_frame did during one call.
 thread_local ExplainReport* recording = nullptr;
 
+Value build_result(const interpreter::ResultTemplate& t, const std::vector<Value>& outputs, const Value* params) {
+  using K = interpreter::ResultTemplate::Kind;
+  switch (t.kind) {
+    case K::Output: return outputs[t.index];
+    case K::Param: return params[t.index];
+    case K::Const: return t.value;
+    case K::Tuple:
+    case K::List: {
+      std::vector<Value> items;
+      items.reserve(t.items.size());
+      for (const auto& x : t.items) items.push_back(build_result(x, outputs, params));
+      return t.kind == K::Tuple ? make_tuple(std::move(items)) : make_list(std::move(items));
+    }
+  }
+  return Value::none();
+}
+
+Value run_fast(CallContext& vm, const interpreter::FastPath& fast, const Value* params) {
+  std::vector<Value> outputs;
+  if (fast.graph) {
+    std::vector<Value> inputs;
+    inputs.reserve(fast.inputs.size());
+    for (size_t i : fast.inputs) inputs.push_back(params[i]);
+    outputs = fast.graph(vm, inputs);
+  }
+  return build_result(fast.result, outputs, params);
+}
+
 Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
   const Code* code = fn->code.get();
-  // Guards read the bound parameters; a small frame binds on the stack.
-  constexpr size_t kInline = 32;
-  Value inline_locals[kInline];
-  std::vector<Value> heap_locals;
-  Value* locals = inline_locals;
-  if (size_t(code->nparams()) > kInline) {
-    heap_locals.resize(size_t(code->nparams()));
-    locals = heap_locals.data();
+  // Guards read the bound parameters. When the arguments are exactly the
+  // positional parameters (the common call) they already are that array.
+  std::vector<Value> bound;
+  const Value* locals = args.args;
+  if (args.kwnames || args.nargs != size_t(code->argcount) || code->flags != 0 || code->kwonlyargcount != 0) {
+    bound.resize(size_t(code->nparams()));
+    interpreter::bind_arguments(fn.get(), args, bound.data());
+    locals = bound.data();
   }
-  interpreter::bind_arguments(fn.get(), args, locals);
   Value fn_value = Value::object(Kind::Function, fn);
 
   std::string why;
@@ -72,8 +101,10 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     gave_up = c.gave_up;
   }
   for (const auto& e : entries)
-    if (e->guards->check(locals, *fn, entries.size() == 1 || why.empty() ? &why : nullptr))
+    if (e->guards->check(locals, *fn, entries.size() == 1 || why.empty() ? &why : nullptr)) {
+      if (e->fast) return run_fast(vm, *e->fast, locals);
       return vm.call(e->residual, args);
+    }
   if (gave_up) return vm.call(fn_value, args);
   if (int(entries.size()) >= options.cache_size_limit) {
     if (auto* log = kiln::log::get("recompiles"))
@@ -92,6 +123,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   entry->guards = std::make_unique<GuardTree>(out.guards);
   entry->residual = Value::object(Kind::Function, out.residual);
   entry->guard_strs = out.guards.strs();
+  entry->fast = out.fast;
   if (!entries.empty()) {
     std::string reason = code->qualname + ": " + why;
     if (auto* log = kiln::log::get("recompiles")) log->info("recompiling {}", reason);

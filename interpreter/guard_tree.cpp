@@ -31,9 +31,33 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
     return int(accessors_.size() - 1);
   };
   for (const Guard* g : guards) {
-    accessors_[size_t(accessor_of(accessor_of, g->source))].guards.push_back(*g);
+    Accessor& a = accessors_[size_t(accessor_of(accessor_of, g->source))];
+    a.guards.push_back(*g);
     ++nguards_;
   }
+  // Split off the parameter tensor guards with no dynamic dimension.
+  kept_guards_.reserve(accessors_.size());  // pointers into it are taken below
+  std::vector<Accessor> rest;
+  std::vector<int> remap(accessors_.size(), -1);
+  for (size_t i = 0; i < accessors_.size(); ++i) {
+    Accessor& a = accessors_[i];
+    bool simple = a.source->kind == SourceKind::Local && a.guards.size() == 1 &&
+                  a.guards[0].kind == GuardKind::TensorMatch && a.guards[0].tensor.dynamic.empty();
+    bool is_parent = false;
+    for (const Accessor& b : accessors_) is_parent = is_parent || b.parent == int(i);
+    if (simple && !is_parent) {
+      const Guard& g = a.guards[0];
+      param_tensors_.push_back({size_t(a.source->local_index), g.tensor.dtype, g.tensor.sizes, g.tensor.strides, nullptr});
+      kept_guards_.push_back(g);
+      continue;
+    }
+    remap[i] = int(rest.size());
+    rest.push_back(std::move(a));
+  }
+  for (Accessor& a : rest)
+    if (a.parent >= 0) a.parent = remap[size_t(a.parent)];
+  accessors_ = std::move(rest);
+  for (size_t i = 0; i < param_tensors_.size(); ++i) param_tensors_[i].guard = &kept_guards_[i];
   resolved_.resize(accessors_.size());
   computed_.resize(accessors_.size());
   epoch_ = module_version_epoch();
@@ -105,6 +129,14 @@ static bool holds(const Guard& g, const Value& v) {
 }
 
 bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why) {
+  for (const ParamTensorCheck& c : param_tensors_) {
+    const Value& v = locals[c.local];
+    const TensorImpl* t = v.is(Kind::Tensor) ? v.as<TensorImpl>() : nullptr;
+    if (!t || t->dtype != c.dtype || t->sizes != c.sizes || t->strides != c.strides) {
+      if (why) *why = "failed: " + c.guard->str();
+      return false;
+    }
+  }
   const bool modules_unchanged = module_version_epoch() == epoch_;
   for (size_t i = 0; i < accessors_.size(); ++i) {
     const Accessor& a = accessors_[i];

@@ -28,6 +28,16 @@ class GuardTree {
     int parent = -1;  // index of the base's accessor
     std::vector<output_graph::Guard> guards;
   };
+  // TensorMatch guards on parameters, checked first as plain field
+  // comparisons (the common case: every tensor argument of the frame).
+  struct ParamTensorCheck {
+    size_t local;
+    runtime::DType dtype;
+    runtime::Shape sizes, strides;
+    const output_graph::Guard* guard;
+  };
+  std::vector<ParamTensorCheck> param_tensors_;
+  std::vector<output_graph::Guard> kept_guards_;  // for messages; reserved before use
   std::vector<Accessor> accessors_;
   // Resolved values, as pointers into the frame's locals, dicts and lists:
   // no reference counting on the hot path. Valid only during check().

@@ -405,4 +405,16 @@ std::string Graph::code() const {
   return out;
 }
 
+size_t Graph::erase_unused_placeholders() {
+  std::vector<std::unique_ptr<Node>> kept;
+  for (auto& n : nodes_) {
+    if (n->op == NodeOp::Placeholder && n->users.empty()) erased_.push_back(std::move(n));
+    else kept.push_back(std::move(n));
+  }
+  size_t erased = nodes_.size() - kept.size();
+  nodes_ = std::move(kept);
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i]->index = int(i);
+  return erased;
+}
+
 }  // namespace kiln::output_graph

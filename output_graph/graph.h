@@ -90,6 +90,9 @@ class Graph {
   Node* call_module(const std::string& target, std::vector<Arg> args, TensorMeta meta);
   Node* call_method(const std::string& method, std::vector<Arg> args, TensorMeta meta);
   Node* output(std::vector<Arg> results);  // at most once, last
+  // Removes placeholders nobody uses (inputs that were only guarded);
+  // returns how many went.
+  size_t erase_unused_placeholders();
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   std::vector<Node*> placeholders() const;
@@ -113,6 +116,8 @@ class Graph {
   Node* append(std::unique_ptr<Node> n);
 
   std::vector<std::unique_ptr<Node>> nodes_;
+  // Erased placeholders stay allocated: trackers may still point at them.
+  std::vector<std::unique_ptr<Node>> erased_;
   std::unordered_map<std::string, int> name_counts_;
   std::unordered_map<std::string, Value> attrs_;
 };

@@ -84,6 +84,15 @@ CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend,
   std::vector<Arg> results;
   for (Node* n : outputs) results.push_back(Arg::of(n));
   graph_->output(std::move(results));
+  // Inputs that were only looked at (guarded) are not passed to the graph.
+  // The nodes stay owned until the graph is done with: erase only after
+  // dropping them from inputs_.
+  std::vector<GraphInput> used;
+  for (GraphInput& in : inputs_)
+    if (!in.node->users.empty()) used.push_back(std::move(in));
+    else input_by_source_.erase(in.source->str());
+  inputs_ = std::move(used);
+  graph_->erase_unused_placeholders();
   const Backend* b = find_backend(backend);
   if (!b) {
     std::string known;
