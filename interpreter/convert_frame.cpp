@@ -375,13 +375,16 @@ void reset_resume_functions() {
 }
 
 TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>& args, const Options& options,
-                           CallContext& vm) {
+                           CallContext& vm, const std::map<std::string, std::vector<bool>>& dynamic_dims) {
   const Code& code = *fn->code;
   auto* log = kiln::log::get("graph_breaks");
   int64_t stop = -1;
   std::optional<Unsupported> why;
   for (int attempt = 0; attempt < 2; ++attempt) {
     TraceContext ctx(vm);
+    ctx.builder.all_dynamic = options.dynamic.has_value() && *options.dynamic;
+    ctx.builder.never_dynamic = options.dynamic.has_value() && !*options.dynamic;
+    ctx.builder.dynamic_dims = dynamic_dims;
     std::vector<VT> locals(code.varnames.size());
     for (size_t i = 0; i < args.size() && i < locals.size(); ++i)
       if (!args[i].is_null()) locals[i] = vars::make_lazy(args[i], output_graph::local_source(code.varnames[i], int(i)));
@@ -585,6 +588,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
       residual->globals = fn->globals;
       out.residual = residual;
       out.guards = ctx.out.guards();
+      if (ctx.shape_read) out.guards.specialize_all();
       if (auto* blog = kiln::log::get("bytecode")) blog->info("residual of {}:\n{}", code.qualname, disassemble(*residual->code));
       return out;
     } catch (const Unsupported& u) {

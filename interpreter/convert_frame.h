@@ -4,6 +4,7 @@
 // in a resume function (itself compiled on demand).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,8 +42,11 @@ struct TraceOutcome {
 };
 
 // `locals` holds the frame's bound parameters (bind_arguments' output).
+// `dynamic_dims`: per source path, the dimensions earlier recompiles
+// found changing (automatic dynamic shapes).
 TraceOutcome convert_frame(const runtime::Ref<runtime::FunctionObj>& fn, const std::vector<runtime::Value>& locals,
-                           const Options& options, runtime::CallContext& vm);
+                           const Options& options, runtime::CallContext& vm,
+                           const std::map<std::string, std::vector<bool>>& dynamic_dims = {});
 
 // A function's compiled form as a callable Value (eval_frame.cpp).
 runtime::Value compiled_value(const runtime::Ref<runtime::FunctionObj>& fn, const Options& options);

@@ -38,6 +38,9 @@ struct FrameCache {
   Ref<Code> code;
   std::vector<std::shared_ptr<CacheEntry>> entries;  // newest first
   bool gave_up = false;  // cache_size_limit reached: run on the VM
+  // Automatic dynamic shapes: per source path, dimensions whose size
+  // changed and forced a recompile; the next trace makes them dynamic.
+  std::map<std::string, std::vector<bool>> dynamic_dims;
 };
 
 std::mutex cache_mu;
@@ -100,11 +103,36 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     entries = c.entries;
     gave_up = c.gave_up;
   }
-  for (const auto& e : entries)
-    if (e->guards->check(locals, *fn, entries.size() == 1 || why.empty() ? &why : nullptr)) {
+  GuardTree::Failure newest_failure;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (e->guards->check(locals, *fn, i == 0 ? &why : nullptr, i == 0 ? &newest_failure : nullptr)) {
       if (e->fast) return run_fast(vm, *e->fast, locals);
       return vm.call(e->residual, args);
     }
+  }
+  // A size change that failed the newest entry marks those dimensions
+  // dynamic for the next trace (unless dynamic shapes are switched off).
+  std::map<std::string, std::vector<bool>> dynamic_dims;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    FrameCache& c = caches()[code];
+    const output_graph::Guard* g = newest_failure.guard;
+    if (!options.dynamic.has_value() && g && g->kind == output_graph::GuardKind::TensorMatch &&
+        newest_failure.value->is(Kind::Tensor)) {
+      Tensor t = newest_failure.value->as_tensor();
+      if (t.dtype() == g->tensor.dtype && size_t(t.dim()) == g->tensor.sizes.size()) {
+        auto& mask = c.dynamic_dims[g->source->str()];
+        mask.resize(g->tensor.sizes.size(), false);
+        for (size_t d = 0; d < mask.size(); ++d)
+          if (t.sizes()[d] != g->tensor.sizes[d]) {
+            mask[d] = true;
+            why += "; dim " + std::to_string(d) + " of " + g->source->str() + " is now dynamic";
+          }
+      }
+    }
+    dynamic_dims = c.dynamic_dims;
+  }
   if (gave_up) return vm.call(fn_value, args);
   if (int(entries.size()) >= options.cache_size_limit) {
     if (auto* log = kiln::log::get("recompiles"))
@@ -118,7 +146,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   }
 
   TraceOutcome out = interpreter::convert_frame(
-      fn, std::vector<Value>(locals, locals + code->nparams()), options, vm);
+      fn, std::vector<Value>(locals, locals + code->nparams()), options, vm, dynamic_dims);
   auto entry = std::make_shared<CacheEntry>();
   entry->guards = std::make_unique<GuardTree>(out.guards);
   entry->residual = Value::object(Kind::Function, out.residual);
@@ -215,6 +243,21 @@ ExplainReport explain(const Value& fn, const std::vector<Value>& args, Options o
     report.error = e.full();
   }
   return report;
+}
+
+size_t cache_entries(const Value& fn) {
+  if (!fn.is(Kind::Function)) return 0;
+  std::lock_guard<std::mutex> lock(cache_mu);
+  auto it = caches().find(fn.as<FunctionObj>()->code.get());
+  return it == caches().end() ? 0 : it->second.entries.size();
+}
+
+void mark_dynamic(const Value& tensor, int64_t dim) {
+  if (!tensor.is(Kind::Tensor)) throw_error(ErrorKind::TypeError, "mark_dynamic expects a Tensor");
+  Tensor t = tensor.as_tensor();
+  int64_t d = wrap_dim("mark_dynamic", dim, t.dim());
+  if (d >= 64) throw_error(ErrorKind::ValueError, "mark_dynamic: dims past 63 are not supported");
+  t.impl()->marked_dynamic |= uint64_t(1) << d;
 }
 
 void reset() {

@@ -109,11 +109,16 @@ static bool holds(const Guard& g, const Value& v) {
       auto* t = v.as<TensorImpl>();
       const auto& m = g.tensor;
       if (t->dtype != m.dtype || t->sizes.size() != m.sizes.size()) return false;
+      bool any_dynamic = false;
       for (size_t d = 0; d < m.sizes.size(); ++d) {
         bool dynamic = d < m.dynamic.size() && m.dynamic[d];
+        any_dynamic = any_dynamic || dynamic;
         if (!dynamic && t->sizes[d] != m.sizes[d]) return false;
       }
-      return t->strides == m.strides;
+      if (!any_dynamic) return t->strides == m.strides;
+      // Sizes vary, so strides do too: keep the layout class instead.
+      bool was_contiguous = m.strides == contiguous_strides(m.sizes);
+      return was_contiguous ? t->strides == contiguous_strides(t->sizes) : t->strides == m.strides;
     }
     case GuardKind::Length: {
       int64_t n = v.is(Kind::List)    ? int64_t(v.as<ListObj>()->items.size())
@@ -128,12 +133,13 @@ static bool holds(const Guard& g, const Value& v) {
   return false;
 }
 
-bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why) {
+bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why, Failure* failure) {
   for (const ParamTensorCheck& c : param_tensors_) {
     const Value& v = locals[c.local];
     const TensorImpl* t = v.is(Kind::Tensor) ? v.as<TensorImpl>() : nullptr;
     if (!t || t->dtype != c.dtype || t->sizes != c.sizes || t->strides != c.strides) {
       if (why) *why = "failed: " + c.guard->str();
+      if (failure) *failure = {c.guard, &v};
       return false;
     }
   }
@@ -151,6 +157,7 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
       if (g.kind == GuardKind::ModuleVersion && modules_unchanged) continue;
       if (!holds(g, *v)) {
         if (why) *why = "failed: " + g.str();
+        if (failure) *failure = {&g, v};
         return false;
       }
     }

@@ -17,9 +17,14 @@ class GuardTree {
  public:
   explicit GuardTree(const output_graph::GuardSet& guards);
 
+  struct Failure {
+    const output_graph::Guard* guard = nullptr;
+    const runtime::Value* value = nullptr;  // what the guard saw (valid until the frame's arguments go)
+  };
   // `locals`: the frame's bound parameters. On failure, `why` (if given)
-  // gets the failing guard's description.
-  bool check(const runtime::Value* locals, const runtime::FunctionObj& fn, std::string* why = nullptr);
+  // gets the failing guard's description and `failure` the guard itself.
+  bool check(const runtime::Value* locals, const runtime::FunctionObj& fn, std::string* why = nullptr,
+             Failure* failure = nullptr);
   size_t size() const { return nguards_; }
 
  private:

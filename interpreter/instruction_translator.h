@@ -49,6 +49,9 @@ struct TraceContext {
   std::map<std::string, VT> globals;                         // loaded or stored during the trace
   std::map<std::pair<const void*, std::string>, VT> attr_overlay;  // module attributes stored during the trace
   int64_t tensor_constants = 0;
+  // A tensor's sizes were read into Python values: dynamic dimensions
+  // cannot stay dynamic (no symbolic sizes yet).
+  bool shape_read = false;
 };
 
 class InstructionTranslator {

@@ -31,7 +31,12 @@ using interpreter::Program;
 struct Options {
   std::string backend = "eager";     // "eager", "llvm" (when built), or a registered name
   bool fullgraph = false;            // the first graph break is an error instead
-  std::optional<bool> dynamic;       // unset: automatic dynamic shapes; true: all dims dynamic; false: never
+  // unset: automatic (a dimension whose size change forces a recompile
+  // becomes dynamic); true: every dimension dynamic from the first trace;
+  // false: never. A trace that reads a shape into Python (x.shape, size(),
+  // len(), iteration) specializes all dimensions again: kiln has no
+  // symbolic sizes yet, so that is the only sound choice.
+  std::optional<bool> dynamic;
   int cache_size_limit = 8;          // compiled entries per code object before falling back to the VM
   // Where print() in the compiled function writes (stdout when empty).
   std::function<void(std::string_view)> stdout_sink;
@@ -79,5 +84,10 @@ CompiledFunction compile(const Value& fn, Options options = {});
 ExplainReport explain(const Value& fn, const std::vector<Value>& args, Options options = {});
 // Drops every compiled entry and cached resume function.
 void reset();
+// Asks the tracer to treat dimension `dim` of `tensor` as dynamic from the
+// first trace (a compiled entry then accepts any size there).
+void mark_dynamic(const Value& tensor, int64_t dim);
+// How many compiled entries (traces) the cache holds for fn's code.
+size_t cache_entries(const Value& fn);
 
 }  // namespace kiln

@@ -80,6 +80,7 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
     const auto& meta = args[0]->meta();
     std::string m = name.substr(7);
     if (m == "item" || m == "tolist") unsupported(BreakReason::tensor_to_python, m + "()");
+    if (m == "numel" || m == "size" || m == "is_contiguous") ctx_.shape_read = true;
     if (m == "dim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
     if (m == "numel") return const_vt(Value::integer(shape_numel(meta.sizes)));
     if (m == "is_contiguous") return const_vt(Value::boolean(meta.strides == contiguous_strides(meta.sizes)));
@@ -257,7 +258,10 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
       const VT& x = args[0];
       if (x->is(VTKind::List) || x->is(VTKind::Tuple) || x->is(VTKind::ConstDict))
         return const_vt(Value::integer(int64_t(x->items.size())));
-      if (x->is(VTKind::Tensor) && !x->meta().sizes.empty()) return const_vt(Value::integer(x->meta().sizes[0]));
+      if (x->is(VTKind::Tensor) && !x->meta().sizes.empty()) {
+        ctx_.shape_read = true;
+        return const_vt(Value::integer(x->meta().sizes[0]));
+      }
       if (x->is(VTKind::NNModule)) return const_vt(Value::integer(module_len(x->value)));
     }
     if (name == "isinstance" && args.size() == 2 && is_constant(args[1]) == false && args[1]->value.is_heap()) {

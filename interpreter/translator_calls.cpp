@@ -261,6 +261,7 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
       return keys;
     }
     case VTKind::Tensor: {
+      ctx_.shape_read = true;
       const auto& sizes = seq->meta().sizes;
       if (sizes.empty()) unsupported(BreakReason::unsupported, "iteration over a 0-d tensor");
       std::vector<VT> rows;

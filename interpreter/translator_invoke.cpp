@@ -165,6 +165,7 @@ VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, co
         } else {
           // The same ops, in the same order, as the eager module: equal random draws.
           if (!x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "Dropout of a non-tensor");
+          ctx_.shape_read = true;
           std::vector<Value> dims;
           for (int64_t s : x->meta().sizes) dims.push_back(Value::integer(s));
           VT keep = tensor_op(OpId::ge, {tensor_op(OpId::rand, {const_vt(make_tuple(dims))}), const_vt(Value::floating(p))});
@@ -235,6 +236,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
     case VTKind::Tensor: {
       const auto& meta = obj->meta();
       if (name == "shape") {
+        ctx_.shape_read = true;
         std::vector<VT> dims;
         for (int64_t s : meta.sizes) dims.push_back(const_vt(Value::integer(s)));
         return vars::make_tuple(std::move(dims));

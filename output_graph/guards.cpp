@@ -38,6 +38,17 @@ void GuardSet::add(Guard g) {
   guards_.push_back(std::move(g));
 }
 
+void GuardSet::specialize_all() {
+  for (Guard& g : guards_) g.tensor.dynamic.clear();
+}
+
+bool GuardSet::has_dynamic() const {
+  for (const Guard& g : guards_)
+    for (bool d : g.tensor.dynamic)
+      if (d) return true;
+  return false;
+}
+
 std::vector<std::string> GuardSet::strs() const {
   std::vector<std::string> out;
   for (const Guard& g : guards_) out.push_back(g.str());

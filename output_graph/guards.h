@@ -43,6 +43,9 @@ class GuardSet {
   void add(Guard g);
   const std::vector<Guard>& guards() const { return guards_; }
   std::vector<std::string> strs() const;
+  // Makes every tensor guard fully static again (a trace read a shape).
+  void specialize_all();
+  bool has_dynamic() const;
   size_t size() const { return guards_.size(); }
 
  private:

@@ -39,6 +39,7 @@ struct TensorImpl final : Object {
   int64_t offset = 0;   // in elements, from storage->data
   DType dtype = DType::Float32;
   bool is_parameter = false;  // created by Parameter(); Module setattr routes it
+  uint64_t marked_dynamic = 0;  // bit d: mark_dynamic(t, d) asked for dim d to be traced dynamic
 };
 
 class Tensor {

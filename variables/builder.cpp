@@ -1,5 +1,7 @@
 #include "variables/builder.h"
 
+#include <algorithm>
+
 #include "runtime/module.h"
 #include "runtime/value_ops.h"
 
@@ -34,6 +36,15 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       runtime::Tensor t = v.as_tensor();
       Guard g = guard(GuardKind::TensorMatch);
       g.tensor = output_graph::meta_of(t);
+      if (!never_dynamic) {
+        std::vector<bool> dyn(size_t(t.dim()), all_dynamic);
+        auto it = dynamic_dims.find(source->str());
+        for (size_t d = 0; d < dyn.size(); ++d) {
+          if (it != dynamic_dims.end() && d < it->second.size() && it->second[d]) dyn[d] = true;
+          if (d < 64 && (t.impl()->marked_dynamic >> d) & 1) dyn[d] = true;
+        }
+        if (std::find(dyn.begin(), dyn.end(), true) != dyn.end()) g.tensor.dynamic = dyn;
+      }
       g.expected = Value();  // never keep the input tensor alive through a guard
       out_.guards().add(std::move(g));
       return make_tensor(out_.add_input(source, t), source);

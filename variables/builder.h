@@ -11,6 +11,7 @@
 // not know (DESIGN.md's one-way rule).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ class VariableBuilder {
   VT wrap(const Value& v, const SourceRef& source);
   // A Lazy tracker realized (memoized); other trackers unchanged.
   VT realize(const VT& vt);
+
+  // Which tensor dimensions enter the trace dynamic: every one, those the
+  // cache marked for a source path (a size change forced a recompile), and
+  // those marked with mark_dynamic on the tensor itself.
+  bool all_dynamic = false;
+  bool never_dynamic = false;
+  std::map<std::string, std::vector<bool>> dynamic_dims;
 
  private:
   output_graph::OutputGraph& out_;

@@ -278,3 +278,89 @@ TEST_CASE("explain reports graphs, ops, breaks with lines and hints, and guards"
   CHECK(r.ops_per_graph == std::vector<int>{1, 1});
   CHECK(r.str().find("TensorMatch L['x'] f32[2]") != std::string::npos);
 }
+
+namespace {
+Value ones(std::vector<int64_t> shape) {
+  std::vector<Value> dims;
+  for (int64_t d : shape) dims.push_back(Value::integer(d));
+  return call_op(OpId::ones, {make_tuple(dims)});
+}
+const char* kPointwise = R"(
+.func f(x)
+    LOAD_FAST x
+    LOAD_CONST 2.0
+    BINARY_OP *
+    LOAD_CONST 1.0
+    BINARY_OP +
+    RETURN_VALUE
+.end
+)";
+}  // namespace
+
+TEST_CASE("automatic dynamic shapes: a size change makes that dim dynamic, then one entry serves all sizes",
+          "[tracer][dynamic]") {
+  reset();
+  Program p = program(kPointwise);
+  CompiledFunction f = compile(p.global("f"));
+  for (int64_t n : {2, 3, 4, 5, 9}) {
+    Value r = f({ones({n, 3})});
+    CHECK(r.as_tensor().sizes() == Shape{n, 3});
+    CHECK(r.as_tensor().item_as_double({n - 1, 2}) == 3.0);
+  }
+  CHECK(cache_entries(p.global("f")) == 2);  // static [2, 3], then s0 x 3
+  f({ones({4, 7})});                         // dim 1 changes too: one more
+  CHECK(cache_entries(p.global("f")) == 3);
+  f({ones({6, 8})});
+  CHECK(cache_entries(p.global("f")) == 3);
+}
+
+TEST_CASE("dynamic=false never generalizes; dynamic=true and mark_dynamic start dynamic", "[tracer][dynamic]") {
+  reset();
+  Program p = program(kPointwise);
+  Options stat;
+  stat.dynamic = false;
+  CompiledFunction s = compile(p.global("f"), stat);
+  for (int64_t n : {2, 3, 4}) s({ones({n})});
+  CHECK(cache_entries(p.global("f")) == 3);
+
+  reset();
+  Options dyn;
+  dyn.dynamic = true;
+  CompiledFunction d = compile(p.global("f"), dyn);
+  for (int64_t n : {2, 3, 4}) CHECK(repr(d({ones({n})})).find("3.") != std::string::npos);
+  CHECK(cache_entries(p.global("f")) == 1);
+
+  reset();
+  CompiledFunction a = compile(p.global("f"));
+  Value x = ones({2});
+  mark_dynamic(x, 0);
+  a({x});
+  a({ones({5})});
+  CHECK(cache_entries(p.global("f")) == 1);
+}
+
+TEST_CASE("a trace that reads a shape stays static, and stays correct", "[tracer][dynamic]") {
+  reset();
+  Program p = program(R"(
+.func f(x)
+    LOAD_FAST x
+    LOAD_FAST x
+    LOAD_ATTR shape
+    LOAD_CONST 0
+    BINARY_SUBSCR
+    BINARY_OP *
+    RETURN_VALUE
+.end
+)");
+  CompiledFunction f = compile(p.global("f"));
+  interpreter::VM vm;
+  for (int64_t n : {2, 3, 4}) {
+    Value x = ones({n});
+    CHECK(repr(f({x})) == repr(vm.call(p.global("f"), {x})));
+  }
+  CHECK(cache_entries(p.global("f")) == 3);
+  Options opt;
+  opt.stdout_sink = [](std::string_view) {};
+  ExplainReport r = explain(p.global("f"), {ones({2})}, opt);
+  CHECK(r.guards.at(0).find("f32[2]") != std::string::npos);
+}
