@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "interpreter/instruction_translator.h"
+#include "variables/wrap.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
@@ -122,7 +123,7 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
     else kw.emplace_back(kwnames->items[i - (args.size() - nkw)].as_str(), to_arg(*this, args[i]));
   }
   try {
-    return vars::make_tensor(ctx_.out.create_call(op, std::move(pos), std::move(kw)));
+    return vars::wrap_fx_proxy(ctx_.out, op, std::move(pos), std::move(kw));
   } catch (const Error& e) {
     // A shape or argument error: the VM raises it when it runs the call.
     unsupported(BreakReason::unsupported, std::string(op_def(op).name) + "() fails: " + e.what());

@@ -3,6 +3,7 @@
 // builtins (registry ops become nodes; pure Python builtins fold; side
 // effects break), and attribute reads on tensors and modules.
 #include "interpreter/instruction_translator.h"
+#include "variables/wrap.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
@@ -12,8 +13,6 @@ namespace kiln::interpreter {
 
 using namespace kiln::runtime;
 using output_graph::attr_source;
-using output_graph::Guard;
-using output_graph::GuardKind;
 namespace vars = kiln::variables;
 
 [[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
@@ -198,23 +197,11 @@ VT InstructionTranslator::module_getattr(const VT& module, const std::string& na
   auto source = module->source ? attr_source(module->source, name) : nullptr;
   // _parameters, _modules, _buffers first (DESIGN.md); their contents are
   // covered by the module's version guard.
-  const Value* v = m->params.find(key.get());
-  if (!v) v = m->buffers.find(key.get());
-  if (v) return v->is_none() ? const_vt(Value::none()) : vars::make_tensor(ctx_.out.register_attr(*v, path), source);
-  if (const Value* child = m->modules.find(key.get())) {
-    if (child->is_none()) return const_vt(Value::none());
-    if (source) {
-      Guard g;
-      g.source = source;
-      g.kind = GuardKind::ModuleVersion;
-      g.expected = *child;
-      g.version = child->as<ModuleObj>()->version;
-      ctx_.out.guards().add(std::move(g));
-    }
-    return vars::make_nn_module(*child, path, source);
-  }
+  if (const Value* v = m->params.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, path, source);
+  if (const Value* v = m->modules.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, path, source);
+  if (const Value* v = m->buffers.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, path, source);
   if (const Value* a = m->attrs.find(key.get())) {
-    if (a->is(Kind::Tensor)) return vars::make_tensor(ctx_.out.register_attr(*a, path), source);
+    if (a->is(Kind::Tensor)) return vars::register_attr_or_module(ctx_.out, *a, path, source);
     return source ? ctx_.builder.wrap(*a, source) : from_value(*a);
   }
   if (name == "training") return const_vt(Value::boolean(m->training));

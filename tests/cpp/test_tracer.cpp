@@ -364,3 +364,52 @@ TEST_CASE("a trace that reads a shape stays static, and stays correct", "[tracer
   ExplainReport r = explain(p.global("f"), {ones({2})}, opt);
   CHECK(r.guards.at(0).find("f32[2]") != std::string::npos);
 }
+
+namespace {
+// A Foreign object (what python/ will hand the core): callable, opaque.
+int foreign_calls = 0;
+const ForeignVTable kCounterVT = {
+    "Counter",
+    [](void*) {},
+    nullptr,
+    nullptr,
+    [](void*, const CallArgs& args) -> Value {
+      ++foreign_calls;
+      return args.nargs ? args[0] : Value::none();
+    },
+    nullptr,
+    nullptr,
+    nullptr,
+    [](void*) { return std::string("<Counter>"); },
+    nullptr,
+};
+}  // namespace
+
+TEST_CASE("calling a foreign object breaks the graph and runs it for real", "[tracer]") {
+  reset();
+  Program p = program(R"(
+.func f(x, cb)
+  .line 2
+    LOAD_FAST x
+    LOAD_CONST 2.0
+    BINARY_OP *
+    STORE_FAST x
+  .line 3
+    LOAD_FAST cb
+    LOAD_FAST x
+    CALL 1
+    LOAD_CONST 1.0
+    BINARY_OP +
+    RETURN_VALUE
+.end
+)");
+  Value cb = Value::object(Kind::Foreign, make_ref<ForeignObj>(&kCounterVT, nullptr));
+  foreign_calls = 0;
+  ExplainReport r = explain(p.global("f"), {T({1, 2}, {2}), cb});
+  CHECK(repr(r.result) == "tensor([3., 5.])");
+  CHECK(foreign_calls == 1);
+  REQUIRE(r.breaks.size() == 1);
+  CHECK(r.breaks[0].id == "foreign_call");
+  CHECK(r.breaks[0].line == 3);
+  CHECK(r.graph_count == 2);
+}

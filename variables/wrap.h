@@ -1,0 +1,27 @@
+// The tracker-level doors into OutputGraph, so output_graph/ never needs
+// to know a VariableTracker (DESIGN.md's one-way rule).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "output_graph/output_graph.h"
+#include "variables/variable_tracker.h"
+
+namespace kiln::variables {
+
+// A call_function node for `op` (typed by the op's shape rule), wrapped as
+// a TensorVariable. Shape errors are kiln::Error, raised at trace time.
+VT wrap_fx_proxy(output_graph::OutputGraph& out, runtime::OpId op, std::vector<output_graph::Arg> args,
+                 std::vector<std::pair<std::string, output_graph::Arg>> kwargs = {});
+
+// A module's parameter, buffer or submodule reached at qualified `path`
+// (from `source`): a tensor becomes a get_attr node registered once per
+// tensor identity (two paths to one tensor give one node); a module becomes
+// an NNModuleVariable whose structure is guarded by its version; None
+// stays None.
+VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const std::string& path,
+                           const SourceRef& source);
+
+}  // namespace kiln::variables
