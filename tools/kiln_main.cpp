@@ -1,6 +1,7 @@
 // The `kiln` command-line tool: run, disassemble or verify a .kbc file.
 // Exit status: 0 success, 1 the program failed (or was rejected), 2 usage.
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: run, disassemble and verify KBC programs"};
   app.require_subcommand(1);
 
-  std::string file, entry = "main", backend = "eager";
+  std::string file, entry = "main", backend = "eager", setup;
+  int repeat = 0;
   std::vector<std::string> args;
   bool compiled = false, explain = false;
   auto* run = app.add_subcommand("run", "assemble, verify and run FILE's entry function; prints its result");
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
   run->add_flag("--compile", compiled, "trace and compile the entry function (prints exactly what the VM run prints)");
   run->add_flag("--explain", explain, "compile, and add the explain report (graphs, breaks, guards) after the result");
   run->add_option("--backend", backend, "the backend for --compile (default: eager)");
+  run->add_option("--setup", setup, "a function to run on the VM first (e.g. to build a model into globals)");
+  run->add_option("--time", repeat, "also time N calls on the VM and N compiled calls, and print both");
   auto* dis = app.add_subcommand("dis", "print FILE in canonical KBC text");
   dis->add_option("file", file, "a .kbc file")->required();
   auto* ver = app.add_subcommand("verify", "assemble and verify FILE without running it");
@@ -84,6 +88,26 @@ int main(int argc, char** argv) {
     for (const auto& a : args) values.push_back(parse_arg(a));
     interpreter::VM vm;
     try {
+      if (!setup.empty()) vm.run(program, setup);
+      if (repeat > 0) {
+        Value fn = program.global(entry);
+        if (fn.is_null())
+          throw Error(ErrorKind::NameError, "entry point '" + entry + "' is not defined in " + program.filename);
+        kiln::Options options;
+        options.backend = backend;
+        kiln::CompiledFunction f = kiln::compile(fn, options);
+        auto time_per_call = [&](auto&& call) {
+          call();  // warm-up (and the trace, for the compiled one)
+          auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < repeat; ++i) call();
+          return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / repeat;
+        };
+        double vm_us = time_per_call([&] { vm.run(program, entry, values); });
+        double compiled_us = time_per_call([&] { f(values); });
+        std::printf("%s: VM (eager kernels, interpreted) %.1f us/call, compiled (%s backend) %.1f us/call: %.2fx\n",
+                    entry.c_str(), vm_us, backend.c_str(), compiled_us, vm_us / compiled_us);
+        return 0;
+      }
       if (compiled || explain) {
         Value fn = program.global(entry);
         if (fn.is_null())

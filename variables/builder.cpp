@@ -96,7 +96,14 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       Guard vg = guard(GuardKind::ModuleVersion);
       vg.version = v.as<runtime::ModuleObj>()->version;
       out_.guards().add(std::move(vg));
-      return make_nn_module(v, "", source);
+      // Parameters are named by their path from here: a module reached as
+      // G['model'] or L['net'] is the root "model." / "net."; `self` is the
+      // root itself.
+      std::string path;
+      if ((source->kind == output_graph::SourceKind::Local || source->kind == output_graph::SourceKind::Global) &&
+          source->name != "self")
+        path = source->name;
+      return make_nn_module(v, path, source);
     }
     case Kind::Function:
       out_.guards().add(guard(GuardKind::IdMatch));
