@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "interpreter/vm.h"
+#include "ops_test_util.h"
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
 #include "runtime/builtins.h"
@@ -17,6 +18,7 @@
 
 using namespace kiln;
 using namespace kiln::output_graph;
+using kiln::test::check_error;
 using runtime::BuiltinModule;
 using runtime::CallArgs;
 using runtime::DType;
@@ -58,17 +60,6 @@ void check_bitwise_equal(const Value& got, const Value& want) {
   CHECK(std::memcmp(a.raw_data(), b.raw_data(), nbytes) == 0);
 }
 
-template <class F>
-void check_error(F&& f, ErrorKind kind, const std::string& message) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(error_kind_name(e.kind()) == std::string(error_kind_name(kind)));
-    CHECK(e.message() == message);
-    return;
-  }
-  FAIL("expected " << error_kind_name(kind) << ": " << message);
-}
 
 Value make_module(runtime::CallContext& ctx, BuiltinModule kind, std::vector<Value> args) {
   return runtime::instantiate(ctx, runtime::builtin_module_class(kind), CallArgs{args.data(), args.size(), nullptr});

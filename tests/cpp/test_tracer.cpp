@@ -64,6 +64,19 @@ Program program(const char* text) { return assemble(text, "test.kbc"); }
 
 Value T(std::vector<float> v, Shape s) { return Value::tensor(Tensor::from_vector<float>(v, s)); }
 
+// f(x) = x * x.shape[0]: reads a shape into Python.
+const char* kTimesFirstDim = R"(
+.func f(x)
+    LOAD_FAST x
+    LOAD_FAST x
+    LOAD_ATTR shape
+    LOAD_CONST 0
+    BINARY_SUBSCR
+    BINARY_OP *
+    RETURN_VALUE
+.end
+)";
+
 }  // namespace
 
 TEST_CASE("tracer equals the VM on the tracer corpus, traced and cached", "[tracer]") {
@@ -105,17 +118,7 @@ TEST_CASE("explain's counts and break reasons match the tracer corpus", "[tracer
 
 TEST_CASE("a tensor's shape, dtype or strides changing recompiles", "[tracer][guards]") {
   reset();
-  Program p = program(R"(
-.func f(x)
-    LOAD_FAST x
-    LOAD_FAST x
-    LOAD_ATTR shape
-    LOAD_CONST 0
-    BINARY_SUBSCR
-    BINARY_OP *
-    RETURN_VALUE
-.end
-)");
+  Program p = program(kTimesFirstDim);
   CompiledFunction f = compile(p.global("f"));
   interpreter::VM vm;
   for (Value x : {T({1, 2}, {2}), T({1, 2, 3}, {3}), Value::tensor(T({1, 2}, {2}).as_tensor().to(DType::Float64)),
@@ -341,17 +344,7 @@ TEST_CASE("dynamic=false never generalizes; dynamic=true and mark_dynamic start 
 
 TEST_CASE("a trace that reads a shape stays static, and stays correct", "[tracer][dynamic]") {
   reset();
-  Program p = program(R"(
-.func f(x)
-    LOAD_FAST x
-    LOAD_FAST x
-    LOAD_ATTR shape
-    LOAD_CONST 0
-    BINARY_SUBSCR
-    BINARY_OP *
-    RETURN_VALUE
-.end
-)");
+  Program p = program(kTimesFirstDim);
   CompiledFunction f = compile(p.global("f"));
   interpreter::VM vm;
   for (int64_t n : {2, 3, 4}) {
