@@ -374,10 +374,212 @@ void reset_resume_functions() {
   resume_origins().clear();
 }
 
+// The whole frame runs on the VM (its trace could not be completed or
+// could not be turned into residual code), with the reason recorded.
+TraceOutcome run_on_vm(const Ref<FunctionObj>& fn, const Unsupported& u) {
+  const Code& code = *fn->code;
+  TraceOutcome out;
+  out.residual = fn;
+  out.graph_break = GraphBreak{break_reason_id(u.reason), break_reason_text(u.reason, u.detail), code.qualname,
+                               code.filename, code.first_line, break_reason_hint(u.reason)};
+  return out;
+}
+
+// compile_subgraph: the trace stopped (a return, or just before the
+// breaking instruction `brk`): compile the graph so far and build the
+// residual function that runs it, rebuilds the live state, replays side
+// effects, runs `brk` on the VM and continues in a resume function.
+TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, InstructionTranslator* tx,
+                              const Instr* brk, const std::optional<Unsupported>& why, const Options& options) {
+  const Code& code = *fn->code;
+  auto* log = kiln::log::get("graph_breaks");
+  try {
+  Residual r(code, ctx);
+  // Graph outputs: every computed tensor the residual needs.
+  std::vector<Node*> outputs;
+  std::set<const vars::VariableTracker*> seen;
+  std::vector<VT> live_locals;
+  std::vector<std::string> live_names;
+  // Cellvars cross the break by content, as parameters of the same name
+  // (which initialise the resume function's cells); they win over a
+  // local of that name, which code with a cellvar never reads.
+  std::set<std::string> cell_names(code.cellvars.begin(), code.cellvars.end());
+  for (size_t i = 0; i < tx->locals().size(); ++i)
+    if (tx->locals()[i] && !is_stack_temp(code.varnames[i]) && !cell_names.count(code.varnames[i])) {
+      live_locals.push_back(tx->locals()[i]);
+      live_names.push_back(code.varnames[i]);
+    }
+  for (size_t i = 0; i < code.cellvars.size(); ++i)
+    if (const VT& content = tx->cells()[i]->items[0]) {
+      live_locals.push_back(content);
+      live_names.push_back(code.cellvars[i]);
+    }
+  if (tx->returned()) r.collect(tx->result(), outputs, seen);
+  for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
+  if (brk)
+    for (const VT& v : live_locals) r.collect(v, outputs, seen);
+  for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
+  for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
+  for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);
+
+  TraceOutcome out;
+  size_t ops = ctx.out.graph().op_count();
+  if (brk) r.b.set_line(brk->line);
+  else if (!code.instrs.empty()) r.b.set_line(code.instrs[tx->pc() - 1].line);
+  output_graph::CompiledGraph compiled;
+  if (ops > 0) {
+    out.graph_ops = int(ops);
+    compiled = ctx.out.compile_and_call_fx_graph(options.backend, outputs);
+    out.graph_code = ctx.out.graph().code();
+    Value graph_fn = make_builtin_closure(code.qualname + ".graph", [compiled](CallContext& c, const CallArgs& a) {
+      std::vector<Value> inputs(a.args, a.args + a.nargs);
+      return make_tuple(compiled(c, inputs));
+    });
+    r.emit_const(graph_fn);
+    for (const auto& in : ctx.out.inputs()) r.emit_source(in.source);
+    r.b.emit(Opcode::CALL, int32_t(ctx.out.inputs().size()));
+    r.b.emit(Opcode::STORE_FAST, r.graph_out);
+  }
+  // Everything the continuation needs is loaded before side effects are
+  // replayed: a value read from G['x'] must not become the x a replayed
+  // STORE_GLOBAL x put there.
+  if (!brk && ctx.side_effects.empty()) {
+    FastPath fast;
+    fast.graph = compiled;
+    bool ok = true;
+    for (const auto& in : ctx.out.inputs()) {
+      if (in.source->kind != SourceKind::Local || in.source->local_index >= code.nparams()) ok = false;
+      else fast.inputs.push_back(size_t(in.source->local_index));
+    }
+    if (ok && result_template(tx->result(), r, ctx, code.nparams(), fast.result)) out.fast = std::move(fast);
+  }
+  if (!brk) {
+    r.reconstruct(tx->result());
+    int32_t ret = r.b.local("__return");
+    r.b.emit(Opcode::STORE_FAST, ret);
+    r.replay_side_effects();
+    r.b.emit(Opcode::LOAD_FAST, ret);
+    r.b.emit(Opcode::RETURN_VALUE);
+  } else {
+    const std::vector<VT>& stack = tx->stack();
+    const OpcodeInfo& info = opcode_info(brk->op);
+    int pops = opcode_pops(brk->op, brk->a, brk->b);
+    size_t callee_slot = SIZE_MAX;
+    if (why->reason == BreakReason::inlined_break &&
+        (brk->op == Opcode::CALL || brk->op == Opcode::CALL_KW || brk->op == Opcode::CALL_METHOD ||
+         brk->op == Opcode::CALL_METHOD_KW || brk->op == Opcode::CALL_EX))
+      callee_slot = stack.size() - size_t(pops);
+    Opcode op = brk->op;
+    int32_t extra_args = 0;  // a module callee replaced by (compiled forward, module)
+    const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
+    std::vector<bool> iterators(untouched, false);
+    for (size_t i = 0; i < stack.size(); ++i) {
+      if (i == callee_slot) {
+        // The callee broke while inlined: it runs as its own compiled frame.
+        // Realizing it guards its identity, which baking in its compiled
+        // form relies on (the restarted trace stopped before the CALL).
+        VT callee = ctx.builder.realize(stack[i]);
+        if (callee && (callee->is(VTKind::UserFunction) || callee->is(VTKind::UserMethod)) &&
+            callee->value.is(Kind::Function)) {
+          if (callee->is(VTKind::UserMethod))
+            throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
+          r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
+          continue;
+        }
+        // A module without hooks: its compiled forward, with the module
+        // as the first argument (one more argument for the call).
+        if (callee && callee->is(VTKind::NNModule) && brk->op != Opcode::CALL_EX) {
+          auto* m = callee->value.as<ModuleObj>();
+          static const Ref<StrObj> forward = intern("forward");
+          const Value* fwd = m->cls->lookup(forward.get());
+          if (fwd && fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty() &&
+              !m->lazy) {
+            r.emit_const(compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options));
+            r.reconstruct(callee);
+            extra_args = 1;
+            continue;
+          }
+        }
+      }
+      if (!stack[i] && i == stack.size() - size_t(pops) + 1 &&
+          (op == Opcode::CALL_METHOD || op == Opcode::CALL_METHOD_KW)) {
+        op = op == Opcode::CALL_METHOD ? Opcode::CALL : Opcode::CALL_KW;  // NULL self: a plain call
+        continue;
+      }
+      VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
+      bool iter = i < untouched && sv && sv->is(VTKind::Iterator);
+      if (iter) iterators[i] = true;
+      r.reconstruct(stack[i], iter);
+    }
+    std::vector<int32_t> live_temps;
+    for (size_t i = 0; i < live_locals.size(); ++i) {
+      r.reconstruct(live_locals[i]);
+      live_temps.push_back(r.b.local("__live" + std::to_string(i)));
+      r.b.emit(Opcode::STORE_FAST, live_temps.back());
+    }
+    r.replay_side_effects();
+    auto operand = [&](OperandKind k, int32_t v) -> int32_t {
+      switch (k) {
+        case OperandKind::Const: return r.b.constant(code.consts[size_t(v)]);
+        case OperandKind::Name: return r.b.name(code.names[size_t(v)]->s);
+        default: return v;
+      }
+    };
+    auto resume = [&](size_t target, size_t depth) {
+      // Park the stack in temporaries, then call the resume function
+      // with the stack and the live locals.
+      std::vector<int32_t> temps;
+      for (size_t i = 0; i < depth; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
+      for (size_t i = depth; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
+      std::vector<bool> iters(iterators.begin(), iterators.begin() + ptrdiff_t(std::min(depth, iterators.size())));
+      Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, iters);
+      r.emit_const(compiled_value(rf, options));
+      for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
+      for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
+      r.b.emit(Opcode::CALL, int32_t(depth + live_locals.size()));
+      r.b.emit(Opcode::RETURN_VALUE);
+    };
+    size_t base = stack.size() - size_t(pops);
+    int32_t b_operand = operand(info.b, brk->b);
+    if (info.flow == Flow::Branch) {
+      auto taken = r.b.new_label();
+      r.b.emit(op, taken, b_operand);
+      resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
+      r.b.bind(taken);
+      r.b.set_line(brk->line);
+      // The taken edge has its own effect (JUMP_IF_TRUE_OR_POP keeps TOS).
+      resume(size_t(brk->a), stack.size() - size_t(opcode_jump_pops(brk->op, brk->a, brk->b)) +
+                                 size_t(opcode_jump_pushes(brk->op, brk->a, brk->b)));
+    } else {
+      r.b.emit(op, operand(info.a, brk->a) + extra_args, b_operand);
+      if (info.flow == Flow::Next)
+        resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
+    }
+    out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
+                                 code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
+    if (log)
+      log->info("{} at {}:{} in {}: {}", out.graph_break->id, code.filename, brk->line, code.qualname,
+                out.graph_break->reason);
+  }
+  auto residual = make_ref<FunctionObj>();
+  residual->code = r.b.finish();
+  residual->defaults = fn->defaults;
+  residual->kwdefaults = fn->kwdefaults;
+  residual->closure = fn->closure;
+  residual->globals = fn->globals;
+  out.residual = residual;
+  out.guards = ctx.out.guards();
+  if (ctx.shape_read) out.guards.specialize_all();
+  if (auto* blog = kiln::log::get("bytecode")) blog->info("residual of {}:\n{}", code.qualname, disassemble(*residual->code));
+  return out;
+  } catch (const Unsupported& u) {
+    return run_on_vm(fn, u);
+  }
+}
+
 TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>& args, const Options& options,
                            CallContext& vm, const std::map<std::string, std::vector<bool>>& dynamic_dims) {
   const Code& code = *fn->code;
-  auto* log = kiln::log::get("graph_breaks");
   int64_t stop = -1;
   std::optional<Unsupported> why;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -396,11 +598,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
       if (stop >= 0 || !tx) {
         // Not reproducible at the same step, or the frame cannot be traced
         // at all: run it on the VM, and say why.
-        TraceOutcome out;
-        out.residual = fn;
-        out.graph_break = GraphBreak{break_reason_id(u.reason), break_reason_text(u.reason, u.detail), code.qualname,
-                                     code.filename, code.first_line, break_reason_hint(u.reason)};
-        return out;
+        return run_on_vm(fn, u);
       }
       stop = tx->steps();
       why = u;
@@ -412,192 +610,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
                                                break_reason_text(why->reason, why->detail) + " (" + code.qualname + ", " +
                                                code.filename + ":" + std::to_string(brk->line) + "); hint: " +
                                                break_reason_hint(why->reason));
-    try {
-      Residual r(code, ctx);
-      // Graph outputs: every computed tensor the residual needs.
-      std::vector<Node*> outputs;
-      std::set<const vars::VariableTracker*> seen;
-      std::vector<VT> live_locals;
-      std::vector<std::string> live_names;
-      // Cellvars cross the break by content, as parameters of the same name
-      // (which initialise the resume function's cells); they win over a
-      // local of that name, which code with a cellvar never reads.
-      std::set<std::string> cell_names(code.cellvars.begin(), code.cellvars.end());
-      for (size_t i = 0; i < tx->locals().size(); ++i)
-        if (tx->locals()[i] && !is_stack_temp(code.varnames[i]) && !cell_names.count(code.varnames[i])) {
-          live_locals.push_back(tx->locals()[i]);
-          live_names.push_back(code.varnames[i]);
-        }
-      for (size_t i = 0; i < code.cellvars.size(); ++i)
-        if (const VT& content = tx->cells()[i]->items[0]) {
-          live_locals.push_back(content);
-          live_names.push_back(code.cellvars[i]);
-        }
-      if (tx->returned()) r.collect(tx->result(), outputs, seen);
-      for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
-      if (brk)
-        for (const VT& v : live_locals) r.collect(v, outputs, seen);
-      for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
-      for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
-      for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);
-
-      TraceOutcome out;
-      size_t ops = ctx.out.graph().op_count();
-      if (brk) r.b.set_line(brk->line);
-      else if (!code.instrs.empty()) r.b.set_line(code.instrs[tx->pc() - 1].line);
-      output_graph::CompiledGraph compiled;
-      if (ops > 0) {
-        out.graph_ops = int(ops);
-        compiled = ctx.out.compile_and_call_fx_graph(options.backend, outputs);
-        out.graph_code = ctx.out.graph().code();
-        Value graph_fn = make_builtin_closure(code.qualname + ".graph", [compiled](CallContext& c, const CallArgs& a) {
-          std::vector<Value> inputs(a.args, a.args + a.nargs);
-          return make_tuple(compiled(c, inputs));
-        });
-        r.emit_const(graph_fn);
-        for (const auto& in : ctx.out.inputs()) r.emit_source(in.source);
-        r.b.emit(Opcode::CALL, int32_t(ctx.out.inputs().size()));
-        r.b.emit(Opcode::STORE_FAST, r.graph_out);
-      }
-      // Everything the continuation needs is loaded before side effects are
-      // replayed: a value read from G['x'] must not become the x a replayed
-      // STORE_GLOBAL x put there.
-      if (!brk && ctx.side_effects.empty()) {
-        FastPath fast;
-        fast.graph = compiled;
-        bool ok = true;
-        for (const auto& in : ctx.out.inputs()) {
-          if (in.source->kind != SourceKind::Local || in.source->local_index >= code.nparams()) ok = false;
-          else fast.inputs.push_back(size_t(in.source->local_index));
-        }
-        if (ok && result_template(tx->result(), r, ctx, code.nparams(), fast.result)) out.fast = std::move(fast);
-      }
-      if (!brk) {
-        r.reconstruct(tx->result());
-        int32_t ret = r.b.local("__return");
-        r.b.emit(Opcode::STORE_FAST, ret);
-        r.replay_side_effects();
-        r.b.emit(Opcode::LOAD_FAST, ret);
-        r.b.emit(Opcode::RETURN_VALUE);
-      } else {
-        const std::vector<VT>& stack = tx->stack();
-        const OpcodeInfo& info = opcode_info(brk->op);
-        int pops = opcode_pops(brk->op, brk->a, brk->b);
-        size_t callee_slot = SIZE_MAX;
-        if (why->reason == BreakReason::inlined_break &&
-            (brk->op == Opcode::CALL || brk->op == Opcode::CALL_KW || brk->op == Opcode::CALL_METHOD ||
-             brk->op == Opcode::CALL_METHOD_KW || brk->op == Opcode::CALL_EX))
-          callee_slot = stack.size() - size_t(pops);
-        Opcode op = brk->op;
-        int32_t extra_args = 0;  // a module callee replaced by (compiled forward, module)
-        const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
-        std::vector<bool> iterators(untouched, false);
-        for (size_t i = 0; i < stack.size(); ++i) {
-          if (i == callee_slot) {
-            // The callee broke while inlined: it runs as its own compiled frame.
-            // Realizing it guards its identity, which baking in its compiled
-            // form relies on (the restarted trace stopped before the CALL).
-            VT callee = ctx.builder.realize(stack[i]);
-            if (callee && (callee->is(VTKind::UserFunction) || callee->is(VTKind::UserMethod)) &&
-                callee->value.is(Kind::Function)) {
-              if (callee->is(VTKind::UserMethod))
-                throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
-              r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
-              continue;
-            }
-            // A module without hooks: its compiled forward, with the module
-            // as the first argument (one more argument for the call).
-            if (callee && callee->is(VTKind::NNModule) && brk->op != Opcode::CALL_EX) {
-              auto* m = callee->value.as<ModuleObj>();
-              static const Ref<StrObj> forward = intern("forward");
-              const Value* fwd = m->cls->lookup(forward.get());
-              if (fwd && fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty() &&
-                  !m->lazy) {
-                r.emit_const(compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options));
-                r.reconstruct(callee);
-                extra_args = 1;
-                continue;
-              }
-            }
-          }
-          if (!stack[i] && i == stack.size() - size_t(pops) + 1 &&
-              (op == Opcode::CALL_METHOD || op == Opcode::CALL_METHOD_KW)) {
-            op = op == Opcode::CALL_METHOD ? Opcode::CALL : Opcode::CALL_KW;  // NULL self: a plain call
-            continue;
-          }
-          VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
-          bool iter = i < untouched && sv && sv->is(VTKind::Iterator);
-          if (iter) iterators[i] = true;
-          r.reconstruct(stack[i], iter);
-        }
-        std::vector<int32_t> live_temps;
-        for (size_t i = 0; i < live_locals.size(); ++i) {
-          r.reconstruct(live_locals[i]);
-          live_temps.push_back(r.b.local("__live" + std::to_string(i)));
-          r.b.emit(Opcode::STORE_FAST, live_temps.back());
-        }
-        r.replay_side_effects();
-        auto operand = [&](OperandKind k, int32_t v) -> int32_t {
-          switch (k) {
-            case OperandKind::Const: return r.b.constant(code.consts[size_t(v)]);
-            case OperandKind::Name: return r.b.name(code.names[size_t(v)]->s);
-            default: return v;
-          }
-        };
-        auto resume = [&](size_t target, size_t depth) {
-          // Park the stack in temporaries, then call the resume function
-          // with the stack and the live locals.
-          std::vector<int32_t> temps;
-          for (size_t i = 0; i < depth; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
-          for (size_t i = depth; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
-          std::vector<bool> iters(iterators.begin(), iterators.begin() + ptrdiff_t(std::min(depth, iterators.size())));
-          Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, iters);
-          r.emit_const(compiled_value(rf, options));
-          for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
-          for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
-          r.b.emit(Opcode::CALL, int32_t(depth + live_locals.size()));
-          r.b.emit(Opcode::RETURN_VALUE);
-        };
-        size_t base = stack.size() - size_t(pops);
-        int32_t b_operand = operand(info.b, brk->b);
-        if (info.flow == Flow::Branch) {
-          auto taken = r.b.new_label();
-          r.b.emit(op, taken, b_operand);
-          resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
-          r.b.bind(taken);
-          r.b.set_line(brk->line);
-          // The taken edge has its own effect (JUMP_IF_TRUE_OR_POP keeps TOS).
-          resume(size_t(brk->a), stack.size() - size_t(opcode_jump_pops(brk->op, brk->a, brk->b)) +
-                                     size_t(opcode_jump_pushes(brk->op, brk->a, brk->b)));
-        } else {
-          r.b.emit(op, operand(info.a, brk->a) + extra_args, b_operand);
-          if (info.flow == Flow::Next)
-            resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
-        }
-        out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
-                                     code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
-        if (log)
-          log->info("{} at {}:{} in {}: {}", out.graph_break->id, code.filename, brk->line, code.qualname,
-                    out.graph_break->reason);
-      }
-      auto residual = make_ref<FunctionObj>();
-      residual->code = r.b.finish();
-      residual->defaults = fn->defaults;
-      residual->kwdefaults = fn->kwdefaults;
-      residual->closure = fn->closure;
-      residual->globals = fn->globals;
-      out.residual = residual;
-      out.guards = ctx.out.guards();
-      if (ctx.shape_read) out.guards.specialize_all();
-      if (auto* blog = kiln::log::get("bytecode")) blog->info("residual of {}:\n{}", code.qualname, disassemble(*residual->code));
-      return out;
-    } catch (const Unsupported& u) {
-      TraceOutcome out;
-      out.residual = fn;
-      out.graph_break = GraphBreak{break_reason_id(u.reason), break_reason_text(u.reason, u.detail), code.qualname,
-                                   code.filename, code.first_line, break_reason_hint(u.reason)};
-      return out;
-    }
+    return compile_subgraph(fn, ctx, &*tx, brk, why, options);
   }
   throw_error(ErrorKind::RuntimeError, "convert_frame: the trace did not settle");
 }
