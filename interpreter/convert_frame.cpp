@@ -142,8 +142,20 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
 
 // -------------------------------------------------------------- residual --
 
+// Cells made during the trace (a closure's captured variables) that the
+// residual code must turn into real cells: counted before any code is
+// emitted, because cellvars are declared first.
+void count_trace_cells(const VT& v0, std::set<const vars::VariableTracker*>& seen, size_t& n) {
+  VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+  if (!v || !seen.insert(v.get()).second) return;
+  if (v->is(VTKind::Cell) && !v->source) ++n;
+  for (const VT& x : v->items) count_trace_cells(x, seen, n);
+  if (v->self) count_trace_cells(v->self, seen, n);
+}
+
 struct Residual {
-  Residual(const Code& code, TraceContext& ctx) : code(code), ctx(ctx), b(code.name, code.filename) {
+  Residual(const Code& code, TraceContext& ctx, size_t trace_cells)
+      : code(code), ctx(ctx), b(code.name, code.filename), trace_cells(trace_cells) {
     b.set_qualname(code.qualname);
     b.set_first_line(code.first_line);
     // Same parameters and locals, in the same order: local indices carry over.
@@ -153,6 +165,7 @@ struct Residual {
     if (code.flags & kVarArgs) b.var_args(code.varnames[kw_end]);
     for (size_t i = next; i < kw_end; ++i) b.kwonly_arg(code.varnames[i], Value::none());
     if (code.flags & kVarKw) b.var_kw(code.varnames[kw_end + ((code.flags & kVarArgs) ? 1 : 0)]);
+    for (size_t i = 0; i < trace_cells; ++i) b.cellvar("__cell" + std::to_string(i));
     for (const std::string& n : code.freevars) b.freevar(n);
     for (const std::string& n : code.varnames) b.local(n);
     graph_out = b.local("__graph_out");
@@ -161,6 +174,8 @@ struct Residual {
   const Code& code;
   TraceContext& ctx;
   CodeBuilder b;
+  size_t trace_cells;  // the residual's own cellvars: trace-made cells, then the frame's freevars
+  std::unordered_map<const vars::VariableTracker*, int32_t> cell_slot;
   int32_t graph_out;
   std::unordered_map<const Node*, int64_t> output_index;
   // Containers made during the trace, already rebuilt into a temporary:
@@ -184,7 +199,7 @@ struct Residual {
         return;
       case SourceKind::Cell:
         if (s->base) throw Unsupported{BreakReason::unsupported, "reloading another function's closure cell"};
-        b.emit(Opcode::LOAD_DEREF, int32_t(code.cellvars.size()) + s->local_index);
+        b.emit(Opcode::LOAD_DEREF, int32_t(trace_cells) + s->local_index);
         return;
     }
   }
@@ -243,13 +258,46 @@ struct Residual {
         reconstruct(v->self);
         b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
         return;
+      case VTKind::NestedFunction: {
+        // MAKE_FUNCTION again, over real cells: [defaults] (cells...) code.
+        int32_t flags = 4;
+        if (v->self) {
+          reconstruct(v->self);
+          flags |= 1;
+        }
+        for (const VT& c : v->items) emit_cell(c);
+        b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
+        emit_const(v->value);
+        b.emit(Opcode::MAKE_FUNCTION, flags);
+        return;
+      }
       case VTKind::Cell:
-      case VTKind::NestedFunction:
-        throw Unsupported{BreakReason::unsupported, "a closure made in the trace outliving it"};
+        throw Unsupported{BreakReason::unsupported, "a closure cell held across the break"};
       default:
         if (v->source) return emit_source(v->source);
         return emit_const(v->value);
     }
+  }
+
+  // Pushes a real cell for a Cell tracker: the frame's own closure cell,
+  // or one of the residual's cellvars filled (once) with the content.
+  void emit_cell(const VT& c) {
+    if (c->source) {
+      if (c->source->base) throw Unsupported{BreakReason::unsupported, "another function's closure cell"};
+      b.emit(Opcode::LOAD_CLOSURE, int32_t(trace_cells) + c->source->local_index);
+      return;
+    }
+    auto it = cell_slot.find(c.get());
+    if (it == cell_slot.end()) {
+      int32_t slot = int32_t(cell_slot.size());
+      if (size_t(slot) >= trace_cells) throw Unsupported{BreakReason::unsupported, "an uncounted closure cell"};
+      it = cell_slot.emplace(c.get(), slot).first;
+      if (c->items[0]) {
+        reconstruct(c->items[0]);
+        b.emit(Opcode::STORE_DEREF, slot);
+      }
+    }
+    b.emit(Opcode::LOAD_CLOSURE, it->second);
   }
 
   // Every tensor the residual code needs from the graph.
@@ -313,7 +361,7 @@ struct Residual {
     }
     for (const auto& s : ctx.side_effects.cell_stores) {  // the residual shares the frame's closure
       reconstruct(s.cell->items[0]);
-      b.emit(Opcode::STORE_DEREF, int32_t(s.index - code.cellvars.size()));
+      b.emit(Opcode::STORE_DEREF, int32_t(trace_cells + s.index - code.cellvars.size()));
     }
   }
 };
@@ -394,7 +442,17 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   const Code& code = *fn->code;
   auto* log = kiln::log::get("graph_breaks");
   try {
-  Residual r(code, ctx);
+  size_t trace_cells = 0;
+  {
+    std::set<const vars::VariableTracker*> seen;
+    if (tx->returned()) count_trace_cells(tx->result(), seen, trace_cells);
+    for (const VT& v : tx->stack()) count_trace_cells(v, seen, trace_cells);
+    for (const VT& v : tx->locals()) count_trace_cells(v, seen, trace_cells);
+    for (const auto& e : ctx.side_effects.attr_stores) count_trace_cells(e.value, seen, trace_cells);
+    for (const auto& e : ctx.side_effects.global_stores) count_trace_cells(e.value, seen, trace_cells);
+    for (const VT& c : ctx.side_effects.mutated) count_trace_cells(c, seen, trace_cells);
+  }
+  Residual r(code, ctx, trace_cells);
   // Graph outputs: every computed tensor the residual needs.
   std::vector<Node*> outputs;
   std::set<const vars::VariableTracker*> seen;
@@ -484,6 +542,18 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
           if (callee->is(VTKind::UserMethod))
             throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
           r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
+          continue;
+        }
+        // A closure made in the trace: rebuilt, then compiled when it runs.
+        if (callee && callee->is(VTKind::NestedFunction)) {
+          Options opts = options;
+          r.emit_const(make_builtin_closure("kiln.compile", [opts](CallContext&, const CallArgs& a) {
+            if (a.nargs != 1 || !a[0].is(Kind::Function))
+              throw_error(ErrorKind::TypeError, "kiln.compile expects a function");
+            return compiled_value(Ref<FunctionObj>(a[0].as<FunctionObj>()), opts);
+          }));
+          r.reconstruct(callee);
+          r.b.emit(Opcode::CALL, 1);
           continue;
         }
         // A module without hooks: its compiled forward, with the module

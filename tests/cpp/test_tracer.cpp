@@ -406,3 +406,36 @@ TEST_CASE("calling a foreign object breaks the graph and runs it for real", "[tr
   CHECK(r.breaks[0].line == 3);
   CHECK(r.graph_count == 2);
 }
+
+TEST_CASE("a compiled function can return a closure made in its trace", "[tracer]") {
+  reset();
+  Program p = program(R"(
+.func adder(x)
+  .freevars n
+    LOAD_FAST x
+    LOAD_DEREF n
+    BINARY_OP +
+    RETURN_VALUE
+.end
+.func make(n)
+  .cellvars n
+    LOAD_FAST n
+    LOAD_CONST 2
+    BINARY_OP *
+    STORE_DEREF n
+    LOAD_CLOSURE n
+    BUILD_TUPLE 1
+    LOAD_CONST @adder
+    MAKE_FUNCTION 4
+    RETURN_VALUE
+.end
+)");
+  CompiledFunction make = compile(p.global("make"));
+  interpreter::VM vm;
+  Value add6 = make({Value::integer(3)});
+  REQUIRE(add6.is(Kind::Function));
+  CHECK(repr(vm.call(add6, {Value::integer(1)})) == "7");
+  Value add10 = make({Value::integer(5)});  // a new entry (n is a guarded constant), a new closure
+  CHECK(repr(vm.call(add10, {Value::integer(1)})) == "11");
+  CHECK(repr(vm.call(add6, {Value::integer(1)})) == "7");  // the first closure kept its own cell
+}
