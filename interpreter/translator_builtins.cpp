@@ -62,6 +62,56 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   if (name == "print" || name == "manual_seed" || name == "setattr")
     unsupported(BreakReason::side_effect_builtin, name + "()");
 
+  // parameters(), named_parameters(), buffers(), named_buffers(), children(),
+  // named_children(), modules(), named_modules(): answered at trace time by
+  // walking the module dicts (trace_supported_methods), each tensor a
+  // get_attr node once, each module a tracker with its own version guard.
+  if (name.rfind("Module.", 0) == 0 && !args.empty() && args[0]->is(VTKind::NNModule)) {
+    std::string m = name.substr(7);
+    bool recurse = true;
+    if (args.size() > 1 || nkw) {
+      // recurse=... (positional or keyword) must be a known bool
+      const VT& r = args.back();
+      if (!is_constant(r)) unsupported(BreakReason::unsupported, name + "() with a traced recurse");
+      recurse = truth(constant_value(r));
+    }
+    auto* root = args[0]->value.as<ModuleObj>();
+    // The module tracker at a dotted path below args[0], through the same
+    // attribute lookup (and guards) as self.a.b.
+    auto module_at = [&](const std::string& path) {
+      VT cur = args[0];
+      size_t start = 0;
+      while (start < path.size()) {
+        size_t dot = path.find('.', start);
+        if (dot == std::string::npos) dot = path.size();
+        cur = module_getattr(cur, path.substr(start, dot - start));
+        start = dot + 1;
+      }
+      return cur;
+    };
+    auto member = [&](const std::string& qualified) {
+      size_t dot = qualified.rfind('.');
+      VT owner = dot == std::string::npos ? args[0] : module_at(qualified.substr(0, dot));
+      return module_getattr(owner, dot == std::string::npos ? qualified : qualified.substr(dot + 1));
+    };
+    auto list_of = [&](const std::vector<std::pair<std::string, Value>>& items, bool named, bool modules) {
+      std::vector<VT> out;
+      for (const auto& [qualified, v] : items) {
+        VT vt = modules ? (qualified.empty() ? args[0] : module_at(qualified)) : member(qualified);
+        out.push_back(named ? vars::make_tuple({const_vt(Value::str(qualified)), vt}) : vt);
+      }
+      return vars::make_list(std::move(out));
+    };
+    if (m == "parameters") return list_of(named_parameters(root, recurse), false, false);
+    if (m == "named_parameters") return list_of(named_parameters(root, recurse), true, false);
+    if (m == "buffers") return list_of(named_buffers(root, recurse), false, false);
+    if (m == "named_buffers") return list_of(named_buffers(root, recurse), true, false);
+    if (m == "children") return list_of(named_children(root), false, true);
+    if (m == "named_children") return list_of(named_children(root), true, true);
+    if (m == "modules") return list_of(named_modules(root), false, true);
+    if (m == "named_modules") return list_of(named_modules(root), true, true);
+  }
+
   // ModuleDict's views: children by name, through the module's own lookup.
   if (name.rfind("ModuleDict.", 0) == 0 && args.size() == 1 && args[0]->is(VTKind::NNModule)) {
     std::string m = name.substr(11);

@@ -14,6 +14,8 @@ namespace kiln::interpreter {
 using namespace kiln::runtime;
 using output_graph::attr_source;
 namespace vars = kiln::variables;
+using output_graph::Guard;
+using output_graph::GuardKind;
 
 [[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
 static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
@@ -123,7 +125,27 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
 
 VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, const TupleObj* kwnames) {
   auto* m = module->value.as<ModuleObj>();
-  if (m->lazy) unsupported(BreakReason::unsupported, "the first call of a lazy module (it initialises itself)");
+  if (m->lazy) {
+    // A lazy module initialises itself from its first input, as it would
+    // eagerly (the only input it reads is the last dimension's size); then
+    // it is traced as what it became. Its version guard is re-taken after.
+    VT x = args.empty() ? nullptr : realize(args[0]);
+    if (!x || !x->is(VTKind::Tensor) || !module->source)
+      unsupported(BreakReason::unsupported, "the first call of a lazy module without a tensor input");
+    Value meta = Value::tensor(output_graph::meta_tensor(x->meta()));
+    ctx_.shape_read = true;
+    try {
+      materialize_lazy(m, CallArgs{&meta, 1, nullptr});
+    } catch (const Error& e) {
+      unsupported(BreakReason::unsupported, std::string("lazy initialisation fails: ") + e.what());
+    }
+    Guard g;
+    g.source = module->source;
+    g.kind = GuardKind::ModuleVersion;
+    g.expected = module->value;
+    g.version = m->version;
+    ctx_.out.guards().add(std::move(g));
+  }
   const size_t nkw = kwnames ? kwnames->items.size() : 0;
   std::vector<VT> pos(args.begin(), args.end() - ptrdiff_t(nkw));
   std::vector<VT> kw(args.end() - ptrdiff_t(nkw), args.end());

@@ -231,8 +231,6 @@ bool remove_hook(ModuleObj* m, int64_t id) {
 
 // ------------------------------------------------------------------ calls --
 
-// LazyLinear: creates the parameters from the first input (module_classes.cpp).
-void materialize_lazy(ModuleObj* m, const CallArgs& args);
 
 Value module_call(CallContext& ctx, const Value& module, const CallArgs& args) {
   auto* m = module.as<ModuleObj>();

@@ -111,6 +111,10 @@ int64_t add_forward_pre_hook(ModuleObj* m, Value fn);
 int64_t add_forward_hook(ModuleObj* m, Value fn);
 bool remove_hook(ModuleObj* m, int64_t id);  // false if no such hook
 
+// LazyLinear's first call: parameters sized from the input's last dim, the
+// module becomes a Linear. Reads only the input's sizes (meta tensors work).
+void materialize_lazy(ModuleObj* m, const CallArgs& args);
+
 // __call__: pre-hooks, forward, hooks, in registration order; a lazy module
 // is materialised from its first input before forward runs.
 Value module_call(CallContext& ctx, const Value& module, const CallArgs& args);
