@@ -677,7 +677,9 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
     const Instr* brk = why ? &code.instrs[tx->pc()] : nullptr;
     if (brk && options.fullgraph)
       throw_error(ErrorKind::RuntimeError, "graph break in fullgraph mode: " +
-                                               break_reason_text(why->reason, why->detail) + " (" + code.qualname + ", " +
+                                               (why->cause.empty() ? break_reason_text(why->reason, why->detail)
+                                                                   : why->cause) +
+                                               " (" + code.qualname + ", " +
                                                code.filename + ":" + std::to_string(brk->line) + "); hint: " +
                                                break_reason_hint(why->reason));
     return compile_subgraph(fn, ctx, &*tx, brk, why, options);

@@ -13,6 +13,7 @@
 
 #include "interpreter/kiln_api.h"
 #include "output_graph/output_graph.h"
+#include "output_graph/tracer_policy.h"
 #include "runtime/code.h"
 #include "variables/builder.h"
 #include "variables/variable_tracker.h"
@@ -35,8 +36,10 @@ const char* break_reason_hint(BreakReason r);
 struct Unsupported {
   BreakReason reason;
   std::string detail;
-  // For a break inside an inlined callee: the callee's own break, reported
-  // when it runs as its own frame.
+  // For a break inside an inlined callee: the innermost break, in words
+  // ("branch on the value of a tensor in Gate.forward"), for errors that
+  // cannot defer to the callee's own frame (fullgraph, symbolic_trace).
+  std::string cause;
 };
 
 // State shared by the root translator and every inlined one.
@@ -52,6 +55,8 @@ struct TraceContext {
   // A tensor's sizes were read into Python values: dynamic dimensions
   // cannot stay dynamic (no symbolic sizes yet).
   bool shape_read = false;
+  // Symbolic tracing: the leaf policy (null: every module is traced through).
+  output_graph::Tracer* tracer = nullptr;
 };
 
 class InstructionTranslator {
@@ -98,6 +103,8 @@ class InstructionTranslator {
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});
   VT call_module(const VT& module, std::vector<VT> args, const runtime::TupleObj* kwnames);
+  // Symbolic tracing: one call_module node for a leaf module.
+  VT leaf_call(const VT& module, const std::vector<VT>& args);
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
   VT get_attr(const VT& obj, const std::string& name);

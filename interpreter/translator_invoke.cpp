@@ -117,14 +117,45 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   } catch (const Unsupported& u) {
     // The outer frame breaks at this call; the callee will run as its own
     // compiled frame and report its own break.
-    unsupported(BreakReason::inlined_break, code->qualname);
+    std::string cause = u.cause.empty() ? break_reason_text(u.reason, u.detail) + " in " + code->qualname : u.cause;
+    throw Unsupported{BreakReason::inlined_break, code->qualname, std::move(cause)};
   }
 }
 
 // --------------------------------------------------------------- modules --
 
+VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& args) {
+  // The leaf's result type: trace the call once into a scratch graph (the
+  // leaf's own ops, discarded), over placeholders shaped like the args.
+  TraceContext scratch(ctx_.vm);
+  InstructionTranslator scratch_tx(scratch, fn_, {}, nullptr);
+  std::vector<VT> scratch_args;
+  std::vector<output_graph::Arg> node_args;
+  for (const VT& a0 : args) {
+    VT a = realize(a0);
+    if (a->is(VTKind::Tensor)) {
+      Tensor meta = output_graph::meta_tensor(a->meta());
+      auto src = output_graph::local_source("leaf_arg" + std::to_string(scratch_args.size()), -1);
+      scratch_args.push_back(vars::make_tensor(scratch.out.add_input(src, meta), src));
+      node_args.push_back(output_graph::Arg::of(a->node));
+    } else if (is_constant(a)) {
+      scratch_args.push_back(a);
+      node_args.push_back(output_graph::Arg::constant(constant_value(a)));
+    } else {
+      unsupported(BreakReason::unsupported, "a leaf module called with " + a->str());
+    }
+  }
+  VT out = scratch_tx.call_module(vars::make_nn_module(module->value, module->module_path, nullptr), scratch_args, nullptr);
+  if (!out->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "a leaf module that does not return a tensor");
+  std::string path = ctx_.tracer->path_of_module(module->value.as<ModuleObj>());
+  ctx_.out.graph().set_attr(path, module->value);
+  return vars::make_tensor(ctx_.out.graph().call_module(path, std::move(node_args), out->meta()));
+}
+
 VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, const TupleObj* kwnames) {
   auto* m = module->value.as<ModuleObj>();
+  if (ctx_.tracer && !kwnames && ctx_.tracer->is_leaf_module(m, module->module_path))
+    return leaf_call(module, args);
   if (m->lazy) {
     // A lazy module initialises itself from its first input, as it would
     // eagerly (the only input it reads is the last dimension's size); then
