@@ -29,6 +29,7 @@ demo: build
 bench: build
 	python3 benchmarks/vm_dispatch.py --build $(BUILD)
 	python3 benchmarks/tracer.py --build $(BUILD)
+	python3 benchmarks/symbolic.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -16,18 +16,18 @@ using output_graph::SourceKind;
 using output_graph::SourceRef;
 
 GuardTree::GuardTree(const output_graph::GuardSet& set) {
-  std::unordered_map<std::string, int> index;
+  std::unordered_map<const output_graph::Source*, int> index;
   // Parents first: sort sources by depth, add missing bases on the way.
   std::vector<const Guard*> guards;
   for (const Guard& g : set.guards()) guards.push_back(&g);
   std::stable_sort(guards.begin(), guards.end(),
                    [](const Guard* a, const Guard* b) { return a->source->depth < b->source->depth; });
   auto accessor_of = [&](auto& self, const SourceRef& s) -> int {
-    auto it = index.find(s->str());
+    auto it = index.find(s.get());
     if (it != index.end()) return it->second;
     int parent = s->base ? self(self, s->base) : -1;
     accessors_.push_back({s, parent, {}});
-    index.emplace(s->str(), int(accessors_.size() - 1));
+    index.emplace(s.get(), int(accessors_.size() - 1));
     return int(accessors_.size() - 1);
   };
   for (const Guard* g : guards) {

@@ -126,6 +126,7 @@ class InstructionTranslator {
   runtime::Ref<runtime::FunctionObj> fn_;
   const runtime::Code* code_;
   const InstructionTranslator* parent_;
+  const void* self_id_ = nullptr;  // the module this frame runs a method of (recursion check)
   VT fn_vt_;
   int depth_;
   std::vector<VT> stack_;

@@ -29,7 +29,8 @@ Arg output_arg(InstructionTranslator& tx, const VT& v0) {
 
 }  // namespace
 
-GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_inputs, output_graph::Tracer* tracer) {
+GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_inputs, output_graph::Tracer* tracer,
+                           bool make_runner) {
   if (!root.is(Kind::Module)) throw_error(ErrorKind::TypeError, "symbolic_trace expects a Module");
   output_graph::Tracer default_tracer(root);
   if (!tracer) tracer = &default_tracer;
@@ -48,6 +49,7 @@ GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_
   VM vm;
   TraceContext ctx(vm);
   ctx.tracer = tracer;
+  ctx.out.guards().disable();
   std::vector<VT> locals(fn->code->varnames.size());
   locals[0] = vars::make_nn_module(root, "", output_graph::local_source("self", 0));
   for (size_t i = 0; i < example_inputs.size(); ++i) {
@@ -69,7 +71,7 @@ GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_
   Arg out = output_arg(tx, tx.result());
   gm.graph->output(out.kind == Arg::Kind::List ? out.items : std::vector<Arg>{out});
   gm.code = gm.graph->code();
-  gm.run = output_graph::eager_backend(gm.graph, example_inputs);
+  if (make_runner) gm.run = output_graph::eager_backend(gm.graph, example_inputs);
   return gm;
 }
 

@@ -26,7 +26,8 @@ struct GraphModule {
 // `tracer`: the policy (default: output_graph::Tracer over `root`).
 // Python-level control flow is evaluated on the examples' metadata; a data-
 // dependent branch, print or other graph break is an error naming it.
+// `make_runner`: also prepare GraphModule::run (the eager backend's plan).
 GraphModule symbolic_trace(const runtime::Value& root, const std::vector<runtime::Value>& example_inputs,
-                           output_graph::Tracer* tracer = nullptr);
+                           output_graph::Tracer* tracer = nullptr, bool make_runner = true);
 
 }  // namespace kiln::interpreter

@@ -3,6 +3,9 @@
 // builtins (registry ops become nodes; pure Python builtins fold; side
 // effects break), and attribute reads on tensors and modules.
 #include "interpreter/instruction_translator.h"
+#include "interpreter/stack_guard.h"
+
+#include <optional>
 #include "variables/wrap.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
@@ -16,11 +19,13 @@ using output_graph::attr_source;
 namespace vars = kiln::variables;
 using output_graph::Guard;
 using output_graph::GuardKind;
+using output_graph::TensorMeta;
 
 [[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
 static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
-constexpr int kMaxInlineDepth = 64;
+// Inlining depth is bounded by the C++ stack (stack_guard.h), not a count:
+// a 5,000-deep module chain inlines on a big enough stack.
 
 // ------------------------------------------------------------- dispatch --
 
@@ -65,9 +70,12 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
                                       std::vector<VT> closure) {
   auto* fn = fnv.as<FunctionObj>();
   const Code* code = fn->code.get();
+  // Recursion is the same code on the same self: a module chain runs one
+  // forward on many different modules, which is nesting, not recursion.
+  const void* self_id = (!args.empty() && args[0] && args[0]->is(VTKind::NNModule)) ? args[0]->value.obj() : nullptr;
   for (const InstructionTranslator* t = this; t; t = t->parent_)
-    if (t->code_ == code) unsupported(BreakReason::recursion, code->qualname);
-  if (depth_ >= kMaxInlineDepth) unsupported(BreakReason::recursion, code->qualname);
+    if (t->code_ == code && t->self_id_ == self_id) unsupported(BreakReason::recursion, code->qualname);
+  if (stack_nearly_exhausted()) unsupported(BreakReason::recursion, code->qualname + " (inlining too deep for the stack)");
 
   // Python's binding rules over trackers; a binding error is left to the VM,
   // which raises it with the same message when it runs the call.
@@ -112,6 +120,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
 
   try {
     InstructionTranslator child(ctx_, Ref<FunctionObj>(fn), std::move(locals), this, fn_vt, std::move(closure));
+    child.self_id_ = self_id;
     child.run();
     return child.result();
   } catch (const Unsupported& u) {
@@ -124,7 +133,37 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
 
 // --------------------------------------------------------------- modules --
 
+// A built-in leaf's result metadata straight from its op's shape rule.
+static std::optional<TensorMeta> builtin_leaf_meta(const ModuleObj* m, const VT& x) {
+  if (!x->is(VTKind::Tensor)) return std::nullopt;
+  switch (m->cls->builtin_kind()) {
+    case BuiltinModule::ReLU:
+    case BuiltinModule::GELU:
+    case BuiltinModule::Dropout:
+    case BuiltinModule::LayerNorm: return x->meta();  // elementwise or normalising: same shape and dtype
+    case BuiltinModule::Linear: {
+      const Value* w = m->params.find("weight");
+      const Value* b = m->params.find("bias");
+      if (!w || !w->is(Kind::Tensor)) return std::nullopt;
+      Value args[] = {Value::tensor(output_graph::meta_tensor(x->meta())), *w, b ? *b : Value::none()};
+      try {
+        return output_graph::meta_of(infer_meta(OpId::linear, CallArgs{args, 3, nullptr}));
+      } catch (const Error&) {
+        return std::nullopt;  // the general path reports the error
+      }
+    }
+    default: return std::nullopt;
+  }
+}
+
 VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& args) {
+  auto* m = module->value.as<ModuleObj>();
+  if (args.size() == 1 && !m->lazy)
+    if (auto meta = builtin_leaf_meta(m, realize(args[0]))) {
+      std::string path = ctx_.tracer->path_of_module(m);
+      ctx_.out.graph().set_attr(path, module->value);
+      return vars::make_tensor(ctx_.out.graph().call_module(path, {output_graph::Arg::of(realize(args[0])->node)}, *meta));
+    }
   // The leaf's result type: trace the call once into a scratch graph (the
   // leaf's own ops, discarded), over placeholders shaped like the args.
   TraceContext scratch(ctx_.vm);
@@ -145,7 +184,8 @@ VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& arg
       unsupported(BreakReason::unsupported, "a leaf module called with " + a->str());
     }
   }
-  VT out = scratch_tx.call_module(vars::make_nn_module(module->value, module->module_path, nullptr), scratch_args, nullptr);
+  VT out = scratch_tx.call_module(vars::make_nn_module(module->value, vars::module_qualname(*module), nullptr),
+                                  scratch_args, nullptr);
   if (!out->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "a leaf module that does not return a tensor");
   std::string path = ctx_.tracer->path_of_module(module->value.as<ModuleObj>());
   ctx_.out.graph().set_attr(path, module->value);
@@ -154,7 +194,8 @@ VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& arg
 
 VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, const TupleObj* kwnames) {
   auto* m = module->value.as<ModuleObj>();
-  if (ctx_.tracer && !kwnames && ctx_.tracer->is_leaf_module(m, module->module_path))
+  if (ctx_.tracer && !kwnames &&
+      ctx_.tracer->is_leaf_module(m, ctx_.tracer->uses_names() ? vars::module_qualname(*module) : std::string()))
     return leaf_call(module, args);
   if (m->lazy) {
     // A lazy module initialises itself from its first input, as it would
@@ -246,15 +287,14 @@ VT InstructionTranslator::module_getattr(const VT& module, const std::string& na
   if (overlay != ctx_.attr_overlay.end()) return overlay->second;
   auto* m = module->value.as<ModuleObj>();
   auto key = intern(name);
-  std::string path = module->module_path.empty() ? name : module->module_path + "." + name;
   auto source = module->source ? attr_source(module->source, name) : nullptr;
   // _parameters, _modules, _buffers first (DESIGN.md); their contents are
   // covered by the module's version guard.
-  if (const Value* v = m->params.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, path, source);
-  if (const Value* v = m->modules.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, path, source);
-  if (const Value* v = m->buffers.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, path, source);
+  if (const Value* v = m->params.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
+  if (const Value* v = m->modules.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
+  if (const Value* v = m->buffers.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
   if (const Value* a = m->attrs.find(key.get())) {
-    if (a->is(Kind::Tensor)) return vars::register_attr_or_module(ctx_.out, *a, path, source);
+    if (a->is(Kind::Tensor)) return vars::register_attr_or_module(ctx_.out, *a, module, name, source);
     return source ? ctx_.builder.wrap(*a, source) : from_value(*a);
   }
   if (name == "training") return const_vt(Value::boolean(m->training));

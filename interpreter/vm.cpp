@@ -7,7 +7,7 @@
 // and only clears what it used.
 #include "interpreter/vm.h"
 
-#include <pthread.h>
+#include "interpreter/stack_guard.h"
 
 #include <cstdio>
 #include <new>
@@ -197,31 +197,13 @@ Value VM::call(const Value& callee, const CallArgs& args) {
   throw_error(ErrorKind::TypeError, "'" + type_name(callee) + "' object is not callable");
 }
 
-// The lowest address this thread's C++ stack may reach before a KBC call
-// is refused. The recursion limit alone cannot promise that: frame sizes
-// differ by build (sanitizers), and a thread's stack may be small.
-static uintptr_t stack_floor() {
-  thread_local const uintptr_t floor = [] {
-    pthread_attr_t attr;
-    void* addr = nullptr;
-    size_t size = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) return uintptr_t(0);
-    pthread_attr_getstack(&attr, &addr, &size);
-    pthread_attr_destroy(&attr);
-    size_t reserve = std::max<size_t>(size / 8, 256 * 1024);  // room for builtins, errors, unwinding
-    return reinterpret_cast<uintptr_t>(addr) + reserve;
-  }();
-  return floor;
-}
-
 Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
   Code* code = fn->code.get();
   if (!code->verified)
     throw_error(ErrorKind::VerifyError, "function '" + code->qualname + "' has not been verified");
   if (depth_ >= options_.recursion_limit)
     throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded while calling '" + code->qualname + "'");
-  char probe;
-  if (reinterpret_cast<uintptr_t>(&probe) < stack_floor())
+  if (stack_nearly_exhausted())
     throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded (C stack nearly exhausted) while calling '" +
                                                code->qualname + "'");
 

@@ -29,8 +29,8 @@ std::string Guard::str() const {
 }
 
 void GuardSet::add(Guard g) {
-  std::string key = std::string(guard_kind_name(g.kind)) + " " + g.source->str();
-  auto [it, inserted] = index_.emplace(std::move(key), guards_.size());
+  if (!enabled_) return;
+  auto [it, inserted] = index_[size_t(g.kind)].emplace(g.source.get(), guards_.size());
   if (!inserted) {
     guards_[it->second] = std::move(g);  // a later, more precise guard of the same kind replaces the earlier
     return;

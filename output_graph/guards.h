@@ -25,6 +25,11 @@ enum class GuardKind : uint8_t {
   KILN_GUARD_KINDS(KILN_GUARD_ENUM)
 #undef KILN_GUARD_ENUM
 };
+constexpr int kNumGuardKinds = 0
+#define KILN_GUARD_COUNT(k) +1
+    KILN_GUARD_KINDS(KILN_GUARD_COUNT)
+#undef KILN_GUARD_COUNT
+    ;
 const char* guard_kind_name(GuardKind k);
 
 struct Guard {
@@ -41,6 +46,8 @@ struct Guard {
 class GuardSet {
  public:
   void add(Guard g);
+  // Symbolic tracing records no guards (nothing is cached on them).
+  void disable() { enabled_ = false; }
   const std::vector<Guard>& guards() const { return guards_; }
   std::vector<std::string> strs() const;
   // Makes every tensor guard fully static again (a trace read a shape).
@@ -50,7 +57,9 @@ class GuardSet {
 
  private:
   std::vector<Guard> guards_;
-  std::unordered_map<std::string, size_t> index_;  // "kind path" -> position: add() stays O(1)
+  // (kind, source identity) -> position: add() is O(1) and never builds a path.
+  std::unordered_map<const Source*, size_t> index_[kNumGuardKinds];
+  bool enabled_ = true;
 };
 
 }  // namespace kiln::output_graph

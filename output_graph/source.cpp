@@ -13,23 +13,34 @@ SourceRef make(SourceKind k, SourceRef base, std::string name, runtime::Value ke
   s->name = std::move(name);
   s->key = std::move(key);
   s->local_index = index;
-  switch (k) {
-    case SourceKind::Local: s->path = "L['" + s->name + "']"; break;
-    case SourceKind::Global: s->path = "G['" + s->name + "']"; break;
-    case SourceKind::Attr: s->path = s->base->path + "." + s->name; break;
-    case SourceKind::Item: s->path = s->base->path + "[" + runtime::repr(s->key) + "]"; break;
-    case SourceKind::Cell:
-      s->path = (s->base ? s->base->path : std::string("F")) + ".__closure__[" + std::to_string(index) + "]";
-      break;
-  }
   return s;
 }
 }  // namespace
 
+const std::string& Source::str() const {
+  if (!has_path_) {
+    switch (kind) {
+      case SourceKind::Local: path_ = "L['" + name + "']"; break;
+      case SourceKind::Global: path_ = "G['" + name + "']"; break;
+      case SourceKind::Attr: path_ = base->str() + "." + name; break;
+      case SourceKind::Item: path_ = base->str() + "[" + runtime::repr(key) + "]"; break;
+      case SourceKind::Cell:
+        path_ = (base ? base->str() : std::string("F")) + ".__closure__[" + std::to_string(local_index) + "]";
+        break;
+    }
+    has_path_ = true;
+  }
+  return path_;
+}
+
 SourceRef local_source(const std::string& name, int index) { return make(SourceKind::Local, nullptr, name, {}, index); }
 SourceRef global_source(const std::string& name) { return make(SourceKind::Global, nullptr, name, {}, -1); }
 SourceRef attr_source(const SourceRef& base, const std::string& name) {
-  return make(SourceKind::Attr, base, name, {}, -1);
+  auto& slot = base->attr_children[name];
+  if (SourceRef existing = slot.lock()) return existing;
+  SourceRef s = make(SourceKind::Attr, base, name, {}, -1);
+  slot = s;
+  return s;
 }
 SourceRef item_source(const SourceRef& base, const runtime::Value& key) {
   return make(SourceKind::Item, base, "", key, -1);

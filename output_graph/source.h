@@ -4,12 +4,14 @@
 //
 // Sources are plain data (they live here, below variables/, because the
 // guard set of an OutputGraph refers to them); variables/ builds them.
-// Shared and immutable. A guard set deduplicates them by path (str()), so
-// a guard check reads each source once however many guards it has.
+// Shared and immutable; attribute paths are interned under their base, so
+// a guard set deduplicates by identity and a guard check reads each source
+// once however many guards it has.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "runtime/value.h"
 
@@ -36,11 +38,21 @@ struct Source {
   SourceRef base;       // null for Local / Global
   std::string name;     // Local / Global / Attr
   runtime::Value key;   // Item
-  int local_index = -1; // Local: index in the frame's varnames
+  int local_index = -1; // Local: index in the frame's varnames; Cell: the cell
   int depth = 0;        // path length, so accessors can be ordered parents-first
-  std::string path;     // L['x'], G['w'], L['self'].fc, L['xs'][0] (built once)
 
-  const std::string& str() const { return path; }
+  // L['x'], G['w'], L['self'].fc, L['xs'][0]: built on first use. A deep
+  // module chain makes paths O(depth) long, so building every one eagerly
+  // would make tracing quadratic (Dynamo's source-path problem).
+  const std::string& str() const;
+
+  // attr_source interns children: one Source object per path below a base,
+  // so sources compare (and guards deduplicate) by identity.
+  mutable std::unordered_map<std::string, std::weak_ptr<const Source>> attr_children;
+
+ private:
+  mutable std::string path_;
+  mutable bool has_path_ = false;
 };
 
 SourceRef local_source(const std::string& name, int index);

@@ -1,5 +1,7 @@
 #include "output_graph/tracer_policy.h"
 
+#include <vector>
+
 namespace kiln::output_graph {
 
 using namespace kiln::runtime;
@@ -20,16 +22,43 @@ bool Tracer::is_leaf_module(const ModuleObj* m, const std::string&) {
 
 std::string Tracer::path_of_module(const ModuleObj* m) {
   if (!walked_) {
-    // One walk; named_modules lists each module once, under its first path.
-    for (const auto& [path, mod] : named_modules(root_.as<ModuleObj>())) paths_.emplace(mod.as<ModuleObj>(), path);
+    const ModuleObj* root = root_.as<ModuleObj>();
+    links_.emplace(root, Link{nullptr, ""});
+    std::vector<const ModuleObj*> stack{root};  // iterative: deep chains must not recurse
+    while (!stack.empty()) {
+      const ModuleObj* cur = stack.back();
+      stack.pop_back();
+      const auto& kids = cur->modules.entries();
+      for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
+        if (it->second.is_none()) continue;
+        const ModuleObj* child = it->second.as<ModuleObj>();
+        if (links_.emplace(child, Link{cur, it->first->s}).second) stack.push_back(child);
+      }
+    }
     walked_ = true;
   }
-  auto it = paths_.find(m);
-  if (it == paths_.end())
+  auto it = links_.find(m);
+  if (it == links_.end())
     throw_error(ErrorKind::ValueError, "path_of_module: a " + m->class_name() + " that is not a submodule of the root " +
                                            root_.as<ModuleObj>()->class_name() +
                                            " (register it as an attribute of a module in the tree)");
-  return it->second;
+  // Climb to the nearest module whose path is built, then build downwards.
+  std::vector<const ModuleObj*> todo;
+  const ModuleObj* cur = m;
+  while (cur && !built_.count(cur)) {
+    todo.push_back(cur);
+    cur = links_.at(cur).parent;
+  }
+  for (auto t = todo.rbegin(); t != todo.rend(); ++t) {
+    const Link& l = links_.at(*t);
+    std::string path;
+    if (l.parent) {
+      const std::string& up = built_.at(l.parent);
+      path = up.empty() ? l.name : up + "." + l.name;
+    }
+    built_.emplace(*t, std::move(path));
+  }
+  return built_.at(m);
 }
 
 }  // namespace kiln::output_graph

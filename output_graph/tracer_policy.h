@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "runtime/module.h"
@@ -26,10 +27,23 @@ class Tracer {
   virtual std::string path_of_module(const runtime::ModuleObj* m);
 
   const runtime::Value& root() const { return root_; }
+  // Whether is_leaf_module reads its qualified_name. The default policy
+  // does not, so the translator skips building names (O(depth) each) for it;
+  // a subclass is assumed to read it.
+  bool uses_names() const { return typeid(*this) != typeid(Tracer); }
 
  private:
   runtime::Value root_;
-  std::unordered_map<const runtime::ModuleObj*, std::string> paths_;
+  // One walk records each module's parent and name (first path wins, as in
+  // named_modules); a path string is built only for a module asked about.
+  struct Link {
+    const runtime::ModuleObj* parent;
+    std::string name;
+  };
+  std::unordered_map<const runtime::ModuleObj*, Link> links_;
+  // Paths built so far: a module's path is its parent's plus its name, so
+  // asking for many modules of one chain walks the chain once.
+  std::unordered_map<const runtime::ModuleObj*, std::string> built_;
   bool walked_ = false;
 };
 

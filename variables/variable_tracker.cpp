@@ -86,6 +86,24 @@ VT make_nn_module(Value module, std::string path, SourceRef source) {
   t->module_path = std::move(path);
   return t;
 }
+std::string module_qualname(const VariableTracker& module) {
+  std::vector<const VariableTracker*> chain;
+  for (const VariableTracker* m = &module; m; m = m->path_parent.get()) chain.push_back(m);
+  std::string out;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if ((*it)->module_path.empty()) continue;
+    if (!out.empty()) out += '.';
+    out += (*it)->module_path;
+  }
+  return out;
+}
+
+VT make_child_module(Value module, const VT& parent, std::string name, SourceRef source) {
+  VT t = make_nn_module(std::move(module), std::move(name), std::move(source));
+  t->path_parent = parent;
+  return t;
+}
+
 VT make_iterator(std::vector<VT> items) {
   VT t = make(VTKind::Iterator, nullptr);
   t->items = std::move(items);

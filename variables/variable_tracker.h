@@ -64,9 +64,13 @@ struct VariableTracker {
   bool mutated = false;  // List / ConstDict with a source: changed during the trace
   // UserMethod: the bound self
   VT self;
-  // NNModule: qualified path from the traced root ("layers.0"), for naming;
-  // GetAttr: the attribute name
+  // NNModule: the qualified path from the traced root is `path_parent`'s
+  // path + "." + `module_path` (a link, not a string: building every path
+  // of a deep chain would be quadratic; module_qualname builds one on
+  // demand). A root has no parent and its own name (maybe ""), in
+  // module_path. GetAttr: the attribute name.
   std::string module_path;
+  VT path_parent;
   // Lazy: the realized tracker once looked at
   VT realized;
 
@@ -95,5 +99,10 @@ VT make_lazy(Value v, SourceRef source);
 // A Python value that can be a KBC constant (None, bool, int, float, str and
 // tuples of those): what residual code can LOAD_CONST.
 bool is_literal(const Value& v);
+
+// The qualified path of a module tracker ("layers.3.fc"; "" for the root).
+std::string module_qualname(const VariableTracker& module);
+// A submodule reached as parent.name.
+VT make_child_module(Value module, const VT& parent, std::string name, SourceRef source);
 
 }  // namespace kiln::variables

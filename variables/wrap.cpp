@@ -9,10 +9,13 @@ VT wrap_fx_proxy(output_graph::OutputGraph& out, runtime::OpId op, std::vector<o
   return make_tensor(out.create_call(op, std::move(args), std::move(kwargs)));
 }
 
-VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const std::string& path,
-                           const SourceRef& source) {
+VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const VT& owner,
+                           const std::string& name, const SourceRef& source) {
   if (value.is_none()) return make_constant(runtime::Value::none());
-  if (value.is(runtime::Kind::Tensor)) return make_tensor(out.register_attr(value, path), source);
+  if (value.is(runtime::Kind::Tensor)) {
+    std::string prefix = module_qualname(*owner);
+    return make_tensor(out.register_attr(value, prefix.empty() ? name : prefix + "." + name), source);
+  }
   if (value.is(runtime::Kind::Module)) {
     if (source) {
       output_graph::Guard g;
@@ -22,9 +25,9 @@ VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value&
       g.version = value.as<runtime::ModuleObj>()->version;
       out.guards().add(std::move(g));
     }
-    return make_nn_module(value, path, source);
+    return make_child_module(value, owner, name, source);
   }
-  throw_error(ErrorKind::TypeError, "register_attr_or_module: '" + path + "' is neither a tensor nor a module");
+  throw_error(ErrorKind::TypeError, "register_attr_or_module: '" + name + "' is neither a tensor nor a module");
 }
 
 }  // namespace kiln::variables

@@ -21,7 +21,9 @@ VT wrap_fx_proxy(output_graph::OutputGraph& out, runtime::OpId op, std::vector<o
 // tensor identity (two paths to one tensor give one node); a module becomes
 // an NNModuleVariable whose structure is guarded by its version; None
 // stays None.
-VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const std::string& path,
-                           const SourceRef& source);
+// `owner` and `name` give the path lazily: it is built only for a tensor
+// (whose get_attr target is that path).
+VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const VT& owner,
+                           const std::string& name, const SourceRef& source);
 
 }  // namespace kiln::variables
