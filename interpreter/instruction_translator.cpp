@@ -62,6 +62,9 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
     : ctx_(ctx), fn_(std::move(fn)), code_(fn_->code.get()), parent_(parent), fn_vt_(std::move(fn_vt)),
       depth_(parent ? parent->depth_ + 1 : 0), locals_(std::move(locals)) {
   locals_.resize(code_->varnames.size());
+  // The frame being traced counts as active for the recursion check
+  // (inlined frames are registered by inline_call, with their self).
+  if (!parent_) ctx_.active_frames.insert({code_, nullptr});
   // Cellvars start empty, or hold the parameter of the same name.
   for (size_t i = 0; i < code_->cellvars.size(); ++i) {
     int32_t from = i < code_->cell_from_arg.size() ? code_->cell_from_arg[i] : -1;

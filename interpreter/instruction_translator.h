@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,9 @@ struct TraceContext {
   bool shape_read = false;
   // Symbolic tracing: the leaf policy (null: every module is traced through).
   output_graph::Tracer* tracer = nullptr;
+  // (code, self) of every frame being inlined: the recursion check is a
+  // lookup, not a walk up the frames (a deep module chain inlines thousands).
+  std::multiset<std::pair<const void*, const void*>> active_frames;
 };
 
 class InstructionTranslator {

@@ -73,8 +73,8 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   // Recursion is the same code on the same self: a module chain runs one
   // forward on many different modules, which is nesting, not recursion.
   const void* self_id = (!args.empty() && args[0] && args[0]->is(VTKind::NNModule)) ? args[0]->value.obj() : nullptr;
-  for (const InstructionTranslator* t = this; t; t = t->parent_)
-    if (t->code_ == code && t->self_id_ == self_id) unsupported(BreakReason::recursion, code->qualname);
+  const std::pair<const void*, const void*> frame_key{code, self_id};
+  if (ctx_.active_frames.count(frame_key)) unsupported(BreakReason::recursion, code->qualname);
   if (stack_nearly_exhausted()) unsupported(BreakReason::recursion, code->qualname + " (inlining too deep for the stack)");
 
   // Python's binding rules over trackers; a binding error is left to the VM,
@@ -121,6 +121,12 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   try {
     InstructionTranslator child(ctx_, Ref<FunctionObj>(fn), std::move(locals), this, fn_vt, std::move(closure));
     child.self_id_ = self_id;
+    auto active = ctx_.active_frames.insert(frame_key);
+    struct Leave {
+      std::multiset<std::pair<const void*, const void*>>& set;
+      std::multiset<std::pair<const void*, const void*>>::iterator it;
+      ~Leave() { set.erase(it); }
+    } leave{ctx_.active_frames, active};
     child.run();
     return child.result();
   } catch (const Unsupported& u) {

@@ -149,8 +149,28 @@ Node* Graph::append(std::unique_ptr<Node> n) {
   });
   // Named only once accepted, so a refused node does not use up a name.
   // Every kind is named after its target: the op, the method, the dotted
-  // path (sanitized to layers_0_weight), or "output".
-  n->name = unique_name(n->target);
+  // path (sanitized to layers_0_weight), or "output" -- except call_module,
+  // named after the path's tail up to its last non-numeric part (a.b.fc ->
+  // fc, layers.0 -> layers_0): in a deep chain the full path is O(depth)
+  // long, and naming every leaf by it made tracing quadratic. The target
+  // keeps the full path.
+  if (n->op == NodeOp::CallModule) {
+    size_t start = n->target.size();
+    while (start > 0) {
+      size_t dot = n->target.rfind('.', start - 1);
+      size_t from = dot == std::string::npos ? 0 : dot + 1;
+      std::string part = n->target.substr(from, start - from);
+      start = dot == std::string::npos ? 0 : dot;
+      if (!part.empty() && part.find_first_not_of("0123456789") != std::string::npos) {
+        start = from;
+        break;
+      }
+      if (dot == std::string::npos) break;
+    }
+    n->name = unique_name(n->target.substr(start));
+  } else {
+    n->name = unique_name(n->target);
+  }
   Node* node = n.get();
   node->index = int(nodes_.size());
   // A node that takes x twice (add(x, x)) is one user of x. The new node is
