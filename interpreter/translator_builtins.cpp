@@ -314,10 +314,27 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
       }
       if (x->is(VTKind::NNModule)) return const_vt(Value::integer(module_len(x->value)));
     }
-    if (name == "isinstance" && args.size() == 2 && is_constant(args[1]) == false && args[1]->value.is_heap()) {
+    // isinstance(x, T) or isinstance(x, (T, U)): types are Builtin or Class
+    // trackers; x is represented by a value of its Python type.
+    auto classinfo = [&](auto& self, const VT& t) -> Value {
+      VT r = realize(t);
+      if (r->is(VTKind::Builtin) || (r->is(VTKind::Opaque) && r->value.is(Kind::Class))) return r->value;
+      if (r->is(VTKind::Tuple)) {
+        std::vector<Value> items;
+        for (const VT& x : r->items) {
+          Value v = self(self, x);
+          if (v.is_null()) return Value::null();
+          items.push_back(v);
+        }
+        return make_tuple(std::move(items));
+      }
+      return Value::null();
+    };
+    Value types = name == "isinstance" && args.size() == 2 ? classinfo(classinfo, args[1]) : Value::null();
+    if (!types.is_null()) {
       bool r = false;
       try {
-        r = truth(ctx_.vm.call(builtin, {type_sample(args[0]), args[1]->value}));
+        r = truth(ctx_.vm.call(builtin, {type_sample(args[0]), types}));
       } catch (const Error&) {
         unsupported(BreakReason::unsupported, "isinstance() raising an error");
       }
