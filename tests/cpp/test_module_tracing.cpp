@@ -211,3 +211,22 @@ TEST_CASE("hooks fire in order under compilation; removing one recompiles", "[mo
   CHECK(repr(run({seq, xf})) == "tensor([0., 0., 0., 2., 4.])");
   CHECK(cache_entries(p.global("run")) == 2);
 }
+
+TEST_CASE("train()/eval() are guarded: Dropout follows the mode after compilation", "[modules]") {
+  reset();
+  Program p = program(kNet);
+  interpreter::VM vm;
+  Value drop = vm.call(*builtins().find("Dropout"), {Value::floating(0.5)});
+  Value x = call_op(OpId::ones, {Value::integer(64)});
+  CompiledFunction run = compile(p.global("run"));
+  set_training(drop.as<ModuleObj>(), false);
+  CHECK(repr(run({drop, x})) == repr(x));  // eval: identity
+  set_training(drop.as<ModuleObj>(), true);
+  manual_seed(3);
+  Value compiled = run({drop, x});
+  manual_seed(3);
+  Value eager = vm.call(p.global("run"), {drop, x});
+  CHECK(repr(compiled) == repr(eager));  // training: the same random mask as eager
+  CHECK(repr(compiled) != repr(x));
+  CHECK(cache_entries(p.global("run")) == 2);
+}
