@@ -70,7 +70,6 @@ GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_
   gm.graph = ctx.out.graph_ptr();
   Arg out = output_arg(tx, tx.result());
   gm.graph->output(out.kind == Arg::Kind::List ? out.items : std::vector<Arg>{out});
-  gm.code = gm.graph->code();
   if (make_runner) gm.run = output_graph::eager_backend(gm.graph, example_inputs);
   return gm;
 }

@@ -19,8 +19,10 @@ namespace kiln::interpreter {
 struct GraphModule {
   runtime::Value root;
   std::shared_ptr<output_graph::Graph> graph;
-  std::string code;
   output_graph::CompiledGraph run;  // the graph's inputs are the root's tensor arguments
+  // The Python-like code view, rendered on request (for a deep chain it is
+  // O(depth^2) text, which tracing itself should not pay for).
+  std::string code() const { return graph->code(); }
 };
 
 // `tracer`: the policy (default: output_graph::Tracer over `root`).

@@ -100,7 +100,7 @@ TEST_CASE("symbolic_trace: built-in modules are call_module leaves at their path
   CHECK(targets(*gm.graph, output_graph::NodeOp::CallModule) ==
         std::vector<std::string>{"layers.0.fc", "layers.0.act", "layers.1.fc", "layers.1.act", "head"});
   CHECK(targets(*gm.graph, output_graph::NodeOp::CallFunction) == std::vector<std::string>{"add", "add"});
-  CHECK(gm.code.find("self.layers.0.fc(x0)") != std::string::npos);
+  CHECK(gm.code().find("self.layers.0.fc(x0)") != std::string::npos);
   auto out = gm.run(f.vm, {f.x});
   CHECK(repr(out.at(0)) == repr(f.vm.call(f.net, {f.x})));
 }
