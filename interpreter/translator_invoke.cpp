@@ -164,12 +164,19 @@ static std::optional<TensorMeta> builtin_leaf_meta(const ModuleObj* m, const VT&
 
 VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& args) {
   auto* m = module->value.as<ModuleObj>();
+  // The call_module node for a computed result type: with the default path
+  // policy it carries a path link and the module (no O(depth) string).
+  auto leaf_node = [&](std::vector<output_graph::Arg> node_args, TensorMeta meta) {
+    if (!ctx_.tracer->uses_names())
+      return ctx_.out.graph().call_module(ctx_.tracer->path_link_of_module(m), module->value, std::move(node_args),
+                                          std::move(meta));
+    std::string path = ctx_.tracer->path_of_module(m);
+    ctx_.out.graph().set_attr(path, module->value);
+    return ctx_.out.graph().call_module(path, std::move(node_args), std::move(meta));
+  };
   if (args.size() == 1 && !m->lazy)
-    if (auto meta = builtin_leaf_meta(m, realize(args[0]))) {
-      std::string path = ctx_.tracer->path_of_module(m);
-      ctx_.out.graph().set_attr(path, module->value);
-      return vars::make_tensor(ctx_.out.graph().call_module(path, {output_graph::Arg::of(realize(args[0])->node)}, *meta));
-    }
+    if (auto meta = builtin_leaf_meta(m, realize(args[0])))
+      return vars::make_tensor(leaf_node({output_graph::Arg::of(realize(args[0])->node)}, *meta));
   // The leaf's result type: trace the call once into a scratch graph (the
   // leaf's own ops, discarded), over placeholders shaped like the args.
   TraceContext scratch(ctx_.vm);
@@ -193,9 +200,7 @@ VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& arg
   VT out = scratch_tx.call_module(vars::make_nn_module(module->value, vars::module_qualname(*module), nullptr),
                                   scratch_args, nullptr);
   if (!out->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "a leaf module that does not return a tensor");
-  std::string path = ctx_.tracer->path_of_module(module->value.as<ModuleObj>());
-  ctx_.out.graph().set_attr(path, module->value);
-  return vars::make_tensor(ctx_.out.graph().call_module(path, std::move(node_args), out->meta()));
+  return vars::make_tensor(leaf_node(std::move(node_args), out->meta()));
 }
 
 VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, const TupleObj* kwnames) {

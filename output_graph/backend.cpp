@@ -150,10 +150,14 @@ std::shared_ptr<const Plan> make_plan(std::shared_ptr<const Graph> graph) {
       case NodeOp::Placeholder: s.input = int(plan->num_inputs++); break;
       case NodeOp::GetAttr:
       case NodeOp::CallModule: {
-        const Value* v = graph->attr(n.target);
+        if (n.op == NodeOp::CallModule && n.target_path) {  // carries its module
+          s.callee = n.module;
+          break;
+        }
+        const Value* v = graph->attr(n.target_str());
         if (!v)
-          throw_error(ErrorKind::RuntimeError,
-                      "eager backend: " + node_desc(n) + " reads '" + n.target + "', which is not an attribute of the graph");
+          throw_error(ErrorKind::RuntimeError, "eager backend: " + node_desc(n) + " reads '" + n.target_str() +
+                                                   "', which is not an attribute of the graph");
         s.callee = *v;
         break;
       }

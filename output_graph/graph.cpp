@@ -138,13 +138,13 @@ void for_each_node_arg(const Node& n, F&& f) {
 Node* Graph::append(std::unique_ptr<Node> n) {
   if (output_node())
     throw_error(ErrorKind::RuntimeError, "graph already has an output node; cannot add " +
-                                             std::string(node_op_name(n->op)) + " '" + n->target +
+                                             std::string(node_op_name(n->op)) + " '" + n->target_str() +
                                              "' after it");
   // Arguments must be earlier nodes of this graph: anything else would break
   // the topological order backends execute in (or dangle).
   for_each_node_arg(*n, [&](const Node* a) {
     if (!a || size_t(a->index) >= nodes_.size() || nodes_[size_t(a->index)].get() != a)
-      throw_error(ErrorKind::RuntimeError, std::string(node_op_name(n->op)) + " '" + n->target +
+      throw_error(ErrorKind::RuntimeError, std::string(node_op_name(n->op)) + " '" + n->target_str() +
                                                "': an argument is not a node of this graph");
   });
   // Named only once accepted, so a refused node does not use up a name.
@@ -154,7 +154,15 @@ Node* Graph::append(std::unique_ptr<Node> n) {
   // fc, layers.0 -> layers_0): in a deep chain the full path is O(depth)
   // long, and naming every leaf by it made tracing quadratic. The target
   // keeps the full path.
-  if (n->op == NodeOp::CallModule) {
+  if (n->op == NodeOp::CallModule && n->target_path) {
+    // The tail of the link chain, up to its last non-numeric part.
+    std::string tail;
+    for (const PathLink* l = n->target_path.get(); l && !l->name.empty(); l = l->parent.get()) {
+      tail = tail.empty() ? l->name : l->name + "." + tail;
+      if (l->name.find_first_not_of("0123456789") != std::string::npos) break;
+    }
+    n->name = unique_name(tail.empty() ? "module" : tail);
+  } else if (n->op == NodeOp::CallModule) {
     size_t start = n->target.size();
     while (start > 0) {
       size_t dot = n->target.rfind('.', start - 1);
@@ -232,6 +240,26 @@ Node* Graph::call_module(const std::string& target, std::vector<Arg> args, Tenso
   n->args = std::move(args);
   n->meta = std::move(meta);
   return append(std::move(n));
+}
+
+Node* Graph::call_module(PathRef path, Value module, std::vector<Arg> args, TensorMeta meta) {
+  if (!path) throw_error(ErrorKind::RuntimeError, "call_module: a null path");
+  auto n = std::make_unique<Node>();
+  n->op = NodeOp::CallModule;
+  n->target_path = std::move(path);
+  n->module = std::move(module);
+  n->args = std::move(args);
+  n->meta = std::move(meta);
+  return append(std::move(n));
+}
+
+std::string PathLink::str() const {
+  std::vector<const std::string*> parts;
+  for (const PathLink* l = this; l; l = l->parent.get())
+    if (!l->name.empty()) parts.push_back(&l->name);
+  std::string out;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += (out.empty() ? "" : ".") + **it;
+  return out;
 }
 
 Node* Graph::call_method(const std::string& method, std::vector<Arg> args, TensorMeta meta) {
@@ -355,7 +383,7 @@ std::string Graph::print_tabular() const {
   rows.reserve(nodes_.size() + 1);
   rows.push_back({"opcode", "name", "target", "args", "kwargs", "meta"});
   for (const auto& n : nodes_) {
-    std::string target = n->op == NodeOp::CallFunction ? "kiln." + n->target : n->target;
+    std::string target = n->op == NodeOp::CallFunction ? "kiln." + n->target : n->target_str();
     rows.push_back({node_op_name(n->op), n->name, std::move(target), tuple_str(n->args), kwargs_str(n->kwargs),
                     n->meta ? n->meta->str() : std::string()});
   }
@@ -406,7 +434,7 @@ std::string Graph::code() const {
         line = n.name + " = kiln." + n.target + "(" + call_args(n.args, 0, n.kwargs) + ")";
         break;
       case NodeOp::CallModule:
-        line = n.name + " = self." + n.target + "(" + call_args(n.args, 0, n.kwargs) + ")";
+        line = n.name + " = self." + n.target_str() + "(" + call_args(n.args, 0, n.kwargs) + ")";
         break;
       case NodeOp::CallMethod: {
         std::string self;

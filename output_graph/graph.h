@@ -62,12 +62,30 @@ struct Arg {
   static Arg list(std::vector<Arg> items) { Arg a; a.kind = Kind::List; a.items = std::move(items); return a; }
 };
 
+// A qualified module path as a link to its parent's: the modules of one
+// tree share prefixes, so making the path of a module at depth D is O(1),
+// not O(D) characters (a deep chain would otherwise cost O(D^2) to trace).
+struct PathLink {
+  std::shared_ptr<const PathLink> parent;  // null for the root (whose path is "")
+  std::string name;
+  std::string str() const;  // "layers.3.fc": built on each call, O(depth)
+};
+using PathRef = std::shared_ptr<const PathLink>;
+
 struct Node {
   int index = 0;          // position in Graph::nodes() (topological order)
   NodeOp op;
   std::string name;       // unique in the graph: "x", "add", "add_1", "layers_0_weight"
-  std::string target;     // placeholder: input name; get_attr/call_module: qualified path;
-                          // call_function: the op's name; call_method: the method name
+  // placeholder: input name; get_attr/call_module: qualified path;
+  // call_function: the op's name; call_method: the method name. Read it with
+  // target_str(): a call_module made from a path link fills it on demand.
+  mutable std::string target;
+  PathRef target_path;    // call_module from symbolic tracing: the path as a link
+  Value module;           // ... and the module it calls (no attrs lookup needed)
+  const std::string& target_str() const {
+    if (target.empty() && target_path) target = target_path->str();
+    return target;
+  }
   int op_id = -1;         // call_function: the runtime::OpId
   std::vector<Arg> args;
   std::vector<std::pair<std::string, Arg>> kwargs;
@@ -88,6 +106,9 @@ class Graph {
   Node* call_function(runtime::OpId op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kwargs,
                       TensorMeta meta);
   Node* call_module(const std::string& target, std::vector<Arg> args, TensorMeta meta);
+  // A call_module that carries its module and its path as a link (symbolic
+  // tracing): the target string is built only when read.
+  Node* call_module(PathRef path, Value module, std::vector<Arg> args, TensorMeta meta);
   Node* call_method(const std::string& method, std::vector<Arg> args, TensorMeta meta);
   Node* output(std::vector<Arg> results);  // at most once, last
   // Removes placeholders nobody uses (inputs that were only guarded);

@@ -20,7 +20,7 @@ bool Tracer::is_leaf_module(const ModuleObj* m, const std::string&) {
   }
 }
 
-std::string Tracer::path_of_module(const ModuleObj* m) {
+void Tracer::walk() {
   if (!walked_) {
     const ModuleObj* root = root_.as<ModuleObj>();
     links_.emplace(root, Link{nullptr, ""});
@@ -37,6 +37,25 @@ std::string Tracer::path_of_module(const ModuleObj* m) {
     }
     walked_ = true;
   }
+}
+
+PathRef Tracer::path_link_of_module(const ModuleObj* m) {
+  walk();
+  if (!links_.count(m)) path_of_module(m);  // raises the not-a-submodule error
+  std::vector<const ModuleObj*> todo;
+  for (const ModuleObj* cur = m; cur && !link_of_.count(cur); cur = links_.at(cur).parent) todo.push_back(cur);
+  for (auto t = todo.rbegin(); t != todo.rend(); ++t) {
+    const Link& l = links_.at(*t);
+    auto link = std::make_shared<PathLink>();
+    link->parent = l.parent ? link_of_.at(l.parent) : nullptr;
+    link->name = l.name;
+    link_of_.emplace(*t, std::move(link));
+  }
+  return link_of_.at(m);
+}
+
+std::string Tracer::path_of_module(const ModuleObj* m) {
+  walk();
   auto it = links_.find(m);
   if (it == links_.end())
     throw_error(ErrorKind::ValueError, "path_of_module: a " + m->class_name() + " that is not a submodule of the root " +

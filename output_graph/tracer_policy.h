@@ -8,6 +8,7 @@
 #include <typeinfo>
 #include <unordered_map>
 
+#include "output_graph/graph.h"
 #include "runtime/module.h"
 
 namespace kiln::output_graph {
@@ -27,6 +28,10 @@ class Tracer {
   virtual std::string path_of_module(const runtime::ModuleObj* m);
 
   const runtime::Value& root() const { return root_; }
+  // path_of_module as a link (graph.h's PathLink), O(1) per module after
+  // the walk. Used for call_module targets when the policy keeps the
+  // default path_of_module (a subclass's string paths are used as given).
+  PathRef path_link_of_module(const runtime::ModuleObj* m);
   // Whether is_leaf_module reads its qualified_name. The default policy
   // does not, so the translator skips building names (O(depth) each) for it;
   // a subclass is assumed to read it.
@@ -44,6 +49,8 @@ class Tracer {
   // Paths built so far: a module's path is its parent's plus its name, so
   // asking for many modules of one chain walks the chain once.
   std::unordered_map<const runtime::ModuleObj*, std::string> built_;
+  std::unordered_map<const runtime::ModuleObj*, PathRef> link_of_;
+  void walk();
   bool walked_ = false;
 };
 

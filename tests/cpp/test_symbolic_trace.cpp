@@ -89,7 +89,7 @@ struct Fixture {
 std::vector<std::string> targets(const output_graph::Graph& g, output_graph::NodeOp op) {
   std::vector<std::string> out;
   for (const auto& n : g.nodes())
-    if (n->op == op) out.push_back(n->target);
+    if (n->op == op) out.push_back(n->target_str());
   return out;
 }
 }  // namespace
