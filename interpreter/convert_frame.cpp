@@ -65,7 +65,7 @@ std::map<ResumeKey, Ref<FunctionObj>>& resume_cache() {
 
 // Names the residual and resume code add, never user state to carry over.
 bool is_stack_temp(const std::string& n) {
-  for (const char* prefix : {"__stack", "__resume_arg", "__rebuilt", "__live", "__graph_out", "__return"})
+  for (const char* prefix : {"__stack", "__resume_arg", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
     if (n.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -198,7 +198,7 @@ struct Residual {
         b.emit(Opcode::BINARY_SUBSCR);
         return;
       case SourceKind::Cell:
-        if (s->base) throw Unsupported{BreakReason::unsupported, "reloading another function's closure cell"};
+        if (s->base) unsupported(BreakReason::unsupported, "reloading another function's closure cell");
         b.emit(Opcode::LOAD_DEREF, int32_t(trace_cells) + s->local_index);
         return;
     }
@@ -211,7 +211,7 @@ struct Residual {
       if (!v->realized) return emit_source(v->source);
       v = v->realized;
     }
-    if (!v) throw Unsupported{BreakReason::unsupported, "a method call split across the break"};
+    if (!v) unsupported(BreakReason::unsupported, "a method call split across the break");
     switch (v->kind) {
       case VTKind::Tensor:
         // An input (the graph may not even take it, if it was only guarded).
@@ -253,7 +253,7 @@ struct Residual {
         if (!as_list) b.emit(Opcode::GET_ITER);
         return;
       case VTKind::UserMethod:
-        throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
+        unsupported(BreakReason::unsupported, "a bound method held across the break");
       case VTKind::GetAttr:
         reconstruct(v->self);
         b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
@@ -272,7 +272,7 @@ struct Residual {
         return;
       }
       case VTKind::Cell:
-        throw Unsupported{BreakReason::unsupported, "a closure cell held across the break"};
+        unsupported(BreakReason::unsupported, "a closure cell held across the break");
       default:
         if (v->source) return emit_source(v->source);
         return emit_const(v->value);
@@ -283,14 +283,14 @@ struct Residual {
   // or one of the residual's cellvars filled (once) with the content.
   void emit_cell(const VT& c) {
     if (c->source) {
-      if (c->source->base) throw Unsupported{BreakReason::unsupported, "another function's closure cell"};
+      if (c->source->base) unsupported(BreakReason::unsupported, "another function's closure cell");
       b.emit(Opcode::LOAD_CLOSURE, int32_t(trace_cells) + c->source->local_index);
       return;
     }
     auto it = cell_slot.find(c.get());
     if (it == cell_slot.end()) {
       int32_t slot = int32_t(cell_slot.size());
-      if (size_t(slot) >= trace_cells) throw Unsupported{BreakReason::unsupported, "an uncounted closure cell"};
+      if (size_t(slot) >= trace_cells) unsupported(BreakReason::unsupported, "an uncounted closure cell");
       it = cell_slot.emplace(c.get(), slot).first;
       if (c->items[0]) {
         reconstruct(c->items[0]);
@@ -316,7 +316,6 @@ struct Residual {
     }
     for (const VT& x : v->items) collect(x, out, seen);
     if (v->self) collect(v->self, out, seen);
-    if (v->realized) collect(v->realized, out, seen);
   }
 
   // Container contents first: their sources are paths as they were when
@@ -337,7 +336,7 @@ struct Residual {
           reconstruct(c->items[i]);
         }
         b.emit(Opcode::BUILD_DICT, int32_t(c->keys.size()));
-        int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size() + 1000));
+        int32_t tmp = b.local("__dict_contents");  // used at once: one slot serves every dict
         b.emit(Opcode::STORE_FAST, tmp);
         emit_source(c->source);
         b.emit(Opcode::LOAD_METHOD, b.name("clear"));
@@ -540,7 +539,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         if (callee && (callee->is(VTKind::UserFunction) || callee->is(VTKind::UserMethod)) &&
             callee->value.is(Kind::Function)) {
           if (callee->is(VTKind::UserMethod))
-            throw Unsupported{BreakReason::unsupported, "a bound method held across the break"};
+            unsupported(BreakReason::unsupported, "a bound method held across the break");
           r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
           continue;
         }

@@ -53,7 +53,6 @@ const char* break_reason_hint(BreakReason r) {
   return "";
 }
 
-[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
 
 // ------------------------------------------------------------------ setup --
 
@@ -319,7 +318,7 @@ void InstructionTranslator::op_UNARY_OP(const Instr& i) {
   if (a->is(VTKind::Tensor)) {
     if (op == UnOp::POS) return push(a);
     if (op == UnOp::NOT) unsupported(BreakReason::data_dependent_branch, "");
-    push(tensor_op(op == UnOp::NEG ? OpId::neg : OpId::bitwise_not, {a}));
+    push(tensor_op(OpId(tensor_op_for(op)), {a}));
     return;
   }
   if (op == UnOp::NOT && (a->is(VTKind::List) || a->is(VTKind::Tuple) || a->is(VTKind::ConstDict))) {

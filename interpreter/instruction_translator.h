@@ -43,6 +43,10 @@ struct Unsupported {
   std::string cause;
 };
 
+[[noreturn]] inline void unsupported(BreakReason reason, std::string detail) {
+  throw Unsupported{reason, std::move(detail), {}};
+}
+
 // State shared by the root translator and every inlined one.
 struct TraceContext {
   explicit TraceContext(runtime::CallContext& vm) : vm(vm), builder(out) {}
@@ -99,10 +103,10 @@ class InstructionTranslator {
   VT pop();
   void push(VT v) { stack_.push_back(std::move(v)); }
   std::vector<VT> pop_n(size_t n);
-  VT realize(const VT& v) { return ctx_.builder.realize(v); }
 
   // calls (translator_calls.cpp)
  public:
+  VT realize(const VT& v) { return ctx_.builder.realize(v); }
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});

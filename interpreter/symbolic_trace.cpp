@@ -16,7 +16,7 @@ namespace {
 // The graph's output for the root's result: tensors by node, Python values
 // as constants, tuples/lists as lists of those.
 Arg output_arg(InstructionTranslator& tx, const VT& v0) {
-  VT v = tx.ctx().builder.realize(v0);
+  VT v = tx.realize(v0);
   if (v->is(VTKind::Tensor)) return Arg::of(v->node);
   if (v->is(VTKind::Tuple) || v->is(VTKind::List)) {
     std::vector<Arg> items;

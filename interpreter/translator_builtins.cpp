@@ -14,7 +14,6 @@ namespace kiln::interpreter {
 using namespace kiln::runtime;
 namespace vars = kiln::variables;
 
-[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
 static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 static VT none_vt() { return const_vt(Value::none()); }
 
@@ -343,7 +342,6 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
     if ((name == "int" || name == "float" || name == "bool") && args.size() == 1 && args[0]->is(VTKind::Tensor))
       unsupported(BreakReason::tensor_to_python, name + "()");
     if ((name == "abs") && args.size() == 1 && args[0]->is(VTKind::Tensor)) return tensor_op(OpId::abs, args);
-    if (name == "sum" && !args.empty() && args[0]->is(VTKind::Tensor)) return tensor_op(OpId::sum, args);
     if (name == "pow" && args.size() == 2 && any_tensor()) return binary(BinOp::POW, args[0], args[1], false);
     if ((name == "list" || name == "tuple") && args.size() <= 1) {
       std::vector<VT> items = args.empty() ? std::vector<VT>{} : unpack(args[0]);

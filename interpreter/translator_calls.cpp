@@ -19,10 +19,8 @@ using output_graph::Guard;
 using output_graph::GuardKind;
 namespace vars = kiln::variables;
 
-[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
 
 static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-static VT none_vt() { return const_vt(Value::none()); }
 
 // ----------------------------------------------------------- constants --
 
@@ -100,7 +98,7 @@ VT InstructionTranslator::make_lazy_global(const std::string& name, const Value&
 // ------------------------------------------------------------- tensors --
 
 static Arg to_arg(InstructionTranslator& tx, const VT& v0) {
-  VT v = tx.ctx().builder.realize(v0);
+  VT v = tx.realize(v0);
   switch (v->kind) {
     case VTKind::Tensor: return Arg::of(v->node);
     case VTKind::Constant: return Arg::constant(v->value);
@@ -151,29 +149,9 @@ static VT tensor_index(InstructionTranslator& tx, VT x, const Value& key) {
   return x;
 }
 
-// The registry op behind each Python operator (operators.def's last column).
-namespace {
-namespace op_of {
-#define KILN_OP(name, ...) constexpr int name = int(OpId::name);
-#include "runtime/ops.def"
-#undef KILN_OP
-constexpr int none = -1;
-}  // namespace op_of
-constexpr int kBinTensorOp[] = {
-#define KILN_BINOP(e, sym, opname) op_of::opname,
-#include "runtime/operators.def"
-#undef KILN_BINOP
-};
-constexpr int kCmpTensorOp[] = {
-#define KILN_CMPOP(e, sym, opname) op_of::opname,
-#include "runtime/operators.def"
-#undef KILN_CMPOP
-};
-}  // namespace
-
 VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplace) {
   if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
-    int id = kBinTensorOp[int(op)];
+    int id = tensor_op_for(op);
     if (id < 0) unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " on a tensor");
     return tensor_op(OpId(id), {a, b});
   }
@@ -232,7 +210,7 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     }
     return const_vt(Value::boolean(op == CmpOp::IN ? found : !found));
   }
-  if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) return tensor_op(OpId(kCmpTensorOp[int(op)]), {a, b});
+  if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) return tensor_op(OpId(tensor_op_for(op)), {a, b});
   if (is_constant(a) && is_constant(b)) {
     try {
       return from_value(compare_op(op, constant_value(a), constant_value(b)));

@@ -21,7 +21,6 @@ using output_graph::Guard;
 using output_graph::GuardKind;
 using output_graph::TensorMeta;
 
-[[noreturn]] static void unsupported(BreakReason r, std::string detail) { throw Unsupported{r, std::move(detail)}; }
 static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
 // Inlining depth is bounded by the C++ stack (stack_guard.h), not a count:

@@ -41,7 +41,10 @@ void Tracer::walk() {
 
 PathRef Tracer::path_link_of_module(const ModuleObj* m) {
   walk();
-  if (!links_.count(m)) path_of_module(m);  // raises the not-a-submodule error
+  if (!links_.count(m))
+    throw_error(ErrorKind::ValueError, "path_of_module: a " + m->class_name() + " that is not a submodule of the root " +
+                                           root_.as<ModuleObj>()->class_name() +
+                                           " (register it as an attribute of a module in the tree)");
   std::vector<const ModuleObj*> todo;
   for (const ModuleObj* cur = m; cur && !link_of_.count(cur); cur = links_.at(cur).parent) todo.push_back(cur);
   for (auto t = todo.rbegin(); t != todo.rend(); ++t) {
@@ -54,30 +57,6 @@ PathRef Tracer::path_link_of_module(const ModuleObj* m) {
   return link_of_.at(m);
 }
 
-std::string Tracer::path_of_module(const ModuleObj* m) {
-  walk();
-  auto it = links_.find(m);
-  if (it == links_.end())
-    throw_error(ErrorKind::ValueError, "path_of_module: a " + m->class_name() + " that is not a submodule of the root " +
-                                           root_.as<ModuleObj>()->class_name() +
-                                           " (register it as an attribute of a module in the tree)");
-  // Climb to the nearest module whose path is built, then build downwards.
-  std::vector<const ModuleObj*> todo;
-  const ModuleObj* cur = m;
-  while (cur && !built_.count(cur)) {
-    todo.push_back(cur);
-    cur = links_.at(cur).parent;
-  }
-  for (auto t = todo.rbegin(); t != todo.rend(); ++t) {
-    const Link& l = links_.at(*t);
-    std::string path;
-    if (l.parent) {
-      const std::string& up = built_.at(l.parent);
-      path = up.empty() ? l.name : up + "." + l.name;
-    }
-    built_.emplace(*t, std::move(path));
-  }
-  return built_.at(m);
-}
+std::string Tracer::path_of_module(const ModuleObj* m) { return path_link_of_module(m)->str(); }
 
 }  // namespace kiln::output_graph

@@ -46,9 +46,8 @@ class Tracer {
     std::string name;
   };
   std::unordered_map<const runtime::ModuleObj*, Link> links_;
-  // Paths built so far: a module's path is its parent's plus its name, so
+  // Path links made so far: a module's link points at its parent's, so
   // asking for many modules of one chain walks the chain once.
-  std::unordered_map<const runtime::ModuleObj*, std::string> built_;
   std::unordered_map<const runtime::ModuleObj*, PathRef> link_of_;
   void walk();
   bool walked_ = false;

@@ -318,7 +318,7 @@ namespace op_index {
 constexpr int none = -1;
 }  // namespace op_index
 
-static int tensor_op_for(BinOp op) {
+int tensor_op_for(BinOp op) {
   static const int table[] = {
 #define KILN_BINOP(e, sym, opname) op_index::opname,
 #include "runtime/operators.def"
@@ -326,7 +326,7 @@ static int tensor_op_for(BinOp op) {
   };
   return table[int(op)];
 }
-static int tensor_op_for(CmpOp op) {
+int tensor_op_for(CmpOp op) {
   static const int table[] = {
 #define KILN_CMPOP(e, sym, opname) op_index::opname,
 #include "runtime/operators.def"
@@ -334,7 +334,7 @@ static int tensor_op_for(CmpOp op) {
   };
   return table[int(op)];
 }
-static int tensor_op_for(UnOp op) {
+int tensor_op_for(UnOp op) {
   static const int table[] = {
 #define KILN_UNOP(e, sym, opname) op_index::opname,
 #include "runtime/operators.def"

@@ -17,6 +17,12 @@ bool truth(const Value& v);             // TypeError-free except tensors with nu
 bool values_equal(const Value& a, const Value& b);  // Python == for non-tensors
 size_t value_hash(const Value& v);      // TypeError for list/dict
 
+// The registry op behind an operator on tensors (operators.def's last
+// column), or -1 when tensors do not support it.
+int tensor_op_for(BinOp op);
+int tensor_op_for(CmpOp op);
+int tensor_op_for(UnOp op);
+
 Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace = false);
 Value compare_op(CmpOp op, const Value& a, const Value& b);
 Value unary_op(UnOp op, const Value& a);

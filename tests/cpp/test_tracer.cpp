@@ -439,3 +439,4 @@ TEST_CASE("a compiled function can return a closure made in its trace", "[tracer
   CHECK(repr(vm.call(add10, {Value::integer(1)})) == "11");
   CHECK(repr(vm.call(add6, {Value::integer(1)})) == "7");  // the first closure kept its own cell
 }
+
