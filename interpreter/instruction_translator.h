@@ -106,7 +106,14 @@ class InstructionTranslator {
 
   // calls (translator_calls.cpp)
  public:
-  VT realize(const VT& v) { return ctx_.builder.realize(v); }
+  // Every operand goes through here. A null tracker is LOAD_METHOD's NULL
+  // marker, which verified code may still hand to another instruction
+  // (the verifier does not type the stack): that is not traceable, and the
+  // VM will raise whatever the real program raises.
+  VT realize(const VT& v) {
+    if (!v) unsupported(BreakReason::unsupported, "LOAD_METHOD's NULL used as a value");
+    return ctx_.builder.realize(v);
+  }
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});

@@ -58,8 +58,10 @@ GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_
     locals[i + 1] = ctx.builder.wrap(example_inputs[i], source);
   }
   InstructionTranslator tx(ctx, fn, std::move(locals), nullptr);
+  Arg out;
   try {
     tx.run();
+    out = output_arg(tx, tx.result());
   } catch (const Unsupported& u) {
     throw_error(ErrorKind::RuntimeError, "symbolic_trace of " + root.as<ModuleObj>()->class_name() +
                                              " cannot continue: " +
@@ -68,7 +70,6 @@ GraphModule symbolic_trace(const Value& root, const std::vector<Value>& example_
   GraphModule gm;
   gm.root = root;
   gm.graph = ctx.out.graph_ptr();
-  Arg out = output_arg(tx, tx.result());
   gm.graph->output(out.kind == Arg::Kind::List ? out.items : std::vector<Arg>{out});
   if (make_runner) gm.run = output_graph::eager_backend(gm.graph, example_inputs);
   return gm;

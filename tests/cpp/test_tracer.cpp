@@ -440,3 +440,30 @@ TEST_CASE("a compiled function can return a closure made in its trace", "[tracer
   CHECK(repr(vm.call(add6, {Value::integer(1)})) == "7");  // the first closure kept its own cell
 }
 
+TEST_CASE("LOAD_METHOD's NULL used as a value is not traced: the VM raises the real error", "[tracer]") {
+  // Verified code may hand the NULL marker to another instruction (the
+  // verifier does not type the stack); found by mutation fuzzing.
+  reset();
+  Program p = program(R"(
+.func f(x)
+    LOAD_FAST x
+    LOAD_METHOD sum
+    COMPARE_OP ==
+    RETURN_VALUE
+.end
+)");
+  interpreter::VM vm;
+  std::string vm_error, compiled_error;
+  try {
+    vm.call(p.global("f"), {Value::integer(3)});
+  } catch (const Error& e) {
+    vm_error = e.what();
+  }
+  try {
+    compile(p.global("f"))({Value::integer(3)});
+  } catch (const Error& e) {
+    compiled_error = e.what();
+  }
+  CHECK(vm_error == "AttributeError: 'int' object has no attribute 'sum'");
+  CHECK(compiled_error == vm_error);
+}
