@@ -475,11 +475,23 @@ class Assembler {
     ProgramItem item;
     item.cls = runtime::make_class(name, base);
     method_names_.clear();
+    bool property = false;  // the next method is a property's getter
     for (;;) {
       if (!next_line()) fail_eof("unexpected end of file inside class '" + name + "' (missing .endclass)");
       LineCursor lc = cursor();
       if (lc.at_end()) continue;
       std::string d = directive(lc);
+      // `.property` marks the next method as a property getter (Python's
+      // @property): the class attribute is Property(fget), read by calling it.
+      if (d == ".property") {
+        if (property) lc.fail("expected .func after .property in class '" + name + "', got '.property'");
+        lc.expect_end(".property");
+        property = true;
+        continue;
+      }
+      if (property && d != ".func")
+        lc.fail("expected .func after .property in class '" + name + "', got " +
+                (d.empty() ? lc.next_token_text() : "'" + d + "'"));
       if (d == ".endclass") {
         lc.expect_end(".endclass");
         break;
@@ -490,7 +502,9 @@ class Assembler {
                 (d.empty() ? lc.next_token_text() : "'" + d + "'"));
       }
       runtime::Ref<FunctionObj> m = function(lc, item.cls.get());
-      item.cls->methods.set(m->code->name, Value::object(Kind::Function, m));
+      Value fn = Value::object(Kind::Function, m);
+      item.cls->methods.set(m->code->name, property ? runtime::make_property(fn) : fn);
+      property = false;
       item.methods.push_back(std::move(m));
     }
     classes_.emplace(name, item.cls);

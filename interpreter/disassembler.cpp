@@ -204,6 +204,8 @@ std::string disassemble(const Program& program) {
     d.out() += "\n";
     for (const auto& m : item.methods) {
       d.out() += "\n";
+      if (const Value* v = cls.methods.find(m->code->name); v && v->is(runtime::Kind::Property))
+        d.out() += ".property\n";
       d.function(*m->code, m->code->name, &m->defaults, &m->kwdefaults);
     }
     d.out() += "\n.endclass\n";

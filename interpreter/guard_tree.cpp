@@ -129,6 +129,28 @@ static bool holds(const Guard& g, const Value& v) {
     }
     case GuardKind::ModuleVersion:
       return v.is(Kind::Module) && v.is_same(g.expected) && v.as<ModuleObj>()->version == g.version;
+    case GuardKind::ModuleHooks: {
+      if (!v.is(Kind::Module)) return false;
+      auto same = [](const std::vector<Hook>& hooks, const Value& fns) {
+        const auto& want = fns.as<TupleObj>()->items;
+        if (hooks.size() != want.size()) return false;
+        for (size_t i = 0; i < hooks.size(); ++i)
+          if (!hooks[i].fn.is_same(want[i])) return false;
+        return true;
+      };
+      const auto& want = g.expected.as<TupleObj>()->items;
+      auto* m = v.as<ModuleObj>();
+      return same(m->forward_pre_hooks, want[0]) && same(m->forward_hooks, want[1]);
+    }
+    case GuardKind::ModuleChildren: {
+      if (!v.is(Kind::Module)) return false;
+      const auto& kids = v.as<ModuleObj>()->modules.entries();
+      const auto& names = g.expected.as<TupleObj>()->items;
+      if (kids.size() != names.size()) return false;
+      for (size_t i = 0; i < kids.size(); ++i)  // interned: names compare by pointer
+        if (kids[i].first.get() != names[i].obj()) return false;
+      return true;
+    }
   }
   return false;
 }
@@ -154,7 +176,7 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
     }
     resolved_[i] = v;
     for (const Guard& g : a.guards) {
-      if (g.kind == GuardKind::ModuleVersion && modules_unchanged) continue;
+      if (modules_unchanged && output_graph::is_module_structure_guard(g.kind)) continue;
       if (!holds(g, *v)) {
         if (why) *why = "failed: " + g.str();
         if (failure) *failure = {&g, v};

@@ -1,8 +1,10 @@
 // The guard checker of one cache entry, compiled from a GuardSet: every
 // distinct source gets one accessor, resolved once per check, parents
 // before children; each accessor's guards run right after it resolves.
-// Module-version guards are skipped in bulk when no module anywhere has
-// changed since the entry was made (one comparison with the global epoch).
+// Module-version guards (and the hook and children guards of unspecialized
+// modules, which only a version change can break) are skipped in bulk when
+// no module anywhere has changed since the entry was made (one comparison
+// with the global epoch).
 #pragma once
 
 #include <string>

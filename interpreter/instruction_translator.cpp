@@ -208,8 +208,11 @@ void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   VT obj = realize(pop());
   VT value = pop();
   const std::string& name = code_->names[size_t(i.a)]->s;
-  if (!obj->is(VTKind::NNModule) || !obj->source)
-    unsupported(BreakReason::unsupported, "attribute store on " + obj->str());
+  if (!obj->is_module() || !obj->source) unsupported(BreakReason::unsupported, "attribute store on " + obj->str());
+  // A property has no setter: the VM raises AttributeError at this line.
+  if (class_property(obj->value.as<ModuleObj>()->cls.get(), code_->names[size_t(i.a)].get()))
+    unsupported(BreakReason::attribute_error, "property '" + name + "' of '" + type_name(obj->value) +
+                                                  "' object has no setter");
   ctx_.attr_overlay[{obj->value.obj(), name}] = value;
   ctx_.side_effects.attr_stores.push_back({obj, name, value});
 }
@@ -465,7 +468,7 @@ void InstructionTranslator::op_JUMP(const Instr& i) { JUMP(i.a); }
 static bool trace_truth(InstructionTranslator& tx, const VT& c) {
   if (c->is(VTKind::Tensor)) unsupported(BreakReason::data_dependent_branch, "");
   if (c->is(VTKind::List) || c->is(VTKind::Tuple) || c->is(VTKind::ConstDict)) return !c->items.empty();
-  if (c->is(VTKind::NNModule) || c->is(VTKind::UserFunction) || c->is(VTKind::Builtin)) return true;
+  if (c->is_module() || c->is(VTKind::UserFunction) || c->is(VTKind::Builtin)) return true;
   if (!tx.is_constant(c)) unsupported(BreakReason::unsupported, "truth of " + c->str());
   return truth(tx.constant_value(c));
 }

@@ -124,6 +124,16 @@ class InstructionTranslator {
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
   VT get_attr(const VT& obj, const std::string& name);
   VT module_getattr(const VT& module, const std::string& name);
+  // An UnspecializedNNModule's attribute: an instance entry wrapped at its
+  // own source (guarded by what it is); anything else through specialized().
+  VT unspecialized_getattr(const VT& module, const std::string& name);
+  // A module tracker for a read that depends on its whole structure: an
+  // UnspecializedNNModule gets its version guard now (once); others as is.
+  VT specialized(const VT& module);
+  // Breaks if an attribute store earlier in this trace changed what `m`'s
+  // dicts enumerate: they still show the old structure, so enumerating
+  // them (unrolling, len, iteration, parameters()) would trace the wrong one.
+  void check_structure_unchanged(const runtime::ModuleObj* m, const std::string& what);
   VT from_value(const runtime::Value& v);  // a folded Python result as a tracker
   VT get_item(const VT& obj, const VT& key);
   VT binary(runtime::BinOp op, const VT& a, const VT& b, bool inplace);

@@ -51,9 +51,12 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
 
   // setattr on a module with a constant name is an attribute store.
-  if (name == "setattr" && args.size() == 3 && nkw == 0 && args[0]->is(VTKind::NNModule) && args[0]->source &&
+  if (name == "setattr" && args.size() == 3 && nkw == 0 && args[0]->is_module() && args[0]->source &&
       is_constant(args[1]) && constant_value(args[1]).is(Kind::Str)) {
     const std::string attr = constant_value(args[1]).as_str();
+    if (class_property(args[0]->value.as<ModuleObj>()->cls.get(), intern(attr).get()))
+      unsupported(BreakReason::attribute_error, "property '" + attr + "' of '" + type_name(args[0]->value) +
+                                                    "' object has no setter");
     ctx_.attr_overlay[{args[0]->value.obj(), attr}] = args[2];
     ctx_.side_effects.attr_stores.push_back({args[0], attr, args[2]});
     return none_vt();
@@ -65,6 +68,11 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   // named_children(), modules(), named_modules(): answered at trace time by
   // walking the module dicts (trace_supported_methods), each tensor a
   // get_attr node once, each module a tracker with its own version guard.
+  // A read of the whole structure: an unspecialized module is specialized.
+  if ((name.rfind("Module.", 0) == 0 || name.rfind("ModuleDict.", 0) == 0 || name == "len" || name == "getattr" ||
+       name == "hasattr") &&
+      !args.empty() && args[0]->is(VTKind::UnspecializedNNModule))
+    args[0] = specialized(args[0]);
   if (name.rfind("Module.", 0) == 0 && !args.empty() && args[0]->is(VTKind::NNModule)) {
     std::string m = name.substr(7);
     bool recurse = true;
@@ -75,6 +83,9 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
       recurse = truth(constant_value(r));
     }
     auto* root = args[0]->value.as<ModuleObj>();
+    if (!ctx_.attr_overlay.empty())
+      for (const auto& [path, mod] : named_modules(root))
+        check_structure_unchanged(mod.as<ModuleObj>(), name + "()");
     // The module tracker at a dotted path below args[0], through the same
     // attribute lookup (and guards) as self.a.b.
     auto module_at = [&](const std::string& path) {
@@ -114,6 +125,7 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   // ModuleDict's views: children by name, through the module's own lookup.
   if (name.rfind("ModuleDict.", 0) == 0 && args.size() == 1 && args[0]->is(VTKind::NNModule)) {
     std::string m = name.substr(11);
+    check_structure_unchanged(args[0]->value.as<ModuleObj>(), name + "()");
     std::vector<VT> out;
     for (const auto& [key, child] : args[0]->value.as<ModuleObj>()->modules) {
       VT k = const_vt(Value::str(key->s));
@@ -311,7 +323,10 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
         ctx_.shape_read = true;
         return const_vt(Value::integer(x->meta().sizes[0]));
       }
-      if (x->is(VTKind::NNModule)) return const_vt(Value::integer(module_len(x->value)));
+      if (x->is(VTKind::NNModule)) {
+        check_structure_unchanged(x->value.as<ModuleObj>(), "len() of a module");
+        return const_vt(Value::integer(module_len(x->value)));
+      }
     }
     // isinstance(x, T) or isinstance(x, (T, U)): types are Builtin or Class
     // trackers; x is represented by a value of its Python type.

@@ -248,7 +248,9 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
         rows.push_back(tensor_op(OpId::select, {seq, const_vt(Value::integer(0)), const_vt(Value::integer(i))}));
       return rows;
     }
+    case VTKind::UnspecializedNNModule: return unpack(specialized(seq));
     case VTKind::NNModule: {
+      check_structure_unchanged(seq->value.as<ModuleObj>(), "iterating over a module");
       std::vector<VT> out;
       for (const Value& child : module_iter_items(seq->value)) {
         if (!child.is(Kind::Module)) {
@@ -304,7 +306,9 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
       if (values_equal(obj->keys[j], k)) return obj->items[j];
     unsupported(BreakReason::unsupported, "KeyError " + repr(k));
   }
+  if (obj->is(VTKind::UnspecializedNNModule)) return get_item(specialized(obj), key);
   if (obj->is(VTKind::NNModule)) {
+    check_structure_unchanged(obj->value.as<ModuleObj>(), "indexing a module");
     Value child;
     try {
       child = module_getitem(obj->value, k);

@@ -39,7 +39,8 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);
       return inline_call(callee->value, std::move(args), kwnames, nullptr);
     case VTKind::Builtin: return call_builtin(callee->value, std::move(args), kwnames);
-    case VTKind::NNModule: return call_module(callee, std::move(args), kwnames);
+    case VTKind::NNModule:
+    case VTKind::UnspecializedNNModule: return call_module(callee, std::move(args), kwnames);
     case VTKind::NestedFunction: {
       // A function made in this trace: a FunctionObj for its code and
       // constant defaults; its cells stay trackers.
@@ -55,6 +56,9 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
     case VTKind::GetAttr:
       if (callee->self->value.is(Kind::Foreign))
         unsupported(BreakReason::foreign_call, "method '" + callee->module_path + "'");
+      // LOAD_METHOD deferred a failed module lookup to this call: looking
+      // again throws its own reason (a missing attribute's AttributeError).
+      if (callee->self->is_module()) get_attr(callee->self, callee->module_path);
       unsupported(BreakReason::unsupported, "call to '" + callee->module_path + "' of " + callee->self->str());
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) unsupported(BreakReason::foreign_call, type_name(callee->value));
@@ -71,7 +75,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   const Code* code = fn->code.get();
   // Recursion is the same code on the same self: a module chain runs one
   // forward on many different modules, which is nesting, not recursion.
-  const void* self_id = (!args.empty() && args[0] && args[0]->is(VTKind::NNModule)) ? args[0]->value.obj() : nullptr;
+  const void* self_id = (!args.empty() && args[0] && args[0]->is_module()) ? args[0]->value.obj() : nullptr;
   const std::pair<const void*, const void*> frame_key{code, self_id};
   if (ctx_.active_frames.count(frame_key)) unsupported(BreakReason::recursion, code->qualname);
   if (stack_nearly_exhausted()) unsupported(BreakReason::recursion, code->qualname + " (inlining too deep for the stack)");
@@ -202,11 +206,28 @@ VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& arg
   return vars::make_tensor(leaf_node(std::move(node_args), out->meta()));
 }
 
-VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, const TupleObj* kwnames) {
-  auto* m = module->value.as<ModuleObj>();
+VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, const TupleObj* kwnames) {
+  auto* m = module0->value.as<ModuleObj>();
   if (ctx_.tracer && !kwnames &&
-      ctx_.tracer->is_leaf_module(m, ctx_.tracer->uses_names() ? vars::module_qualname(*module) : std::string()))
-    return leaf_call(module, args);
+      ctx_.tracer->is_leaf_module(m, ctx_.tracer->uses_names() ? vars::module_qualname(*module0) : std::string()))
+    return leaf_call(module0, args);
+  // An unspecialized module stays so only for what is guarded as it is
+  // read (hooks, a Sequential's children); initialising a lazy module or
+  // running another built-in forward reads its structure.
+  const bool unspecialized = module0->is(VTKind::UnspecializedNNModule) && !m->lazy &&
+                             m->cls->builtin_kind() == BuiltinModule::Sequential;
+  const VT module = unspecialized ? module0 : specialized(module0);
+  if (unspecialized && module->source) {
+    // The hooks it runs, by identity and in order.
+    std::vector<Value> pre, post;
+    for (const Hook& h : m->forward_pre_hooks) pre.push_back(h.fn);
+    for (const Hook& h : m->forward_hooks) post.push_back(h.fn);
+    Guard g;
+    g.source = module->source;
+    g.kind = GuardKind::ModuleHooks;
+    g.expected = make_tuple({make_tuple(std::move(pre)), make_tuple(std::move(post))});
+    ctx_.out.guards().add(std::move(g));
+  }
   if (m->lazy) {
     // A lazy module initialises itself from its first input, as it would
     // eagerly (the only input it reads is the last dimension's size); then
@@ -276,11 +297,28 @@ VT InstructionTranslator::call_module(const VT& module, std::vector<VT> args, co
         }
         break;
       }
-      case BuiltinModule::Sequential:
+      case BuiltinModule::Sequential: {
+        check_structure_unchanged(m, "calling a Sequential");
+        if (unspecialized && module->source) {
+          // Unrolled over these children: their names in order are guarded,
+          // each child by its own source.
+          std::vector<Value> names;
+          for (const auto& [name, child] : m->modules) names.push_back(Value::object(Kind::Str, name));
+          Guard g;
+          g.source = module->source;
+          g.kind = GuardKind::ModuleChildren;
+          g.expected = make_tuple(std::move(names));
+          ctx_.out.guards().add(std::move(g));
+        }
         out = x;
-        for (const auto& [name, child] : m->modules)
-          if (!child.is_none()) out = call_module(module_getattr(module, name->s), {out}, nullptr);
+        // Every child is read, None ones too: unspecialized, that read is
+        // what guards a None slot against becoming a module.
+        for (const auto& [name, child] : m->modules) {
+          VT c = get_attr(module, name->s);
+          if (!(c->is(VTKind::Constant) && c->value.is_none())) out = call_module(c, {out}, nullptr);
+        }
         break;
+      }
       default: unsupported(BreakReason::unsupported, "calling a " + m->class_name());
     }
   }
@@ -310,12 +348,77 @@ VT InstructionTranslator::module_getattr(const VT& module, const std::string& na
   if (name == "training") return const_vt(Value::boolean(m->training));
   if (const Value* c = m->cls->lookup(key.get())) {
     if (c->is(Kind::Function) || c->is(Kind::Builtin)) return vars::make_user_method(*c, module);
+    // A property: its getter inlined on this module (no instance entry can
+    // shadow it: module_setattr refuses the name).
+    if (c->is(Kind::Property)) return call_function(from_value(c->as<PropertyObj>()->fget), {module}, nullptr);
     return from_value(*c);
   }
   static const Ref<StrObj> getattr_name = intern("__getattr__");
   if (const Value* custom = m->cls->lookup(getattr_name.get()); custom && custom->is(Kind::Function))
     return inline_call(*custom, {module, const_vt(Value::str(name))}, nullptr, nullptr);
-  unsupported(BreakReason::unsupported, "'" + m->class_name() + "' object has no attribute '" + name + "'");
+  // A traced AttributeError: the graph ends here and the VM raises the
+  // program's own error ("'Block' object has no attribute 'foo'") when the
+  // residual code runs this instruction; the reason adds where the module
+  // sits in the traced tree.
+  const std::string path = vars::module_qualname(*module);
+  unsupported(BreakReason::attribute_error, "'" + m->class_name() + "' object" +
+                                                (path.empty() ? "" : " (at " + path + ")") + " has no attribute '" +
+                                                name + "'");
+}
+
+VT InstructionTranslator::specialized(const VT& module) {
+  if (!module->is(VTKind::UnspecializedNNModule)) return module;
+  if (!module->realized) {
+    if (module->source) {
+      Guard g;
+      g.source = module->source;
+      g.kind = GuardKind::ModuleVersion;
+      g.expected = module->value;
+      g.version = module->value.as<ModuleObj>()->version;
+      ctx_.out.guards().add(std::move(g));
+    }
+    VT twin = vars::make_nn_module(module->value, module->module_path, module->source);
+    twin->path_parent = module->path_parent;
+    module->realized = twin;
+  }
+  return module->realized;
+}
+
+VT InstructionTranslator::unspecialized_getattr(const VT& module, const std::string& name) {
+  auto overlay = ctx_.attr_overlay.find({module->value.obj(), name});
+  if (overlay != ctx_.attr_overlay.end()) return overlay->second;
+  if (module->source)
+    if (const Value* v = module_instance_slot(module->value.as<ModuleObj>(), intern(name).get())) {
+      // A plain object's attribute, guarded by what it is at its own
+      // source (a submodule: identity and version; a tensor: an input).
+      VT vt = ctx_.builder.wrap(*v, attr_source(module->source, name));
+      if (vt->is_module()) {
+        vt->path_parent = module;
+        vt->module_path = name;
+      }
+      return vt;
+    }
+  // training, the class, __getattr__ or nothing: what answers depends on
+  // the instance dicts *not* holding the name, which the version guards.
+  return module_getattr(specialized(module), name);
+}
+
+void InstructionTranslator::check_structure_unchanged(const ModuleObj* m, const std::string& what) {
+  for (auto it = ctx_.attr_overlay.lower_bound({m, std::string()});
+       it != ctx_.attr_overlay.end() && it->first.first == m; ++it) {
+    const VT& v = it->second;
+    // What module_setattr files under _modules or _parameters: a module, or
+    // a tensor that existed before the trace (it may be a Parameter).
+    const bool lazy = v && v->is(VTKind::Lazy);
+    const bool structural_value =
+        v && (v->is_module() || (v->is(VTKind::Tensor) && v->source) ||
+              (lazy && (v->value.is(Kind::Module) || v->value.is(Kind::Tensor))));
+    auto key = intern(it->first.second);
+    if (structural_value || m->params.contains(key.get()) || m->modules.contains(key.get()) ||
+        m->buffers.contains(key.get()))
+      unsupported(BreakReason::unsupported,
+                  what + " after its attribute '" + it->first.second + "' was set in the same trace");
+  }
 }
 
 // ------------------------------------------------------------ attributes --
@@ -323,6 +426,7 @@ VT InstructionTranslator::module_getattr(const VT& module, const std::string& na
 VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
   switch (obj->kind) {
     case VTKind::NNModule: return module_getattr(obj, name);
+    case VTKind::UnspecializedNNModule: return unspecialized_getattr(obj, name);
     case VTKind::Tensor: {
       const auto& meta = obj->meta();
       if (name == "shape") {

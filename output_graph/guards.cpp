@@ -1,5 +1,6 @@
 #include "output_graph/guards.h"
 
+#include "runtime/code.h"
 #include "runtime/module.h"
 #include "runtime/value_ops.h"
 
@@ -24,6 +25,19 @@ std::string Guard::str() const {
     case GuardKind::TensorMatch: return s + " " + tensor.str() + " stride=" + runtime::shape_str(tensor.strides);
     case GuardKind::Length: return s + " len == " + std::to_string(length);
     case GuardKind::ModuleVersion: return s + " version == " + std::to_string(version);
+    case GuardKind::ModuleHooks: {
+      auto names = [](const Value& fns) {
+        std::string out;
+        for (const Value& f : fns.as<runtime::TupleObj>()->items) {
+          if (!out.empty()) out += ", ";
+          out += f.is(runtime::Kind::Function) ? f.as<runtime::FunctionObj>()->code->qualname : runtime::repr(f);
+        }
+        return "[" + out + "]";
+      };
+      const auto& both = expected.as<runtime::TupleObj>()->items;
+      return s + " pre_hooks == " + names(both[0]) + " hooks == " + names(both[1]);
+    }
+    case GuardKind::ModuleChildren: return s + " children == " + runtime::repr(expected);
   }
   return s;
 }

@@ -18,7 +18,9 @@ namespace kiln::output_graph {
   X(ConstantMatch)  /* an equal Python value of the same kind              */  \
   X(TensorMatch)    /* dtype, rank, static sizes, strides (or contiguity)  */  \
   X(Length)         /* a list/tuple/dict of this length                    */  \
-  X(ModuleVersion)  /* this module, structurally unchanged (its version)   */
+  X(ModuleVersion)  /* this module, structurally unchanged (its version)   */  \
+  X(ModuleHooks)    /* this module's pre-hooks and hooks: the same functions, in order */ \
+  X(ModuleChildren) /* the names in this module's _modules, in order       */
 
 enum class GuardKind : uint8_t {
 #define KILN_GUARD_ENUM(k) k,
@@ -35,12 +37,21 @@ const char* guard_kind_name(GuardKind k);
 struct Guard {
   SourceRef source;
   GuardKind kind;
-  Value expected;        // IdMatch / ConstantMatch / TypeMatch (a sample value) / ModuleVersion (the module)
+  // IdMatch / ConstantMatch / TypeMatch (a sample value) / ModuleVersion (the
+  // module) / ModuleHooks (a tuple: the pre-hook functions, the hook
+  // functions) / ModuleChildren (a tuple of the interned child names)
+  Value expected;
   TensorMeta tensor;     // TensorMatch; tensor.dynamic marks dims any size may take
   int64_t length = 0;    // Length
   uint64_t version = 0;  // ModuleVersion
   std::string str() const;  // "TENSOR_MATCH L['x'] f32[2, 3] stride=[3, 1]"
 };
+
+// Guards on what only a structural change of a module (which takes a fresh
+// version, runtime/module.h) can alter: all hold while no module changed.
+inline bool is_module_structure_guard(GuardKind k) {
+  return k == GuardKind::ModuleVersion || k == GuardKind::ModuleHooks || k == GuardKind::ModuleChildren;
+}
 
 // The guards of one trace, deduplicated by (source, kind).
 class GuardSet {

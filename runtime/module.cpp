@@ -96,8 +96,20 @@ Value module_lookup(const Value& module, const StrObj* name) {
   return Value::null();
 }
 
+const PropertyObj* class_property(const ClassObj* cls, const StrObj* name) {
+  const Value* v = cls->lookup(name);
+  return v && v->is(Kind::Property) ? v->as<PropertyObj>() : nullptr;
+}
+
+Value make_property(Value fget) {
+  auto p = make_ref<PropertyObj>();
+  p->fget = std::move(fget);
+  return Value::object(Kind::Property, p);
+}
+
 Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name) {
   Value v = module_lookup(module, name);
+  if (v.is(Kind::Property)) return ctx.call(v.as<PropertyObj>()->fget, {module});
   if (!v.is_null()) return v;
   auto* m = module.as<ModuleObj>();
   static const Ref<StrObj> getattr_name = intern("__getattr__");
@@ -115,6 +127,11 @@ static void drop_everywhere(ModuleObj* m, const StrObj* name) {
 
 void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value) {
   auto* m = module.as<ModuleObj>();
+  // A name already in an instance dict cannot be a property (see module.h):
+  // only a new name costs the class lookup.
+  if (!module_instance_slot(m, name.get()) && class_property(m->cls.get(), name.get()))
+    throw_error(ErrorKind::AttributeError,
+                "property '" + name->s + "' of '" + m->class_name() + "' object has no setter");
   if (name->s == "training") {
     m->training = truth(value);
     m->bump_version();

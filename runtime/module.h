@@ -90,17 +90,27 @@ Ref<ModuleObj> new_module(const Ref<ClassObj>& cls);
 Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& args);
 
 // Attribute lookup in the documented order: _parameters, _modules,
-// _buffers, plain attributes, the class (functions become bound methods),
-// then a user-defined __getattr__. Missing: AttributeError naming the class.
+// _buffers, plain attributes, the class (functions become bound methods,
+// a property's getter is called), then a user-defined __getattr__.
+// Missing: AttributeError naming the class ("'Block' object has no
+// attribute 'foo'", Python's words).
 Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name);
-// Same lookup without the __getattr__ fallback; Null if absent.
+// Same lookup without the __getattr__ fallback and without running a
+// property's getter (that needs a call context): a property comes back as
+// the Property value itself. Null if absent.
 Value module_lookup(const Value& module, const StrObj* name);
+// A class property: the class's own or an inherited one (null if `name` is
+// not a property of `cls`).
+const PropertyObj* class_property(const ClassObj* cls, const StrObj* name);
+Value make_property(Value fget);
 // The slot of `name` in the instance dicts (_parameters, _modules,
 // _buffers, attributes, in that order), or nullptr. Valid until the
 // module's version changes.
 const Value* module_instance_slot(const ModuleObj* m, const StrObj* name);
 // torch's __setattr__: Parameter -> _parameters, Module -> _modules, a
 // tensor/None to an existing buffer name -> _buffers, else a plain attribute.
+// A property of the class cannot be set (properties are read-only), so no
+// instance entry ever shadows one and the instance dicts can be read first.
 void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value);
 void module_delattr(const Value& module, const StrObj* name);
 

@@ -44,6 +44,7 @@ class CallContext;
   X(BoundMethod, "method")           \
   X(Builtin, "builtin_function")     \
   X(Class, "type")                   \
+  X(Property, "property")            \
   X(Module, "Module")                \
   X(Foreign, "foreign")
 
@@ -186,6 +187,9 @@ struct FunctionObj final : Object {
   Ref<GlobalsObj> globals;
 };
 struct BoundMethodObj final : Object { Value func, self; };
+// A class attribute read by calling `fget(instance)` (Python's read-only
+// property): `.property` before a method in a .kbc class (docs/kbc.md).
+struct PropertyObj final : Object { Value fget; };
 
 // Positional arguments, then keyword arguments whose names are in kwnames
 // (the vectorcall convention): nargs counts both.

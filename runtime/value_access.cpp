@@ -360,7 +360,8 @@ Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name) {
   switch (obj.kind()) {
     case Kind::Module: {
       Value v = module_lookup(obj, name);
-      if (!v.is_null()) return v;
+      if (!v.is_null() && !v.is(Kind::Property)) return v;
+      // A property's getter, a __getattr__, or nothing: module_getattr says.
       try {
         return module_getattr(ctx, obj, name);
       } catch (const Error& e) {

@@ -179,6 +179,7 @@ std::string repr(const Value& v) {
     }
     case Kind::Builtin: return "<built-in function " + v.as<BuiltinObj>()->name + ">";
     case Kind::Class: return "<class '" + v.as<ClassObj>()->name + "'>";
+    case Kind::Property: return "<property object>";
     case Kind::Module: return module_repr(v.as<ModuleObj>());
     case Kind::Foreign: {
       auto* f = v.as<ForeignObj>();

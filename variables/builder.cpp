@@ -17,6 +17,14 @@ void SideEffects::mark_mutated(const VT& container) {
   mutated.push_back(container);
 }
 
+bool traced_unspecialized(const runtime::ModuleObj* m) {
+  if (m->forward_pre_hooks.empty() && m->forward_hooks.empty()) return false;
+  if (m->cls->builtin_kind() != runtime::BuiltinModule::Sequential) return false;
+  static const runtime::Ref<runtime::StrObj> forward = runtime::intern("forward");
+  const Value* fwd = m->cls->lookup(forward.get());
+  return fwd && fwd->is(Kind::Builtin);  // a subclass's own forward is inlined as written
+}
+
 VT VariableBuilder::realize(const VT& vt) {
   if (!vt || !vt->is(VTKind::Lazy)) return vt;
   if (!vt->realized) vt->realized = wrap(vt->value, vt->source);
@@ -93,9 +101,6 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
     }
     case Kind::Module: {
       out_.guards().add(guard(GuardKind::IdMatch));
-      Guard vg = guard(GuardKind::ModuleVersion);
-      vg.version = v.as<runtime::ModuleObj>()->version;
-      out_.guards().add(std::move(vg));
       // Parameters are named by their path from here: a module reached as
       // G['model'] or L['net'] is the root "model." / "net."; `self` is the
       // root itself.
@@ -103,6 +108,10 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       if ((source->kind == output_graph::SourceKind::Local || source->kind == output_graph::SourceKind::Global) &&
           source->name != "self")
         path = source->name;
+      if (traced_unspecialized(v.as<runtime::ModuleObj>())) return make_unspecialized_nn_module(v, path, source);
+      Guard vg = guard(GuardKind::ModuleVersion);
+      vg.version = v.as<runtime::ModuleObj>()->version;
+      out_.guards().add(std::move(vg));
       return make_nn_module(v, path, source);
     }
     case Kind::Function:

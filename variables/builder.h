@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "output_graph/output_graph.h"
+#include "runtime/module.h"
 #include "variables/variable_tracker.h"
 
 namespace kiln::variables {
@@ -44,6 +45,15 @@ struct SideEffects {
   }
   void mark_mutated(const VT& container);
 };
+
+// Whether a module is traced as an UnspecializedNNModuleVariable: a
+// Sequential running the built-in forward with forward (pre-)hooks. Its
+// hooks are user code run around the unrolled children, and a hook that
+// records something on its module (a call count, the last output) changes
+// the module's version on every call, so a version-guarded entry would
+// never be hit again. Unspecialized, the entry guards only what the trace
+// read: the hooks, the children and the attributes it looked at.
+bool traced_unspecialized(const runtime::ModuleObj* m);
 
 class VariableBuilder {
  public:

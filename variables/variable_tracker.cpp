@@ -22,7 +22,8 @@ std::string VariableTracker::str() const {
     case VTKind::Tensor: return s + "(" + meta().str() + ")";
     case VTKind::List:
     case VTKind::Tuple: return s + "(len " + std::to_string(items.size()) + ")";
-    case VTKind::NNModule: return s + "(" + runtime::type_name(value) + ")";
+    case VTKind::NNModule:
+    case VTKind::UnspecializedNNModule: return s + "(" + runtime::type_name(value) + ")";
     case VTKind::UserFunction:
     case VTKind::Builtin: return s + "(" + runtime::repr(value) + ")";
     default: return s;
@@ -82,6 +83,12 @@ VT make_builtin(Value builtin, SourceRef source) {
 }
 VT make_nn_module(Value module, std::string path, SourceRef source) {
   VT t = make(VTKind::NNModule, std::move(source));
+  t->value = std::move(module);
+  t->module_path = std::move(path);
+  return t;
+}
+VT make_unspecialized_nn_module(Value module, std::string path, SourceRef source) {
+  VT t = make(VTKind::UnspecializedNNModule, std::move(source));
   t->value = std::move(module);
   t->module_path = std::move(path);
   return t;

@@ -32,6 +32,7 @@ using runtime::Value;
   X(UserMethod)    /* a KBC function bound to a tracker (self)                       */ \
   X(Builtin)       /* a builtin: a registry op or a Python builtin                   */ \
   X(NNModule)      /* a module: attribute reads go straight to its dicts             */ \
+  X(UnspecializedNNModule) /* a module traced as a plain object (see below)          */ \
   X(Iterator)      /* iteration over known items, unrolled                           */ \
   X(GetAttr)       /* self.<attr>, not resolvable at trace time: read when it runs   */ \
   X(Cell)          /* a closure cell; its content is items[0] (empty: unbound)       */ \
@@ -71,10 +72,14 @@ struct VariableTracker {
   // module_path. GetAttr: the attribute name.
   std::string module_path;
   VT path_parent;
-  // Lazy: the realized tracker once looked at
+  // Lazy: the realized tracker once looked at. UnspecializedNNModule: its
+  // specialized twin (an NNModule under a version guard), once a read
+  // needed the whole structure.
   VT realized;
 
   bool is(VTKind k) const { return kind == k; }
+  // NNModule or UnspecializedNNModule: a module, whichever way it is traced.
+  bool is_module() const { return kind == VTKind::NNModule || kind == VTKind::UnspecializedNNModule; }
   const TensorMeta& meta() const { return *node->meta; }
   std::string str() const;  // for messages: "TensorVariable(f32[2, 3])", "ConstantVariable(3)"
 };
@@ -88,6 +93,15 @@ VT make_user_function(Value fn, SourceRef source = nullptr);
 VT make_user_method(Value fn, VT self);
 VT make_builtin(Value builtin, SourceRef source = nullptr);
 VT make_nn_module(Value module, std::string path, SourceRef source);
+// UnspecializedNNModuleVariable: a module whose structure is not guarded
+// by its version, because specializing on it is unsafe or unstable (a
+// Sequential with hooks: see traced_unspecialized in builder.h). Guarded
+// by identity when wrapped; each read then guards what it read: an
+// instance attribute is wrapped at its own source, a call guards the hooks
+// and the children it ran. A read that depends on the whole structure (a
+// class attribute, len, iteration, parameters()) specializes it then.
+// Same fields as NNModule (value, source, path links).
+VT make_unspecialized_nn_module(Value module, std::string path, SourceRef source);
 VT make_iterator(std::vector<VT> items);
 VT make_opaque(Value v, SourceRef source);
 VT make_getattr(VT object, std::string name);

@@ -1,6 +1,7 @@
 #include "variables/wrap.h"
 
 #include "runtime/module.h"
+#include "variables/builder.h"
 
 namespace kiln::variables {
 
@@ -17,6 +18,16 @@ VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value&
     return make_tensor(out.register_attr(value, prefix.empty() ? name : prefix + "." + name), source);
   }
   if (value.is(runtime::Kind::Module)) {
+    if (source && traced_unspecialized(value.as<runtime::ModuleObj>())) {
+      output_graph::Guard g;  // identity only: its structure is guarded as it is read
+      g.source = source;
+      g.kind = output_graph::GuardKind::IdMatch;
+      g.expected = value;
+      out.guards().add(std::move(g));
+      VT t = make_unspecialized_nn_module(value, name, source);
+      t->path_parent = owner;
+      return t;
+    }
     if (source) {
       output_graph::Guard g;
       g.source = source;

@@ -19,8 +19,9 @@ VT wrap_fx_proxy(output_graph::OutputGraph& out, runtime::OpId op, std::vector<o
 // A module's parameter, buffer or submodule reached at qualified `path`
 // (from `source`): a tensor becomes a get_attr node registered once per
 // tensor identity (two paths to one tensor give one node); a module becomes
-// an NNModuleVariable whose structure is guarded by its version; None
-// stays None.
+// an NNModuleVariable whose structure is guarded by its version (or, if
+// traced_unspecialized, an UnspecializedNNModuleVariable guarded by
+// identity); None stays None.
 // `owner` and `name` give the path lazily: it is built only for a tensor
 // (whose get_attr target is that path).
 VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const VT& owner,
