@@ -90,6 +90,12 @@ Value call_op(OpId id, std::initializer_list<Value> positional);
 // Bind, then run the shape rule (tensor arguments may be meta tensors).
 Tensor infer_meta(OpId id, const CallArgs& args);
 
+// A Pointwise op's compute dtype (operands are converted to it before its
+// scalar expression runs) under torch's result_type rules; the result dtype
+// is the shape rule's. Codegen types its fused expressions with this, so
+// compiled and eager kernels compute in the same precision.
+DType pointwise_compute_dtype(const OpArgs& args);
+
 // The global random generator behind rand/randn/dropout (Philox 4x32-10):
 // the same seed gives the same numbers on every machine.
 void manual_seed(uint64_t seed);

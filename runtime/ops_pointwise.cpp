@@ -235,4 +235,6 @@ Value pointwise_eager(const OpArgs& args) {
 #include "runtime/ops.def"
 #undef KILN_OP
 
+DType pointwise_compute_dtype(const OpArgs& args) { return plan_pointwise(args).compute; }
+
 }  // namespace kiln::runtime

@@ -68,14 +68,14 @@ Storage::~Storage() {
   if (deleter && data) deleter(data);
 }
 
-Ref<Storage> Storage::allocate(size_t nbytes) {
+Ref<Storage> Storage::allocate(size_t nbytes, bool zero) {
   // Round up so aligned_alloc's size requirement holds; never 0 so that an
   // empty tensor still has a valid data pointer.
   const size_t bytes = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p)
     throw_error(ErrorKind::RuntimeError, "out of memory: cannot allocate " + std::to_string(nbytes) + " bytes");
-  std::memset(p, 0, bytes);
+  if (zero) std::memset(p, 0, bytes);
   auto s = make_ref<Storage>();
   s->data = p;
   s->nbytes = nbytes;
@@ -128,6 +128,13 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype) {
   const int64_t n = checked_numel(sizes, dtype);
   auto impl = new_impl(sizes, contiguous_strides(sizes), dtype);
   impl->storage = Storage::allocate(size_t(n) * itemsize(dtype));
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::uninitialized(const Shape& sizes, DType dtype) {
+  const int64_t n = checked_numel(sizes, dtype);
+  auto impl = new_impl(sizes, contiguous_strides(sizes), dtype);
+  impl->storage = Storage::allocate(size_t(n) * itemsize(dtype), /*zero=*/false);
   return Tensor(std::move(impl));
 }
 

@@ -29,7 +29,9 @@ struct Storage final : Object {
   size_t nbytes = 0;
   std::function<void(void*)> deleter;  // how to free `data` (owned or borrowed)
   ~Storage() override;
-  static Ref<Storage> allocate(size_t nbytes);  // zero-initialised, 64-byte aligned
+  // 64-byte aligned; zero-filled unless `zero` is false (for a buffer a
+  // kernel overwrites whole: filling it first would cost a pass over memory).
+  static Ref<Storage> allocate(size_t nbytes, bool zero = true);
 };
 
 struct TensorImpl final : Object {
@@ -49,6 +51,7 @@ class Tensor {
 
   // Constructors
   static Tensor empty(const Shape& sizes, DType dtype);  // zero-filled
+  static Tensor uninitialized(const Shape& sizes, DType dtype);  // contents unspecified: write every element
   static Tensor meta(const Shape& sizes, DType dtype, Shape strides = {});
   // Wraps memory owned elsewhere (NumPy, DLPack); `deleter` runs when the
   // last view dies.

@@ -1,0 +1,203 @@
+#include "codegen/jit.h"
+
+#include <chrono>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <spdlog/spdlog.h>
+
+#include "codegen/compile_cache.h"
+#include "codegen/host_cpu.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace kiln::codegen {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw_error(ErrorKind::RuntimeError, "llvm backend: " + what);
+}
+
+struct Jit {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::mutex mu;  // the TargetMachine and the JIT's symbol table
+  std::unordered_map<std::string, std::vector<KernelFn>> loaded;  // content key -> entry points
+};
+
+Jit& jit() {
+  static Jit* j = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    // The kernels call SLEEF by name; make its symbols visible to the
+    // process-wide search below whatever the executable linked.
+    std::string err;
+    if (llvm::sys::DynamicLibrary::LoadLibraryPermanently("libsleef.so.3", &err))
+      fail("cannot load SLEEF (libsleef.so.3, Debian's libsleef3): " + err);
+    auto* out = new Jit;
+    auto built = llvm::orc::LLJITBuilder().create();
+    if (!built) fail("cannot create the JIT: " + llvm::toString(built.takeError()));
+    out->jit = std::move(*built);
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        out->jit->getDataLayout().getGlobalPrefix());
+    if (!gen) fail("cannot search the process for symbols: " + llvm::toString(gen.takeError()));
+    out->jit->getMainJITDylib().addGenerator(std::move(*gen));
+    const HostCpu& cpu = host_cpu();
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(cpu.triple, err);
+    if (!target) fail("no LLVM target for " + cpu.triple + ": " + err);
+    llvm::TargetOptions opts;
+    out->tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_,
+                                              std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+    if (!out->tm) fail("cannot create a target machine for " + cpu.name);
+    return out;
+  }();
+  return *j;
+}
+
+std::string symbol_of(const std::string& prefix, size_t i) { return prefix + "_" + std::to_string(i); }
+
+void dims_out(std::ostream& o, const Dims& ds) {
+  o << '[';
+  for (const Dim& d : ds) o << d.str() << ',';
+  o << ']';
+}
+
+}  // namespace
+
+const std::string& codegen_environment() {
+  static const std::string env = std::string("kiln ") + KILN_VERSION + "; LLVM " + LLVM_VERSION_STRING +
+                                 "; kernel ABI 1; " + host_cpu().fingerprint();
+  return env;
+}
+
+std::string kernel_fingerprint(const Program& p) {
+  std::ostringstream o;
+  o.precision(17);
+  o << "syms " << p.syms.size() << "\nbuffers";
+  for (const Buffer& b : p.buffers) o << ' ' << int(b.dtype);
+  for (const Kernel& k : p.kernels) {
+    o << "\nkernel " << int(k.kind) << ' ' << int(k.compute) << ' ' << k.input << ' ' << k.weight << ' ' << k.bias
+      << ' ' << k.eps << ' ' << k.epilogue << ' ';
+    dims_out(o, k.outer);
+    dims_out(o, k.inner);
+    for (const Expr& e : k.exprs)
+      o << " e" << int(e.kind) << ',' << int(e.dtype) << ',' << int(e.op) << ',' << e.a << ',' << e.b << ',' << e.c
+        << ',' << e.access << ',' << e.value;
+    auto acc = [&](const Access& a) {
+      o << " a" << a.buffer << ',' << a.offset.str();
+      dims_out(o, a.strides);
+    };
+    for (const Access& a : k.accesses) acc(a);
+    o << " store";
+    acc(k.store);
+  }
+  return o.str();
+}
+
+std::string compile_object(const Program& program, const std::string& prefix) {
+  Jit& J = jit();
+  const HostCpu& cpu = host_cpu();
+  llvm::LLVMContext ctx;
+  auto module = std::make_unique<llvm::Module>("kiln", ctx);
+  std::lock_guard<std::mutex> lock(J.mu);
+  module->setDataLayout(J.tm->createDataLayout());
+  module->setTargetTriple(cpu.triple);
+  for (size_t i = 0; i < program.kernels.size(); ++i)
+    lower_kernel(*module, program, program.kernels[i], symbol_of(prefix, i), cpu);
+  std::string verify;
+  llvm::raw_string_ostream vs(verify);
+  if (llvm::verifyModule(*module, &vs)) fail("lowering produced invalid IR (a kiln bug): " + verify);
+
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(J.tm.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*module, mam);
+
+  if (auto* lg = log::get("output_code")) {
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    module->print(os, nullptr);
+    lg->info("kernels {}:\n{}\n{}", prefix, program.summary(), ir);
+  }
+  llvm::SmallVector<char, 0> obj;
+  llvm::raw_svector_ostream os(obj);
+  llvm::legacy::PassManager pm;
+  if (J.tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    fail("the target cannot emit object files");
+  pm.run(*module);
+  return std::string(obj.begin(), obj.end());
+}
+
+CompiledKernels compile_kernels(const Program& program) {
+  CompiledKernels out;
+  if (program.kernels.empty()) return out;
+  const std::string fingerprint = kernel_fingerprint(program);
+  const CacheKey key = cache_key({"kernels", fingerprint});
+  out.key = key.hex();
+  const std::string prefix = "kiln_" + out.key;
+  Jit& J = jit();
+  {
+    std::lock_guard<std::mutex> lock(J.mu);
+    if (auto it = J.loaded.find(out.key); it != J.loaded.end()) {
+      out.fns = it->second;
+      out.from = CompiledKernels::From::Process;
+      return out;
+    }
+  }
+  CompileCache& cache = CompileCache::global(codegen_environment());
+  const CacheStats before = cache.stats();
+  std::optional<std::string> obj = cache.get(key);
+  if (obj) {
+    out.from = cache.stats().disk_hits > before.disk_hits ? CompiledKernels::From::DiskCache
+                                                           : CompiledKernels::From::MemoryCache;
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    obj = compile_object(program, prefix);
+    out.codegen_ms = ms_since(t0);
+    cache.put(key, *obj);
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(J.mu);
+  if (auto it = J.loaded.find(out.key); it != J.loaded.end()) {  // another thread got here first
+    out.fns = it->second;
+    return out;
+  }
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(*obj, prefix);
+  if (auto err = J.jit->addObjectFile(std::move(buf))) fail("cannot load kernels: " + llvm::toString(std::move(err)));
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    auto addr = J.jit->lookup(symbol_of(prefix, i));
+    if (!addr) fail("kernel " + symbol_of(prefix, i) + " not found: " + llvm::toString(addr.takeError()));
+    out.fns.push_back(addr->toPtr<KernelFn>());
+  }
+  J.loaded[out.key] = out.fns;
+  out.load_ms = ms_since(t1);
+  return out;
+}
+
+}  // namespace kiln::codegen

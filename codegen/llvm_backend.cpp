@@ -1,0 +1,342 @@
+#include "codegen/llvm_backend.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "codegen/jit.h"
+#include "codegen/thread_pool.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::codegen {
+
+using output_graph::Arg;
+using output_graph::CompiledGraph;
+using output_graph::Graph;
+using output_graph::Node;
+using output_graph::NodeOp;
+using runtime::Kind;
+using runtime::Shape;
+using runtime::Tensor;
+using runtime::Value;
+
+namespace {
+
+thread_local BackendReport report;
+
+int64_t eval_dim(const Dim& d, const int64_t* dyn) {
+  int64_t v = d.coef;
+  for (int s : d.syms) v *= dyn[s];
+  return v;
+}
+
+Shape eval_dims(const Dims& ds, const int64_t* dyn) {
+  Shape s(ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) s[i] = eval_dim(ds[i], dyn);
+  return s;
+}
+
+// Elements per unit of outer[0]: the work a thread gets per index.
+int64_t work_per_outer(const Kernel& k, const int64_t* dyn) {
+  int64_t w = 1;
+  for (size_t i = 1; i < k.outer.size(); ++i) w *= eval_dim(k.outer[i], dyn);
+  for (const Dim& d : k.inner) w *= eval_dim(d, dyn);
+  return std::max<int64_t>(w, 1);
+}
+
+// Below this many elements per chunk, threads cost more than they save.
+constexpr int64_t kGrainElements = 32768;
+
+class CompiledProgram {
+ public:
+  CompiledProgram(std::shared_ptr<const Graph> graph, Program p, CompiledKernels k, CompiledGraph eager)
+      : graph_(std::move(graph)), p_(std::move(p)), k_(std::move(k)), eager_(std::move(eager)) {}
+
+  std::vector<Value> operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs);
+
+ private:
+  bool assumptions_hold(const std::vector<Value>& inputs, std::vector<int64_t>& dyn, std::string& why) const;
+  Value tensor_arg(const Access& a, const Dims& sizes, const std::vector<char*>& bufs, const std::vector<Value>& owners,
+                   const int64_t* dyn) const;
+  Value run_eager(runtime::CallContext& ctx, const EagerStep& s, const std::vector<char*>& bufs,
+                  const std::vector<Value>& owners, const std::vector<Value>& eager_results, const int64_t* dyn,
+                  const char* arena_lo, const char* arena_hi) const;
+  void run_gemm(const Gemm& g, const std::vector<char*>& bufs, const int64_t* dyn) const;
+
+  std::shared_ptr<const Graph> graph_;
+  Program p_;
+  CompiledKernels k_;
+  CompiledGraph eager_;
+  std::mutex arena_mu_;
+  runtime::Ref<runtime::Storage> arena_;
+};
+
+bool CompiledProgram::assumptions_hold(const std::vector<Value>& inputs, std::vector<int64_t>& dyn,
+                                       std::string& why) const {
+  for (size_t s = 0; s < p_.syms.size(); ++s) {
+    const SymSource& src = p_.syms[s];
+    if (src.from != SymSource::From::Input) continue;  // filled after its eager step
+    dyn[s] = inputs[size_t(src.index)].as_tensor().sizes()[size_t(src.dim)];
+  }
+  for (const Check& c : p_.checks) {
+    bool input_only = true;
+    for (const Dim* d : {&c.lhs, &c.rhs})
+      for (int s : d->syms) input_only = input_only && p_.syms[size_t(s)].from == SymSource::From::Input;
+    if (!input_only) continue;
+    const int64_t l = eval_dim(c.lhs, dyn.data());
+    const bool ok = c.rhs.coef == -2 && c.rhs.is_static() ? l >= 2 : l == eval_dim(c.rhs, dyn.data());
+    if (!ok) {
+      why = c.why;
+      return false;
+    }
+  }
+  return true;
+}
+
+Value CompiledProgram::tensor_arg(const Access& a, const Dims& sizes, const std::vector<char*>& bufs,
+                                  const std::vector<Value>& owners, const int64_t* dyn) const {
+  const Buffer& b = p_.buffers[size_t(a.buffer)];
+  const Shape sz = eval_dims(sizes, dyn), st = eval_dims(a.strides, dyn);
+  const int64_t off = eval_dim(a.offset, dyn);
+  const Value& owner = owners[size_t(a.buffer)];
+  if (owner.is(Kind::Tensor)) {
+    const Tensor t = owner.as_tensor();
+    if (off == 0 && sz == t.sizes() && st == t.strides()) return owner;  // the tensor itself, as eager would pass it
+    return Value::tensor(t.as_strided(sz, st, t.offset() + off));
+  }
+  // A temporary in the arena: a borrowed view (never outlives the call; a
+  // result aliasing it is copied out, see run_eager).
+  char* p = bufs[size_t(a.buffer)] + off * int64_t(runtime::itemsize(b.dtype));
+  return Value::tensor(Tensor::from_blob(p, sz, st, b.dtype, [](void*) {}));
+}
+
+Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, const std::vector<char*>& bufs,
+                                 const std::vector<Value>& owners, const std::vector<Value>& eager_results,
+                                 const int64_t* dyn, const char* arena_lo, const char* arena_hi) const {
+  std::unordered_map<const Node*, Value> env;
+  for (size_t i = 0; i < s.arg_nodes.size(); ++i) {
+    const Node* n = s.arg_nodes[i];
+    if (s.tensor_args[i].buffer >= 0) env[n] = tensor_arg(s.tensor_args[i], s.tensor_sizes[i], bufs, owners, dyn);
+    else
+      for (size_t e = 0; e < p_.eager.size(); ++e)
+        if (p_.eager[e].node == n) env[n] = eager_results[e];
+  }
+  std::function<Value(const Arg&)> arg = [&](const Arg& a) -> Value {
+    if (a.kind == Arg::Kind::Node) return env[a.node];
+    if (a.kind == Arg::Kind::Const) return a.value;
+    std::vector<Value> items;
+    for (const Arg& i : a.items) items.push_back(arg(i));
+    return runtime::make_tuple(std::move(items));
+  };
+  const Node& n = *s.node;
+  std::vector<Value> argv;
+  std::vector<Value> names;
+  for (const Arg& a : n.args) argv.push_back(arg(a));
+  for (const auto& kv : n.kwargs) {
+    argv.push_back(arg(kv.second));
+    names.push_back(runtime::intern_value(kv.first));
+  }
+  Value kwn = names.empty() ? Value() : runtime::make_tuple(std::move(names));
+  const runtime::TupleObj* kw = names.empty() ? nullptr : kwn.as<runtime::TupleObj>();
+  Value r;
+  switch (n.op) {
+    case NodeOp::CallFunction:
+      r = runtime::call_op(runtime::OpId(n.op_id), runtime::CallArgs{argv.data(), argv.size(), kw});
+      break;
+    case NodeOp::CallModule: {
+      Value m = n.target_path ? n.module : *graph_->attr(n.target_str());
+      r = ctx.call(m, runtime::CallArgs{argv.data(), argv.size(), kw});
+      break;
+    }
+    case NodeOp::CallMethod: {
+      Value method = runtime::get_attr(ctx, argv[0], runtime::intern(n.target).get());
+      r = ctx.call(method, runtime::CallArgs{argv.data() + 1, argv.size() - 1, kw});
+      break;
+    }
+    default: throw_error(ErrorKind::RuntimeError, "llvm backend: node '" + n.name + "' is not an eager step");
+  }
+  if (r.is(Kind::Tensor)) {
+    Tensor t = r.as_tensor();
+    const char* d = t.numel() ? static_cast<const char*>(t.raw_data()) : nullptr;
+    // Later kernels read it as contiguous, and it must not point into the
+    // arena (an identity module returns its argument).
+    if (!t.is_contiguous() || (d && d >= arena_lo && d < arena_hi)) r = Value::tensor(t.clone());
+  }
+  return r;
+}
+
+void CompiledProgram::run_gemm(const Gemm& g, const std::vector<char*>& bufs, const int64_t* dyn) const {
+  const int64_t m = eval_dim(g.m, dyn), n = eval_dim(g.n, dyn), k = eval_dim(g.k, dyn);
+  if (m == 0 || n == 0) return;
+  const size_t isz = runtime::itemsize(g.dtype);
+  char* a = bufs[size_t(g.a)] + eval_dim(g.a_offset, dyn) * int64_t(isz);
+  char* b = bufs[size_t(g.b)] + eval_dim(g.b_offset, dyn) * int64_t(isz);
+  char* c = bufs[size_t(g.out)];
+  const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  const int lda = int(std::max<int64_t>(1, eval_dim(g.lda, dyn))), ldb = int(std::max<int64_t>(1, eval_dim(g.ldb, dyn)));
+  if (k == 0) {
+    std::memset(c, 0, size_t(m * n) * isz);
+    return;
+  }
+  if (g.dtype == runtime::DType::Float32)
+    cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, reinterpret_cast<float*>(a), lda,
+                reinterpret_cast<float*>(b), ldb, 0.0f, reinterpret_cast<float*>(c), int(n));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, reinterpret_cast<double*>(a), lda,
+                reinterpret_cast<double*>(b), ldb, 0.0, reinterpret_cast<double*>(c), int(n));
+}
+
+std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs) {
+  if (inputs.size() != p_.num_inputs)
+    throw_error(ErrorKind::RuntimeError, "llvm backend: the graph takes " + std::to_string(p_.num_inputs) +
+                                             " inputs, got " + std::to_string(inputs.size()));
+  std::vector<int64_t> dyn(p_.syms.size(), 0);
+  std::string why;
+  if (!assumptions_hold(inputs, dyn, why)) {
+    if (auto* lg = log::get("output_code")) lg->info("llvm backend: this call runs eagerly: {}", why);
+    return eager_(ctx, inputs);
+  }
+  const size_t nb = p_.buffers.size();
+  std::vector<char*> bufs(nb, nullptr);
+  std::vector<Value> owners(nb);  // the tensor behind each buffer, where there is one
+  // The arena: the program's own when free, else (a concurrent call) a fresh one.
+  std::unique_lock<std::mutex> arena_lock(arena_mu_, std::try_to_lock);
+  runtime::Ref<runtime::Storage> arena;
+  if (!p_.dynamic() && p_.arena_bytes) {
+    if (arena_lock.owns_lock()) {
+      if (!arena_) arena_ = runtime::Storage::allocate(size_t(p_.arena_bytes), false);
+      arena = arena_;
+    } else {
+      arena = runtime::Storage::allocate(size_t(p_.arena_bytes), false);
+    }
+  }
+  std::vector<runtime::Ref<runtime::Storage>> dyn_temps;
+  const char* arena_lo = arena ? static_cast<const char*>(arena->data) : nullptr;
+  const char* arena_hi = arena ? arena_lo + p_.arena_bytes : nullptr;
+  auto bind = [&](size_t i) {
+    const Buffer& b = p_.buffers[i];
+    switch (b.kind) {
+      case Buffer::Kind::Input: owners[i] = inputs[size_t(b.index)]; break;
+      case Buffer::Kind::Attr: owners[i] = p_.attrs[size_t(b.index)]; break;
+      case Buffer::Kind::Output:
+        owners[i] = Value::tensor(Tensor::uninitialized(eval_dims(b.sizes, dyn.data()), b.dtype));
+        break;
+      case Buffer::Kind::Temp:
+        if (arena) {
+          bufs[i] = static_cast<char*>(arena->data) + b.arena_offset;
+        } else {
+          const int64_t bytes = std::max<int64_t>(1, runtime::shape_numel(eval_dims(b.sizes, dyn.data()))) *
+                                int64_t(runtime::itemsize(b.dtype));
+          dyn_temps.push_back(runtime::Storage::allocate(size_t(bytes), false));
+          bufs[i] = static_cast<char*>(dyn_temps.back()->data);
+        }
+        return;
+      case Buffer::Kind::Eager: return;  // bound when its step has run
+    }
+    const Tensor t = owners[i].as_tensor();
+    bufs[i] = t.numel() ? static_cast<char*>(t.raw_data()) : nullptr;
+  };
+  for (size_t i = 0; i < nb; ++i) bind(i);
+
+  std::vector<Value> eager_results(p_.eager.size());
+  for (const Step& st : p_.steps) {
+    switch (st.kind) {
+      case Step::Kind::Kernel: {
+        const Kernel& k = p_.kernels[size_t(st.index)];
+        const KernelFn fn = k_.fns[size_t(st.index)];
+        const int64_t n0 = eval_dim(k.outer[0], dyn.data());
+        const int64_t grain = std::max<int64_t>(1, kGrainElements / work_per_outer(k, dyn.data()));
+        char* const* b = bufs.data();
+        const int64_t* d = dyn.data();
+        parallel_for(n0, grain, [&](int64_t lo, int64_t hi) { fn(b, d, lo, hi); });
+        break;
+      }
+      case Step::Kind::Gemm: run_gemm(p_.gemms[size_t(st.index)], bufs, dyn.data()); break;
+      case Step::Kind::Eager: {
+        const EagerStep& s = p_.eager[size_t(st.index)];
+        Value r = run_eager(ctx, s, bufs, owners, eager_results, dyn.data(), arena_lo, arena_hi);
+        eager_results[size_t(st.index)] = r;
+        if (s.result >= 0) {
+          if (!r.is(Kind::Tensor))
+            throw_error(ErrorKind::RuntimeError, "llvm backend: eager step '" + s.node->name +
+                                                     "' was traced as a tensor but returned " + kind_name(r.kind()));
+          const Tensor t = r.as_tensor();
+          const Buffer& b = p_.buffers[size_t(s.result)];
+          for (size_t s2 = 0; s2 < p_.syms.size(); ++s2)
+            if (p_.syms[s2].from == SymSource::From::Step && p_.syms[s2].index == st.index)
+              dyn[s2] = t.sizes()[size_t(p_.syms[s2].dim)];
+          if (t.dtype() != b.dtype || t.sizes() != eval_dims(b.sizes, dyn.data()))
+            throw_error(ErrorKind::RuntimeError, "llvm backend: eager step '" + s.node->name + "' returned " +
+                                                     t.repr().substr(0, 0) + runtime::shape_str(t.sizes()) +
+                                                     ", not the traced shape");
+          owners[size_t(s.result)] = r;
+          bufs[size_t(s.result)] = t.numel() ? static_cast<char*>(t.raw_data()) : nullptr;
+        }
+        break;
+      }
+    }
+  }
+  std::vector<Value> out;
+  out.reserve(p_.outputs.size());
+  for (const OutputSpec& o : p_.outputs) {
+    switch (o.kind) {
+      case OutputSpec::Kind::Value: out.push_back(o.value); break;
+      case OutputSpec::Kind::Eager: out.push_back(eager_results[size_t(o.eager_step)]); break;
+      case OutputSpec::Kind::View: out.push_back(tensor_arg(o.view, o.sizes, bufs, owners, dyn.data())); break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const BackendReport& last_report() { return report; }
+
+CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector<Value>& example_inputs) {
+  report = BackendReport{};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  CompiledGraph eager = output_graph::eager_backend(graph, example_inputs);
+  try {
+    Program p = schedule(*graph);
+    const auto t1 = std::chrono::steady_clock::now();
+    CompiledKernels k = compile_kernels(p);
+    const auto t2 = std::chrono::steady_clock::now();
+    report.kernels = p.kernels.size();
+    report.gemms = p.gemms.size();
+    report.eager_steps = p.eager.size();
+    report.summary = p.summary();
+    report.cache = k.from == CompiledKernels::From::Compiled      ? "compiled"
+                   : k.from == CompiledKernels::From::MemoryCache ? "memory"
+                   : k.from == CompiledKernels::From::DiskCache   ? "disk"
+                                                                  : "process";
+    report.schedule_ms = ms(t0, t1);
+    report.compile_ms = ms(t1, t2);
+    report.total_ms = ms(t0, t2);
+    if (auto* lg = log::get("output_code"))
+      lg->info("llvm backend: {} kernels, {} BLAS calls, {} eager steps ({}; schedule {:.2f} ms, compile {:.2f} ms)\n{}",
+               report.kernels, report.gemms, report.eager_steps, report.cache, report.schedule_ms, report.compile_ms,
+               report.summary);
+    auto prog = std::make_shared<CompiledProgram>(graph, std::move(p), std::move(k), eager);
+    return [prog](runtime::CallContext& ctx, const std::vector<Value>& inputs) { return (*prog)(ctx, inputs); };
+  } catch (const Unsupported& u) {
+    report.fell_back = true;
+    report.reason = u.reason;
+    if (auto* lg = log::get("output_code")) lg->info("llvm backend: the graph runs eagerly: {}", u.reason);
+    return eager;
+  }
+}
+
+void register_llvm_backend() { output_graph::register_backend("llvm", llvm_backend); }
+
+namespace {
+const bool registered = (register_llvm_backend(), true);
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,37 @@
+// The `llvm` backend: schedule the graph into kernels (scheduler.cpp),
+// compile them (jit.cpp, through the compile cache), and run the program
+// (buffers, the thread pool, BLAS, eager steps). A graph the scheduler
+// cannot take, or a call whose sizes break the program's assumptions, runs
+// on the eager backend instead, logged under KILN_LOGS=output_code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "output_graph/backend.h"
+
+namespace kiln::codegen {
+
+output_graph::CompiledGraph llvm_backend(std::shared_ptr<const output_graph::Graph> graph,
+                                         const std::vector<runtime::Value>& example_inputs);
+
+// What the last llvm_backend() call in this thread did (tests, explain and
+// the benchmarks read it).
+struct BackendReport {
+  bool fell_back = false;  // the whole graph went to the eager backend
+  std::string reason;      // why, when it did
+  size_t kernels = 0, gemms = 0, eager_steps = 0;
+  std::string summary;     // Program::summary()
+  std::string cache;       // "compiled", "memory", "disk", "process"
+  double schedule_ms = 0, compile_ms = 0, total_ms = 0;
+};
+const BackendReport& last_report();
+
+// Registers "llvm" with output_graph's registry. Runs at static
+// initialisation of this library (linked whole, see codegen/CMakeLists.txt);
+// calling it again is harmless.
+void register_llvm_backend();
+
+}  // namespace kiln::codegen

@@ -1,0 +1,569 @@
+// Kernel -> LLVM IR.
+//
+// Vectorization is explicit: the innermost loop of every kernel runs L lanes
+// at a time (L from the host's vector width and the kernel's widest dtype),
+// then a scalar tail. The per-element expressions are emitted once per lane
+// count by instantiating ops.def's ScalarExpr with an IR emitter (IrEval),
+// whose primitives are type-generic: the same code makes <16 x float> and
+// float. Transcendentals call SLEEF's u10 functions (max error 1.0 ULP) at
+// the matching width, since LLVM would otherwise scalarize them into libm
+// calls. Float32 reductions accumulate in float64 lanes.
+#include "codegen/lowering.h"
+
+#include <climits>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "runtime/scalar_expr.h"
+
+namespace kiln::codegen {
+
+using llvm::IRBuilder;
+using llvm::Type;
+using llvm::Value;
+
+namespace {
+
+struct Unlowerable {
+  std::string reason;
+};
+
+// The evaluator ops.def's SCALAR_EXPR column is written against, over LLVM
+// values (scalars or vectors). Types decide the instruction: float/double
+// use IEEE ops, i64 wraps, i1 is bool.
+struct IrEval {
+  IRBuilder<>& B;
+  llvm::Module& M;
+  const HostCpu& cpu;
+
+  static bool is_fp(Value* v) { return v->getType()->getScalarType()->isFloatingPointTy(); }
+  static bool is_bool(Value* v) { return v->getType()->getScalarType()->isIntegerTy(1); }
+  unsigned lanes(Value* v) const {
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+    return vt ? vt->getNumElements() : 1;
+  }
+
+  Value* c(Value* like, double v) {
+    Type* t = like->getType();
+    Type* s = t->getScalarType();
+    llvm::Constant* k;
+    if (s->isFloatingPointTy()) k = llvm::ConstantFP::get(s, v);
+    else if (s->isIntegerTy(1)) k = llvm::ConstantInt::get(s, v != 0);
+    else k = llvm::ConstantInt::get(s, uint64_t(int64_t(v)), true);
+    if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(t)) return llvm::ConstantVector::getSplat(vt->getElementCount(), k);
+    return k;
+  }
+  Value* add(Value* a, Value* b) { return is_fp(a) ? B.CreateFAdd(a, b) : is_bool(a) ? B.CreateOr(a, b) : B.CreateAdd(a, b); }
+  Value* sub(Value* a, Value* b) {
+    if (is_bool(a)) throw Unlowerable{"bool subtraction"};
+    return is_fp(a) ? B.CreateFSub(a, b) : B.CreateSub(a, b);
+  }
+  Value* mul(Value* a, Value* b) { return is_fp(a) ? B.CreateFMul(a, b) : is_bool(a) ? B.CreateAnd(a, b) : B.CreateMul(a, b); }
+  Value* div(Value* a, Value* b) {
+    if (!is_fp(a)) throw Unlowerable{"integer true division"};
+    return B.CreateFDiv(a, b);
+  }
+  Value* neg(Value* a) {
+    if (is_bool(a)) throw Unlowerable{"bool negation"};
+    return is_fp(a) ? B.CreateFNeg(a) : B.CreateSub(c(a, 0), a);
+  }
+  Value* abs(Value* a) {
+    if (is_bool(a)) return a;
+    if (is_fp(a)) return B.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+    return B.CreateSelect(B.CreateICmpSLT(a, c(a, 0)), B.CreateSub(c(a, 0), a), a);
+  }
+  // NaN-propagating, and otherwise exactly the eager `a < b ? b : a`
+  // (so the sign of a zero result matches too).
+  Value* max(Value* a, Value* b) { return minmax(a, b, true); }
+  Value* min(Value* a, Value* b) { return minmax(a, b, false); }
+  Value* minmax(Value* a, Value* b, bool is_max) {
+    if (!is_fp(a)) {
+      Value* lt = is_bool(a) ? B.CreateICmpULT(is_max ? a : b, is_max ? b : a) : B.CreateICmpSLT(is_max ? a : b, is_max ? b : a);
+      return B.CreateSelect(lt, b, a);
+    }
+    Value* lt = B.CreateFCmpOLT(is_max ? a : b, is_max ? b : a);
+    Value* r = B.CreateSelect(lt, b, a);
+    Value* nan = B.CreateFCmpUNO(a, b);
+    return B.CreateSelect(nan, c(a, std::numeric_limits<double>::quiet_NaN()), r);
+  }
+  // Float floor division and remainder as torch's div_floor_floating (the
+  // scheduler keeps integer ones eager: they can raise).
+  Value* floordiv(Value* a, Value* b) {
+    if (!is_fp(a)) throw Unlowerable{"integer floor division"};
+    Value* mod = B.CreateFRem(a, b);
+    Value* d = B.CreateFDiv(B.CreateFSub(a, mod), b);
+    Value* adjust = B.CreateAnd(B.CreateFCmpUNE(mod, c(a, 0)),
+                                B.CreateXor(B.CreateFCmpOLT(b, c(b, 0)), B.CreateFCmpOLT(mod, c(a, 0))));
+    d = B.CreateSelect(adjust, B.CreateFSub(d, c(a, 1)), d);
+    Value* fl = B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, d);
+    fl = B.CreateSelect(B.CreateFCmpOGT(B.CreateFSub(d, fl), c(a, 0.5)), B.CreateFAdd(fl, c(a, 1)), fl);
+    Value* q = B.CreateFDiv(a, b);
+    Value* zero = B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, c(a, 0), q);
+    fl = B.CreateSelect(B.CreateFCmpOEQ(d, c(a, 0)), zero, fl);
+    return B.CreateSelect(B.CreateFCmpOEQ(b, c(b, 0)), q, fl);
+  }
+  Value* mod(Value* a, Value* b) {
+    if (!is_fp(a)) throw Unlowerable{"integer remainder"};
+    Value* r = B.CreateFRem(a, b);
+    Value* adjust = B.CreateAnd(B.CreateFCmpUNE(r, c(a, 0)),
+                                B.CreateXor(B.CreateFCmpOLT(b, c(b, 0)), B.CreateFCmpOLT(r, c(a, 0))));
+    return B.CreateSelect(adjust, B.CreateFAdd(r, b), r);
+  }
+  Value* pow(Value* a, Value* b) {
+    if (!is_fp(a)) throw Unlowerable{"integer pow"};
+    return sleef("pow", {a, b});
+  }
+  Value* cmp(Value* a, Value* b, llvm::CmpInst::Predicate fp, llvm::CmpInst::Predicate si, llvm::CmpInst::Predicate ui) {
+    if (is_fp(a)) return B.CreateFCmp(fp, a, b);
+    return B.CreateICmp(is_bool(a) ? ui : si, a, b);
+  }
+  Value* eq(Value* a, Value* b) { return cmp(a, b, llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_EQ); }
+  Value* ne(Value* a, Value* b) { return cmp(a, b, llvm::CmpInst::FCMP_UNE, llvm::CmpInst::ICMP_NE, llvm::CmpInst::ICMP_NE); }
+  Value* lt(Value* a, Value* b) { return cmp(a, b, llvm::CmpInst::FCMP_OLT, llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_ULT); }
+  Value* le(Value* a, Value* b) { return cmp(a, b, llvm::CmpInst::FCMP_OLE, llvm::CmpInst::ICMP_SLE, llvm::CmpInst::ICMP_ULE); }
+  Value* gt(Value* a, Value* b) { return cmp(a, b, llvm::CmpInst::FCMP_OGT, llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_UGT); }
+  Value* ge(Value* a, Value* b) { return cmp(a, b, llvm::CmpInst::FCMP_OGE, llvm::CmpInst::ICMP_SGE, llvm::CmpInst::ICMP_UGE); }
+  Value* where(Value* cnd, Value* x, Value* y) { return B.CreateSelect(cnd, x, y); }
+  Value* exp(Value* a) { return sleef("exp", {float_only(a)}); }
+  Value* log(Value* a) { return sleef("log", {float_only(a)}); }
+  Value* tanh(Value* a) { return sleef("tanh", {float_only(a)}); }
+  Value* erf(Value* a) { return sleef("erf", {float_only(a)}); }
+  Value* sqrt(Value* a) { return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, float_only(a)); }
+  Value* band(Value* a, Value* b) { return int_only(a), B.CreateAnd(a, b); }
+  Value* bor(Value* a, Value* b) { return int_only(a), B.CreateOr(a, b); }
+  Value* bxor(Value* a, Value* b) { return int_only(a), B.CreateXor(a, b); }
+  Value* bnot(Value* a) { return int_only(a), B.CreateNot(a); }
+
+  Value* float_only(Value* a) {
+    if (!is_fp(a)) throw Unlowerable{"transcendental of an integer"};
+    return a;
+  }
+  void int_only(Value* a) {
+    if (is_fp(a)) throw Unlowerable{"bitwise op on a float"};
+  }
+
+  // SLEEF's u10 (1.0 ULP) function for this element type and width:
+  // Sleef_expf16_u10, Sleef_expd8_u10, Sleef_expf_u10, Sleef_exp_u10.
+  Value* sleef(const std::string& fn, std::vector<Value*> args) {
+    Type* t = args[0]->getType();
+    const bool f32 = t->getScalarType()->isFloatTy();
+    const unsigned n = lanes(args[0]);
+    std::string name = "Sleef_" + fn + (f32 ? "f" : (n > 1 ? "d" : "")) + (n > 1 ? std::to_string(n) : "") + "_u10";
+    std::vector<Type*> params(args.size(), t);
+    llvm::FunctionCallee callee = M.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
+    if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+      f->setDoesNotThrow();
+      f->setMemoryEffects(llvm::MemoryEffects::none());
+    }
+    return B.CreateCall(callee, args);
+  }
+};
+
+template <runtime::OpId Id>
+Value* eval_op(IrEval& E, Value* a, Value* b, Value* c) {
+  if constexpr (requires { runtime::ScalarExpr<Id>::eval(E, a, b, c); }) {
+    return runtime::ScalarExpr<Id>::eval(E, a, b, c);
+  } else {
+    throw Unlowerable{"not a pointwise op"};
+  }
+}
+
+Value* eval_pointwise(IrEval& E, runtime::OpId id, Value* a, Value* b, Value* c) {
+  switch (id) {
+#define KILN_OP(NAME, ...) \
+  case runtime::OpId::NAME: return eval_op<runtime::OpId::NAME>(E, a, b, c);
+#include "runtime/ops.def"
+#undef KILN_OP
+  }
+  throw Unlowerable{"unknown op"};
+}
+
+class KernelLowering {
+ public:
+  KernelLowering(llvm::Module& m, const Program& p, const Kernel& k, const HostCpu& cpu)
+      : M_(m), ctx_(m.getContext()), B_(ctx_), E_{B_, m, cpu}, P_(p), K_(k), cpu_(cpu) {}
+
+  void run(const std::string& symbol);
+
+ private:
+  Type* elem_type(DType d) {
+    switch (d) {
+      case DType::Bool: return B_.getInt1Ty();
+      case DType::Int64: return B_.getInt64Ty();
+      case DType::Float32: return B_.getFloatTy();
+      case DType::Float64: return B_.getDoubleTy();
+    }
+    return B_.getFloatTy();
+  }
+  Type* mem_type(DType d) { return d == DType::Bool ? B_.getInt8Ty() : elem_type(d); }
+  Type* vec(Type* t, unsigned n) { return n == 1 ? t : llvm::FixedVectorType::get(t, n); }
+  Value* i64(int64_t v) { return B_.getInt64(uint64_t(v)); }
+
+  Value* dim(const Dim& d) {
+    Value* v = i64(d.coef);
+    for (int s : d.syms) v = B_.CreateMul(v, sym_[size_t(s)]);
+    return v;
+  }
+  Value* splat(Value* v, unsigned n) { return n == 1 ? v : B_.CreateVectorSplat(n, v); }
+  Value* convert(Value* v, DType from, DType to, unsigned n);
+
+  // for (i = lo; i < hi; i += step) body(i)
+  void loop(Value* lo, Value* hi, int64_t step, const std::function<void(Value*)>& body);
+  // Runs body(idx, lanes) over dims [first, dims.size()) with the last dim
+  // vectorized; idx holds the index of every dim so far.
+  void nest(const Dims& dims, size_t first, std::vector<Value*>& idx, Value* lo0, Value* hi0, bool vectorize,
+            const std::function<void(std::vector<Value*>&, unsigned)>& body);
+
+  Value* address(const Access& a, const std::vector<Value*>& idx, unsigned lane_stride_dim, int64_t lane);
+  Value* load(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n);
+  void store(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n, Value* v);
+  // Evaluates the DAG under `root` at idx with n lanes; `result` stands for
+  // ExprKind::Result.
+  Value* eval(int root, const std::vector<Value*>& idx, unsigned n, Value* result);
+
+  Value* hreduce(Value* v, bool is_max);
+  void pointwise();
+  void reduction();
+  void rowwise();
+
+  llvm::Module& M_;
+  llvm::LLVMContext& ctx_;
+  IRBuilder<> B_;
+  IrEval E_;
+  const Program& P_;
+  const Kernel& K_;
+  const HostCpu& cpu_;
+  llvm::Function* fn_ = nullptr;
+  Value* begin_ = nullptr;
+  Value* end_ = nullptr;
+  std::vector<Value*> base_;  // per buffer, loaded lazily in the entry block
+  std::vector<Value*> sym_;
+  unsigned lanes_ = 1;
+  llvm::BasicBlock* entry_ = nullptr;
+};
+
+Value* KernelLowering::convert(Value* v, DType from, DType to, unsigned n) {
+  if (from == to) return v;
+  Type* t = vec(elem_type(to), n);
+  if (to == DType::Bool) {
+    return runtime::is_floating(from) ? B_.CreateFCmpUNE(v, E_.c(v, 0)) : B_.CreateICmpNE(v, E_.c(v, 0));
+  }
+  if (from == DType::Bool) return runtime::is_floating(to) ? B_.CreateUIToFP(v, t) : B_.CreateZExt(v, t);
+  if (runtime::is_floating(from) && runtime::is_floating(to)) return B_.CreateFPCast(v, t);
+  if (runtime::is_floating(from)) return B_.CreateFPToSI(v, t);
+  if (runtime::is_floating(to)) return B_.CreateSIToFP(v, t);
+  return B_.CreateSExtOrTrunc(v, t);
+}
+
+void KernelLowering::loop(Value* lo, Value* hi, int64_t step, const std::function<void(Value*)>& body) {
+  llvm::BasicBlock* pre = B_.GetInsertBlock();
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+  llvm::BasicBlock* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+  B_.CreateBr(head);
+  B_.SetInsertPoint(head);
+  llvm::PHINode* i = B_.CreatePHI(B_.getInt64Ty(), 2, "i");
+  i->addIncoming(lo, pre);
+  B_.CreateCondBr(B_.CreateICmpSLT(i, hi), bodyb, exit);
+  B_.SetInsertPoint(bodyb);
+  body(i);
+  Value* next = B_.CreateAdd(i, i64(step), "", true, true);
+  i->addIncoming(next, B_.GetInsertBlock());
+  B_.CreateBr(head);
+  B_.SetInsertPoint(exit);
+}
+
+void KernelLowering::nest(const Dims& dims, size_t d, std::vector<Value*>& idx, Value* lo0, Value* hi0,
+                          bool vectorize, const std::function<void(std::vector<Value*>&, unsigned)>& body) {
+  if (d == dims.size()) {
+    body(idx, 1);
+    return;
+  }
+  Value* lo = d == 0 && lo0 ? lo0 : i64(0);
+  Value* hi = d == 0 && hi0 ? hi0 : dim(dims[d]);
+  const bool last = d + 1 == dims.size();
+  if (last && vectorize && lanes_ > 1) {
+    // Whole vectors, then the scalar tail.
+    const int64_t L = lanes_;
+    Value* count = B_.CreateSub(hi, lo);
+    Value* vec_end = B_.CreateAdd(lo, B_.CreateMul(B_.CreateSDiv(count, i64(L)), i64(L)));
+    loop(lo, vec_end, L, [&](Value* i) {
+      idx.push_back(i);
+      body(idx, lanes_);
+      idx.pop_back();
+    });
+    loop(vec_end, hi, 1, [&](Value* i) {
+      idx.push_back(i);
+      body(idx, 1);
+      idx.pop_back();
+    });
+    return;
+  }
+  loop(lo, hi, 1, [&](Value* i) {
+    idx.push_back(i);
+    nest(dims, d + 1, idx, lo0, hi0, vectorize, body);
+    idx.pop_back();
+  });
+}
+
+// Element pointer of lane `lane` (0 for a whole vector) at idx.
+Value* KernelLowering::address(const Access& a, const std::vector<Value*>& idx, unsigned, int64_t lane) {
+  Value* off = dim(a.offset);
+  for (size_t d = 0; d < idx.size() && d < a.strides.size(); ++d) {
+    if (a.strides[d].is(0)) continue;
+    off = B_.CreateAdd(off, B_.CreateMul(idx[d], dim(a.strides[d])));
+  }
+  if (lane) off = B_.CreateAdd(off, B_.CreateMul(i64(lane), dim(a.strides[idx.size() - 1])));
+  const Buffer& b = P_.buffers[size_t(a.buffer)];
+  if (!base_[size_t(a.buffer)]) {
+    llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+    Value* slot = eb.CreateGEP(eb.getPtrTy(), fn_->getArg(0), eb.getInt64(uint64_t(a.buffer)));
+    base_[size_t(a.buffer)] = eb.CreateLoad(eb.getPtrTy(), slot);
+  }
+  return B_.CreateGEP(mem_type(b.dtype), base_[size_t(a.buffer)], off);
+}
+
+Value* KernelLowering::load(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n) {
+  Type* mt = mem_type(dt);
+  const Dim& inner = a.strides.size() >= idx.size() ? a.strides[idx.size() - 1] : Dim::c(0);
+  Value* v;
+  const llvm::Align al(runtime::itemsize(dt));
+  if (n == 1 || inner.is(0)) {
+    v = splat(B_.CreateAlignedLoad(mt, address(a, idx, 0, 0), al), n);
+  } else if (inner.is(1)) {
+    v = B_.CreateAlignedLoad(vec(mt, n), address(a, idx, 0, 0), al);
+  } else {
+    v = llvm::PoisonValue::get(vec(mt, n));
+    for (unsigned l = 0; l < n; ++l)
+      v = B_.CreateInsertElement(v, B_.CreateAlignedLoad(mt, address(a, idx, 0, l), al), uint64_t(l));
+  }
+  if (dt == DType::Bool) v = B_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  return v;
+}
+
+void KernelLowering::store(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n, Value* v) {
+  if (dt == DType::Bool) v = B_.CreateZExt(v, vec(B_.getInt8Ty(), n));
+  const llvm::Align al(runtime::itemsize(dt));
+  const Dim& inner = a.strides[idx.size() - 1];
+  if (n == 1) {
+    B_.CreateAlignedStore(v, address(a, idx, 0, 0), al);
+  } else if (inner.is(1)) {
+    B_.CreateAlignedStore(v, address(a, idx, 0, 0), al);
+  } else {
+    for (unsigned l = 0; l < n; ++l) B_.CreateAlignedStore(B_.CreateExtractElement(v, uint64_t(l)), address(a, idx, 0, l), al);
+  }
+}
+
+Value* KernelLowering::eval(int root, const std::vector<Value*>& idx, unsigned n, Value* result) {
+  // Operands precede their users in the arena; evaluate the reachable ones
+  // in order, each once.
+  std::vector<char> need(size_t(root) + 1, 0);
+  need[size_t(root)] = 1;
+  for (int i = root; i >= 0; --i) {
+    if (!need[size_t(i)]) continue;
+    const Expr& e = K_.exprs[size_t(i)];
+    for (int op : {e.a, e.b, e.c})
+      if (op >= 0) need[size_t(op)] = 1;
+  }
+  std::unordered_map<int, Value*> val;
+  for (int i = 0; i <= root; ++i) {
+    if (!need[size_t(i)]) continue;
+    const Expr& e = K_.exprs[size_t(i)];
+    Value* v = nullptr;
+    switch (e.kind) {
+      case ExprKind::Load: v = load(K_.accesses[size_t(e.access)], e.dtype, idx, n); break;
+      case ExprKind::Const: v = splat(E_.c(llvm::UndefValue::get(elem_type(e.dtype)), e.value), n); break;
+      case ExprKind::Cast: v = convert(val[e.a], K_.exprs[size_t(e.a)].dtype, e.dtype, n); break;
+      case ExprKind::Result: v = result; break;
+      case ExprKind::Op:
+        v = eval_pointwise(E_, e.op, val[e.a], e.b >= 0 ? val[e.b] : nullptr, e.c >= 0 ? val[e.c] : nullptr);
+        break;
+    }
+    val[i] = v;
+  }
+  return val[root];
+}
+
+// Horizontal sum or max of a vector accumulator.
+Value* KernelLowering::hreduce(Value* v, bool is_max) {
+  const unsigned n = E_.lanes(v);
+  if (n == 1) return v;
+  Value* r = B_.CreateExtractElement(v, uint64_t(0));
+  for (unsigned l = 1; l < n; ++l) {
+    Value* x = B_.CreateExtractElement(v, uint64_t(l));
+    r = is_max ? E_.max(r, x) : E_.add(r, x);
+  }
+  return r;
+}
+
+void KernelLowering::pointwise() {
+  std::vector<Value*> idx;
+  nest(K_.outer, 0, idx, begin_, end_, true, [&](std::vector<Value*>& ix, unsigned n) {
+    store(K_.store, P_.buffers[size_t(K_.store.buffer)].dtype, ix, n, eval(K_.epilogue, ix, n, nullptr));
+  });
+}
+
+// Sum / Mean / Amax: one accumulator per output element.
+void KernelLowering::reduction() {
+  const DType cd = K_.compute;
+  const bool is_max = K_.kind == KernelKind::Amax;
+  // Float sums accumulate in double, integer sums in int64 (wrapping).
+  const DType ad = is_max ? cd : runtime::is_floating(cd) ? DType::Float64 : DType::Int64;
+  std::vector<Value*> idx;
+  nest(K_.outer, 0, idx, begin_, end_, false, [&](std::vector<Value*>& ox, unsigned) {
+    // The identity of the fold: -inf for a float max, false for a bool max.
+    const double init = is_max && runtime::is_floating(cd) ? -std::numeric_limits<double>::infinity() : 0.0;
+    llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+    llvm::AllocaInst* vacc = eb.CreateAlloca(vec(elem_type(ad), lanes_));
+    llvm::AllocaInst* sacc = eb.CreateAlloca(elem_type(ad));
+    Value* vinit = splat(E_.c(llvm::UndefValue::get(elem_type(ad)), init), lanes_);
+    if (is_max && cd == DType::Int64) vinit = splat(i64(INT64_MIN), lanes_);
+    B_.CreateStore(vinit, vacc);
+    B_.CreateStore(is_max && cd == DType::Int64 ? i64(INT64_MIN) : E_.c(llvm::UndefValue::get(elem_type(ad)), init), sacc);
+    std::vector<Value*> full = ox;
+    nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
+      Value* x = convert(eval(K_.input, ix, n, nullptr), cd, ad, n);
+      llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
+      Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
+      B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
+    });
+    Value* vtot = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
+    Value* stot = B_.CreateLoad(sacc->getAllocatedType(), sacc);
+    Value* total = is_max ? E_.max(vtot, stot) : E_.add(vtot, stot);
+    if (K_.kind == KernelKind::Mean) total = B_.CreateFDiv(total, B_.CreateSIToFP(dim(product(K_.inner)), total->getType()));
+    Value* r = convert(total, ad, cd, 1);
+    store(K_.store, P_.buffers[size_t(K_.store.buffer)].dtype, ox, 1, eval(K_.epilogue, ox, 1, r));
+  });
+}
+
+// Softmax / LogSoftmax / LayerNorm: row statistics in one or two passes,
+// then a pass that writes each element through the epilogue.
+void KernelLowering::rowwise() {
+  const DType cd = K_.compute;
+  const DType ad = DType::Float64;
+  std::vector<Value*> idx;
+  nest(K_.outer, 0, idx, begin_, end_, false, [&](std::vector<Value*>& ox, unsigned) {
+    llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+    // A pass: acc = fold over the row of f(x); returns the scalar total.
+    auto pass = [&](bool is_max, DType acc_t, double init, const std::function<Value*(Value*, unsigned)>& f) {
+      llvm::AllocaInst* vacc = eb.CreateAlloca(vec(elem_type(acc_t), lanes_));
+      llvm::AllocaInst* sacc = eb.CreateAlloca(elem_type(acc_t));
+      B_.CreateStore(splat(E_.c(llvm::UndefValue::get(elem_type(acc_t)), init), lanes_), vacc);
+      B_.CreateStore(E_.c(llvm::UndefValue::get(elem_type(acc_t)), init), sacc);
+      std::vector<Value*> full = ox;
+      nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
+        Value* x = f(eval(K_.input, ix, n, nullptr), n);  // already in acc_t
+        llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
+        Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
+        B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
+      });
+      Value* v = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
+      Value* s = B_.CreateLoad(sacc->getAllocatedType(), sacc);
+      return is_max ? E_.max(v, s) : E_.add(v, s);
+    };
+    Value* count = B_.CreateSIToFP(dim(product(K_.inner)), B_.getDoubleTy());
+    std::function<Value*(std::vector<Value*>&, unsigned)> elem;
+    if (K_.kind == KernelKind::LayerNorm) {
+      // Two passes in double, as the eager kernel: mean, then the biased
+      // variance around it (no cancellation from E[x^2] - E[x]^2).
+      Value* mean = B_.CreateFDiv(pass(false, ad, 0.0, [&](Value* x, unsigned n) { return convert(x, cd, ad, n); }), count);
+      Value* mean_c = B_.CreateFPCast(mean, elem_type(cd));
+      Value* var = B_.CreateFDiv(pass(false, ad, 0.0,
+                                      [&](Value* x, unsigned n) {
+                                        Value* d = B_.CreateFSub(convert(x, cd, ad, n), splat(mean, n));
+                                        return B_.CreateFMul(d, d);
+                                      }),
+                                 count);
+      Value* rstd = B_.CreateFDiv(llvm::ConstantFP::get(B_.getDoubleTy(), 1.0),
+                                  B_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt,
+                                                          B_.CreateFAdd(var, llvm::ConstantFP::get(B_.getDoubleTy(), K_.eps))));
+      Value* rstd_c = B_.CreateFPCast(rstd, elem_type(cd));
+      elem = [&, mean_c, rstd_c](std::vector<Value*>& ix, unsigned n) {
+        Value* y = B_.CreateFMul(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mean_c, n)), splat(rstd_c, n));
+        if (K_.weight >= 0) y = B_.CreateFMul(y, eval(K_.weight, ix, n, nullptr));
+        if (K_.bias >= 0) y = B_.CreateFAdd(y, eval(K_.bias, ix, n, nullptr));
+        return y;
+      };
+    } else {
+      Value* mx = pass(true, cd, -std::numeric_limits<double>::infinity(), [&](Value* x, unsigned) { return x; });
+      Value* total = pass(false, ad, 0.0, [&](Value* x, unsigned n) {
+        return convert(E_.exp(B_.CreateFSub(x, splat(mx, n))), cd, ad, n);
+      });
+      if (K_.kind == KernelKind::Softmax) {
+        Value* inv = B_.CreateFPCast(B_.CreateFDiv(llvm::ConstantFP::get(B_.getDoubleTy(), 1.0), total), elem_type(cd));
+        elem = [&, mx, inv](std::vector<Value*>& ix, unsigned n) {
+          return B_.CreateFMul(E_.exp(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mx, n))), splat(inv, n));
+        };
+      } else {
+        Value* lt = B_.CreateFPCast(E_.log(total), elem_type(cd));
+        elem = [&, mx, lt](std::vector<Value*>& ix, unsigned n) {
+          return B_.CreateFSub(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mx, n)), splat(lt, n));
+        };
+      }
+    }
+    std::vector<Value*> full = ox;
+    nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
+      store(K_.store, P_.buffers[size_t(K_.store.buffer)].dtype, ix, n, eval(K_.epilogue, ix, n, elem(ix, n)));
+    });
+  });
+}
+
+void KernelLowering::run(const std::string& symbol) {
+  Type* ptr = B_.getPtrTy();
+  auto* fty = llvm::FunctionType::get(B_.getVoidTy(), {ptr, ptr, B_.getInt64Ty(), B_.getInt64Ty()}, false);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, M_);
+  fn_->addFnAttr("target-cpu", cpu_.name);
+  fn_->addFnAttr("target-features", cpu_.features);
+  // 512-bit vectors are legal and preferred where the CPU has them (SLEEF's
+  // 16-lane functions take zmm arguments).
+  const std::string width = std::to_string(cpu_.f32_lanes * 32);
+  fn_->addFnAttr("prefer-vector-width", width);
+  fn_->addFnAttr("min-legal-vector-width", width);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  fn_->getArg(0)->addAttr(llvm::Attribute::NoAlias);
+  entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "start", fn_);
+  B_.SetInsertPoint(entry_);
+  base_.assign(P_.buffers.size(), nullptr);
+  for (size_t s = 0; s < P_.syms.size(); ++s)
+    sym_.push_back(B_.CreateLoad(B_.getInt64Ty(), B_.CreateGEP(B_.getInt64Ty(), fn_->getArg(1), i64(int64_t(s)))));
+  begin_ = fn_->getArg(2);
+  end_ = fn_->getArg(3);
+  // Lanes: a full vector register of the kernel's widest element type.
+  size_t widest = runtime::itemsize(K_.compute);
+  for (const Expr& e : K_.exprs) widest = std::max(widest, runtime::itemsize(e.dtype));
+  widest = std::max(widest, runtime::itemsize(P_.buffers[size_t(K_.store.buffer)].dtype));
+  if (K_.kind != KernelKind::Pointwise && K_.kind != KernelKind::Amax) widest = 8;  // float64 accumulators
+  lanes_ = unsigned(cpu_.f32_lanes * 4 / std::max<size_t>(widest, 4));
+  B_.SetInsertPoint(body);
+  switch (K_.kind) {
+    case KernelKind::Pointwise: pointwise(); break;
+    case KernelKind::Sum:
+    case KernelKind::Mean:
+    case KernelKind::Amax: reduction(); break;
+    case KernelKind::Softmax:
+    case KernelKind::LogSoftmax:
+    case KernelKind::LayerNorm: rowwise(); break;
+  }
+  B_.CreateRetVoid();
+  B_.SetInsertPoint(entry_);
+  B_.CreateBr(body);
+}
+
+}  // namespace
+
+void lower_kernel(llvm::Module& module, const Program& program, const Kernel& kernel, const std::string& symbol,
+                  const HostCpu& cpu) {
+  try {
+    KernelLowering(module, program, kernel, cpu).run(symbol);
+  } catch (const Unlowerable& u) {
+    throw Unsupported{kernel.name + ": " + u.reason};
+  }
+}
+
+}  // namespace kiln::codegen

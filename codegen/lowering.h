@@ -1,0 +1,24 @@
+// Kernel -> LLVM IR. Each kernel becomes one function
+//   void <symbol>(char* const* bufs, const int64_t* dyn, int64_t begin, int64_t end)
+// over outer[0] in [begin, end): bufs[i] points at element 0 of buffer i,
+// dyn[s] is dynamic symbol s. Only jit.cpp includes this (LLVM headers
+// stay out of headers that many files include).
+#pragma once
+
+#include <string>
+
+#include "codegen/host_cpu.h"
+#include "codegen/kernel_ir.h"
+
+namespace llvm {
+class Module;
+}
+
+namespace kiln::codegen {
+
+using KernelFn = void (*)(char* const* bufs, const int64_t* dyn, int64_t begin, int64_t end);
+
+void lower_kernel(llvm::Module& module, const Program& program, const Kernel& kernel, const std::string& symbol,
+                  const HostCpu& cpu);
+
+}  // namespace kiln::codegen

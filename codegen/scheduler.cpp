@@ -1,0 +1,1013 @@
+// Graph -> Program: decides what fuses with what.
+//
+// Walks the graph in order, holding every tensor node as a Val: either
+// *materialized* (a view of a buffer) or *pending* (an expression not yet in
+// any kernel, possibly ending in a reduction whose kernel is still open).
+// Pointwise ops extend pending expressions, so a chain of them becomes one
+// loop with no intermediate buffers; a reduction takes its pending input as
+// its producer and stays open so pointwise consumers of its result fuse in
+// as the epilogue. A pending value is materialized (its kernel emitted)
+// only when something needs memory: a second user, a BLAS call, an eager
+// step, a view, a graph output, or a broadcast of a reduction's result.
+//
+// Index maps are affine: an expression's loads carry strides over the
+// expression's own dims, and inlining it into a consumer re-expresses those
+// strides over the consumer's dims (a permutation plus broadcast zeros), so
+// fusion never needs more than stride arithmetic.
+#include <algorithm>
+#include <climits>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <unordered_map>
+
+#include "codegen/kernel_ir.h"
+#include "runtime/error.h"
+#include "runtime/ops_kernels.h"
+#include "runtime/tensor.h"
+
+namespace kiln::codegen {
+
+using output_graph::Arg;
+using output_graph::Graph;
+using output_graph::Node;
+using output_graph::NodeOp;
+using runtime::OpId;
+using runtime::OpKind;
+using runtime::Tensor;
+using runtime::Value;
+
+// ----------------------------------------------------------------- Dim --
+
+Dim Dim::operator*(const Dim& o) const {
+  Dim r{coef * o.coef, syms};
+  if (r.coef == 0) return Dim::c(0);
+  r.syms.insert(r.syms.end(), o.syms.begin(), o.syms.end());
+  std::sort(r.syms.begin(), r.syms.end());
+  return r;
+}
+
+std::string Dim::str() const {
+  if (syms.empty()) return std::to_string(coef);
+  std::string s = coef == 1 ? "" : std::to_string(coef) + "*";
+  for (size_t i = 0; i < syms.size(); ++i) s += (i ? "*s" : "s") + std::to_string(syms[i]);
+  return s;
+}
+
+Dim product(const Dims& ds) {
+  Dim p = Dim::c(1);
+  for (const Dim& d : ds) p = p * d;
+  return p;
+}
+
+Dims contiguous(const Dims& sizes) {
+  Dims st(sizes.size(), Dim::c(1));
+  for (size_t i = sizes.size(); i-- > 1;) st[i - 1] = st[i] * sizes[i];
+  return st;
+}
+
+const char* kernel_kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::Pointwise: return "pointwise";
+    case KernelKind::Sum: return "sum";
+    case KernelKind::Mean: return "mean";
+    case KernelKind::Amax: return "amax";
+    case KernelKind::Softmax: return "softmax";
+    case KernelKind::LogSoftmax: return "log_softmax";
+    case KernelKind::LayerNorm: return "layer_norm";
+  }
+  return "?";
+}
+
+namespace {
+
+[[noreturn]] void unsupported(std::string reason) { throw Unsupported{std::move(reason)}; }
+
+static std::string dims_str(const Dims& ds) {
+  std::string s = "[";
+  for (size_t i = 0; i < ds.size(); ++i) s += (i ? ", " : "") + ds[i].str();
+  return s + "]";
+}
+
+// An expression DAG under construction (a pending value's, or a kernel's).
+struct Arena {
+  std::vector<Expr> exprs;
+  std::vector<Access> accesses;
+  int add(Expr e) {
+    exprs.push_back(e);
+    return int(exprs.size()) - 1;
+  }
+};
+
+// A reduction whose kernel is open: its input side is built, its epilogue
+// is whatever pointwise consumers add before something materializes it.
+struct OpenReduction {
+  Kernel kernel;              // input/weight/bias exprs in kernel.exprs
+  std::vector<int> result_map;  // result dim -> kernel store-space dim (-1: a kept size-1 dim)
+};
+
+struct Val {
+  bool tensor = false;
+  DType dtype = DType::Float32;
+  Dims sizes;
+  // materialized
+  bool materialized = false;
+  Access view;  // strides over `sizes`
+  // pending
+  Arena arena;
+  int root = -1;
+  int open = -1;  // index into Scheduler::open_ (its Result nodes refer to it)
+  // an eager step's non-tensor result
+  int eager_step = -1;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Graph& g) : g_(g) {}
+
+  Program run();
+
+ private:
+  // -- values
+  Val& val(const Node* n) { return vals_[size_t(n->index)]; }
+  Dims dims_of(const output_graph::TensorMeta& m, int input_index);
+  int add_buffer(Buffer b) {
+    prog_.buffers.push_back(std::move(b));
+    return int(prog_.buffers.size()) - 1;
+  }
+  Val materialized(int buffer, const Dims& sizes, const Dims& strides, Dim offset, DType dt) {
+    Val v;
+    v.tensor = true;
+    v.dtype = dt;
+    v.sizes = sizes;
+    v.materialized = true;
+    v.view = Access{buffer, offset, strides};
+    return v;
+  }
+  void materialize(Val& v, const std::string& why);
+  int emit_kernel(Kernel k);
+
+  // -- expressions
+  int copy_expr(const Arena& src, int root, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank,
+                std::unordered_map<int, int>& memo, const Access* result_store = nullptr);
+  int load_of(Val& v, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank, int* open_out);
+  static int cast(Arena& a, int e, DType to) {
+    if (a.exprs[size_t(e)].dtype == to) return e;
+    Expr c;
+    c.kind = ExprKind::Cast;
+    c.dtype = to;
+    c.a = e;
+    return a.add(c);
+  }
+  std::vector<int> broadcast_map(const Dims& from, const Dims& to) const;
+  Dims broadcast(const Dims& a, const Dims& b, const char* op);
+
+  // -- nodes
+  void placeholder(const Node& n);
+  void get_attr(const Node& n);
+  void call_function(const Node& n);
+  void pointwise(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& tensor_of);
+  void reduction(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  void matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  void eager(const Node& n, const std::string& why);
+  void output(const Node& n);
+  void simplify(Kernel& k);
+  void plan_memory();
+
+  const Graph& g_;
+  Program prog_;
+  std::vector<Val> vals_;
+  std::vector<OpenReduction> open_;
+  std::vector<int> distinct_users_;
+  std::map<std::pair<int, int>, int> input_syms_;  // (input, dim) -> symbol
+};
+
+std::vector<int> Scheduler::broadcast_map(const Dims& from, const Dims& to) const {
+  // Right-aligned; a size-1 dim that the target has wider reads with stride 0.
+  std::vector<int> map(from.size(), -1);
+  const size_t shift = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    const Dim& t = to[i + shift];
+    map[i] = (from[i].is(1) && !t.is(1)) ? -1 : int(i + shift);
+  }
+  return map;
+}
+
+Dims Scheduler::broadcast(const Dims& a, const Dims& b, const char* op) {
+  const size_t r = std::max(a.size(), b.size());
+  Dims out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const Dim* x = i + a.size() >= r ? &a[i + a.size() - r] : nullptr;
+    const Dim* y = i + b.size() >= r ? &b[i + b.size() - r] : nullptr;
+    if (!x || x->is(1)) out[i] = y ? *y : *x;
+    else if (!y || y->is(1) || *x == *y) out[i] = *x;
+    else {
+      // Equal when traced (the shape rule accepted them): a call where they
+      // differ must not run this program.
+      prog_.checks.push_back({*x, *y, std::string(op) + ": broadcast dims " + x->str() + " and " + y->str()});
+      out[i] = x->is_static() ? *x : *y;
+    }
+  }
+  return out;
+}
+
+Dims Scheduler::dims_of(const output_graph::TensorMeta& m, int input_index) {
+  Dims d(m.sizes.size());
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    const bool dyn = input_index >= 0 && i < m.dynamic.size() && m.dynamic[i];
+    if (!dyn) {
+      d[i] = Dim::c(m.sizes[i]);
+      continue;
+    }
+    auto key = std::make_pair(input_index, int(i));
+    auto it = input_syms_.find(key);
+    int s;
+    if (it != input_syms_.end()) {
+      s = it->second;
+    } else {
+      s = int(prog_.syms.size());
+      prog_.syms.push_back({SymSource::From::Input, input_index, int(i)});
+      input_syms_[key] = s;
+      // The kernels treat a dynamic dim as never broadcasting (Dynamo's 0/1
+      // specialisation): a call with size 0 or 1 there runs eagerly instead.
+      prog_.checks.push_back({Dim::sym(s), Dim::c(-2), "dynamic dim s" + std::to_string(s) + " >= 2"});
+    }
+    d[i] = Dim::sym(s);
+  }
+  return d;
+}
+
+// Copies the DAG under `root` from src into dst, re-expressing each load's
+// strides over dst's dims: src dim i becomes dst dim dim_map[i] (or is
+// dropped: -1). Result nodes are kept; `memo` keeps shared nodes shared.
+int Scheduler::copy_expr(const Arena& src, int root, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank,
+                         std::unordered_map<int, int>& memo, const Access* result_store) {
+  if (auto it = memo.find(root); it != memo.end()) return it->second;
+  Expr e = src.exprs[size_t(root)];
+  if (e.kind == ExprKind::Load) {
+    const Access& a = src.accesses[size_t(e.access)];
+    Access na{a.buffer, a.offset, Dims(dst_rank, Dim::c(0))};
+    for (size_t i = 0; i < a.strides.size(); ++i) {
+      if (dim_map[i] < 0) continue;
+      Dim& s = na.strides[size_t(dim_map[i])];
+      if (s.is(0)) s = a.strides[i];
+      else unsupported("two source dims map onto one kernel dim");  // never made by this scheduler
+    }
+    dst.accesses.push_back(std::move(na));
+    e.access = int(dst.accesses.size()) - 1;
+  } else {
+    for (int* op : {&e.a, &e.b, &e.c})
+      if (*op >= 0) *op = copy_expr(src, *op, dst, dim_map, dst_rank, memo, result_store);
+  }
+  const int id = dst.add(e);
+  memo[root] = id;
+  return id;
+}
+
+// v as an expression in dst (whose dims are dst_rank wide, v's dims mapping
+// by dim_map). A pending v is inlined; an open reduction is reported in
+// *open_out so the caller can check it fuses only one.
+int Scheduler::load_of(Val& v, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank, int* open_out) {
+  if (v.materialized) {
+    Arena one;
+    Expr e;
+    e.kind = ExprKind::Load;
+    e.dtype = v.dtype;
+    e.access = 0;
+    one.accesses.push_back(v.view);
+    one.add(e);
+    std::unordered_map<int, int> memo;
+    return copy_expr(one, 0, dst, dim_map, dst_rank, memo);
+  }
+  if (v.open >= 0 && open_out) *open_out = v.open;
+  std::unordered_map<int, int> memo;
+  return copy_expr(v.arena, v.root, dst, dim_map, dst_rank, memo);
+}
+
+int Scheduler::emit_kernel(Kernel k) {
+  k.name = "kernel_" + std::to_string(prog_.kernels.size());
+  simplify(k);
+  prog_.kernels.push_back(std::move(k));
+  prog_.steps.push_back({Step::Kind::Kernel, int(prog_.kernels.size()) - 1});
+  return int(prog_.kernels.size()) - 1;
+}
+
+// Gives a pending value memory: emits its kernel (a pointwise loop, or the
+// open reduction with the value as its epilogue) into a fresh contiguous
+// temporary, after which v is a plain view of it.
+void Scheduler::materialize(Val& v, const std::string& why) {
+  if (v.materialized || !v.tensor) return;
+  Buffer b;
+  b.kind = Buffer::Kind::Temp;
+  b.dtype = v.dtype;
+  b.sizes = v.sizes;
+  b.strides = contiguous(v.sizes);
+  const int buf = add_buffer(b);
+  Kernel k;
+  std::vector<int> map;
+  size_t rank;
+  if (v.open < 0) {
+    k.kind = KernelKind::Pointwise;
+    k.outer = v.sizes;
+    if (k.outer.empty()) k.outer.push_back(Dim::c(1));  // a 0-d result: one iteration
+    rank = k.outer.size();
+    map.resize(v.sizes.size());
+    std::iota(map.begin(), map.end(), int(rank - v.sizes.size()));
+    k.compute = v.dtype;
+  } else {
+    OpenReduction& r = open_[size_t(v.open)];
+    k = std::move(r.kernel);
+    map = r.result_map;
+    rank = k.store_rank();
+  }
+  Arena ep{std::move(k.exprs), std::move(k.accesses)};
+  std::unordered_map<int, int> memo;
+  k.epilogue = copy_expr(v.arena, v.root, ep, map, rank, memo);
+  k.exprs = std::move(ep.exprs);
+  k.accesses = std::move(ep.accesses);
+  k.store = Access{buf, Dim::c(0), Dims(rank, Dim::c(0))};
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (map[i] >= 0) k.store.strides[size_t(map[i])] = b.strides[i];
+  k.fused.push_back("(" + why + ")");
+  emit_kernel(std::move(k));
+  Val m = materialized(buf, v.sizes, b.strides, Dim::c(0), v.dtype);
+  v = std::move(m);
+}
+
+// ------------------------------------------------------------------ nodes --
+
+void Scheduler::placeholder(const Node& n) {
+  const int input = int(prog_.num_inputs++);
+  if (!n.meta) unsupported("placeholder '" + n.name + "' is not a tensor");
+  Buffer b;
+  b.kind = Buffer::Kind::Input;
+  b.index = input;
+  b.dtype = n.meta->dtype;
+  b.sizes = dims_of(*n.meta, input);
+  // A dynamic contiguous input stays contiguous (the guard checks the
+  // layout class), so its strides are products of its sizes.
+  const bool contig = n.meta->strides == runtime::contiguous_strides(n.meta->sizes);
+  if (contig) {
+    b.strides = contiguous(b.sizes);
+  } else {
+    for (int64_t s : n.meta->strides) b.strides.push_back(Dim::c(s));
+  }
+  const int buf = add_buffer(b);
+  val(&n) = materialized(buf, b.sizes, b.strides, Dim::c(0), b.dtype);
+}
+
+void Scheduler::get_attr(const Node& n) {
+  const Value* v = g_.attr(n.target_str());
+  if (!v || !v->is(runtime::Kind::Tensor)) unsupported("get_attr '" + n.target_str() + "' is not a tensor attribute");
+  const Tensor t = v->as_tensor();
+  prog_.attrs.push_back(*v);
+  Buffer b;
+  b.kind = Buffer::Kind::Attr;
+  b.index = int(prog_.attrs.size()) - 1;
+  b.dtype = t.dtype();
+  for (int64_t s : t.sizes()) b.sizes.push_back(Dim::c(s));
+  for (int64_t s : t.strides()) b.strides.push_back(Dim::c(s));
+  const int buf = add_buffer(b);
+  val(&n) = materialized(buf, b.sizes, b.strides, Dim::c(0), b.dtype);
+}
+
+// Integer division and modulo raise on a zero divisor and integer pow on a
+// negative exponent: eagerly, never inside a kernel.
+static bool raises_per_element(OpId id, DType compute) {
+  return runtime::is_integral(compute) && (id == OpId::floor_divide || id == OpId::remainder || id == OpId::pow);
+}
+
+void Scheduler::pointwise(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& tensor_of) {
+  const runtime::OpDef& op = *args.op;
+  const DType compute = runtime::pointwise_compute_dtype(args);
+  const DType result = n.meta->dtype;
+  if (raises_per_element(op.id, compute)) return eager(n, "integer " + std::string(op.name) + " can raise");
+  Dims out;
+  for (int i = 0; i < op.arity; ++i)
+    if (tensor_of[size_t(i)]) out = broadcast(out, val(tensor_of[size_t(i)]).sizes, op.name);
+  Val v;
+  v.tensor = true;
+  v.dtype = result;
+  v.sizes = out;
+  int operands[3] = {-1, -1, -1};
+  for (int i = 0; i < op.arity; ++i) {
+    const DType want = (op.rule == runtime::PwRule::Where && i == 0) ? DType::Bool : compute;
+    int e;
+    if (const Node* tn = tensor_of[size_t(i)]) {
+      Val& src = val(tn);
+      int open = -1;
+      if (!src.materialized && src.open >= 0) {
+        // A reduction's result fuses only elementwise (same dims) and only
+        // one open reduction per kernel.
+        if (src.sizes != out || (v.open >= 0 && v.open != src.open))
+          materialize(src, "reduction result broadcast or combined");
+      }
+      e = load_of(src, v.arena, broadcast_map(src.sizes, out), out.size(), &open);
+      if (open >= 0) v.open = open;
+    } else {
+      const Value& s = args[size_t(i)];
+      Expr c;
+      c.kind = ExprKind::Const;
+      c.dtype = want;
+      c.value = s.is(runtime::Kind::Float) ? s.as_float() : double(s.is(runtime::Kind::Bool) ? s.as_bool() : s.as_int());
+      if (s.is(runtime::Kind::Int) && std::abs(c.value) > 9007199254740992.0)
+        return eager(n, "integer constant beyond 2^53");
+      e = v.arena.add(c);
+    }
+    operands[i] = cast(v.arena, e, want);
+  }
+  Expr e;
+  e.kind = ExprKind::Op;
+  e.op = op.id;
+  e.dtype = compute;
+  e.a = operands[0];
+  e.b = operands[1];
+  e.c = operands[2];
+  const int opnode = v.arena.add(e);
+  v.root = cast(v.arena, opnode, result);
+  val(&n) = std::move(v);
+}
+
+void Scheduler::reduction(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
+  Val& x = val(pnode[0]);
+  if (!x.materialized && x.open >= 0) materialize(x, "input of another reduction");
+  const OpId id = args.op->id;
+  const size_t r = x.sizes.size();
+  OpenReduction open;
+  Kernel& k = open.kernel;
+  k.compute = n.meta->dtype;
+  std::vector<bool> reduced(r, false);
+  if (id == OpId::softmax || id == OpId::log_softmax) {
+    reduced[size_t(runtime::wrap_dim(args.op->name, args.integer(1), int64_t(r)))] = true;
+    k.kind = id == OpId::softmax ? KernelKind::Softmax : KernelKind::LogSoftmax;
+  } else if (id == OpId::layer_norm) {
+    const size_t m = args.int_list(1).size();
+    for (size_t d = r - m; d < r; ++d) reduced[d] = true;
+    k.kind = KernelKind::LayerNorm;
+    k.eps = args.number(4);
+  } else {
+    if (args.is_none(1) || args.int_list(1).empty()) reduced.assign(r, true);
+    else
+      for (int64_t d : args.int_list(1)) reduced[size_t(runtime::wrap_dim(args.op->name, d, int64_t(r)))] = true;
+    k.kind = id == OpId::sum ? KernelKind::Sum : id == OpId::mean ? KernelKind::Mean : KernelKind::Amax;
+    if (id == OpId::sum && runtime::is_integral(x.dtype)) k.compute = DType::Int64;
+    if (id == OpId::amax) k.compute = x.dtype;
+  }
+  // Kernel space: kept dims in order, then reduced dims in order. A
+  // reduction to a scalar gets one outer dim of size 1 (threads split outer[0]).
+  std::vector<int> xmap(r);
+  std::vector<size_t> kept, red;
+  for (size_t d = 0; d < r; ++d) (reduced[d] ? red : kept).push_back(d);
+  const bool scalar = kept.empty();
+  if (scalar) k.outer.push_back(Dim::c(1));
+  for (size_t d : kept) {
+    xmap[d] = int(k.outer.size());
+    k.outer.push_back(x.sizes[d]);
+  }
+  for (size_t d : red) {
+    xmap[d] = int(k.outer.size() + k.inner.size());
+    k.inner.push_back(x.sizes[d]);
+  }
+  const size_t full = k.outer.size() + k.inner.size();
+  Arena in;
+  k.input = cast(in, load_of(x, in, xmap, full, nullptr), k.compute);
+  if (k.kind == KernelKind::LayerNorm) {
+    for (auto [slot, i] : {std::pair{&k.weight, size_t(2)}, std::pair{&k.bias, size_t(3)}}) {
+      if (!pnode[i]) continue;
+      Val& w = val(pnode[i]);
+      if (!w.materialized && w.open >= 0) materialize(w, "layer_norm parameter");
+      // weight/bias span the trailing (normalized) dims, i.e. the inner ones.
+      std::vector<int> wmap(w.sizes.size());
+      for (size_t j = 0; j < w.sizes.size(); ++j) wmap[j] = int(k.outer.size() + j);
+      *slot = cast(in, load_of(w, in, wmap, full, nullptr), k.compute);
+    }
+  }
+  k.exprs = std::move(in.exprs);
+  k.accesses = std::move(in.accesses);
+  k.fused.push_back(n.name);
+  // The result's dims in store space.
+  if (is_rowwise(k.kind)) {
+    open.result_map = xmap;
+  } else {
+    const bool keepdim = args.boolean(2);
+    size_t next = scalar ? 1 : 0;
+    for (size_t d = 0; d < r; ++d) {
+      if (!reduced[d]) open.result_map.push_back(int(next++));
+      else if (keepdim) open.result_map.push_back(-1);
+    }
+  }
+  Val v;
+  v.tensor = true;
+  v.dtype = n.meta->dtype;
+  for (size_t i = 0; i < n.meta->sizes.size(); ++i) {
+    if (open.result_map[i] < 0) v.sizes.push_back(Dim::c(1));
+    else if (is_rowwise(k.kind)) v.sizes.push_back(x.sizes[i]);
+    else v.sizes.push_back(k.outer[size_t(open.result_map[i])]);
+  }
+  Expr res;
+  res.kind = ExprKind::Result;
+  res.dtype = k.compute;
+  v.root = cast(v.arena, v.arena.add(res), v.dtype);
+  open_.push_back(std::move(open));
+  v.open = int(open_.size()) - 1;
+  val(&n) = std::move(v);
+}
+
+void Scheduler::eager(const Node& n, const std::string& why) {
+  EagerStep s;
+  s.node = &n;
+  s.why = why;
+  auto add_arg = [&](const Node* a) {
+    Val& v = val(a);
+    if (v.tensor) {
+      materialize(v, "argument of eager " + n.name);
+      s.tensor_args.push_back(v.view);
+      s.tensor_sizes.push_back(v.sizes);
+    } else {
+      s.tensor_args.push_back(Access{});
+      s.tensor_sizes.push_back({});
+    }
+    s.arg_nodes.push_back(a);
+  };
+  std::function<void(const Arg&)> walk = [&](const Arg& a) {
+    if (a.kind == Arg::Kind::Node) add_arg(a.node);
+    else if (a.kind == Arg::Kind::List)
+      for (const Arg& i : a.items) walk(i);
+  };
+  for (const Arg& a : n.args) walk(a);
+  for (const auto& kv : n.kwargs) walk(kv.second);
+  const int step = int(prog_.eager.size());
+  Val v;
+  if (n.meta) {
+    Buffer b;
+    b.kind = Buffer::Kind::Eager;
+    b.index = step;
+    b.dtype = n.meta->dtype;
+    for (size_t d = 0; d < n.meta->sizes.size(); ++d) {
+      const bool dyn = d < n.meta->dynamic.size() && n.meta->dynamic[d];
+      if (dyn) {
+        b.sizes.push_back(Dim::sym(int(prog_.syms.size())));
+        prog_.syms.push_back({SymSource::From::Step, step, int(d)});
+      } else {
+        b.sizes.push_back(Dim::c(n.meta->sizes[d]));
+      }
+    }
+    b.strides = contiguous(b.sizes);  // the runner makes the result contiguous
+    s.result = add_buffer(b);
+    v = materialized(s.result, b.sizes, b.strides, Dim::c(0), b.dtype);
+  }
+  v.eager_step = step;
+  prog_.eager.push_back(std::move(s));
+  prog_.steps.push_back({Step::Kind::Eager, step});
+  val(&n) = std::move(v);
+}
+
+void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
+  const bool linear = args.op->id == OpId::linear;
+  const DType dt = n.meta->dtype;
+  const Node* an = pnode[0];
+  const Node* bn = pnode[1];
+  const Node* biasn = linear ? pnode[2] : nullptr;
+  if (!an || !bn || !runtime::is_floating(dt)) return eager(n, "matmul of non-float or non-tensor operands");
+  if (val(an).dtype != dt || val(bn).dtype != dt) return eager(n, "matmul operands of mixed dtypes");
+  const size_t ra = val(an).sizes.size(), rb = val(bn).sizes.size();
+  if (rb != 2 || ra < 1 || (!linear && ra != 2) || (linear && ra < 2))
+    return eager(n, "batched or 1-d matmul");
+  Val& a = val(an);
+  Val& b = val(bn);
+  materialize(a, "matmul operand");
+  materialize(b, "matmul operand");
+
+  // A as an [M, K] matrix: rows may span several leading dims if they are
+  // laid out as one (linear over [B, T, K]); else a transposed 2-d view;
+  // else a contiguous copy.
+  auto as_matrix = [&](Val& v, Dim& rows, Dim& ld, bool& trans) {
+    const size_t r = v.sizes.size();
+    const Dims& s = v.view.strides;
+    auto row_major = [&] {
+      if (!s[r - 1].is(1)) return false;
+      for (size_t i = 0; i + 2 < r; ++i)
+        if (!(s[i] == s[i + 1] * v.sizes[i + 1])) return false;
+      return true;
+    };
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Dims lead(v.sizes.begin(), v.sizes.end() - 1);
+      rows = product(lead);
+      if (row_major() && (r == 1 || !s[r - 2].is(0))) {
+        trans = false;
+        ld = r >= 2 ? s[r - 2] : v.sizes[r - 1];
+        if (ld.is(0) || (ld.is_static() && v.sizes[r - 1].is_static() && ld.coef < v.sizes[r - 1].coef))
+          ld = v.sizes[r - 1];
+        return;
+      }
+      if (r == 2 && s[0].is(1) && !s[1].is(0)) {
+        trans = true;
+        ld = s[1];
+        return;
+      }
+      // Neither layout: copy to a contiguous buffer and retry.
+      Val copy = v;
+      copy.materialized = false;
+      copy.arena = Arena{};
+      std::vector<int> id(r);
+      std::iota(id.begin(), id.end(), 0);
+      copy.root = load_of(v, copy.arena, id, r, nullptr);
+      copy.open = -1;
+      materialize(copy, "matmul operand layout");
+      v = copy;
+    }
+  };
+  Gemm gm;
+  gm.dtype = dt;
+  gm.node = n.name;
+  bool ta = false;
+  Dim ma, lda, rowsb, ldb;
+  as_matrix(a, ma, lda, ta);
+  gm.a = a.view.buffer;
+  gm.a_offset = a.view.offset;
+  gm.trans_a = ta;
+  gm.lda = lda;
+  gm.m = ma;
+  gm.k = a.sizes.back();
+  if (linear) {
+    // out = A @ W^T with W [N, K]: W row-major is B transposed.
+    Dim rows, ld;
+    bool t = false;
+    as_matrix(b, rows, ld, t);
+    gm.trans_b = !t;
+    gm.ldb = ld;
+    gm.n = b.sizes[0];
+  } else {
+    Dim rows, ld;
+    bool t = false;
+    as_matrix(b, rows, ld, t);
+    gm.trans_b = t;
+    gm.ldb = ld;
+    gm.n = b.sizes[1];
+  }
+  gm.b = b.view.buffer;
+  gm.b_offset = b.view.offset;
+  Dims out_sizes(a.sizes.begin(), a.sizes.end() - 1);
+  out_sizes.push_back(gm.n);
+  Buffer ob;
+  ob.kind = Buffer::Kind::Temp;
+  ob.dtype = dt;
+  ob.sizes = out_sizes;
+  ob.strides = contiguous(out_sizes);
+  gm.out = add_buffer(ob);
+  gm.ldc = gm.n;
+  prog_.gemms.push_back(gm);
+  prog_.steps.push_back({Step::Kind::Gemm, int(prog_.gemms.size()) - 1});
+  Val out = materialized(gm.out, out_sizes, ob.strides, Dim::c(0), dt);
+  if (!biasn) {
+    val(&n) = std::move(out);
+    return;
+  }
+  // The bias is the first op of the epilogue: a pending add that the
+  // consumers (an activation, a layer_norm) fuse into their loop.
+  Val& bias = val(biasn);
+  if (!bias.materialized && bias.open >= 0) materialize(bias, "linear bias");
+  Val v;
+  v.tensor = true;
+  v.dtype = dt;
+  v.sizes = broadcast(out_sizes, bias.sizes, "linear");
+  const int lhs = cast(v.arena, load_of(out, v.arena, broadcast_map(out.sizes, v.sizes), v.sizes.size(), nullptr), dt);
+  const int rhs =
+      cast(v.arena, load_of(bias, v.arena, broadcast_map(bias.sizes, v.sizes), v.sizes.size(), nullptr), dt);
+  Expr add;
+  add.kind = ExprKind::Op;
+  add.op = OpId::add;
+  add.dtype = dt;
+  add.a = lhs;
+  add.b = rhs;
+  v.root = v.arena.add(add);
+  val(&n) = std::move(v);
+}
+
+void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
+  Val& x = val(pnode[0]);
+  materialize(x, "viewed by " + n.name);
+  const OpId id = args.op->id;
+  bool all_static = x.view.offset.is_static();
+  for (size_t i = 0; i < x.sizes.size(); ++i) all_static = all_static && x.sizes[i].is_static() && x.view.strides[i].is_static();
+  if (all_static) {
+    runtime::Shape sizes, strides;
+    for (size_t i = 0; i < x.sizes.size(); ++i) {
+      sizes.push_back(x.sizes[i].coef);
+      strides.push_back(x.view.strides[i].coef);
+    }
+    Tensor base = runtime::meta_view(x.dtype, sizes, strides, x.view.offset.coef);
+    runtime::OpArgs a2 = args;
+    a2.v[0] = Value::tensor(base);
+    Tensor m = args.op->shape(a2);
+    runtime::Shape st = m.strides();
+    int64_t off = m.offset();
+    if (id == OpId::reshape || id == OpId::view || id == OpId::flatten) {
+      auto vs = runtime::view_strides(base, m.sizes());
+      if (!vs) {
+        // Not expressible as a view of this layout (eager copies too).
+        Val copy;
+        copy.tensor = true;
+        copy.dtype = x.dtype;
+        copy.sizes = x.sizes;
+        std::vector<int> idm(x.sizes.size());
+        std::iota(idm.begin(), idm.end(), 0);
+        copy.root = load_of(x, copy.arena, idm, x.sizes.size(), nullptr);
+        materialize(copy, "reshape of a non-viewable layout");
+        Dims ms;
+        for (int64_t s : m.sizes()) ms.push_back(Dim::c(s));
+        val(&n) = materialized(copy.view.buffer, ms, contiguous(ms), Dim::c(0), x.dtype);
+        return;
+      }
+      st = *vs;
+      off = x.view.offset.coef;
+    }
+    Dims ms, mst;
+    for (int64_t s : m.sizes()) ms.push_back(Dim::c(s));
+    for (int64_t s : st) mst.push_back(Dim::c(s));
+    val(&n) = materialized(x.view.buffer, ms, mst, Dim::c(off), x.dtype);
+    return;
+  }
+  // Dynamic layouts: the views that only reorder or add dims.
+  Dims sizes = x.sizes, strides = x.view.strides;
+  const int64_t r = int64_t(sizes.size());
+  if (id == OpId::transpose) {
+    const int64_t a = runtime::wrap_dim("transpose", args.integer(1), r);
+    const int64_t b = runtime::wrap_dim("transpose", args.integer(2), r);
+    std::swap(sizes[size_t(a)], sizes[size_t(b)]);
+    std::swap(strides[size_t(a)], strides[size_t(b)]);
+  } else if (id == OpId::permute) {
+    const auto dims = args.int_list(1);
+    Dims ns, nst;
+    for (int64_t d : dims) {
+      const int64_t w = runtime::wrap_dim("permute", d, r);
+      ns.push_back(sizes[size_t(w)]);
+      nst.push_back(strides[size_t(w)]);
+    }
+    sizes = ns;
+    strides = nst;
+  } else if (id == OpId::unsqueeze) {
+    const int64_t d = runtime::wrap_dim("unsqueeze", args.integer(1), r + 1);
+    const Dim st = size_t(d) < sizes.size() ? strides[size_t(d)] * sizes[size_t(d)] : Dim::c(1);
+    sizes.insert(sizes.begin() + d, Dim::c(1));
+    strides.insert(strides.begin() + d, st);
+  } else {
+    unsupported(std::string(args.op->name) + " of a tensor with dynamic dims");
+  }
+  val(&n) = materialized(x.view.buffer, sizes, strides, x.view.offset, x.dtype);
+}
+
+void Scheduler::call_function(const Node& n) {
+  if (n.op_id < 0 || n.op_id >= runtime::kNumOps) unsupported("node '" + n.name + "' has no valid op id");
+  const runtime::OpDef& def = runtime::op_def(OpId(n.op_id));
+  if (!n.meta) return eager(n, "result is not a tensor");
+  // Bind the node's arguments like a call would, with meta tensors standing
+  // in for node values, so every op parameter is read by name and default.
+  std::unordered_map<const runtime::TensorImpl*, const Node*> node_of;
+  bool foreign = false;
+  std::function<Value(const Arg&)> arg_value = [&](const Arg& a) -> Value {
+    switch (a.kind) {
+      case Arg::Kind::Const: return a.value;
+      case Arg::Kind::List: {
+        std::vector<Value> items;
+        for (const Arg& i : a.items) items.push_back(arg_value(i));
+        return runtime::make_tuple(std::move(items));
+      }
+      case Arg::Kind::Node: {
+        const Val& v = val(a.node);
+        if (!v.tensor) {
+          foreign = true;
+          return Value();
+        }
+        runtime::Shape sizes;
+        for (const Dim& d : v.sizes) sizes.push_back(d.is_static() ? d.coef : 2);
+        Tensor t = Tensor::meta(sizes, v.dtype);
+        node_of[t.impl()] = a.node;
+        return Value::tensor(t);
+      }
+    }
+    return Value();
+  };
+  std::vector<Value> argv;
+  for (const Arg& a : n.args) argv.push_back(arg_value(a));
+  std::vector<Value> names;
+  for (const auto& kv : n.kwargs) {
+    argv.push_back(arg_value(kv.second));
+    names.push_back(runtime::intern_value(kv.first));
+  }
+  if (foreign) return eager(n, "an argument is not a tensor value");
+  Value kwnames = names.empty() ? Value() : runtime::make_tuple(std::move(names));
+  runtime::OpArgs args = runtime::bind_op_args(
+      def, runtime::CallArgs{argv.data(), argv.size(), names.empty() ? nullptr : kwnames.as<runtime::TupleObj>()});
+  std::vector<const Node*> pnode(args.size(), nullptr);
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].is(runtime::Kind::Tensor))
+      if (auto it = node_of.find(args[i].as_tensor().impl()); it != node_of.end()) pnode[i] = it->second;
+
+  switch (def.kind) {
+    case OpKind::Pointwise: return pointwise(n, args, pnode);
+    case OpKind::Reduction:
+      if (!pnode[0]) return eager(n, "reduction of a non-tensor");
+      if (def.id == OpId::layer_norm && ((!args.is_none(2) && !pnode[2]) || (!args.is_none(3) && !pnode[3])))
+        return eager(n, "layer_norm parameter is not a tensor node");
+      return reduction(n, args, pnode);
+    case OpKind::Matmul: return matmul(n, args, pnode);
+    case OpKind::View: return view(n, args, pnode);
+    case OpKind::Other:
+      if ((def.id == OpId::contiguous || def.id == OpId::clone || def.id == OpId::to) && pnode[0]) {
+        // A copy (or a conversion) is a pending load: fused into its
+        // consumer, or written out if it must exist.
+        Val& x = val(pnode[0]);
+        Val v;
+        v.tensor = true;
+        v.dtype = n.meta->dtype;
+        v.sizes = x.sizes;
+        if (!x.materialized && x.open >= 0) materialize(x, "copied by " + n.name);
+        std::vector<int> idm(x.sizes.size());
+        std::iota(idm.begin(), idm.end(), 0);
+        v.root = cast(v.arena, load_of(x, v.arena, idm, x.sizes.size(), nullptr), v.dtype);
+        val(&n) = std::move(v);
+        return;
+      }
+      return eager(n, std::string(def.name) + " has no codegen lowering");
+  }
+}
+
+void Scheduler::output(const Node& n) {
+  for (const Arg& a : n.args) {
+    OutputSpec o;
+    if (a.kind == Arg::Kind::Const) {
+      o.kind = OutputSpec::Kind::Value;
+      o.value = a.value;
+    } else if (a.kind == Arg::Kind::Node) {
+      Val& v = val(a.node);
+      if (!v.tensor) {
+        if (v.eager_step < 0) unsupported("output '" + a.node->name + "' is neither a tensor nor an eager result");
+        o.kind = OutputSpec::Kind::Eager;
+        o.eager_step = v.eager_step;
+      } else {
+        materialize(v, "graph output");
+        Buffer& b = prog_.buffers[size_t(v.view.buffer)];
+        if (b.kind == Buffer::Kind::Temp) b.kind = Buffer::Kind::Output;
+        o.view = v.view;
+        o.sizes = v.sizes;
+      }
+    } else {
+      unsupported("a list-valued graph output");
+    }
+    prog_.outputs.push_back(std::move(o));
+  }
+}
+
+// Drops size-1 dims and merges dims that every access walks as one, so most
+// pointwise kernels become one flat loop and row reductions one row loop.
+void Scheduler::simplify(Kernel& k) {
+  Dims sizes = k.outer;
+  sizes.insert(sizes.end(), k.inner.begin(), k.inner.end());
+  size_t no = k.outer.size();
+  std::vector<Access*> acc;
+  for (Access& a : k.accesses) acc.push_back(&a);
+  acc.push_back(&k.store);
+  auto erase_dim = [&](size_t d) {
+    sizes.erase(sizes.begin() + long(d));
+    for (Access* a : acc)
+      if (a->strides.size() > d) a->strides.erase(a->strides.begin() + long(d));
+    if (d < no) --no;
+  };
+  for (size_t d = sizes.size(); d-- > 0;) {
+    const bool outer = d < no;
+    const size_t group = outer ? no : sizes.size() - no;
+    if (sizes[d].is(1) && group > 1) erase_dim(d);
+  }
+  for (size_t d = sizes.size(); d-- > 1;) {
+    if ((d - 1 < no) != (d < no)) continue;  // never across the outer/inner boundary
+    bool ok = true;
+    for (Access* a : acc) {
+      if (a->strides.size() <= d) continue;
+      ok = ok && a->strides[d - 1] == a->strides[d] * sizes[d];
+    }
+    if (!ok) continue;
+    sizes[d - 1] = sizes[d - 1] * sizes[d];
+    for (Access* a : acc)
+      if (a->strides.size() > d) a->strides[d - 1] = a->strides[d];
+    erase_dim(d);
+  }
+  k.outer.assign(sizes.begin(), sizes.begin() + long(no));
+  k.inner.assign(sizes.begin() + long(no), sizes.end());
+}
+
+// Temporaries share one arena: a buffer's bytes are reused once its last
+// reader ran. Static programs only (sizes known); dynamic programs allocate
+// each temporary per call.
+void Scheduler::plan_memory() {
+  const size_t nb = prog_.buffers.size();
+  std::vector<int> first(nb, INT32_MAX), last(nb, -1);
+  auto use = [&](int buf, int step) {
+    if (buf < 0) return;
+    first[size_t(buf)] = std::min(first[size_t(buf)], step);
+    last[size_t(buf)] = std::max(last[size_t(buf)], step);
+  };
+  for (size_t s = 0; s < prog_.steps.size(); ++s) {
+    const Step& st = prog_.steps[s];
+    const int i = int(s);
+    if (st.kind == Step::Kind::Kernel) {
+      const Kernel& k = prog_.kernels[size_t(st.index)];
+      for (const Access& a : k.accesses) use(a.buffer, i);
+      use(k.store.buffer, i);
+    } else if (st.kind == Step::Kind::Gemm) {
+      const Gemm& g = prog_.gemms[size_t(st.index)];
+      use(g.a, i);
+      use(g.b, i);
+      use(g.out, i);
+    } else {
+      for (const Access& a : prog_.eager[size_t(st.index)].tensor_args) use(a.buffer, i);
+    }
+  }
+  if (prog_.dynamic()) return;
+  struct Block {
+    int64_t off, size;
+    int free_after;  // step of the last use
+  };
+  std::vector<Block> live;
+  int64_t top = 0;
+  int slot = 0;
+  for (size_t b = 0; b < nb; ++b) {
+    Buffer& buf = prog_.buffers[b];
+    if (buf.kind != Buffer::Kind::Temp || last[b] < 0) continue;
+    const int64_t bytes = (product(buf.sizes).coef * int64_t(runtime::itemsize(buf.dtype)) + 63) / 64 * 64;
+    // First fit among blocks whose owner is dead before this one is born.
+    // Buffers are numbered in creation order, which is step order.
+    int64_t off = -1;
+    for (Block& blk : live) {
+      if (blk.free_after < first[b] && blk.size >= bytes) {
+        off = blk.off;
+        blk.free_after = last[b];
+        break;
+      }
+    }
+    if (off < 0) {
+      off = top;
+      top += std::max<int64_t>(bytes, 64);
+      live.push_back({off, std::max<int64_t>(bytes, 64), last[b]});
+    }
+    buf.arena_offset = off;
+    buf.slot = slot++;
+  }
+  prog_.arena_bytes = top;
+}
+
+Program Scheduler::run() {
+  const auto& nodes = g_.nodes();
+  vals_.resize(nodes.size());
+  for (const auto& np : nodes) {
+    const Node& n = *np;
+    switch (n.op) {
+      case NodeOp::Placeholder: placeholder(n); break;
+      case NodeOp::GetAttr: get_attr(n); break;
+      case NodeOp::CallFunction: call_function(n); break;
+      case NodeOp::CallModule: eager(n, "module call"); break;
+      case NodeOp::CallMethod: eager(n, "method call"); break;
+      case NodeOp::Output: output(n); break;
+    }
+    // A value read by several nodes is computed once.
+    std::vector<const Node*> users(n.users.begin(), n.users.end());
+    std::sort(users.begin(), users.end());
+    users.erase(std::unique(users.begin(), users.end()), users.end());
+    if (users.size() > 1) materialize(val(&n), "used by " + std::to_string(users.size()) + " nodes");
+  }
+  if (!g_.output_node()) unsupported("the graph has no output node");
+  plan_memory();
+  return std::move(prog_);
+}
+
+}  // namespace
+
+std::string Program::summary() const {
+  std::ostringstream o;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const Step& st = steps[s];
+    if (st.kind == Step::Kind::Kernel) {
+      const Kernel& k = kernels[size_t(st.index)];
+      o << k.name << ": " << kernel_kind_name(k.kind) << " outer=" << dims_str(k.outer);
+      if (!k.inner.empty()) o << " inner=" << dims_str(k.inner);
+      o << " " << runtime::dtype_name(k.compute) << " loads=" << k.accesses.size() << " fused=[";
+      for (size_t i = 0; i < k.fused.size(); ++i) o << (i ? ", " : "") << k.fused[i];
+      o << "]\n";
+    } else if (st.kind == Step::Kind::Gemm) {
+      const Gemm& g = gemms[size_t(st.index)];
+      o << "gemm " << g.node << ": " << g.m.str() << "x" << g.n.str() << "x" << g.k.str()
+        << (g.trans_a ? " A^T" : "") << (g.trans_b ? " B^T" : "") << " (BLAS)\n";
+    } else {
+      const EagerStep& e = eager[size_t(st.index)];
+      o << "eager " << e.node->name << ": " << e.why << "\n";
+    }
+  }
+  if (arena_bytes) o << "arena: " << arena_bytes << " bytes for the temporaries\n";
+  return o.str();
+}
+
+Program schedule(const Graph& graph) { return Scheduler(graph).run(); }
+
+}  // namespace kiln::codegen
