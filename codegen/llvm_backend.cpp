@@ -142,8 +142,9 @@ Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, 
     argv.push_back(arg(kv.second));
     names.push_back(runtime::intern_value(kv.first));
   }
-  Value kwn = names.empty() ? Value() : runtime::make_tuple(std::move(names));
-  const runtime::TupleObj* kw = names.empty() ? nullptr : kwn.as<runtime::TupleObj>();
+  const bool has_kw = !names.empty();
+  Value kwn = has_kw ? runtime::make_tuple(std::move(names)) : Value();
+  const runtime::TupleObj* kw = has_kw ? kwn.as<runtime::TupleObj>() : nullptr;
   Value r;
   switch (n.op) {
     case NodeOp::CallFunction:

@@ -421,7 +421,8 @@ void Scheduler::pointwise(const Node& n, const runtime::OpArgs& args, const std:
   Expr e;
   e.kind = ExprKind::Op;
   e.op = op.id;
-  e.dtype = compute;
+  // A comparison computes in the operands' dtype but yields bool.
+  e.dtype = op.rule == runtime::PwRule::Compare ? DType::Bool : compute;
   e.a = operands[0];
   e.b = operands[1];
   e.c = operands[2];
@@ -798,9 +799,10 @@ void Scheduler::call_function(const Node& n) {
     names.push_back(runtime::intern_value(kv.first));
   }
   if (foreign) return eager(n, "an argument is not a tensor value");
-  Value kwnames = names.empty() ? Value() : runtime::make_tuple(std::move(names));
+  const bool has_kw = !names.empty();
+  Value kwnames = has_kw ? runtime::make_tuple(std::move(names)) : Value();
   runtime::OpArgs args = runtime::bind_op_args(
-      def, runtime::CallArgs{argv.data(), argv.size(), names.empty() ? nullptr : kwnames.as<runtime::TupleObj>()});
+      def, runtime::CallArgs{argv.data(), argv.size(), has_kw ? kwnames.as<runtime::TupleObj>() : nullptr});
   std::vector<const Node*> pnode(args.size(), nullptr);
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].is(runtime::Kind::Tensor))

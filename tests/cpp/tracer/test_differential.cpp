@@ -38,6 +38,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <regex>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -167,6 +169,27 @@ std::vector<TracerCase> load_tracer_corpus() {
 
 bool same_value(const Value& a, const Value& b, std::string& why, int depth = 0);
 
+// The llvm backend's results match the eager backend's within a bound, not
+// bit for bit (SLEEF's transcendentals are 1 ULP, reductions and fused
+// chains round in a different order); integer and bool results stay exact.
+// Set while a test compares an llvm-compiled run against the VM.
+struct Tolerance {
+  double rtol = 0, atol = 0;
+  bool exact() const { return rtol == 0 && atol == 0; }
+};
+Tolerance g_tolerance;
+Tolerance tolerance_for(runtime::DType d) {
+  if (g_tolerance.exact()) return {};
+  if (d == runtime::DType::Float32) return g_tolerance;
+  if (d == runtime::DType::Float64) return {1e-10, 1e-12};
+  return {};
+}
+bool close(double x, double y, const Tolerance& t) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  if (std::isinf(x) || std::isinf(y)) return x == y;
+  return std::abs(x - y) <= t.atol + t.rtol * std::abs(y);
+}
+
 bool same_tensor(const Tensor& a, const Tensor& b, std::string& why) {
   if (a.dtype() != b.dtype()) {
     why = std::string("dtypes differ: ") + runtime::dtype_name(a.dtype()) + " vs " + runtime::dtype_name(b.dtype());
@@ -189,8 +212,16 @@ bool same_tensor(const Tensor& a, const Tensor& b, std::string& why) {
       ob += idx[d] * b.strides()[d];
     }
     if (std::memcmp(pa + oa * int64_t(isz), pb + ob * int64_t(isz), isz) != 0) {
-      why = "element " + std::to_string(k) + " (row-major) differs in its bits";
-      return false;
+      const Tolerance t = tolerance_for(a.dtype());
+      const double x = a.dtype() == runtime::DType::Float32 ? double(reinterpret_cast<const float*>(pa)[oa])
+                                                            : reinterpret_cast<const double*>(pa)[oa];
+      const double y = b.dtype() == runtime::DType::Float32 ? double(reinterpret_cast<const float*>(pb)[ob])
+                                                            : reinterpret_cast<const double*>(pb)[ob];
+      if (t.exact() || !close(x, y, t)) {
+        why = "element " + std::to_string(k) + " (row-major) differs" +
+              (t.exact() ? std::string(" in its bits") : ": " + std::to_string(x) + " vs " + std::to_string(y));
+        return false;
+      }
     }
     for (size_t d = idx.size(); d-- > 0;) {
       if (++idx[d] < a.sizes()[d]) break;
@@ -232,7 +263,7 @@ bool same_value(const Value& a, const Value& b, std::string& why, int depth) {
   switch (a.kind()) {
     case Kind::Float: {
       double x = a.as_float(), y = b.as_float();
-      if (std::memcmp(&x, &y, sizeof x) != 0) {
+      if (std::memcmp(&x, &y, sizeof x) != 0 && (g_tolerance.exact() || !close(x, y, g_tolerance))) {
         why = "floats differ: " + runtime::repr(a) + " vs " + runtime::repr(b);
         return false;
       }
@@ -355,8 +386,8 @@ Observed run_on_vm(const std::string& source, const std::string& path) {
 // inputs() of that program.
 class Compiled {
  public:
-  Compiled(const std::string& source, const std::string& path)
-      : program_(interpreter::assemble(source, path)), fn_(make(program_, out_)) {}
+  Compiled(const std::string& source, const std::string& path, const std::string& backend = "eager")
+      : program_(interpreter::assemble(source, path)), fn_(make(program_, out_, backend)) {}
   Compiled(const Compiled&) = delete;  // the print sink points into this object
   Compiled& operator=(const Compiled&) = delete;
 
@@ -378,9 +409,9 @@ class Compiled {
   }
 
  private:
-  static kiln::CompiledFunction make(const interpreter::Program& p, std::string& out) {
+  static kiln::CompiledFunction make(const interpreter::Program& p, std::string& out, const std::string& backend) {
     kiln::Options options;
-    options.backend = "eager";
+    options.backend = backend;
     options.stdout_sink = [&out](std::string_view s) { out += s; };
     return kiln::compile(p.global("f"), options);
   }
@@ -390,13 +421,42 @@ class Compiled {
   kiln::CompiledFunction fn_;
 };
 
+// Printed text: equal, or (under a tolerance) equal apart from numbers that
+// are close ("tensor(-1.9830e-06)" vs "tensor(-9.6753e-07)" for a sum that
+// cancels to float32 noise is close at atol).
+bool texts_close(const std::string& a, const std::string& b) {
+  if (a == b || g_tolerance.exact()) return a == b;
+  static const std::regex number(R"([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)");
+  auto split = [](const std::string& s, std::vector<std::string>& words, std::vector<double>& nums) {
+    std::string rest;
+    auto begin = std::sregex_iterator(s.begin(), s.end(), number);
+    size_t last = 0;
+    for (auto it = begin; it != std::sregex_iterator(); ++it) {
+      words.push_back(s.substr(last, size_t(it->position()) - last));
+      nums.push_back(std::stod(it->str()));
+      last = size_t(it->position() + it->length());
+    }
+    words.push_back(s.substr(last));
+  };
+  std::vector<std::string> wa, wb;
+  std::vector<double> na, nb;
+  split(a, wa, na);
+  split(b, wb, nb);
+  if (wa != wb || na.size() != nb.size()) return false;
+  // Printed with 4 significant digits: the tolerance plus the print's rounding.
+  const Tolerance t{std::max(g_tolerance.rtol, 1e-3), g_tolerance.atol};
+  for (size_t i = 0; i < na.size(); ++i)
+    if (!close(na[i], nb[i], t)) return false;
+  return true;
+}
+
 // Everything observable must agree: result (bits), output, error, arguments
 // after the call and data globals.
 void check_same(const Observed& vm, const Observed& compiled, const char* which) {
   INFO(which);
   CHECK(compiled.error == vm.error);
-  CHECK(compiled.repr == vm.repr);
-  CHECK(compiled.out == vm.out);
+  CHECK(texts_close(compiled.repr, vm.repr));
+  CHECK(texts_close(compiled.out, vm.out));
   if (vm.error.empty() && compiled.error.empty()) {
     std::string why;
     bool same = same_value(vm.result, compiled.result, why);
@@ -568,6 +628,52 @@ TEST_CASE("generated programs: compiled f equals the VM bit for bit", "[tracer][
     Observed vm = run_on_vm(source, path);
     REQUIRE(vm.error.empty());
     Compiled compiled(source, path);
+    check_same(vm, compiled.call(), "first call (trace and compile)");
+    check_same(vm, compiled.call(), "second call (cached entry)");
+  }
+  kiln::reset();
+}
+
+// float32 bound for the llvm backend: a chain of a few dozen ops, each
+// within 1 ULP of eager (2^-24 ~ 6e-8), stays well inside 2e-5 relative;
+// atol covers results that cancel to near zero.
+constexpr Tolerance kLlvmF32{2e-5, 1e-5};
+
+struct LlvmTolerance {
+  LlvmTolerance() { g_tolerance = kLlvmF32; }
+  ~LlvmTolerance() { g_tolerance = {}; }
+};
+
+TEST_CASE("tracer corpus through the llvm backend equals the VM within tolerance", "[tracer][differential][llvm]") {
+  auto cases = load_tracer_corpus();
+  REQUIRE(cases.size() >= 150);
+  LlvmTolerance tol;
+  for (const auto& c : cases) {
+    INFO(c.path);
+    kiln::reset();
+    Observed vm = run_on_vm(c.source, c.path);
+    Compiled compiled(c.source, c.path, "llvm");
+    check_same(vm, compiled.call(), "first call (trace and compile)");
+    check_same(vm, compiled.call(), "second call (cached entry)");
+  }
+  kiln::reset();
+}
+
+TEST_CASE("generated programs through the llvm backend equal the VM within tolerance", "[tracer][differential][gen][llvm]") {
+  const int n = env_int("KILN_GEN_PROGRAMS_LLVM", 300);
+  const int first = env_int("KILN_GEN_FIRST_SEED", 0);
+  LlvmTolerance tol;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t seed = uint64_t(first) + uint64_t(i);
+    test::GeneratorOptions options;
+    if (seed % 2) options = test::generator_options_with_breaks();
+    const std::string source = test::generate_program(seed, options);
+    const std::string path = "gen_" + std::to_string(seed) + ".kbc";
+    INFO("seed " << seed << " (reproduce: KILN_GEN_FIRST_SEED=" << seed << " KILN_GEN_PROGRAMS_LLVM=1)\n" << source);
+    kiln::reset();
+    Observed vm = run_on_vm(source, path);
+    REQUIRE(vm.error.empty());
+    Compiled compiled(source, path, "llvm");
     check_same(vm, compiled.call(), "first call (trace and compile)");
     check_same(vm, compiled.call(), "second call (cached entry)");
   }
