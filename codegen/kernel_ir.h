@@ -111,6 +111,7 @@ struct Kernel {
   Access store;
   DType compute = DType::Float32;  // dtype of `input` and of Result
   std::vector<std::string> fused;  // names of the graph nodes this kernel computes
+  std::string why;                 // what made the result need memory (an output, a second user, ...)
   // Kernel-space rank as seen by the store's accesses.
   size_t store_rank() const { return outer.size() + (is_rowwise(kind) ? inner.size() : 0); }
 };

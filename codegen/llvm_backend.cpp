@@ -61,7 +61,10 @@ class CompiledProgram {
   std::vector<Value> operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs);
 
  private:
-  bool assumptions_hold(const std::vector<Value>& inputs, std::vector<int64_t>& dyn, std::string& why) const;
+  // Evaluates the checks whose symbols are all known and not yet done.
+  bool checks_hold(const std::vector<int64_t>& dyn, const std::vector<bool>& known, std::vector<bool>& done,
+                   std::string& why) const;
+  std::vector<Value> run_eagerly(runtime::CallContext& ctx, const std::vector<Value>& inputs, const std::string& why);
   Value tensor_arg(const Access& a, const Dims& sizes, const std::vector<char*>& bufs, const std::vector<Value>& owners,
                    const int64_t* dyn) const;
   Value run_eager(runtime::CallContext& ctx, const EagerStep& s, const std::vector<char*>& bufs,
@@ -77,18 +80,16 @@ class CompiledProgram {
   runtime::Ref<runtime::Storage> arena_;
 };
 
-bool CompiledProgram::assumptions_hold(const std::vector<Value>& inputs, std::vector<int64_t>& dyn,
-                                       std::string& why) const {
-  for (size_t s = 0; s < p_.syms.size(); ++s) {
-    const SymSource& src = p_.syms[s];
-    if (src.from != SymSource::From::Input) continue;  // filled after its eager step
-    dyn[s] = inputs[size_t(src.index)].as_tensor().sizes()[size_t(src.dim)];
-  }
-  for (const Check& c : p_.checks) {
-    bool input_only = true;
+bool CompiledProgram::checks_hold(const std::vector<int64_t>& dyn, const std::vector<bool>& known,
+                                  std::vector<bool>& done, std::string& why) const {
+  for (size_t i = 0; i < p_.checks.size(); ++i) {
+    if (done[i]) continue;
+    const Check& c = p_.checks[i];
+    bool ready = true;
     for (const Dim* d : {&c.lhs, &c.rhs})
-      for (int s : d->syms) input_only = input_only && p_.syms[size_t(s)].from == SymSource::From::Input;
-    if (!input_only) continue;
+      for (int s : d->syms) ready = ready && known[size_t(s)];
+    if (!ready) continue;
+    done[i] = true;
     const int64_t l = eval_dim(c.lhs, dyn.data());
     const bool ok = c.rhs.coef == -2 && c.rhs.is_static() ? l >= 2 : l == eval_dim(c.rhs, dyn.data());
     if (!ok) {
@@ -193,16 +194,26 @@ void CompiledProgram::run_gemm(const Gemm& g, const std::vector<char*>& bufs, co
                 reinterpret_cast<double*>(b), ldb, 0.0, reinterpret_cast<double*>(c), int(n));
 }
 
+std::vector<Value> CompiledProgram::run_eagerly(runtime::CallContext& ctx, const std::vector<Value>& inputs,
+                                                const std::string& why) {
+  if (auto* lg = log::get("output_code")) lg->info("llvm backend: this call runs eagerly: {}", why);
+  return eager_(ctx, inputs);
+}
+
 std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs) {
   if (inputs.size() != p_.num_inputs)
     throw_error(ErrorKind::RuntimeError, "llvm backend: the graph takes " + std::to_string(p_.num_inputs) +
                                              " inputs, got " + std::to_string(inputs.size()));
   std::vector<int64_t> dyn(p_.syms.size(), 0);
-  std::string why;
-  if (!assumptions_hold(inputs, dyn, why)) {
-    if (auto* lg = log::get("output_code")) lg->info("llvm backend: this call runs eagerly: {}", why);
-    return eager_(ctx, inputs);
+  std::vector<bool> known(p_.syms.size(), false), done(p_.checks.size(), false);
+  for (size_t s = 0; s < p_.syms.size(); ++s) {
+    const SymSource& src = p_.syms[s];
+    if (src.from != SymSource::From::Input) continue;  // known once its eager step ran
+    dyn[s] = inputs[size_t(src.index)].as_tensor().sizes()[size_t(src.dim)];
+    known[s] = true;
   }
+  std::string why;
+  if (!checks_hold(dyn, known, done, why)) return run_eagerly(ctx, inputs, why);
   const size_t nb = p_.buffers.size();
   std::vector<char*> bufs(nb, nullptr);
   std::vector<Value> owners(nb);  // the tensor behind each buffer, where there is one
@@ -270,8 +281,14 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
           const Tensor t = r.as_tensor();
           const Buffer& b = p_.buffers[size_t(s.result)];
           for (size_t s2 = 0; s2 < p_.syms.size(); ++s2)
-            if (p_.syms[s2].from == SymSource::From::Step && p_.syms[s2].index == st.index)
+            if (p_.syms[s2].from == SymSource::From::Step && p_.syms[s2].index == st.index) {
               dyn[s2] = t.sizes()[size_t(p_.syms[s2].dim)];
+              known[s2] = true;
+            }
+          // Kernels are pure, so starting over eagerly is safe; an eager
+          // step (a module call) runs twice then, which only a module with
+          // side effects in a graph with dynamic sizes could notice.
+          if (!checks_hold(dyn, known, done, why)) return run_eagerly(ctx, inputs, why);
           if (t.dtype() != b.dtype || t.sizes() != eval_dims(b.sizes, dyn.data()))
             throw_error(ErrorKind::RuntimeError, "llvm backend: eager step '" + s.node->name + "' returned " +
                                                      t.repr().substr(0, 0) + runtime::shape_str(t.sizes()) +

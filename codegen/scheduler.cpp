@@ -118,6 +118,7 @@ struct Val {
   Arena arena;
   int root = -1;
   int open = -1;  // index into Scheduler::open_ (its Result nodes refer to it)
+  std::vector<std::string> nodes;  // graph nodes folded into the pending expression
   // an eager step's non-tensor result
   int eager_step = -1;
 };
@@ -330,7 +331,8 @@ void Scheduler::materialize(Val& v, const std::string& why) {
   k.store = Access{buf, Dim::c(0), Dims(rank, Dim::c(0))};
   for (size_t i = 0; i < v.sizes.size(); ++i)
     if (map[i] >= 0) k.store.strides[size_t(map[i])] = b.strides[i];
-  k.fused.push_back("(" + why + ")");
+  k.fused.insert(k.fused.end(), v.nodes.begin(), v.nodes.end());
+  k.why = why;
   emit_kernel(std::move(k));
   Val m = materialized(buf, v.sizes, b.strides, Dim::c(0), v.dtype);
   v = std::move(m);
@@ -406,6 +408,7 @@ void Scheduler::pointwise(const Node& n, const runtime::OpArgs& args, const std:
       }
       e = load_of(src, v.arena, broadcast_map(src.sizes, out), out.size(), &open);
       if (open >= 0) v.open = open;
+      if (!src.materialized) v.nodes.insert(v.nodes.end(), src.nodes.begin(), src.nodes.end());
     } else {
       const Value& s = args[size_t(i)];
       Expr c;
@@ -428,6 +431,7 @@ void Scheduler::pointwise(const Node& n, const runtime::OpArgs& args, const std:
   e.c = operands[2];
   const int opnode = v.arena.add(e);
   v.root = cast(v.arena, opnode, result);
+  v.nodes.push_back(n.name);
   val(&n) = std::move(v);
 }
 
@@ -487,6 +491,7 @@ void Scheduler::reduction(const Node& n, const runtime::OpArgs& args, const std:
   }
   k.exprs = std::move(in.exprs);
   k.accesses = std::move(in.accesses);
+  if (!x.materialized) k.fused = x.nodes;  // the producers it computes inline
   k.fused.push_back(n.name);
   // The result's dims in store space.
   if (is_rowwise(k.kind)) {
@@ -546,8 +551,12 @@ void Scheduler::eager(const Node& n, const std::string& why) {
     b.kind = Buffer::Kind::Eager;
     b.index = step;
     b.dtype = n.meta->dtype;
+    // In a program with dynamic sizes, an eager result's sizes may follow
+    // them (cat of a dynamic input): every dim is read from the result at
+    // call time. Node metas do not say which dims are dynamic.
+    const bool dynamic_program = !prog_.syms.empty();
     for (size_t d = 0; d < n.meta->sizes.size(); ++d) {
-      const bool dyn = d < n.meta->dynamic.size() && n.meta->dynamic[d];
+      const bool dyn = dynamic_program || (d < n.meta->dynamic.size() && n.meta->dynamic[d]);
       if (dyn) {
         b.sizes.push_back(Dim::sym(int(prog_.syms.size())));
         prog_.syms.push_back({SymSource::From::Step, step, int(d)});
@@ -684,6 +693,7 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   add.a = lhs;
   add.b = rhs;
   v.root = v.arena.add(add);
+  v.nodes.push_back(n.name + " (bias)");
   val(&n) = std::move(v);
 }
 
@@ -830,6 +840,8 @@ void Scheduler::call_function(const Node& n) {
         std::vector<int> idm(x.sizes.size());
         std::iota(idm.begin(), idm.end(), 0);
         v.root = cast(v.arena, load_of(x, v.arena, idm, x.sizes.size(), nullptr), v.dtype);
+        if (!x.materialized) v.nodes = x.nodes;
+        v.nodes.push_back(n.name);
         val(&n) = std::move(v);
         return;
       }
@@ -996,7 +1008,7 @@ std::string Program::summary() const {
       if (!k.inner.empty()) o << " inner=" << dims_str(k.inner);
       o << " " << runtime::dtype_name(k.compute) << " loads=" << k.accesses.size() << " fused=[";
       for (size_t i = 0; i < k.fused.size(); ++i) o << (i ? ", " : "") << k.fused[i];
-      o << "]\n";
+      o << "] (" << k.why << ")\n";
     } else if (st.kind == Step::Kind::Gemm) {
       const Gemm& g = gemms[size_t(st.index)];
       o << "gemm " << g.node << ": " << g.m.str() << "x" << g.n.str() << "x" << g.k.str()

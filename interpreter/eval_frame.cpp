@@ -201,7 +201,12 @@ CompiledFunction compile(const Value& fn, Options options) {
   if (!fn.is(Kind::Function))
     throw_error(ErrorKind::TypeError, "kiln::compile expects a KBC function, got " + type_name(fn));
   if (!output_graph::find_backend(options.backend))
-    throw_error(ErrorKind::ValueError, "kiln::compile: unknown backend '" + options.backend + "'");
+  {
+    std::string known;
+    for (const auto& name : output_graph::backend_names()) known += (known.empty() ? "" : ", ") + name;
+    throw_error(ErrorKind::ValueError, "kiln::compile: unknown backend '" + options.backend + "' (registered: " +
+                                           known + "; `llvm` is registered by linking the kiln_core target)");
+  }
   auto state = std::make_shared<CompiledFunction::State>();
   state->fn = Ref<FunctionObj>(fn.as<FunctionObj>());
   state->options = std::move(options);

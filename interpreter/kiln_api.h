@@ -29,7 +29,9 @@ using interpreter::assemble_file;
 using interpreter::Program;
 
 struct Options {
-  std::string backend = "eager";     // "eager", "llvm" (when built), or a registered name
+  // "llvm" (fused native kernels; registered by linking kiln_core), "eager"
+  // (the reference: the registry's kernels node by node), or a registered name.
+  std::string backend = "llvm";
   bool fullgraph = false;            // the first graph break is an error instead
   // unset: automatic (a dimension whose size change forces a recompile
   // becomes dynamic); true: every dimension dynamic from the first trace;

@@ -19,7 +19,7 @@ TensorMeta meta_of(const runtime::Tensor& t) {
 
 OutputGraph::OutputGraph() : graph_(std::make_shared<Graph>()) {}
 
-Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example) {
+Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example, const std::vector<bool>& dynamic) {
   auto it = input_by_source_.find(source->str());
   if (it != input_by_source_.end()) return it->second;
   // Placeholder names come from the source: L['x'] -> x, L['self'].w -> self_w.
@@ -31,7 +31,9 @@ Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example) {
   if (name.rfind("L_", 0) == 0) name = name.substr(2);
   while (!name.empty() && name.back() == '_') name.pop_back();
   if (name.empty()) name = "input";
-  Node* n = graph_->placeholder(name, meta_of(example));
+  TensorMeta meta = meta_of(example);
+  meta.dynamic = dynamic;
+  Node* n = graph_->placeholder(name, std::move(meta));
   inputs_.push_back({source, Value::tensor(example), n});
   input_by_source_.emplace(source->str(), n);
   return n;

@@ -32,7 +32,9 @@ class OutputGraph {
   std::shared_ptr<Graph> graph_ptr() { return graph_; }
 
   // A placeholder for the tensor at `source`; one per source path.
-  Node* add_input(const SourceRef& source, const runtime::Tensor& example);
+  // `dynamic[d]`: dim d may take any size (the placeholder's meta says so,
+  // and a backend must not specialise on it).
+  Node* add_input(const SourceRef& source, const runtime::Tensor& example, const std::vector<bool>& dynamic = {});
   const std::vector<GraphInput>& inputs() const { return inputs_; }
 
   // A get_attr node for a parameter/buffer/constant tensor, registered once

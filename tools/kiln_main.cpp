@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: run, disassemble and verify KBC programs"};
   app.require_subcommand(1);
 
-  std::string file, entry = "main", backend = "eager", setup;
+  std::string file, entry = "main", backend = "llvm", setup;
   int repeat = 0;
   std::vector<std::string> args;
   bool compiled = false, explain = false;
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   run->add_option("args", args, "arguments: ints, floats, True/False/None, else strings");
   run->add_flag("--compile", compiled, "trace and compile the entry function (prints exactly what the VM run prints)");
   run->add_flag("--explain", explain, "compile, and add the explain report (graphs, breaks, guards) after the result");
-  run->add_option("--backend", backend, "the backend for --compile (default: eager)");
+  run->add_option("--backend", backend, "the backend for --compile: llvm (default) or eager");
   run->add_option("--setup", setup, "a function to run on the VM first (e.g. to build a model into globals)");
   run->add_option("--time", repeat, "also time N calls on the VM and N compiled calls, and print both");
   auto* dis = app.add_subcommand("dis", "print FILE in canonical KBC text");

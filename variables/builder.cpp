@@ -54,8 +54,9 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
         if (std::find(dyn.begin(), dyn.end(), true) != dyn.end()) g.tensor.dynamic = dyn;
       }
       g.expected = Value();  // never keep the input tensor alive through a guard
+      const std::vector<bool> dynamic = g.tensor.dynamic;
       out_.guards().add(std::move(g));
-      return make_tensor(out_.add_input(source, t), source);
+      return make_tensor(out_.add_input(source, t, dynamic), source);
     }
     case Kind::None:
     case Kind::Bool:

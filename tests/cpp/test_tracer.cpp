@@ -21,7 +21,17 @@ struct Outcome {
 
 // The corpus convention: tracer programs have inputs() and f(...), VM
 // programs only main(). Fresh inputs for every run.
-Outcome run(const Program& p, bool compiled, const Options& base = {}) {
+// The corpus comparisons are bit for bit, so they compile with the eager
+// backend (the VM's own kernels): what they test is the tracer. The llvm
+// backend's runs of the same corpora compare within a tolerance
+// (tests/cpp/tracer/test_differential.cpp).
+Options eager_options() {
+  Options o;
+  o.backend = "eager";
+  return o;
+}
+
+Outcome run(const Program& p, bool compiled, const Options& base = eager_options()) {
   Outcome o;
   interpreter::VMOptions vo;
   vo.stdout_sink = [&](std::string_view s) { o.out += s; };

@@ -567,6 +567,7 @@ TEST_CASE("tracer corpus: explain() counts graphs and breaks and their reasons a
     std::vector<Value> args = as_vector(inputs_vm.run(program, "inputs"));
     std::string out;
     kiln::Options options;
+    options.backend = "eager";  // the result's repr is compared exactly below
     options.stdout_sink = [&out](std::string_view s) { out += s; };
     // For the programs that raise (`# error:`), explain() reports what
     // happened up to the raise (the graphs compiled and the breaks met, the
