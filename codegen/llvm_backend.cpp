@@ -330,7 +330,8 @@ CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector
     report.gemms = p.gemms.size();
     report.eager_steps = p.eager.size();
     report.summary = p.summary();
-    report.cache = k.from == CompiledKernels::From::Compiled      ? "compiled"
+    report.cache = p.kernels.empty()                              ? "none"
+                   : k.from == CompiledKernels::From::Compiled      ? "compiled"
                    : k.from == CompiledKernels::From::MemoryCache ? "memory"
                    : k.from == CompiledKernels::From::DiskCache   ? "disk"
                                                                   : "process";

@@ -24,7 +24,7 @@ struct BackendReport {
   std::string reason;      // why, when it did
   size_t kernels = 0, gemms = 0, eager_steps = 0;
   std::string summary;     // Program::summary()
-  std::string cache;       // "compiled", "memory", "disk", "process"
+  std::string cache;       // "compiled", "memory", "disk", "process"; "none" without kernels
   double schedule_ms = 0, compile_ms = 0, total_ms = 0;
 };
 const BackendReport& last_report();

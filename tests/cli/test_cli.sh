@@ -44,6 +44,28 @@ printf '.func main()\n    LOAD_CONST 1\n    LOAD_CONST "a"\n    BINARY_OP +\n   
 check "runtime error has a traceback" 1 "Traceback (most recent call last)" "$KILN" run "$tmp/type.kbc"
 check "no subcommand" 2 "" "$KILN"
 check "bad option" 2 "" "$KILN" run --frobnicate
+
+# The llvm backend's disk cache, across processes: a cold run compiles and
+# writes an entry, a warm run loads it without compiling, a corrupted entry
+# is rejected and recompiled (never loaded), and the directory is owner-only.
+cache_run() {  # prints the cache outcome of the graph that has kernels
+  KILN_CACHE_DIR="$tmp/cache" KILN_LOGS=output_code "$KILN" run --compile "$SRC/examples/demo_model.kbc" 2>&1 >/dev/null |
+    grep -o "[0-9]* kernels, [0-9]* BLAS calls, [0-9]* eager steps ([a-z]*" | grep -v "^0 kernels" | grep -o "([a-z]*" | tr -d '(' | sort -u | tr '\n' ' '
+}
+expect_cache() {  # name, wanted outcome
+  got=$(cache_run)
+  if [ "$got" = "$2 " ]; then pass=$((pass + 1)); else echo "FAIL $1: cache outcome '$got', want '$2'"; fails=$((fails + 1)); fi
+}
+expect_cache "cold process compiles" compiled
+expect_cache "warm process loads from disk" disk
+mode=$(stat -c %a "$tmp/cache")
+if [ "$mode" = "700" ]; then pass=$((pass + 1)); else echo "FAIL cache dir mode $mode, want 700"; fails=$((fails + 1)); fi
+for f in "$tmp"/cache/*/*.kobj; do  # flip one payload byte in every entry
+  size=$(stat -c %s "$f")
+  printf '\xff' | dd of="$f" bs=1 seek=$((size - 9)) conv=notrunc status=none
+done
+expect_cache "corrupted entry is recompiled" compiled
+expect_cache "and cached again" disk
 rm -rf "$tmp"
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]
