@@ -65,6 +65,7 @@ class CompiledProgram {
   bool checks_hold(const std::vector<int64_t>& dyn, const std::vector<bool>& known, std::vector<bool>& done,
                    std::string& why) const;
   std::vector<Value> run_eagerly(runtime::CallContext& ctx, const std::vector<Value>& inputs, const std::string& why);
+  bool inputs_match(const std::vector<Value>& inputs, const std::vector<int64_t>& dyn, std::string& why) const;
   Value tensor_arg(const Access& a, const Dims& sizes, const std::vector<char*>& bufs, const std::vector<Value>& owners,
                    const int64_t* dyn) const;
   Value run_eager(runtime::CallContext& ctx, const EagerStep& s, const std::vector<char*>& bufs,
@@ -194,6 +195,36 @@ void CompiledProgram::run_gemm(const Gemm& g, const std::vector<char*>& bufs, co
                 reinterpret_cast<double*>(b), ldb, 0.0, reinterpret_cast<double*>(c), int(n));
 }
 
+// The kernels index inputs with the layout they were compiled for. Guards
+// make that hold for traced calls; this keeps a direct call of the compiled
+// graph (or a guard with a layout class wider than the kernels assume, such
+// as a transposed dynamic input whose strides move with its sizes) from
+// reading the wrong elements. A few comparisons per input.
+bool CompiledProgram::inputs_match(const std::vector<Value>& inputs, const std::vector<int64_t>& dyn,
+                                   std::string& why) const {
+  for (const Buffer& b : p_.buffers) {
+    if (b.kind != Buffer::Kind::Input) continue;
+    const Value& v = inputs[size_t(b.index)];
+    if (!v.is(Kind::Tensor)) {
+      why = "input " + std::to_string(b.index) + " is not a tensor";
+      return false;
+    }
+    const Tensor t = v.as_tensor();
+    bool ok = t.dtype() == b.dtype && size_t(t.dim()) == b.sizes.size();
+    for (size_t d = 0; ok && d < b.sizes.size(); ++d) {
+      const int64_t size = eval_dim(b.sizes[d], dyn.data());
+      ok = t.sizes()[d] == size && (size <= 1 || t.strides()[d] == eval_dim(b.strides[d], dyn.data()));
+    }
+    if (!ok) {
+      why = "input " + std::to_string(b.index) + " has another dtype, shape or layout than compiled for (" +
+            runtime::dtype_name(t.dtype()) + runtime::shape_str(t.sizes()) + " strides " +
+            runtime::shape_str(t.strides()) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
 std::vector<Value> CompiledProgram::run_eagerly(runtime::CallContext& ctx, const std::vector<Value>& inputs,
                                                 const std::string& why) {
   if (auto* lg = log::get("output_code")) lg->info("llvm backend: this call runs eagerly: {}", why);
@@ -214,6 +245,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   }
   std::string why;
   if (!checks_hold(dyn, known, done, why)) return run_eagerly(ctx, inputs, why);
+  if (!inputs_match(inputs, dyn, why)) return run_eagerly(ctx, inputs, why);
   const size_t nb = p_.buffers.size();
   std::vector<char*> bufs(nb, nullptr);
   std::vector<Value> owners(nb);  // the tensor behind each buffer, where there is one
