@@ -113,8 +113,9 @@ std::string kernel_fingerprint(const Program& p) {
   return o.str();
 }
 
-std::string compile_object(const Program& program, const std::string& prefix) {
+std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times) {
   Jit& J = jit();
+  auto t0 = std::chrono::steady_clock::now();
   const HostCpu& cpu = host_cpu();
   llvm::LLVMContext ctx;
   auto module = std::make_unique<llvm::Module>("kiln", ctx);
@@ -126,18 +127,26 @@ std::string compile_object(const Program& program, const std::string& prefix) {
   std::string verify;
   llvm::raw_string_ostream vs(verify);
   if (llvm::verifyModule(*module, &vs)) fail("lowering produced invalid IR (a kiln bug): " + verify);
+  auto t1 = std::chrono::steady_clock::now();
 
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(J.tm.get());
+  // Lowering vectorizes explicitly; LLVM's loop and SLP vectorizers would
+  // only re-examine (and re-vectorize the scalar tails of) what is already
+  // vector code, at a large share of the compile time.
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = false;
+  tuning.SLPVectorization = false;
+  llvm::PassBuilder pb(J.tm.get(), tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*module, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(*module, mam);
+  auto t2 = std::chrono::steady_clock::now();
 
   if (auto* lg = log::get("output_code")) {
     std::string ir;
@@ -151,6 +160,11 @@ std::string compile_object(const Program& program, const std::string& prefix) {
   if (J.tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
     fail("the target cannot emit object files");
   pm.run(*module);
+  if (times) {
+    times->lower_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    times->optimize_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    times->codegen_ms = ms_since(t2);
+  }
   return std::string(obj.begin(), obj.end());
 }
 
@@ -178,8 +192,12 @@ CompiledKernels compile_kernels(const Program& program) {
                                                            : CompiledKernels::From::MemoryCache;
   } else {
     auto t0 = std::chrono::steady_clock::now();
-    obj = compile_object(program, prefix);
-    out.codegen_ms = ms_since(t0);
+    CompileTimes times;
+    obj = compile_object(program, prefix, &times);
+    out.lower_ms = times.lower_ms;
+    out.optimize_ms = times.optimize_ms;
+    out.codegen_ms = times.codegen_ms;
+    (void)t0;
     cache.put(key, *obj);
   }
   auto t1 = std::chrono::steady_clock::now();

@@ -15,7 +15,7 @@ namespace kiln::codegen {
 struct CompiledKernels {
   std::vector<KernelFn> fns;  // one per Program::kernels entry
   enum class From : uint8_t { Compiled, MemoryCache, DiskCache, Process } from = From::Compiled;
-  double lower_ms = 0, optimize_ms = 0, codegen_ms = 0, load_ms = 0;
+  double lower_ms = 0, optimize_ms = 0, codegen_ms = 0, load_ms = 0;  // zero on a cache hit
   std::string key;  // hex content hash
 };
 
@@ -31,6 +31,9 @@ CompiledKernels compile_kernels(const Program& program);
 
 // The object file of the program's kernels (what the disk cache and the
 // multi-rank exchange carry), compiled without loading it.
-std::string compile_object(const Program& program, const std::string& symbol_prefix);
+struct CompileTimes {
+  double lower_ms = 0, optimize_ms = 0, codegen_ms = 0;
+};
+std::string compile_object(const Program& program, const std::string& symbol_prefix, CompileTimes* times = nullptr);
 
 }  // namespace kiln::codegen
