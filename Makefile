@@ -30,6 +30,7 @@ bench: build
 	python3 benchmarks/vm_dispatch.py --build $(BUILD)
 	python3 benchmarks/tracer.py --build $(BUILD)
 	python3 benchmarks/symbolic.py --build $(BUILD)
+	python3 benchmarks/codegen.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
