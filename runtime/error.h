@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ class Error : public std::exception {
   // in the order Python prints it.
   const char* what() const noexcept override { return what_.c_str(); }
   std::string full() const;
+
+  // What raised it, when that is not kiln (python/ attaches the original
+  // Python exception, so it reaches the caller as itself, whatever its
+  // type); carried unchanged through the frames it unwinds.
+  std::shared_ptr<void> origin;
 
  private:
   ErrorKind kind_;

@@ -1,0 +1,283 @@
+#include "python/src/convert.h"
+
+#include <pybind11/numpy.h>
+
+#include "runtime/value_ops.h"
+
+namespace kiln::python {
+
+using runtime::Kind;
+using runtime::Tensor;
+using runtime::Value;
+
+namespace {
+
+// ------------------------------------------------------------ exceptions --
+
+PyObject* exception_type(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::TypeError: return PyExc_TypeError;
+    case ErrorKind::ValueError: return PyExc_ValueError;
+    case ErrorKind::AttributeError: return PyExc_AttributeError;
+    case ErrorKind::IndexError: return PyExc_IndexError;
+    case ErrorKind::KeyError: return PyExc_KeyError;
+    case ErrorKind::NameError: return PyExc_NameError;
+    case ErrorKind::ZeroDivisionError: return PyExc_ZeroDivisionError;
+    case ErrorKind::OverflowError: return PyExc_OverflowError;
+    case ErrorKind::RecursionError: return PyExc_RecursionError;
+    case ErrorKind::RuntimeError: return PyExc_RuntimeError;
+    case ErrorKind::SyntaxError: return PyExc_SyntaxError;
+    case ErrorKind::VerifyError: return PyExc_ValueError;
+  }
+  return PyExc_RuntimeError;
+}
+
+ErrorKind error_kind_of(PyObject* type) {
+  const std::pair<PyObject*, ErrorKind> table[] = {
+      {PyExc_TypeError, ErrorKind::TypeError},           {PyExc_ValueError, ErrorKind::ValueError},
+      {PyExc_AttributeError, ErrorKind::AttributeError}, {PyExc_IndexError, ErrorKind::IndexError},
+      {PyExc_KeyError, ErrorKind::KeyError},             {PyExc_NameError, ErrorKind::NameError},
+      {PyExc_ZeroDivisionError, ErrorKind::ZeroDivisionError},
+      {PyExc_OverflowError, ErrorKind::OverflowError},   {PyExc_RecursionError, ErrorKind::RecursionError},
+  };
+  for (const auto& [t, k] : table)
+    if (PyErr_GivenExceptionMatches(type, t)) return k;
+  return ErrorKind::RuntimeError;
+}
+
+// A Python exception raised inside a Foreign call, as a kiln Error whose
+// origin is the exception itself (raise_python re-raises that object).
+[[noreturn]] void rethrow_as_kiln(py::error_already_set& e) {
+  const ErrorKind kind = error_kind_of(e.type().ptr());
+  std::string text = py::str(e.value());
+  if (kind == ErrorKind::RuntimeError && !PyErr_GivenExceptionMatches(e.type().ptr(), PyExc_RuntimeError))
+    text = std::string(py::str(e.type().attr("__name__"))) + ": " + text;
+  Error err(kind, text);
+  auto* held = new py::object(e.value());
+  err.origin = std::shared_ptr<void>(held, [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+  throw err;
+}
+
+template <class F>
+auto calling_python(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (py::error_already_set& e) {
+    rethrow_as_kiln(e);
+  }
+}
+
+// ---------------------------------------------------------------- foreign --
+
+PyObject* handle_of(void* h) { return static_cast<PyObject*>(h); }
+
+Value foreign_getattr(void* h, std::string_view name) {
+  return calling_python([&] { return to_value(py::handle(handle_of(h)).attr(py::str(std::string(name)))); });
+}
+void foreign_setattr(void* h, std::string_view name, const Value& v) {
+  calling_python([&] {
+    py::handle(handle_of(h)).attr(py::str(std::string(name))) = to_py(v);
+    return 0;
+  });
+}
+Value foreign_call(void* h, const runtime::CallArgs& args) {
+  return calling_python([&] {
+    const size_t nkw = args.nkw(), npos = args.npos();
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = to_py(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i)
+      kw[py::str(args.kwnames->items[i].as_str())] = to_py(args[npos + i]);
+    return to_value(py::handle(handle_of(h))(*pos, **kw));
+  });
+}
+Value foreign_binary(void* h, int op, const Value& other, bool reflected) {
+  static const char* names[] = {
+#define KILN_BINOP(E, SYM, T) #E,
+#include "runtime/operators.def"
+#undef KILN_BINOP
+  };
+  static const std::pair<const char*, const char*> py_ops[] = {
+      {"ADD", "add"},   {"SUB", "sub"},          {"MUL", "mul"}, {"TRUEDIV", "truediv"}, {"FLOORDIV", "floordiv"},
+      {"MOD", "mod"},   {"POW", "pow"},          {"MATMUL", "matmul"}, {"AND", "and_"},  {"OR", "or_"},
+      {"XOR", "xor"},   {"LSHIFT", "lshift"},    {"RSHIFT", "rshift"}};
+  return calling_python([&] {
+    const char* fn = nullptr;
+    for (const auto& [k, v] : py_ops)
+      if (std::string_view(k) == names[op]) fn = v;
+    py::object opmod = py::module_::import("operator");
+    py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
+    py::object o = to_py(other);
+    return to_value(reflected ? opmod.attr(fn)(o, self) : opmod.attr(fn)(self, o));
+  });
+}
+Value foreign_compare(void* h, int op, const Value& other) {
+  static const char* py_ops[] = {"lt", "le", "eq", "ne", "gt", "ge", "is_", "is_not", "contains", "contains"};
+  return calling_python([&] {
+    py::object opmod = py::module_::import("operator");
+    py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
+    py::object o = to_py(other);
+    if (op == 8) return to_value(opmod.attr("contains")(o, self));  // other in self? (IN: item in container)
+    if (op == 9) return Value::boolean(!py::cast<bool>(opmod.attr("contains")(o, self)));
+    return to_value(opmod.attr(py_ops[op])(self, o));
+  });
+}
+bool foreign_truth(void* h) {
+  return calling_python([&] { return PyObject_IsTrue(handle_of(h)) == 1 ? true : (PyErr_Occurred() ? throw py::error_already_set() : false); });
+}
+std::string foreign_repr(void* h) {
+  return calling_python([&] { return std::string(py::repr(py::handle(handle_of(h)))); });
+}
+size_t foreign_hash(void* h) {
+  return calling_python([&] { return size_t(py::hash(py::handle(handle_of(h)))); });
+}
+void foreign_destroy(void* h) {
+  if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
+  py::gil_scoped_acquire gil;
+  Py_DECREF(handle_of(h));
+}
+
+const runtime::ForeignVTable kPyObjectVTable = {
+    "PyObject",   foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,
+    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash,
+};
+
+runtime::DType dtype_of_numpy(const py::dtype& dt, bool& ok) {
+  ok = true;
+  const char kind = dt.kind();
+  const size_t size = size_t(dt.itemsize());
+  if (kind == 'f' && size == 4) return runtime::DType::Float32;
+  if (kind == 'f' && size == 8) return runtime::DType::Float64;
+  if (kind == 'i' && size == 8) return runtime::DType::Int64;
+  if (kind == 'b' && size == 1) return runtime::DType::Bool;
+  ok = false;
+  return runtime::DType::Float32;
+}
+
+}  // namespace
+
+void raise_python(const Error& e) {
+  if (e.origin) {
+    auto* original = static_cast<py::object*>(e.origin.get());
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(original->ptr())), original->ptr());
+    throw py::error_already_set();
+  }
+  std::string text = e.message();
+  if (!e.traceback().empty()) {
+    // Python prints its own traceback; kiln's frames (KBC functions, the
+    // user's source lines) go in the message, innermost last, as Python does.
+    const std::string full = e.full();
+    const size_t cut = full.rfind('\n');
+    text = full.substr(0, cut == std::string::npos ? full.size() : cut);
+    text = e.message() + "\n" + text;
+  }
+  PyErr_SetString(exception_type(e.kind()), text.c_str());
+  throw py::error_already_set();
+}
+
+Value foreign(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyObjectVTable, obj.ptr()));
+}
+
+PyObject* foreign_object(const Value& v) {
+  if (!v.is(Kind::Foreign)) return nullptr;
+  auto* f = v.as<runtime::ForeignObj>();
+  return f->vt == &kPyObjectVTable ? handle_of(f->handle) : nullptr;
+}
+
+Tensor tensor_from_numpy(py::handle obj) {
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  bool ok;
+  const runtime::DType dt = dtype_of_numpy(a.dtype(), ok);
+  if (!ok)
+    throw_error(ErrorKind::TypeError, "kiln supports NumPy arrays of float32, float64, int64 and bool, not " +
+                                          std::string(py::str(a.dtype())));
+  runtime::Shape sizes(size_t(a.ndim())), strides(size_t(a.ndim()));
+  const auto isz = py::ssize_t(runtime::itemsize(dt));
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+    sizes[size_t(d)] = a.shape(d);
+    if (a.strides(d) % isz != 0)
+      throw_error(ErrorKind::ValueError, "a NumPy array whose strides are not whole elements cannot be shared");
+    strides[size_t(d)] = a.strides(d) / isz;
+  }
+  // The tensor keeps the array alive; the GIL is taken to let it go.
+  a.inc_ref();
+  PyObject* owner = a.ptr();
+  return Tensor::from_blob(const_cast<void*>(a.data()), sizes, strides, dt, [owner](void*) {
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;
+    Py_DECREF(owner);
+  });
+}
+
+Value to_value(py::handle obj) {
+  PyObject* o = obj.ptr();
+  if (o == Py_None) return Value::none();
+  if (PyBool_Check(o)) return Value::boolean(o == Py_True);
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) throw_error(ErrorKind::OverflowError, "Python int too large for kiln's int64");
+    return Value::integer(v);
+  }
+  if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));
+  if (PyUnicode_CheckExact(o)) return Value::str(py::cast<std::string>(obj));
+  if (py::isinstance<Tensor>(obj)) return Value::tensor(py::cast<Tensor>(obj));
+  if (py::isinstance<Value>(obj)) return py::cast<Value>(obj);
+  if (PyTuple_CheckExact(o)) {
+    std::vector<Value> items;
+    for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
+    return runtime::make_tuple(std::move(items));
+  }
+  if (PyList_CheckExact(o)) {
+    std::vector<Value> items;
+    for (py::handle i : py::reinterpret_borrow<py::list>(obj)) items.push_back(to_value(i));
+    return runtime::make_list(std::move(items));
+  }
+  if (PyDict_CheckExact(o)) {
+    Value d = runtime::make_dict();
+    for (auto [k, v] : py::reinterpret_borrow<py::dict>(obj)) runtime::set_item(d, to_value(k), to_value(v));
+    return d;
+  }
+  if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));
+  return foreign(obj);
+}
+
+py::object to_py(const Value& v) {
+  switch (v.kind()) {
+    case Kind::None: return py::none();
+    case Kind::Bool: return py::bool_(v.as_bool());
+    case Kind::Int: return py::int_(v.as_int());
+    case Kind::Float: return py::float_(v.as_float());
+    case Kind::Str: return py::str(v.as_str());
+    case Kind::Tensor: return py::cast(v.as_tensor());
+    case Kind::Tuple: {
+      const auto& items = v.as<runtime::TupleObj>()->items;
+      py::tuple t(items.size());
+      for (size_t i = 0; i < items.size(); ++i) t[i] = to_py(items[i]);
+      return std::move(t);
+    }
+    case Kind::List: {
+      py::list l;
+      for (const Value& i : v.as<runtime::ListObj>()->items) l.append(to_py(i));
+      return std::move(l);
+    }
+    case Kind::Dict: {
+      py::dict d;
+      for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) d[to_py(k)] = to_py(x);
+      return std::move(d);
+    }
+    case Kind::Foreign:
+      if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);
+      break;
+    default: break;
+  }
+  // Functions, modules, classes of KBC: an opaque handle Python can pass back.
+  return py::cast(v);
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,222 @@
+// kiln._C: the tensor type, every registry op (as kiln.<op> and as a tensor
+// method), NumPy and buffer-protocol interop, and KBC programs (assemble,
+// run on the VM). The Python package `kiln` builds its API on these.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "interpreter/assembler.h"
+#include "interpreter/vm.h"
+#include "python/src/convert.h"
+#include "runtime/ops.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::python {
+namespace {
+
+using runtime::CallArgs;
+using runtime::DType;
+using runtime::Kind;
+using runtime::OpId;
+using runtime::Tensor;
+using runtime::Value;
+
+// One VM per thread runs everything that needs a CallContext (module
+// calls inside ops, KBC functions called from Python).
+interpreter::VM& thread_vm() {
+  thread_local interpreter::VM vm;
+  return vm;
+}
+
+// Python's (*args, **kwargs) as a vectorcall-style argument list.
+struct PyArgs {
+  std::vector<Value> values;
+  Value kwnames;
+  PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self = py::handle()) {
+    if (self) values.push_back(to_value(self));
+    for (py::handle a : args) values.push_back(to_value(a));
+    std::vector<Value> names;
+    for (auto [k, v] : kwargs) {
+      names.push_back(runtime::intern_value(py::cast<std::string>(k)));
+      values.push_back(to_value(v));
+    }
+    if (!names.empty()) kwnames = runtime::make_tuple(std::move(names));
+  }
+  CallArgs call_args() const {
+    return CallArgs{values.data(), values.size(), kwnames.is_none() ? nullptr : kwnames.as<runtime::TupleObj>()};
+  }
+};
+
+const char* format_of(DType d) {
+  switch (d) {
+    case DType::Bool: return "?";
+    case DType::Int64: return "q";
+    case DType::Float32: return "f";
+    case DType::Float64: return "d";
+  }
+  return "f";
+}
+
+py::object binary(runtime::BinOp op, py::handle a, py::handle b) {
+  return guarded([&] { return to_py(runtime::binary_op(op, to_value(a), to_value(b))); });
+}
+py::object compare(runtime::CmpOp op, py::handle a, py::handle b) {
+  return guarded([&] { return to_py(runtime::compare_op(op, to_value(a), to_value(b))); });
+}
+
+void bind_tensor(py::module_& m) {
+  py::class_<Tensor> t(m, "Tensor", py::buffer_protocol(), R"(A dense, strided CPU tensor (float32, float64, int64, bool).
+
+np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the array's.)");
+  t.def_buffer([](Tensor& self) -> py::buffer_info {
+    const auto isz = py::ssize_t(runtime::itemsize(self.dtype()));
+    std::vector<py::ssize_t> shape(self.sizes().begin(), self.sizes().end()), strides;
+    for (int64_t s : self.strides()) strides.push_back(py::ssize_t(s) * isz);
+    void* data = self.numel() ? self.raw_data() : nullptr;
+    return py::buffer_info(data, isz, format_of(self.dtype()), self.dim(), shape, strides, /*readonly=*/false);
+  });
+  t.def_property_readonly("shape", [](const Tensor& self) { return py::tuple(py::cast(self.sizes())); });
+  t.def_property_readonly("dtype", [](const Tensor& self) { return std::string(runtime::dtype_name(self.dtype())); });
+  t.def_property_readonly("ndim", &Tensor::dim);
+  t.def_property_readonly("T", [](const Tensor& self) {
+    return guarded([&] { return to_py(runtime::get_attr(thread_vm(), Value::tensor(self), runtime::intern("T").get())); });
+  });
+  t.def("numel", &Tensor::numel);
+  t.def("dim", &Tensor::dim);
+  t.def("size", [](const Tensor& self, py::object d) -> py::object {
+    if (d.is_none()) return py::tuple(py::cast(self.sizes()));
+    return guarded([&] { return py::int_(self.size(py::cast<int64_t>(d))); });
+  }, py::arg("dim") = py::none());
+  t.def("stride", [](const Tensor& self) { return py::tuple(py::cast(self.strides())); });
+  t.def("is_contiguous", &Tensor::is_contiguous);
+  t.def("item", [](const Tensor& self) {
+    return guarded([&] {
+      const double v = self.item();
+      if (self.dtype() == DType::Bool) return py::object(py::bool_(v != 0));
+      if (self.dtype() == DType::Int64) return py::object(py::int_(int64_t(v)));
+      return py::object(py::float_(v));
+    });
+  });
+  t.def("numpy", [](py::object self) { return py::array(py::buffer(self)); });
+  t.def("tolist", [](py::object self) { return py::array(py::buffer(self)).attr("tolist")(); });
+  t.def("data_ptr", [](const Tensor& self) { return reinterpret_cast<uintptr_t>(self.numel() ? self.raw_data() : nullptr); });
+  t.def("__repr__", [](const Tensor& self) { return self.repr(); });
+  t.def("__len__", [](const Tensor& self) {
+    if (self.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+    return self.sizes()[0];
+  });
+  t.def("__bool__", [](const Tensor& self) { return guarded([&] { return runtime::truth(Value::tensor(self)); }); });
+  t.def("__float__", [](const Tensor& self) { return guarded([&] { return self.item(); }); });
+  t.def("__getitem__", [](const Tensor& self, py::handle key) {
+    return guarded([&] { return to_py(runtime::get_item(Value::tensor(self), to_value(key))); });
+  });
+  t.def("__array__", [](py::object self, py::args, py::kwargs) { return py::array(py::buffer(self)); });
+  t.def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); });  // kDLCPU, device 0
+
+  // Python's operator protocol names for the operators tensors support.
+  static const std::pair<runtime::BinOp, const char*> kBinary[] = {
+      {runtime::BinOp::ADD, "add"},     {runtime::BinOp::SUB, "sub"},           {runtime::BinOp::MUL, "mul"},
+      {runtime::BinOp::TRUEDIV, "truediv"}, {runtime::BinOp::FLOORDIV, "floordiv"}, {runtime::BinOp::MOD, "mod"},
+      {runtime::BinOp::POW, "pow"},     {runtime::BinOp::MATMUL, "matmul"},     {runtime::BinOp::AND, "and"},
+      {runtime::BinOp::OR, "or"},       {runtime::BinOp::XOR, "xor"}};
+  for (const auto& [op, name] : kBinary) {
+    const runtime::BinOp o = op;
+    t.def(("__" + std::string(name) + "__").c_str(), [o](py::handle a, py::handle b) { return binary(o, a, b); });
+    t.def(("__r" + std::string(name) + "__").c_str(), [o](py::handle a, py::handle b) { return binary(o, b, a); });
+  }
+  static const std::pair<runtime::CmpOp, const char*> kCompare[] = {
+      {runtime::CmpOp::LT, "lt"}, {runtime::CmpOp::LE, "le"}, {runtime::CmpOp::EQ, "eq"},
+      {runtime::CmpOp::NE, "ne"}, {runtime::CmpOp::GT, "gt"}, {runtime::CmpOp::GE, "ge"}};
+  for (const auto& [op, name] : kCompare) {
+    const runtime::CmpOp o = op;
+    t.def(("__" + std::string(name) + "__").c_str(), [o](py::handle a, py::handle b) { return compare(o, a, b); });
+  }
+  t.def("__neg__", [](py::handle a) { return guarded([&] { return to_py(runtime::unary_op(runtime::UnOp::NEG, to_value(a))); }); });
+  t.def("__invert__", [](py::handle a) { return guarded([&] { return to_py(runtime::unary_op(runtime::UnOp::INVERT, to_value(a))); }); });
+  t.def("__pos__", [](py::handle a) { return a; });
+  // == is elementwise, so hashing is by identity (as torch does).
+  t.def("__hash__", [](py::handle a) { return py::hash(py::int_(reinterpret_cast<uintptr_t>(a.ptr()))); });
+}
+
+// kiln.<op>(...) and Tensor.<op>(...) for every registry op: the same
+// binding the VM uses (signature, defaults, keyword errors), so model code
+// ports from torch by changing the import.
+void bind_ops(py::module_& m) {
+  py::object tensor_cls = m.attr("Tensor");
+  py::list names;
+  for (int i = 0; i < runtime::kNumOps; ++i) {
+    const runtime::OpDef& def = runtime::op_def(OpId(i));
+    const OpId id = def.id;
+    names.append(def.name);
+    m.def(def.name, [id](py::args args, py::kwargs kwargs) {
+      return guarded([&] {
+        PyArgs a(args, kwargs);
+        return to_py(runtime::call_op(id, a.call_args()));
+      });
+    }, def.signature);
+    if (def.arity != 0 && def.arity != -1) {
+      tensor_cls.attr(def.name) = py::cpp_function(
+          [id](py::handle self, py::args args, py::kwargs kwargs) {
+            return guarded([&] {
+              PyArgs a(args, kwargs, self);
+              return to_py(runtime::call_op(id, a.call_args()));
+            });
+          },
+          py::name(def.name), py::is_method(tensor_cls), py::sibling(py::getattr(tensor_cls, def.name, py::none())));
+    }
+  }
+  m.attr("op_names") = names;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "kiln's C++ core: tensors, ops, KBC, the tracer and its backends";
+  py::class_<Value>(m, "Object", "A kiln value Python has no type for (a KBC function, class or module)")
+      .def("__repr__", [](const Value& v) { return runtime::repr(v); });
+  bind_tensor(m);
+  bind_ops(m);
+
+  m.def("from_numpy", [](py::handle a) { return guarded([&] { return tensor_from_numpy(a); }); },
+        "A tensor sharing the array's memory (float32, float64, int64, bool).");
+  m.def("tensor", [](py::handle data, py::object dtype) {
+    return guarded([&] {
+      py::module_ np = py::module_::import("numpy");
+      py::object arr = np.attr("asarray")(data);
+      std::string dt = dtype.is_none() ? "" : py::str(dtype).cast<std::string>();
+      if (dt.empty()) {
+        // torch's defaults: Python floats -> float32, ints -> int64.
+        const std::string kind = py::str(arr.attr("dtype").attr("kind"));
+        dt = kind == "f" ? "float32" : kind == "b" ? "bool" : kind == "i" || kind == "u" ? "int64" : "";
+        if (dt.empty()) throw_error(ErrorKind::TypeError, "kiln.tensor: cannot make a tensor from " + std::string(py::repr(data)));
+      }
+      // A copy: kiln.tensor owns its data, like torch.tensor.
+      arr = np.attr("array")(arr, py::arg("dtype") = dt, py::arg("copy") = true);
+      Tensor shared = tensor_from_numpy(arr);
+      return shared.clone();
+    });
+  }, py::arg("data"), py::arg("dtype") = py::none());
+
+  py::class_<interpreter::Program>(m, "Program", "An assembled KBC program")
+      .def("global_", [](const interpreter::Program& p, const std::string& name) { return to_py(p.global(name)); })
+      .def_readonly("filename", &interpreter::Program::filename);
+  m.def("assemble", [](const std::string& text, const std::string& filename) {
+    return guarded([&] { return interpreter::assemble(text, filename); });
+  }, py::arg("text"), py::arg("filename") = "<kbc>");
+  m.def("run", [](const interpreter::Program& p, const std::string& entry, py::args args) {
+    return guarded([&] {
+      std::vector<Value> values;
+      for (py::handle a : args) values.push_back(to_value(a));
+      interpreter::VM vm;
+      return to_py(vm.run(p, entry, values));
+    });
+  }, py::arg("program"), py::arg("entry"));
+  m.def("call", [](py::handle fn, py::args args, py::kwargs kwargs) {
+    return guarded([&] {
+      PyArgs a(args, kwargs);
+      return to_py(thread_vm().call(to_value(fn), a.call_args()));
+    });
+  }, "Calls a kiln callable (a KBC function, a module) with Python arguments.");
+  m.def("manual_seed", [](uint64_t seed) { runtime::manual_seed(seed); });
+}
+
+}  // namespace kiln::python
