@@ -16,9 +16,9 @@
 //                                         and one .bin per parameter
 //   bench_codegen kernels COUNT           compile COUNT distinct small graphs one at a time:
 //                                         schedule/compile ms and kernels of each
+//   bench_codegen blas                    which BLAS kernels kiln runs (runtime/blas.h)
 //   bench_codegen model B D H BLOCKS      compile the MLP once in this process (cold or warm,
 //                                         as KILN_CACHE_DIR makes it): the backend's report
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +34,7 @@
 
 #include "codegen/llvm_backend.h"
 #include "interpreter/kiln_api.h"
+#include "runtime/blas.h"
 #include "interpreter/vm.h"
 #include "runtime/module.h"
 
@@ -366,10 +367,9 @@ int mlp(int64_t b, int64_t d, int64_t h, int blocks, int reps, const std::string
   const double t_blas = best_of(reps, [&] {
     const float* in = act.data();
     for (int i = 0; i < blocks; ++i) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(b), int(h), int(d), 1.f, in, int(d),
-                  w1[size_t(i)].data<float>(), int(d), 0.f, hid.data(), int(h));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(b), int(d), int(h), 1.f, hid.data(), int(h),
-                  w2[size_t(i)].data<float>(), int(h), 0.f, out.data(), int(d));
+      // The BLAS kiln calls (runtime/blas.h), on the same shapes.
+      kiln::runtime::gemm_f32(false, true, b, h, d, in, d, w1[size_t(i)].data<float>(), d, hid.data(), h);
+      kiln::runtime::gemm_f32(false, true, b, d, h, hid.data(), h, w2[size_t(i)].data<float>(), h, out.data(), d);
       in = out.data();
     }
   });
@@ -512,6 +512,10 @@ int main(int argc, char** argv) {
     if (mode == "triad") return triad(std::stoll(arg(1, "10000000")), std::stoi(arg(2, "20")));
     if (mode == "pointwise")
       return pointwise(arg(1, "tanh"), std::stoll(arg(2, "10000000")), std::stoi(arg(3, "20")), arg(4, ""));
+    if (mode == "blas") {
+      std::printf("%s\n", kiln::runtime::blas_info().c_str());
+      return 0;
+    }
     if (mode == "mlp")
       return mlp(std::stoll(arg(1, "256")), std::stoll(arg(2, "512")), std::stoll(arg(3, "2048")),
                  std::stoi(arg(4, "4")), std::stoi(arg(5, "10")), arg(6, ""));

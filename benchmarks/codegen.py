@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover
 
 # ---- running kiln -----------------------------------------------------------
 
-KILN_ENV = {}  # set for every bench_codegen process (see openblas_core)
+KILN_ENV = {}  # extra environment for every bench_codegen process
 
 
 def kiln(build, *args, env=None):
@@ -62,35 +62,11 @@ def kiln(build, *args, env=None):
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-def openblas_core(build, choice):
-    """OpenBLAS (which kiln links) picks its kernels from the CPU's model
-    number; on a CPU it does not know (a VM's generic "Xeon Processor") it
-    falls back to Prescott (SSE3), about 3x slower on sgemm than its AVX-512
-    kernels. With choice "auto", a fallback on a CPU with AVX-512 (AVX2) runs
-    kiln with OPENBLAS_CORETYPE=SkylakeX (Haswell), and says so; "default"
-    leaves OpenBLAS alone; anything else is passed as OPENBLAS_CORETYPE."""
-    def core(extra):
-        r = subprocess.run([os.path.join(build, "benchmarks", "bench_codegen"), "triad", "1000", "1"],
-                           capture_output=True, text=True, env={**os.environ, **extra, "OPENBLAS_VERBOSE": "2"})
-        found = [l.split(":", 1)[1].strip() for l in r.stderr.splitlines() if l.startswith("Core:")]
-        return found[0] if found else "unknown"
-    detected = core({})
-    if choice == "default" or "OPENBLAS_CORETYPE" in os.environ:
-        return detected, None
-    if choice != "auto":
-        KILN_ENV["OPENBLAS_CORETYPE"] = choice
-        return detected, core(KILN_ENV)
-    if detected.lower() not in ("prescott", "core2", "katmai", "coppermine", "northwood", "unknown"):
-        return detected, None
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return detected, None
-    want = "SkylakeX" if " avx512f" in flags else "Haswell" if " avx2" in flags else None
-    if want:
-        KILN_ENV["OPENBLAS_CORETYPE"] = want
-        return detected, core(KILN_ENV)
-    return detected, None
+def blas_info(build):
+    """Which OpenBLAS kernels kiln runs (kiln picks them from CPUID unless
+    OPENBLAS_CORETYPE is set: runtime/blas.h)."""
+    r = subprocess.run([os.path.join(build, "benchmarks", "bench_codegen"), "blas"], capture_output=True, text=True)
+    return r.stdout.strip() or r.stderr.strip()
 
 
 def best(fn, reps, warmup=1):
@@ -447,9 +423,6 @@ def main():
     ap.add_argument("--graphs", type=int, default=24)
     ap.add_argument("--cold-reps", type=int, default=3)
     ap.add_argument("--only", choices=["pointwise", "mlp", "compile"], action="append")
-    ap.add_argument("--openblas-coretype", default="auto",
-                    help="auto (default: override OpenBLAS's fallback to Prescott on an AVX-512/AVX2 CPU), "
-                         "default (leave OpenBLAS's choice), or an OPENBLAS_CORETYPE name")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
 
@@ -457,13 +430,7 @@ def main():
           f"python {platform.python_version()}")
     print(f"peers: numpy {np.__version__}; numba {numba.__version__ if numba else 'n/a'}; "
           f"torch {torch.__version__ + f' ({torch.get_num_threads()} threads)' if torch else 'n/a'}")
-    detected, forced = openblas_core(args.build, args.openblas_coretype)
-    if forced:
-        print(f"BLAS: kiln's OpenBLAS detects core '{detected}'; kiln runs with "
-              f"OPENBLAS_CORETYPE={KILN_ENV['OPENBLAS_CORETYPE']} (core '{forced}'); "
-              f"--openblas-coretype=default measures without")
-    else:
-        print(f"BLAS: kiln's OpenBLAS uses core '{detected}'")
+    print(f"BLAS: {blas_info(args.build)}")
     only = set(args.only or ["pointwise", "mlp", "compile"])
     summary = []
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:

@@ -1,7 +1,5 @@
 #include "codegen/llvm_backend.h"
 
-#include <cblas.h>
-
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -10,6 +8,7 @@
 
 #include "codegen/jit.h"
 #include "codegen/thread_pool.h"
+#include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/value_ops.h"
@@ -181,18 +180,17 @@ void CompiledProgram::run_gemm(const Gemm& g, const std::vector<char*>& bufs, co
   char* a = bufs[size_t(g.a)] + eval_dim(g.a_offset, dyn) * int64_t(isz);
   char* b = bufs[size_t(g.b)] + eval_dim(g.b_offset, dyn) * int64_t(isz);
   char* c = bufs[size_t(g.out)];
-  const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
-  const int lda = int(std::max<int64_t>(1, eval_dim(g.lda, dyn))), ldb = int(std::max<int64_t>(1, eval_dim(g.ldb, dyn)));
+  const int64_t lda = std::max<int64_t>(1, eval_dim(g.lda, dyn)), ldb = std::max<int64_t>(1, eval_dim(g.ldb, dyn));
   if (k == 0) {
     std::memset(c, 0, size_t(m * n) * isz);
     return;
   }
   if (g.dtype == runtime::DType::Float32)
-    cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, reinterpret_cast<float*>(a), lda,
-                reinterpret_cast<float*>(b), ldb, 0.0f, reinterpret_cast<float*>(c), int(n));
+    runtime::gemm_f32(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<float*>(a), lda, reinterpret_cast<float*>(b),
+                      ldb, reinterpret_cast<float*>(c), n);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, reinterpret_cast<double*>(a), lda,
-                reinterpret_cast<double*>(b), ldb, 0.0, reinterpret_cast<double*>(c), int(n));
+    runtime::gemm_f64(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<double*>(a), lda,
+                      reinterpret_cast<double*>(b), ldb, reinterpret_cast<double*>(c), n);
 }
 
 // The kernels index inputs with the layout they were compiled for. Guards

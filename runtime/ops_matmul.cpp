@@ -1,10 +1,10 @@
 // matmul and linear with torch's shape semantics. Float types go through
 // OpenBLAS (one gemm per batch element, reading strided operands in place
 // whenever BLAS can describe them); int64 uses a plain loop.
-#include <cblas.h>
 
 #include <climits>
 
+#include "runtime/blas.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
 
@@ -77,14 +77,14 @@ MatmulPlan plan_matmul(const char* op, const Tensor& a, const Tensor& b) {
 // How BLAS can read an r x c matrix with strides (rs, cs), if at all:
 // row-major as is (cs == 1) or as the transpose of a row-major matrix
 // (rs == 1). Strides of size-1 dims are irrelevant and normalised away.
-bool blas_layout(int64_t r, int64_t c, int64_t rs, int64_t cs, CBLAS_TRANSPOSE& trans, int64_t& ld) {
+bool blas_layout(int64_t r, int64_t c, int64_t rs, int64_t cs, bool& trans, int64_t& ld) {
   if ((c == 1 || cs == 1) && (r == 1 || rs >= std::max<int64_t>(1, c))) {
-    trans = CblasNoTrans;
+    trans = false;
     ld = r == 1 ? std::max<int64_t>(1, c) : rs;
     return true;
   }
   if ((r == 1 || rs == 1) && (c == 1 || cs >= std::max<int64_t>(1, r))) {
-    trans = CblasTrans;
+    trans = true;
     ld = c == 1 ? std::max<int64_t>(1, r) : cs;
     return true;
   }
@@ -92,12 +92,11 @@ bool blas_layout(int64_t r, int64_t c, int64_t rs, int64_t cs, CBLAS_TRANSPOSE& 
 }
 
 template <class T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c) {
+void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c) {
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, int(n), int(m), int(k), 1.0f, a, int(lda), b, int(ldb), 0.0f, c, int(m));
+    gemm_f32(ta, tb, n, m, k, a, lda, b, ldb, c, m);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, int(n), int(m), int(k), 1.0, a, int(lda), b, int(ldb), 0.0, c, int(m));
+    gemm_f64(ta, tb, n, m, k, a, lda, b, ldb, c, m);
 }
 
 // Runs f(a_offset, b_offset, batch_index) for each batch element, in the
@@ -117,7 +116,7 @@ void matmul_float(const MatmulPlan& p, const Tensor& a, const Tensor& b, const T
   // made contiguous and its strides re-derived.
   Tensor ca = a, cb = b;
   MatmulPlan q = p;
-  CBLAS_TRANSPOSE ta, tb;
+  bool ta, tb;
   int64_t lda, ldb;
   if (!blas_layout(p.n, p.k, p.a_rs, p.a_cs, ta, lda)) {
     ca = a.clone();
