@@ -26,6 +26,10 @@ using interpreter::TraceOutcome;
 namespace {
 
 struct CacheEntry {
+  // The backend that compiled it: compiling the same function with another
+  // backend must not reuse this entry (it would silently run the first
+  // backend's code).
+  std::string backend;
   std::unique_ptr<GuardTree> guards;
   Value residual;  // a Function with the frame's own signature
   std::optional<interpreter::FastPath> fast;  // set: call the graph directly, no residual frame
@@ -100,7 +104,8 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     std::lock_guard<std::mutex> lock(cache_mu);
     FrameCache& c = caches()[code];
     if (!c.code) c.code = fn->code;
-    entries = c.entries;
+    for (const auto& e : c.entries)
+      if (e->backend == options.backend) entries.push_back(e);
     gave_up = c.gave_up;
   }
   GuardTree::Failure newest_failure;
@@ -148,6 +153,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   TraceOutcome out = interpreter::convert_frame(
       fn, std::vector<Value>(locals, locals + code->nparams()), options, vm, dynamic_dims);
   auto entry = std::make_shared<CacheEntry>();
+  entry->backend = options.backend;
   entry->guards = std::make_unique<GuardTree>(out.guards);
   entry->residual = Value::object(Kind::Function, out.residual);
   entry->guard_strs = out.guards.strs();

@@ -3,6 +3,7 @@
 // program; guards must catch every mutation between calls.
 #include <catch2/catch.hpp>
 
+#include "codegen/llvm_backend.h"
 #include "corpus.h"
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
@@ -476,4 +477,23 @@ TEST_CASE("LOAD_METHOD's NULL used as a value is not traced: the VM raises the r
   }
   CHECK(vm_error == "AttributeError: 'int' object has no attribute 'sum'");
   CHECK(compiled_error == vm_error);
+}
+
+TEST_CASE("a function compiled with two backends keeps an entry for each", "[tracer][guards][llvm]") {
+  reset();
+  Program p = program(kPointwise);
+  Options eager;
+  eager.backend = "eager";
+  Options llvm;
+  llvm.backend = "llvm";
+  CompiledFunction fe = compile(p.global("f"), eager);
+  CompiledFunction fl = compile(p.global("f"), llvm);
+  fe({ones({2, 3})});
+  CHECK(cache_entries(p.global("f")) == 1);
+  fl({ones({2, 3})});  // must compile for llvm, not reuse the eager entry
+  CHECK(cache_entries(p.global("f")) == 2);
+  CHECK(codegen::last_report().kernels == 1);
+  fe({ones({2, 3})});
+  fl({ones({2, 3})});
+  CHECK(cache_entries(p.global("f")) == 2);  // both hit their own entry
 }
