@@ -338,8 +338,26 @@ void KernelLowering::nest(const Dims& dims, size_t d, std::vector<Value*>& idx, 
   Value* hi = d == 0 && hi0 ? hi0 : dim(dims[d]);
   const bool last = d + 1 == dims.size();
   if (last && vectorize && lanes_ > 1) {
-    // Whole vectors, then the scalar tail.
+    // Whole vectors, then the scalar tail. A static trip count drops the
+    // part that would never run (less code to compile).
     const int64_t L = lanes_;
+    const bool static_count = !(d == 0 && lo0) && dims[d].is_static();
+    if (static_count && dims[d].coef % L == 0) {
+      loop(lo, hi, L, [&](Value* i) {
+        idx.push_back(i);
+        body(idx, lanes_);
+        idx.pop_back();
+      });
+      return;
+    }
+    if (static_count && dims[d].coef < L) {
+      loop(lo, hi, 1, [&](Value* i) {
+        idx.push_back(i);
+        body(idx, 1);
+        idx.pop_back();
+      });
+      return;
+    }
     Value* count = B_.CreateSub(hi, lo);
     Value* vec_end = B_.CreateAdd(lo, B_.CreateMul(B_.CreateSDiv(count, i64(L)), i64(L)));
     loop(lo, vec_end, L, [&](Value* i) {
