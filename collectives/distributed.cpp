@@ -1,0 +1,122 @@
+#include "collectives/distributed.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include <mpi.h>
+#include <spdlog/spdlog.h>
+
+#include "collectives/mpi_group.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace kiln::collectives {
+
+namespace {
+
+struct State {
+  std::mutex mu;
+  std::shared_ptr<ProcessGroup> world;  // set by init()
+  std::shared_ptr<ProcessGroup> single = make_single_rank_group();
+  bool world_is_mpi = false;
+  bool we_initialised = false;
+  int thread_level = -1;
+};
+
+// Never destroyed: groups must outlive every static that might still run a
+// collective at exit, and finalize_at_exit decides when MPI goes.
+State& state() {
+  static State* s = new State();
+  return *s;
+}
+
+void finalize_at_exit() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.world.reset();  // frees the world communicator while MPI is still up
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+std::shared_ptr<ProcessGroup> init(const Config& config) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.world) {
+    s.world->set_config(config);
+    return s.world;
+  }
+  if (!launched_by_mpi()) {
+    s.world = make_single_rank_group(config);
+    return s.world;
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      throw_error(ErrorKind::RuntimeError,
+                  "collectives: init(): MPI was already finalized, it cannot be used again");
+    MPI_Query_thread(&s.thread_level);
+  } else {
+    int provided = 0;
+    // MULTIPLE lets compile threads and the program's own MPI calls coexist;
+    // a lower level is accepted and recorded, groups serialise their own calls.
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      throw_error(ErrorKind::RuntimeError, "collectives: init(): MPI_Init_thread failed");
+    s.thread_level = provided;
+    s.we_initialised = true;
+    std::atexit(finalize_at_exit);
+  }
+  s.world = make_mpi_world_group(config);
+  s.world_is_mpi = true;
+  if (auto* log = log::get("collectives"))
+    log->info("init: rank {} of {}, MPI thread level {}{}", s.world->rank(), s.world->size(),
+              s.thread_level, s.we_initialised ? ", initialised by kiln" : ", adopted");
+  return s.world;
+}
+
+std::shared_ptr<ProcessGroup> default_group() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.world ? s.world : s.single;
+}
+
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& world_ranks, std::string name) {
+  State& s = state();
+  std::shared_ptr<ProcessGroup> world;
+  bool is_mpi;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    world = s.world ? s.world : s.single;
+    is_mpi = s.world_is_mpi;
+  }
+  if (is_mpi) return make_mpi_subgroup(*world, world_ranks, std::move(name));
+  if (world_ranks.size() == 1 && world_ranks[0] == 0) return make_single_rank_group(world->config());
+  throw_error(ErrorKind::ValueError,
+              "collectives: new_group: this process is a single-rank world (not launched by "
+              "mpirun, or init() not called), so the only possible group is [0]");
+}
+
+int mpi_thread_level() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.thread_level;
+}
+
+bool kiln_initialised_mpi() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.we_initialised;
+}
+
+}  // namespace kiln::collectives
