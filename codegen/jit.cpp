@@ -91,7 +91,8 @@ void dims_out(std::ostream& o, const Dims& ds) {
 
 const std::string& codegen_environment() {
   static const std::string env = std::string("kiln ") + KILN_VERSION + "; LLVM " + LLVM_VERSION_STRING +
-                                 "; kernel ABI 1; " + host_cpu().fingerprint();
+                                 "; kernel ABI 1; lowering " + lowering_build_stamp() + "; pipeline " + __DATE__ +
+                                 " " + __TIME__ + "; " + host_cpu().fingerprint();
   return env;
 }
 

@@ -634,4 +634,9 @@ void lower_kernel(llvm::Module& module, const Program& program, const Kernel& ke
   }
 }
 
+// When this file was compiled: part of every cache key, so a kernel
+// cached by one build of the lowering is never loaded by another (the
+// version number does not change with every edit; this does).
+const char* lowering_build_stamp() { return __DATE__ " " __TIME__; }
+
 }  // namespace kiln::codegen

@@ -18,6 +18,9 @@ namespace kiln::codegen {
 
 using KernelFn = void (*)(char* const* bufs, const int64_t* dyn, int64_t begin, int64_t end);
 
+// Identifies this build of the lowering (and so of the code it makes).
+const char* lowering_build_stamp();
+
 void lower_kernel(llvm::Module& module, const Program& program, const Kernel& kernel, const std::string& symbol,
                   const HostCpu& cpu);
 
