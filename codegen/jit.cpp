@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 #include <llvm/Config/llvm-config.h>
@@ -47,6 +46,8 @@ struct Jit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::mutex mu;  // the TargetMachine and the JIT's symbol table
+  // Made on the first compile: a process that only loads cached kernels
+  // never needs one (warm start-up time).
   std::unordered_map<std::string, std::vector<KernelFn>> loaded;  // content key -> entry points
 };
 
@@ -60,20 +61,26 @@ Jit& jit() {
     if (llvm::sys::DynamicLibrary::LoadLibraryPermanently("libsleef.so.3", &err))
       fail("cannot load SLEEF (libsleef.so.3, Debian's libsleef3): " + err);
     auto* out = new Jit;
-    auto built = llvm::orc::LLJITBuilder().create();
+    const auto t0 = std::chrono::steady_clock::now();
+    // The host as host_cpu() already detected it (LLJIT would detect it again).
+    const HostCpu& cpu = host_cpu();
+    llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(cpu.triple)};
+    jtmb.setCPU(cpu.name);
+    std::vector<std::string> features;
+    for (size_t a = 0, b; a < cpu.features.size(); a = b + 1) {
+      b = cpu.features.find(',', a);
+      if (b == std::string::npos) b = cpu.features.size();
+      features.push_back(cpu.features.substr(a, b - a));
+    }
+    jtmb.addFeatures(features);
+    auto built = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
     if (!built) fail("cannot create the JIT: " + llvm::toString(built.takeError()));
     out->jit = std::move(*built);
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
         out->jit->getDataLayout().getGlobalPrefix());
     if (!gen) fail("cannot search the process for symbols: " + llvm::toString(gen.takeError()));
     out->jit->getMainJITDylib().addGenerator(std::move(*gen));
-    const HostCpu& cpu = host_cpu();
-    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(cpu.triple, err);
-    if (!target) fail("no LLVM target for " + cpu.triple + ": " + err);
-    llvm::TargetOptions opts;
-    out->tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_,
-                                              std::nullopt, llvm::CodeGenOptLevel::Less));
-    if (!out->tm) fail("cannot create a target machine for " + cpu.name);
+    if (auto* lg = log::get("output_code")) lg->info("JIT start-up: {:.2f} ms", ms_since(t0));
     return out;
   }();
   return *j;
@@ -81,11 +88,30 @@ Jit& jit() {
 
 std::string symbol_of(const std::string& prefix, size_t i) { return prefix + "_" + std::to_string(i); }
 
-void dims_out(std::ostream& o, const Dims& ds) {
-  o << '[';
-  for (const Dim& d : ds) o << d.str() << ',';
-  o << ']';
-}
+// The fingerprint is raw bytes (it is only hashed): every field lowering
+// reads, each with a tag, in a fixed order. Built on every compile, warm
+// ones included, so it is kept cheap (no text formatting).
+struct Bytes {
+  std::string s;
+  template <class T>
+  void put(T v) {
+    s.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void dim(const Dim& d) {
+    put(d.coef);
+    put(uint32_t(d.syms.size()));
+    for (int x : d.syms) put(int32_t(x));
+  }
+  void dims(const Dims& ds) {
+    put(uint32_t(ds.size()));
+    for (const Dim& d : ds) dim(d);
+  }
+  void access(const Access& a) {
+    put(int32_t(a.buffer));
+    dim(a.offset);
+    dims(a.strides);
+  }
+};
 
 }  // namespace
 
@@ -97,27 +123,37 @@ const std::string& codegen_environment() {
 }
 
 std::string kernel_fingerprint(const Program& p) {
-  std::ostringstream o;
-  o.precision(17);
-  o << "syms " << p.syms.size() << "\nbuffers";
-  for (const Buffer& b : p.buffers) o << ' ' << int(b.dtype);
+  Bytes b;
+  b.s.reserve(4096);
+  b.put(uint32_t(p.syms.size()));
+  b.put(uint32_t(p.buffers.size()));
+  for (const Buffer& buf : p.buffers) b.put(uint8_t(buf.dtype));
   for (const Kernel& k : p.kernels) {
-    o << "\nkernel " << int(k.kind) << ' ' << int(k.compute) << ' ' << k.input << ' ' << k.weight << ' ' << k.bias
-      << ' ' << k.eps << ' ' << k.epilogue << ' ';
-    dims_out(o, k.outer);
-    dims_out(o, k.inner);
-    for (const Expr& e : k.exprs)
-      o << " e" << int(e.kind) << ',' << int(e.dtype) << ',' << int(e.op) << ',' << e.a << ',' << e.b << ',' << e.c
-        << ',' << e.access << ',' << e.value;
-    auto acc = [&](const Access& a) {
-      o << " a" << a.buffer << ',' << a.offset.str();
-      dims_out(o, a.strides);
-    };
-    for (const Access& a : k.accesses) acc(a);
-    o << " store";
-    acc(k.store);
+    b.put(uint8_t(k.kind));
+    b.put(uint8_t(k.compute));
+    b.put(int32_t(k.input));
+    b.put(int32_t(k.weight));
+    b.put(int32_t(k.bias));
+    b.put(k.eps);
+    b.put(int32_t(k.epilogue));
+    b.dims(k.outer);
+    b.dims(k.inner);
+    b.put(uint32_t(k.exprs.size()));
+    for (const Expr& e : k.exprs) {
+      b.put(uint8_t(e.kind));
+      b.put(uint8_t(e.dtype));
+      b.put(uint16_t(e.op));
+      b.put(int32_t(e.a));
+      b.put(int32_t(e.b));
+      b.put(int32_t(e.c));
+      b.put(int32_t(e.access));
+      b.put(e.value);
+    }
+    b.put(uint32_t(k.accesses.size()));
+    for (const Access& a : k.accesses) b.access(a);
+    b.access(k.store);
   }
-  return o.str();
+  return std::move(b.s);
 }
 
 std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times) {
@@ -127,6 +163,15 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   llvm::LLVMContext ctx;
   auto module = std::make_unique<llvm::Module>("kiln", ctx);
   std::lock_guard<std::mutex> lock(J.mu);
+  if (!J.tm) {
+    std::string err;
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(cpu.triple, err);
+    if (!target) fail("no LLVM target for " + cpu.triple + ": " + err);
+    llvm::TargetOptions opts;
+    J.tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_,
+                                           std::nullopt, llvm::CodeGenOptLevel::Less));
+    if (!J.tm) fail("cannot create a target machine for " + cpu.name);
+  }
   module->setDataLayout(J.tm->createDataLayout());
   module->setTargetTriple(cpu.triple);
   for (size_t i = 0; i < program.kernels.size(); ++i)

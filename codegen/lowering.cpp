@@ -270,6 +270,7 @@ class KernelLowering {
             const std::function<void(std::vector<Value*>&, unsigned)>& body);
 
   Value* address(const Access& a, const std::vector<Value*>& idx, unsigned lane_stride_dim, int64_t lane);
+  Value* lane_addresses(const Access& a, const std::vector<Value*>& idx, unsigned n);
   Value* load(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n);
   void store(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n, Value* v);
   // Evaluates the DAG under `root` at idx with n lanes; `result` stands for
@@ -294,6 +295,9 @@ class KernelLowering {
   std::vector<Value*> base_;  // per buffer, loaded lazily in the entry block
   std::vector<Value*> sym_;
   unsigned lanes_ = 1;
+  // Set while emitting the masked remainder step of a vectorized loop:
+  // loads and stores touch only its lanes, folds ignore the others.
+  Value* mask_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
 };
 
@@ -358,18 +362,42 @@ void KernelLowering::nest(const Dims& dims, size_t d, std::vector<Value*>& idx, 
       });
       return;
     }
-    Value* count = B_.CreateSub(hi, lo);
-    Value* vec_end = B_.CreateAdd(lo, B_.CreateMul(B_.CreateSDiv(count, i64(L)), i64(L)));
+    std::vector<llvm::Constant*> iota;
+    for (int64_t l = 0; l < L; ++l) iota.push_back(B_.getInt64(uint64_t(l)));
+    Value* lanes = llvm::ConstantVector::get(iota);
+    if (!(d == 0 && lo0)) {
+      // A row: one vector loop whose every step is masked to the lanes
+      // still in range. The body is emitted once (a kernel's compile time
+      // is mostly its code size), and AVX-512 masks loads and stores for free.
+      loop(lo, hi, L, [&](Value* i) {
+        mask_ = B_.CreateICmpSLT(lanes, splat(B_.CreateSub(hi, i), lanes_));
+        idx.push_back(i);
+        body(idx, lanes_);
+        idx.pop_back();
+        mask_ = nullptr;
+      });
+      return;
+    }
+    // The long flat loop of a pointwise kernel: unmasked vectors, then the
+    // remainder as one masked step.
+    Value* vec_end = B_.CreateAdd(lo, B_.CreateMul(B_.CreateSDiv(B_.CreateSub(hi, lo), i64(L)), i64(L)));
     loop(lo, vec_end, L, [&](Value* i) {
       idx.push_back(i);
       body(idx, lanes_);
       idx.pop_back();
     });
-    loop(vec_end, hi, 1, [&](Value* i) {
-      idx.push_back(i);
-      body(idx, 1);
-      idx.pop_back();
-    });
+    Value* rem = B_.CreateSub(hi, vec_end);
+    llvm::BasicBlock* tail = llvm::BasicBlock::Create(ctx_, "tail", fn_);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "tail_done", fn_);
+    B_.CreateCondBr(B_.CreateICmpSGT(rem, i64(0)), tail, done);
+    B_.SetInsertPoint(tail);
+    mask_ = B_.CreateICmpSLT(lanes, splat(rem, lanes_));
+    idx.push_back(vec_end);
+    body(idx, lanes_);
+    idx.pop_back();
+    mask_ = nullptr;
+    B_.CreateBr(done);
+    B_.SetInsertPoint(done);
     return;
   }
   loop(lo, hi, 1, [&](Value* i) {
@@ -396,13 +424,26 @@ Value* KernelLowering::address(const Access& a, const std::vector<Value*>& idx, 
   return B_.CreateGEP(mem_type(b.dtype), base_[size_t(a.buffer)], off);
 }
 
+// The addresses of the n lanes of a strided access, for gathers/scatters.
+Value* KernelLowering::lane_addresses(const Access& a, const std::vector<Value*>& idx, unsigned n) {
+  Value* first = address(a, idx, 0, 0);
+  std::vector<llvm::Constant*> iota;
+  for (unsigned l = 0; l < n; ++l) iota.push_back(B_.getInt64(l));
+  Value* steps = B_.CreateMul(llvm::ConstantVector::get(iota), splat(dim(a.strides[idx.size() - 1]), n));
+  return B_.CreateGEP(mem_type(P_.buffers[size_t(a.buffer)].dtype), first, steps);
+}
+
 Value* KernelLowering::load(const Access& a, DType dt, const std::vector<Value*>& idx, unsigned n) {
   Type* mt = mem_type(dt);
   const Dim& inner = a.strides.size() >= idx.size() ? a.strides[idx.size() - 1] : Dim::c(0);
   Value* v;
   const llvm::Align al(runtime::itemsize(dt));
   if (n == 1 || inner.is(0)) {
-    v = splat(B_.CreateAlignedLoad(mt, address(a, idx, 0, 0), al), n);
+    v = splat(B_.CreateAlignedLoad(mt, address(a, idx, 0, 0), al), n);  // lane 0 is always in range
+  } else if (mask_) {
+    Value* zero = llvm::Constant::getNullValue(vec(mt, n));
+    v = inner.is(1) ? B_.CreateMaskedLoad(vec(mt, n), address(a, idx, 0, 0), al, mask_, zero)
+                    : B_.CreateMaskedGather(vec(mt, n), lane_addresses(a, idx, n), al, mask_, zero);
   } else if (inner.is(1)) {
     v = B_.CreateAlignedLoad(vec(mt, n), address(a, idx, 0, 0), al);
   } else {
@@ -420,6 +461,9 @@ void KernelLowering::store(const Access& a, DType dt, const std::vector<Value*>&
   const Dim& inner = a.strides[idx.size() - 1];
   if (n == 1) {
     B_.CreateAlignedStore(v, address(a, idx, 0, 0), al);
+  } else if (mask_) {
+    if (inner.is(1)) B_.CreateMaskedStore(v, address(a, idx, 0, 0), al, mask_);
+    else B_.CreateMaskedScatter(v, lane_addresses(a, idx, n), al, mask_);
   } else if (inner.is(1)) {
     B_.CreateAlignedStore(v, address(a, idx, 0, 0), al);
   } else {
@@ -498,6 +542,8 @@ void KernelLowering::reduction() {
       Value* x = convert(eval(K_.input, ix, n, nullptr), cd, ad, n);
       llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
       Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
+      // Masked-off lanes add the identity (a max keeps its partial result).
+      if (mask_) x = B_.CreateSelect(mask_, x, is_max ? cur : E_.c(cur, 0.0));
       B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
     });
     Value* vtot = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
@@ -528,6 +574,7 @@ void KernelLowering::rowwise() {
         Value* x = f(eval(K_.input, ix, n, nullptr), n);  // already in acc_t
         llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
         Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
+        if (mask_) x = B_.CreateSelect(mask_, x, is_max ? cur : E_.c(cur, 0.0));
         B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
       });
       Value* v = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
