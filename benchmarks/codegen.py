@@ -200,7 +200,9 @@ def bench_pointwise(args, tmp):
           f"{gb / kt / triad['gbps'] * 100:.0f}% of triad ({triad['gbps']:.2f} GB/s)")
     print(f"  {'kiln eager':<18}{k['eager_seconds'] * 1e3:>9.2f}{gb / k['eager_seconds']:>8.2f}"
           f"{k['eager_seconds'] / kt:>13.2f}x")
-    targets = {"numpy": 8.0, "numba @njit": 40.0, "numba parallel": 40.0}
+    # The targets: 8x numpy and 40x numba @njit (its ~190 ms figure is
+    # the serial njit); numba with prange is shown for information.
+    targets = {"numpy": 8.0, "numba @njit": 40.0}
     summary = []
     for name in ("numpy", "numba @njit", "numba parallel", "torch eager", "torch.compile"):
         t = peers.get(name)

@@ -1,0 +1,811 @@
+"""The Python frontend: CPython 3.11 functions translated to KBC give, on
+kiln's VM, exactly what CPython gives (values and their types, or the kind
+of exception), and constructs KBC cannot express are Untranslatable at the
+user's line.
+
+PYTEST_DONT_REWRITE: the functions under test are compiled as written (pytest
+would otherwise rewrite their assert statements)."""
+import copy
+import dis
+import math
+import random
+import sys
+
+import pytest
+
+import kiln
+from kiln import _C, randn, softmax, zeros, manual_seed  # noqa: F401  (globals of the functions below)
+from kiln._frontend import Translation, Untranslatable, translate
+
+pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
+
+
+# -- the harness -------------------------------------------------------------
+
+def program(fn, *helpers):
+    """One KBC program: fn's translation followed by its helpers'."""
+    main = translate(fn)
+    text = main.text + "".join(translate(h).text for h in helpers)
+    return main, _C.assemble(text, main.filename)
+
+
+def run_kbc(fn, *args, helpers=()):
+    main, prog = program(fn, *helpers)
+    return _C.run(prog, main.name, *args)
+
+
+def outcome(thunk):
+    try:
+        return ("ok", thunk())
+    except Exception as exc:  # the kind is what must agree
+        return ("raise", type(exc).__name__)
+
+
+def same(a, b) -> bool:
+    """Equal values of identical types, all the way down (1, 1.0, True differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, kiln.Tensor):
+        return a.numpy().dtype == b.numpy().dtype and a.numpy().shape == b.numpy().shape and \
+            (a.numpy() == b.numpy()).all()
+    return a == b
+
+
+def check(fn, *args, helpers=()):
+    # Each side gets its own copy of mutable arguments (tensors are not
+    # mutated by the functions below and cannot be deep-copied).
+    memo = {id(a): a for a in args if isinstance(a, kiln.Tensor)}
+    expected = outcome(lambda: fn(*copy.deepcopy(args, dict(memo))))
+    got = outcome(lambda: run_kbc(fn, *copy.deepcopy(args, dict(memo)), helpers=helpers))
+    assert expected[0] == got[0] and (same(expected[1], got[1]) if got[0] == "ok" else expected == got), \
+        f"CPython {expected!r}, KBC {got!r}\n{translate(fn).text}"
+
+
+# -- arithmetic --------------------------------------------------------------
+
+def arith(a, b):
+    return (a + b, a - b, a * b, a / b, a // b, a % b, a ** 2, -a, +a, not a, a == b)
+
+
+def int_ops(a, b):
+    return (a & b, a | b, a ^ b, a << 3, a >> 1, ~a, divmod_by_hand(a, b))
+
+
+def divmod_by_hand(a, b):
+    return (a // b, a % b)
+
+
+@pytest.mark.parametrize("a,b", [(7, 2), (-7, 2), (7, -2), (-7, -2), (-7.5, 2.0), (7.5, -2.0), (True, 3),
+                                 (7, 2.5), (True, False), (0, 3), (3, 0), (0.0, 0.0), (-0.0, 1.0)])
+def test_arithmetic(a, b):
+    check(arith, a, b)
+
+
+@pytest.mark.parametrize("a,b", [(12, 10), (-12, 5), (True, 3), (5, -3)])
+def test_integer_operators(a, b):
+    check(int_ops, a, b, helpers=[divmod_by_hand])
+
+
+def inplace(a, b):
+    x = a
+    x += b
+    x -= 1
+    x *= b
+    y = x
+    y //= 3
+    z = x
+    z %= 7
+    w = a
+    w **= 2
+    v = x
+    v /= 4
+    u = a
+    u &= b
+    u |= 8
+    u ^= 5
+    u <<= 2
+    u >>= 1
+    return (x, y, z, w, v, u)
+
+
+@pytest.mark.parametrize("a,b", [(5, 3), (-9, 4), (7, -2)])
+def test_inplace_operators(a, b):
+    check(inplace, a, b)
+
+
+def float_mix(a):
+    return (a * 1.5, a / 3, 2 ** -1, 10 / 4, 7.0 // 2, -7.0 % 3, 1e300 * 10, float("inf") - 1.0)
+
+
+def test_floats():
+    check(float_mix, 3)
+    check(float_mix, -2.25)
+
+
+def zero_division(a):
+    return a // 0
+
+
+def test_errors_have_the_same_kind():
+    check(zero_division, 5)
+    check(zero_division, 5.0)
+
+
+# -- comparisons -------------------------------------------------------------
+
+def compares(a, b, c):
+    return (a < b, a <= b, a == b, a != b, a > b, a >= b, a < b < c, a <= b == c, 0 < a != b > c,
+            a is None, b is not None, a in (1, 2, 3), c not in [a, b], "x" in {"x": 1})
+
+
+@pytest.mark.parametrize("args", [(1, 2, 3), (3, 2, 1), (2, 2, 2), (1.5, 2, True), (None, 1, 0)])
+def test_comparisons(args):
+    check(compares, *args) if args[0] is not None else check(is_none, *args)
+
+
+def is_none(a, b, c):
+    return (a is None, a is not b, b is c, None is None)
+
+
+# -- control flow ------------------------------------------------------------
+
+def branches(x):
+    if x < 0:
+        r = "neg"
+    elif x == 0:
+        r = "zero"
+    elif x < 10 and x % 2:
+        r = "small odd"
+    else:
+        r = "other"
+    return r if x or not x else None
+
+
+@pytest.mark.parametrize("x", [-3, 0, 5, 6, 11])
+def test_if_elif_else(x):
+    check(branches, x)
+
+
+def loops(n):
+    total = 0
+    i = 0
+    while i < n:
+        i += 1
+        if i % 3 == 0:
+            continue
+        if i > 20:
+            break
+        total += i
+    else:
+        total = -total
+    found = None
+    for j in range(n):
+        if j * j > n:
+            found = j
+            break
+    else:
+        found = "none"
+    evens = []
+    for k in range(10):
+        if k % 2:
+            continue
+        evens.append(k)
+    return total, found, evens, i
+
+
+@pytest.mark.parametrize("n", [0, 1, 10, 30])
+def test_while_and_for_with_break_continue_else(n):
+    check(loops, n)
+
+
+def nested_loops(n):
+    pairs = []
+    for a in range(n):
+        for b in range(a, n):
+            if (a + b) % 3 == 0:
+                continue
+            pairs.append((a, b))
+    return pairs
+
+
+def test_nested_loops():
+    check(nested_loops, 5)
+
+
+def early_return(xs):
+    for x in xs:
+        if x > 2:
+            return x
+    return -1
+
+
+def test_return_from_inside_a_loop():
+    check(early_return, [1, 2, 3, 4])
+    check(early_return, [1])
+
+
+def builtins_use(xs):
+    out = []
+    for i, x in enumerate(xs):
+        out.append(i * x)
+    for a, b in zip(xs, out):
+        out.append(a - b)
+    return (len(xs), min(xs), max(xs), sum(xs), abs(-3), sorted(xs), list(reversed(xs)), any(xs), all(xs),
+            out, min(3, 1, 2), max(2.5, 1), int(3.7), float(2), bool(0), str(12), tuple(xs))
+
+
+def test_builtins():
+    check(builtins_use, [3, 1, 2])
+
+
+def raise_value(x):
+    if x > 1:
+        raise ValueError("too big")
+    if x < 0:
+        raise KeyError("negative") from None
+    if x == 1:
+        raise
+    return x
+
+
+@pytest.mark.parametrize("x", [0, 1, 2, -1])
+def test_raise(x):
+    check(raise_value, x)
+
+
+# -- containers --------------------------------------------------------------
+
+def containers(a, b):
+    t = (a, b, "s")
+    lst = [a, b, a + b]
+    d = {"a": a, "b": b}
+    d2 = {a: 1, b: 2}
+    e = {}
+    e[a] = lst
+    lst[0] = 99
+    del lst[1]
+    del d["a"]
+    nested = [[1, 2], (3, [4])]
+    return (t, lst, d, d2, e, nested[1][1][0], t[-1], lst[1:], lst[::-1], lst[:1], t[0:2], "hello"[1:4],
+            [], (), {"k": []})
+
+
+def test_containers_indexing_slicing():
+    check(containers, 1, 2)
+
+
+def unpacking(seq):
+    a, b, c = seq
+    (x, y), z = (a, b), c
+    first, *rest = seq
+    *init, last = seq
+    p, *mid, q = seq
+    for i, (u, v) in enumerate([(1, 2), (3, 4)]):
+        a += i * u * v
+    return a, b, c, x, y, z, first, rest, init, last, p, mid, q
+
+
+def starred_short(seq):
+    p, *mid, q = seq
+    return p, mid, q
+
+
+def test_unpacking():
+    check(unpacking, [1, 2, 3])
+    check(unpacking, (4, 5, 6))
+
+
+def test_starred_unpacking_checks_the_length():
+    check(starred_short, [1, 2])
+    check(starred_short, [1])
+    check(starred_short, [])
+    check(starred_short, "abcd")
+
+
+def too_many(seq):
+    a, b = seq
+    return a + b
+
+
+def test_unpacking_errors():
+    check(too_many, [1, 2, 3])
+    check(too_many, [1])
+
+
+def methods(xs, d):
+    xs.append(4)
+    xs.extend([5, 6])
+    popped = xs.pop()
+    xs.insert(0, -1)
+    got = d.get("a"), d.get("zz", 7)
+    d.setdefault("c", 3)
+    d.update({"d": 4})
+    keys = list(d.keys())
+    items = [(k, v) for k, v in d.items()]
+    values = sorted(d.values())
+    words = "a,b,c".split(",")
+    return xs, popped, got, keys, items, values, "-".join(words), "Ab".upper(), xs.index(4), xs.count(5)
+
+
+def test_method_calls():
+    check(methods, [1, 2, 3], {"a": 1, "b": 2})
+
+
+def strings(name):
+    s = "tab\there \"quoted\" back\\slash \x00 \x7f é ünï 中文 # ; not a comment"
+    t = f"hello {name}!"
+    u = f"{name!r} {name!s} {1 + 2} {3.5}{None}{True}"
+    return s, t, u, s + name, name * 2, len(s)
+
+
+def test_strings_and_fstrings():
+    check(strings, "world")
+
+
+# -- calls -------------------------------------------------------------------
+
+def target(a, b=10, *args, k=1, j, **kw):
+    return (a, b, args, k, j, kw)
+
+
+def keyword_calls(x):
+    return (target(x, j=2), target(x, 3, 4, 5, j=6, k=7), target(a=x, j=0, z=9), target(x, b=x, j=x, q=1))
+
+
+def star_calls(xs, kw):
+    return (target(*xs, j=1), target(1, *xs, **kw), target(*xs, **kw), target(0, **kw), max(*xs))
+
+
+def test_keyword_arguments_and_defaults():
+    check(keyword_calls, 5, helpers=[target])
+
+
+def test_star_args_and_star_star_kwargs():
+    check(star_calls, [1, 2], {"j": 3, "z": 4}, helpers=[target])
+
+
+def defaults_entry(a, b=2, *, c=3.5, d="s", e=None):
+    return a, b, c, d, e
+
+
+def test_entry_defaults_are_in_the_header():
+    t = translate(defaults_entry)
+    assert t.text.startswith('.func defaults_entry(a, b=2, *, c=3.5, d="s", e=None)\n')
+    check(defaults_entry, 1)
+    check(defaults_entry, 1, 5)
+
+
+def method_star(xs):
+    out = []
+    out.append(*xs)
+    return out
+
+
+def test_method_call_with_star_args():
+    check(method_star, [7])
+    check(method_star, [7, 8])
+
+
+# -- functions, closures, lambdas, comprehensions -----------------------------
+
+def closures(n):
+    def add(x, y=1, *, z=n):
+        return x + y + z + n
+
+    counter = 0
+
+    def bump(by):
+        nonlocal counter
+        counter += by
+        return counter
+
+    bump(2)
+    bump(n)
+
+    def outer(a):
+        def inner(b):
+            return a * b + n
+        return inner
+
+    square = lambda v: v * v  # noqa: E731
+    adders = [lambda t, i=i: t + i for i in range(3)]
+    late = [lambda t: t + i for i in range(3)]
+    return (add(1), add(1, 2, z=0), counter, outer(3)(4), square(n), [f(10) for f in adders],
+            [f(10) for f in late], (lambda: n)())
+
+
+@pytest.mark.parametrize("n", [0, 5])
+def test_nested_functions_closures_lambdas(n):
+    check(closures, n)
+
+
+def annotated(n):
+    def typed(x: int, y: "str" = "a") -> str:
+        return y * x + str(n)
+
+    def typed_plain(x: int) -> int:
+        return x
+    return typed(2), typed_plain(3)
+
+
+def test_nested_function_annotations_are_dropped():
+    check(annotated, 4)
+
+
+def comprehensions(n, xs):
+    sq = [i * i for i in range(n)]
+    ev = [s for s in sq if s % 2 == 0]
+    pairs = [(a, b) for a in range(3) for b in range(a, 3) if a != b]
+    table = {k: v for k, v in zip("abc", xs)}
+    inv = {v: k for k, v in table.items() if v > 1}
+    nested = [[j for j in range(i)] for i in range(4)]
+    scaled = [x * n for x in xs]
+    return sq, ev, pairs, table, inv, nested, scaled
+
+
+def test_comprehensions():
+    check(comprehensions, 5, [1, 2, 3])
+
+
+def set_global(v):
+    global _STORED
+    _STORED = v
+    return _STORED
+
+
+def test_global_store():
+    check(set_global, 42)
+    assert translate(set_global).globals_stored == ("_STORED",)
+
+
+def module_attr(v):
+    m = Module()
+    m.w = v
+    m.w = m.w + 1
+    return m.w
+
+
+class Module:  # CPython's stand-in for kiln's built-in Module class
+    pass
+
+
+def test_attributes():
+    check(module_attr, 5)
+
+
+def attribute_aug(v):
+    m = Module()
+    m.w = [v]
+    m.w[0] += 1
+    m.count = 1
+    m.count += v
+    return m.w, m.count
+
+
+def test_augmented_attribute_and_subscript():
+    check(attribute_aug, 3)
+
+
+# -- tensors -----------------------------------------------------------------
+
+def tensor_fn(x, y):
+    return softmax(x @ y, 1) * 2 + 1
+
+
+def tensor_loop(x):
+    acc = zeros(2, 3)
+    for i in range(3):
+        acc = acc + x * i
+    return acc.sum(), x.T, -x, x.shape if False else x.size(0), x[0], x[1, 2]
+
+
+def test_tensor_code():
+    manual_seed(0)
+    x, y = randn(2, 3), randn(3, 4)
+    check(tensor_fn, x, y)
+    check(tensor_loop, x)
+    assert "softmax" in translate(tensor_fn).globals_used
+
+
+# -- line numbers ------------------------------------------------------------
+
+def fails_on_line_3(a):
+    b = a + 1
+    return b // 0
+
+
+def test_line_numbers_point_at_the_python_source():
+    t = translate(fails_on_line_3)
+    first = fails_on_line_3.__code__.co_firstlineno
+    assert t.firstlineno == first
+    assert f".firstline {first}" in t.text
+    assert f".line {first + 2}" in t.text
+    assert t.lines == (first + 1, first + 2)
+    _, prog = program(fails_on_line_3)
+    with pytest.raises(ZeroDivisionError) as info:
+        _C.run(prog, t.name, 1)
+    assert f'File "{__file__}", line {first + 2}' in str(info.value)
+
+
+# -- what the translation holds ---------------------------------------------
+
+def test_translation_fields():
+    t = translate(closures)
+    assert isinstance(t, Translation)
+    assert t.name == "closures"
+    assert t.functions[0] == "closures"
+    assert {"closures__add", "closures__bump", "closures__outer", "closures__outer__inner",
+            "closures__lambda", "closures__listcomp"} <= set(t.functions)
+    assert t.text.count(".func ") == len(t.functions)
+    assert set(t.cellvars) == {"counter", "n"}
+    add_code = next(c for c in closures.__code__.co_consts if getattr(c, "co_name", "") == "add")
+    inner = translate(add_code)  # a code object on its own
+    assert inner.freevars == ("n",)
+    assert translate(lambda: 1).name == "_lambda_"
+    assert translate(comprehensions).builtins_required == ()
+    assert translate(unpacking).builtins_required == ("ValueError", "len")
+
+
+def test_translation_is_cached_per_code_object():
+    assert translate(loops) is translate(loops)
+    assert translate(loops) is translate(loops.__code__)
+    assert translate(methods.__code__) is translate(methods.__code__)
+
+
+def test_same_code_different_defaults():
+    makers = [eval("lambda x, k=%d: x + k" % i) for i in range(2)]
+    same_code = [(lambda k: (lambda x, y=k: x + y))(i) for i in (1, 2)]
+    assert same_code[0].__code__ is same_code[1].__code__
+    a, b = (translate(f) for f in same_code)
+    assert a is not b and "y=1" in a.text and "y=2" in b.text
+    assert all(translate(f) is translate(f) for f in makers)
+
+
+# -- what is left to CPython -------------------------------------------------
+
+def uses_try(x):
+    y = x
+    try:  # line +2
+        y = 1 / x
+    except ZeroDivisionError:
+        y = 0
+    return y
+
+
+def uses_finally(x):
+    y = x
+    try:  # line +2
+        return y
+    finally:
+        y = 0
+
+
+def uses_with(x):
+    y = x + 1
+    with x:  # line +2
+        y = 2
+    return y
+
+
+def generator(n):
+    for i in range(n):  # line +1
+        yield i
+
+
+def uses_genexpr(xs):
+    a = 1
+    return sum(x for x in xs)  # line +2
+
+
+async def coroutine(x):
+    return x
+
+
+def uses_set(x):
+    y = x
+    return {x, y}  # line +2
+
+
+def uses_assert(x):
+    assert x > 0, "positive"  # line +1
+    return x
+
+
+def uses_format_spec(x):
+    return f"{x:.3f}"  # line +1
+
+
+def uses_import(x):
+    import os  # line +1
+    return os.sep
+
+
+def uses_class(x):
+    class C:  # line +1
+        pass
+    return C
+
+
+def positional_only(a, /, b):
+    return a + b
+
+
+def uses_big_constant(x):
+    return x + 1180591620717411303424  # line +1
+
+
+def uses_del_attr(m):
+    del m.w  # line +1
+
+
+def uses_set_comprehension(xs):
+    return {x for x in xs}
+
+
+def inner_try(x):
+    def helper():
+        try:  # line +3
+            return x
+        except Exception:
+            return 0
+    return helper()
+
+
+def uses_match(x):
+    match x:
+        case [a, b]:  # line +2
+            return a
+    return 0
+
+
+def uses_kw_and_star_star(kw):
+    return target(1, j=2, **kw)  # line +1
+
+
+@pytest.mark.parametrize("fn,offset,words", [
+    (uses_try, 2, "try/except"),
+    (uses_finally, 2, "try/finally"),
+    (uses_with, 2, "with statement"),
+    (generator, 0, "generator function"),
+    (uses_genexpr, 0, "generator expression"),
+    (coroutine, 0, "async function"),
+    (uses_set, 2, "set"),
+    (uses_assert, 1, "assert"),
+    (uses_format_spec, 1, "format spec"),
+    (uses_import, 1, "import"),
+    (uses_class, 1, "class definition"),
+    (positional_only, 0, "positional-only"),
+    (uses_big_constant, 1, "64-bit"),
+    (uses_del_attr, 1, "del of an attribute"),
+    (uses_set_comprehension, 1, "set"),
+    (inner_try, 2, "try/except"),
+    (uses_match, 2, "match statement"),
+    (uses_kw_and_star_star, 1, "**"),
+])
+def test_untranslatable(fn, offset, words):
+    first = fn.__code__.co_firstlineno
+    if fn is uses_genexpr:
+        offset = 2  # the generator expression's own code object starts on its line
+    with pytest.raises(Untranslatable) as info:
+        translate(fn)
+    exc = info.value
+    assert words in exc.reason
+    assert exc.filename == __file__
+    assert exc.lineno == first + offset, exc
+    # Refusals are cached too, and raise afresh each time.
+    with pytest.raises(Untranslatable) as again:
+        translate(fn)
+    assert again.value.reason == exc.reason
+
+
+def test_refusals_are_logged(caplog):
+    def uses_with_too(x):
+        with x:
+            return 1
+
+    with caplog.at_level("INFO", logger="kiln.frontend"):
+        with pytest.raises(Untranslatable):
+            translate(uses_with_too)
+    assert "leaving test_refusals_are_logged.<locals>.uses_with_too to CPython" in caplog.text
+    assert "with statement" in caplog.text
+
+
+def uses_unknown_opcode(x):
+    return x
+
+
+def test_an_opcode_without_a_mapping_is_untranslatable():
+    # A valid 3.11 opcode the translator has no mapping for: GET_AITER.
+    import opcode
+    code = uses_unknown_opcode.__code__
+    raw = bytearray(code.co_code)
+    at = next(i.offset for i in dis.get_instructions(code) if i.opname == "RETURN_VALUE")
+    raw[at - 2:at] = bytes([opcode.opmap["GET_AITER"], 0])
+    with pytest.raises(Untranslatable, match="unsupported opcode GET_AITER") as info:
+        translate(code.replace(co_code=bytes(raw)))
+    assert info.value.lineno == code.co_firstlineno + 1
+
+
+def test_defaults_a_header_cannot_hold():
+    def f(x, d=[1]):
+        return x
+
+    with pytest.raises(Untranslatable, match="default of parameter 'd'"):
+        translate(f)
+    translate(f.__code__)  # the code object alone has no defaults
+
+
+def test_not_a_function():
+    with pytest.raises(TypeError):
+        translate(42)
+
+
+# -- generated straight-line integer expressions -----------------------------
+
+_BINOPS = ["+", "-", "*", "//", "%", "/", "&", "|", "^", "<", "<=", "==", "!=", ">", ">=", "and", "or"]
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _expr(rng, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(["a", "b", "c", str(rng.randint(-9, 9)), "True", "False"])
+    kind = rng.random()
+    if kind < 0.1:
+        return f"({rng.choice(['-', '~', 'not ', '+'])}{_expr(rng, depth - 1)})"
+    if kind < 0.18:
+        return f"({_expr(rng, depth - 1)} if {_expr(rng, depth - 1)} else {_expr(rng, depth - 1)})"
+    if kind < 0.24:
+        return f"({_expr(rng, depth - 1)} ** {rng.randint(0, 3)})"
+    if kind < 0.3:
+        return f"({_expr(rng, depth - 1)} {rng.choice(['<<', '>>'])} {rng.randint(0, 4)})"
+    if kind < 0.36:
+        ops = [rng.choice(["<", "<=", "==", "!=", ">", ">="]) for _ in range(2)]
+        return f"({_expr(rng, depth - 1)} {ops[0]} {_expr(rng, depth - 1)} {ops[1]} {_expr(rng, depth - 1)})"
+    return f"({_expr(rng, depth - 1)} {rng.choice(_BINOPS)} {_expr(rng, depth - 1)})"
+
+
+def _fits_int64(source, env):
+    """Whether every int CPython computes for source fits KBC's int64 (checked by sub-expression)."""
+    import ast
+    for node in ast.walk(ast.parse(source, mode="eval")):
+        if isinstance(node, ast.expr):
+            try:
+                v = eval(compile(ast.Expression(node), "<sub>", "eval"), {}, dict(env))
+            except Exception:
+                continue
+            if isinstance(v, int) and not _INT64[0] <= v <= _INT64[1]:
+                return False
+            if isinstance(v, float) and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and \
+                    math.isfinite(v) and abs(v) > 2 ** 53:
+                return False  # int / int beyond 2**53: CPython rounds once, a double division twice
+    return True
+
+
+def test_generated_expressions():
+    rng = random.Random(1234)
+    compared = 0
+    for case in range(400):
+        source = _expr(rng, rng.randint(1, 4))
+        env = {"a": rng.randint(-30, 30), "b": rng.randint(-30, 30), "c": rng.choice([0, 1, -1, 7, True])}
+        if not _fits_int64(source, env):
+            continue
+        namespace = {}
+        exec(compile(f"def gen_{case}(a, b, c):\n    return {source}\n", f"<gen {case}>", "exec"), namespace)
+        fn = namespace[f"gen_{case}"]
+        try:
+            translate(fn)
+        except Untranslatable as exc:
+            assert "64-bit" in exc.reason  # only a folded constant beyond int64 may be refused
+            continue
+        expected = outcome(lambda: fn(env["a"], env["b"], env["c"]))
+        got = outcome(lambda: run_kbc(fn, env["a"], env["b"], env["c"]))
+        assert expected[0] == got[0] and (same(expected[1], got[1]) if got[0] == "ok" else expected == got), \
+            f"{source} with {env}: CPython {expected!r}, KBC {got!r}"
+        compared += 1
+    assert compared >= 300
