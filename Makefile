@@ -4,7 +4,7 @@ BUILD   ?= build
 SHARED  ?= ../shared
 JOBS    ?= $(shell nproc)
 
-.PHONY: all install configure build test demo bench clean
+.PHONY: all install configure build python test demo bench clean
 
 all: build
 
@@ -19,11 +19,18 @@ configure: $(BUILD)/build.ninja
 build: install configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+# The Python package, installed editable into this Python from the same
+# build tree (pyproject.toml: build-dir = build): nothing is compiled twice,
+# and afterwards `python3 -c "import kiln"` works anywhere.
+python: build
+	python3 -m pip install -q --no-build-isolation --root-user-action=ignore -C build-dir=$(BUILD) -e .
+
+test: python
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	python3 -m pytest tests/python -q
 	python3 $(SHARED)/tools/check_layering.py .
 
-demo: build
+demo: python
 	@bash examples/demo.sh $(BUILD)
 
 bench: build

@@ -72,7 +72,12 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
     }
     case SourceKind::Global: return fn.globals ? fn.globals->map.find(s.name) : nullptr;
     case SourceKind::Attr:
-      // Only module dicts are read: no side effects, no user code.
+      // Only module dicts and foreign namespaces are read: no side
+      // effects, no user code.
+      if (base->is(Kind::Foreign)) {
+        const auto* f = base->as<ForeignObj>();
+        return f->vt->namespace_find ? f->vt->namespace_find(f->handle, intern(s.name).get()) : nullptr;
+      }
       if (!base->is(Kind::Module)) return nullptr;
       return module_instance_slot(base->as<ModuleObj>(), intern(s.name).get());
     case SourceKind::Item: {

@@ -469,6 +469,17 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       if (v.is_null()) unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
       return from_value(v);
     }
+    case VTKind::Opaque:
+      // A foreign namespace (a Python module: kiln.softmax, math.pi): its
+      // attribute is read now and guarded at its own source, like a
+      // module dict entry.
+      if (obj->value.is(Kind::Foreign) && obj->source) {
+        const auto* f = obj->value.as<ForeignObj>();
+        if (f->vt->namespace_find)
+          if (const Value* v = f->vt->namespace_find(f->handle, intern(name).get()))
+            return ctx_.builder.wrap(*v, attr_source(obj->source, name));
+      }
+      unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
     default: unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
   }
 }

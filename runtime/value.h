@@ -242,6 +242,12 @@ struct ForeignVTable {
   bool (*truth)(void* handle);
   std::string (*repr)(void* handle);
   size_t (*hash)(void* handle);
+  // Optional (nullptr: none). For a namespace-like object (a Python
+  // module): a stable pointer to the current value of attribute `name`, or
+  // nullptr when it has none. The tracer reads and guards such attributes
+  // like a module's dict entries; the owner keeps the values current
+  // before each compiled call.
+  const Value* (*namespace_find)(void* handle, const StrObj* name) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

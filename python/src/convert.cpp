@@ -4,6 +4,9 @@
 
 #include "runtime/value_ops.h"
 
+#include <memory>
+#include <unordered_map>
+
 namespace kiln::python {
 
 using runtime::Kind;
@@ -145,6 +148,60 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash,
 };
 
+// ---------------------------------------------------------- namespaces --
+//
+// A Python module (kiln, math, a user's helpers module) is a namespace the
+// tracer reads attributes of: kiln.softmax becomes the registry op, a
+// helper function its KBC form, each guarded at its source. Values are
+// converted on first read and kept at stable addresses; before each
+// compiled call, sync_namespaces() re-reads the names of every module
+// whose dict changed (CPython 3.11's dict version tag).
+
+struct Namespace {
+  py::object dict;  // the module's __dict__ (py::object: a default py::dict would be a new empty dict)
+  uint64_t version = 0;
+  struct Slot {
+    py::object seen;  // the object the value was converted from
+    std::unique_ptr<Value> value;  // stable address handed to the tracer and the guards
+  };
+  std::unordered_map<std::string, Slot> slots;
+};
+
+std::unordered_map<PyObject*, Namespace>& namespaces() {
+  static auto* m = new std::unordered_map<PyObject*, Namespace>();  // modules live for the process
+  return *m;
+}
+
+uint64_t dict_version_of(PyObject* d) {
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wdeprecated-declarations\"")
+  return reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
+  _Pragma("GCC diagnostic pop")
+}
+
+const Value* namespace_find(void* h, const runtime::StrObj* name) {
+  auto it = namespaces().find(handle_of(h));
+  if (it == namespaces().end()) return nullptr;
+  Namespace& ns = it->second;
+  auto slot = ns.slots.find(name->s);
+  if (slot != ns.slots.end()) return slot->second.seen ? slot->second.value.get() : nullptr;
+  PyObject* obj = PyDict_GetItemString(ns.dict.ptr(), name->s.c_str());  // borrowed
+  if (!obj) return nullptr;
+  Namespace::Slot s;
+  s.seen = py::reinterpret_borrow<py::object>(obj);
+  s.value = std::make_unique<Value>(calling_python([&] { return to_value(s.seen); }));
+  return ns.slots.emplace(name->s, std::move(s)).first->second.value.get();
+}
+
+const runtime::ForeignVTable kPyModuleVTable = {
+    "module",     foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,
+    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash, namespace_find,
+};
+
+std::unordered_map<PyObject*, Value>& op_functions() {
+  static auto* m = new std::unordered_map<PyObject*, Value>();
+  return *m;
+}
+
 runtime::DType dtype_of_numpy(const py::dtype& dt, bool& ok) {
   ok = true;
   const char kind = dt.kind();
@@ -157,7 +214,14 @@ runtime::DType dtype_of_numpy(const py::dtype& dt, bool& ok) {
   return runtime::DType::Float32;
 }
 
+py::object& function_converter() {
+  static auto* f = new py::object();  // never destroyed: the interpreter may be gone at exit
+  return *f;
+}
+
 }  // namespace
+
+void set_function_converter(py::object f) { function_converter() = std::move(f); }
 
 void raise_python(const Error& e) {
   if (e.origin) {
@@ -178,6 +242,22 @@ void raise_python(const Error& e) {
   throw py::error_already_set();
 }
 
+void sync_namespaces() {
+  for (auto& [mod, ns] : namespaces()) {
+    const uint64_t v = dict_version_of(ns.dict.ptr());
+    if (v == ns.version) continue;
+    ns.version = v;
+    for (auto& [name, slot] : ns.slots) {
+      PyObject* now = PyDict_GetItemString(ns.dict.ptr(), name.c_str());
+      if (now == slot.seen.ptr()) continue;
+      slot.seen = now ? py::reinterpret_borrow<py::object>(now) : py::object();
+      *slot.value = now ? to_value(py::handle(now)) : Value::null();
+    }
+  }
+}
+
+void register_op_function(py::handle fn, const Value& op) { op_functions()[fn.ptr()] = op; }
+
 Value foreign(py::handle obj) {
   Py_INCREF(obj.ptr());
   return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyObjectVTable, obj.ptr()));
@@ -186,7 +266,7 @@ Value foreign(py::handle obj) {
 PyObject* foreign_object(const Value& v) {
   if (!v.is(Kind::Foreign)) return nullptr;
   auto* f = v.as<runtime::ForeignObj>();
-  return f->vt == &kPyObjectVTable ? handle_of(f->handle) : nullptr;
+  return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable ? handle_of(f->handle) : nullptr;
 }
 
 Tensor tensor_from_numpy(py::handle obj) {
@@ -244,6 +324,20 @@ Value to_value(py::handle obj) {
     return d;
   }
   if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));
+  if (PyModule_Check(o)) {
+    Namespace& ns = namespaces()[o];
+    if (!ns.dict) {
+      ns.dict = py::reinterpret_borrow<py::object>(PyModule_GetDict(o));
+      ns.version = dict_version_of(ns.dict.ptr());
+    }
+    Py_INCREF(o);
+    return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyModuleVTable, o));
+  }
+  if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
+  if (PyFunction_Check(o) && function_converter()) {
+    py::object kbc = function_converter()(obj);
+    if (!kbc.is_none()) return py::cast<Value>(kbc);
+  }
   return foreign(obj);
 }
 

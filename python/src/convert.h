@@ -29,6 +29,19 @@ runtime::Value foreign(py::handle obj);
 // obj when v is a Foreign made by this module, else nullptr.
 PyObject* foreign_object(const runtime::Value& v);
 
+// Python functions passed to or read by compiled code become KBC functions
+// through this callable (kiln/_compile.py sets it): f -> KBC function, or
+// None to keep f a Foreign callable (untranslatable, kiln.disable).
+void set_function_converter(py::object f);
+
+// Re-reads the attributes kiln has read of every Python module whose dict
+// changed since (one comparison per module otherwise). Before each
+// compiled call, so guards see current values.
+void sync_namespaces();
+// kiln.<op> (a pybind11 function) converts to the registry op itself, so
+// traced code calling kiln.softmax records the op.
+void register_op_function(py::handle fn, const runtime::Value& op);
+
 // Raises the Python exception matching a kiln error (same type, same text).
 [[noreturn]] void raise_python(const Error& e);
 

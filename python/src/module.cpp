@@ -7,6 +7,8 @@
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
+#include "python/src/functions.h"
+#include "runtime/builtins.h"
 #include "runtime/ops.h"
 #include "runtime/value_ops.h"
 
@@ -153,6 +155,7 @@ void bind_ops(py::module_& m) {
         return to_py(runtime::call_op(id, a.call_args()));
       });
     }, def.signature);
+    register_op_function(m.attr(def.name), runtime::op_builtin(i));
     if (def.arity != 0 && def.arity != -1) {
       tensor_cls.attr(def.name) = py::cpp_function(
           [id](py::handle self, py::args args, py::kwargs kwargs) {
@@ -175,6 +178,7 @@ PYBIND11_MODULE(_C, m) {
       .def("__repr__", [](const Value& v) { return runtime::repr(v); });
   bind_tensor(m);
   bind_ops(m);
+  bind_functions(m);
 
   m.def("from_numpy", [](py::handle a) { return guarded([&] { return tensor_from_numpy(a); }); },
         "A tensor sharing the array's memory (float32, float64, int64, bool).");

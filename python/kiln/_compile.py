@@ -1,0 +1,144 @@
+"""kiln.compile, kiln.explain and friends for Python functions.
+
+A Python function is translated to KBC once per code object
+(kiln._frontend) and made a KBC function whose globals mirror the
+function's module dict live (python/src/functions.cpp). Compiled calls go
+straight into C++: the guard check, the compiled graph and the residual
+code, with the arguments converted once.
+
+A function kiln cannot translate (try/except, with, generators, ...) runs
+on CPython, and says so: in the logs (`KILN_LOGS=graph_breaks` or the
+`kiln.frontend` Python logger) and in kiln.explain.
+"""
+import functools
+import logging
+import weakref
+
+from . import _C, _frontend
+
+log = logging.getLogger("kiln.frontend")
+
+
+class Config:
+    """Process-wide settings, read when a function is compiled."""
+
+    def __init__(self):
+        self.cache_size_limit = 8  # compiled entries per function before it runs on the VM
+
+
+config = Config()
+
+# Python function -> its KBC function (or None: keep it a Python call).
+# Per function object, since defaults and closures are per function.
+_kbc = weakref.WeakKeyDictionary()
+_disabled = weakref.WeakSet()
+
+
+def _as_kbc(fn):
+    """The KBC function for a Python function, or None when it stays Python."""
+    try:
+        return _kbc[fn]
+    except KeyError:
+        pass
+    except TypeError:
+        return None
+    if fn in _disabled:
+        _kbc[fn] = None
+        return None
+    try:
+        tr = _frontend.translate(fn)
+    except _frontend.Untranslatable as e:
+        log.info("%s runs on CPython: %s", fn.__qualname__, e)
+        _kbc[fn] = None
+        return None
+    kbc = _C.make_kbc_function(tr.text, tr.name, tr.filename, fn.__globals__, list(tr.globals_used),
+                               fn.__defaults__, fn.__kwdefaults__, fn.__closure__)
+    _kbc[fn] = kbc
+    # After caching: a function that calls itself finds its own KBC form.
+    _C.refresh_globals(kbc)
+    return kbc
+
+
+_C._set_function_converter(_as_kbc)
+
+
+def disable(fn):
+    """Keep fn out of tracing: compiled code calls it as plain Python (a
+    graph break), and kiln.compile(fn) runs it unchanged."""
+    _disabled.add(fn)
+    _kbc.pop(fn, None)
+    return fn
+
+
+def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
+    """Compile a function (as `@kiln.compile`, `@kiln.compile(...)` or
+    `kiln.compile(fn)`). backend: "llvm" (default), "eager", or a
+    registered name. fullgraph: a graph break is an error. dynamic: None
+    (automatic), True (all dims dynamic from the start) or False (never)."""
+    if fn is None:
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    if not callable(fn):
+        raise TypeError(f"kiln.compile expects a function, got {type(fn).__name__}")
+    if not hasattr(fn, "__code__"):
+        raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported yet "
+                        "(Python functions are; kiln.nn modules come with kiln.nn)")
+    kbc = _as_kbc(fn)
+    if kbc is None:
+        log.warning("kiln.compile(%s): not translatable; it runs on CPython", fn.__qualname__)
+        return fn
+    compiled = _C.compile(fn, kbc, backend, fullgraph, dynamic, config.cache_size_limit)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return compiled(*args, **kwargs)
+
+    wrapper._kiln_compiled = compiled
+    return wrapper
+
+
+class Explanation:
+    """What kiln did for one call: graphs, breaks (with their reason, the
+    user's file:line and a hint), ops per graph, guards."""
+
+    def __init__(self, report):
+        self.graph_count = report["graph_count"]
+        self.graph_break_count = report["graph_break_count"]
+        self.break_reasons = [
+            {"reason": b["reason"], "where": f"{b['file']}:{b['line']}", "hint": b["hint"], "id": b["id"]}
+            for b in report["breaks"]]
+        self.ops_per_graph = report["ops_per_graph"]
+        self.graphs = report["graphs"]
+        self.guards = report["guards"]
+        self.recompile_reasons = report["recompile_reasons"]
+        self.result = report["result"]
+        self.error = report["error"]
+        self._text = report["text"]
+
+    def __str__(self):
+        return self._text
+
+    __repr__ = __str__
+
+
+def explain(fn, *, backend="llvm"):
+    """kiln.explain(fn)(*args): compile fn afresh, call it once, report."""
+    target = getattr(fn, "__wrapped__", fn)
+
+    def run(*args):
+        kbc = _as_kbc(target)
+        if kbc is None:
+            raise TypeError(f"kiln.explain: {getattr(target, '__qualname__', target)} cannot be translated "
+                            "(see the kiln.frontend log); it would run on CPython")
+        return Explanation(_C.explain(kbc, args, backend, config.cache_size_limit))
+
+    return run
+
+
+def reset():
+    """Forget every compiled entry (the next call traces again)."""
+    _C.reset()
+
+
+def mark_dynamic(t, dim):
+    """Trace dimension `dim` of tensor `t` as dynamic from the first compile."""
+    _C.mark_dynamic(t, dim)

@@ -1,0 +1,280 @@
+// Python functions as KBC functions, their globals mirrored live, and the
+// compiled-function object kiln.compile returns.
+//
+// A Python function's code is translated to KBC once (kiln/_frontend.py);
+// the KBC function reads its globals from a GlobalsObj that mirrors the
+// Python module dict. The mirror is refreshed before each compiled call,
+// only when the dict changed (CPython 3.11's dict version tag: one
+// comparison when nothing changed), and only for the names translated code
+// reads. A name keeps its Value while it names the same Python object, so a
+// guard on a global's identity holds until the program rebinds it.
+#include <pybind11/stl.h>
+
+#include <unordered_map>
+
+#include "interpreter/assembler.h"
+#include "interpreter/kiln_api.h"
+#include "python/src/convert.h"
+#include "python/src/functions.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::python {
+
+using runtime::Kind;
+using runtime::Ref;
+using runtime::Value;
+
+namespace {
+
+uint64_t dict_version(PyObject* d) {
+  // Private in 3.11 but present (PEP 509); kiln targets CPython 3.11.
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wdeprecated-declarations\"")
+  return reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
+  _Pragma("GCC diagnostic pop")
+}
+
+struct Mirror {
+  py::dict dict;
+  Ref<runtime::GlobalsObj> globals = runtime::make_ref<runtime::GlobalsObj>();
+  uint64_t version = ~uint64_t(0);
+  // Names translated code reads, each with the object it was converted from
+  // (a strong reference: its identity is what keeps the Value).
+  std::unordered_map<std::string, py::object> names;
+
+  void sync() {
+    const uint64_t v = dict_version(dict.ptr());
+    if (v == version) return;
+    version = v;
+    // Converting a global may translate another function of this module,
+    // which adds names here: walk a snapshot, then the names added meanwhile.
+    size_t done = 0;
+    std::vector<std::string> todo;
+    do {
+      todo.clear();
+      for (const auto& kv : names) todo.push_back(kv.first);
+      done = todo.size();
+      for (const std::string& name : todo) sync_name(name);
+    } while (names.size() != done);
+  }
+
+  void sync_name(const std::string& name) {
+    PyObject* now = PyDict_GetItemString(dict.ptr(), name.c_str());  // borrowed
+    if (!now) {
+      // Not a module global: a builtin (Python's resolve through kiln's:
+      // len, range, ...) or a NameError the VM raises.
+      globals->map.erase(runtime::intern(name).get());
+      names[name] = py::object();
+      return;
+    }
+    if (names[name].ptr() == now) return;
+    names[name] = py::reinterpret_borrow<py::object>(now);
+    globals->map.set(name, to_value(py::handle(now)));
+  }
+};
+
+std::unordered_map<PyObject*, std::unique_ptr<Mirror>>& mirrors() {
+  static auto* m = new std::unordered_map<PyObject*, std::unique_ptr<Mirror>>();
+  return *m;
+}
+
+Mirror& mirror_for(const py::dict& d) {
+  auto& m = mirrors()[d.ptr()];
+  if (!m) {
+    m = std::make_unique<Mirror>();
+    m->dict = d;
+  }
+  return *m;
+}
+
+}  // namespace
+
+Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
+                        const py::dict& globals, const std::vector<std::string>& globals_used,
+                        const py::object& defaults, const py::object& kwdefaults, const py::object& closure) {
+  interpreter::Program program = interpreter::assemble(text, filename);
+  Mirror& m = mirror_for(globals);
+  // The translation's own functions (comprehensions, nested defs) live in
+  // the mirror under their unique KBC names; every function reads globals
+  // from the mirror, not from the Program (which empties its namespace
+  // when it goes).
+  Value fn;
+  for (const auto& item : program.items) {
+    if (!item.function) continue;
+    item.function->globals = m.globals;
+    if (item.function->code->name == entry) fn = Value::object(Kind::Function, item.function);
+    else m.globals->map.set(item.function->code->name, Value::object(Kind::Function, item.function));
+  }
+  if (fn.is_none()) throw_error(ErrorKind::ValueError, "translated KBC has no function '" + entry + "'");
+  for (const auto& name : globals_used) m.names.emplace(name, py::object());
+  m.version = ~uint64_t(0);  // new names: read at the next refresh_globals (not here:
+                             // the caller caches this function first, so a
+                             // function that names itself finds it)
+
+  auto* f = fn.as<runtime::FunctionObj>();
+  f->defaults.clear();
+  if (!defaults.is_none())
+    for (py::handle d : defaults) f->defaults.push_back(to_value(d));
+  const runtime::Code& code = *f->code;
+  f->kwdefaults.assign(size_t(code.kwonlyargcount), Value::null());
+  if (!kwdefaults.is_none()) {
+    py::dict kw = kwdefaults;
+    for (int i = 0; i < code.kwonlyargcount; ++i) {
+      const std::string& pname = code.varnames[size_t(code.argcount + i)];
+      if (kw.contains(pname)) f->kwdefaults[size_t(i)] = to_value(kw[py::str(pname)]);
+    }
+  }
+  // Free variables: one kiln cell per Python cell, filled now and refreshed
+  // before each compiled call (refresh_closure).
+  f->closure.clear();
+  if (!closure.is_none())
+    for (py::handle cell : closure) {
+      auto c = runtime::make_ref<runtime::CellObj>();
+      PyObject* contents = PyCell_GET(cell.ptr());
+      c->v = contents ? to_value(contents) : Value::null();
+      f->closure.push_back(c);
+    }
+  return fn;
+}
+
+void refresh_globals(const Value& fn) {
+  if (!fn.is(Kind::Function)) return;
+  auto* g = fn.as<runtime::FunctionObj>()->globals.get();
+  for (auto& [dict, m] : mirrors())
+    if (m->globals.get() == g) {
+      m->sync();
+      return;
+    }
+}
+
+}  // namespace kiln::python
+
+namespace kiln::python {
+namespace {
+
+// What kiln.compile returns (wrapped in Python by functools.wraps).
+class PyCompiled {
+ public:
+  PyCompiled(py::object pyfn, Value fn, Options options)
+      : pyfn_(std::move(pyfn)), fn_(fn), compiled_(kiln::compile(fn, std::move(options))) {
+    py::object cl = pyfn_.attr("__closure__");
+    if (!cl.is_none())
+      for (py::handle cell : cl) cells_.push_back(py::reinterpret_borrow<py::object>(cell)), seen_.push_back(nullptr);
+  }
+
+  py::object call(const py::args& args, const py::kwargs& kwargs) {
+    return guarded([&] {
+      refresh_globals(fn_);
+      sync_namespaces();
+      refresh_closure();
+      std::vector<Value> values;
+      values.reserve(args.size() + kwargs.size());
+      for (py::handle a : args) values.push_back(to_value(a));
+      Value kwnames;
+      if (!kwargs.empty()) {
+        std::vector<Value> names;
+        for (auto [k, v] : kwargs) {
+          names.push_back(runtime::intern_value(py::cast<std::string>(k)));
+          values.push_back(to_value(v));
+        }
+        kwnames = runtime::make_tuple(std::move(names));
+      }
+      const auto* kw = kwnames.is_none() ? nullptr : kwnames.as<runtime::TupleObj>();
+      return to_py(compiled_.call(runtime::CallArgs{values.data(), values.size(), kw}));
+    });
+  }
+
+  const Value& kbc() const { return fn_; }
+
+ private:
+  // A cell the Python code rebinds (nonlocal) reaches the KBC closure before
+  // the next call; the tracer guards what it read from the cell.
+  void refresh_closure() {
+    auto& closure = fn_.as<runtime::FunctionObj>()->closure;
+    for (size_t i = 0; i < cells_.size() && i < closure.size(); ++i) {
+      PyObject* now = PyCell_GET(cells_[i].ptr());
+      if (now == seen_[i]) continue;
+      seen_[i] = now;
+      closure[i]->v = now ? to_value(py::handle(now)) : Value::null();
+    }
+  }
+
+  py::object pyfn_;
+  Value fn_;
+  CompiledFunction compiled_;
+  std::vector<py::object> cells_;
+  std::vector<PyObject*> seen_;  // identity only: cells_ keep the objects reachable
+};
+
+Options options_from(const std::string& backend, bool fullgraph, const py::object& dynamic, int cache_size_limit) {
+  Options o;
+  o.backend = backend;
+  o.fullgraph = fullgraph;
+  if (!dynamic.is_none()) o.dynamic = dynamic.cast<bool>();
+  o.cache_size_limit = cache_size_limit;
+  // print() in compiled code writes where Python's print would: sys.stdout
+  // as it is at the time (pytest's capture, a redirect), not fd 1.
+  o.stdout_sink = [](std::string_view text) {
+    py::module_::import("sys").attr("stdout").attr("write")(py::str(text.data(), text.size()));
+  };
+  return o;
+}
+
+py::object report_to_py(const ExplainReport& r) {
+  py::dict d;
+  d["graph_count"] = r.graph_count;
+  d["graph_break_count"] = r.graph_break_count;
+  py::list breaks;
+  for (const auto& b : r.breaks) {
+    py::dict e;
+    e["id"] = b.id;
+    e["reason"] = b.reason;
+    e["function"] = b.function;
+    e["file"] = b.file;
+    e["line"] = b.line;
+    e["hint"] = b.hint;
+    breaks.append(e);
+  }
+  d["breaks"] = breaks;
+  d["ops_per_graph"] = py::cast(r.ops_per_graph);
+  d["graphs"] = py::cast(r.graphs);
+  d["guards"] = py::cast(r.guards);
+  d["recompile_reasons"] = py::cast(r.recompile_reasons);
+  d["result"] = to_py(r.result);
+  d["error"] = r.error;
+  d["text"] = r.str();
+  return std::move(d);
+}
+
+}  // namespace
+
+void bind_functions(py::module_& m) {
+  m.def("make_kbc_function", &make_kbc_function, py::arg("text"), py::arg("entry"), py::arg("filename"),
+        py::arg("globals"), py::arg("globals_used"), py::arg("defaults"), py::arg("kwdefaults"), py::arg("closure"),
+        "The KBC function of a translation, reading the Python module's globals live.");
+  m.def("refresh_globals", [](const Value& fn) { guarded([&] { refresh_globals(fn); }); });
+  py::class_<PyCompiled>(m, "CompiledFunction")
+      .def("__call__", &PyCompiled::call)
+      .def_property_readonly("kbc", &PyCompiled::kbc);
+  m.def("compile", [](py::object pyfn, const Value& fn, const std::string& backend, bool fullgraph, py::object dynamic,
+                      int cache_size_limit) {
+    return guarded([&] {
+      return std::make_unique<PyCompiled>(pyfn, fn, options_from(backend, fullgraph, dynamic, cache_size_limit));
+    });
+  });
+  m.def("explain", [](const Value& fn, const py::tuple& args, const std::string& backend, int cache_size_limit) {
+    return guarded([&] {
+      refresh_globals(fn);
+      sync_namespaces();
+      std::vector<Value> values;
+      for (py::handle a : args) values.push_back(to_value(a));
+      return report_to_py(kiln::explain(fn, values, options_from(backend, false, py::none(), cache_size_limit)));
+    });
+  });
+  m.def("reset", [] { kiln::reset(); });
+  m.def("mark_dynamic", [](py::handle t, int64_t dim) { guarded([&] { kiln::mark_dynamic(to_value(t), dim); }); });
+  m.def("cache_entries", [](const Value& fn) { return kiln::cache_entries(fn); });
+  m.def("_set_function_converter", [](py::object f) { set_function_converter(std::move(f)); });
+}
+
+}  // namespace kiln::python

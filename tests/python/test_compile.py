@@ -1,0 +1,213 @@
+"""kiln.compile / kiln.explain on Python functions: results equal CPython's,
+graphs and breaks as explained, recompiles on changed inputs and globals,
+errors keep their type, NumPy memory is shared."""
+import logging
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+def close(a, b, tol=1e-5):
+    return np.allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    kiln.reset()
+    kiln.manual_seed(0)
+    yield
+    kiln.reset()
+
+
+SCALE = 2.0
+
+
+def helper(x):
+    return kiln.relu(x) * SCALE
+
+
+def model(x, w):
+    h = helper(x @ w)
+    return kiln.softmax(h, 1) + 1
+
+
+@pytest.mark.parametrize("backend", ["llvm", "eager"])
+def test_result_equals_cpython(backend):
+    x, w = kiln.randn(8, 16), kiln.randn(16, 4)
+    want = model(x, w)
+    got = kiln.compile(model, backend=backend)(x, w)
+    assert close(got, want)
+
+
+def test_one_graph_no_breaks_and_helper_inlined():
+    e = kiln.explain(model)(kiln.randn(8, 16), kiln.randn(16, 4))
+    assert e.graph_count == 1
+    assert e.graph_break_count == 0
+    assert e.ops_per_graph == [5]  # matmul, relu, mul, softmax, add
+    assert "softmax" in e.graphs[0]
+
+
+def printer(x):
+    y = x * 2
+    print("shape", y.shape)
+    return y + 1
+
+
+def test_print_breaks_with_reason_and_line(capsys):
+    e = kiln.explain(printer)(kiln.ones(2, 3))
+    assert e.graph_break_count == 1
+    (b,) = e.break_reasons
+    assert "print" in b["reason"]
+    assert b["where"].endswith(f"test_compile.py:{printer.__code__.co_firstlineno + 2}")
+    assert b["hint"]
+    assert "shape (2, 3)" in capsys.readouterr().out
+
+
+def branchy(x):
+    if x.sum() > 0:
+        return x + 1
+    return x - 1
+
+
+def test_data_dependent_branch_breaks_and_is_still_right():
+    f = kiln.compile(branchy)
+    for sign in (1, -1):
+        x = kiln.ones(3) * sign
+        assert close(f(x), branchy(x))
+    e = kiln.explain(branchy)(kiln.ones(3))
+    assert [b["id"] for b in e.break_reasons] == ["data_dependent_branch"]
+
+
+def test_recompiles_on_shape_then_goes_dynamic():
+    def f(x):
+        return x * 3 + 1
+
+    g = kiln.compile(f)
+    for n in (2, 3, 4, 5):
+        x = kiln.randn(n, 4)
+        assert close(g(x), f(x))
+    assert kiln._C.cache_entries(g._kiln_compiled.kbc) == 2  # static, then dynamic in dim 0
+
+
+OFFSET = 1.0
+
+
+def uses_global(x):
+    return x + OFFSET
+
+
+def test_changed_global_recompiles_with_new_value():
+    global OFFSET
+    g = kiln.compile(uses_global)
+    x = kiln.zeros(3)
+    assert close(g(x), np.ones(3))
+    OFFSET = 5.0
+    try:
+        assert close(g(x), np.full(3, 5.0))
+    finally:
+        OFFSET = 1.0
+
+
+def test_closure_rebinding_is_seen():
+    k = 2.0
+
+    def f(x):
+        return x * k
+
+    g = kiln.compile(f)
+    assert close(g(kiln.ones(2)), np.full(2, 2.0))
+    k = 7.0
+    assert close(g(kiln.ones(2)), np.full(2, 7.0))
+
+
+def raises(x):
+    y = x + 1
+    if y.shape[0] > 2:
+        raise ValueError("too long")
+    return y
+
+
+def test_errors_keep_their_type():
+    g = kiln.compile(raises)
+    assert close(g(kiln.ones(2)), np.full(2, 2.0))
+    with pytest.raises(ValueError, match="too long"):
+        g(kiln.ones(5))
+
+
+def test_shape_error_is_a_runtime_error_naming_the_op():
+    def bad(x, y):
+        return x + y
+
+    with pytest.raises(RuntimeError, match="add"):
+        kiln.compile(bad)(kiln.ones(2, 3), kiln.ones(4, 5))
+
+
+def with_try(x):
+    try:
+        return x + 1
+    except ValueError:
+        return x
+
+
+def test_untranslatable_function_runs_on_cpython(caplog):
+    with caplog.at_level(logging.INFO, logger="kiln.frontend"):
+        g = kiln.compile(with_try)
+    assert g is with_try
+    assert "with_try" in caplog.text
+    assert close(g(kiln.ones(2)), np.full(2, 2.0))
+
+
+@kiln.disable
+def opaque_helper(x):
+    return x * 10
+
+
+def calls_disabled(x):
+    return opaque_helper(x + 1) - 1
+
+
+def test_disable_keeps_a_function_out_of_tracing():
+    x = kiln.ones(2)
+    assert close(kiln.compile(calls_disabled)(x), calls_disabled(x))
+    e = kiln.explain(calls_disabled)(x)
+    assert [b["id"] for b in e.break_reasons] == ["foreign_call"]
+
+
+def test_kwargs_and_defaults():
+    def f(x, scale=2.0, *, shift=0.0):
+        return x * scale + shift
+
+    g = kiln.compile(f)
+    x = kiln.ones(3)
+    assert close(g(x), f(x))
+    assert close(g(x, 3.0, shift=1.0), f(x, 3.0, shift=1.0))
+
+
+def test_numpy_zero_copy_both_ways():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = kiln.from_numpy(a)
+    assert t.data_ptr() == a.ctypes.data
+    back = np.asarray(t)
+    assert back.ctypes.data == a.ctypes.data
+    a[0, 0] = 42.0
+    assert t[0][0].item() == 42.0
+    # NumPy arrays go into compiled functions without a copy, and results
+    # come back as kiln tensors sharing nothing with the input.
+    g = kiln.compile(lambda x: x * 2)
+    assert close(g(a), a * 2)
+
+
+def test_compile_as_decorator_with_options():
+    @kiln.compile(backend="eager", fullgraph=True)
+    def f(x):
+        return kiln.exp(x).sum()
+
+    assert close(f(kiln.zeros(4)), 4.0)
+
+
+def test_fullgraph_turns_a_break_into_an_error():
+    g = kiln.compile(printer, fullgraph=True)
+    with pytest.raises(Exception, match="print"):
+        g(kiln.ones(2))
