@@ -77,11 +77,14 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     (automatic), True (all dims dynamic from the start) or False (never)."""
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    from . import nn
+    if isinstance(fn, nn.Module):
+        return _compile_module(fn, backend, fullgraph, dynamic)
     if not callable(fn):
-        raise TypeError(f"kiln.compile expects a function, got {type(fn).__name__}")
+        raise TypeError(f"kiln.compile expects a function or a kiln.nn.Module, got {type(fn).__name__}")
     if not hasattr(fn, "__code__"):
-        raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported yet "
-                        "(Python functions are; kiln.nn modules come with kiln.nn)")
+        raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported "
+                        "(Python functions and kiln.nn modules are)")
     kbc = _as_kbc(fn)
     if kbc is None:
         log.warning("kiln.compile(%s): not translatable; it runs on CPython", fn.__qualname__)
@@ -94,6 +97,36 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
 
     wrapper._kiln_compiled = compiled
     return wrapper
+
+
+# Calling a module is pre-hooks, forward, hooks (runtime/module.h): the
+# traced entry point is a one-line KBC function that calls it, so a
+# module's compiled entries are guarded on the module itself.
+_CALL_MODULE = _C.assemble("""
+.func call_module(m, *args, **kwargs)
+    LOAD_FAST m
+    LOAD_FAST args
+    LOAD_FAST kwargs
+    CALL_EX 1
+    RETURN_VALUE
+.end
+""", "<kiln.compile(module)>").global_("call_module")
+
+
+def _no_closure():
+    pass
+
+
+def _compile_module(module, backend, fullgraph, dynamic):
+    compiled = _C.compile(_no_closure, _CALL_MODULE, backend, fullgraph, dynamic, config.cache_size_limit)
+
+    @functools.wraps(type(module).forward)
+    def call(*args, **kwargs):
+        return compiled(module, *args, **kwargs)
+
+    call._kiln_compiled = compiled
+    call.module = module
+    return call
 
 
 class Explanation:
@@ -125,6 +158,9 @@ def explain(fn, *, backend="llvm"):
     target = getattr(fn, "__wrapped__", fn)
 
     def run(*args):
+        from . import nn
+        if isinstance(target, nn.Module):
+            return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)
         if kbc is None:
             raise TypeError(f"kiln.explain: {getattr(target, '__qualname__', target)} cannot be translated "

@@ -1,5 +1,7 @@
 #include "python/src/convert.h"
 
+#include "python/src/nn.h"
+
 #include <pybind11/numpy.h>
 
 #include "runtime/value_ops.h"
@@ -188,7 +190,7 @@ const Value* namespace_find(void* h, const runtime::StrObj* name) {
   if (!obj) return nullptr;
   Namespace::Slot s;
   s.seen = py::reinterpret_borrow<py::object>(obj);
-  s.value = std::make_unique<Value>(calling_python([&] { return to_value(s.seen); }));
+  s.value = std::make_unique<Value>(calling_python([&] { return to_value_shared(s.seen); }));
   return ns.slots.emplace(name->s, std::move(s)).first->second.value.get();
 }
 
@@ -251,7 +253,7 @@ void sync_namespaces() {
       PyObject* now = PyDict_GetItemString(ns.dict.ptr(), name.c_str());
       if (now == slot.seen.ptr()) continue;
       slot.seen = now ? py::reinterpret_borrow<py::object>(now) : py::object();
-      *slot.value = now ? to_value(py::handle(now)) : Value::null();
+      *slot.value = now ? to_value_shared(py::handle(now)) : Value::null();
     }
   }
 }
@@ -308,6 +310,7 @@ Value to_value(py::handle obj) {
   if (PyUnicode_CheckExact(o)) return Value::str(py::cast<std::string>(obj));
   if (py::isinstance<Tensor>(obj)) return Value::tensor(py::cast<Tensor>(obj));
   if (py::isinstance<Value>(obj)) return py::cast<Value>(obj);
+  if (Value m = module_from_py(obj); !m.is_null()) return m;  // a kiln.nn module: its ModuleObj
   if (PyTuple_CheckExact(o)) {
     std::vector<Value> items;
     for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
@@ -341,6 +344,11 @@ Value to_value(py::handle obj) {
   return foreign(obj);
 }
 
+Value to_value_shared(py::handle obj) {
+  if (PyList_CheckExact(obj.ptr()) || PyDict_CheckExact(obj.ptr())) return foreign(obj);
+  return to_value(obj);
+}
+
 py::object to_py(const Value& v) {
   switch (v.kind()) {
     case Kind::None: return py::none();
@@ -368,6 +376,7 @@ py::object to_py(const Value& v) {
     case Kind::Foreign:
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);
       break;
+    case Kind::Module: return module_to_py(v);
     default: break;
   }
   // Functions, modules, classes of KBC: an opaque handle Python can pass back.

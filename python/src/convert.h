@@ -18,6 +18,10 @@ namespace kiln::python {
 namespace py = pybind11;
 
 runtime::Value to_value(py::handle obj);
+// For state kiln code shares with Python (globals, closure cells, module
+// attributes): a list or dict stays the Python object (Foreign), so an
+// append in kiln code is an append Python sees; everything else as to_value.
+runtime::Value to_value_shared(py::handle obj);
 py::object to_py(const runtime::Value& v);
 
 // An ndarray of float32/float64/int64/bool as a tensor sharing its memory;

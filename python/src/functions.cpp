@@ -69,7 +69,7 @@ struct Mirror {
     }
     if (names[name].ptr() == now) return;
     names[name] = py::reinterpret_borrow<py::object>(now);
-    globals->map.set(name, to_value(py::handle(now)));
+    globals->map.set(name, to_value_shared(py::handle(now)));
   }
 };
 
@@ -131,7 +131,7 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
     for (py::handle cell : closure) {
       auto c = runtime::make_ref<runtime::CellObj>();
       PyObject* contents = PyCell_GET(cell.ptr());
-      c->v = contents ? to_value(contents) : Value::null();
+      c->v = contents ? to_value_shared(contents) : Value::null();
       f->closure.push_back(c);
     }
   return fn;
@@ -195,7 +195,7 @@ class PyCompiled {
       PyObject* now = PyCell_GET(cells_[i].ptr());
       if (now == seen_[i]) continue;
       seen_[i] = now;
-      closure[i]->v = now ? to_value(py::handle(now)) : Value::null();
+      closure[i]->v = now ? to_value_shared(py::handle(now)) : Value::null();
     }
   }
 

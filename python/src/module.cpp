@@ -8,6 +8,7 @@
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
+#include "python/src/nn.h"
 #include "runtime/builtins.h"
 #include "runtime/ops.h"
 #include "runtime/value_ops.h"
@@ -174,11 +175,29 @@ void bind_ops(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "kiln's C++ core: tensors, ops, KBC, the tracer and its backends";
-  py::class_<Value>(m, "Object", "A kiln value Python has no type for (a KBC function, class or module)")
-      .def("__repr__", [](const Value& v) { return runtime::repr(v); });
+  py::class_<Value>(m, "Object", "A kiln value Python has no type for (a KBC function, a hook handle, ...)")
+      .def("__repr__", [](const Value& v) { return runtime::repr(v); })
+      .def("__getattr__", [](const Value& v, const std::string& name) {
+        return guarded([&] { return to_py(runtime::get_attr(thread_vm(), v, runtime::intern(name).get())); });
+      })
+      .def("__call__", [](const Value& v, py::args args, py::kwargs kwargs) {
+        return guarded([&] {
+          PyArgs a(args, kwargs);
+          return to_py(thread_vm().call(v, a.call_args()));
+        });
+      });
+  m.def("builtin", [](const std::string& name) {
+    return guarded([&] {
+      const Value* b = runtime::builtins().find(name);
+      if (!b) throw_error(ErrorKind::NameError, "kiln has no builtin '" + name + "'");
+      return *b;
+    });
+  }, "A KBC builtin by name (Parameter, len, ...), as a kiln value.");
+  m.def("repr", [](py::handle v) { return guarded([&] { return runtime::repr(to_value(v)); }); });
   bind_tensor(m);
   bind_ops(m);
   bind_functions(m);
+  bind_nn(m);
 
   m.def("from_numpy", [](py::handle a) { return guarded([&] { return tensor_from_numpy(a); }); },
         "A tensor sharing the array's memory (float32, float64, int64, bool).");

@@ -1,0 +1,157 @@
+// kiln.nn's C++ side: Python Module subclasses backed by the runtime's
+// Module object model (runtime/module.h), so the tracer reads _parameters,
+// _modules and _buffers directly, exactly as for KBC modules.
+//
+// Each Python subclass gets a runtime class whose methods are the
+// translated KBC forms of its functions (or Foreign callables when a method
+// cannot be translated). A Python instance owns one ModuleObj; the ModuleObj
+// knows its Python wrapper through a registry (a borrowed pointer, cleared
+// when the wrapper dies), so a submodule read back from C++ comes out as the
+// same Python object.
+#include <pybind11/stl.h>
+
+#include <unordered_map>
+
+#include "interpreter/vm.h"
+#include "python/src/convert.h"
+#include "python/src/nn.h"
+#include "runtime/builtins.h"
+#include "runtime/module.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::python {
+
+using runtime::Kind;
+using runtime::ModuleObj;
+using runtime::Ref;
+using runtime::Value;
+
+namespace {
+
+interpreter::VM& vm() {
+  thread_local interpreter::VM v;
+  return v;
+}
+
+std::unordered_map<const ModuleObj*, PyObject*>& wrappers() {
+  static auto* m = new std::unordered_map<const ModuleObj*, PyObject*>();
+  return *m;
+}
+
+py::object& wrapper_factory() {
+  static auto* f = new py::object();
+  return *f;
+}
+
+runtime::Ref<runtime::ClassObj> class_of(const Value& v) {
+  if (!v.is(Kind::Class)) throw_error(ErrorKind::TypeError, "expected a kiln class, got " + runtime::type_name(v));
+  return Ref<runtime::ClassObj>(v.as<runtime::ClassObj>());
+}
+
+ModuleObj* module_of(const Value& v) {
+  if (!v.is(Kind::Module)) throw_error(ErrorKind::TypeError, "expected a kiln module, got " + runtime::type_name(v));
+  return v.as<ModuleObj>();
+}
+
+}  // namespace
+
+py::object module_to_py(const Value& v) {
+  const ModuleObj* m = v.as<ModuleObj>();
+  if (auto it = wrappers().find(m); it != wrappers().end()) return py::reinterpret_borrow<py::object>(it->second);
+  // Made on the C++ side (a built-in module's own children, a module built by
+  // KBC): kiln.nn wraps it in the Python class that matches its class.
+  if (!wrapper_factory()) return py::cast(v);
+  return wrapper_factory()(py::cast(v));
+}
+
+py::object& module_base() {  // kiln.nn.Module, once kiln.nn is imported
+  static auto* b = new py::object();
+  return *b;
+}
+
+Value module_from_py(py::handle obj) {
+  if (!module_base() || PyObject_IsInstance(obj.ptr(), module_base().ptr()) != 1) return Value::null();
+  // Set by Module.__new__ through object.__setattr__: a plain slot read.
+  py::object v = py::reinterpret_steal<py::object>(PyObject_GenericGetAttr(obj.ptr(), py::str("_kiln_value").ptr()));
+  if (!v) {
+    PyErr_Clear();
+    return Value::null();
+  }
+  return py::isinstance<Value>(v) ? py::cast<Value>(v) : Value::null();
+}
+
+void bind_nn(py::module_& m) {
+  m.def("_set_module_wrapper_factory", [](py::object f) { wrapper_factory() = std::move(f); });
+  m.def("_set_module_base", [](py::object base) { module_base() = std::move(base); });
+  m.def("module_class", [](const std::string& name) {
+    return guarded([&] {
+      const Value* c = runtime::builtins().find(name);
+      if (!c || !c->is(Kind::Class)) throw_error(ErrorKind::NameError, "kiln has no module class '" + name + "'");
+      return *c;
+    });
+  }, "The runtime class of a built-in module (Module, Linear, Sequential, ...).");
+  m.def("make_class", [](const std::string& name, const Value& base, const py::dict& methods) {
+    return guarded([&] {
+      Ref<runtime::ClassObj> cls = runtime::make_class(name, class_of(base));
+      for (auto [k, v] : methods) cls->methods.set(py::cast<std::string>(k), py::cast<Value>(v));
+      return Value::object(Kind::Class, cls);
+    });
+  }, "A runtime class for a Python Module subclass: methods maps names to KBC functions / properties / callables.");
+  m.def("make_property", [](const Value& fget) { return runtime::make_property(fget); });
+  m.def("as_value", [](py::handle obj) { return guarded([&] { return to_value(obj); }); },
+        "A Python object as the kiln value kiln would see (KBC function, Foreign, ...).");
+  m.def("module_new", [](const Value& cls, py::handle wrapper) {
+    return guarded([&] {
+      Value v = Value::object(Kind::Module, runtime::new_module(class_of(cls)));
+      wrappers()[v.as<ModuleObj>()] = wrapper.ptr();
+      return v;
+    });
+  }, "A fresh module of a Python subclass's class, owned by `wrapper` (its __init__ runs in Python).");
+  m.def("module_instantiate", [](const Value& cls, py::handle wrapper, py::args args, py::kwargs kwargs) {
+    return guarded([&] {
+      std::vector<Value> values;
+      for (py::handle a : args) values.push_back(to_value(a));
+      std::vector<Value> names;
+      for (auto [k, v] : kwargs) {
+        names.push_back(runtime::intern_value(py::cast<std::string>(k)));
+        values.push_back(to_value(v));
+      }
+      Value kw = names.empty() ? Value() : runtime::make_tuple(std::move(names));
+      Value v = runtime::instantiate(
+          vm(), class_of(cls),
+          runtime::CallArgs{values.data(), values.size(), kw.is_none() ? nullptr : kw.as<runtime::TupleObj>()});
+      wrappers()[v.as<ModuleObj>()] = wrapper.ptr();
+      return v;
+    });
+  }, "A built-in module made by its own constructor (Linear(4, 8)), owned by `wrapper`.");
+  m.def("module_release", [](const Value& v, py::handle wrapper) {
+    auto it = wrappers().find(module_of(v));
+    if (it != wrappers().end() && it->second == wrapper.ptr()) wrappers().erase(it);
+  }, "`wrapper` is going: the module surfaces in Python again through a new wrapper.");
+  m.def("module_adopt", [](const Value& v, py::handle wrapper) { wrappers()[module_of(v)] = wrapper.ptr(); },
+        "`wrapper` is the module's Python object while it lives.");
+  m.def("module_setattr", [](const Value& v, const std::string& name, py::handle value) {
+    guarded([&] { runtime::module_setattr(v, runtime::intern(name), to_value(value)); });
+  });
+  m.def("module_getattr", [](const Value& v, const std::string& name) {
+    return guarded([&] { return to_py(runtime::module_getattr(vm(), v, runtime::intern(name).get())); });
+  });
+  m.def("module_call", [](const Value& v, py::args args, py::kwargs kwargs) {
+    return guarded([&] {
+      std::vector<Value> values;
+      for (py::handle a : args) values.push_back(to_value(a));
+      std::vector<Value> names;
+      for (auto [k, x] : kwargs) {
+        names.push_back(runtime::intern_value(py::cast<std::string>(k)));
+        values.push_back(to_value(x));
+      }
+      Value kw = names.empty() ? Value() : runtime::make_tuple(std::move(names));
+      return to_py(runtime::module_call(
+          vm(), v, runtime::CallArgs{values.data(), values.size(), kw.is_none() ? nullptr : kw.as<runtime::TupleObj>()}));
+    });
+  }, "Calls a module as the VM does: pre-hooks, forward, hooks.");
+  m.def("module_class_of", [](const Value& v) { return Value::object(Kind::Class, module_of(v)->cls); });
+  m.def("class_name", [](const Value& cls) { return class_of(cls)->name; });
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,151 @@
+"""kiln.nn: Python Module subclasses on kiln's C++ module model, called
+eagerly and compiled; the tracer reads their dicts directly."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn
+
+
+def close(a, b, tol=1e-5):
+    return np.allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    kiln.reset()
+    kiln.manual_seed(0)
+    yield
+    kiln.reset()
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.act = nn.GELU()
+        self.norm = nn.LayerNorm(d)
+        self.scale = 0.5
+
+    def forward(self, x):
+        return self.norm(x + self.act(self.fc(x)) * self.scale)
+
+
+class Net(nn.Module):
+    def __init__(self, d, depth):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(d) for _ in range(depth)])
+        self.register_buffer("offset", kiln.ones(d))
+
+    def forward(self, x):
+        return self.blocks(x) + self.offset
+
+
+def test_attributes_live_in_the_cpp_module():
+    b = Block(4)
+    assert isinstance(b.fc, nn.Linear)
+    assert b.scale == 0.5
+    assert [name for name, _ in b.named_parameters()] == ["fc.weight", "fc.bias", "norm.weight", "norm.bias"]
+    assert [name for name, _ in b.named_children()] == ["fc", "act", "norm"]
+    assert b.fc is b.fc  # the same Python object each time
+    with pytest.raises(AttributeError, match="Block"):
+        b.nope
+
+
+@pytest.mark.parametrize("backend", ["llvm", "eager"])
+def test_compiled_module_equals_eager_call(backend):
+    net = Net(8, 3)
+    x = kiln.randn(5, 8)
+    want = net(x)
+    got = kiln.compile(net, backend=backend)(x)
+    assert close(got, want)
+
+
+def test_one_graph_with_parameters_by_path():
+    net = Net(8, 2)
+    e = kiln.explain(net)(kiln.randn(5, 8))
+    assert e.graph_count == 1 and e.graph_break_count == 0
+    assert "blocks.1.fc.weight" in e.graphs[0]
+    assert "offset" in e.graphs[0]
+
+
+def test_hooks_fire_in_order_and_removal_recompiles():
+    calls = []
+    net = Net(4, 1)
+
+    def pre(module, args):
+        calls.append("pre")
+        return (args[0] * 2,)
+
+    def post(module, args, output):
+        calls.append("post")
+        return output + 1
+
+    h1 = net.register_forward_pre_hook(pre)
+    h2 = net.register_forward_hook(post)
+    x = kiln.randn(2, 4)
+    want = net(x)
+    assert calls == ["pre", "post"]
+    f = kiln.compile(net)
+    assert close(f(x), want)
+    h1.remove()
+    h2.remove()
+    assert close(f(x), net(x))  # a new entry without the hooks
+    assert not close(f(x), want)
+
+
+class WithGetattr(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def __getattr__(self, name):
+        if name == "twice":
+            return 2.0
+        raise AttributeError(name)
+
+    def forward(self, x):
+        return self.fc(x) * self.twice
+
+
+def test_custom_getattr_is_traced():
+    m = WithGetattr()
+    x = kiln.randn(2, 3)
+    assert close(kiln.compile(m)(x), m(x))
+    assert kiln.explain(m)(x).graph_break_count == 0
+
+
+def test_lazy_linear_initialises_on_first_call():
+    m = nn.LazyLinear(6)
+    x = kiln.randn(2, 5)
+    y = kiln.compile(m)(x)
+    assert y.shape == (2, 6)
+    assert m.weight.shape == (6, 5)
+    assert close(y, m(x))
+
+
+def test_train_eval_and_state_dict():
+    net = Net(4, 1)
+    assert net.training
+    net.eval()
+    assert not net.training
+    sd = net.state_dict()
+    assert "blocks.0.fc.weight" in sd and "offset" in sd
+    other = Net(4, 1)
+    other.load_state_dict(sd)
+    x = kiln.randn(2, 4)
+    assert close(other(x), net(x))
+
+
+def test_parameter_shares_memory():
+    a = np.ones((2, 2), dtype=np.float32)
+    p = nn.Parameter(kiln.from_numpy(a))
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = p
+
+    m = M()
+    assert [n for n, _ in m.named_parameters()] == ["w"]
+    assert m.w.data_ptr() == a.ctypes.data
