@@ -53,7 +53,7 @@ void check_agreement(const std::vector<Message>& msgs, const ProcessGroup& group
 
 template <class T>
 void all_gather_object(std::vector<T>& out, const T& obj, ProcessGroup& group,
-                       const CollectiveHeader& header) {
+                       const CollectiveHeader& header, std::optional<double> timeout_s) {
   const auto start = Clock::now();
   auto* log = log::get("collectives");
   if (group.size() == 1) {
@@ -66,7 +66,7 @@ void all_gather_object(std::vector<T>& out, const T& obj, ProcessGroup& group,
                      describe(header);
   std::vector<uint8_t> mine = encode(header, obj);
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(group.config().collective_timeout_s));
+                              std::chrono::duration<double>(timeout_s.value_or(group.config().collective_timeout_s)));
   GatheredBytes all = group.all_gather_bytes(mine, what, deadline);
 
   std::vector<Message> msgs;
@@ -92,10 +92,10 @@ void all_gather_object(std::vector<T>& out, const T& obj, ProcessGroup& group,
 }
 
 template void all_gather_object(std::vector<CompilerLocalState>&, const CompilerLocalState&,
-                                ProcessGroup&, const CollectiveHeader&);
+                                ProcessGroup&, const CollectiveHeader&, std::optional<double>);
 template void all_gather_object(std::vector<GuardOutcome>&, const GuardOutcome&, ProcessGroup&,
-                                const CollectiveHeader&);
+                                const CollectiveHeader&, std::optional<double>);
 template void all_gather_object(std::vector<KernelBlob>&, const KernelBlob&, ProcessGroup&,
-                                const CollectiveHeader&);
+                                const CollectiveHeader&, std::optional<double>);
 
 }  // namespace kiln::collectives

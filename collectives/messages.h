@@ -31,7 +31,9 @@ struct CollectiveHeader {
 };
 
 // The compiler collective's local state: the sizes this rank saw per input
-// source, so all ranks can make the same dimensions dynamic.
+// source, so all ranks can make the same dimensions dynamic. A negative size
+// is a dimension this rank already treats as dynamic (an earlier recompile
+// found it changing, or mark_dynamic): like Dynamo's None, the others adopt it.
 struct InputSizes {
   std::string source;
   std::vector<int64_t> sizes;

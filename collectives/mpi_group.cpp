@@ -134,7 +134,7 @@ class MpiGroup final : public ProcessGroup {
           who += (i ? ", " : "") + describe_rank(missing[i]);
         who += " (not arrived at this collective, or stalled)";
       }
-      time_out(std::move(op), what, start, std::move(missing), who);
+      time_out(std::move(op), what, start, deadline, std::move(missing), who);
     }
 
     // Every rank sees the same sizes, so every rank takes the same branches.
@@ -179,7 +179,7 @@ class MpiGroup final : public ProcessGroup {
                           &op->req),
           "MPI_Iallgatherv", what, op);
     if (!wait(op, deadline, what))
-      time_out(std::move(op), what, start, {},
+      time_out(std::move(op), what, start, deadline, {},
                "every rank had sent its size, but the payload exchange did not finish");
     for (int r = 0; r < size_; ++r) {
       size_t i = static_cast<size_t>(r);
@@ -217,13 +217,15 @@ class MpiGroup final : public ProcessGroup {
     throw_error(ErrorKind::RuntimeError, "collectives: group '" + name_ + "': " + msg);
   }
 
+  // The limit printed is this call's (deadline - start): a caller may pass
+  // its own timeout instead of the group's collective_timeout_s.
   [[noreturn]] void time_out(std::unique_ptr<Pending> op, std::string_view what,
-                             Clock::time_point start, std::vector<int> missing,
-                             const std::string& who) {
+                             Clock::time_point start, Clock::time_point deadline,
+                             std::vector<int> missing, const std::string& who) {
     double elapsed = seconds_since(start);
+    double limit = std::chrono::duration<double>(deadline - start).count();
     char secs[64];
-    std::snprintf(secs, sizeof secs, "%.2f s (collective_timeout_s = %g)", elapsed,
-                  config().collective_timeout_s);
+    std::snprintf(secs, sizeof secs, "%.2f s (collective_timeout_s = %.3g)", elapsed, limit);
     std::string detail = std::string(what) + " on " + describe_rank(rank_) + " of " +
                          std::to_string(size_) + " gave up after " + secs + ": " + who +
                          "; the group cannot be used any more";

@@ -647,15 +647,48 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
 }
 
 TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>& args, const Options& options,
-                           CallContext& vm, const std::map<std::string, std::vector<bool>>& dynamic_dims) {
+                           CallContext& vm, const std::map<std::string, std::vector<bool>>& dynamic_dims,
+                           output_graph::DistributedState* distributed) {
   const Code& code = *fn->code;
   int64_t stop = -1;
   std::optional<Unsupported> why;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  std::map<std::string, std::vector<bool>> dims = dynamic_dims;
+  output_graph::DynamicDims agreed;
+  bool restarted = false;
+  // After the first analysis (however it ended) the ranks exchange what
+  // they saw. True: the speculation log is cleared and the analysis starts
+  // over with the agreed dynamic dims. When those change nothing this rank
+  // traced (the usual case: equal sizes everywhere), the first analysis is
+  // already what a restart would produce (tracing is deterministic), so it
+  // is kept.
+  auto collective_restarts = [&](TraceContext& ctx) {
+    if (!distributed || distributed->all_states) return false;
+    output_graph::run_compiler_collective(ctx.out.guards(), *distributed);
+    agreed = output_graph::merge_compiler_states(*distributed->all_states);
+    if (ctx.builder.never_dynamic || !output_graph::compiler_collective_changes_trace(ctx.out.guards(), agreed))
+      return false;
+    for (const auto& [source, mask] : agreed) {
+      std::vector<bool>& m = dims[source];
+      if (m.size() < mask.size()) m.resize(mask.size(), false);
+      for (size_t d = 0; d < mask.size(); ++d) m[d] = m[d] || mask[d];
+    }
+    stop = -1;
+    why.reset();
+    restarted = true;
+    return true;
+  };
+  auto finish = [&](TraceOutcome out) {
+    out.agreed_dynamic_dims = std::move(agreed);
+    out.collective_restarted = restarted;
+    return out;
+  };
+  // At most: the first analysis, its restart after the compiler
+  // collective, and the speculation restart before a breaking step.
+  for (int attempt = 0; attempt < 3; ++attempt) {
     TraceContext ctx(vm);
     ctx.builder.all_dynamic = options.dynamic.has_value() && *options.dynamic;
     ctx.builder.never_dynamic = options.dynamic.has_value() && !*options.dynamic;
-    ctx.builder.dynamic_dims = dynamic_dims;
+    ctx.builder.dynamic_dims = dims;
     std::vector<VT> locals(code.varnames.size());
     for (size_t i = 0; i < args.size() && i < locals.size(); ++i)
       if (!args[i].is_null()) locals[i] = vars::make_lazy(args[i], output_graph::local_source(code.varnames[i], int(i)));
@@ -664,15 +697,19 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
       tx.emplace(ctx, fn, std::move(locals), nullptr);
       tx->run(stop);
     } catch (const Unsupported& u) {
+      // A frame that breaks, or cannot be traced at all, still takes part
+      // in the collective: the other ranks are in it.
+      if (collective_restarts(ctx)) continue;
       if (stop >= 0 || !tx) {
         // Not reproducible at the same step, or the frame cannot be traced
         // at all: run it on the VM, and say why.
-        return run_on_vm(fn, u);
+        return finish(run_on_vm(fn, u));
       }
       stop = tx->steps();
       why = u;
       continue;
     }
+    if (collective_restarts(ctx)) continue;
     const Instr* brk = why ? &code.instrs[tx->pc()] : nullptr;
     if (brk && options.fullgraph)
       throw_error(ErrorKind::RuntimeError, "graph break in fullgraph mode: " +
@@ -681,7 +718,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
                                                " (" + code.qualname + ", " +
                                                code.filename + ":" + std::to_string(brk->line) + "); hint: " +
                                                break_reason_hint(why->reason));
-    return compile_subgraph(fn, ctx, &*tx, brk, why, options);
+    return finish(compile_subgraph(fn, ctx, &*tx, brk, why, options));
   }
   throw_error(ErrorKind::RuntimeError, "convert_frame: the trace did not settle");
 }

@@ -11,6 +11,7 @@
 
 #include "interpreter/kiln_api.h"
 #include "output_graph/backend.h"
+#include "output_graph/compiler_collective.h"
 #include "output_graph/guards.h"
 #include "runtime/code.h"
 
@@ -39,14 +40,22 @@ struct TraceOutcome {
   std::string graph_code;    // the graph's code view
   std::optional<GraphBreak> graph_break;
   std::optional<FastPath> fast;
+  // The compiler collective, when it ran: the dimensions all ranks agreed
+  // to make dynamic (the cache keeps them for later compiles) and whether
+  // the analysis had to restart to apply them.
+  output_graph::DynamicDims agreed_dynamic_dims;
+  bool collective_restarted = false;
 };
 
 // `locals` holds the frame's bound parameters (bind_arguments' output).
 // `dynamic_dims`: per source path, the dimensions earlier recompiles
-// found changing (automatic dynamic shapes).
+// found changing (automatic dynamic shapes). `distributed` (null: off): run
+// the compiler collective after the first analysis and restart it with the
+// dimensions the ranks agreed on (output_graph/compiler_collective.h).
 TraceOutcome convert_frame(const runtime::Ref<runtime::FunctionObj>& fn, const std::vector<runtime::Value>& locals,
                            const Options& options, runtime::CallContext& vm,
-                           const std::map<std::string, std::vector<bool>>& dynamic_dims = {});
+                           const std::map<std::string, std::vector<bool>>& dynamic_dims = {},
+                           output_graph::DistributedState* distributed = nullptr);
 
 // A function's compiled form as a callable Value (eval_frame.cpp).
 runtime::Value compiled_value(const runtime::Ref<runtime::FunctionObj>& fn, const Options& options);

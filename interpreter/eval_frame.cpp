@@ -3,12 +3,14 @@
 // traces the call and a new entry is prepended. Past cache_size_limit the
 // code runs on the VM, with a warning naming the guard that failed.
 // Also the public API: compile, explain, reset.
+#include <chrono>
 #include <map>
 #include <optional>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
 
+#include "collectives/all_gather_object.h"
 #include "interpreter/convert_frame.h"
 #include "interpreter/guard_tree.h"
 #include "interpreter/kiln_api.h"
@@ -45,6 +47,12 @@ struct FrameCache {
   // Automatic dynamic shapes: per source path, dimensions whose size
   // changed and forced a recompile; the next trace makes them dynamic.
   std::map<std::string, std::vector<bool>> dynamic_dims;
+  // Sequence numbers of this frame's collectives (their headers): ranks in
+  // lockstep agree on both, so a rank that compiled or looked up once more
+  // than the others is named in a CollectiveMismatch instead of pairing
+  // its collective with another one.
+  uint64_t compiles = 0;
+  uint64_t lookups = 0;
 };
 
 std::mutex cache_mu;
@@ -84,6 +92,22 @@ Value run_fast(CallContext& vm, const interpreter::FastPath& fast, const Value* 
   return build_result(fast.result, outputs, params);
 }
 
+// The frame's id in collective headers: its qualname and first line (the
+// same on every rank running the same program).
+std::string frame_id(const Code& code) { return code.qualname + ":" + std::to_string(code.first_line); }
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The compile group, when a collective is on and there is someone to talk
+// to; null otherwise, so a single rank (or collectives off) never goes near
+// the exchange.
+collectives::ProcessGroup* collective_group(const Options& options, bool enabled) {
+  if (!enabled || !options.compile_group || options.compile_group->size() < 2) return nullptr;
+  return options.compile_group.get();
+}
+
 Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
   const Code* code = fn->code.get();
   // Guards read the bound parameters. When the arguments are exactly the
@@ -100,6 +124,10 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   std::string why;
   std::vector<std::shared_ptr<CacheEntry>> entries;
   bool gave_up;
+  uint64_t lookup = 0;
+  // Guard collectives stop once the ranks gave up on this frame together
+  // (same entries, same limit): nothing they do later compiles.
+  collectives::ProcessGroup* guard_group = collective_group(options, options.enable_guard_collectives);
   {
     std::lock_guard<std::mutex> lock(cache_mu);
     FrameCache& c = caches()[code];
@@ -107,14 +135,48 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     for (const auto& e : c.entries)
       if (e->backend == options.backend) entries.push_back(e);
     gave_up = c.gave_up;
+    if (gave_up) guard_group = nullptr;
+    if (guard_group) lookup = ++c.lookups;
   }
   GuardTree::Failure newest_failure;
+  const CacheEntry* hit = nullptr;
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     if (e->guards->check(locals, *fn, i == 0 ? &why : nullptr, i == 0 ? &newest_failure : nullptr)) {
-      if (e->fast) return run_fast(vm, *e->fast, locals);
-      return vm.call(e->residual, args);
+      hit = e.get();
+      break;
     }
+  }
+  if (guard_group) {
+    // Guard collective: the ranks agree on whether any of them missed. If
+    // one did, all recompile together, so every rank's cache gets the same
+    // entry at the same call and their later collectives stay paired.
+    auto start = std::chrono::steady_clock::now();
+    collectives::GuardOutcome mine;
+    mine.frame_id = frame_id(*code);
+    mine.missed = hit == nullptr;
+    if (!hit) mine.reason = why;
+    std::vector<collectives::GuardOutcome> all;
+    collectives::all_gather_object(all, mine, *guard_group, collectives::CollectiveHeader{mine.frame_id, lookup, {}},
+                                   options.collective_timeout_s);
+    if (recording) {
+      recording->guard_collective_ms += ms_since(start);
+      ++recording->guard_collective_count;
+    }
+    if (hit) {
+      for (size_t r = 0; r < all.size(); ++r)
+        if (all[r].missed) {
+          why = guard_group->describe_rank(int(r)) + " missed" +
+                (all[r].reason && !all[r].reason->empty() ? " (" + *all[r].reason + ")" : std::string()) +
+                ", so every rank recompiles (guard collectives)";
+          hit = nullptr;
+          break;
+        }
+    }
+  }
+  if (hit) {
+    if (hit->fast) return run_fast(vm, *hit->fast, locals);
+    return vm.call(hit->residual, args);
   }
   // A size change that failed the newest entry marks those dimensions
   // dynamic for the next trace (unless dynamic shapes are switched off).
@@ -150,8 +212,27 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     return vm.call(fn_value, args);
   }
 
-  TraceOutcome out = interpreter::convert_frame(
-      fn, std::vector<Value>(locals, locals + code->nparams()), options, vm, dynamic_dims);
+  std::optional<output_graph::DistributedState> distributed;
+  if (collective_group(options, options.enable_compiler_collectives)) {
+    distributed.emplace();
+    distributed->group = options.compile_group;
+    distributed->header.frame_id = frame_id(*code);
+    distributed->timeout_s = options.collective_timeout_s;
+    std::lock_guard<std::mutex> lock(cache_mu);
+    distributed->header.compile_seq = ++caches()[code].compiles;
+  }
+  TraceOutcome out = interpreter::convert_frame(fn, std::vector<Value>(locals, locals + code->nparams()), options,
+                                                vm, dynamic_dims, distributed ? &*distributed : nullptr);
+  if (distributed && distributed->all_states) {
+    // Later compiles of this frame start from what the ranks agreed on.
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto& dims = caches()[code].dynamic_dims;
+    for (const auto& [source, mask] : out.agreed_dynamic_dims) {
+      std::vector<bool>& m = dims[source];
+      if (m.size() < mask.size()) m.resize(mask.size(), false);
+      for (size_t d = 0; d < mask.size(); ++d) m[d] = m[d] || mask[d];
+    }
+  }
   auto entry = std::make_shared<CacheEntry>();
   entry->backend = options.backend;
   entry->guards = std::make_unique<GuardTree>(out.guards);
@@ -166,6 +247,11 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   if (auto* log = kiln::log::get("guards"))
     for (const auto& g : entry->guard_strs) log->info("{}: {}", code->qualname, g);
   if (recording) {
+    if (distributed && distributed->all_states) {
+      recording->collective_ms += distributed->exchange_ms;
+      ++recording->collective_count;
+      if (out.collective_restarted) ++recording->collective_restarts;
+    }
     if (out.graph_ops > 0) {
       ++recording->graph_count;
       recording->ops_per_graph.push_back(out.graph_ops);
@@ -303,6 +389,18 @@ std::string ExplainReport::str() const {
   if (!recompile_reasons.empty()) {
     s += "Recompile reasons:\n";
     for (const auto& r : recompile_reasons) s += "  " + r + "\n";
+  }
+  char buf[160];
+  if (collective_count > 0) {
+    std::snprintf(buf, sizeof buf, "Compiler collective: %.3f ms in %d exchange%s, %d restart%s of analysis\n",
+                  collective_ms, collective_count, collective_count == 1 ? "" : "s", collective_restarts,
+                  collective_restarts == 1 ? "" : "s");
+    s += buf;
+  }
+  if (guard_collective_count > 0) {
+    std::snprintf(buf, sizeof buf, "Guard collective: %.3f ms in %d exchange%s\n", guard_collective_ms,
+                  guard_collective_count, guard_collective_count == 1 ? "" : "s");
+    s += buf;
   }
   return s;
 }

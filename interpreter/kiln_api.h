@@ -5,6 +5,11 @@
 //   kiln::CompiledFunction f = kiln::compile(program.global("forward"));
 //   kiln::Value y = f({x});
 //   std::cout << kiln::explain(program.global("forward"), {x}).str();
+//
+// Under mpirun (issue 7): call kiln::distributed::init() first, then turn on
+// Options::enable_compiler_collectives / enable_guard_collectives (or
+// KILN_COMPILER_COLLECTIVES=1 / KILN_GUARD_COLLECTIVES=1) so every rank
+// compiles the same graphs with the same guards at the same calls.
 #pragma once
 
 #include <functional>
@@ -14,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "collectives/distributed.h"
+#include "collectives/errors.h"
+#include "collectives/process_group.h"
 #include "interpreter/assembler.h"
 #include "interpreter/code_builder.h"
 #include "interpreter/program.h"
@@ -27,6 +35,22 @@ using runtime::Value;
 using interpreter::assemble;
 using interpreter::assemble_file;
 using interpreter::Program;
+
+namespace options_env {
+// Options' defaults from the environment. A flag is "1" (on), "0" or unset
+// (off); anything else, like a timeout that is not a positive number of
+// seconds, is a ValueError rather than silently the default.
+bool flag(const char* name);
+double collective_timeout_s();  // KILN_COLLECTIVE_TIMEOUT_S, default 60
+}  // namespace options_env
+
+namespace distributed {
+// Starts the multi-rank mode and returns the world group: under mpirun it
+// initialises MPI (or adopts an MPI the program already initialised);
+// otherwise the single-rank group, without any MPI call. Idempotent. Call it
+// before making Options, whose compile_group defaults to this group.
+std::shared_ptr<collectives::ProcessGroup> init();
+}  // namespace distributed
 
 struct Options {
   // "llvm" (fused native kernels; registered by linking kiln_core), "eager"
@@ -42,6 +66,27 @@ struct Options {
   int cache_size_limit = 8;          // compiled entries per code object before falling back to the VM
   // Where print() in the compiled function writes (stdout when empty).
   std::function<void(std::string_view)> stdout_sink;
+
+  // Multi-rank compiles. Both collectives need every rank of compile_group
+  // to run the same compiled functions in the same order (the usual SPMD
+  // program); a rank that does not arrive makes the others raise
+  // collectives::CollectiveTimeout after collective_timeout_s, and ranks in
+  // different compiles raise collectives::CollectiveMismatch, never a hang.
+  // With one rank in the group neither does anything.
+  //
+  // The compiler collective: after the first analysis of a frame, ranks
+  // all-gather the sizes they saw per input; a dimension that differs on
+  // any rank becomes dynamic on all, so all compile the same graph and
+  // guards.
+  bool enable_compiler_collectives = options_env::flag("KILN_COMPILER_COLLECTIVES");
+  // Guard collectives: at each cached call the ranks agree whether any
+  // missed; if one did, all recompile together (needed whenever a rank can
+  // miss alone, or its compiler collective would wait for the others).
+  bool enable_guard_collectives = options_env::flag("KILN_GUARD_COLLECTIVES");
+  double collective_timeout_s = options_env::collective_timeout_s();
+  // The ranks that compile together: the world after distributed::init(),
+  // else the single-rank group. Null: no collectives.
+  std::shared_ptr<collectives::ProcessGroup> compile_group = collectives::default_group();
 };
 
 struct GraphBreak {
@@ -61,6 +106,14 @@ struct ExplainReport {
   std::vector<std::string> graphs;           // each graph's code view
   std::vector<std::string> guards;           // each cache entry's guards, one string per entry
   std::vector<std::string> recompile_reasons;
+  // Time in the compiler collective's exchanges (waiting for the slowest
+  // rank included), how many ran and how many made the analysis restart;
+  // and the guard collectives at cache lookups. All zero on a single rank.
+  double collective_ms = 0;
+  int collective_count = 0;
+  int collective_restarts = 0;
+  double guard_collective_ms = 0;
+  int guard_collective_count = 0;
   Value result;        // what the call returned (None if it raised)
   std::string error;   // the error the call raised (with its traceback), or empty
   std::string str() const;

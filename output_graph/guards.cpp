@@ -22,7 +22,16 @@ std::string Guard::str() const {
     case GuardKind::TypeMatch: return s + " is " + runtime::type_name(expected);
     case GuardKind::IdMatch: return s + " is the same object";
     case GuardKind::ConstantMatch: return s + " == " + runtime::repr(expected);
-    case GuardKind::TensorMatch: return s + " " + tensor.str() + " stride=" + runtime::shape_str(tensor.strides);
+    case GuardKind::TensorMatch: {
+      // A guard with a dynamic dim checks the layout class, not the example's
+      // strides (interpreter/guard_tree.cpp): say so, so ranks that traced
+      // different sizes under the same guard also print the same guard.
+      bool dynamic = false;
+      for (bool d : tensor.dynamic) dynamic = dynamic || d;
+      if (dynamic && tensor.strides == runtime::contiguous_strides(tensor.sizes))
+        return s + " " + tensor.str() + " contiguous";
+      return s + " " + tensor.str() + " stride=" + runtime::shape_str(tensor.strides);
+    }
     case GuardKind::Length: return s + " len == " + std::to_string(length);
     case GuardKind::ModuleVersion: return s + " version == " + std::to_string(version);
     case GuardKind::ModuleHooks: {
