@@ -20,10 +20,29 @@ log = logging.getLogger("kiln.frontend")
 
 
 class Config:
-    """Process-wide settings, read when a function is compiled."""
+    """Process-wide settings, read when a function is compiled.
+
+    cache_size_limit: compiled entries per function before it runs on the VM.
+    enable_compiler_collectives: under mpirun, the ranks agree on input sizes
+        before compiling a frame, so every rank builds the same graph and
+        guards (a size that differs on any rank becomes dynamic on all).
+    enable_guard_collectives: the ranks agree at each cache lookup whether any
+        missed; then all recompile together.
+    collective_timeout_s: a rank that does not arrive in time makes the
+        others raise instead of hanging.
+    The collective flags default to KILN_COMPILER_COLLECTIVES /
+    KILN_GUARD_COLLECTIVES / KILN_COLLECTIVE_TIMEOUT_S."""
 
     def __init__(self):
-        self.cache_size_limit = 8  # compiled entries per function before it runs on the VM
+        import os
+        self.cache_size_limit = 8
+        self.enable_compiler_collectives = os.environ.get("KILN_COMPILER_COLLECTIVES") == "1"
+        self.enable_guard_collectives = os.environ.get("KILN_GUARD_COLLECTIVES") == "1"
+        self.collective_timeout_s = float(os.environ.get("KILN_COLLECTIVE_TIMEOUT_S", "60"))
+
+    def _apply(self):
+        _C._set_collectives(bool(self.enable_compiler_collectives), bool(self.enable_guard_collectives),
+                            float(self.collective_timeout_s))
 
 
 config = Config()
@@ -89,6 +108,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     if kbc is None:
         log.warning("kiln.compile(%s): not translatable; it runs on CPython", fn.__qualname__)
         return fn
+    config._apply()
     compiled = _C.compile(fn, kbc, backend, fullgraph, dynamic, config.cache_size_limit)
 
     @functools.wraps(fn)
@@ -118,6 +138,7 @@ def _no_closure():
 
 
 def _compile_module(module, backend, fullgraph, dynamic):
+    config._apply()
     compiled = _C.compile(_no_closure, _CALL_MODULE, backend, fullgraph, dynamic, config.cache_size_limit)
 
     @functools.wraps(type(module).forward)
@@ -159,6 +180,7 @@ def explain(fn, *, backend="llvm"):
 
     def run(*args):
         from . import nn
+        config._apply()
         if isinstance(target, nn.Module):
             return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)

@@ -206,8 +206,22 @@ class PyCompiled {
   std::vector<PyObject*> seen_;  // identity only: cells_ keep the objects reachable
 };
 
+// kiln.config's collective settings (kiln/_compile.py sets them before
+// each compile).
+struct CollectiveSettings {
+  bool compiler = false, guards = false;
+  double timeout_s = 60;
+};
+CollectiveSettings& collective_settings() {
+  static CollectiveSettings s;
+  return s;
+}
+
 Options options_from(const std::string& backend, bool fullgraph, const py::object& dynamic, int cache_size_limit) {
   Options o;
+  o.enable_compiler_collectives = collective_settings().compiler;
+  o.enable_guard_collectives = collective_settings().guards;
+  o.collective_timeout_s = collective_settings().timeout_s;
   o.backend = backend;
   o.fullgraph = fullgraph;
   if (!dynamic.is_none()) o.dynamic = dynamic.cast<bool>();
@@ -272,6 +286,15 @@ void bind_functions(py::module_& m) {
     });
   });
   m.def("reset", [] { kiln::reset(); });
+  m.def("_set_collectives", [](bool compiler, bool guards, double timeout_s) {
+    collective_settings() = {compiler, guards, timeout_s};
+  });
+  m.def("distributed_init", [] {
+    return guarded([&] {
+      auto g = kiln::distributed::init();
+      return py::make_tuple(g->rank(), g->size(), g->name());
+    });
+  }, "Joins the MPI world (or stays a single rank without mpirun): (rank, size, name).");
   m.def("mark_dynamic", [](py::handle t, int64_t dim) { guarded([&] { kiln::mark_dynamic(to_value(t), dim); }); });
   m.def("cache_entries", [](const Value& fn) { return kiln::cache_entries(fn); });
   m.def("_set_function_converter", [](py::object f) { set_function_converter(std::move(f)); });
