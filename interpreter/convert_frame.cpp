@@ -187,7 +187,22 @@ struct Residual {
   void emit_source(const SourceRef& s) {
     switch (s->kind) {
       case SourceKind::Local: b.emit(Opcode::LOAD_FAST, s->local_index); return;
-      case SourceKind::Global: b.emit(Opcode::LOAD_GLOBAL, b.name(s->name)); return;
+      case SourceKind::Global:
+        if (s->globals) {
+          // Another namespace's global: a constant reader of that namespace
+          // (LOAD_GLOBAL would read the frame's own).
+          emit_const(runtime::make_builtin_closure(
+              "G*['" + s->name + "']", [ns = s->globals, name = runtime::intern(s->name)](runtime::CallContext&,
+                                                                                   const runtime::CallArgs&) {
+                const Value* v = ns->map.find(name.get());
+                if (!v) throw_error(ErrorKind::NameError, "name '" + name->s + "' is not defined");
+                return *v;
+              }));
+          b.emit(Opcode::CALL, 0);
+          return;
+        }
+        b.emit(Opcode::LOAD_GLOBAL, b.name(s->name));
+        return;
       case SourceKind::Attr:
         emit_source(s->base);
         b.emit(Opcode::LOAD_ATTR, b.name(s->name));

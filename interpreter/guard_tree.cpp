@@ -70,7 +70,9 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       const Value* v = &locals[s.local_index];
       return v->is_null() ? nullptr : v;
     }
-    case SourceKind::Global: return fn.globals ? fn.globals->map.find(s.name) : nullptr;
+    case SourceKind::Global:
+      if (s.globals) return s.globals->map.find(s.name);
+      return fn.globals ? fn.globals->map.find(s.name) : nullptr;
     case SourceKind::Attr:
       // Only module dicts and foreign namespaces are read: no side
       // effects, no user code.

@@ -63,7 +63,10 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   locals_.resize(code_->varnames.size());
   // The frame being traced counts as active for the recursion check
   // (inlined frames are registered by inline_call, with their self).
-  if (!parent_) ctx_.active_frames.insert({code_, nullptr});
+  if (!parent_) {
+    ctx_.active_frames.insert({code_, nullptr});
+    ctx_.root_globals = fn_->globals.get();
+  }
   // Cellvars start empty, or hold the parameter of the same name.
   for (size_t i = 0; i < code_->cellvars.size(); ++i) {
     int32_t from = i < code_->cell_from_arg.size() ? code_->cell_from_arg[i] : -1;
@@ -145,6 +148,26 @@ void InstructionTranslator::op_DELETE_FAST(const Instr& i) {
 
 void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
   const std::string& name = code_->names[size_t(i.a)]->s;
+  if (fn_->globals && fn_->globals.get() != ctx_.root_globals) {
+    // An inlined function of another namespace: its own globals, read and
+    // guarded there.
+    auto key = std::make_pair(static_cast<const void*>(fn_->globals.get()), name);
+    if (auto it = ctx_.foreign_globals.find(key); it != ctx_.foreign_globals.end()) {
+      push(it->second);
+      return;
+    }
+    if (const Value* v = fn_->globals->map.find(code_->names[size_t(i.a)].get())) {
+      VT vt = variables::make_lazy(*v, output_graph::global_source(name, fn_->globals));
+      ctx_.foreign_globals[key] = vt;
+      push(vt);
+      return;
+    }
+    if (const Value* b = builtins().find(code_->names[size_t(i.a)].get())) {
+      push(from_value(*b));
+      return;
+    }
+    unsupported(BreakReason::unsupported, "name '" + name + "' is not defined");
+  }
   // Only the root function's globals are sources residual code can reload.
   auto it = ctx_.globals.find(name);
   if (it != ctx_.globals.end() && fn_->globals) {
@@ -166,6 +189,8 @@ void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
 
 void InstructionTranslator::op_STORE_GLOBAL(const Instr& i) {
   const std::string& name = code_->names[size_t(i.a)]->s;
+  if (fn_->globals && fn_->globals.get() != ctx_.root_globals)
+    unsupported(BreakReason::unsupported, "assignment to global '" + name + "' of another module");
   VT v = pop();
   ctx_.globals[name] = v;
   ctx_.side_effects.global_stores.push_back({name, v});

@@ -55,6 +55,10 @@ struct TraceContext {
   variables::VariableBuilder builder;
   variables::SideEffects side_effects;
   std::map<std::string, VT> globals;                         // loaded or stored during the trace
+  // Globals read by inlined functions whose namespace is not the root's
+  // (Python functions from another module), by (namespace, name).
+  std::map<std::pair<const void*, std::string>, VT> foreign_globals;
+  const runtime::GlobalsObj* root_globals = nullptr;  // the traced frame's namespace
   std::map<std::pair<const void*, std::string>, VT> attr_overlay;  // module attributes stored during the trace
   int64_t tensor_constants = 0;
   // A tensor's sizes were read into Python values: dynamic dimensions

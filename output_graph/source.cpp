@@ -21,7 +21,9 @@ const std::string& Source::str() const {
   if (!has_path_) {
     switch (kind) {
       case SourceKind::Local: path_ = "L['" + name + "']"; break;
-      case SourceKind::Global: path_ = "G['" + name + "']"; break;
+      // Another namespace's global prints as G['name'] too (a module-level
+      // name); the guard reads it in that namespace.
+      case SourceKind::Global: path_ = (globals ? "G*['" : "G['") + name + "']"; break;
       case SourceKind::Attr: path_ = base->str() + "." + name; break;
       case SourceKind::Item: path_ = base->str() + "[" + runtime::repr(key) + "]"; break;
       case SourceKind::Cell:
@@ -34,7 +36,11 @@ const std::string& Source::str() const {
 }
 
 SourceRef local_source(const std::string& name, int index) { return make(SourceKind::Local, nullptr, name, {}, index); }
-SourceRef global_source(const std::string& name) { return make(SourceKind::Global, nullptr, name, {}, -1); }
+SourceRef global_source(const std::string& name, runtime::Ref<runtime::GlobalsObj> globals) {
+  SourceRef s = make(SourceKind::Global, nullptr, name, {}, -1);
+  const_cast<Source&>(*s).globals = std::move(globals);  // set before anyone else sees it
+  return s;
+}
 SourceRef attr_source(const SourceRef& base, const std::string& name) {
   auto& slot = base->attr_children[name];
   if (SourceRef existing = slot.lock()) return existing;

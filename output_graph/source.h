@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/name_map.h"
 #include "runtime/value.h"
 
 namespace kiln::output_graph {
@@ -39,6 +40,10 @@ struct Source {
   std::string name;     // Local / Global / Attr
   runtime::Value key;   // Item
   int local_index = -1; // Local: index in the frame's varnames; Cell: the cell
+  // Global: the namespace it is read from when that is not the traced
+  // frame's own (an inlined function from another Python module); null:
+  // the frame's globals. Guards and residual code read it there.
+  runtime::Ref<runtime::GlobalsObj> globals;
   int depth = 0;        // path length, so accessors can be ordered parents-first
 
   // L['x'], G['w'], L['self'].fc, L['xs'][0]: built on first use. A deep
@@ -56,7 +61,7 @@ struct Source {
 };
 
 SourceRef local_source(const std::string& name, int index);
-SourceRef global_source(const std::string& name);
+SourceRef global_source(const std::string& name, runtime::Ref<runtime::GlobalsObj> globals = nullptr);
 SourceRef attr_source(const SourceRef& base, const std::string& name);
 SourceRef item_source(const SourceRef& base, const runtime::Value& key);
 SourceRef cell_source(const SourceRef& function, int index);

@@ -137,14 +137,11 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   return fn;
 }
 
-void refresh_globals(const Value& fn) {
-  if (!fn.is(Kind::Function)) return;
-  auto* g = fn.as<runtime::FunctionObj>()->globals.get();
-  for (auto& [dict, m] : mirrors())
-    if (m->globals.get() == g) {
-      m->sync();
-      return;
-    }
+void refresh_globals(const Value&) {
+  // Every mirror, not only fn's: an inlined function of another module
+  // reads (and its guards check) that module's mirror. One version
+  // comparison per module when nothing changed.
+  for (auto& [dict, m] : mirrors()) m->sync();
 }
 
 }  // namespace kiln::python

@@ -19,8 +19,9 @@ runtime::Value make_kbc_function(const std::string& text, const std::string& ent
                                  const py::dict& globals, const std::vector<std::string>& globals_used,
                                  const py::object& defaults, const py::object& kwdefaults, const py::object& closure);
 
-// Brings fn's globals mirror up to date with its Python dict (one
-// comparison when the dict has not changed).
+// Brings every globals mirror (fn's and those of other modules whose
+// functions it may inline) up to date with its Python dict (one comparison
+// per module when nothing changed).
 void refresh_globals(const runtime::Value& fn);
 
 // kiln._C.make_kbc_function, compile, explain, reset, ...

@@ -211,3 +211,26 @@ def test_fullgraph_turns_a_break_into_an_error():
     g = kiln.compile(printer, fullgraph=True)
     with pytest.raises(Exception, match="print"):
         g(kiln.ones(2))
+
+
+import other_module  # noqa: E402  (tests/python is on sys.path under pytest)
+
+
+def uses_other_module(x):
+    return other_module.shifted(x) * 2
+
+
+def test_helper_from_another_module_is_inlined_and_guarded_there():
+    g = kiln.compile(uses_other_module)
+    x = kiln.randn(4)
+    for _ in range(3):
+        assert close(g(x), uses_other_module(x))
+    assert kiln._C.cache_entries(g._kiln_compiled.kbc) == 1  # its globals guarded in its own namespace
+    e = kiln.explain(uses_other_module)(x)
+    assert e.graph_break_count == 0
+    old = other_module.SHIFT
+    other_module.SHIFT = 10.0
+    try:
+        assert close(g(x), uses_other_module(x))  # the other module's global changed: recompiled
+    finally:
+        other_module.SHIFT = old
