@@ -27,3 +27,6 @@ echo " eager backend, the reference, runs the VM's own kernels:)"
 echo
 echo "-- the kernels the llvm backend made (KILN_LOGS=output_code) --"
 KILN_LOGS=output_code "$KILN" run --compile "$MODEL" 2>&1 | grep -E "llvm backend|^kernel_|^gemm|^eager|^arena" || true
+echo
+echo "== the same from Python: kiln.nn models compiled with kiln.compile (python3 -m kiln.demo) =="
+python3 -m kiln.demo
