@@ -270,12 +270,12 @@ std::optional<std::string> CompileCache::get(const CacheKey& key) {
   return bytes;
 }
 
-void CompileCache::put(const CacheKey& key, std::string_view bytes) {
+void CompileCache::put(const CacheKey& key, std::string_view bytes, bool to_disk) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     memory_.insert_or_assign(key, std::string(bytes));
   }
-  if (disk_enabled_) write_disk(key, entry_path(key), bytes);
+  if (disk_enabled_ && to_disk) write_disk(key, entry_path(key), bytes);
 }
 
 std::optional<std::string> CompileCache::read_disk(const CacheKey& key, const std::string& path) {

@@ -63,8 +63,8 @@ class CompileCache {
 
   // Memory, then disk (a disk hit is kept in memory).
   std::optional<std::string> get(const CacheKey& key);
-  // Memory and disk.
-  void put(const CacheKey& key, std::string_view bytes);
+  // Memory and (unless to_disk is false) disk.
+  void put(const CacheKey& key, std::string_view bytes, bool to_disk = true);
 
   CacheStats stats() const;
   void clear_memory();

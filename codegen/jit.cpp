@@ -1,6 +1,9 @@
 #include "codegen/jit.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <optional>
 #include <mutex>
 #include <unordered_map>
 
@@ -28,6 +31,7 @@
 
 #include "codegen/compile_cache.h"
 #include "codegen/host_cpu.h"
+#include "output_graph/backend.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -156,7 +160,9 @@ std::string kernel_fingerprint(const Program& p) {
   return std::move(b.s);
 }
 
-std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times) {
+std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times, size_t begin,
+                           size_t end) {
+  end = std::min(end, program.kernels.size());
   Jit& J = jit();
   auto t0 = std::chrono::steady_clock::now();
   const HostCpu& cpu = host_cpu();
@@ -174,8 +180,7 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   }
   module->setDataLayout(J.tm->createDataLayout());
   module->setTargetTriple(cpu.triple);
-  for (size_t i = 0; i < program.kernels.size(); ++i)
-    lower_kernel(*module, program, program.kernels[i], symbol_of(prefix, i), cpu);
+  for (size_t i = begin; i < end; ++i) lower_kernel(*module, program, program.kernels[i], symbol_of(prefix, i), cpu);
   std::string verify;
   llvm::raw_string_ostream vs(verify);
   if (llvm::verifyModule(*module, &vs)) fail("lowering produced invalid IR (a kiln bug): " + verify);
@@ -240,37 +245,204 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   return std::string(obj.begin(), obj.end());
 }
 
+namespace {
+
+// One object file: kernels [begin, end) of a program.
+struct Part {
+  uint32_t begin = 0, end = 0;
+  std::string object;
+};
+
+// The cache entry of a program compiled in shares (one object per rank):
+// "KBDL", a u32 count, then per part u32 begin, u32 end, u64 length and the
+// bytes. It lives inside a verified cache entry (header, checksum), so this
+// only has to refuse what kiln itself would not write: parts must tile
+// [0, kernels) in order.
+std::string encode_bundle(const std::vector<Part>& parts) {
+  Bytes b;
+  b.s = "KBDL";
+  b.put(uint32_t(parts.size()));
+  for (const Part& p : parts) {
+    b.put(p.begin);
+    b.put(p.end);
+    b.put(uint64_t(p.object.size()));
+    b.s += p.object;
+  }
+  return std::move(b.s);
+}
+
+std::optional<std::vector<Part>> decode_bundle(const std::string& s, size_t kernels) {
+  size_t at = 4;
+  auto get = [&](auto& v) {
+    if (s.size() - at < sizeof v) return false;
+    std::memcpy(&v, s.data() + at, sizeof v);
+    at += sizeof v;
+    return true;
+  };
+  uint32_t count = 0;
+  if (s.size() < 4 || s.compare(0, 4, "KBDL") != 0 || !get(count) || count == 0 || count > kernels)
+    return std::nullopt;
+  std::vector<Part> parts(count);
+  uint32_t next = 0;
+  for (Part& p : parts) {
+    uint64_t len = 0;
+    if (!get(p.begin) || !get(p.end) || !get(len) || p.begin != next || p.end <= p.begin || len > s.size() - at)
+      return std::nullopt;
+    p.object = s.substr(at, len);
+    at += len;
+    next = p.end;
+  }
+  if (next != kernels || at != s.size()) return std::nullopt;
+  return parts;
+}
+
+}  // namespace
+
+uint64_t kernel_compile_cost(const Kernel& k) {
+  // Base costs from the per-kind compile times of benchmarks/RESULTS.md
+  // (issue 5: pointwise 5.4 ms, sum 7.6, mean 7.1, amax 12.6, layer_norm
+  // 13.8, softmax 19.2, log_softmax 21.5; units of 0.1 ms), plus what grows
+  // with the kernel's body.
+  uint64_t base = 0;
+  switch (k.kind) {
+    case KernelKind::Pointwise: base = 50; break;
+    case KernelKind::Sum: base = 70; break;
+    case KernelKind::Mean: base = 70; break;
+    case KernelKind::Amax: base = 120; break;
+    case KernelKind::LayerNorm: base = 130; break;
+    case KernelKind::Softmax: base = 180; break;
+    case KernelKind::LogSoftmax: base = 200; break;
+  }
+  return base + 4 * k.exprs.size() + 2 * k.accesses.size() + 3 * (k.outer.size() + k.inner.size());
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> partition_kernels(const Program& program, int parts) {
+  const size_t n = program.kernels.size();
+  if (parts < 1) parts = 1;
+  std::vector<uint64_t> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + kernel_compile_cost(program.kernels[i]);
+  const uint64_t total = prefix[n];
+  const uint64_t P = uint64_t(parts);
+  // Boundary k sits at the prefix sum nearest to k/P of the total (scaled
+  // by P, so all in integers), never before the previous boundary.
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  size_t prev = 0;
+  for (uint64_t k = 1; k <= P; ++k) {
+    size_t cut = n;
+    if (k < P) {
+      const uint64_t target = k * total;  // compare prefix[i] * P with it
+      cut = prev;
+      while (cut < n && prefix[cut + 1] * P <= target) ++cut;
+      if (cut < n && prefix[cut] * P <= target) {
+        const uint64_t below = target - prefix[cut] * P, above = prefix[cut + 1] * P - target;
+        if (above < below) ++cut;
+      }
+    }
+    out.emplace_back(uint32_t(prev), uint32_t(cut));
+    prev = cut;
+  }
+  return out;
+}
+
 CompiledKernels compile_kernels(const Program& program) {
   CompiledKernels out;
   if (program.kernels.empty()) return out;
+  const size_t n = program.kernels.size();
   const std::string fingerprint = kernel_fingerprint(program);
   const CacheKey key = cache_key({"kernels", fingerprint});
   out.key = key.hex();
   const std::string prefix = "kiln_" + out.key;
   Jit& J = jit();
+  output_graph::SharedCompile* sc = output_graph::current_shared_compile();
+  if (sc && sc->size < 2) sc = nullptr;
+  bool in_process = false;
   {
     std::lock_guard<std::mutex> lock(J.mu);
     if (auto it = J.loaded.find(out.key); it != J.loaded.end()) {
       out.fns = it->second;
       out.from = CompiledKernels::From::Process;
-      return out;
+      in_process = true;
     }
   }
+  // Alone, a program already loaded is simply reused. With other ranks it
+  // still takes part in the plan: they may lack it.
+  if (in_process && !sc) return out;
   CompileCache& cache = CompileCache::global(codegen_environment());
-  const CacheStats before = cache.stats();
-  std::optional<std::string> obj = cache.get(key);
-  if (obj) {
-    out.from = cache.stats().disk_hits > before.disk_hits ? CompiledKernels::From::DiskCache
-                                                           : CompiledKernels::From::MemoryCache;
-  } else {
+  // A program compiled in shares is cached as a bundle of their objects,
+  // under its own key (a lone compile's single object stays under `key`).
+  const CacheKey bundle_key = cache_key({"kernel bundle", fingerprint});
+  std::vector<Part> parts;  // what this process links
+  if (!in_process) {
+    const CacheStats before = cache.stats();
+    if (std::optional<std::string> obj = cache.get(key)) {
+      parts.push_back(Part{0, uint32_t(n), std::move(*obj)});
+    } else if (std::optional<std::string> bundle = cache.get(bundle_key)) {
+      if (auto decoded = decode_bundle(*bundle, n)) parts = std::move(*decoded);
+    }
+    if (!parts.empty())
+      out.from = cache.stats().disk_hits > before.disk_hits ? CompiledKernels::From::DiskCache
+                                                            : CompiledKernels::From::MemoryCache;
+  }
+  const bool have = in_process || !parts.empty();
+
+  if (sc) {
+    // The program key the ranks compare also names this host's CPU: code
+    // compiled for another CPU is another program, never linked here.
+    const CacheKey program_key = cache_key({"shared kernels", codegen_environment(), fingerprint});
     auto t0 = std::chrono::steady_clock::now();
+    const int writer = sc->agree(program_key.hi, program_key.lo, uint32_t(n), have);
+    out.exchange_ms += ms_since(t0);
+    if (writer >= 0) {
+      const auto ranges = partition_kernels(program, sc->size);
+      const auto [b, e] = ranges[size_t(sc->rank)];
+      output_graph::KernelPart mine{b, e, {}};
+      if (b < e) {
+        CompileTimes times;
+        mine.object = compile_object(program, prefix, &times, b, e);
+        out.lower_ms = times.lower_ms;
+        out.optimize_ms = times.optimize_ms;
+        out.codegen_ms = times.codegen_ms;
+      }
+      out.compiled_here = e - b;
+      auto t1 = std::chrono::steady_clock::now();
+      std::vector<output_graph::KernelPart> all = sc->exchange(mine);
+      out.exchange_ms += ms_since(t1);
+      // Checksums and program keys were verified by the exchange; the
+      // ranges are this rank's own split, so a rank that sent other
+      // kernels than its share is refused here, before anything links.
+      if (all.size() != size_t(sc->size))
+        fail("shared compile: " + std::to_string(all.size()) + " shares for " + std::to_string(sc->size) + " ranks");
+      for (size_t r = 0; r < all.size(); ++r)
+        if (all[r].begin != ranges[r].first || all[r].end != ranges[r].second || (all[r].begin < all[r].end) != !all[r].object.empty())
+          fail("shared compile: rank " + std::to_string(r) + " sent kernels [" + std::to_string(all[r].begin) + ", " +
+               std::to_string(all[r].end) + ") of program " + out.key + " but its share is [" +
+               std::to_string(ranges[r].first) + ", " + std::to_string(ranges[r].second) + "); not linking them");
+      out.ranks = sc->size;
+      out.received = uint32_t(n) - out.compiled_here;
+      if (!have) {
+        parts.clear();
+        for (auto& p : all)
+          if (p.begin < p.end) parts.push_back(Part{p.begin, p.end, std::move(p.object)});
+        out.from = CompiledKernels::From::Compiled;
+        // The disk gets the combined result once: from the first rank that
+        // lacked it (ranks sharing a cache directory then all find it);
+        // every rank keeps it in memory.
+        cache.put(bundle_key, encode_bundle(parts), sc->rank == writer);
+      }
+      // A rank that had the code compiled its share for the others only,
+      // and links its own copy.
+    }
+  }
+  if (in_process) return out;
+  if (parts.empty()) {
     CompileTimes times;
-    obj = compile_object(program, prefix, &times);
+    parts.push_back(Part{0, uint32_t(n), compile_object(program, prefix, &times)});
     out.lower_ms = times.lower_ms;
     out.optimize_ms = times.optimize_ms;
     out.codegen_ms = times.codegen_ms;
-    (void)t0;
-    cache.put(key, *obj);
+    out.compiled_here = uint32_t(n);
+    out.from = CompiledKernels::From::Compiled;
+    cache.put(key, parts[0].object);
   }
   auto t1 = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(J.mu);
@@ -278,9 +450,13 @@ CompiledKernels compile_kernels(const Program& program) {
     out.fns = it->second;
     return out;
   }
-  auto buf = llvm::MemoryBuffer::getMemBufferCopy(*obj, prefix);
-  if (auto err = J.jit->addObjectFile(std::move(buf))) fail("cannot load kernels: " + llvm::toString(std::move(err)));
-  for (size_t i = 0; i < program.kernels.size(); ++i) {
+  for (const Part& p : parts) {
+    auto buf = llvm::MemoryBuffer::getMemBufferCopy(p.object, prefix + "_" + std::to_string(p.begin));
+    if (auto err = J.jit->addObjectFile(std::move(buf))) fail("cannot load kernels: " + llvm::toString(std::move(err)));
+  }
+  out.objects = parts.size();
+  for (const Part& p : parts) out.object_bytes += p.object.size();
+  for (size_t i = 0; i < n; ++i) {
     auto addr = J.jit->lookup(symbol_of(prefix, i));
     if (!addr) fail("kernel " + symbol_of(prefix, i) + " not found: " + llvm::toString(addr.takeError()));
     out.fns.push_back(addr->toPtr<KernelFn>());

@@ -4,7 +4,9 @@
 // loads the object file without running LLVM's optimizer or code generator.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -17,6 +19,13 @@ struct CompiledKernels {
   enum class From : uint8_t { Compiled, MemoryCache, DiskCache, Process } from = From::Compiled;
   double lower_ms = 0, optimize_ms = 0, codegen_ms = 0, load_ms = 0;  // zero on a cache hit
   std::string key;  // hex content hash
+  // Shared compile work (multi-rank, output_graph::current_shared_compile()):
+  int ranks = 1;              // ranks the kernels were split across (1: compiled or loaded alone)
+  uint32_t compiled_here = 0; // kernels this process ran LLVM for (all on a lone compile, none on a hit)
+  uint32_t received = 0;      // kernels whose object code came from other ranks (verified, then linked)
+  size_t objects = 0;         // object files linked (1, or one per rank's non-empty share)
+  double exchange_ms = 0;     // the plan and object-code all-gathers, waiting for other ranks included
+  size_t object_bytes = 0;    // object code linked (all shares), 0 when the process already had it
 };
 
 // The text every cache key starts from: kiln's and LLVM's versions and the
@@ -34,6 +43,19 @@ CompiledKernels compile_kernels(const Program& program);
 struct CompileTimes {
   double lower_ms = 0, optimize_ms = 0, codegen_ms = 0;
 };
-std::string compile_object(const Program& program, const std::string& symbol_prefix, CompileTimes* times = nullptr);
+// Kernels [begin, end) only, when given: symbol_prefix_<i> keeps each
+// kernel's index in the program, so every rank resolves the same names
+// whichever rank compiled them.
+std::string compile_object(const Program& program, const std::string& symbol_prefix, CompileTimes* times = nullptr,
+                           size_t begin = 0, size_t end = SIZE_MAX);
+
+// Shared compile work. A kernel's estimated compile time in arbitrary units
+// (its kind's base cost, plus its expressions and accesses; measured costs
+// in benchmarks/RESULTS.md), and the program's kernels split into `parts`
+// contiguous ranges [begin, end) balanced by that estimate, one per rank
+// (a range may be empty when there are more ranks than kernels). Integer
+// arithmetic: every rank computes the same split.
+uint64_t kernel_compile_cost(const Kernel& kernel);
+std::vector<std::pair<uint32_t, uint32_t>> partition_kernels(const Program& program, int parts);
 
 }  // namespace kiln::codegen

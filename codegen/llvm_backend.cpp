@@ -365,14 +365,23 @@ CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector
                    : k.from == CompiledKernels::From::MemoryCache ? "memory"
                    : k.from == CompiledKernels::From::DiskCache   ? "disk"
                                                                   : "process";
+    report.ranks = k.ranks;
+    report.kernels_compiled = k.compiled_here;
+    report.kernels_received = k.received;
+    report.objects = k.objects;
+    report.exchange_ms = k.exchange_ms;
+    report.load_ms = k.load_ms;
+    report.object_bytes = k.object_bytes;
     report.schedule_ms = ms(t0, t1);
     report.compile_ms = ms(t1, t2);
     report.total_ms = ms(t0, t2);
     if (auto* lg = log::get("output_code"))
       lg->info("llvm backend: {} kernels, {} BLAS calls, {} eager steps ({}; schedule {:.2f} ms, compile {:.2f} ms: "
-               "lower {:.2f}, optimize {:.2f}, codegen {:.2f}, load {:.2f})\n{}",
+               "lower {:.2f}, optimize {:.2f}, codegen {:.2f}, load {:.2f}; {} compiled here, {} received from {} "
+               "ranks, exchanges {:.2f} ms)\n{}",
                report.kernels, report.gemms, report.eager_steps, report.cache, report.schedule_ms, report.compile_ms,
-               k.lower_ms, k.optimize_ms, k.codegen_ms, k.load_ms, report.summary);
+               k.lower_ms, k.optimize_ms, k.codegen_ms, k.load_ms, k.compiled_here, k.received, k.ranks,
+               k.exchange_ms, report.summary);
     auto prog = std::make_shared<CompiledProgram>(graph, std::move(p), std::move(k), eager);
     return [prog](runtime::CallContext& ctx, const std::vector<Value>& inputs) { return (*prog)(ctx, inputs); };
   } catch (const Unsupported& u) {

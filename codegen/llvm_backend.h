@@ -26,6 +26,12 @@ struct BackendReport {
   std::string summary;     // Program::summary()
   std::string cache;       // "compiled", "memory", "disk", "process"; "none" without kernels
   double schedule_ms = 0, compile_ms = 0, total_ms = 0;
+  // Shared compile work (issue 7): ranks the kernels were split across (1:
+  // alone), kernels this process compiled and kernels received from other
+  // ranks, object files linked, and the time in the two exchanges.
+  int ranks = 1;
+  size_t kernels_compiled = 0, kernels_received = 0, objects = 0, object_bytes = 0;
+  double exchange_ms = 0, load_ms = 0;  // load: linking the object files into the JIT
 };
 const BackendReport& last_report();
 

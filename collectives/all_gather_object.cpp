@@ -97,5 +97,7 @@ template void all_gather_object(std::vector<GuardOutcome>&, const GuardOutcome&,
                                 const CollectiveHeader&, std::optional<double>);
 template void all_gather_object(std::vector<KernelBlob>&, const KernelBlob&, ProcessGroup&,
                                 const CollectiveHeader&, std::optional<double>);
+template void all_gather_object(std::vector<KernelPlan>&, const KernelPlan&, ProcessGroup&,
+                                const CollectiveHeader&, std::optional<double>);
 
 }  // namespace kiln::collectives

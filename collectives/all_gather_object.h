@@ -12,7 +12,7 @@
 
 namespace kiln::collectives {
 
-// T is CompilerLocalState, GuardOutcome or KernelBlob. On a single-rank
+// T is CompilerLocalState, GuardOutcome, KernelPlan or KernelBlob. On a single-rank
 // group this is a copy: no encoding, no MPI. `timeout_s` overrides the
 // group's collective_timeout_s for this call (a caller's own setting, such
 // as kiln::Options::collective_timeout_s, must not change a shared group).
@@ -28,6 +28,8 @@ extern template void all_gather_object(std::vector<GuardOutcome>&, const GuardOu
                                        ProcessGroup&, const CollectiveHeader&,
                                        std::optional<double>);
 extern template void all_gather_object(std::vector<KernelBlob>&, const KernelBlob&, ProcessGroup&,
+                                       const CollectiveHeader&, std::optional<double>);
+extern template void all_gather_object(std::vector<KernelPlan>&, const KernelPlan&, ProcessGroup&,
                                        const CollectiveHeader&, std::optional<double>);
 
 }  // namespace kiln::collectives

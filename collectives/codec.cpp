@@ -96,6 +96,14 @@ void pack_body(Packer& pk, const KernelBlob& b) {
   pack_hash(pk, b.checksum);
 }
 
+void pack_body(Packer& pk, const KernelPlan& p) {
+  pk.pack_array(3);
+  pack_hash(pk, p.graph_hash);
+  pk.pack_uint32(p.kernels);
+  if (p.have) pk.pack_true();
+  else pk.pack_false();
+}
+
 template <class T>
 std::vector<uint8_t> encode_message(const CollectiveHeader& header, const T& obj) {
   // msgpack lengths are 32-bit; longer would silently wrap.
@@ -222,6 +230,15 @@ KernelBlob read_kernel_blob(const msgpack::object& o) {
   return b;
 }
 
+KernelPlan read_kernel_plan(const msgpack::object& o) {
+  const msgpack::object* a = array(o, 3, "kernel_plan");
+  KernelPlan p;
+  p.graph_hash = hash(a[0], "kernel_plan.graph_hash");
+  p.kernels = static_cast<uint32_t>(u64(a[1], "kernel_plan.kernels", UINT32_MAX));
+  p.have = boolean(a[2], "kernel_plan.have");
+  return p;
+}
+
 }  // namespace
 
 std::vector<uint8_t> seal(uint16_t raw_kind, std::span<const uint8_t> payload, uint16_t version) {
@@ -240,6 +257,7 @@ std::vector<uint8_t> seal(uint16_t raw_kind, std::span<const uint8_t> payload, u
 std::vector<uint8_t> encode(const CollectiveHeader& h, const CompilerLocalState& o) { return encode_message(h, o); }
 std::vector<uint8_t> encode(const CollectiveHeader& h, const GuardOutcome& o) { return encode_message(h, o); }
 std::vector<uint8_t> encode(const CollectiveHeader& h, const KernelBlob& o) { return encode_message(h, o); }
+std::vector<uint8_t> encode(const CollectiveHeader& h, const KernelPlan& o) { return encode_message(h, o); }
 
 void throw_wrong_kind(MessageKind expected, MessageKind got) {
   throw_error(ErrorKind::ValueError, std::string("collectives codec: expected a ") +
@@ -289,6 +307,7 @@ Message decode(std::span<const uint8_t> buf) {
       case MessageKind::CompilerState: m.body = read_compiler_state(top[1]); break;
       case MessageKind::GuardOutcome: m.body = read_guard_outcome(top[1]); break;
       case MessageKind::KernelBlob: m.body = read_kernel_blob(top[1]); break;
+      case MessageKind::KernelPlan: m.body = read_kernel_plan(top[1]); break;
     }
     return m;
   } catch (const Error&) {

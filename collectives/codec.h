@@ -33,11 +33,12 @@ inline constexpr size_t kEnvelopeSize = 32;
 std::vector<uint8_t> encode(const CollectiveHeader& header, const CompilerLocalState& obj);
 std::vector<uint8_t> encode(const CollectiveHeader& header, const GuardOutcome& obj);
 std::vector<uint8_t> encode(const CollectiveHeader& header, const KernelBlob& obj);
+std::vector<uint8_t> encode(const CollectiveHeader& header, const KernelPlan& obj);
 
 struct Message {
   MessageKind kind;
   CollectiveHeader header;
-  std::variant<CompilerLocalState, GuardOutcome, KernelBlob> body;
+  std::variant<CompilerLocalState, GuardOutcome, KernelBlob, KernelPlan> body;
 };
 
 // Any well-formed message.

@@ -7,10 +7,11 @@ const char* message_kind_name(MessageKind k) {
     case MessageKind::CompilerState: return "compiler_state";
     case MessageKind::GuardOutcome: return "guard_outcome";
     case MessageKind::KernelBlob: return "kernel_blob";
+    case MessageKind::KernelPlan: return "kernel_plan";
   }
   return "unknown";
 }
 
-bool is_message_kind(uint16_t raw) { return raw >= 1 && raw <= 3; }
+bool is_message_kind(uint16_t raw) { return raw >= 1 && raw <= 4; }
 
 }  // namespace kiln::collectives

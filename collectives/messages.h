@@ -17,6 +17,7 @@ enum class MessageKind : uint16_t {
   CompilerState = 1,
   GuardOutcome = 2,
   KernelBlob = 3,
+  KernelPlan = 4,
 };
 const char* message_kind_name(MessageKind k);  // "compiler_state", ...
 bool is_message_kind(uint16_t raw);
@@ -65,6 +66,19 @@ struct KernelBlob {
   std::vector<uint8_t> object;
   Hash128 checksum;  // XXH3-128 of `object`
   bool operator==(const KernelBlob&) const = default;
+};
+
+// Shared compile work, step 1: the program whose kernels this rank is about
+// to compile (graph_hash: its content key; kernels: how many; kernels == 0:
+// this compile made no program) and whether it already has their object
+// code (a cache hit). Only when every rank names the same program and some
+// rank lacks it do the ranks split the kernels and exchange KernelBlobs.
+struct KernelPlan {
+  static constexpr MessageKind kind = MessageKind::KernelPlan;
+  Hash128 graph_hash;
+  uint32_t kernels = 0;
+  bool have = false;
+  bool operator==(const KernelPlan&) const = default;
 };
 
 }  // namespace kiln::collectives

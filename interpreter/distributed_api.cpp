@@ -17,6 +17,12 @@ bool options_env::flag(const char* name) {
   throw_error(ErrorKind::ValueError, std::string(name) + "='" + v + "' should be 1 (on) or 0 (off)");
 }
 
+bool options_env::flag_or(const char* name, bool unset) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return unset;
+  return flag(name);
+}
+
 double options_env::collective_timeout_s() { return collectives::Config::from_env().collective_timeout_s; }
 
 std::shared_ptr<collectives::ProcessGroup> distributed::init() { return collectives::init(); }

@@ -15,6 +15,7 @@
 #include "interpreter/guard_tree.h"
 #include "interpreter/kiln_api.h"
 #include "output_graph/backend.h"
+#include "output_graph/shared_compile.h"
 #include "interpreter/vm.h"
 #include "runtime/log.h"
 #include "runtime/value_ops.h"
@@ -218,11 +219,17 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     distributed->group = options.compile_group;
     distributed->header.frame_id = frame_id(*code);
     distributed->timeout_s = options.collective_timeout_s;
+    // Only the llvm backend splits kernels; every rank of an SPMD program
+    // uses the same backend, so every rank makes the same choice here.
+    distributed->share_compile = options.share_compile_work && options.backend == "llvm";
     std::lock_guard<std::mutex> lock(cache_mu);
     distributed->header.compile_seq = ++caches()[code].compiles;
   }
   TraceOutcome out = interpreter::convert_frame(fn, std::vector<Value>(locals, locals + code->nparams()), options,
                                                 vm, dynamic_dims, distributed ? &*distributed : nullptr);
+  // The KernelPlan exchange of a compile whose backend did not run one (no
+  // graph, no kernels): the other ranks may be in theirs.
+  if (distributed) output_graph::finish_shared_compile(*distributed);
   if (distributed && distributed->all_states) {
     // Later compiles of this frame start from what the ranks agreed on.
     std::lock_guard<std::mutex> lock(cache_mu);

@@ -41,6 +41,7 @@ namespace options_env {
 // (off); anything else, like a timeout that is not a positive number of
 // seconds, is a ValueError rather than silently the default.
 bool flag(const char* name);
+bool flag_or(const char* name, bool unset);  // the same, with a default for an unset or empty variable
 double collective_timeout_s();  // KILN_COLLECTIVE_TIMEOUT_S, default 60
 }  // namespace options_env
 
@@ -84,6 +85,12 @@ struct Options {
   // miss alone, or its compiler collective would wait for the others).
   bool enable_guard_collectives = options_env::flag("KILN_GUARD_COLLECTIVES");
   double collective_timeout_s = options_env::collective_timeout_s();
+  // Shared compile work (with the compiler collective on, the llvm backend
+  // and two or more ranks): the kernels of each graph are split across the
+  // ranks, each compiles its share, and the object code is all-gathered
+  // (verified before it is linked), so every rank has every kernel and the
+  // disk cache gets one entry. KILN_SHARE_COMPILE_WORK=0 turns it off.
+  bool share_compile_work = options_env::flag_or("KILN_SHARE_COMPILE_WORK", true);
   // The ranks that compile together: the world after distributed::init(),
   // else the single-rank group. Null: no collectives.
   std::shared_ptr<collectives::ProcessGroup> compile_group = collectives::default_group();

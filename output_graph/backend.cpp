@@ -66,6 +66,16 @@ std::vector<std::string> backend_names() {
   return out;
 }
 
+// ---------------------------------------------------------- shared compile --
+
+namespace {
+thread_local SharedCompile* current_shared = nullptr;
+}
+
+SharedCompile* current_shared_compile() { return current_shared; }
+SharedCompileScope::SharedCompileScope(SharedCompile* sc) : prev_(current_shared) { current_shared = sc; }
+SharedCompileScope::~SharedCompileScope() { current_shared = prev_; }
+
 // ------------------------------------------------------------------- eager --
 //
 // Compiling resolves everything that does not depend on the inputs once:

@@ -4,6 +4,7 @@
 // passes any callable of this shape.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,48 @@ void register_backend(const std::string& name, Backend backend);
 // nullptr when no backend of that name is registered.
 const Backend* find_backend(const std::string& name);
 std::vector<std::string> backend_names();
+
+// Shared compile work (issue 7): while a backend compiles a graph for a
+// multi-rank compile group (compiler collectives on, two or more ranks),
+// this is its channel to the other ranks. It is plain data and functions, so
+// a backend (codegen/) uses it without seeing collectives/; output_graph's
+// shared_compile.cpp implements it with the KernelPlan / KernelBlob
+// messages. Every rank compiles the same graphs when the compiler collective
+// did its job, but nothing here relies on it: ranks whose programs differ
+// simply compile alone.
+struct KernelPart {
+  uint32_t begin = 0, end = 0;  // kernels [begin, end) of the program
+  std::string object;           // their object code (empty when the range is)
+};
+struct SharedCompile {
+  int rank = 0, size = 1;
+  // Step 1, at most once per compile, on every rank: the program this rank
+  // is about to compile (a 128-bit content key that also names the target
+  // CPU, and its number of kernels) and whether it already has their code.
+  // When every rank named the same program and some rank lacks it: the
+  // lowest such rank (the one that writes the result to its disk cache),
+  // and every rank calls exchange() once, next. -1: each rank goes on alone
+  // (all have it, or the ranks' programs differ).
+  std::function<int(uint64_t key_hi, uint64_t key_lo, uint32_t kernels, bool have)> agree;
+  // Step 2: this rank's share out, every rank's share back in rank order,
+  // each one's checksum and program key verified first (a ValueError naming
+  // the rank otherwise: its code is never linked).
+  std::function<std::vector<KernelPart>(const KernelPart& mine)> exchange;
+};
+// The shared compile of the backend call running on this thread; null when
+// there is none (one rank, collectives off, or outside a compile).
+SharedCompile* current_shared_compile();
+// Installs `sc` as current_shared_compile() for this thread while alive.
+class SharedCompileScope {
+ public:
+  explicit SharedCompileScope(SharedCompile* sc);
+  ~SharedCompileScope();
+  SharedCompileScope(const SharedCompileScope&) = delete;
+  SharedCompileScope& operator=(const SharedCompileScope&) = delete;
+
+ private:
+  SharedCompile* prev_;
+};
 
 // The reference backend, also callable directly.
 CompiledGraph eager_backend(std::shared_ptr<const Graph> graph, const std::vector<Value>& example_inputs);

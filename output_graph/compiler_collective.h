@@ -40,6 +40,17 @@ struct DistributedState {
   double timeout_s = 60.0;
   std::optional<std::vector<collectives::CompilerLocalState>> all_states;
   double exchange_ms = 0;  // wall time of the all-gather (waiting for the slowest rank included)
+
+  // Shared compile work (output_graph/shared_compile.h): set by the caller
+  // when this compile may split its kernels across the group. Then exactly
+  // one KernelPlan exchange runs per compile, from the backend or, when the
+  // backend never asked (no graph, no kernels, another backend), from
+  // finish_shared_compile().
+  bool share_compile = false;
+  bool kernel_plan_done = false;
+  bool kernels_shared = false;       // the plan said: split the kernels
+  double kernel_exchange_ms = 0;     // both exchanges, waiting included
+  size_t kernel_bytes_sent = 0, kernel_bytes_received = 0;  // object code, this rank's share / all ranks'
 };
 
 // What this rank saw: every tensor the trace wrapped (one TensorMatch guard

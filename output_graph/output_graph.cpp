@@ -1,5 +1,7 @@
 #include "output_graph/output_graph.h"
 
+#include "output_graph/compiler_collective.h"
+#include "output_graph/shared_compile.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::output_graph {
@@ -103,6 +105,12 @@ CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend,
   }
   std::vector<Value> examples;
   for (const GraphInput& in : inputs_) examples.push_back(in.example);
+  if (distributed_ && distributed_->share_compile && !distributed_->kernel_plan_done) {
+    SharedCompile sc = make_shared_compile(*distributed_);
+    SharedCompileScope scope(&sc);
+    return (*b)(graph_, examples);
+  }
+  SharedCompileScope none(nullptr);
   return (*b)(graph_, examples);
 }
 

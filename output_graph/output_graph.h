@@ -18,6 +18,8 @@
 
 namespace kiln::output_graph {
 
+struct DistributedState;
+
 struct GraphInput {
   SourceRef source;
   Value example;  // the value seen while tracing
@@ -53,6 +55,11 @@ class OutputGraph {
   // (unknown backend) are kiln::Error naming the backend.
   CompiledGraph compile_and_call_fx_graph(const std::string& backend, const std::vector<Node*>& outputs);
 
+  // The multi-rank compile this graph belongs to (null: none). When it
+  // shares compile work, compile_and_call_fx_graph offers the backend a
+  // SharedCompile (current_shared_compile()) for the duration of the call.
+  void set_distributed(DistributedState* ds) { distributed_ = ds; }
+
  private:
   std::shared_ptr<Graph> graph_;
   std::vector<GraphInput> inputs_;
@@ -60,6 +67,7 @@ class OutputGraph {
   std::unordered_map<const runtime::Object*, Node*> attr_by_identity_;
   std::unordered_map<std::string, int> attr_names_;
   GuardSet guards_;
+  DistributedState* distributed_ = nullptr;
 };
 
 // Meta (data-free) tensor for a node's result, for shape rules.

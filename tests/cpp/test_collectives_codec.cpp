@@ -63,6 +63,8 @@ std::vector<std::vector<uint8_t>> valid_messages() {
       encode(header(), guard_outcome(false)),
       encode(header(), kernel_blob(0)),
       encode(header(), kernel_blob(300)),
+      encode(header(), KernelPlan{Hash128{7, 9}, 40, true}),
+      encode(header(), KernelPlan{}),
   };
 }
 
@@ -125,6 +127,9 @@ TEST_CASE("each message kind round-trips through the codec", "[collectives]") {
   KernelBlob big = kernel_blob(1 << 20);
   CHECK(decode_as<KernelBlob>(encode(header(), big)) == big);
   CHECK(decode_as<KernelBlob>(encode(header(), kernel_blob(0))) == kernel_blob(0));
+  KernelPlan plan{Hash128{1, 2}, UINT32_MAX, true};
+  CHECK(decode_as<KernelPlan>(encode(header(), plan)) == plan);
+  CHECK(decode_as<KernelPlan>(encode(header(), KernelPlan{})) == KernelPlan{});
   CollectiveHeader max_seq{"f", UINT64_MAX, Hash128{~0ull, ~0ull}};
   decode_as<GuardOutcome>(encode(max_seq, guard_outcome(false)), &h);
   CHECK(h == max_seq);
@@ -158,12 +163,12 @@ TEST_CASE("wrong versions and kinds are named", "[collectives]") {
       std::string why = rejection(seal(kind, payload, v));
       CHECK(why.find("codec version " + std::to_string(v)) != std::string::npos);
     }
-    for (uint16_t k : {0, 4, 5, 256, 65535}) {
+    for (uint16_t k : {0, 5, 6, 256, 65535}) {
       std::string why = rejection(seal(k, payload));
       CHECK(why.find("unknown message kind " + std::to_string(k)) != std::string::npos);
     }
     // A known kind whose payload is another kind's: a shape error, not a crash.
-    for (uint16_t k = 1; k <= 3; ++k) {
+    for (uint16_t k = 1; k <= 4; ++k) {
       if (k == kind) continue;
       CHECK(check_decode(seal(k, payload)) == Outcome::Rejected);
     }

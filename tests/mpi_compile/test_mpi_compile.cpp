@@ -15,11 +15,29 @@
 //                                   others get CollectiveTimeout within the limit
 //   kiln_mpi_compile_tests stall    the last rank sleeps past the limit: the same
 //   kiln_mpi_compile_tests bench [N]  whole-frame compile time, collectives on vs off
+//   kiln_mpi_compile_tests share S   shared compile work on a many-kernel graph (salt S):
+//                                   each rank compiles its share, every rank ends with
+//                                   every kernel, results equal eager, the disk cache
+//                                   gets one entry; a corrupted share is refused
+//                                   naming its rank; collectives off: each compiles all
+//   kiln_mpi_compile_tests share_warm S  a new process on the cache `share S` filled:
+//                                   every rank loads the kernels without compiling
+//   kiln_mpi_compile_tests sharebench [N]  wall-clock compile of the many-kernel model
+//   kiln_mpi_compile_tests sharelink [K]   one process: K kernels compiled as P shares and
+//                                   linked as P objects (the cost of splitting)
 //
 // Each rank prints PASS/FAIL lines and exits non-zero on any failure.
 #include <kiln/kiln.h>
 
 #include "interpreter/vm.h"  // the reference results only
+// Shared compile work: what the llvm backend did (kernels compiled here and
+// received) and the compile cache's write counter.
+#include "codegen/compile_cache.h"
+#include "codegen/jit.h"
+#include "codegen/llvm_backend.h"
+#include "output_graph/output_graph.h"
+#include "output_graph/source.h"
+#include "runtime/ops.h"
 
 #include <algorithm>
 #include <chrono>
@@ -392,6 +410,295 @@ void mode_bench(kiln::collectives::ProcessGroup& world, const kiln::Program&, in
   }
 }
 
+// ---- shared compile work ------------------------------------------------
+
+constexpr int kShareKernels = 36;
+
+// m(x): a chain of kShareKernels row-wise kernels, softmax and log_softmax
+// in turn, each with its own constants (from `salt`), so a new salt is a
+// program no cache has seen. Each kernel is its own loop nest: the next
+// one needs the previous one's rows whole.
+kiln::Program many_kernel_program(uint64_t salt, int kernels = kShareKernels) {
+  auto L = [](const std::string& s) { return "    " + s + "\n"; };
+  std::string b = ".func m(x)\n  .locals y\n" + L("LOAD_FAST x") + L("STORE_FAST y");
+  for (int i = 0; i < kernels; ++i) {
+    char c1[32];
+    std::snprintf(c1, sizeof c1, "%.12f", 1.0 + double((salt * 2654435761ull) % 100000007ull) * 1e-9 + 1e-3 * i);
+    const std::string c2 = std::to_string(0.25 + 0.001 * i);
+    if (i % 2 == 0)
+      b += L("LOAD_GLOBAL softmax") + L("LOAD_FAST y") + L("LOAD_CONST " + std::string(c1)) + L("BINARY_OP *") +
+           L("LOAD_CONST " + c2) + L("BINARY_OP +") + L("LOAD_CONST -1") + L("CALL 2") + L("STORE_FAST y");
+    else
+      b += L("LOAD_GLOBAL log_softmax") + L("LOAD_GLOBAL tanh") + L("LOAD_FAST y") + L("CALL 1") +
+           L("LOAD_CONST " + std::string(c1)) + L("BINARY_OP *") + L("LOAD_CONST -1") + L("CALL 2") + L("STORE_FAST y");
+  }
+  b += L("LOAD_FAST y") + L("RETURN_VALUE") + ".end\n";
+  return kiln::assemble(b, "many_kernels_" + std::to_string(salt) + ".kbc");
+}
+
+Tensor share_input(int rank) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < 64 * 96; ++i) v.push_back(float((i * 37 + rank * 11) % 101) * 0.03f - 1.5f);
+  return Tensor::from_vector(v, {64, 96});
+}
+
+uint64_t disk_writes() {
+  return kiln::codegen::CompileCache::global(kiln::codegen::codegen_environment()).stats().writes;
+}
+
+// One compile and call of m with the llvm backend: its result, and the
+// backend's report of that compile.
+struct ShareRun {
+  Value result;
+  kiln::codegen::BackendReport report;
+};
+ShareRun run_many(const kiln::Program& prog, const Tensor& x, bool collectives, bool share = true) {
+  kiln::Options o = quiet(collectives, false);
+  o.share_compile_work = share;
+  kiln::CompiledFunction f = kiln::compile(prog.global("m"), o);
+  ShareRun r;
+  r.result = f({Value::tensor(x)});
+  r.report = kiln::codegen::last_report();
+  return r;
+}
+
+Value eager_many(const kiln::Program& prog, const Tensor& x) {
+  kiln::Options o = quiet(false, false);
+  o.backend = "eager";
+  return kiln::compile(prog.global("m"), o)({Value::tensor(x)});
+}
+
+std::string describe(const kiln::codegen::BackendReport& r) {
+  return "kernels " + std::to_string(r.kernels) + ", ranks " + std::to_string(r.ranks) + ", compiled here " +
+         std::to_string(r.kernels_compiled) + ", received " + std::to_string(r.kernels_received) + ", objects " +
+         std::to_string(r.objects) + ", cache " + r.cache;
+}
+
+void mode_share(kiln::collectives::ProcessGroup& world, uint64_t salt) {
+  int r = world.rank(), n = world.size();
+  Tensor x = share_input(r);
+
+  // 1. Collectives on: each rank compiles its share, links every rank's.
+  kiln::Program prog = many_kernel_program(salt);
+  uint64_t writes0 = disk_writes();
+  kiln::reset();
+  ShareRun run = run_many(prog, x, true);
+  const auto& rep = run.report;
+  std::printf("[rank %d] shared compile: %s, exchanges %.2f ms, compile %.1f ms\n", r, describe(rep).c_str(),
+              rep.exchange_ms, rep.compile_ms);
+  check(!rep.fell_back && rep.kernels >= 32, "the model is one graph of 32+ kernels (" + describe(rep) + ")");
+  check(same_tensor(run.result, eager_many(prog, x)), "the result equals the eager backend's");
+  check(rep.cache == "compiled", "the kernels were compiled in this run (cache: " + rep.cache + ")");
+  std::vector<uint64_t> compiled = all_gather_u64(world, rep.kernels_compiled);
+  uint64_t sum = 0;
+  for (uint64_t c : compiled) sum += c;
+  check(sum == rep.kernels, "every kernel was compiled by exactly one rank (" + std::to_string(sum) + " of " +
+                                std::to_string(rep.kernels) + ")");
+  check(rep.kernels_compiled + rep.kernels_received == rep.kernels, "this rank has every kernel");
+  if (n > 1) {
+    check(rep.ranks == n, "the kernels were split across " + std::to_string(n) + " ranks");
+    uint64_t fair = (rep.kernels + uint64_t(n) - 1) / uint64_t(n);
+    check(rep.kernels_compiled >= 1 && rep.kernels_compiled <= fair + 2,
+          "this rank compiled only its share (" + std::to_string(rep.kernels_compiled) + ", fair share " +
+              std::to_string(fair) + ")");
+    check(rep.objects == size_t(n), "one object file per rank's share was linked (" + std::to_string(rep.objects) + ")");
+  } else {
+    check(rep.ranks == 1 && rep.kernels_compiled == rep.kernels && rep.objects == 1,
+          "a single rank compiles everything into one object");
+  }
+  uint64_t writes = 0;
+  for (uint64_t w : all_gather_u64(world, disk_writes() - writes0)) writes += w;
+  check(writes == 1, "the disk cache was filled once (" + std::to_string(writes) + " writes over all ranks)");
+
+  // The second call in the same process: the loaded kernels, no exchange of code.
+  kiln::reset();
+  ShareRun again = run_many(prog, x, true);
+  check(again.report.cache == "process" && again.report.kernels_compiled == 0 && again.report.ranks == 1,
+        "a recompile of the same graph reuses the loaded kernels (" + describe(again.report) + ")");
+  check(same_tensor(again.result, run.result), "and gives the same result");
+
+  if (n > 1) {
+    // 2. A corrupted share: the last rank flips a byte of what it sends.
+    kiln::Program bad = many_kernel_program(salt + 1);
+    std::string victim = std::to_string(n - 1);
+    setenv("KILN_TEST_CORRUPT_KERNEL_BLOB", victim.c_str(), 1);
+    kiln::reset();
+    std::string error;
+    try {
+      run_many(bad, x, true);
+    } catch (const kiln::Error& e) {
+      error = e.what();
+    }
+    unsetenv("KILN_TEST_CORRUPT_KERNEL_BLOB");
+    check(contains(error, "rank " + victim) && contains(error, "rejected and not linked") &&
+              contains(error, "corrupt"),
+          "a corrupted share is refused on every rank, naming rank " + victim + ": " + error);
+    // Nothing of it was linked or cached: the same program compiles afresh.
+    kiln::reset();
+    ShareRun retry = run_many(bad, x, true);
+    check(retry.report.cache == "compiled" && retry.report.ranks == n,
+          "after the refusal the program compiles afresh, shared (" + describe(retry.report) + ")");
+    check(same_tensor(retry.result, eager_many(bad, x)), "and its result equals eager");
+
+    // 3. Collectives off, or sharing off: every rank compiles everything.
+    for (bool collectives : {false, true}) {
+      kiln::Program lone = many_kernel_program(salt + (collectives ? 3 : 2));
+      kiln::reset();
+      ShareRun alone = run_many(lone, x, collectives, /*share=*/!collectives);
+      check(alone.report.ranks == 1 && alone.report.kernels_compiled == alone.report.kernels &&
+                alone.report.kernels_received == 0,
+            std::string(collectives ? "share_compile_work off" : "collectives off") +
+                ": this rank compiled every kernel itself (" + describe(alone.report) + ")");
+      check(same_tensor(alone.result, eager_many(lone, x)), "and its result equals eager");
+    }
+
+    // 4. Different programs on different ranks (a rank-dependent constant):
+    // the plan sees it and every rank compiles its own, no mismatch, no hang.
+    kiln::Program mine = many_kernel_program(salt + 10 + uint64_t(r), 8);
+    kiln::reset();
+    ShareRun own = run_many(mine, x, true);
+    check(own.report.ranks == 1 && own.report.kernels_compiled == own.report.kernels,
+          "ranks with different graphs each compile their own (" + describe(own.report) + ")");
+    check(same_tensor(own.result, eager_many(mine, x)), "and get their own correct result");
+  }
+}
+
+// A new process on the cache that `share S` filled: no rank compiles.
+void mode_share_warm(kiln::collectives::ProcessGroup& world, uint64_t salt) {
+  int r = world.rank();
+  Tensor x = share_input(r);
+  kiln::Program prog = many_kernel_program(salt);
+  ShareRun run = run_many(prog, x, true);
+  std::printf("[rank %d] warm start: %s, compile %.2f ms\n", r, describe(run.report).c_str(), run.report.compile_ms);
+  check(run.report.cache == "disk" && run.report.kernels_compiled == 0 && run.report.kernels_received == 0,
+        "the kernels load from the disk cache without compiling or exchanging code (" + describe(run.report) + ")");
+  check(same_tensor(run.result, eager_many(prog, x)), "the result equals the eager backend's");
+}
+
+// Wall-clock compile time of the many-kernel model: the first call after
+// reset() of a model no cache has seen (trace, the compiler collective, the
+// backend with its shared compile, one run), every rank starting together,
+// the slowest rank's time; median over `iters`. Also with sharing off
+// (every rank compiles everything) at the same rank count.
+void mode_sharebench(kiln::collectives::ProcessGroup& world, int iters) {
+  int r = world.rank(), n = world.size();
+  uint64_t salt = all_gather_u64(
+      world, uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) % 1000003)[0];
+  Tensor x = share_input(r);
+  auto max_over_ranks = [&](double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    double worst = 0;
+    for (uint64_t b : all_gather_u64(world, bits)) {
+      double y;
+      std::memcpy(&y, &b, 8);
+      worst = std::max(worst, y);
+    }
+    return worst;
+  };
+  uint64_t serial = 0;
+  struct Stats {
+    double wall = 0, compile = 0, exchange = 0;
+    kiln::codegen::BackendReport last;
+  };
+  auto measure = [&](bool share) {
+    std::vector<double> wall, compile, exchange;
+    Stats s;
+    for (int i = 0; i < iters; ++i) {
+      kiln::Program prog = many_kernel_program(salt * 1000 + ++serial);
+      kiln::reset();
+      kiln::Options o = quiet(true, false);
+      o.share_compile_work = share;
+      kiln::CompiledFunction f = kiln::compile(prog.global("m"), o);
+      barrier(world);
+      auto t0 = std::chrono::steady_clock::now();
+      f({Value::tensor(x)});
+      double ms = seconds_since(t0) * 1e3;
+      s.last = kiln::codegen::last_report();
+      wall.push_back(max_over_ranks(ms));
+      compile.push_back(max_over_ranks(s.last.compile_ms));
+      exchange.push_back(max_over_ranks(s.last.exchange_ms));
+    }
+    for (auto* v : {&wall, &compile, &exchange}) std::sort(v->begin(), v->end());
+    s.wall = wall[wall.size() / 2];
+    s.compile = compile[compile.size() / 2];
+    s.exchange = exchange[exchange.size() / 2];
+    return s;
+  };
+  measure(true);  // warm up: the JIT's start-up, allocators
+  Stats on = measure(true);
+  Stats off = measure(false);
+  if (r == 0) {
+    std::printf("SHAREBENCH ranks=%d kernels=%zu iters=%d shared: first_call_ms=%.1f backend_compile_ms=%.1f "
+                "exchange_ms=%.2f load_ms=%.2f compiled_here=%zu objects=%zu object_bytes=%zu | share off: "
+                "first_call_ms=%.1f backend_compile_ms=%.1f\n",
+                n, on.last.kernels, iters, on.wall, on.compile, on.exchange, on.last.load_ms,
+                on.last.kernels_compiled, on.last.objects, on.last.object_bytes, off.wall, off.compile);
+    std::fflush(stdout);
+  }
+  check(on.wall > 0 && off.wall > 0, "the shared compile benchmark ran");
+}
+
+// The cost of splitting, in one process: the many-kernel program's kernels
+// compiled as P shares one after another (what P ranks do in parallel) and
+// linked as P objects, under a scripted SharedCompile whose "other ranks"
+// are this process. Prints per P: the sum and the largest of the share
+// compile times, and the link time.
+void mode_sharelink(int kernels) {
+  using kiln::output_graph::Arg;
+  auto program = [&](double c) {
+    kiln::output_graph::OutputGraph out;
+    Tensor x = share_input(0);
+    kiln::output_graph::Node* y = out.add_input(kiln::output_graph::local_source("x", 0), x);
+    for (int i = 0; i < kernels; ++i) {
+      auto* scaled = out.create_call(kiln::runtime::OpId::mul, {Arg::of(y), Arg::constant(Value::floating(c + 1e-4 * i))});
+      y = out.create_call(i % 2 ? kiln::runtime::OpId::log_softmax : kiln::runtime::OpId::softmax,
+                          {Arg::of(scaled), Arg::constant(Value::integer(-1))});
+    }
+    out.graph().output({Arg::of(y)});
+    return kiln::codegen::schedule(out.graph());
+  };
+  uint64_t salt = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) % 100000;
+  kiln::codegen::compile_kernels(program(0.5));  // the JIT's start-up
+  for (int P : {1, 2, 4, 8, 16, 32, kernels}) {
+    kiln::codegen::Program p = program(1.0 + 1e-7 * double(salt) + 0.01 * P);
+    const std::string prefix = "kiln_" + kiln::codegen::cache_key({"kernels", kiln::codegen::kernel_fingerprint(p)}).hex();
+    auto ranges = kiln::codegen::partition_kernels(p, P);
+    std::vector<double> share_ms(size_t(P), 0.0);
+    kiln::output_graph::SharedCompile sc;
+    sc.rank = 0;
+    sc.size = P;
+    sc.agree = [](uint64_t, uint64_t, uint32_t, bool) { return 0; };
+    sc.exchange = [&](const kiln::output_graph::KernelPart& mine) {
+      std::vector<kiln::output_graph::KernelPart> all{mine};
+      for (int r = 1; r < P; ++r) {
+        auto [b, e] = ranges[size_t(r)];
+        auto t0 = std::chrono::steady_clock::now();
+        all.push_back({b, e, b < e ? kiln::codegen::compile_object(p, prefix, nullptr, b, e) : std::string()});
+        share_ms[size_t(r)] = seconds_since(t0) * 1e3;
+      }
+      return all;
+    };
+    kiln::codegen::CompiledKernels k;
+    auto t0 = std::chrono::steady_clock::now();
+    if (P == 1) {
+      k = kiln::codegen::compile_kernels(p);
+      share_ms[0] = seconds_since(t0) * 1e3 - k.load_ms;
+    } else {
+      kiln::output_graph::SharedCompileScope scope(&sc);
+      k = kiln::codegen::compile_kernels(p);
+      share_ms[0] = k.lower_ms + k.optimize_ms + k.codegen_ms;
+    }
+    double sum = 0, worst = 0;
+    for (double m : share_ms) sum += m, worst = std::max(worst, m);
+    std::printf("SHARELINK kernels=%zu shares=%d objects=%zu object_bytes=%zu compile_sum_ms=%.1f "
+                "largest_share_ms=%.1f link_ms=%.2f\n",
+                p.kernels.size(), P, k.objects, k.object_bytes, sum, worst, k.load_ms);
+    std::fflush(stdout);
+  }
+  check(true, "the split-cost measurement ran");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -406,8 +713,12 @@ int main(int argc, char** argv) {
     else if (mode == "raise") mode_raise(*world, p);
     else if (mode == "stall") mode_stall(*world, p);
     else if (mode == "bench") mode_bench(*world, p, argc > 2 ? std::atoi(argv[2]) : 30);
+    else if (mode == "share") mode_share(*world, argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1);
+    else if (mode == "share_warm") mode_share_warm(*world, argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1);
+    else if (mode == "sharebench") mode_sharebench(*world, argc > 2 ? std::atoi(argv[2]) : 5);
+    else if (mode == "sharelink") mode_sharelink(argc > 2 ? std::atoi(argv[2]) : 64);
     else {
-      std::fprintf(stderr, "usage: kiln_mpi_compile_tests agree|diverge|lone|raise|stall|bench [iters]\n");
+      std::fprintf(stderr, "usage: kiln_mpi_compile_tests agree|diverge|lone|raise|stall|bench [iters]|share S|share_warm S|sharebench [iters]|sharelink [kernels]\n");
       return 2;
     }
   } catch (const std::exception& e) {
