@@ -8,6 +8,7 @@ from . import _C
 from ._C import Tensor, from_numpy, tensor, manual_seed
 from ._compile import compile, explain, reset, mark_dynamic, disable, config
 from . import nn, distributed
+from . import fx
 
 # Every op of the registry (runtime/ops.def) as kiln.<name>, with torch's
 # names and signatures: zeros, ones, randn, add, softmax, linear, ...

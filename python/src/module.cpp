@@ -8,6 +8,7 @@
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
+#include "python/src/fx.h"
 #include "python/src/nn.h"
 #include "runtime/builtins.h"
 #include "runtime/ops.h"
@@ -198,6 +199,7 @@ PYBIND11_MODULE(_C, m) {
   bind_ops(m);
   bind_functions(m);
   bind_nn(m);
+  bind_fx(m);
 
   m.def("from_numpy", [](py::handle a) { return guarded([&] { return tensor_from_numpy(a); }); },
         "A tensor sharing the array's memory (float32, float64, int64, bool).");
