@@ -16,6 +16,8 @@ translate stays a Python callable (calls to it are graph breaks).
 Calling a module (`m(x)`) runs what a compiled call would run, on kiln's
 reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
 """
+import weakref
+
 from . import _C
 from ._compile import _as_kbc
 
@@ -62,7 +64,7 @@ class Module:
             return
         base = next(b._kiln_class for b in cls.__mro__[1:] if "_kiln_class" in vars(b))
         cls._kiln_class = _C.make_class(cls.__qualname__, base, _methods_of(cls))
-        _CLASSES[_C.class_name(cls._kiln_class)] = cls
+        _CLASSES[_C.class_id(cls._kiln_class)] = cls
 
     def __new__(cls, *args, **kwargs):
         self = object.__new__(cls)
@@ -92,6 +94,17 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         return _C.module_call(self._kiln_value, *args, **kwargs)
+
+    # Container modules (Sequential, ModuleList, ModuleDict) index, measure
+    # and iterate as in torch; other modules raise TypeError, as there.
+    def __getitem__(self, key):
+        return _C.module_getitem(self._kiln_value, key)
+
+    def __len__(self):
+        return _C.module_len(self._kiln_value)
+
+    def __iter__(self):
+        return iter(_C.module_items(self._kiln_value))
 
     def forward(self, *args):
         raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
@@ -164,13 +177,15 @@ class Module:
         return _C.repr(self)
 
 
-_CLASSES = {"Module": Module}
+# Python class by its C++ class's identity (not its name: two local classes
+# may both be called Block).
+_CLASSES = weakref.WeakValueDictionary({_C.class_id(_MODULE): Module})
 
 
 def _builtin(name):
     cls = type(name, (Module,), {"_kiln_class": _C.module_class(name), "_kiln_builtin": True,
                                  "__doc__": f"kiln's built-in {name} (same arguments as torch.nn.{name})."})
-    _CLASSES[name] = cls
+    _CLASSES[_C.class_id(cls._kiln_class)] = cls
     return cls
 
 
@@ -189,7 +204,7 @@ LazyLinear = _builtin("LazyLinear")
 def _wrap(value):
     """A C++ module with no Python owner yet (a built-in's own children):
     an instance of the matching kiln.nn class around it."""
-    cls = _CLASSES.get(_C.class_name(_C.module_class_of(value)), Module)
+    cls = _CLASSES.get(_C.class_id(_C.module_class_of(value)), Module)
     self = object.__new__(cls)
     object.__setattr__(self, "_kiln_value", value)
     _C.module_adopt(value, self)

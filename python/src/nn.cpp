@@ -152,6 +152,19 @@ void bind_nn(py::module_& m) {
   }, "Calls a module as the VM does: pre-hooks, forward, hooks.");
   m.def("module_class_of", [](const Value& v) { return Value::object(Kind::Class, module_of(v)->cls); });
   m.def("class_name", [](const Value& cls) { return class_of(cls)->name; });
+  m.def("class_id", [](const Value& cls) { return reinterpret_cast<uintptr_t>(class_of(cls).get()); },
+        "The runtime class's identity (names repeat: two local classes called Block).");
+  m.def("module_getitem", [](const Value& v, py::handle key) {
+    return guarded([&] { return to_py(runtime::module_getitem(v, to_value(key))); });
+  });
+  m.def("module_len", [](const Value& v) { return guarded([&] { return runtime::module_len(v); }); });
+  m.def("module_items", [](const Value& v) {
+    return guarded([&] {
+      py::list out;
+      for (const Value& x : runtime::module_iter_items(v)) out.append(to_py(x));
+      return out;
+    });
+  }, "What iterating a container module yields (children; a ModuleDict's keys).");
 }
 
 }  // namespace kiln::python

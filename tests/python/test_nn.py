@@ -149,3 +149,26 @@ def test_parameter_shares_memory():
     m = M()
     assert [n for n, _ in m.named_parameters()] == ["w"]
     assert m.w.data_ptr() == a.ctypes.data
+
+
+def test_two_classes_with_one_name_stay_distinct():
+    def make(v):
+        class Block(nn.Module):  # the same name twice
+            def forward(self, x):
+                return x * v
+
+        return Block
+
+    A, B = make(2.0), make(3.0)
+    seq = nn.Sequential(A(), B())  # the Python objects die: C++ holds the modules
+    assert type(seq[0]) is A and type(seq[1]) is B
+    assert close(seq(kiln.ones(2)), [6.0, 6.0])
+
+
+def test_containers_index_measure_and_iterate():
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    assert len(seq) == 3
+    assert isinstance(seq[0], nn.Linear) and isinstance(seq[-1], nn.Linear)
+    assert [type(m).__name__ for m in seq] == ["Linear", "ReLU", "Linear"]
+    ml = nn.ModuleList([nn.ReLU(), nn.GELU()])
+    assert len(ml) == 2 and isinstance(ml[1], nn.GELU)
