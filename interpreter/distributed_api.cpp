@@ -5,6 +5,7 @@
 
 #include "collectives/config.h"
 #include "collectives/distributed.h"
+#include "collectives/process_group.h"
 #include "interpreter/kiln_api.h"
 #include "runtime/error.h"
 
@@ -26,5 +27,7 @@ bool options_env::flag_or(const char* name, bool unset) {
 double options_env::collective_timeout_s() { return collectives::Config::from_env().collective_timeout_s; }
 
 std::shared_ptr<collectives::ProcessGroup> distributed::init() { return collectives::init(); }
+int distributed::rank() { return collectives::init()->rank(); }
+int distributed::world_size() { return collectives::init()->size(); }
 
 }  // namespace kiln

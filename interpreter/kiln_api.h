@@ -51,6 +51,10 @@ namespace distributed {
 // otherwise the single-rank group, without any MPI call. Idempotent. Call it
 // before making Options, whose compile_group defaults to this group.
 std::shared_ptr<collectives::ProcessGroup> init();
+// This process's rank in the world group and the number of ranks (0 and 1
+// without mpirun); call init() first.
+int rank();
+int world_size();
 }  // namespace distributed
 
 struct Options {
