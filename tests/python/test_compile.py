@@ -234,3 +234,14 @@ def test_helper_from_another_module_is_inlined_and_guarded_there():
         assert close(g(x), uses_other_module(x))  # the other module's global changed: recompiled
     finally:
         other_module.SHIFT = old
+
+
+def test_dlpack_both_ways_with_torch_is_zero_copy():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    k = kiln.from_dlpack(t)
+    assert k.data_ptr() == t.data_ptr() and k.shape == (2, 3)
+    back = torch.from_dlpack(k)
+    assert back.data_ptr() == k.data_ptr()
+    t[0, 0] = 9.0
+    assert k[0][0].item() == 9.0
