@@ -263,6 +263,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
       ++recording->graph_count;
       recording->ops_per_graph.push_back(out.graph_ops);
       recording->graphs.push_back(out.graph_code);
+      recording->graph_objects.push_back(out.graph);
     }
     if (out.graph_break) {
       ++recording->graph_break_count;

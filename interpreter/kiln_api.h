@@ -29,6 +29,10 @@
 #include "runtime/value_ops.h"
 
 namespace kiln {
+namespace output_graph {
+class Graph;
+}
+
 
 using runtime::Tensor;
 using runtime::Value;
@@ -115,6 +119,7 @@ struct ExplainReport {
   std::vector<GraphBreak> breaks;
   std::vector<int> ops_per_graph;
   std::vector<std::string> graphs;           // each graph's code view
+  std::vector<std::shared_ptr<output_graph::Graph>> graph_objects;  // the graphs themselves, in the same order
   std::vector<std::string> guards;           // each cache entry's guards, one string per entry
   std::vector<std::string> recompile_reasons;
   // Time in the compiler collective's exchanges (waiting for the slowest

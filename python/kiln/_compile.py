@@ -161,7 +161,10 @@ class Explanation:
             {"reason": b["reason"], "where": f"{b['file']}:{b['line']}", "hint": b["hint"], "id": b["id"]}
             for b in report["breaks"]]
         self.ops_per_graph = report["ops_per_graph"]
-        self.graphs = report["graphs"]
+        from . import fx
+        # The captured graphs as kiln.fx GraphModules (.code, .graph.nodes,
+        # callable on the graph's inputs).
+        self.graphs = [fx._captured(g) for g in report["graph_objects"]]
         self.guards = report["guards"]
         self.recompile_reasons = report["recompile_reasons"]
         self.result = report["result"]

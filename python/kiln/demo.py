@@ -76,7 +76,7 @@ def show(name, model, x):
     print(f"\n-- what kiln captured (kiln.explain) --")
     print(f"graphs: {report.graph_count}, graph breaks: {report.graph_break_count}, "
           f"ops per graph: {report.ops_per_graph}")
-    print(report.graphs[0])
+    print(report.graphs[0].code)
 
     print("-- a step with a print in it: the break, its reason, line and hint --")
     e = kiln.explain(step)(model, x)

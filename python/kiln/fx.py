@@ -305,6 +305,22 @@ class GraphModule:
         body = "\n".join("  " + line for line in self.code.rstrip("\n").split("\n"))
         return f"{self._class_name}(\n{body}\n)"
 
+    def __str__(self):
+        return self.code
+
+
+def _captured(graph_c):
+    """A GraphModule for a graph kiln.explain captured: its get_attr targets
+    are the graph's own attributes (the tensors the trace registered), and
+    its inputs are the graph's placeholders, in order."""
+    gm = GraphModule.__new__(GraphModule)
+    d = gm.__dict__
+    d["graph"] = Graph(graph_c)
+    d["root"] = None
+    d["_run"] = _C.fx_runner(graph_c)
+    d["_class_name"] = "GraphModule"
+    return gm
+
 
 def symbolic_trace(root, *example_inputs, tracer=None):
     """torch.fx.symbolic_trace for kiln.nn modules: traces root(*example_inputs)

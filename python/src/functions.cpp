@@ -14,6 +14,7 @@
 
 #include "interpreter/assembler.h"
 #include "interpreter/kiln_api.h"
+#include "output_graph/graph.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
 #include "runtime/name_map.h"
@@ -249,6 +250,9 @@ py::object report_to_py(const ExplainReport& r) {
   d["breaks"] = breaks;
   d["ops_per_graph"] = py::cast(r.ops_per_graph);
   d["graphs"] = py::cast(r.graphs);
+  py::list graph_objects;
+  for (const auto& g : r.graph_objects) graph_objects.append(py::cast(g));  // kiln._C.FxGraph (fx.cpp)
+  d["graph_objects"] = graph_objects;
   d["guards"] = py::cast(r.guards);
   d["recompile_reasons"] = py::cast(r.recompile_reasons);
   d["result"] = to_py(r.result);

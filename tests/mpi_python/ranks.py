@@ -34,7 +34,7 @@ def run(out_dir):
         xn = kiln.randn(n, 8)
         assert np.allclose(np.asarray(g(xn, w)), np.asarray(f(xn, w)), atol=1e-5)
     with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as fh:
-        fh.write("\n".join(report.guards) + "\n---\n" + "\n".join(report.graphs))
+        fh.write("\n".join(report.guards) + "\n---\n" + "\n".join(g.code for g in report.graphs))
 
 
 def check(out_dir, n):

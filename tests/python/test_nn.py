@@ -65,8 +65,8 @@ def test_one_graph_with_parameters_by_path():
     net = Net(8, 2)
     e = kiln.explain(net)(kiln.randn(5, 8))
     assert e.graph_count == 1 and e.graph_break_count == 0
-    assert "blocks.1.fc.weight" in e.graphs[0]
-    assert "offset" in e.graphs[0]
+    assert "blocks.1.fc.weight" in e.graphs[0].code
+    assert "offset" in e.graphs[0].code
 
 
 def test_hooks_fire_in_order_and_removal_recompiles():
