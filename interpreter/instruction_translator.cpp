@@ -148,42 +148,26 @@ void InstructionTranslator::op_DELETE_FAST(const Instr& i) {
 
 void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
   const std::string& name = code_->names[size_t(i.a)]->s;
-  if (fn_->globals && fn_->globals.get() != ctx_.root_globals) {
-    // An inlined function of another namespace: its own globals, read and
-    // guarded there.
-    auto key = std::make_pair(static_cast<const void*>(fn_->globals.get()), name);
-    if (auto it = ctx_.foreign_globals.find(key); it != ctx_.foreign_globals.end()) {
-      push(it->second);
-      return;
+  const runtime::StrObj* key = code_->names[size_t(i.a)].get();
+  if (fn_->globals) {
+    // The root frame's globals are keyed by name (STORE_GLOBAL writes
+    // there); an inlined function of another namespace (a Python function
+    // from another module) reads and guards its own.
+    const bool own = fn_->globals.get() == ctx_.root_globals;
+    auto foreign_key = std::make_pair(static_cast<const void*>(fn_->globals.get()), name);
+    if (own) {
+      if (auto it = ctx_.globals.find(name); it != ctx_.globals.end()) return push(it->second);
+    } else if (auto it = ctx_.foreign_globals.find(foreign_key); it != ctx_.foreign_globals.end()) {
+      return push(it->second);
     }
-    if (const Value* v = fn_->globals->map.find(code_->names[size_t(i.a)].get())) {
+    if (const Value* v = fn_->globals->map.find(key)) {
+      if (own) return push(make_lazy_global(name, *v));
       VT vt = variables::make_lazy(*v, output_graph::global_source(name, fn_->globals));
-      ctx_.foreign_globals[key] = vt;
-      push(vt);
-      return;
+      ctx_.foreign_globals[foreign_key] = vt;
+      return push(vt);
     }
-    if (const Value* b = builtins().find(code_->names[size_t(i.a)].get())) {
-      push(from_value(*b));
-      return;
-    }
-    unsupported(BreakReason::unsupported, "name '" + name + "' is not defined");
   }
-  // Only the root function's globals are sources residual code can reload.
-  auto it = ctx_.globals.find(name);
-  if (it != ctx_.globals.end() && fn_->globals) {
-    push(it->second);
-    return;
-  }
-  if (fn_->globals)
-    if (const Value* v = fn_->globals->map.find(code_->names[size_t(i.a)].get())) {
-      VT vt = make_lazy_global(name, *v);
-      push(vt);
-      return;
-    }
-  if (const Value* b = builtins().find(code_->names[size_t(i.a)].get())) {
-    push(from_value(*b));
-    return;
-  }
+  if (const Value* b = builtins().find(key)) return push(from_value(*b));
   unsupported(BreakReason::unsupported, "name '" + name + "' is not defined");
 }
 

@@ -1,5 +1,6 @@
 #include "python/src/convert.h"
 
+#include "interpreter/vm.h"
 #include "python/src/nn.h"
 
 #include <pybind11/numpy.h>
@@ -224,6 +225,22 @@ py::object& function_converter() {
 }  // namespace
 
 void set_function_converter(py::object f) { function_converter() = std::move(f); }
+
+PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self) {
+  if (self) values.push_back(to_value(self));
+  for (py::handle a : args) values.push_back(to_value(a));
+  std::vector<Value> names;
+  for (auto [k, v] : kwargs) {
+    names.push_back(runtime::intern_value(py::cast<std::string>(k)));
+    values.push_back(to_value(v));
+  }
+  if (!names.empty()) kwnames = runtime::make_tuple(std::move(names));
+}
+
+runtime::CallContext& python_vm() {
+  thread_local interpreter::VM vm;
+  return vm;
+}
 
 void raise_python(const Error& e) {
   if (e.origin) {

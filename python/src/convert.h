@@ -9,6 +9,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <vector>
+
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 #include "runtime/value.h"
@@ -45,6 +47,22 @@ void sync_namespaces();
 // kiln.<op> (a pybind11 function) converts to the registry op itself, so
 // traced code calling kiln.softmax records the op.
 void register_op_function(py::handle fn, const runtime::Value& op);
+
+// The VM that runs kiln code called from Python on this thread (module
+// calls, KBC functions, attribute reads that may run user code).
+runtime::CallContext& python_vm();
+
+// Python's (*args, **kwargs) as a vectorcall-style argument list (values,
+// then keyword values; kwnames the interned keyword names).
+struct PyArgs {
+  std::vector<runtime::Value> values;
+  runtime::Value kwnames;
+  PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self = py::handle());
+  runtime::CallArgs call_args() const {
+    return runtime::CallArgs{values.data(), values.size(),
+                             kwnames.is_none() ? nullptr : kwnames.as<runtime::TupleObj>()};
+  }
+};
 
 // Raises the Python exception matching a kiln error (same type, same text).
 [[noreturn]] void raise_python(const Error& e);

@@ -165,20 +165,8 @@ class PyCompiled {
       refresh_globals(fn_);
       sync_namespaces();
       refresh_closure();
-      std::vector<Value> values;
-      values.reserve(args.size() + kwargs.size());
-      for (py::handle a : args) values.push_back(to_value(a));
-      Value kwnames;
-      if (!kwargs.empty()) {
-        std::vector<Value> names;
-        for (auto [k, v] : kwargs) {
-          names.push_back(runtime::intern_value(py::cast<std::string>(k)));
-          values.push_back(to_value(v));
-        }
-        kwnames = runtime::make_tuple(std::move(names));
-      }
-      const auto* kw = kwnames.is_none() ? nullptr : kwnames.as<runtime::TupleObj>();
-      return to_py(compiled_.call(runtime::CallArgs{values.data(), values.size(), kw}));
+      PyArgs a(args, kwargs);
+      return to_py(compiled_.call(a.call_args()));
     });
   }
 

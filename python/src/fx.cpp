@@ -38,11 +38,6 @@ using runtime::Value;
 
 namespace {
 
-interpreter::VM& fx_vm() {
-  thread_local interpreter::VM vm;
-  return vm;
-}
-
 Value module_value(const ModuleObj* m) { return Value::object(Kind::Module, const_cast<ModuleObj*>(m)); }
 
 const ModuleObj* module_arg(py::handle obj, const char* what) {
@@ -298,7 +293,7 @@ void bind_fx(py::module_& m) {
           std::vector<Value> inputs;
           for (py::handle a : args) inputs.push_back(to_value(a));
           sync_namespaces();
-          std::vector<Value> outs = r.run(fx_vm(), inputs);
+          std::vector<Value> outs = r.run(python_vm(), inputs);
           py::list out;
           for (const Value& v : outs) out.append(to_py(v));
           return out;

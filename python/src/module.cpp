@@ -24,32 +24,6 @@ using runtime::OpId;
 using runtime::Tensor;
 using runtime::Value;
 
-// One VM per thread runs everything that needs a CallContext (module
-// calls inside ops, KBC functions called from Python).
-interpreter::VM& thread_vm() {
-  thread_local interpreter::VM vm;
-  return vm;
-}
-
-// Python's (*args, **kwargs) as a vectorcall-style argument list.
-struct PyArgs {
-  std::vector<Value> values;
-  Value kwnames;
-  PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self = py::handle()) {
-    if (self) values.push_back(to_value(self));
-    for (py::handle a : args) values.push_back(to_value(a));
-    std::vector<Value> names;
-    for (auto [k, v] : kwargs) {
-      names.push_back(runtime::intern_value(py::cast<std::string>(k)));
-      values.push_back(to_value(v));
-    }
-    if (!names.empty()) kwnames = runtime::make_tuple(std::move(names));
-  }
-  CallArgs call_args() const {
-    return CallArgs{values.data(), values.size(), kwnames.is_none() ? nullptr : kwnames.as<runtime::TupleObj>()};
-  }
-};
-
 const char* format_of(DType d) {
   switch (d) {
     case DType::Bool: return "?";
@@ -82,7 +56,7 @@ np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the arra
   t.def_property_readonly("dtype", [](const Tensor& self) { return std::string(runtime::dtype_name(self.dtype())); });
   t.def_property_readonly("ndim", &Tensor::dim);
   t.def_property_readonly("T", [](const Tensor& self) {
-    return guarded([&] { return to_py(runtime::get_attr(thread_vm(), Value::tensor(self), runtime::intern("T").get())); });
+    return guarded([&] { return to_py(runtime::get_attr(python_vm(), Value::tensor(self), runtime::intern("T").get())); });
   });
   t.def("numel", &Tensor::numel);
   t.def("dim", &Tensor::dim);
@@ -179,12 +153,12 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Value>(m, "Object", "A kiln value Python has no type for (a KBC function, a hook handle, ...)")
       .def("__repr__", [](const Value& v) { return runtime::repr(v); })
       .def("__getattr__", [](const Value& v, const std::string& name) {
-        return guarded([&] { return to_py(runtime::get_attr(thread_vm(), v, runtime::intern(name).get())); });
+        return guarded([&] { return to_py(runtime::get_attr(python_vm(), v, runtime::intern(name).get())); });
       })
       .def("__call__", [](const Value& v, py::args args, py::kwargs kwargs) {
         return guarded([&] {
           PyArgs a(args, kwargs);
-          return to_py(thread_vm().call(v, a.call_args()));
+          return to_py(python_vm().call(v, a.call_args()));
         });
       });
   m.def("builtin", [](const std::string& name) {
@@ -238,7 +212,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("call", [](py::handle fn, py::args args, py::kwargs kwargs) {
     return guarded([&] {
       PyArgs a(args, kwargs);
-      return to_py(thread_vm().call(to_value(fn), a.call_args()));
+      return to_py(python_vm().call(to_value(fn), a.call_args()));
     });
   }, "Calls a kiln callable (a KBC function, a module) with Python arguments.");
   m.def("manual_seed", [](uint64_t seed) { runtime::manual_seed(seed); });

@@ -28,11 +28,6 @@ using runtime::Value;
 
 namespace {
 
-interpreter::VM& vm() {
-  thread_local interpreter::VM v;
-  return v;
-}
-
 std::unordered_map<const ModuleObj*, PyObject*>& wrappers() {
   static auto* m = new std::unordered_map<const ModuleObj*, PyObject*>();
   return *m;
@@ -109,17 +104,8 @@ void bind_nn(py::module_& m) {
   }, "A fresh module of a Python subclass's class, owned by `wrapper` (its __init__ runs in Python).");
   m.def("module_instantiate", [](const Value& cls, py::handle wrapper, py::args args, py::kwargs kwargs) {
     return guarded([&] {
-      std::vector<Value> values;
-      for (py::handle a : args) values.push_back(to_value(a));
-      std::vector<Value> names;
-      for (auto [k, v] : kwargs) {
-        names.push_back(runtime::intern_value(py::cast<std::string>(k)));
-        values.push_back(to_value(v));
-      }
-      Value kw = names.empty() ? Value() : runtime::make_tuple(std::move(names));
-      Value v = runtime::instantiate(
-          vm(), class_of(cls),
-          runtime::CallArgs{values.data(), values.size(), kw.is_none() ? nullptr : kw.as<runtime::TupleObj>()});
+      PyArgs a(args, kwargs);
+      Value v = runtime::instantiate(python_vm(), class_of(cls), a.call_args());
       wrappers()[v.as<ModuleObj>()] = wrapper.ptr();
       return v;
     });
@@ -134,20 +120,12 @@ void bind_nn(py::module_& m) {
     guarded([&] { runtime::module_setattr(v, runtime::intern(name), to_value(value)); });
   });
   m.def("module_getattr", [](const Value& v, const std::string& name) {
-    return guarded([&] { return to_py(runtime::module_getattr(vm(), v, runtime::intern(name).get())); });
+    return guarded([&] { return to_py(runtime::module_getattr(python_vm(), v, runtime::intern(name).get())); });
   });
   m.def("module_call", [](const Value& v, py::args args, py::kwargs kwargs) {
     return guarded([&] {
-      std::vector<Value> values;
-      for (py::handle a : args) values.push_back(to_value(a));
-      std::vector<Value> names;
-      for (auto [k, x] : kwargs) {
-        names.push_back(runtime::intern_value(py::cast<std::string>(k)));
-        values.push_back(to_value(x));
-      }
-      Value kw = names.empty() ? Value() : runtime::make_tuple(std::move(names));
-      return to_py(runtime::module_call(
-          vm(), v, runtime::CallArgs{values.data(), values.size(), kw.is_none() ? nullptr : kw.as<runtime::TupleObj>()}));
+      PyArgs a(args, kwargs);
+      return to_py(runtime::module_call(python_vm(), v, a.call_args()));
     });
   }, "Calls a module as the VM does: pre-hooks, forward, hooks.");
   m.def("module_class_of", [](const Value& v) { return Value::object(Kind::Class, module_of(v)->cls); });
