@@ -278,6 +278,8 @@ class KernelLowering {
   Value* eval(int root, const std::vector<Value*>& idx, unsigned n, Value* result);
 
   Value* hreduce(Value* v, bool is_max);
+  Value* fold_row(const std::vector<Value*>& ox, bool is_max, DType acc_t, Value* init,
+                  const std::function<Value*(Value*, unsigned)>& f);
   void pointwise();
   void reduction();
   void rowwise();
@@ -520,6 +522,30 @@ void KernelLowering::pointwise() {
   });
 }
 
+// Folds f(input) (already in acc_t) over the row's inner dims at outer
+// index ox into one scalar: a vector accumulator for the vector steps (masked
+// lanes add the identity; a max keeps its partial result), a scalar one for
+// scalar steps, then a horizontal fold.
+Value* KernelLowering::fold_row(const std::vector<Value*>& ox, bool is_max, DType acc_t, Value* init,
+                                const std::function<Value*(Value*, unsigned)>& f) {
+  llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+  llvm::AllocaInst* vacc = eb.CreateAlloca(vec(elem_type(acc_t), lanes_));
+  llvm::AllocaInst* sacc = eb.CreateAlloca(elem_type(acc_t));
+  B_.CreateStore(splat(init, lanes_), vacc);
+  B_.CreateStore(init, sacc);
+  std::vector<Value*> full = ox;
+  nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
+    Value* x = f(eval(K_.input, ix, n, nullptr), n);
+    llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
+    Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
+    if (mask_) x = B_.CreateSelect(mask_, x, is_max ? cur : E_.c(cur, 0.0));
+    B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
+  });
+  Value* v = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
+  Value* sc = B_.CreateLoad(sacc->getAllocatedType(), sacc);
+  return is_max ? E_.max(v, sc) : E_.add(v, sc);
+}
+
 // Sum / Mean / Amax: one accumulator per output element.
 void KernelLowering::reduction() {
   const DType cd = K_.compute;
@@ -529,26 +555,9 @@ void KernelLowering::reduction() {
   std::vector<Value*> idx;
   nest(K_.outer, 0, idx, begin_, end_, false, [&](std::vector<Value*>& ox, unsigned) {
     // The identity of the fold: -inf for a float max, false for a bool max.
-    const double init = is_max && runtime::is_floating(cd) ? -std::numeric_limits<double>::infinity() : 0.0;
-    llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-    llvm::AllocaInst* vacc = eb.CreateAlloca(vec(elem_type(ad), lanes_));
-    llvm::AllocaInst* sacc = eb.CreateAlloca(elem_type(ad));
-    Value* vinit = splat(E_.c(llvm::UndefValue::get(elem_type(ad)), init), lanes_);
-    if (is_max && cd == DType::Int64) vinit = splat(i64(INT64_MIN), lanes_);
-    B_.CreateStore(vinit, vacc);
-    B_.CreateStore(is_max && cd == DType::Int64 ? i64(INT64_MIN) : E_.c(llvm::UndefValue::get(elem_type(ad)), init), sacc);
-    std::vector<Value*> full = ox;
-    nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
-      Value* x = convert(eval(K_.input, ix, n, nullptr), cd, ad, n);
-      llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
-      Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
-      // Masked-off lanes add the identity (a max keeps its partial result).
-      if (mask_) x = B_.CreateSelect(mask_, x, is_max ? cur : E_.c(cur, 0.0));
-      B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
-    });
-    Value* vtot = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
-    Value* stot = B_.CreateLoad(sacc->getAllocatedType(), sacc);
-    Value* total = is_max ? E_.max(vtot, stot) : E_.add(vtot, stot);
+    const double init_v = is_max && runtime::is_floating(cd) ? -std::numeric_limits<double>::infinity() : 0.0;
+    Value* init = is_max && cd == DType::Int64 ? i64(INT64_MIN) : E_.c(llvm::UndefValue::get(elem_type(ad)), init_v);
+    Value* total = fold_row(ox, is_max, ad, init, [&](Value* x, unsigned n) { return convert(x, cd, ad, n); });
     if (K_.kind == KernelKind::Mean) total = B_.CreateFDiv(total, B_.CreateSIToFP(dim(product(K_.inner)), total->getType()));
     Value* r = convert(total, ad, cd, 1);
     store(K_.store, P_.buffers[size_t(K_.store.buffer)].dtype, ox, 1, eval(K_.epilogue, ox, 1, r));
@@ -562,24 +571,9 @@ void KernelLowering::rowwise() {
   const DType ad = DType::Float64;
   std::vector<Value*> idx;
   nest(K_.outer, 0, idx, begin_, end_, false, [&](std::vector<Value*>& ox, unsigned) {
-    llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-    // A pass: acc = fold over the row of f(x); returns the scalar total.
+    // A pass: the fold over the row of f(input), from `init`.
     auto pass = [&](bool is_max, DType acc_t, double init, const std::function<Value*(Value*, unsigned)>& f) {
-      llvm::AllocaInst* vacc = eb.CreateAlloca(vec(elem_type(acc_t), lanes_));
-      llvm::AllocaInst* sacc = eb.CreateAlloca(elem_type(acc_t));
-      B_.CreateStore(splat(E_.c(llvm::UndefValue::get(elem_type(acc_t)), init), lanes_), vacc);
-      B_.CreateStore(E_.c(llvm::UndefValue::get(elem_type(acc_t)), init), sacc);
-      std::vector<Value*> full = ox;
-      nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
-        Value* x = f(eval(K_.input, ix, n, nullptr), n);  // already in acc_t
-        llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
-        Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
-        if (mask_) x = B_.CreateSelect(mask_, x, is_max ? cur : E_.c(cur, 0.0));
-        B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
-      });
-      Value* v = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
-      Value* s = B_.CreateLoad(sacc->getAllocatedType(), sacc);
-      return is_max ? E_.max(v, s) : E_.add(v, s);
+      return fold_row(ox, is_max, acc_t, E_.c(llvm::UndefValue::get(elem_type(acc_t)), init), f);
     };
     Value* count = B_.CreateSIToFP(dim(product(K_.inner)), B_.getDoubleTy());
     std::function<Value*(std::vector<Value*>&, unsigned)> elem;

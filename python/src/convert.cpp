@@ -378,17 +378,17 @@ py::object to_py(const Value& v) {
       const auto& items = v.as<runtime::TupleObj>()->items;
       py::tuple t(items.size());
       for (size_t i = 0; i < items.size(); ++i) t[i] = to_py(items[i]);
-      return std::move(t);
+      return t;
     }
     case Kind::List: {
       py::list l;
       for (const Value& i : v.as<runtime::ListObj>()->items) l.append(to_py(i));
-      return std::move(l);
+      return l;
     }
     case Kind::Dict: {
       py::dict d;
       for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) d[to_py(k)] = to_py(x);
-      return std::move(d);
+      return d;
     }
     case Kind::Foreign:
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);

@@ -246,7 +246,7 @@ py::object report_to_py(const ExplainReport& r) {
   d["result"] = to_py(r.result);
   d["error"] = r.error;
   d["text"] = r.str();
-  return std::move(d);
+  return d;
 }
 
 }  // namespace
