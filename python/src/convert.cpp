@@ -242,22 +242,23 @@ runtime::CallContext& python_vm() {
   return vm;
 }
 
+// CPython's (exported, private) helper that appends a synthetic frame to
+// the traceback of the exception being raised: how Cython puts its source
+// lines in Python tracebacks. kiln does the same with its frames (the
+// user's Python file and line, from the KBC translation), so the user's
+// line is where a Python traceback puts the raising line: last.
+extern "C" void _PyTraceback_Add(const char* funcname, const char* filename, int lineno);
+
 void raise_python(const Error& e) {
   if (e.origin) {
     auto* original = static_cast<py::object*>(e.origin.get());
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(original->ptr())), original->ptr());
     throw py::error_already_set();
   }
-  std::string text = e.message();
-  if (!e.traceback().empty()) {
-    // Python prints its own traceback; kiln's frames (KBC functions, the
-    // user's source lines) go in the message, innermost last, as Python does.
-    const std::string full = e.full();
-    const size_t cut = full.rfind('\n');
-    text = full.substr(0, cut == std::string::npos ? full.size() : cut);
-    text = e.message() + "\n" + text;
-  }
-  PyErr_SetString(exception_type(e.kind()), text.c_str());
+  PyErr_SetString(exception_type(e.kind()), e.message().c_str());
+  // Each added frame goes outside the ones before (as when an exception
+  // propagates out of nested calls): innermost first, as kiln keeps them.
+  for (const TracebackEntry& f : e.traceback()) _PyTraceback_Add(f.function.c_str(), f.file.c_str(), f.line);
   throw py::error_already_set();
 }
 

@@ -257,3 +257,16 @@ def test_explain_graphs_are_graph_modules():
     inputs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     args = {"x": x, "w": w}
     assert close(gm(*[args[name] for name in inputs]), model(x, w))  # runnable on its own
+
+
+def test_error_traceback_ends_at_the_users_line():
+    import traceback
+
+    g = kiln.compile(raises)
+    try:
+        g(kiln.ones(5))
+    except ValueError as e:
+        last = traceback.extract_tb(e.__traceback__)[-1]
+    assert last.filename == __file__
+    assert last.lineno == raises.__code__.co_firstlineno + 3  # the `raise` line
+    assert last.name == "raises"
