@@ -39,6 +39,7 @@ bench: build
 	python3 benchmarks/symbolic.py --build $(BUILD)
 	python3 benchmarks/codegen.py --build $(BUILD)
 	python3 benchmarks/python_dispatch.py
+	python3 benchmarks/python_tracing.py
 
 clean:
 	rm -rf $(BUILD)

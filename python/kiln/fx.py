@@ -116,28 +116,6 @@ def _usable_name(n):
     return n.isidentifier() and not keyword.iskeyword(n) and n not in ("self", "kiln")
 
 
-def _refresh_globals(root):
-    """Brings the globals of every module class's translated methods up to date
-    (a function defined after a class is then seen by its forward)."""
-    seen = set()
-    for m in root.modules():
-        cls = type(m)
-        if cls in seen:
-            continue
-        seen.add(cls)
-        for klass in cls.__mro__:
-            if klass is _nn.Module or klass is object:
-                break
-            for name, attr in vars(klass).items():
-                if name.startswith("__"):
-                    continue  # __init__ and the like are not translated
-                fn = attr.fget if isinstance(attr, property) else attr
-                if inspect.isfunction(fn):
-                    kbc = _as_kbc(fn)
-                    if kbc is not None:
-                        _C.refresh_globals(kbc)
-
-
 class Tracer:
     """The policy of a trace, overridable as in torch.fx:
 
@@ -194,7 +172,10 @@ class Tracer:
                        enumerate(names[:len(example_inputs)])]
         if var or len(input_names) < len(example_inputs):
             input_names += [""] * (len(example_inputs) - len(input_names))
-        _refresh_globals(root)
+        # The methods were translated when their classes were made; their
+        # modules' globals may have changed since (a function defined after
+        # a class): one check per module, not a walk over the tree.
+        _C.sync_python_state()
         # The default policy is C++'s own (no per-module cost) unless the
         # root is a built-in leaf: torch.fx traces the root's forward anyway.
         custom = leaf or path or _C.fx_default_is_leaf_module(root, "")

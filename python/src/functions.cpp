@@ -256,6 +256,12 @@ void bind_functions(py::module_& m) {
         py::arg("globals"), py::arg("globals_used"), py::arg("defaults"), py::arg("kwdefaults"), py::arg("closure"),
         "The KBC function of a translation, reading the Python module's globals live.");
   m.def("refresh_globals", [](const Value& fn) { guarded([&] { refresh_globals(fn); }); });
+  m.def("sync_python_state", [] {
+    guarded([&] {
+      refresh_globals(Value());
+      sync_namespaces();
+    });
+  }, "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");
   py::class_<PyCompiled>(m, "CompiledFunction")
       .def("__call__", &PyCompiled::call)
       .def_property_readonly("kbc", &PyCompiled::kbc);
