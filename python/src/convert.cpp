@@ -7,6 +7,7 @@
 
 #include "runtime/value_ops.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -238,7 +239,15 @@ PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self) 
 }
 
 runtime::CallContext& python_vm() {
-  thread_local interpreter::VM vm;
+  // Python's recursion limit (as set when this thread first calls into
+  // kiln), so a deep module chain that Python itself could call is not cut
+  // short at kiln's default; the VM's C++-stack check still stops a real
+  // overflow.
+  thread_local interpreter::VM vm([] {
+    interpreter::VMOptions o;
+    o.recursion_limit = std::max(o.recursion_limit, Py_GetRecursionLimit());
+    return o;
+  }());
   return vm;
 }
 

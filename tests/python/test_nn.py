@@ -172,3 +172,31 @@ def test_containers_index_measure_and_iterate():
     assert [type(m).__name__ for m in seq] == ["Linear", "ReLU", "Linear"]
     ml = nn.ModuleList([nn.ReLU(), nn.GELU()])
     assert len(ml) == 2 and isinstance(ml[1], nn.GELU)
+
+
+class Chain(nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.depth = depth
+        if depth:
+            self.child = Chain(depth - 1)
+
+    def forward(self, x):
+        if self.depth:
+            x = self.child(x)
+        return kiln.relu(self.fc(x))
+
+
+def test_a_chain_deeper_than_kilns_default_frame_limit_runs_eagerly_and_compiled():
+    # kiln's VM takes Python's recursion limit (here raised, as torch users
+    # do for deep chains) instead of its own default of 1000 frames.
+    import subprocess
+    import sys
+    code = ("import sys; sys.setrecursionlimit(10000)\n"
+            "import kiln, numpy as np\nimport test_nn as t\n"
+            "m = t.Chain(700); x = kiln.ones(1, 4)\n"
+            "assert np.allclose(np.asarray(kiln.compile(m)(x)), np.asarray(m(x)), atol=1e-5)\n")
+    import os
+    r = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
