@@ -183,4 +183,10 @@ struct Unsupported {
 };
 Program schedule(const output_graph::Graph& graph);
 
+// Passes (program_passes.cpp). simplify: drops size-1 dims and merges dims
+// every access walks as one. plan_memory: places static temporaries in one
+// arena by liveness (dynamic programs allocate per call).
+void simplify(Kernel& k);
+void plan_memory(Program& prog);
+
 }  // namespace kiln::codegen

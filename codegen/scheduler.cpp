@@ -15,11 +15,9 @@
 // strides over the consumer's dims (a permutation plus broadcast zeros), so
 // fusion never needs more than stride arithmetic.
 #include <algorithm>
-#include <climits>
 #include <functional>
 #include <map>
 #include <numeric>
-#include <sstream>
 #include <unordered_map>
 
 #include "codegen/kernel_ir.h"
@@ -38,57 +36,9 @@ using runtime::OpKind;
 using runtime::Tensor;
 using runtime::Value;
 
-// ----------------------------------------------------------------- Dim --
-
-Dim Dim::operator*(const Dim& o) const {
-  Dim r{coef * o.coef, syms};
-  if (r.coef == 0) return Dim::c(0);
-  r.syms.insert(r.syms.end(), o.syms.begin(), o.syms.end());
-  std::sort(r.syms.begin(), r.syms.end());
-  return r;
-}
-
-std::string Dim::str() const {
-  if (syms.empty()) return std::to_string(coef);
-  std::string s = coef == 1 ? "" : std::to_string(coef) + "*";
-  for (size_t i = 0; i < syms.size(); ++i) s += (i ? "*s" : "s") + std::to_string(syms[i]);
-  return s;
-}
-
-Dim product(const Dims& ds) {
-  Dim p = Dim::c(1);
-  for (const Dim& d : ds) p = p * d;
-  return p;
-}
-
-Dims contiguous(const Dims& sizes) {
-  Dims st(sizes.size(), Dim::c(1));
-  for (size_t i = sizes.size(); i-- > 1;) st[i - 1] = st[i] * sizes[i];
-  return st;
-}
-
-const char* kernel_kind_name(KernelKind k) {
-  switch (k) {
-    case KernelKind::Pointwise: return "pointwise";
-    case KernelKind::Sum: return "sum";
-    case KernelKind::Mean: return "mean";
-    case KernelKind::Amax: return "amax";
-    case KernelKind::Softmax: return "softmax";
-    case KernelKind::LogSoftmax: return "log_softmax";
-    case KernelKind::LayerNorm: return "layer_norm";
-  }
-  return "?";
-}
-
 namespace {
 
 [[noreturn]] void unsupported(std::string reason) { throw Unsupported{std::move(reason)}; }
-
-static std::string dims_str(const Dims& ds) {
-  std::string s = "[";
-  for (size_t i = 0; i < ds.size(); ++i) s += (i ? ", " : "") + ds[i].str();
-  return s + "]";
-}
 
 // An expression DAG under construction (a pending value's, or a kernel's).
 struct Arena {
@@ -174,8 +124,6 @@ class Scheduler {
   void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void eager(const Node& n, const std::string& why);
   void output(const Node& n);
-  void simplify(Kernel& k);
-  void plan_memory();
 
   const Graph& g_;
   Program prog_;
@@ -875,103 +823,6 @@ void Scheduler::output(const Node& n) {
   }
 }
 
-// Drops size-1 dims and merges dims that every access walks as one, so most
-// pointwise kernels become one flat loop and row reductions one row loop.
-void Scheduler::simplify(Kernel& k) {
-  Dims sizes = k.outer;
-  sizes.insert(sizes.end(), k.inner.begin(), k.inner.end());
-  size_t no = k.outer.size();
-  std::vector<Access*> acc;
-  for (Access& a : k.accesses) acc.push_back(&a);
-  acc.push_back(&k.store);
-  auto erase_dim = [&](size_t d) {
-    sizes.erase(sizes.begin() + long(d));
-    for (Access* a : acc)
-      if (a->strides.size() > d) a->strides.erase(a->strides.begin() + long(d));
-    if (d < no) --no;
-  };
-  for (size_t d = sizes.size(); d-- > 0;) {
-    const bool outer = d < no;
-    const size_t group = outer ? no : sizes.size() - no;
-    if (sizes[d].is(1) && group > 1) erase_dim(d);
-  }
-  for (size_t d = sizes.size(); d-- > 1;) {
-    if ((d - 1 < no) != (d < no)) continue;  // never across the outer/inner boundary
-    bool ok = true;
-    for (Access* a : acc) {
-      if (a->strides.size() <= d) continue;
-      ok = ok && a->strides[d - 1] == a->strides[d] * sizes[d];
-    }
-    if (!ok) continue;
-    sizes[d - 1] = sizes[d - 1] * sizes[d];
-    for (Access* a : acc)
-      if (a->strides.size() > d) a->strides[d - 1] = a->strides[d];
-    erase_dim(d);
-  }
-  k.outer.assign(sizes.begin(), sizes.begin() + long(no));
-  k.inner.assign(sizes.begin() + long(no), sizes.end());
-}
-
-// Temporaries share one arena: a buffer's bytes are reused once its last
-// reader ran. Static programs only (sizes known); dynamic programs allocate
-// each temporary per call.
-void Scheduler::plan_memory() {
-  const size_t nb = prog_.buffers.size();
-  std::vector<int> first(nb, INT32_MAX), last(nb, -1);
-  auto use = [&](int buf, int step) {
-    if (buf < 0) return;
-    first[size_t(buf)] = std::min(first[size_t(buf)], step);
-    last[size_t(buf)] = std::max(last[size_t(buf)], step);
-  };
-  for (size_t s = 0; s < prog_.steps.size(); ++s) {
-    const Step& st = prog_.steps[s];
-    const int i = int(s);
-    if (st.kind == Step::Kind::Kernel) {
-      const Kernel& k = prog_.kernels[size_t(st.index)];
-      for (const Access& a : k.accesses) use(a.buffer, i);
-      use(k.store.buffer, i);
-    } else if (st.kind == Step::Kind::Gemm) {
-      const Gemm& g = prog_.gemms[size_t(st.index)];
-      use(g.a, i);
-      use(g.b, i);
-      use(g.out, i);
-    } else {
-      for (const Access& a : prog_.eager[size_t(st.index)].tensor_args) use(a.buffer, i);
-    }
-  }
-  if (prog_.dynamic()) return;
-  struct Block {
-    int64_t off, size;
-    int free_after;  // step of the last use
-  };
-  std::vector<Block> live;
-  int64_t top = 0;
-  int slot = 0;
-  for (size_t b = 0; b < nb; ++b) {
-    Buffer& buf = prog_.buffers[b];
-    if (buf.kind != Buffer::Kind::Temp || last[b] < 0) continue;
-    const int64_t bytes = (product(buf.sizes).coef * int64_t(runtime::itemsize(buf.dtype)) + 63) / 64 * 64;
-    // First fit among blocks whose owner is dead before this one is born.
-    // Buffers are numbered in creation order, which is step order.
-    int64_t off = -1;
-    for (Block& blk : live) {
-      if (blk.free_after < first[b] && blk.size >= bytes) {
-        off = blk.off;
-        blk.free_after = last[b];
-        break;
-      }
-    }
-    if (off < 0) {
-      off = top;
-      top += std::max<int64_t>(bytes, 64);
-      live.push_back({off, std::max<int64_t>(bytes, 64), last[b]});
-    }
-    buf.arena_offset = off;
-    buf.slot = slot++;
-  }
-  prog_.arena_bytes = top;
-}
-
 Program Scheduler::run() {
   const auto& nodes = g_.nodes();
   vals_.resize(nodes.size());
@@ -992,35 +843,11 @@ Program Scheduler::run() {
     if (users.size() > 1) materialize(val(&n), "used by " + std::to_string(users.size()) + " nodes");
   }
   if (!g_.output_node()) unsupported("the graph has no output node");
-  plan_memory();
+  plan_memory(prog_);
   return std::move(prog_);
 }
 
 }  // namespace
-
-std::string Program::summary() const {
-  std::ostringstream o;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const Step& st = steps[s];
-    if (st.kind == Step::Kind::Kernel) {
-      const Kernel& k = kernels[size_t(st.index)];
-      o << k.name << ": " << kernel_kind_name(k.kind) << " outer=" << dims_str(k.outer);
-      if (!k.inner.empty()) o << " inner=" << dims_str(k.inner);
-      o << " " << runtime::dtype_name(k.compute) << " loads=" << k.accesses.size() << " fused=[";
-      for (size_t i = 0; i < k.fused.size(); ++i) o << (i ? ", " : "") << k.fused[i];
-      o << "] (" << k.why << ")\n";
-    } else if (st.kind == Step::Kind::Gemm) {
-      const Gemm& g = gemms[size_t(st.index)];
-      o << "gemm " << g.node << ": " << g.m.str() << "x" << g.n.str() << "x" << g.k.str()
-        << (g.trans_a ? " A^T" : "") << (g.trans_b ? " B^T" : "") << " (BLAS)\n";
-    } else {
-      const EagerStep& e = eager[size_t(st.index)];
-      o << "eager " << e.node->name << ": " << e.why << "\n";
-    }
-  }
-  if (arena_bytes) o << "arena: " << arena_bytes << " bytes for the temporaries\n";
-  return o.str();
-}
 
 Program schedule(const Graph& graph) { return Scheduler(graph).run(); }
 
