@@ -156,7 +156,8 @@ struct OutputSpec {
 // A runtime condition the compiled program assumes; a call that breaks it
 // runs on the eager backend instead (never a wrong result).
 struct Check {
-  Dim lhs, rhs;  // lhs == rhs; rhs.coef == -2 means "lhs >= 2"
+  Dim lhs, rhs;             // lhs == rhs, or (at_least_two) lhs >= 2 and rhs unused
+  bool at_least_two = false;
   std::string why;
 };
 

@@ -91,7 +91,7 @@ bool CompiledProgram::checks_hold(const std::vector<int64_t>& dyn, const std::ve
     if (!ready) continue;
     done[i] = true;
     const int64_t l = eval_dim(c.lhs, dyn.data());
-    const bool ok = c.rhs.coef == -2 && c.rhs.is_static() ? l >= 2 : l == eval_dim(c.rhs, dyn.data());
+    const bool ok = c.at_least_two ? l >= 2 : l == eval_dim(c.rhs, dyn.data());
     if (!ok) {
       why = c.why;
       return false;

@@ -155,7 +155,7 @@ Dims Scheduler::broadcast(const Dims& a, const Dims& b, const char* op) {
     else {
       // Equal when traced (the shape rule accepted them): a call where they
       // differ must not run this program.
-      prog_.checks.push_back({*x, *y, std::string(op) + ": broadcast dims " + x->str() + " and " + y->str()});
+      prog_.checks.push_back({*x, *y, false, std::string(op) + ": broadcast dims " + x->str() + " and " + y->str()});
       out[i] = x->is_static() ? *x : *y;
     }
   }
@@ -181,7 +181,7 @@ Dims Scheduler::dims_of(const output_graph::TensorMeta& m, int input_index) {
       input_syms_[key] = s;
       // The kernels treat a dynamic dim as never broadcasting (Dynamo's 0/1
       // specialisation): a call with size 0 or 1 there runs eagerly instead.
-      prog_.checks.push_back({Dim::sym(s), Dim::c(-2), "dynamic dim s" + std::to_string(s) + " >= 2"});
+      prog_.checks.push_back({Dim::sym(s), Dim::c(0), true, "dynamic dim s" + std::to_string(s) + " >= 2"});
     }
     d[i] = Dim::sym(s);
   }

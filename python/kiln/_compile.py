@@ -74,7 +74,7 @@ def _as_kbc(fn):
                                fn.__defaults__, fn.__kwdefaults__, fn.__closure__)
     _kbc[fn] = kbc
     # After caching: a function that calls itself finds its own KBC form.
-    _C.refresh_globals(kbc)
+    _C.sync_python_state()
     return kbc
 
 

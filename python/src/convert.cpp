@@ -176,11 +176,15 @@ std::unordered_map<PyObject*, Namespace>& namespaces() {
   return *m;
 }
 
-uint64_t dict_version_of(PyObject* d) {
+}  // namespace
+
+uint64_t dict_version(PyObject* d) {
   _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wdeprecated-declarations\"")
   return reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
   _Pragma("GCC diagnostic pop")
 }
+
+namespace {
 
 const Value* namespace_find(void* h, const runtime::StrObj* name) {
   auto it = namespaces().find(handle_of(h));
@@ -273,7 +277,7 @@ void raise_python(const Error& e) {
 
 void sync_namespaces() {
   for (auto& [mod, ns] : namespaces()) {
-    const uint64_t v = dict_version_of(ns.dict.ptr());
+    const uint64_t v = dict_version(ns.dict.ptr());
     if (v == ns.version) continue;
     ns.version = v;
     for (auto& [name, slot] : ns.slots) {
@@ -358,7 +362,7 @@ Value to_value(py::handle obj) {
     Namespace& ns = namespaces()[o];
     if (!ns.dict) {
       ns.dict = py::reinterpret_borrow<py::object>(PyModule_GetDict(o));
-      ns.version = dict_version_of(ns.dict.ptr());
+      ns.version = dict_version(ns.dict.ptr());
     }
     Py_INCREF(o);
     return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyModuleVTable, o));

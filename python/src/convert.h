@@ -40,6 +40,10 @@ PyObject* foreign_object(const runtime::Value& v);
 // None to keep f a Foreign callable (untranslatable, kiln.disable).
 void set_function_converter(py::object f);
 
+// CPython 3.11's dict version tag (PEP 509): changes on every mutation, so
+// an unchanged tag means nothing to re-read.
+uint64_t dict_version(PyObject* dict);
+
 // Re-reads the attributes kiln has read of every Python module whose dict
 // changed since (one comparison per module otherwise). Before each
 // compiled call, so guards see current values.

@@ -28,13 +28,6 @@ using runtime::Value;
 
 namespace {
 
-uint64_t dict_version(PyObject* d) {
-  // Private in 3.11 but present (PEP 509); kiln targets CPython 3.11.
-  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wdeprecated-declarations\"")
-  return reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
-  _Pragma("GCC diagnostic pop")
-}
-
 struct Mirror {
   py::dict dict;
   Ref<runtime::GlobalsObj> globals = runtime::make_ref<runtime::GlobalsObj>();
@@ -108,7 +101,7 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   }
   if (fn.is_none()) throw_error(ErrorKind::ValueError, "translated KBC has no function '" + entry + "'");
   for (const auto& name : globals_used) m.names.emplace(name, py::object());
-  m.version = ~uint64_t(0);  // new names: read at the next refresh_globals (not here:
+  m.version = ~uint64_t(0);  // new names: read at the next sync_python_state (not here:
                              // the caller caches this function first, so a
                              // function that names itself finds it)
 
@@ -138,11 +131,11 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   return fn;
 }
 
-void refresh_globals(const Value&) {
-  // Every mirror, not only fn's: an inlined function of another module
-  // reads (and its guards check) that module's mirror. One version
-  // comparison per module when nothing changed.
+void sync_python_state() {
+  // Every mirror, not only the called function's: an inlined function of
+  // another module reads (and its guards check) that module's mirror.
   for (auto& [dict, m] : mirrors()) m->sync();
+  sync_namespaces();
 }
 
 }  // namespace kiln::python
@@ -162,8 +155,7 @@ class PyCompiled {
 
   py::object call(const py::args& args, const py::kwargs& kwargs) {
     return guarded([&] {
-      refresh_globals(fn_);
-      sync_namespaces();
+      sync_python_state();
       refresh_closure();
       PyArgs a(args, kwargs);
       return to_py(compiled_.call(a.call_args()));
@@ -255,13 +247,8 @@ void bind_functions(py::module_& m) {
   m.def("make_kbc_function", &make_kbc_function, py::arg("text"), py::arg("entry"), py::arg("filename"),
         py::arg("globals"), py::arg("globals_used"), py::arg("defaults"), py::arg("kwdefaults"), py::arg("closure"),
         "The KBC function of a translation, reading the Python module's globals live.");
-  m.def("refresh_globals", [](const Value& fn) { guarded([&] { refresh_globals(fn); }); });
-  m.def("sync_python_state", [] {
-    guarded([&] {
-      refresh_globals(Value());
-      sync_namespaces();
-    });
-  }, "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");
+  m.def("sync_python_state", [] { guarded([&] { sync_python_state(); }); },
+        "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");
   py::class_<PyCompiled>(m, "CompiledFunction")
       .def("__call__", &PyCompiled::call)
       .def_property_readonly("kbc", &PyCompiled::kbc);
@@ -273,8 +260,7 @@ void bind_functions(py::module_& m) {
   });
   m.def("explain", [](const Value& fn, const py::tuple& args, const std::string& backend, int cache_size_limit) {
     return guarded([&] {
-      refresh_globals(fn);
-      sync_namespaces();
+      sync_python_state();
       std::vector<Value> values;
       for (py::handle a : args) values.push_back(to_value(a));
       return report_to_py(kiln::explain(fn, values, options_from(backend, false, py::none(), cache_size_limit)));

@@ -19,10 +19,10 @@ runtime::Value make_kbc_function(const std::string& text, const std::string& ent
                                  const py::dict& globals, const std::vector<std::string>& globals_used,
                                  const py::object& defaults, const py::object& kwdefaults, const py::object& closure);
 
-// Brings every globals mirror (fn's and those of other modules whose
-// functions it may inline) up to date with its Python dict (one comparison
-// per module when nothing changed).
-void refresh_globals(const runtime::Value& fn);
+// Brings every globals mirror and module namespace up to date with its
+// Python dict (one comparison per module when nothing changed): before any
+// call into compiled or traced code.
+void sync_python_state();
 
 // kiln._C.make_kbc_function, compile, explain, reset, ...
 void bind_functions(py::module_& m);

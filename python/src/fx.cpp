@@ -21,6 +21,7 @@
 #include "output_graph/graph.h"
 #include "output_graph/tracer_policy.h"
 #include "python/src/convert.h"
+#include "python/src/functions.h"
 #include "python/src/nn.h"
 #include "runtime/module.h"
 #include "runtime/value_ops.h"
@@ -268,7 +269,7 @@ void bind_fx(py::module_& m) {
                        const std::vector<std::string>& input_names) {
     const ModuleObj* r = module_arg(root, "symbolic_trace");
     return guarded([&] {
-      sync_namespaces();
+      sync_python_state();
       std::vector<Value> examples;
       for (py::handle x : example_inputs) examples.push_back(to_value(x));
       interpreter::GraphModule gm = interpreter::symbolic_trace(module_value(r), examples, tracer, /*make_runner=*/false);
@@ -292,7 +293,7 @@ void bind_fx(py::module_& m) {
                                                   std::to_string(args.size()));
           std::vector<Value> inputs;
           for (py::handle a : args) inputs.push_back(to_value(a));
-          sync_namespaces();
+          sync_python_state();
           std::vector<Value> outs = r.run(python_vm(), inputs);
           py::list out;
           for (const Value& v : outs) out.append(to_py(v));

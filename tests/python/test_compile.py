@@ -7,18 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-
-
-def close(a, b, tol=1e-5):
-    return np.allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    kiln.reset()
-    kiln.manual_seed(0)
-    yield
-    kiln.reset()
+from kiln_testing import close
 
 
 SCALE = 2.0

@@ -4,25 +4,13 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln_testing import close
 from kiln import fx, nn
 
 OPS = {"placeholder", "get_attr", "call_function", "call_module", "call_method", "output"}
 
 
-def close(a, b, tol=1e-5):
-    return np.allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    kiln.reset()
-    kiln.manual_seed(0)
-    yield
-    kiln.reset()
-
-
-# Class names unique across the test session: kiln.nn finds the Python class
-# of a module re-wrapped from C++ by its name.
+# (Fx-prefixed names: readable in failures beside test_nn's Block/Net.)
 class FxBlock(nn.Module):
     def __init__(self, d):
         super().__init__()

@@ -4,19 +4,8 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln_testing import close
 from kiln import nn
-
-
-def close(a, b, tol=1e-5):
-    return np.allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    kiln.reset()
-    kiln.manual_seed(0)
-    yield
-    kiln.reset()
 
 
 class Block(nn.Module):
