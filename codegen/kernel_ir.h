@@ -140,6 +140,7 @@ struct EagerStep {
   std::vector<Access> tensor_args;  // per tensor argument node, in order of appearance
   std::vector<Dims> tensor_sizes;   // the view's sizes (strides in the Access)
   std::vector<const output_graph::Node*> arg_nodes;
+  std::vector<int> arg_steps;       // per argument node: the eager step whose result it is (non-tensors), or -1
   int result = -1;                  // its Buffer (Kind::Eager)
 };
 

@@ -124,9 +124,7 @@ Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, 
   for (size_t i = 0; i < s.arg_nodes.size(); ++i) {
     const Node* n = s.arg_nodes[i];
     if (s.tensor_args[i].buffer >= 0) env[n] = tensor_arg(s.tensor_args[i], s.tensor_sizes[i], bufs, owners, dyn);
-    else
-      for (size_t e = 0; e < p_.eager.size(); ++e)
-        if (p_.eager[e].node == n) env[n] = eager_results[e];
+    else if (s.arg_steps[i] >= 0) env[n] = eager_results[size_t(s.arg_steps[i])];
   }
   std::function<Value(const Arg&)> arg = [&](const Arg& a) -> Value {
     if (a.kind == Arg::Kind::Node) return env[a.node];

@@ -484,6 +484,7 @@ void Scheduler::eager(const Node& n, const std::string& why) {
       s.tensor_sizes.push_back({});
     }
     s.arg_nodes.push_back(a);
+    s.arg_steps.push_back(v.tensor ? -1 : v.eager_step);
   };
   std::function<void(const Arg&)> walk = [&](const Arg& a) {
     if (a.kind == Arg::Kind::Node) add_arg(a.node);
