@@ -157,7 +157,7 @@ Node* Graph::append(std::unique_ptr<Node> n) {
   if (n->op == NodeOp::CallModule && n->target_path) {
     // The tail of the link chain, up to its last non-numeric part.
     std::string tail;
-    for (const PathLink* l = n->target_path.get(); l && !l->name.empty(); l = l->parent.get()) {
+    for (const PathLink* l = n->target_path.get(); l && !l->name.empty(); l = l->parent) {
       tail = tail.empty() ? l->name : l->name + "." + tail;
       if (l->name.find_first_not_of("0123456789") != std::string::npos) break;
     }
@@ -255,7 +255,7 @@ Node* Graph::call_module(PathRef path, Value module, std::vector<Arg> args, Tens
 
 std::string PathLink::str() const {
   std::vector<const std::string*> parts;
-  for (const PathLink* l = this; l; l = l->parent.get())
+  for (const PathLink* l = this; l; l = l->parent)
     if (!l->name.empty()) parts.push_back(&l->name);
   std::string out;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) out += (out.empty() ? "" : ".") + **it;

@@ -65,8 +65,11 @@ struct Arg {
 // A qualified module path as a link to its parent's: the modules of one
 // tree share prefixes, so making the path of a module at depth D is O(1),
 // not O(D) characters (a deep chain would otherwise cost O(D^2) to trace).
+// Links are made by the Tracer in one block; a PathRef shares ownership of
+// the whole block, so `parent` (a plain pointer) lives as long as any
+// PathRef to a descendant.
 struct PathLink {
-  std::shared_ptr<const PathLink> parent;  // null for the root (whose path is "")
+  const PathLink* parent;  // null for the root (whose path is "")
   std::string name;
   std::string str() const;  // "layers.3.fc": built on each call, O(depth)
 };

@@ -21,40 +21,38 @@ bool Tracer::is_leaf_module(const ModuleObj* m, const std::string&) {
 }
 
 void Tracer::walk() {
-  if (!walked_) {
-    const ModuleObj* root = root_.as<ModuleObj>();
-    links_.emplace(root, Link{nullptr, ""});
-    std::vector<const ModuleObj*> stack{root};  // iterative: deep chains must not recurse
-    while (!stack.empty()) {
-      const ModuleObj* cur = stack.back();
-      stack.pop_back();
-      const auto& kids = cur->modules.entries();
-      for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
-        if (it->second.is_none()) continue;
-        const ModuleObj* child = it->second.as<ModuleObj>();
-        if (links_.emplace(child, Link{cur, it->first->s}).second) stack.push_back(child);
-      }
-    }
-    walked_ = true;
+  if (links_) return;
+  links_ = std::make_shared<Links>();
+  // A preorder walk that names a module shared by two parents after the
+  // first path to reach it, as named_modules does. Iterative: deep chains
+  // must not recurse.
+  struct Visit {
+    const ModuleObj* module;
+    const PathLink* parent;
+    const std::string* name;
+  };
+  static const std::string kRootName;
+  std::vector<Visit> stack{{root_.as<ModuleObj>(), nullptr, &kRootName}};
+  while (!stack.empty()) {
+    const Visit v = stack.back();
+    stack.pop_back();
+    auto [slot, fresh] = link_of_.emplace(v.module, nullptr);
+    if (!fresh) continue;
+    const PathLink* link = *slot = &links_->store.emplace_back(PathLink{v.parent, *v.name});
+    const auto& kids = v.module->modules.entries();
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it)  // reversed: popped in order
+      if (!it->second.is_none()) stack.push_back({it->second.as<ModuleObj>(), link, &it->first->s});
   }
 }
 
 PathRef Tracer::path_link_of_module(const ModuleObj* m) {
   walk();
-  if (!links_.count(m))
+  const PathLink* const* link = link_of_.find(m);
+  if (!link)
     throw_error(ErrorKind::ValueError, "path_of_module: a " + m->class_name() + " that is not a submodule of the root " +
                                            root_.as<ModuleObj>()->class_name() +
                                            " (register it as an attribute of a module in the tree)");
-  std::vector<const ModuleObj*> todo;
-  for (const ModuleObj* cur = m; cur && !link_of_.count(cur); cur = links_.at(cur).parent) todo.push_back(cur);
-  for (auto t = todo.rbegin(); t != todo.rend(); ++t) {
-    const Link& l = links_.at(*t);
-    auto link = std::make_shared<PathLink>();
-    link->parent = l.parent ? link_of_.at(l.parent) : nullptr;
-    link->name = l.name;
-    link_of_.emplace(*t, std::move(link));
-  }
-  return link_of_.at(m);
+  return PathRef(links_, *link);
 }
 
 std::string Tracer::path_of_module(const ModuleObj* m) { return path_link_of_module(m)->str(); }

@@ -4,12 +4,14 @@
 // Subclass and override either method to change the graph.
 #pragma once
 
+#include <deque>
+#include <memory>
 #include <string>
 #include <typeinfo>
-#include <unordered_map>
 
 #include "output_graph/graph.h"
 #include "runtime/module.h"
+#include "runtime/pointer_map.h"
 
 namespace kiln::output_graph {
 
@@ -39,18 +41,16 @@ class Tracer {
 
  private:
   runtime::Value root_;
-  // One walk records each module's parent and name (first path wins, as in
-  // named_modules); a path string is built only for a module asked about.
-  struct Link {
-    const runtime::ModuleObj* parent;
-    std::string name;
+  // One walk gives every module its path link (first path wins, as in
+  // named_modules). The links live in one block shared by every PathRef
+  // handed out (aliasing shared_ptrs): no allocation per module, and a
+  // graph node's link keeps its ancestors alive with it.
+  struct Links {
+    std::deque<PathLink> store;
   };
-  std::unordered_map<const runtime::ModuleObj*, Link> links_;
-  // Path links made so far: a module's link points at its parent's, so
-  // asking for many modules of one chain walks the chain once.
-  std::unordered_map<const runtime::ModuleObj*, PathRef> link_of_;
+  std::shared_ptr<Links> links_;
+  runtime::PointerMap<runtime::ModuleObj, const PathLink*> link_of_;
   void walk();
-  bool walked_ = false;
 };
 
 }  // namespace kiln::output_graph

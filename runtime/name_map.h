@@ -36,7 +36,10 @@ class NameMap {
       return;
     }
     entries_.emplace_back(key, std::move(v));
-    if (!index_.empty() || entries_.size() > kLinearMax) reindex();
+    // Index only the new entry once indexed: rebuilding on every insert made
+    // building a Sequential of n children O(n^2).
+    if (!index_.empty()) index_.emplace(key.get(), entries_.size() - 1);
+    else if (entries_.size() > kLinearMax) reindex();
   }
   void set(std::string_view key, Value v) { set(intern(key), std::move(v)); }
 

@@ -142,6 +142,26 @@ TEST_CASE("symbolic_trace: path_of_module decides call_module targets; outsiders
   CHECK(plain.path_of_module(second_fc) == "layers.1.fc");
 }
 
+TEST_CASE("symbolic_trace: a module registered twice has named_modules' first path", "[symbolic]") {
+  Fixture f;
+  auto* net = f.net.as<ModuleObj>();
+  auto* layers = net->modules.find("layers")->as<ModuleObj>();
+  Value second_fc = *layers->modules.find("1")->as<ModuleObj>()->modules.find("fc");
+  // Registered after `layers` on the root: preorder reaches it first as
+  // layers.1.fc; `head` and its alias `head2` are siblings: head first.
+  module_setattr(f.net, intern("alias"), second_fc);
+  module_setattr(f.net, intern("head2"), *net->modules.find("head"));
+  output_graph::Tracer plain(f.net);
+  size_t checked = 0;
+  for (const auto& [name, m] : named_modules(net)) {
+    CHECK(plain.path_of_module(m.as<ModuleObj>()) == name);
+    ++checked;
+  }
+  CHECK(checked == 9);  // root, layers, 2 blocks x (block, fc, act), head
+  CHECK(plain.path_of_module(second_fc.as<ModuleObj>()) == "layers.1.fc");
+  CHECK(plain.path_of_module(net->modules.find("head2")->as<ModuleObj>()) == "head");
+}
+
 TEST_CASE("symbolic_trace: data-dependent control flow is an error naming it", "[symbolic]") {
   Program p = assemble(R"(
 .class Gate
