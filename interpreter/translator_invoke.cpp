@@ -194,9 +194,11 @@ VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& arg
     ctx_.out.graph().set_attr(path, module->value);
     return ctx_.out.graph().call_module(path, std::move(node_args), std::move(meta));
   };
-  if (args.size() == 1 && !m->lazy)
-    if (auto meta = builtin_leaf_meta(m, realize(args[0])))
-      return vars::make_tensor(leaf_node({output_graph::Arg::of(realize(args[0])->node)}, *meta));
+  if (args.size() == 1 && !m->lazy) {
+    const VT x = realize(args[0]);
+    if (auto meta = builtin_leaf_meta(m, x))
+      return vars::make_tensor(leaf_node({output_graph::Arg::of(x->node)}, std::move(*meta)));
+  }
   // The leaf's result type: trace the call once into a scratch graph (the
   // leaf's own ops, discarded), over placeholders shaped like the args.
   TraceContext scratch(ctx_.vm);
@@ -266,6 +268,14 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     g.version = m->version;
     ctx_.out.guards().add(std::move(g));
   }
+  static const Ref<StrObj> forward = intern("forward");
+  const Value* fwd = m->cls->lookup(forward.get());
+  if (!fwd) unsupported(BreakReason::unsupported, "a module without forward");
+  if (fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty()) {
+    // No hook sees the arguments: forward(self, *args) straight away.
+    args.insert(args.begin(), module);
+    return inline_call(*fwd, std::move(args), kwnames, nullptr);
+  }
   const size_t nkw = kwnames ? kwnames->items.size() : 0;
   std::vector<VT> pos(args.begin(), args.end() - ptrdiff_t(nkw));
   std::vector<VT> kw(args.end() - ptrdiff_t(nkw), args.end());
@@ -274,9 +284,6 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     VT r = inline_call(h.fn, {module, vars::make_tuple(pos)}, nullptr, nullptr);
     if (!(r->is(VTKind::Constant) && r->value.is_none())) pos = r->is(VTKind::Tuple) ? r->items : std::vector<VT>{r};
   }
-  static const Ref<StrObj> forward = intern("forward");
-  const Value* fwd = m->cls->lookup(forward.get());
-  if (!fwd) unsupported(BreakReason::unsupported, "a module without forward");
   VT out;
   if (fwd->is(Kind::Function)) {
     std::vector<VT> full{module};

@@ -100,7 +100,8 @@ void check_op_id(runtime::OpId op) {
 // used name: a later placeholder called "add_1" becomes "add_1_1".
 std::string Graph::unique_name(const std::string& raw) {
   std::string base = sanitize(raw);
-  if (!is_reserved(base) && name_counts_.emplace(base, 0).second) return base;
+  // try_emplace: emplace would allocate a node even when the name is taken.
+  if (!is_reserved(base) && name_counts_.try_emplace(base, 0).second) return base;
   int next = name_counts_.count(base) ? name_counts_[base] : 0;
   std::string candidate;
   do {

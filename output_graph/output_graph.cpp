@@ -68,8 +68,79 @@ static Value meta_value(const Arg& a) {
   return Value::none();
 }
 
+namespace {
+
+template <class T>
+void put(std::string& key, const T& x) {
+  key.append(reinterpret_cast<const char*>(&x), sizeof x);
+}
+
+// Appends what a shape rule can read of `a`: a node's sizes, strides and
+// dtype (not its `dynamic` flags: meta tensors do not carry them), a
+// constant's kind and exact payload (1, 1.0 and True differ: dtype
+// promotion tells them apart). False for a constant whose content the key
+// cannot spell (a tensor, a slice, ...): that call is not memoized.
+bool put_arg(std::string& key, const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::Node: {
+      const TensorMeta& m = *a.node->meta;
+      put(key, char('n'));
+      put(key, m.dtype);
+      put(key, m.sizes.size());
+      for (int64_t s : m.sizes) put(key, s);
+      for (int64_t s : m.strides) put(key, s);
+      return true;
+    }
+    case Arg::Kind::List:
+      put(key, char('l'));
+      put(key, a.items.size());
+      for (const Arg& x : a.items)
+        if (!put_arg(key, x)) return false;
+      return true;
+    case Arg::Kind::Const: break;
+  }
+  const Value& v = a.value;
+  put(key, v.kind());
+  switch (v.kind()) {
+    case Kind::None: return true;
+    case Kind::Bool:
+    case Kind::Int: put(key, v.as_int()); return true;
+    case Kind::Float: put(key, v.as_float()); return true;  // bit pattern: -0.0 and nan kept apart
+    case Kind::Str: {
+      const std::string& str = v.as_str();
+      put(key, str.size());
+      key += str;
+      return true;
+    }
+    case Kind::Tuple: {
+      const auto& items = v.as<runtime::TupleObj>()->items;
+      put(key, items.size());
+      for (const Value& item : items)
+        if (!put_arg(key, Arg::constant(item))) return false;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
 Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
                                std::vector<std::pair<std::string, Arg>> kwargs) {
+  memo_key_.clear();
+  put(memo_key_, op);
+  bool memo = true;
+  for (const Arg& a : args) memo = memo && put_arg(memo_key_, a);
+  for (const auto& [k, a] : kwargs) {
+    if (!memo) break;
+    put(memo_key_, k.size());
+    memo_key_ += k;
+    memo = put_arg(memo_key_, a);
+  }
+  if (memo)
+    if (auto hit = meta_memo_.find(memo_key_); hit != meta_memo_.end())
+      return graph_->call_function(op, std::move(args), std::move(kwargs), hit->second);
+
   std::vector<Value> values;
   std::vector<Value> names;
   for (const Arg& a : args) values.push_back(meta_value(a));
@@ -80,8 +151,9 @@ Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
   Value kwnames = names.empty() ? Value::none() : runtime::make_tuple(std::move(names));
   runtime::CallArgs call{values.data(), values.size(),
                          kwnames.is(Kind::Tuple) ? kwnames.as<runtime::TupleObj>() : nullptr};
-  Tensor meta = runtime::infer_meta(op, call);  // shape errors surface here, at trace time
-  return graph_->call_function(op, std::move(args), std::move(kwargs), meta_of(meta));
+  TensorMeta meta = meta_of(runtime::infer_meta(op, call));  // shape errors surface here, at trace time
+  if (memo) meta_memo_.emplace(memo_key_, meta);
+  return graph_->call_function(op, std::move(args), std::move(kwargs), std::move(meta));
 }
 
 CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend, const std::vector<Node*>& outputs) {

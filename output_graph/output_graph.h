@@ -66,6 +66,12 @@ class OutputGraph {
   std::unordered_map<std::string, Node*> input_by_source_;
   std::unordered_map<const runtime::Object*, Node*> attr_by_identity_;
   std::unordered_map<std::string, int> attr_names_;
+  // create_call's shape rules, memoized by (op, argument metas, constants):
+  // a model repeats the same op on the same shapes (every block of a deep
+  // model), and one rule run builds meta tensors and argument tuples — a
+  // dozen allocations. The key is built in a reused buffer.
+  std::unordered_map<std::string, TensorMeta> meta_memo_;
+  std::string memo_key_;
   GuardSet guards_;
   DistributedState* distributed_ = nullptr;
 };

@@ -11,6 +11,7 @@
 #include "ops_test_util.h"
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
+#include "output_graph/output_graph.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
@@ -499,4 +500,41 @@ TEST_CASE("backend registry: eager is built in, custom backends register", "[gra
   check_error([] { register_backend("nothing", Backend()); }, ErrorKind::ValueError,
               "register_backend: backend 'nothing' is an empty callable");
   CHECK(find_backend("nothing") == nullptr);
+}
+
+// create_call memoizes shape rules; a hit must give what the rule would.
+// Keys must tell apart what the rules tell apart: 1 vs 1.0 vs True (dtype
+// promotion), strides (a transposed input's result is contiguous anyway,
+// but sizes follow the view), and keyword names.
+TEST_CASE("create_call: memoized shape rules answer like the rule", "[graph]") {
+  runtime::manual_seed(1);
+  OutputGraph out;
+  Tensor xi = Tensor::empty({2, 3}, DType::Int64);
+  Node* x = out.add_input(local_source("x", 0), xi);
+  Tensor ft = runtime::call_op(OpId::randn, {runtime::Value::integer(3), runtime::Value::integer(2)}).as_tensor();
+  Tensor t = ft.as_strided({2, 3}, {1, 2}, 0);  // a transposed view
+  Node* y = out.add_input(local_source("y", 1), t);
+  auto call = [&](OpId op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kw = {}) {
+    return *out.create_call(op, std::move(args), std::move(kw))->meta;
+  };
+  for (int round = 0; round < 2; ++round) {  // the second round hits the memo
+    INFO("round " << round);
+    CHECK(call(OpId::add, {N(x), Arg::constant(runtime::Value::integer(1))}).dtype == DType::Int64);
+    CHECK(call(OpId::add, {N(x), Arg::constant(runtime::Value::floating(1.0))}).dtype == DType::Float32);
+    CHECK(call(OpId::add, {N(x), Arg::constant(runtime::Value::boolean(true))}).dtype == DType::Int64);
+    TensorMeta s = call(OpId::sum, {N(y)}, {{"dim", Arg::constant(runtime::Value::integer(0))}});
+    CHECK(s.sizes == Shape{3});
+    TensorMeta k = call(OpId::sum, {N(y)}, {{"dim", Arg::constant(runtime::Value::integer(1))}});
+    CHECK(k.sizes == Shape{2});
+    TensorMeta r = call(OpId::reshape, {N(x), Arg::constant(runtime::make_tuple({runtime::Value::integer(3),
+                                                                                 runtime::Value::integer(2)}))});
+    CHECK(r.sizes == Shape{3, 2});
+    TensorMeta v = call(OpId::relu, {N(y)});
+    CHECK(v.sizes == Shape{2, 3});
+    runtime::Value ymeta = runtime::Value::tensor(meta_tensor(*y->meta));
+    CHECK(v.strides == runtime::infer_meta(OpId::relu, CallArgs{&ymeta, 1, nullptr}).strides());
+  }
+  // A rule's error is raised every time, never memoized as a result.
+  for (int round = 0; round < 2; ++round)
+    CHECK_THROWS_AS(out.create_call(OpId::matmul, {N(x), N(x)}), Error);
 }
