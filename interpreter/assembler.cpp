@@ -262,14 +262,16 @@ class Assembler {
     return fn;
   }
 
-  // PARAMS as in Python: `x, y=1, *args, k=2.0, j, **kw` or `x, *, k`.
+  // PARAMS as in Python: `x, y=1, *args, k=2.0, j, **kw`, `x, *, k` or `a, /, b`.
   void params(LineCursor& c, CodeBuilder& b) {
     if (!c.eat('(')) c.fail("expected '(' after the function name, got " + c.next_token_text());
     if (c.eat(')')) return;
     // The builder enforces the order rules (defaults, *args, **kwargs last).
     bool star = false, bare_star = false;
     for (;;) {
-      if (c.eat('*')) {
+      if (c.eat('/')) {
+        at_line(c.line(), [&] { b.posonly_marker(); });
+      } else if (c.eat('*')) {
         if (c.eat('*')) {
           std::string name(c.identifier());
           if (name.empty()) c.fail("expected a parameter name after '**', got " + c.next_token_text());

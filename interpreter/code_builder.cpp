@@ -60,6 +60,15 @@ void CodeBuilder::arg(std::string name, Value default_value) {
   positional_.push_back(std::move(name));
 }
 
+void CodeBuilder::posonly_marker() {
+  check_open();
+  if (params_sealed_) fail("'/' declared after locals or instructions");
+  if (posonly_) fail("'/' may appear only once");
+  if (var_args_ || !kwonly_.empty() || var_kw_) fail("'/' must come before *, *args, keyword-only parameters and **");
+  if (positional_.empty()) fail("at least one parameter must precede '/'");
+  posonly_ = positional_.size();
+}
+
 void CodeBuilder::var_args(std::string name) {
   check_params_open(name);
   if (var_args_) fail("second *args parameter '" + name + "'");
@@ -217,6 +226,7 @@ Ref<Code> CodeBuilder::finish(bool verify_code) {
   }
   Code& c = *code_;
   c.argcount = int32_t(positional_.size());
+  c.posonlyargcount = int32_t(posonly_.value_or(0));
   c.kwonlyargcount = int32_t(kwonly_.size());
   c.flags = (var_args_ ? runtime::kVarArgs : 0u) | (var_kw_ ? runtime::kVarKw : 0u);
   c.first_line = first_line_ ? *first_line_ : (c.instrs.empty() ? line_ : c.instrs[0].line);

@@ -54,6 +54,9 @@ class CodeBuilder {
   // A positional parameter; `default_value` Null means none. Once one
   // positional parameter has a default, every later one needs one.
   void arg(std::string name, Value default_value = Value::null());
+  // `/`: the positional parameters declared so far are positional-only
+  // (at least one; once, before *args and keyword-only parameters).
+  void posonly_marker();
   // `*args`
   void var_args(std::string name);
   // A keyword-only parameter (after *args or after a bare `*`); Null
@@ -120,6 +123,7 @@ class CodeBuilder {
 
   std::vector<std::string> positional_, kwonly_, locals_;
   std::optional<std::string> var_args_, var_kw_;
+  std::optional<size_t> posonly_;  // positional parameters before the `/`
   std::vector<Value> defaults_, kwdefaults_;
 
   std::unordered_map<std::string, int32_t> local_index_;

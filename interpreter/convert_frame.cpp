@@ -16,6 +16,7 @@
 #include "interpreter/code_builder.h"
 #include "interpreter/disassembler.h"
 #include "interpreter/instruction_translator.h"
+#include "runtime/set_ops.h"
 #include "runtime/log.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
@@ -159,7 +160,10 @@ struct Residual {
     b.set_qualname(code.qualname);
     b.set_first_line(code.first_line);
     // Same parameters and locals, in the same order: local indices carry over.
-    for (int32_t i = 0; i < code.argcount; ++i) b.arg(code.varnames[size_t(i)]);
+    for (int32_t i = 0; i < code.argcount; ++i) {
+      b.arg(code.varnames[size_t(i)]);
+      if (i + 1 == code.posonlyargcount) b.posonly_marker();
+    }
     size_t next = size_t(code.argcount);
     size_t kw_end = next + size_t(code.kwonlyargcount);
     if (code.flags & kVarArgs) b.var_args(code.varnames[kw_end]);
@@ -236,7 +240,24 @@ struct Residual {
         emit_const(Value::integer(output_index.at(v->node)));
         b.emit(Opcode::BINARY_SUBSCR);
         return;
-      case VTKind::Constant: return emit_const(v->value);
+      case VTKind::Constant:
+        if (v->value.is(Kind::Set)) {
+          // A mutable set: the caller's own object, or a fresh one per run
+          // (a constant would be one object shared by every call).
+          if (v->source) return emit_source(v->source);
+          auto done = rebuilt.find(v.get());
+          if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+          emit_const(runtime::set_copy(v->value, true));
+          b.emit(Opcode::BUILD_SET, 0);
+          b.emit(Opcode::SWAP, 2);
+          b.emit(Opcode::SET_UPDATE, 1);
+          int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+          rebuilt.emplace(v.get(), tmp);
+          b.emit(Opcode::COPY, 1);
+          b.emit(Opcode::STORE_FAST, tmp);
+          return;
+        }
+        return emit_const(v->value);
       case VTKind::List:
       case VTKind::ConstDict: {
         if (v->source) return emit_source(v->source);
@@ -412,6 +433,7 @@ bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t
       t.index = size_t(r.output_index.at(v->node));
       return true;
     case VTKind::Constant:
+      if (v->value.is(Kind::Set)) return false;  // a fresh set per call: the residual builds it
       t.kind = ResultTemplate::Kind::Const;
       t.value = v->value;
       return true;

@@ -68,7 +68,7 @@ class Disassembler {
     return kbc::format_constant(v, [this](const Code& c) { return code_name(c); });
   }
 
-  // `x, y=1, *args, k=2.0, **kw` from the varnames layout (positional,
+  // `x, /, y=1, *args, k=2.0, **kw` from the varnames layout (positional,
   // keyword-only, *args, **kwargs).
   std::string params(const Code& c, const std::vector<Value>* defaults, const std::vector<Value>* kwdefaults) {
     std::vector<std::string> parts;
@@ -79,6 +79,7 @@ class Disassembler {
       size_t from_end = size_t(c.argcount - i);
       if (from_end <= ndefaults) p += "=" + constant((*defaults)[defaults->size() - from_end]);
       parts.push_back(p);
+      if (i + 1 == c.posonlyargcount) parts.push_back("/");
     }
     int32_t after = c.argcount + c.kwonlyargcount;
     if (c.flags & runtime::kVarArgs) parts.push_back("*" + var(after));

@@ -87,6 +87,19 @@ bool render(const Value& v, const std::function<std::string(const runtime::Code&
       out += ')';
       return true;
     }
+    case Kind::FrozenSet: {
+      // frozenset() or frozenset({a, b}), items in the set's (insertion) order
+      const auto& items = v.as<runtime::SetObj>()->items;
+      out += "frozenset(";
+      if (!items.empty()) out += '{';
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += ", ";
+        if (!render(items[i], code_text, out)) return false;
+      }
+      if (!items.empty()) out += '}';
+      out += ')';
+      return true;
+    }
     default: return false;
   }
 }
@@ -308,6 +321,7 @@ class LiteralParser {
     if (id == "False") return Value::boolean(false);
     if (id == "inf") return Value::floating(HUGE_VAL);
     if (id == "nan") return Value::floating(std::nan(""));
+    if (id == "frozenset") return frozenset(depth);
     c_.pos_ = start;
     if (ch == '\0') c_.fail("missing constant");
     c_.fail("expected a constant, got " + c_.next_token_text());
@@ -333,6 +347,32 @@ class LiteralParser {
     // `(x)` is not a tuple in Python; insisting on `(x,)` keeps one spelling.
     if (items.size() == 1 && !trailing_comma) c_.fail("a one-element tuple constant is written (x,)");
     return runtime::make_tuple(std::move(items));
+  }
+
+  // frozenset() or frozenset({c1, c2, ...}): the constant Python's compiler
+  // makes of `x in {"a", "b"}`. An unhashable item is refused here.
+  Value frozenset(int depth) {
+    if (depth >= kMaxTupleDepth)
+      c_.fail("constant tuple nested deeper than " + std::to_string(kMaxTupleDepth) + " levels");
+    if (!c_.eat('(')) c_.fail("expected '(' after frozenset, got " + c_.next_token_text());
+    Value set = runtime::make_set(true);
+    if (c_.eat(')')) return set;
+    if (!c_.eat('{')) c_.fail("expected '{' or ')' in a frozenset constant, got " + c_.next_token_text());
+    for (;;) {
+      if (c_.at_end()) c_.fail("unterminated frozenset constant (missing '}')");
+      Value item = constant(depth + 1);
+      try {
+        set.as<runtime::SetObj>()->add(item);
+      } catch (const Error& e) {
+        c_.fail(std::string("frozenset constant: ") + e.what());
+      }
+      if (c_.eat(',')) continue;
+      if (c_.eat('}')) break;
+      if (c_.at_end()) c_.fail("unterminated frozenset constant (missing '}')");
+      c_.fail("expected ',' or '}' in a frozenset constant, got " + c_.next_token_text());
+    }
+    if (!c_.eat(')')) c_.fail("expected ')' after a frozenset's items, got " + c_.next_token_text());
+    return set;
   }
 
   Value string() {

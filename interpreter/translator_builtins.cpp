@@ -7,6 +7,7 @@
 #include "interpreter/instruction_translator.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
+#include "runtime/set_ops.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
@@ -23,8 +24,11 @@ static bool is_pure(const std::string& name) {
       "len", "range", "isinstance", "min", "max", "abs", "sum", "pow", "int", "float", "bool", "str", "repr",
       "tuple", "list", "dict", "sorted", "any", "all", "getattr", "hasattr", "enumerate", "zip", "reversed",
       "TypeError", "ValueError", "AttributeError", "IndexError", "KeyError", "ZeroDivisionError", "RuntimeError",
-      "NameError", "Exception", "NotImplementedError"};
-  return pure.count(name) > 0 || name.rfind("str.", 0) == 0 || name.rfind("tuple.", 0) == 0;
+      "NameError", "Exception", "NotImplementedError", "AssertionError", "format", "ascii", "set", "frozenset"};
+  static const std::unordered_set<std::string> set_mutators = {"set.add", "set.discard", "set.remove", "set.pop",
+                                                               "set.clear", "set.update"};
+  return pure.count(name) > 0 || name.rfind("str.", 0) == 0 || name.rfind("tuple.", 0) == 0 ||
+         name.rfind("frozenset.", 0) == 0 || (name.rfind("set.", 0) == 0 && !set_mutators.count(name));
 }
 
 // A value of the same Python type as the tracker, for isinstance.
@@ -303,6 +307,31 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
         if (values_equal(d->keys[i], k)) return d->items[i];
       return args.size() == 3 ? args[2] : none_vt();
     }
+  }
+
+  // format()/ascii() of a tensor read its value (torch formats a 0-d
+  // tensor's item).
+  if ((name == "format" || name == "ascii") && !args.empty() && args[0]->is(VTKind::Tensor))
+    unsupported(BreakReason::tensor_to_python, name + "()");
+  // A mutating method of a set made in this trace: applied to a copy that
+  // becomes the tracker's value (never to a SetObj someone else holds).
+  if (name.rfind("set.", 0) == 0 && !args.empty() && args[0]->is(VTKind::Constant) && args[0]->value.is(Kind::Set) &&
+      !is_pure(name)) {
+    VT set = args[0];
+    if (set->source) unsupported(BreakReason::unsupported, name + "() on a set the function did not make");
+    std::vector<Value> values{set_copy(set->value, false)};
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (!is_constant(args[i])) unsupported(BreakReason::unsupported, name + "() of " + args[i]->str());
+      values.push_back(constant_value(args[i]));
+    }
+    Value result;
+    try {
+      result = b->fn(ctx_.vm, *b, CallArgs{values.data(), values.size(), kwnames});
+    } catch (const Error&) {
+      unsupported(BreakReason::unsupported, name + "() raising an error");
+    }
+    set->value = values[0];
+    return from_value(result);
   }
 
   if (name == "sum" && !args.empty() && args[0]->is(VTKind::Tensor)) return tensor_op(OpId::sum, args, kwnames);

@@ -84,7 +84,9 @@ VT InstructionTranslator::from_value(const Value& v) {
     case Kind::Str:
     case Kind::Range:
     case Kind::Slice:
-    case Kind::Code: return const_vt(v);  // immutable
+    case Kind::Code:  // immutable
+    case Kind::FrozenSet:
+    case Kind::Set: return const_vt(v);  // a set tracker is never mutated in place (translator_constructs.cpp)
     default: return vars::make_opaque(v, nullptr);
   }
 }
@@ -204,7 +206,11 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
       Value k = constant_value(a);
       for (const Value& key : b->keys) found = found || values_equal(key, k);
     } else if (is_constant(a) && is_constant(b)) {
-      found = contains(constant_value(b), constant_value(a));
+      try {
+        found = contains(constant_value(b), constant_value(a));
+      } catch (const Error&) {
+        unsupported(BreakReason::unsupported, "`in` raising an error");  // e.g. an unhashable item: the VM raises it
+      }
     } else {
       unsupported(BreakReason::unsupported, "`in` over " + b->str());
     }

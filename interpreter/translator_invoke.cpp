@@ -95,7 +95,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   VT extra_kw = varkw ? vars::make_const_dict({}, {}) : nullptr;
   for (size_t k = 0; k < nkw; ++k) {
     const std::string& name = kwnames->items[k].as_str();
-    size_t p = 0;
+    size_t p = size_t(code->posonlyargcount);  // positional-only names go to **kwargs (or are an error)
     while (p < argc + kwonly && code->varnames[p] != name) ++p;
     if (p < argc + kwonly) {
       if (locals[p]) unsupported(BreakReason::unsupported, code->name + "() got multiple values for '" + name + "'");

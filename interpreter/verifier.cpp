@@ -64,7 +64,10 @@ class Verifier {
   // The frame layout: parameter counts and variable names.
   void check_header() {
     const Code& c = code_;
-    if (c.argcount < 0 || c.kwonlyargcount < 0) fail_function("negative parameter count");
+    if (c.argcount < 0 || c.kwonlyargcount < 0 || c.posonlyargcount < 0) fail_function("negative parameter count");
+    if (c.posonlyargcount > c.argcount)
+      fail_function(std::to_string(c.posonlyargcount) + " positional-only parameters but only " +
+                    std::to_string(c.argcount) + " positional ones");
     if (c.flags & ~uint32_t(runtime::kVarArgs | runtime::kVarKw))
       fail_function("unknown code flags " + std::to_string(c.flags));
     if (size_t(c.nparams()) > c.varnames.size())
@@ -143,9 +146,16 @@ class Verifier {
       case Opcode::BUILD_SLICE: range(ins.a, 2, 3, "slice argument count"); break;
       case Opcode::SWAP: range(ins.a, 2, kMaxCountOperand, "swap depth"); break;
       case Opcode::COPY: range(ins.a, 1, kMaxCountOperand, "copy depth"); break;
+      // The container these name sits under TOS: depth 0 would be TOS itself.
+      case Opcode::LIST_APPEND:
+      case Opcode::LIST_EXTEND:
+      case Opcode::SET_ADD:
+      case Opcode::SET_UPDATE:
+      case Opcode::DICT_MERGE: range(ins.a, 1, kMaxCountOperand, "container depth"); break;
       case Opcode::RAISE: range(ins.a, 0, 1, "raise argument count"); break;
       case Opcode::MAKE_FUNCTION: range(ins.a, 0, 7, "function flags"); break;
       case Opcode::CALL_EX: range(ins.a, 0, 1, "call flags"); break;
+      case Opcode::FORMAT_VALUE: range(ins.a, 0, 7, "format flags"); break;
       case Opcode::CALL_KW:
       case Opcode::CALL_METHOD_KW: check_kwnames(pc, ins); break;
       default: break;

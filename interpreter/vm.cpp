@@ -15,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/builtins.h"
+#include "runtime/format.h"
+#include "runtime/kwargs.h"
 #include "runtime/log.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
@@ -85,6 +87,21 @@ static std::string plural(size_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+// CPython's list for the error: every keyword naming a positional-only
+// parameter, in call order, joined by ", ".
+static std::string posonly_passed_as_keyword(const Code* code, const CallArgs& args) {
+  std::string out;
+  for (size_t k = 0; k < args.nkw(); ++k) {
+    const std::string& kw = args.kwnames->items[k].as_str();
+    for (int32_t i = 0; i < code->posonlyargcount; ++i)
+      if (code->varnames[size_t(i)] == kw) {
+        out += (out.empty() ? "" : ", ") + kw;
+        break;
+      }
+  }
+  return out;
+}
+
 void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) {
   const Code* code = fn->code.get();
   const size_t argc = size_t(code->argcount), kwonly = size_t(code->kwonlyargcount);
@@ -117,7 +134,9 @@ void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) 
     const Value& key = args.kwnames->items[k];
     const std::string& kw = key.as_str();
     size_t slot = argc + kwonly;
-    for (size_t i = 0; i < argc + kwonly; ++i)
+    // Positional-only parameters have no keyword: their names are free
+    // for **kwargs (def f(a, /, **kw): f(1, a=2) gives kw == {'a': 2}).
+    for (size_t i = size_t(code->posonlyargcount); i < argc + kwonly; ++i)
       if (code->varnames[i] == kw) {
         slot = i;
         break;
@@ -129,6 +148,9 @@ void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) 
     } else if (varkw) {
       locals[varkw_slot].as<DictObj>()->set(key, args[npos + k]);
     } else {
+      if (std::string posonly = posonly_passed_as_keyword(code, args); !posonly.empty())
+        throw_error(ErrorKind::TypeError,
+                    name + "() got some positional-only arguments passed as keyword arguments: '" + posonly + "'");
       throw_error(ErrorKind::TypeError, name + "() got an unexpected keyword argument '" + kw + "'");
     }
   }
@@ -544,6 +566,42 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
       dst.insert(dst.end(), more.begin(), more.end());
       *--sp = Value();
     }
+    NEXT();
+  op_BUILD_SET:
+    {
+      Value set = make_set();
+      for (Value* p = sp - ip->a; p < sp; ++p) set.as<SetObj>()->add(*p);
+      REPLACE_TOP(ip->a, std::move(set));
+    }
+    NEXT();
+  op_SET_ADD:
+    if (!sp[-1 - ip->a].is(Kind::Set)) throw_error(ErrorKind::TypeError, "SET_ADD target is not a set");
+    sp[-1 - ip->a].as<SetObj>()->add(sp[-1]);
+    *--sp = Value();
+    NEXT();
+  op_SET_UPDATE:
+    if (!sp[-1 - ip->a].is(Kind::Set)) throw_error(ErrorKind::TypeError, "SET_UPDATE target is not a set");
+    {
+      auto* set = sp[-1 - ip->a].as<SetObj>();
+      for (const Value& v : to_vector(sp[-1])) set->add(v);
+      *--sp = Value();
+    }
+    NEXT();
+  op_DICT_MERGE:
+    if (!sp[-1 - ip->a].is(Kind::Dict)) throw_error(ErrorKind::TypeError, "DICT_MERGE target is not a dict");
+    dict_merge(*this, sp[-1 - ip->a], sp[-1], sp[-3 - ip->a]);
+    *--sp = Value();
+    NEXT();
+  op_FORMAT_VALUE:
+    {
+      const bool has_spec = ip->a & 4;
+      if (has_spec && !TOP().is(Kind::Str)) throw_error(ErrorKind::TypeError, "FORMAT_VALUE spec is not a str");
+      std::string s = format_field(sp[has_spec ? -2 : -1], ip->a & 3, has_spec ? std::string_view(TOP().as_str()) : "");
+      REPLACE_TOP(has_spec ? 2 : 1, Value::str(s));
+    }
+    NEXT();
+  op_LOAD_ASSERTION_ERROR:
+    *sp++ = assertion_error();
     NEXT();
   op_UNPACK_SEQUENCE:
     {

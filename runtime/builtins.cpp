@@ -6,7 +6,9 @@
 #include <cstdlib>
 
 #include "runtime/module.h"
+#include "runtime/format.h"
 #include "runtime/ops.h"
+#include "runtime/set_ops.h"
 #include "runtime/signature.h"
 #include "runtime/value_ops.h"
 
@@ -232,6 +234,19 @@ Value b_tuple(CallContext&, const std::vector<Value>& a) {
   if (a[0].is(Kind::Tuple)) return a[0];
   return make_tuple(a[0].is_null() ? std::vector<Value>{} : to_vector(a[0]));
 }
+Value b_set(CallContext&, const std::vector<Value>& a) {
+  return a[0].is_null() ? make_set(false) : set_from(a[0], false);
+}
+Value b_frozenset(CallContext&, const std::vector<Value>& a) {
+  if (a[0].is(Kind::FrozenSet)) return a[0];  // immutable: frozenset(fs) is fs, as in CPython
+  return a[0].is_null() ? make_set(true) : set_from(a[0], true);
+}
+Value b_format(CallContext&, const std::vector<Value>& a) {
+  if (!a[1].is(Kind::Str))
+    throw_error(ErrorKind::TypeError, "format() argument 2 must be str, not " + type_name(a[1]));
+  return Value::str(format_value(a[0], a[1].as_str()));
+}
+Value b_ascii(CallContext&, const std::vector<Value>& a) { return Value::str(ascii_repr(a[0])); }
 Value b_dict(CallContext&, const std::vector<Value>& a) {
   Value d = make_dict();
   auto* dict = d.as<DictObj>();
@@ -370,6 +385,10 @@ NameMap build_builtins() {
       {"list", "iterable=?", b_list, Kind::List},
       {"tuple", "iterable=?", b_tuple, Kind::Tuple},
       {"dict", "iterable=?, **kwargs", b_dict, Kind::Dict},
+      {"set", "iterable=?, /", b_set, Kind::Set},
+      {"frozenset", "iterable=?, /", b_frozenset, Kind::FrozenSet},
+      {"format", "value, format_spec='', /", b_format, Kind::Null},
+      {"ascii", "obj, /", b_ascii, Kind::Null},
       {"sorted", "iterable, *, reverse=False", b_sorted, Kind::Null},
       {"reversed", "seq", b_reversed, Kind::Null},
       {"any", "iterable", b_any, Kind::Null},
@@ -387,7 +406,7 @@ NameMap build_builtins() {
   }
   m.set("Tensor", *m.find("tensor"));  // isinstance(x, Tensor)
   for (ErrorKind k : {ErrorKind::NameError, ErrorKind::TypeError, ErrorKind::ValueError, ErrorKind::AttributeError, ErrorKind::IndexError,
-                      ErrorKind::KeyError, ErrorKind::ZeroDivisionError, ErrorKind::RuntimeError})
+                      ErrorKind::KeyError, ErrorKind::ZeroDivisionError, ErrorKind::RuntimeError, ErrorKind::AssertionError})
     m.set(error_kind_name(k), make_builtin(error_kind_name(k), exception_ctor, int64_t(k)));
   m.set("Exception", make_builtin("Exception", exception_ctor, int64_t(ErrorKind::RuntimeError)));
   m.set("NotImplementedError", make_builtin("NotImplementedError", exception_ctor, int64_t(ErrorKind::RuntimeError)));
@@ -401,6 +420,11 @@ NameMap build_builtins() {
 }
 
 }  // namespace
+
+Value assertion_error() {
+  static const Value v = *builtins().find("AssertionError");
+  return v;
+}
 
 Value op_builtin(int op_id) {
   static const std::vector<Value> table = [] {

@@ -15,6 +15,10 @@ Value op_builtin(int op_id);
 // tensor.size, ...): a Builtin taking self as its first argument, or Null.
 Value type_method(Kind k, const StrObj* name);
 
+// What LOAD_ASSERTION_ERROR pushes: the builtin AssertionError, whatever a
+// program's globals bind that name to.
+Value assertion_error();
+
 // RAISE: turns the raised value (an exception made by ValueError(...) and
 // friends, or any other value, whose str() becomes the message) into a
 // kiln::Error of the matching kind.

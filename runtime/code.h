@@ -84,6 +84,7 @@ struct Code final : Object {
   std::string qualname;  // e.g. "MLP.forward"
   std::string filename;
   int32_t argcount = 0;        // positional parameters, first in varnames
+  int32_t posonlyargcount = 0; // the first of them that cannot be passed by keyword (before `/`)
   int32_t kwonlyargcount = 0;  // keyword-only parameters, after them
   uint32_t flags = 0;          // CodeFlags
   int32_t first_line = 0;

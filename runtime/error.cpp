@@ -4,18 +4,10 @@ namespace kiln {
 
 const char* error_kind_name(ErrorKind k) {
   switch (k) {
-    case ErrorKind::TypeError: return "TypeError";
-    case ErrorKind::ValueError: return "ValueError";
-    case ErrorKind::AttributeError: return "AttributeError";
-    case ErrorKind::IndexError: return "IndexError";
-    case ErrorKind::KeyError: return "KeyError";
-    case ErrorKind::NameError: return "NameError";
-    case ErrorKind::ZeroDivisionError: return "ZeroDivisionError";
-    case ErrorKind::OverflowError: return "OverflowError";
-    case ErrorKind::RecursionError: return "RecursionError";
-    case ErrorKind::RuntimeError: return "RuntimeError";
-    case ErrorKind::SyntaxError: return "SyntaxError";
-    case ErrorKind::VerifyError: return "VerifyError";
+#define KILN_ERROR_NAME(kind, py) \
+  case ErrorKind::kind: return #kind;
+    KILN_ERROR_KINDS(KILN_ERROR_NAME)
+#undef KILN_ERROR_NAME
   }
   return "Error";
 }

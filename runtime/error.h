@@ -11,19 +11,29 @@
 
 namespace kiln {
 
+// One row per kind: X(kind, the Python exception it surfaces as).
+// The order is the order a Python exception is matched against when it
+// crosses into kiln (python/src/convert.cpp): RecursionError before
+// RuntimeError, its base class there.
+#define KILN_ERROR_KINDS(X)                                                   \
+  X(TypeError, TypeError)                                                     \
+  X(ValueError, ValueError)                                                   \
+  X(AttributeError, AttributeError)                                           \
+  X(IndexError, IndexError)                                                   \
+  X(KeyError, KeyError)                                                       \
+  X(NameError, NameError)       /* unknown global, unbound local or free variable */ \
+  X(ZeroDivisionError, ZeroDivisionError)                                     \
+  X(OverflowError, OverflowError)                                             \
+  X(RecursionError, RecursionError)                                           \
+  X(AssertionError, AssertionError) /* a failed assert (LOAD_ASSERTION_ERROR) */ \
+  X(RuntimeError, RuntimeError) /* shape errors, unsupported operations, raised by user code */ \
+  X(SyntaxError, SyntaxError)   /* the KBC assembler */                       \
+  X(VerifyError, ValueError)    /* the KBC verifier */
+
 enum class ErrorKind {
-  TypeError,
-  ValueError,
-  AttributeError,
-  IndexError,
-  KeyError,
-  NameError,  // unknown global, unbound local or free variable
-  ZeroDivisionError,
-  OverflowError,
-  RecursionError,
-  RuntimeError,  // shape errors, unsupported operations, raised by user code
-  SyntaxError,   // the KBC assembler
-  VerifyError,   // the KBC verifier
+#define KILN_ERROR_ENUM(kind, py) kind,
+  KILN_ERROR_KINDS(KILN_ERROR_ENUM)
+#undef KILN_ERROR_ENUM
 };
 
 const char* error_kind_name(ErrorKind k);

@@ -43,6 +43,10 @@ Signature::Signature(std::string fname, std::string_view text, bool lone_sequenc
       kwonly = true;
       continue;
     }
+    if (part == "/") {
+      for (Param& q : params_) q.posonly = true;
+      continue;
+    }
     Param p;
     if (part.rfind("**", 0) == 0) {
       p.varkw = true;
@@ -112,6 +116,18 @@ std::vector<Value> Signature::bind(const CallArgs& args) const {
     const std::string& name = key.as_str();
     const Value& v = args[npos + k];
     int idx = index_of(name);
+    if (idx >= 0 && params_[size_t(idx)].posonly) {
+      if (varkw >= 0) {
+        out[size_t(varkw)].as<DictObj>()->set(key, v);
+        continue;
+      }
+      // CPython's two wordings (Argument Clinic): all positional-only, or some.
+      bool all_posonly = true;
+      for (const Param& p : params_) all_posonly = all_posonly && (p.posonly || p.varargs);
+      if (all_posonly) throw_error(ErrorKind::TypeError, fname_ + "() takes no keyword arguments");
+      throw_error(ErrorKind::TypeError,
+                  fname_ + "() got some positional-only arguments passed as keyword arguments: '" + name + "'");
+    }
     // torch also accepts its `*size` by keyword: zeros(size=(2, 3)).
     bool by_keyword = idx >= 0 && !params_[size_t(idx)].varkw &&
                       (!params_[size_t(idx)].varargs || lone_sequence_varargs_);

@@ -16,6 +16,7 @@ struct Param {
   bool varargs = false;  // *name: remaining positionals, as a tuple
   bool varkw = false;    // **name: remaining keywords, as a dict
   bool kwonly = false;   // after `*` or `*name`
+  bool posonly = false;  // before `/`: no keyword names it
   bool has_default = false;
   Value default_value;
 };
@@ -23,6 +24,7 @@ struct Param {
 class Signature {
  public:
   // `fname` is used in error messages ("len() takes 1 positional argument").
+  // A `/` makes the parameters before it positional-only, as in Python.
   // Defaults may be None, True, False, ints, floats or 'strings'; `name=?`
   // is optional with no default (the callee sees Null when it is absent).
   // With `lone_sequence_varargs`, a `*name` that receives exactly one

@@ -5,6 +5,7 @@
 
 #include "runtime/builtins.h"
 #include "runtime/ops.h"
+#include "runtime/set_ops.h"
 #include "runtime/signature.h"
 #include "runtime/value_ops.h"
 
@@ -318,6 +319,8 @@ Value type_method(Kind k, const StrObj* name) {
     case Kind::Dict: table = &dict_methods; break;
     case Kind::Str: table = &str_methods; break;
     case Kind::Tensor: table = &tensor_methods; break;
+    case Kind::Set:
+    case Kind::FrozenSet: return set_method(k, name);
     default: return Value::null();
   }
   const Value* v = table->find(name);

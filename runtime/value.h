@@ -35,6 +35,8 @@ class CallContext;
   X(Tuple, "tuple")                  \
   X(List, "list")                    \
   X(Dict, "dict")                    \
+  X(Set, "set")                      \
+  X(FrozenSet, "frozenset")          \
   X(Slice, "slice")                  \
   X(Range, "range")                  \
   X(Iterator, "iterator")            \
@@ -165,6 +167,21 @@ struct DictObj final : Object {
   bool erase(const Value& key);
 };
 
+// set and frozenset (Kind::Set / Kind::FrozenSet share this object): Python
+// element semantics (1 == 1.0 == True are one element, the first one added
+// is kept). Iterates in insertion order, which is deterministic but not
+// CPython's hash order: code that prints a set may differ, code that tests
+// membership, sizes or sorted contents does not.
+struct SetObj final : Object {
+  ~SetObj() override;
+  std::vector<Value> items;
+  std::unordered_map<Value, size_t, ValueHash, ValueEq> index;
+  bool contains(const Value& v) const { return index.count(v) != 0; }  // TypeError if unhashable
+  bool add(const Value& v);    // false when an equal element is there already
+  bool erase(const Value& v);  // false when absent
+  void clear();
+};
+
 struct SliceObj final : Object { Value start, stop, step; };
 struct RangeObj final : Object {
   int64_t start = 0, stop = 0, step = 1;
@@ -248,6 +265,9 @@ struct ForeignVTable {
   // like a module's dict entries; the owner keeps the values current
   // before each compiled call.
   const Value* (*namespace_find)(void* handle, const StrObj* name) = nullptr;
+  // Optional: format(obj, spec) by the object's own __format__ (nullptr:
+  // only the empty spec, which gives str()).
+  std::string (*format)(void* handle, std::string_view spec) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}
@@ -260,6 +280,8 @@ struct ForeignObj final : Object {
 Value make_tuple(std::vector<Value> items);
 Value make_list(std::vector<Value> items);
 Value make_dict();
+// A new empty set (frozen: a frozenset).
+Value make_set(bool frozen = false);
 Value make_range(int64_t start, int64_t stop, int64_t step);
 
 }  // namespace kiln::runtime

@@ -4,6 +4,7 @@
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
+#include "runtime/set_ops.h"
 #include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
 
@@ -114,6 +115,8 @@ Value get_iter(const Value& v) {
       it->remaining = r->length();
       return wrap_iter(it);
     }
+    case Kind::Set:
+    case Kind::FrozenSet: return set_iter(v);
     case Kind::Iterator: return v;
     case Kind::Tensor: {
       Tensor t = v.as_tensor();
@@ -147,6 +150,8 @@ int64_t length(const Value& v) {
     case Kind::List: return int64_t(v.as<ListObj>()->items.size());
     case Kind::Tuple: return int64_t(v.as<TupleObj>()->items.size());
     case Kind::Dict: return int64_t(v.as<DictObj>()->entries.size());
+    case Kind::Set:
+    case Kind::FrozenSet: return int64_t(v.as<SetObj>()->items.size());
     case Kind::Range: return v.as<RangeObj>()->length();
     case Kind::Tensor: {
       Tensor t = v.as_tensor();
@@ -173,6 +178,8 @@ bool contains(const Value& container, const Value& item) {
       return false;
     }
     case Kind::Dict: return container.as<DictObj>()->find(item) != nullptr;
+    case Kind::Set:
+    case Kind::FrozenSet: return container.as<SetObj>()->contains(item);  // TypeError if unhashable
     case Kind::Range: {
       if (!item.is(Kind::Int) && !item.is(Kind::Bool)) return false;
       auto* r = container.as<RangeObj>();

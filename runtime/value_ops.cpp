@@ -14,6 +14,7 @@
 
 #include "runtime/module.h"
 #include "runtime/ops.h"
+#include "runtime/set_ops.h"
 
 namespace kiln::runtime {
 
@@ -157,6 +158,12 @@ std::string repr(const Value& v) {
       }
       return s + "}";
     }
+    case Kind::Set:
+    case Kind::FrozenSet: {
+      ReprMark mark(v.obj());
+      if (!mark.active) return type_name(v) + "(...)";
+      return set_repr(v);
+    }
     case Kind::Slice: {
       auto* sl = v.as<SliceObj>();
       return "slice(" + repr(sl->start) + ", " + repr(sl->stop) + ", " + repr(sl->step) + ")";
@@ -189,7 +196,12 @@ std::string repr(const Value& v) {
   return "?";
 }
 
-std::string to_str(const Value& v) { return v.is(Kind::Str) ? v.as_str() : repr(v); }
+std::string to_str(const Value& v) {
+  if (v.is(Kind::Str)) return v.as_str();
+  // A Python object's str() is its format(obj, "") (object.__format__).
+  if (v.is(Kind::Foreign) && v.as<ForeignObj>()->vt->format) return v.as<ForeignObj>()->vt->format(v.as<ForeignObj>()->handle, "");
+  return repr(v);
+}
 
 // ------------------------------------------------------ truth, ==, hash ----
 
@@ -204,6 +216,8 @@ bool truth(const Value& v) {
     case Kind::Tuple: return !v.as<TupleObj>()->items.empty();
     case Kind::List: return !v.as<ListObj>()->items.empty();
     case Kind::Dict: return !v.as<DictObj>()->entries.empty();
+    case Kind::Set:
+    case Kind::FrozenSet: return !v.as<SetObj>()->items.empty();
     case Kind::Range: return v.as<RangeObj>()->length() != 0;
     case Kind::Tensor: {
       Tensor t = v.as_tensor();
@@ -245,6 +259,7 @@ bool values_equal(const Value& a, const Value& b) {
     if (a.is(Kind::Float) || b.is(Kind::Float)) return a.as_number() == b.as_number();
     return a.as_int() == b.as_int();
   }
+  if (is_set_like(a) && is_set_like(b)) return sets_equal(a, b);  // set == frozenset
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Kind::None:
@@ -297,8 +312,13 @@ size_t value_hash(const Value& v) {
       for (const auto& x : v.as<TupleObj>()->items) h = (h ^ value_hash(x)) * 1000003;
       return h;
     }
+    case Kind::FrozenSet: {
+      NestingGuard guard;
+      return frozenset_hash(v);
+    }
     case Kind::List:
     case Kind::Dict:
+    case Kind::Set:
       throw_error(ErrorKind::TypeError, "unhashable type: '" + type_name(v) + "'");
     case Kind::Foreign: {
       auto* f = v.as<ForeignObj>();
@@ -492,6 +512,7 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
     if (!r.is_null()) return r;
     unsupported(binop_symbol(op), inplace, a, b);
   }
+  if (Value r = set_binary(op, a, b, inplace); !r.is_null()) return r;
   if (op == BinOp::ADD) {
     if (a.is(Kind::Str) && b.is(Kind::Str)) return Value::str(a.as_str() + b.as_str());
     if (a.is(Kind::List) && b.is(Kind::List)) {
@@ -594,6 +615,7 @@ Value compare_op(CmpOp op, const Value& a, const Value& b) {
   }
   if (op == CmpOp::EQ) return Value::boolean(values_equal(a, b));
   if (op == CmpOp::NE) return Value::boolean(!values_equal(a, b));
+  if (Value r = set_compare(op, a, b); !r.is_null()) return r;
   int c = order(op, a, b);
   switch (op) {
     case CmpOp::LT: return Value::boolean(c == -1);

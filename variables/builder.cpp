@@ -1,5 +1,7 @@
 #include "variables/builder.h"
 
+#include "runtime/set_ops.h"
+
 #include <algorithm>
 
 #include "runtime/module.h"
@@ -125,6 +127,15 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
     case Kind::Slice:
       out_.guards().add(guard(GuardKind::ConstantMatch));
       return make_constant(v, source);
+    case Kind::Set:
+    case Kind::FrozenSet: {
+      // Guarded by contents, against a snapshot: the caller may mutate its
+      // set between calls. The trace only reads it (a mutation breaks).
+      Guard g = guard(GuardKind::ConstantMatch);
+      g.expected = runtime::set_copy(v, v.is(Kind::FrozenSet));
+      out_.guards().add(std::move(g));
+      return make_constant(v, source);
+    }
     default:
       out_.guards().add(guard(GuardKind::IdMatch));
       return make_opaque(v, source);

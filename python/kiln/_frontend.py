@@ -30,7 +30,6 @@ shapes is refused, not guessed). Each slot has a kind:
   v  a value                       N  the virtual NULL (no KBC slot)
   M  LOAD_METHOD's first slot      S  LOAD_METHOD's second slot
   E  a fresh empty dict (BUILD_MAP 0)
-  K  a caller's ** mapping standing for the dict CPython would have built
 
 Depth operands (COPY, SWAP, LIST_APPEND, ...) are recounted without the
 virtual NULLs. CALL n then picks the KBC form from the two slots under the
@@ -49,9 +48,12 @@ forward/backward variants all become the one KBC opcode.
 Where KBC has no opcode, a short exact sequence replaces it: MAP_ADD is a
 STORE_SUBSCR into the dict fetched with COPY, DICT_UPDATE calls
 `dict.update`, LIST_TO_TUPLE calls `tuple`, UNPACK_EX slices a list copy
-(after CPython's length check), FORMAT_VALUE without a spec is
-BUILD_STRING 1 (str()) or `repr`, `raise X from Y` drops Y (kiln errors
-carry no cause). Names these sequences read from the builtins are listed in
+(after CPython's length check), `raise X from Y` drops Y (kiln errors
+carry no cause). FORMAT_VALUE, DICT_MERGE, BUILD_SET, SET_ADD,
+SET_UPDATE and LOAD_ASSERTION_ERROR have KBC opcodes of the same meaning
+(so an f-string or an assert never reads a global a program may rebind),
+a frozenset constant (`x in {"a", "b"}`) is a KBC frozenset literal, and
+positional-only parameters keep their `/` in the `.func` header. Names these sequences read from the builtins are listed in
 `Translation.builtins_required`: a program that rebinds them would change
 their meaning.
 
@@ -62,13 +64,11 @@ instruction of every change of source line, and programs assembled with
 What is left to CPython
 -----------------------
 try/except/finally and with (any exception-table entry), generators,
-generator expressions, async functions, sets, `match` with sequence, mapping
-or class patterns, `assert` (KBC has no AssertionError), imports, class
-bodies, `del` of attributes, globals and cells, f-string format specs and
-`!a`, positional-only parameters, ** mixed with explicit keywords in one
-call, constants KBC cannot spell (ints beyond 64 bits, bytes, frozensets,
-Ellipsis, ...), non-ASCII names, entry defaults that are not constants, and
-any opcode not handled below: `translate` raises Untranslatable naming the
+generator expressions, async functions, `match` with sequence, mapping or
+class patterns, imports, class bodies, `del` of attributes, globals and
+cells, constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
+Ellipsis, and tuples or frozensets holding them), non-ASCII names, entry
+defaults that are not constants, and any opcode not handled below: `translate` raises Untranslatable naming the
 construct and the user's line, and logs it on the `kiln.frontend` logger.
 """
 from __future__ import annotations
@@ -132,10 +132,6 @@ _JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
 
 # Opcodes KBC cannot express, with the construct a user would recognise.
 _UNSUPPORTED = {
-    "BUILD_SET": "set display (KBC has no sets)",
-    "SET_ADD": "set comprehension (KBC has no sets)",
-    "SET_UPDATE": "set display (KBC has no sets)",
-    "LOAD_ASSERTION_ERROR": "assert statement (KBC has no AssertionError)",
     "GET_LEN": "match statement",
     "MATCH_MAPPING": "match statement",
     "MATCH_SEQUENCE": "match statement",
@@ -277,6 +273,11 @@ def _literal(value) -> str | None:
         if any(i is None for i in items):
             return None
         return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+    if type(value) is frozenset:
+        items = [_literal(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        return "frozenset({" + ", ".join(items) + "})" if items else "frozenset()"
     return None
 
 
@@ -285,6 +286,9 @@ def _describe_constant(value) -> str:
         return f"integer constant {value} outside KBC's 64-bit range"
     if type(value) is str:
         return "string constant with a lone surrogate"
+    if type(value) in (tuple, frozenset):
+        bad = next(v for v in value if _literal(v) is None)
+        return f"{type(value).__name__} constant holding a {_describe_constant(bad)}"
     return f"constant of type {type(value).__name__} (KBC cannot spell it)"
 
 
@@ -300,6 +304,7 @@ class _Compiled:
         self.filename, self.firstlineno, self.argcount = code.co_filename, code.co_firstlineno, code.co_argcount
         self.name, self.body, self.lines = f.name, f.body, tuple(sorted(f.lines))
         self.positional, self.kwonly, self.varargs, self.varkw = f.positional, f.kwonly, f.varargs, f.varkw
+        self.posonly = code.co_posonlyargcount
         self.freevars, self.cellvars = f.freevars, f.cellvars
         self.nested_text = "".join(g.text for g in program.funcs[1:])
         self.functions = tuple(g.name for g in program.funcs)
@@ -316,6 +321,8 @@ class _Compiled:
         for i, name in enumerate(self.positional):
             value = defaults[i - first_default] if i >= first_default else _NO_DEFAULT
             params.append(self._param(name, value))
+            if i + 1 == self.posonly:
+                params.append("/")
         if self.varargs is not None:
             params.append("*" + self.varargs)
         elif self.kwonly:
@@ -470,8 +477,6 @@ class _Function:
         if code.co_flags & _CO_GENERATOR:
             kind = "generator expression" if code.co_name == "<genexpr>" else "generator function (yield)"
             self.fail(kind, first)
-        if code.co_posonlyargcount:
-            self.fail("positional-only parameters (a KBC .func header has no '/')", first)
         if code.co_exceptiontable:
             self._refuse_exception_table()
 
@@ -585,6 +590,8 @@ class _Function:
         # As a nested function: defaults come from MAKE_FUNCTION at run
         # time, as in CPython. (The entry's header is made by _Compiled.)
         params = list(self.positional)
+        if self.code.co_posonlyargcount:
+            params.insert(self.code.co_posonlyargcount, "/")
         if self.varargs is not None:
             params.append("*" + self.varargs)
         elif self.kwonly:
@@ -693,7 +700,7 @@ class _Function:
             emit(f"  COMPARE_OP {symbol}")
             return st, None
 
-        if op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SLICE", "BUILD_MAP"):
+        if op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SLICE", "BUILD_MAP", "BUILD_SET"):
             n = ins.arg
             self._pop(st, 2 * n if op == "BUILD_MAP" else n, ins)
             st.append("E" if op == "BUILD_MAP" and n == 0 else "v")
@@ -734,15 +741,20 @@ class _Function:
             emit("  POP_TOP")
             return st, None
         if op == "DICT_MERGE":
-            # Only `f(*a, **kw)`: merging into the fresh empty dict just
-            # built for it, where the caller's mapping can stand in for the
-            # copy (CALL_EX copies its entries into the call anyway).
+            # f(**m), f(k=1, **m), f(**a, **b): CPython's own instruction
+            # (the callable sits two slots under the dict, for its errors).
             self._pop(st, 1, ins)
-            if ins.arg != 1 or not st or st[-1] != "E":
-                self.fail("keyword arguments mixed with ** unpacking in one call (KBC has no DICT_MERGE)")
-            st[-1] = "K"
-            emit("  SWAP 2")
-            emit("  POP_TOP")
+            d = self._depth(st, ins.arg, ins)
+            st[-ins.arg] = "v"
+            emit(f"  DICT_MERGE {d}")
+            return st, None
+        if op in ("SET_ADD", "SET_UPDATE"):
+            self._pop(st, 1, ins)
+            emit(f"  {op} {self._depth(st, ins.arg, ins)}")
+            return st, None
+        if op == "LOAD_ASSERTION_ERROR":
+            st.append("v")
+            emit("  LOAD_ASSERTION_ERROR")
             return st, None
         if op == "UNPACK_SEQUENCE":
             self._pop(st, 1, ins)
@@ -775,7 +787,7 @@ class _Function:
         if op == "CALL_FUNCTION_EX":
             has_kw = ins.arg & 1
             if has_kw:
-                self._pop(st, 1, ins, accept=("v", "E", "K"))
+                self._pop(st, 1, ins)
             self._pop(st, 2, ins)
             self._pop(st, 1, ins, accept=("N",))
             st.append("v")
@@ -939,20 +951,8 @@ class _Function:
         return st, None
 
     def _format_value(self, ins, st: list, emit):
-        conversion, has_spec = ins.arg & 3, ins.arg & 4
-        if has_spec:
-            self.fail("f-string format spec (KBC has no format())")
-        if conversion == 3:
-            self.fail("f-string !a conversion (KBC has no ascii())")
-        self._pop(st, 1, ins)
+        # CPython's operand as is: conversion (0 none, 1 !s, 2 !r, 3 !a) | 4 with a spec.
+        self._pop(st, 2 if ins.arg & 4 else 1, ins)
         st.append("v")
-        if conversion == 2:
-            self.program.use_builtin("repr")
-            emit("  LOAD_GLOBAL repr")
-            emit("  SWAP 2")
-            emit("  CALL 1")
-        else:
-            # format(x, "") is str(x) for every kiln value; BUILD_STRING
-            # converts with str().
-            emit("  BUILD_STRING 1")
+        emit(f"  FORMAT_VALUE {ins.arg & 7}")
         return st, None

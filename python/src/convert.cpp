@@ -23,32 +23,21 @@ namespace {
 
 PyObject* exception_type(ErrorKind k) {
   switch (k) {
-    case ErrorKind::TypeError: return PyExc_TypeError;
-    case ErrorKind::ValueError: return PyExc_ValueError;
-    case ErrorKind::AttributeError: return PyExc_AttributeError;
-    case ErrorKind::IndexError: return PyExc_IndexError;
-    case ErrorKind::KeyError: return PyExc_KeyError;
-    case ErrorKind::NameError: return PyExc_NameError;
-    case ErrorKind::ZeroDivisionError: return PyExc_ZeroDivisionError;
-    case ErrorKind::OverflowError: return PyExc_OverflowError;
-    case ErrorKind::RecursionError: return PyExc_RecursionError;
-    case ErrorKind::RuntimeError: return PyExc_RuntimeError;
-    case ErrorKind::SyntaxError: return PyExc_SyntaxError;
-    case ErrorKind::VerifyError: return PyExc_ValueError;
+#define KILN_ERROR_PY(kind, py) \
+  case ErrorKind::kind: return PyExc_##py;
+    KILN_ERROR_KINDS(KILN_ERROR_PY)
+#undef KILN_ERROR_PY
   }
   return PyExc_RuntimeError;
 }
 
+// The first row whose Python exception `type` is (a subclass of); any
+// other exception is a RuntimeError in kiln (its origin keeps it exact).
 ErrorKind error_kind_of(PyObject* type) {
-  const std::pair<PyObject*, ErrorKind> table[] = {
-      {PyExc_TypeError, ErrorKind::TypeError},           {PyExc_ValueError, ErrorKind::ValueError},
-      {PyExc_AttributeError, ErrorKind::AttributeError}, {PyExc_IndexError, ErrorKind::IndexError},
-      {PyExc_KeyError, ErrorKind::KeyError},             {PyExc_NameError, ErrorKind::NameError},
-      {PyExc_ZeroDivisionError, ErrorKind::ZeroDivisionError},
-      {PyExc_OverflowError, ErrorKind::OverflowError},   {PyExc_RecursionError, ErrorKind::RecursionError},
-  };
-  for (const auto& [t, k] : table)
-    if (PyErr_GivenExceptionMatches(type, t)) return k;
+#define KILN_ERROR_MATCH(kind, py) \
+  if (PyErr_GivenExceptionMatches(type, PyExc_##py)) return ErrorKind::kind;
+  KILN_ERROR_KINDS(KILN_ERROR_MATCH)
+#undef KILN_ERROR_MATCH
   return ErrorKind::RuntimeError;
 }
 
@@ -141,6 +130,14 @@ std::string foreign_repr(void* h) {
 size_t foreign_hash(void* h) {
   return calling_python([&] { return size_t(py::hash(py::handle(handle_of(h)))); });
 }
+std::string foreign_format(void* h, std::string_view spec) {
+  return calling_python([&] {
+    py::str text = py::reinterpret_steal<py::str>(
+        PyObject_Format(handle_of(h), py::str(spec.data(), spec.size()).ptr()));
+    if (!text) throw py::error_already_set();
+    return std::string(text);
+  });
+}
 void foreign_destroy(void* h) {
   if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
   py::gil_scoped_acquire gil;
@@ -149,7 +146,7 @@ void foreign_destroy(void* h) {
 
 const runtime::ForeignVTable kPyObjectVTable = {
     "PyObject",   foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,
-    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash,
+    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash, nullptr, foreign_format,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -202,7 +199,7 @@ const Value* namespace_find(void* h, const runtime::StrObj* name) {
 
 const runtime::ForeignVTable kPyModuleVTable = {
     "module",     foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,
-    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash, namespace_find,
+    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash, namespace_find, foreign_format,
 };
 
 std::unordered_map<PyObject*, Value>& op_functions() {
@@ -357,6 +354,11 @@ Value to_value(py::handle obj) {
     for (auto [k, v] : py::reinterpret_borrow<py::dict>(obj)) runtime::set_item(d, to_value(k), to_value(v));
     return d;
   }
+  if (PyAnySet_CheckExact(o)) {
+    Value s = runtime::make_set(PyFrozenSet_CheckExact(o));
+    for (py::handle i : obj) s.as<runtime::SetObj>()->add(to_value(i));
+    return s;
+  }
   if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));
   if (PyModule_Check(o)) {
     Namespace& ns = namespaces()[o];
@@ -376,7 +378,7 @@ Value to_value(py::handle obj) {
 }
 
 Value to_value_shared(py::handle obj) {
-  if (PyList_CheckExact(obj.ptr()) || PyDict_CheckExact(obj.ptr())) return foreign(obj);
+  if (PyList_CheckExact(obj.ptr()) || PyDict_CheckExact(obj.ptr()) || PySet_CheckExact(obj.ptr())) return foreign(obj);
   return to_value(obj);
 }
 
@@ -403,6 +405,14 @@ py::object to_py(const Value& v) {
       py::dict d;
       for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) d[to_py(k)] = to_py(x);
       return d;
+    }
+    case Kind::Set:
+    case Kind::FrozenSet: {
+      py::list items;
+      for (const Value& i : v.as<runtime::SetObj>()->items) items.append(to_py(i));
+      PyObject* set = v.is(Kind::FrozenSet) ? PyFrozenSet_New(items.ptr()) : PySet_New(items.ptr());
+      if (!set) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(set);
     }
     case Kind::Foreign:
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);

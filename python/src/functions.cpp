@@ -101,6 +101,9 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   }
   if (fn.is_none()) throw_error(ErrorKind::ValueError, "translated KBC has no function '" + entry + "'");
   for (const auto& name : globals_used) m.names.emplace(name, py::object());
+  // The module's name, for CPython's "mod.f() got multiple values for
+  // keyword argument" (runtime/kwargs.h): never read by translated code.
+  m.names.emplace("__name__", py::object());
   m.version = ~uint64_t(0);  // new names: read at the next sync_python_state (not here:
                              // the caller caches this function first, so a
                              // function that names itself finds it)

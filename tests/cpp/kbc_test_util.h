@@ -63,6 +63,15 @@ class StructuralEq {
           if (!values(x[i], y[i])) return false;
         return true;
       }
+      case Kind::FrozenSet: {
+        // Items in the same (insertion) order: the canonical text keeps it.
+        const auto& x = a.as<runtime::SetObj>()->items;
+        const auto& y = b.as<runtime::SetObj>()->items;
+        if (x.size() != y.size()) return no("frozenset sizes differ");
+        for (size_t i = 0; i < x.size(); ++i)
+          if (!values(x[i], y[i])) return false;
+        return true;
+      }
       case Kind::Code: return code(*a.as<runtime::Code>(), *b.as<runtime::Code>());
       default: return a.is_same(b) || no("objects differ");
     }
@@ -79,7 +88,8 @@ class StructuralEq {
     if (!seen_.insert({&a, &b}).second) return true;
     const std::string fn = "function " + a.qualname + ": ";
     if (a.name != b.name || a.qualname != b.qualname) return no(fn + "names differ");
-    if (a.argcount != b.argcount || a.kwonlyargcount != b.kwonlyargcount || a.flags != b.flags)
+    if (a.argcount != b.argcount || a.kwonlyargcount != b.kwonlyargcount || a.flags != b.flags ||
+        a.posonlyargcount != b.posonlyargcount)
       return no(fn + "signatures differ");
     if (a.first_line != b.first_line) return no(fn + "first lines differ");
     if (a.varnames != b.varnames) return no(fn + "varnames differ");

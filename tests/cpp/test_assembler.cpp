@@ -47,6 +47,39 @@ std::string check_round_trip(const std::string& text, const std::string& name) {
 
 // Programs that together use every opcode and operand kind.
 const std::map<std::string, std::string> kCorpus = {
+    {"frontend_constructs.kbc", R"(
+.func f(a, b=1, /, c=2, *, d, **kw)
+  .locals s
+  LOAD_FAST a
+  BUILD_SET 1
+  STORE_FAST s
+  LOAD_FAST s
+  LOAD_FAST b
+  SET_ADD 1
+  LOAD_CONST (3, 4)
+  SET_UPDATE 1
+  POP_TOP
+  LOAD_FAST c
+  LOAD_CONST frozenset({1, "x", (2.5,)})
+  COMPARE_OP in
+  POP_JUMP_IF_TRUE ok
+  LOAD_ASSERTION_ERROR
+  RAISE 1
+ok:
+  LOAD_GLOBAL print
+  LOAD_CONST ()
+  BUILD_DICT 0
+  LOAD_FAST kw
+  DICT_MERGE 1
+  CALL_EX 1
+  LOAD_CONST ">5"
+  FORMAT_VALUE 6
+  LOAD_CONST frozenset()
+  FORMAT_VALUE 3
+  BUILD_STRING 2
+  RETURN_VALUE
+.end
+)"},
     {"stack_and_variables.kbc", R"(
 .func stack_ops(a, b)
   NOP

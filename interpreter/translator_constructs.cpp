@@ -1,0 +1,109 @@
+// Tracing the constructs the Python frontend maps to their own opcodes:
+// sets (BUILD_SET, SET_ADD, SET_UPDATE), f-string fields (FORMAT_VALUE),
+// f(**m) (DICT_MERGE) and assert (LOAD_ASSERTION_ERROR).
+//
+// A set in a trace is a Constant tracker holding a SetObj of constants. It
+// is never mutated in place: an update replaces the tracker's value with a
+// new set, so a SetObj that some real object or guard also holds stays as
+// it was; every alias of the tracker (it is shared) sees the new value. A
+// set that came from outside (it has a source) is only read: mutating it
+// breaks, and the VM does it. Anything the VM would raise (an unhashable
+// item, a duplicate keyword, a bad spec) breaks too, so the VM raises it.
+#include "interpreter/instruction_translator.h"
+
+#include "runtime/builtins.h"
+#include "runtime/format.h"
+#include "runtime/set_ops.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+namespace vars = kiln::variables;
+
+namespace {
+
+// The known items of `items`, or a break naming what is not known.
+std::vector<Value> constant_items(InstructionTranslator& tx, const std::vector<VT>& items, const char* what) {
+  std::vector<Value> out;
+  for (const VT& x0 : items) {
+    VT x = tx.realize(x0);
+    if (x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, std::string("a tensor in ") + what);
+    if (!tx.is_constant(x)) unsupported(BreakReason::unsupported, x->str() + " in " + what);
+    out.push_back(tx.constant_value(x));
+  }
+  return out;
+}
+
+// Adds `items` to a copy of the set tracker's value and makes that its value.
+void set_add_all(const VT& set, const std::vector<Value>& items, const char* what) {
+  if (!set->is(VTKind::Constant) || !set->value.is(Kind::Set))
+    unsupported(BreakReason::unsupported, std::string(what) + " to " + set->str());
+  if (set->source) unsupported(BreakReason::unsupported, std::string(what) + " to a set the function did not make");
+  Value next = set_copy(set->value, false);
+  try {
+    for (const Value& v : items) next.as<SetObj>()->add(v);
+  } catch (const Error& e) {
+    unsupported(BreakReason::unsupported, std::string(what) + " raising " + e.what());
+  }
+  set->value = std::move(next);
+}
+
+}  // namespace
+
+void InstructionTranslator::op_BUILD_SET(const Instr& i) {
+  std::vector<Value> items = constant_items(*this, pop_n(size_t(i.a)), "a set display");
+  Value set = make_set();
+  try {
+    for (const Value& v : items) set.as<SetObj>()->add(v);
+  } catch (const Error& e) {
+    unsupported(BreakReason::unsupported, std::string("a set display raising ") + e.what());
+  }
+  push(vars::make_constant(std::move(set)));
+}
+
+void InstructionTranslator::op_SET_ADD(const Instr& i) {
+  VT item = pop();
+  set_add_all(realize(stack_[stack_.size() - size_t(i.a)]), constant_items(*this, {item}, "a set"), "SET_ADD");
+}
+
+void InstructionTranslator::op_SET_UPDATE(const Instr& i) {
+  VT items = realize(pop());
+  set_add_all(realize(stack_[stack_.size() - size_t(i.a)]), constant_items(*this, unpack(items), "a set"),
+              "SET_UPDATE");
+}
+
+void InstructionTranslator::op_FORMAT_VALUE(const Instr& i) {
+  const bool has_spec = i.a & 4;
+  VT spec = has_spec ? realize(pop()) : nullptr;
+  VT value = realize(pop());
+  if (value->is(VTKind::Tensor)) unsupported(BreakReason::tensor_to_python, "formatting a tensor in an f-string");
+  if (!is_constant(value) || (spec && !is_constant(spec)))
+    unsupported(BreakReason::unsupported, "formatting " + value->str() + " in an f-string");
+  Value sv = spec ? constant_value(spec) : Value::str("");
+  try {
+    if (!sv.is(Kind::Str)) throw_error(ErrorKind::TypeError, "FORMAT_VALUE spec is not a str");
+    push(vars::make_constant(Value::str(format_field(constant_value(value), i.a & 3, sv.as_str()))));
+  } catch (const Error& e) {
+    unsupported(BreakReason::unsupported, std::string("an f-string field raising ") + e.what());
+  }
+}
+
+void InstructionTranslator::op_DICT_MERGE(const Instr& i) {
+  VT mapping = realize(pop());
+  VT dict = realize(stack_[stack_.size() - size_t(i.a)]);
+  if (!dict->is(VTKind::ConstDict) || !mapping->is(VTKind::ConstDict))
+    unsupported(BreakReason::unsupported, "** of " + mapping->str());
+  for (size_t k = 0; k < mapping->keys.size(); ++k) {
+    for (const Value& key : dict->keys)
+      if (values_equal(key, mapping->keys[k]))
+        unsupported(BreakReason::unsupported, "keyword argument '" + to_str(key) + "' given twice");
+    dict->keys.push_back(mapping->keys[k]);
+    dict->items.push_back(mapping->items[k]);
+  }
+  ctx_.side_effects.mark_mutated(dict);
+}
+
+void InstructionTranslator::op_LOAD_ASSERTION_ERROR(const Instr&) { push(vars::make_builtin(assertion_error())); }
+
+}  // namespace kiln::interpreter
