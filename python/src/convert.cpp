@@ -162,6 +162,7 @@ struct Namespace {
   py::object dict;  // the module's __dict__ (py::object: a default py::dict would be a new empty dict)
   uint64_t version = 0;
   struct Slot {
+    py::object key;   // the name as a Python str, made once (see Mirror::Name in functions.cpp)
     py::object seen;  // the object the value was converted from
     std::unique_ptr<Value> value;  // stable address handed to the tracer and the guards
   };
@@ -189,9 +190,10 @@ const Value* namespace_find(void* h, const runtime::StrObj* name) {
   Namespace& ns = it->second;
   auto slot = ns.slots.find(name->s);
   if (slot != ns.slots.end()) return slot->second.seen ? slot->second.value.get() : nullptr;
-  PyObject* obj = PyDict_GetItemString(ns.dict.ptr(), name->s.c_str());  // borrowed
-  if (!obj) return nullptr;
   Namespace::Slot s;
+  s.key = py::str(name->s);
+  PyObject* obj = PyDict_GetItemWithError(ns.dict.ptr(), s.key.ptr());  // borrowed
+  if (!obj) return nullptr;
   s.seen = py::reinterpret_borrow<py::object>(obj);
   s.value = std::make_unique<Value>(calling_python([&] { return to_value_shared(s.seen); }));
   return ns.slots.emplace(name->s, std::move(s)).first->second.value.get();
@@ -278,7 +280,7 @@ void sync_namespaces() {
     if (v == ns.version) continue;
     ns.version = v;
     for (auto& [name, slot] : ns.slots) {
-      PyObject* now = PyDict_GetItemString(ns.dict.ptr(), name.c_str());
+      PyObject* now = PyDict_GetItemWithError(ns.dict.ptr(), slot.key.ptr());
       if (now == slot.seen.ptr()) continue;
       slot.seen = now ? py::reinterpret_borrow<py::object>(now) : py::object();
       *slot.value = now ? to_value_shared(py::handle(now)) : Value::null();
@@ -324,8 +326,33 @@ Tensor tensor_from_numpy(py::handle obj) {
   });
 }
 
+namespace {
+
+// kiln.Tensor's pybind11 type record, looked up once. pybind11's own
+// isinstance / cast / return conversions look it up on every call by
+// hashing the C++ type's mangled name: twice per tensor argument and once
+// per tensor result of every compiled call, a third of a 4-argument call's
+// dispatch overhead when measured.
+const py::detail::type_info* tensor_type_info() {
+  static const py::detail::type_info* ti = nullptr;
+  if (!ti) ti = py::detail::get_type_info(typeid(Tensor));  // null until kiln._C has registered Tensor
+  return ti;
+}
+
+// The Tensor held by `o` when o is exactly a kiln.Tensor (not a subclass)
+// with its C++ value constructed; null otherwise (the slow path decides).
+const Tensor* exact_tensor(PyObject* o) {
+  const py::detail::type_info* ti = tensor_type_info();
+  if (!ti || Py_TYPE(o) != ti->type) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(o);
+  return static_cast<const Tensor*>(inst->get_value_and_holder(ti, /*throw_if_missing=*/false).value_ptr());
+}
+
+}  // namespace
+
 Value to_value(py::handle obj) {
   PyObject* o = obj.ptr();
+  if (const Tensor* t = exact_tensor(o)) return Value::tensor(*t);
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
@@ -389,7 +416,14 @@ py::object to_py(const Value& v) {
     case Kind::Int: return py::int_(v.as_int());
     case Kind::Float: return py::float_(v.as_float());
     case Kind::Str: return py::str(v.as_str());
-    case Kind::Tensor: return py::cast(v.as_tensor());
+    case Kind::Tensor: {
+      const Tensor& t = v.as_tensor();
+      if (const py::detail::type_info* ti = tensor_type_info())
+        return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+            &t, py::return_value_policy::copy, py::handle(), ti,
+            [](const void* p) -> void* { return new Tensor(*static_cast<const Tensor*>(p)); }, nullptr));
+      return py::cast(t);
+    }
     case Kind::Tuple: {
       const auto& items = v.as<runtime::TupleObj>()->items;
       py::tuple t(items.size());

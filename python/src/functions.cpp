@@ -33,8 +33,19 @@ struct Mirror {
   Ref<runtime::GlobalsObj> globals = runtime::make_ref<runtime::GlobalsObj>();
   uint64_t version = ~uint64_t(0);
   // Names translated code reads, each with the object it was converted from
-  // (a strong reference: its identity is what keeps the Value).
-  std::unordered_map<std::string, py::object> names;
+  // (a strong reference: its identity is what keeps the Value) and the
+  // name as a Python str made once: any store into the module's dict (a
+  // module-level loop's variable) re-reads every name, and building a str
+  // per read cost more than the rest of a compiled call's dispatch.
+  struct Name {
+    py::object key;
+    py::object seen;
+  };
+  std::unordered_map<std::string, Name> names;
+
+  void add_name(const std::string& name) {
+    if (!names.count(name)) names.emplace(name, Name{py::str(name), py::object()});
+  }
 
   void sync() {
     const uint64_t v = dict_version(dict.ptr());
@@ -42,27 +53,28 @@ struct Mirror {
     version = v;
     // Converting a global may translate another function of this module,
     // which adds names here: walk a snapshot, then the names added meanwhile.
+    // (Element pointers survive the map's rehashing; iterators do not.)
     size_t done = 0;
-    std::vector<std::string> todo;
+    std::vector<std::pair<const std::string, Name>*> todo;
     do {
       todo.clear();
-      for (const auto& kv : names) todo.push_back(kv.first);
+      for (auto& kv : names) todo.push_back(&kv);
       done = todo.size();
-      for (const std::string& name : todo) sync_name(name);
+      for (auto* entry : todo) sync_name(entry->first, entry->second);
     } while (names.size() != done);
   }
 
-  void sync_name(const std::string& name) {
-    PyObject* now = PyDict_GetItemString(dict.ptr(), name.c_str());  // borrowed
+  void sync_name(const std::string& name, Name& n) {
+    PyObject* now = PyDict_GetItemWithError(dict.ptr(), n.key.ptr());  // borrowed; str keys cannot raise
+    if (now == n.seen.ptr() && now) return;
     if (!now) {
       // Not a module global: a builtin (Python's resolve through kiln's:
       // len, range, ...) or a NameError the VM raises.
       globals->map.erase(runtime::intern(name).get());
-      names[name] = py::object();
+      n.seen = py::object();
       return;
     }
-    if (names[name].ptr() == now) return;
-    names[name] = py::reinterpret_borrow<py::object>(now);
+    n.seen = py::reinterpret_borrow<py::object>(now);
     globals->map.set(name, to_value_shared(py::handle(now)));
   }
 };
@@ -100,10 +112,10 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
     else m.globals->map.set(item.function->code->name, Value::object(Kind::Function, item.function));
   }
   if (fn.is_none()) throw_error(ErrorKind::ValueError, "translated KBC has no function '" + entry + "'");
-  for (const auto& name : globals_used) m.names.emplace(name, py::object());
+  for (const auto& name : globals_used) m.add_name(name);
   // The module's name, for CPython's "mod.f() got multiple values for
   // keyword argument" (runtime/kwargs.h): never read by translated code.
-  m.names.emplace("__name__", py::object());
+  m.add_name("__name__");
   m.version = ~uint64_t(0);  // new names: read at the next sync_python_state (not here:
                              // the caller caches this function first, so a
                              // function that names itself finds it)
