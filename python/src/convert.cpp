@@ -340,12 +340,17 @@ const py::detail::type_info* tensor_type_info() {
 }
 
 // The Tensor held by `o` when o is exactly a kiln.Tensor (not a subclass)
-// with its C++ value constructed; null otherwise (the slow path decides).
+// whose __init__ has run; null otherwise (the slow path decides). Trap:
+// `kiln.Tensor.__new__(kiln.Tensor)` gives a value pointer to storage
+// that holds no Tensor yet; only the constructed holder says it does.
+const Tensor* constructed_tensor(PyObject* o, const py::detail::type_info* ti) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(o);
+  const py::detail::value_and_holder vh = inst->get_value_and_holder(ti, /*throw_if_missing=*/false);
+  return vh.inst && vh.holder_constructed() ? static_cast<const Tensor*>(vh.value_ptr()) : nullptr;
+}
 const Tensor* exact_tensor(PyObject* o) {
   const py::detail::type_info* ti = tensor_type_info();
-  if (!ti || Py_TYPE(o) != ti->type) return nullptr;
-  auto* inst = reinterpret_cast<py::detail::instance*>(o);
-  return static_cast<const Tensor*>(inst->get_value_and_holder(ti, /*throw_if_missing=*/false).value_ptr());
+  return ti && Py_TYPE(o) == ti->type ? constructed_tensor(o, ti) : nullptr;
 }
 
 }  // namespace
@@ -363,7 +368,11 @@ Value to_value(py::handle obj) {
   }
   if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));
   if (PyUnicode_CheckExact(o)) return Value::str(py::cast<std::string>(obj));
-  if (py::isinstance<Tensor>(obj)) return Value::tensor(py::cast<Tensor>(obj));
+  if (py::isinstance<Tensor>(obj)) {  // a subclass, or not constructed
+    const Tensor* t = constructed_tensor(o, tensor_type_info());
+    if (!t) throw_error(ErrorKind::TypeError, "a kiln.Tensor whose __init__ has not run");
+    return Value::tensor(*t);
+  }
   if (py::isinstance<Value>(obj)) return py::cast<Value>(obj);
   if (Value m = module_from_py(obj); !m.is_null()) return m;  // a kiln.nn module: its ModuleObj
   if (PyTuple_CheckExact(o)) {

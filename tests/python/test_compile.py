@@ -259,3 +259,17 @@ def test_error_traceback_ends_at_the_users_line():
     assert last.filename == __file__
     assert last.lineno == raises.__code__.co_firstlineno + 3  # the `raise` line
     assert last.name == "raises"
+
+
+def test_tensor_made_without_init_is_a_type_error_not_a_crash():
+    # Tensor arguments take a fast path that reads the C++ value directly;
+    # an instance whose __init__ never ran has storage but no Tensor in it.
+    @kiln.compile
+    def f(a):
+        return a + 1
+
+    t = kiln.Tensor.__new__(kiln.Tensor)
+    for call in (lambda: f(t), lambda: kiln.add(t, t)):
+        with pytest.raises(TypeError, match="__init__ has not run"):
+            call()
+    assert close(f(kiln.tensor([1.0, 2.0])), [2.0, 3.0])
