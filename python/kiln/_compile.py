@@ -110,10 +110,11 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         return fn
     config._apply()
     compiled = _C.compile(fn, kbc, backend, fullgraph, dynamic, config.cache_size_limit)
+    call = compiled.fastcall  # the call without pybind11's dispatcher
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        return compiled(*args, **kwargs)
+        return call(*args, **kwargs)
 
     wrapper._kiln_compiled = compiled
     return wrapper
@@ -140,10 +141,11 @@ def _no_closure():
 def _compile_module(module, backend, fullgraph, dynamic):
     config._apply()
     compiled = _C.compile(_no_closure, _CALL_MODULE, backend, fullgraph, dynamic, config.cache_size_limit)
+    fast = compiled.fastcall
 
     @functools.wraps(type(module).forward)
     def call(*args, **kwargs):
-        return compiled(module, *args, **kwargs)
+        return fast(module, *args, **kwargs)
 
     call._kiln_compiled = compiled
     call.module = module

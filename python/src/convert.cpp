@@ -241,6 +241,18 @@ PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self) 
   if (!names.empty()) kwnames = runtime::make_tuple(std::move(names));
 }
 
+PyArgs::PyArgs(PyObject* const* args, size_t nargs, PyObject* kwnames) {
+  const size_t nkw = kwnames ? size_t(PyTuple_GET_SIZE(kwnames)) : 0;
+  values.reserve(nargs + nkw);
+  for (size_t i = 0; i < nargs + nkw; ++i) values.push_back(to_value(args[i]));
+  if (nkw) {
+    std::vector<Value> names;
+    for (size_t i = 0; i < nkw; ++i)
+      names.push_back(runtime::intern_value(py::cast<std::string>(PyTuple_GET_ITEM(kwnames, Py_ssize_t(i)))));
+    this->kwnames = runtime::make_tuple(std::move(names));
+  }
+}
+
 runtime::CallContext& python_vm() {
   // Python's recursion limit (as set when this thread first calls into
   // kiln), so a deep module chain that Python itself could call is not cut
@@ -339,25 +351,19 @@ const py::detail::type_info* tensor_type_info() {
   return ti;
 }
 
-// The Tensor held by `o` when o is exactly a kiln.Tensor (not a subclass)
-// whose __init__ has run; null otherwise (the slow path decides). Trap:
-// `kiln.Tensor.__new__(kiln.Tensor)` gives a value pointer to storage
-// that holds no Tensor yet; only the constructed holder says it does.
+// The Tensor inside any instance of kiln.Tensor (a subclass too), null if
+// its __init__ has not run (see exact_instance's trap).
 const Tensor* constructed_tensor(PyObject* o, const py::detail::type_info* ti) {
   auto* inst = reinterpret_cast<py::detail::instance*>(o);
   const py::detail::value_and_holder vh = inst->get_value_and_holder(ti, /*throw_if_missing=*/false);
   return vh.inst && vh.holder_constructed() ? static_cast<const Tensor*>(vh.value_ptr()) : nullptr;
-}
-const Tensor* exact_tensor(PyObject* o) {
-  const py::detail::type_info* ti = tensor_type_info();
-  return ti && Py_TYPE(o) == ti->type ? constructed_tensor(o, ti) : nullptr;
 }
 
 }  // namespace
 
 Value to_value(py::handle obj) {
   PyObject* o = obj.ptr();
-  if (const Tensor* t = exact_tensor(o)) return Value::tensor(*t);
+  if (const Tensor* t = exact_instance<Tensor>(o)) return Value::tensor(*t);
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {

@@ -62,11 +62,30 @@ struct PyArgs {
   std::vector<runtime::Value> values;
   runtime::Value kwnames;
   PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self = py::handle());
+  // From CPython's vectorcall convention (keyword values follow the
+  // positional ones in `args`; their names are the tuple `kwnames`).
+  PyArgs(PyObject* const* args, size_t nargs, PyObject* kwnames);
   runtime::CallArgs call_args() const {
     return runtime::CallArgs{values.data(), values.size(),
                              kwnames.is_none() ? nullptr : kwnames.as<runtime::TupleObj>()};
   }
 };
+
+// The C++ object inside a pybind11 instance of exactly type T whose
+// __init__ has run; null for anything else (a subclass, another type, an
+// instance made by __new__ alone), which the caller sends down pybind11's
+// own path. pybind11's casts look the registered type up by hashing the
+// C++ type's mangled name on every call; this looks it up once.
+template <class T>
+T* exact_instance(PyObject* o) {
+  static const py::detail::type_info* ti = nullptr;
+  if (!ti) ti = py::detail::get_type_info(typeid(T));  // null until the module has registered T
+  if (!ti || Py_TYPE(o) != ti->type) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(o);
+  const py::detail::value_and_holder vh = inst->get_value_and_holder(ti, /*throw_if_missing=*/false);
+  // Trap: __new__ alone leaves a value pointer to storage that holds no T.
+  return vh.inst && vh.holder_constructed() ? static_cast<T*>(vh.value_ptr()) : nullptr;
+}
 
 // Raises the Python exception matching a kiln error (same type, same text).
 [[noreturn]] void raise_python(const Error& e);
