@@ -11,9 +11,11 @@ every kiln result is checked against numpy's before its time is printed.
    on this machine. Targets: >= 8x numpy, >= 40x numba. The arithmetic-only
    (x*1.5+0.5)*x - x*0.25: >= 80% of triad GB/s.
 2. MLP forward (Linear+GELU+Linear, residual, LayerNorm blocks): kiln llvm
-   beside the same sgemm calls alone, kiln eager, torch eager and
-   torch.compile. Targets: <= 1.1x BLAS alone, faster than torch eager and
-   torch.compile.
+   beside the same sgemm calls alone (the two take turns in one process),
+   kiln eager, torch eager and torch.compile, over a few rounds (each a new
+   kiln process, then torch). Targets: <= 1.1x BLAS alone (the median of
+   kiln / sgemm over adjacent pairs of calls), faster than torch eager and
+   torch.compile (best times).
 3. Compile time: per kernel (schedule + lowering + LLVM, distinct small
    graphs one at a time, no cache), whole-model cold compile (fresh
    KILN_CACHE_DIR, new process) and warm start (a second new process, same
@@ -283,63 +285,103 @@ def torch_mlp(params, blocks, d, hidden):
     return m
 
 
-def bench_mlp(args, tmp):
-    b, d, h, nb, reps = args.batch, args.d, args.hidden, args.blocks, args.mlp_reps
-    print(f"\n2. MLP forward: {nb} blocks of LayerNorm(x + fc2(gelu(fc1(x)))), batch {b}, d {d}, hidden {h} "
-          f"(best of {reps})")
-    dd = os.path.join(tmp, "mlp")
-    os.makedirs(dd)
-    k = kiln(args.build, "mlp", b, d, h, nb, reps, dd, env={"KILN_CACHE_DIR": "off"})[0]
-    x = np.fromfile(os.path.join(dd, "x.bin"), dtype=np.float32).reshape(b, d)
-    y = np.fromfile(os.path.join(dd, "y.bin"), dtype=np.float32).reshape(b, d)
-    with open(os.path.join(dd, "params.json")) as f:
-        params = json.load(f)
-    for q in params:
-        q["value"] = np.fromfile(os.path.join(dd, q["file"]), dtype=np.float32).reshape(q["shape"])
-    check("MLP, max |kiln-numpy| / max |numpy|", rel_err(y, np_mlp(x, params, nb), False))
-    print(f"  backend: {k['kernels']} kernels, {k['gemms']} BLAS calls, {k['eager_steps']} eager steps"
-          + (f" (FELL BACK: {k['reason']})" if k["fell_back"] else ""))
+def samples(fn, reps, warmup=1):
+    """Seconds of each of `reps` calls (after `warmup` calls)."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
 
-    rows = [("kiln llvm", k["seconds"]), ("sgemm calls alone", k["blas_seconds"]),
-            ("kiln eager", k["eager_seconds"])]
+
+def bench_mlp(args, tmp):
+    b, d, h, nb, reps, rounds = args.batch, args.d, args.hidden, args.blocks, args.mlp_reps, args.mlp_rounds
+    print(f"\n2. MLP forward: {nb} blocks of LayerNorm(x + fc2(gelu(fc1(x)))), batch {b}, d {d}, hidden {h}\n"
+          f"  ({rounds} round(s) of {reps} calls each: a kiln process, in which the forward and its sgemm calls "
+          f"alone take turns, then torch)")
+    # The machine is shared: a burst of load from other processes can land
+    # on any one measurement. Kiln and its sgemm calls alone take turns call
+    # by call, so their verdict is the median of the per-pair ratios. Torch
+    # runs in another process and cannot take turns with kiln; its verdicts
+    # compare best times (each side's quietest moment over all rounds), as
+    # medians would mostly compare how each copes with load (torch's OpenMP
+    # threads degrade far more when another process takes a core).
+    ks = []
+    times = {"torch eager": [], "torch.compile": []}
     notes = []
-    t_eager = t_comp = None
-    if torch is not None:
-        m = torch_mlp(params, nb, d, h)
-        tx = torch.from_numpy(x)
-        with torch.no_grad():
-            terr = rel_err(m(tx).numpy(), y, False)
-            if terr > 1e-4:
-                notes.append(f"torch's result differs from kiln's by {terr:.2e}")
-            t_eager = best(lambda: m(tx), reps)
-            try:
-                torch._dynamo.reset()
-                c = torch.compile(m)
-                c(tx)
-                t_comp = best(lambda: c(tx), reps)
-            except Exception as e:
-                notes.append(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-    else:
-        notes.append("torch not installed")
-    rows += [("torch eager", t_eager), ("torch.compile", t_comp)]
-    kt, bt = k["seconds"], k["blas_seconds"]
-    print(f"  {'':<20}{'ms/call':>9}{'kiln llvm / it':>16}  target")
+    m = c = tx = None
+    for r in range(rounds):
+        dd = os.path.join(tmp, f"mlp{r}")
+        os.makedirs(dd)
+        ks.append(kiln(args.build, "mlp", b, d, h, nb, reps, dd, env={"KILN_CACHE_DIR": "off"})[0])
+        if r == 0:
+            x = np.fromfile(os.path.join(dd, "x.bin"), dtype=np.float32).reshape(b, d)
+            y = np.fromfile(os.path.join(dd, "y.bin"), dtype=np.float32).reshape(b, d)
+            with open(os.path.join(dd, "params.json")) as f:
+                params = json.load(f)
+            for q in params:
+                q["value"] = np.fromfile(os.path.join(dd, q["file"]), dtype=np.float32).reshape(q["shape"])
+            check("MLP, max |kiln-numpy| / max |numpy|", rel_err(y, np_mlp(x, params, nb), False))
+            k0 = ks[0]
+            print(f"  backend: {k0['kernels']} kernels, {k0['gemms']} BLAS calls, {k0['eager_steps']} eager steps"
+                  + (f" (FELL BACK: {k0['reason']})" if k0["fell_back"] else ""))
+            if torch is not None:
+                m = torch_mlp(params, nb, d, h)
+                tx = torch.from_numpy(x)
+                with torch.no_grad():
+                    terr = rel_err(m(tx).numpy(), y, False)
+                    if terr > 1e-4:
+                        notes.append(f"torch's result differs from kiln's by {terr:.2e}")
+                    try:
+                        torch._dynamo.reset()
+                        c = torch.compile(m)
+                        c(tx)
+                    except Exception as e:
+                        c = None
+                        notes.append(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+            else:
+                notes.append("torch not installed")
+        if m is not None:
+            with torch.no_grad():
+                times["torch eager"] += samples(lambda: m(tx), reps)
+                if c is not None:
+                    times["torch.compile"] += samples(lambda: c(tx), reps)
+    kiln_t = [t for k in ks for t in k["samples"]]
+    blas_t = [t for k in ks for t in k["blas_samples"]]
+    paired = statistics.median(a / bl for k in ks for a, bl in zip(k["samples"], k["blas_samples"]))
+    rows = [("kiln llvm", kiln_t), ("sgemm calls alone", blas_t),
+            ("kiln eager", [min(k["eager_seconds"] for k in ks)]),
+            ("torch eager", times["torch eager"]), ("torch.compile", times["torch.compile"])]
+    kb, km = min(kiln_t), statistics.median(kiln_t)
+    print(f"  {'':<20}{'best ms':>9}{'median ms':>11}{'kiln / it':>11}{'(median)':>10}  target")
     summary = []
-    for name, t in rows:
-        if t is None:
-            print(f"  {name:<20}{'n/a':>9}{'n/a':>16}" + ("  kiln faster n/a" if name.startswith("torch") else ""))
+    for name, ts in rows:
+        if not ts:
+            print(f"  {name:<20}{'n/a':>9}{'n/a':>11}{'n/a':>11}{'n/a':>10}"
+                  + ("  < 1.00 n/a" if name.startswith("torch") else ""))
             continue
-        ratio = kt / t
-        tgt = ""
+        tb, tm = min(ts), statistics.median(ts)
+        if len(ts) == 1:
+            print(f"  {name:<20}{tb * 1e3:>9.2f}{'':>11}{kb / tb:>11.2f}")
+            continue
+        tgt, med = "", km / tm
         if name == "sgemm calls alone":
-            tgt = f"  <= 1.10 {verdict(ratio <= 1.1)}"
-            summary.append(("MLP kiln / BLAS alone", f"{ratio:.2f}", "<= 1.10", ratio <= 1.1))
+            med = paired
+            tgt = f"  <= 1.10 {verdict(paired <= 1.1)} (median of kiln / sgemm call by call)"
+            summary.append(("MLP kiln / BLAS alone (median)", f"{paired:.2f}", "<= 1.10", paired <= 1.1))
         elif name.startswith("torch"):
-            tgt = f"  < 1.00 {verdict(ratio < 1.0)}"
-            summary.append((f"MLP kiln / {name}", f"{ratio:.2f}", "< 1.00", ratio < 1.0))
-        print(f"  {name:<20}{t * 1e3:>9.2f}{ratio:>16.2f}{tgt}")
-    print(f"  (sgemm alone: {k['gemm_gflops']:.1f} GFLOP/s; first kiln call incl. trace + compile: "
-          f"{k['first_call_s'] * 1e3:.0f} ms)")
+            tgt = f"  < 1.00 {verdict(kb / tb < 1.0)} (best / best)"
+            summary.append((f"MLP kiln / {name} (best)", f"{kb / tb:.2f}", "< 1.00", kb / tb < 1.0))
+        print(f"  {name:<20}{tb * 1e3:>9.2f}{tm * 1e3:>11.2f}{kb / tb:>11.2f}{med:>10.2f}{tgt}")
+    print(f"  (sgemm alone: {max(k['gemm_gflops'] for k in ks):.1f} GFLOP/s at best; kiln eager: best only; "
+          f"first kiln call incl. trace + compile: {ks[0]['first_call_s'] * 1e3:.0f} ms)")
+    if rounds > 1:
+        per = [statistics.median(a / bl for a, bl in zip(k["samples"], k["blas_samples"])) for k in ks]
+        print("  kiln / sgemm alone per round (median of pairs): " + ", ".join(f"{v:.2f}" for v in per)
+              + f"; best / best: {kb / min(blas_t):.2f}")
     for s in notes:
         print(f"  note: {s}")
     return summary
@@ -422,10 +464,14 @@ def main():
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--blocks", type=int, default=4)
     ap.add_argument("--mlp-reps", type=int, default=10)
+    ap.add_argument("--mlp-rounds", type=int, default=5)
     ap.add_argument("--graphs", type=int, default=24)
     ap.add_argument("--cold-reps", type=int, default=3)
     ap.add_argument("--only", choices=["pointwise", "mlp", "compile"], action="append")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for RESULTS.md)")
     args = ap.parse_args()
+    if args.quick:
+        args.reps, args.mlp_reps, args.mlp_rounds, args.graphs, args.cold_reps = 5, 5, 1, 8, 1
     args.build = os.path.abspath(args.build)
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "

@@ -14,7 +14,10 @@ namespace {
 
 thread_local bool in_pool_task = false;
 
-// Workers sleep on a condition variable between jobs. A job is a range cut
+// Workers sleep on a condition variable between jobs, never spin: between
+// kernels the cores belong to BLAS calls, whose threads would otherwise
+// share them with a polling kiln worker (runtime/blas.cpp makes OpenBLAS's
+// workers sleep soon after a call for the same reason). A job is a range cut
 // into chunks that workers and the caller claim with one atomic counter, so
 // uneven chunks balance themselves. Each job is its own object: a worker
 // that wakes late only ever claims from the job it picked up, never from

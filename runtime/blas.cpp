@@ -36,9 +36,25 @@ std::string core_type_for_cpu() {
   return "";
 }
 
+// How long (log2 of TSC cycles) OpenBLAS's worker threads keep polling for
+// the next call before they sleep. Its default, 2^28 cycles (~0.1 s), keeps
+// each worker runnable in a sched_yield loop long after a gemm returns, so
+// kiln's own kernels, which run on every core between BLAS calls, share a
+// core with it: the scheduler counts a yielding spinner as a task to share
+// with, and in the MLP benchmark on 2 cores the calling thread did 10-20%
+// of each kernel's chunks instead of half (kiln's pool worker did the rest
+// alone). 2^14 cycles (a few microseconds) still covers back-to-back BLAS
+// calls; a call that comes later wakes the workers (~10 us), which only a
+// threaded gemm of a few tens of microseconds would notice. The user's own
+// OPENBLAS_THREAD_TIMEOUT wins.
+constexpr const char* kThreadTimeout = "14";
+
 const Blas& blas() {
   static const Blas b = [] {
     Blas out;
+    std::string timeout = std::string("workers sleep after 2^") + kThreadTimeout + " cycles, set by kiln";
+    if (const char* t = std::getenv("OPENBLAS_THREAD_TIMEOUT")) timeout = std::string("OPENBLAS_THREAD_TIMEOUT=") + t;
+    else setenv("OPENBLAS_THREAD_TIMEOUT", kThreadTimeout, 0);
     std::string chosen = "detected by OpenBLAS";
     if (!std::getenv("OPENBLAS_CORETYPE")) {
       const std::string core = core_type_for_cpu();
@@ -63,7 +79,7 @@ const Blas& blas() {
     if (!out.sgemm || !out.dgemm) throw_error(ErrorKind::RuntimeError, out.info + " has no cblas_sgemm/cblas_dgemm");
     using CoreFn = char* (*)();
     if (auto core = reinterpret_cast<CoreFn>(dlsym(lib, "openblas_get_corename"))) chosen += std::string(": ") + core();
-    out.info += " (" + chosen + ")";
+    out.info += " (" + chosen + "; " + timeout + ")";
     return out;
   }();
   return b;

@@ -28,6 +28,7 @@
 // compared exactly (bit for bit; NaN equals NaN whatever its payload).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -644,6 +645,63 @@ TEST_CASE("codegen pointwise: NaN, inf and signed zeros", "[codegen]") {
       b.add(OpId::minimum, {N(x), F(-inf)}, "with -inf scalar");
       compare(b, b.tols);
     }
+  }
+}
+
+// gelu's float32 erf is kiln's own piecewise polynomial (lowering.cpp), so
+// it gets a dense sweep: every 509th float32 bit pattern up to 6 (past
+// where erf(x / sqrt 2) rounds to 1) and its negative, 4.2M values hitting
+// every polynomial piece and the cut-off, through each way the lowering
+// picks a lane's coefficients: 16 lanes (a float32 kernel), 8 lanes (the
+// same with a float64 cast in the kernel), one lane (an innermost dim
+// shorter than a vector that cannot merge with the next).
+TEST_CASE("codegen gelu: a dense float32 sweep at each vector width", "[codegen]") {
+  std::vector<float> xs;
+  uint32_t top;
+  const float six = 6.0f;
+  std::memcpy(&top, &six, sizeof top);
+  for (uint32_t u = 0; u <= top; u += 509) {
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    xs.push_back(v);
+    xs.push_back(-v);
+  }
+  const int64_t n = int64_t(xs.size()) / 5 * 5;
+  Tensor flat = Tensor::empty({n}, DType::Float32);
+  std::copy_n(xs.begin(), n, flat.data<float>());
+  // [n/5, 5] as the even columns of [n/5, 11]: strides [11, 2], which do
+  // not merge into one dim.
+  Tensor wide = Tensor::empty({n / 5, 11}, DType::Float32);
+  for (int64_t i = 0; i < n; ++i) wide.data<float>()[i / 5 * 11 + i % 5 * 2] = xs[size_t(i)];
+  Tensor narrow = test::opt(OpId::slice, {test::tv(wide), test::iv(1), test::iv(0), test::iv(10), test::iv(2)});
+
+  GraphBuilder b;
+  Node* x = b.input(flat);
+  b.out(b.call(OpId::gelu, {N(x)}), "gelu, float32 kernel");
+  b.out(b.call(OpId::to, {N(b.call(OpId::gelu, {N(x)})), S("float64")}), "gelu then float64 in one kernel");
+  b.out(b.call(OpId::gelu, {N(b.input(narrow))}), "gelu of [n/5, 5] with strides [11, 2]");
+  // The float64 output holds float32 values (the cast is exact): float32's bound.
+  Result r = compare(b, kGelu32);
+  CHECK(r.report.kernels == 3);
+  // gelu's tolerance hides a few ULPs of erf. Where x <= -0.68 (erf's
+  // argument z <= -0.48), 1 + erf(z) is exact (Sterbenz: erf <= -0.5), so
+  // the gelu result carries erf's own error plus one rounding (of the
+  // product, 2^-25 absolute on erf): what erf returned is recoverable to
+  // half an ULP. Its documented bound for |z| >= 1/4 is 1.15 ULP.
+  for (int o : {0, 1, 2}) {
+    const Tensor got = r.got[size_t(o)].as_tensor().contiguous().to(DType::Float64);
+    double worst = 0, worst_x = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float xi = xs[size_t(i)];  // element i of every output
+      if (!(xi <= -0.68f)) continue;
+      const float z = xi * 0.70710678118654752440f;  // as the kernel rounds it
+      const double want = std::erf(double(z));
+      const double implied = got.data<double>()[i] / (0.5 * double(xi)) - 1.0;
+      const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+      if (std::abs(implied - want) / ulp > worst) worst = std::abs(implied - want) / ulp, worst_x = xi;
+    }
+    INFO("output " << o << ": erf off by " << worst << " ULP at x = " << worst_x);
+    CHECK(worst <= 1.65);
   }
 }
 
