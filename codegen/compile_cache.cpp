@@ -236,9 +236,19 @@ std::string CompileCache::default_dir() {
   return "";
 }
 
+namespace {
+std::atomic<bool> global_cache_made{false};
+}
+
+bool CompileCache::global_made() { return global_cache_made.load(); }
+
 CompileCache& CompileCache::global(const std::string& environment) {
   // Never destroyed: kernels may be looked up from other static destructors.
-  static CompileCache* cache = new CompileCache(default_dir(), environment);
+  static CompileCache* cache = [&] {
+    auto* c = new CompileCache(default_dir(), environment);
+    global_cache_made = true;
+    return c;
+  }();
   assert(cache->environment() == environment && "CompileCache::global: one environment per process");
   return *cache;
 }

@@ -57,6 +57,8 @@ class CompileCache {
   // The process-wide cache, created on first use with `environment` (later
   // calls must pass the same one). Directory: default_dir().
   static CompileCache& global(const std::string& environment);
+  // Whether global() has made it in this process (a forked child inherits it).
+  static bool global_made();
   // $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln;
   // "" (memory only) when KILN_CACHE_DIR is "off" or "0", or nothing is set.
   static std::string default_dir();
