@@ -338,28 +338,6 @@ Tensor tensor_from_numpy(py::handle obj) {
   });
 }
 
-namespace {
-
-// kiln.Tensor's pybind11 type record, looked up once. pybind11's own
-// isinstance / cast / return conversions look it up on every call by
-// hashing the C++ type's mangled name: twice per tensor argument and once
-// per tensor result of every compiled call, a third of a 4-argument call's
-// dispatch overhead when measured.
-const py::detail::type_info* tensor_type_info() {
-  static const py::detail::type_info* ti = nullptr;
-  if (!ti) ti = py::detail::get_type_info(typeid(Tensor));  // null until kiln._C has registered Tensor
-  return ti;
-}
-
-// The Tensor inside any instance of kiln.Tensor (a subclass too), null if
-// its __init__ has not run (see exact_instance's trap).
-const Tensor* constructed_tensor(PyObject* o, const py::detail::type_info* ti) {
-  auto* inst = reinterpret_cast<py::detail::instance*>(o);
-  const py::detail::value_and_holder vh = inst->get_value_and_holder(ti, /*throw_if_missing=*/false);
-  return vh.inst && vh.holder_constructed() ? static_cast<const Tensor*>(vh.value_ptr()) : nullptr;
-}
-
-}  // namespace
 
 Value to_value(py::handle obj) {
   PyObject* o = obj.ptr();
@@ -375,7 +353,7 @@ Value to_value(py::handle obj) {
   if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));
   if (PyUnicode_CheckExact(o)) return Value::str(py::cast<std::string>(obj));
   if (py::isinstance<Tensor>(obj)) {  // a subclass, or not constructed
-    const Tensor* t = constructed_tensor(o, tensor_type_info());
+    const Tensor* t = constructed_instance<const Tensor>(o, type_info_of<Tensor>());
     if (!t) throw_error(ErrorKind::TypeError, "a kiln.Tensor whose __init__ has not run");
     return Value::tensor(*t);
   }
@@ -433,7 +411,7 @@ py::object to_py(const Value& v) {
     case Kind::Str: return py::str(v.as_str());
     case Kind::Tensor: {
       const Tensor& t = v.as_tensor();
-      if (const py::detail::type_info* ti = tensor_type_info())
+      if (const py::detail::type_info* ti = type_info_of<Tensor>())
         return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
             &t, py::return_value_policy::copy, py::handle(), ti,
             [](const void* p) -> void* { return new Tensor(*static_cast<const Tensor*>(p)); }, nullptr));

@@ -77,14 +77,24 @@ struct PyArgs {
 // own path. pybind11's casts look the registered type up by hashing the
 // C++ type's mangled name on every call; this looks it up once.
 template <class T>
-T* exact_instance(PyObject* o) {
+const py::detail::type_info* type_info_of() {
   static const py::detail::type_info* ti = nullptr;
   if (!ti) ti = py::detail::get_type_info(typeid(T));  // null until the module has registered T
-  if (!ti || Py_TYPE(o) != ti->type) return nullptr;
+  return ti;
+}
+// The T inside `o`, an instance of T's Python type or a subclass (`ti`),
+// or null when its __init__ has not run. Trap: __new__ alone leaves a value
+// pointer to storage that holds no T; only the constructed holder says so.
+template <class T>
+T* constructed_instance(PyObject* o, const py::detail::type_info* ti) {
   auto* inst = reinterpret_cast<py::detail::instance*>(o);
   const py::detail::value_and_holder vh = inst->get_value_and_holder(ti, /*throw_if_missing=*/false);
-  // Trap: __new__ alone leaves a value pointer to storage that holds no T.
   return vh.inst && vh.holder_constructed() ? static_cast<T*>(vh.value_ptr()) : nullptr;
+}
+template <class T>
+T* exact_instance(PyObject* o) {
+  const py::detail::type_info* ti = type_info_of<T>();
+  return ti && Py_TYPE(o) == ti->type ? constructed_instance<T>(o, ti) : nullptr;
 }
 
 // Raises the Python exception matching a kiln error (same type, same text).
