@@ -12,6 +12,7 @@
 // accumulate in float64 lanes.
 #include "codegen/lowering.h"
 
+#include <cassert>
 #include <climits>
 #include <functional>
 #include <limits>
@@ -579,15 +580,9 @@ Value* KernelLowering::eval(int root, const std::vector<Value*>& idx, unsigned n
 // Horizontal sum or max of a vector accumulator, halving it (a tree: 3
 // dependent steps for 8 lanes instead of 7).
 Value* KernelLowering::hreduce(Value* v, bool is_max) {
+  // Lane counts are powers of two (f32_lanes * 4 / widest element size).
+  assert((E_.lanes(v) & (E_.lanes(v) - 1)) == 0);
   for (unsigned n = E_.lanes(v); n > 1; n /= 2) {
-    if (n % 2) {  // not a power of two (no target makes one today): fold lane by lane
-      Value* r = B_.CreateExtractElement(v, uint64_t(0));
-      for (unsigned l = 1; l < n; ++l) {
-        Value* x = B_.CreateExtractElement(v, uint64_t(l));
-        r = is_max ? E_.max(r, x) : E_.add(r, x);
-      }
-      return r;
-    }
     std::vector<int> lo, hi;
     for (unsigned l = 0; l < n / 2; ++l) lo.push_back(int(l)), hi.push_back(int(l + n / 2));
     Value* a = B_.CreateShuffleVector(v, lo);

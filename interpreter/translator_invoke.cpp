@@ -154,26 +154,21 @@ static std::optional<TensorMeta> builtin_leaf_meta(const ModuleObj* m, const VT&
       const Value* w = m->params.find("weight");
       const Value* b = m->params.find("bias");
       if (!w || !w->is(Kind::Tensor)) return std::nullopt;
-      // The common case, by plan_linear's rule without building meta
-      // tensors (a dozen allocations per Linear, in a trace that is mostly
-      // Linear calls): same dtypes, x[..., in] and w[out, in], bias [out].
+      const bool has_bias = b && !b->is_none();
+      if (has_bias && !b->is(Kind::Tensor)) return std::nullopt;
+      // linear's rule on the types alone: no meta tensors to build (a dozen
+      // allocations per Linear, in a trace that is mostly Linear calls).
       const TensorMeta& xm = x->meta();
       const Tensor& wt = w->as_tensor();
-      const bool bias_ok = !b || b->is_none() ||
-                           (b->is(Kind::Tensor) && b->as_tensor().dim() == 1 && b->as_tensor().sizes()[0] == wt.sizes()[0] &&
-                            b->as_tensor().dtype() == xm.dtype);
-      if (wt.dim() == 2 && !xm.sizes.empty() && xm.sizes.back() == wt.sizes()[1] && wt.dtype() == xm.dtype &&
-          xm.dtype != DType::Bool && bias_ok) {
-        TensorMeta out;
-        out.dtype = xm.dtype;
-        out.sizes = xm.sizes;
-        out.sizes.back() = wt.sizes()[0];
-        out.strides = contiguous_strides(out.sizes);
-        return out;
-      }
-      Value args[] = {Value::tensor(output_graph::meta_tensor(x->meta())), *w, b ? *b : Value::none()};
       try {
-        return output_graph::meta_of(infer_meta(OpId::linear, CallArgs{args, 3, nullptr}));
+        auto [sizes, dtype] = linear_result(xm.sizes, xm.dtype, wt.sizes(), wt.dtype(),
+                                            has_bias ? &b->as_tensor().sizes() : nullptr,
+                                            has_bias ? b->as_tensor().dtype() : xm.dtype);
+        TensorMeta out;
+        out.strides = contiguous_strides(sizes);
+        out.sizes = std::move(sizes);
+        out.dtype = dtype;
+        return out;
       } catch (const Error&) {
         return std::nullopt;  // the general path reports the error
       }

@@ -22,7 +22,7 @@ bool Tracer::is_leaf_module(const ModuleObj* m, const std::string&) {
 
 void Tracer::walk() {
   if (links_) return;
-  links_ = std::make_shared<Links>();
+  links_ = std::make_shared<std::deque<PathLink>>();
   // A preorder walk that names a module shared by two parents after the
   // first path to reach it, as named_modules does. Iterative: deep chains
   // must not recurse.
@@ -38,7 +38,7 @@ void Tracer::walk() {
     stack.pop_back();
     auto [slot, fresh] = link_of_.emplace(v.module, nullptr);
     if (!fresh) continue;
-    const PathLink* link = *slot = &links_->store.emplace_back(PathLink{v.parent, *v.name});
+    const PathLink* link = *slot = &links_->emplace_back(PathLink{v.parent, *v.name});
     const auto& kids = v.module->modules.entries();
     for (auto it = kids.rbegin(); it != kids.rend(); ++it)  // reversed: popped in order
       if (!it->second.is_none()) stack.push_back({it->second.as<ModuleObj>(), link, &it->first->s});

@@ -45,10 +45,7 @@ class Tracer {
   // named_modules). The links live in one block shared by every PathRef
   // handed out (aliasing shared_ptrs): no allocation per module, and a
   // graph node's link keeps its ancestors alive with it.
-  struct Links {
-    std::deque<PathLink> store;
-  };
-  std::shared_ptr<Links> links_;
+  std::shared_ptr<std::deque<PathLink>> links_;  // a deque: elements never move
   runtime::PointerMap<runtime::ModuleObj, const PathLink*> link_of_;
   void walk();
 };

@@ -4,6 +4,7 @@
 // lowering of pointwise ops) is derived from that table.
 #pragma once
 
+#include <utility>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,12 @@ Value call_op(OpId id, const CallArgs& args);
 Value call_op(OpId id, std::initializer_list<Value> positional);
 // Bind, then run the shape rule (tensor arguments may be meta tensors).
 Tensor infer_meta(OpId id, const CallArgs& args);
+
+// linear's result sizes and dtype from its operands' (bias: null when
+// absent), raising the op's errors: its shape rule, and the tracer's
+// built-in Linear leaves, which know the types but hold no input tensor.
+std::pair<Shape, DType> linear_result(const Shape& x, DType x_dtype, const Shape& w, DType w_dtype,
+                                      const Shape* bias, DType bias_dtype);
 
 // A Pointwise op's compute dtype (operands are converted to it before its
 // scalar expression runs) under torch's result_type rules; the result dtype

@@ -184,30 +184,43 @@ namespace {
 // The output meta of linear, validating every shape.
 Tensor plan_linear(const OpArgs& args) {
   const Tensor x = args.tensor(0), w = args.tensor(1);
-  if (w.dim() != 2)
-    throw_error(ErrorKind::RuntimeError, "linear: weight must be 2-D, got shape " + shape_str(w.sizes()));
-  if (x.dim() == 0)
-    throw_error(ErrorKind::RuntimeError, "linear: input must be at least 1-D, got a 0-d tensor");
-  const int64_t in = x.sizes().back();
-  if (in != w.sizes()[1])
-    throw_error(ErrorKind::RuntimeError, "linear: input shape " + shape_str(x.sizes()) + " and weight shape " +
-                                             shape_str(w.sizes()) + " are not aligned (" + std::to_string(in) +
-                                             " != " + std::to_string(w.sizes()[1]) + ")");
-  Shape out(x.sizes().begin(), x.sizes().end() - 1);
-  out.push_back(w.sizes()[0]);
-  DType dtype = promote(x.dtype(), w.dtype());
-  if (!args.is_none(2)) {
-    const Tensor bias = args.tensor(2);
-    if (broadcast_shapes("linear", out, bias.sizes()) != out)
-      throw_error(ErrorKind::RuntimeError, "linear: bias shape " + shape_str(bias.sizes()) +
-                                               " cannot be added to output shape " + shape_str(out));
-    dtype = promote(dtype, bias.dtype());
-  }
-  if (dtype == DType::Bool) throw_error(ErrorKind::TypeError, "linear(): bool tensors are not supported");
+  const Tensor bias = args.is_none(2) ? Tensor() : args.tensor(2);
+  auto [out, dtype] = linear_result(x.sizes(), x.dtype(), w.sizes(), w.dtype(),
+                                    bias.defined() ? &bias.sizes() : nullptr, bias.defined() ? bias.dtype() : x.dtype());
   return Tensor::meta(out, dtype);
 }
 
 }  // namespace
+
+std::pair<Shape, DType> linear_result(const Shape& x, DType x_dtype, const Shape& w, DType w_dtype,
+                                      const Shape* bias, DType bias_dtype) {
+  if (w.size() != 2) throw_error(ErrorKind::RuntimeError, "linear: weight must be 2-D, got shape " + shape_str(w));
+  if (x.empty()) throw_error(ErrorKind::RuntimeError, "linear: input must be at least 1-D, got a 0-d tensor");
+  const int64_t in = x.back();
+  if (in != w[1])
+    throw_error(ErrorKind::RuntimeError, "linear: input shape " + shape_str(x) + " and weight shape " + shape_str(w) +
+                                             " are not aligned (" + std::to_string(in) + " != " +
+                                             std::to_string(w[1]) + ")");
+  Shape out(x);
+  out.back() = w[0];
+  DType dtype = promote(x_dtype, w_dtype);
+  if (bias) {
+    // broadcast_shapes(out, bias) == out, without building the result.
+    bool fits = bias->size() <= out.size();
+    for (size_t i = 1; fits && i <= bias->size(); ++i) {
+      const int64_t d = (*bias)[bias->size() - i];
+      fits = d == 1 || d == out[out.size() - i];
+    }
+    // Otherwise broadcast_shapes names an incompatible pair; a compatible
+    // bias that would grow the output is refused here.
+    if (!fits && broadcast_shapes("linear", out, *bias) != out)
+      throw_error(ErrorKind::RuntimeError, "linear: bias shape " + shape_str(*bias) + " cannot be added to output shape " +
+                                               shape_str(out));
+    dtype = promote(dtype, bias_dtype);
+  }
+  if (dtype == DType::Bool) throw_error(ErrorKind::TypeError, "linear(): bool tensors are not supported");
+  return {std::move(out), dtype};
+}
 
 Tensor linear_shape(const OpArgs& args) { return plan_linear(args); }
 

@@ -21,9 +21,6 @@ template <class K, class V>
 class PointerMap {
  public:
   size_t size() const { return size_; }
-  void reserve(size_t n) {
-    if (2 * n > slots_.size()) rehash(capacity_for(n));
-  }
 
   V* find(const K* key) {
     if (slots_.empty()) return nullptr;

@@ -29,7 +29,6 @@ shapes is refused, not guessed). Each slot has a kind:
 
   v  a value                       N  the virtual NULL (no KBC slot)
   M  LOAD_METHOD's first slot      S  LOAD_METHOD's second slot
-  E  a fresh empty dict (BUILD_MAP 0)
 
 Depth operands (COPY, SWAP, LIST_APPEND, ...) are recounted without the
 virtual NULLs. CALL n then picks the KBC form from the two slots under the
@@ -395,7 +394,7 @@ class _Program:
         return _Compiled(self)
 
 
-_VALUE = ("v", "E")  # kinds an ordinary consumer accepts
+_VALUE = ("v",)  # kinds an ordinary consumer accepts
 
 
 class _Function:
@@ -555,8 +554,6 @@ class _Function:
         for x, y in zip(a, b):
             if x == y:
                 out.append(x)
-            elif {x, y} <= {"v", "E"}:
-                out.append("v")  # a dict that may not be fresh and empty
             else:
                 self.fail(f"stack layouts differ where two paths meet at {ins.opname}", ins.positions.lineno)
         return tuple(out)
@@ -703,7 +700,7 @@ class _Function:
         if op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SLICE", "BUILD_MAP", "BUILD_SET"):
             n = ins.arg
             self._pop(st, 2 * n if op == "BUILD_MAP" else n, ins)
-            st.append("E" if op == "BUILD_MAP" and n == 0 else "v")
+            st.append("v")
             emit(f"  {'BUILD_DICT' if op == 'BUILD_MAP' else op} {n}")
             return st, None
         if op == "BUILD_CONST_KEY_MAP":
@@ -732,7 +729,6 @@ class _Function:
         if op == "DICT_UPDATE":
             self._pop(st, 1, ins)
             d = self._depth(st, ins.arg, ins)
-            st[-ins.arg] = "v"
             emit(f"  COPY {d + 1}")      # mapping dict
             emit("  LOAD_METHOD update")  # mapping method self
             emit("  SWAP 2")
@@ -745,7 +741,6 @@ class _Function:
             # (the callable sits two slots under the dict, for its errors).
             self._pop(st, 1, ins)
             d = self._depth(st, ins.arg, ins)
-            st[-ins.arg] = "v"
             emit(f"  DICT_MERGE {d}")
             return st, None
         if op in ("SET_ADD", "SET_UPDATE"):
@@ -771,7 +766,6 @@ class _Function:
             if src not in _VALUE:
                 self.fail("unexpected stack layout at COPY")
             emit(f"  COPY {self._depth(st, ins.arg, ins)}")
-            st[-ins.arg] = "v"  # aliased: no longer a private fresh dict
             st.append("v")
             return st, None
         if op == "SWAP":
@@ -839,7 +833,7 @@ class _Function:
         n = ins.arg
         names = self.kwnames.get(k)
         self._pop(st, n, ins)
-        callee = self._pop(st, 2, ins, accept=("v", "E", "N", "M", "S"))
+        callee = self._pop(st, 2, ins, accept=("v", "N", "M", "S"))
         if callee == ["N", "v"]:
             opname, count = "CALL", n
         elif callee == ["M", "S"]:
