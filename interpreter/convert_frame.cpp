@@ -354,15 +354,34 @@ struct Residual {
     if (v->self) collect(v->self, out, seen);
   }
 
+  // Is item i of a traced list still the list's own item i from when the
+  // frame started (its source is list[i])?
+  static bool is_original_item(const VT& list, size_t i) {
+    const VT& x = list->items[i];
+    const output_graph::Source* s = x ? x->source.get() : nullptr;
+    return s && s->kind == SourceKind::Item && s->base.get() == list->source.get() && s->key.is(Kind::Int) &&
+           s->key.as_int() == int64_t(i);
+  }
+
   // Container contents first: their sources are paths as they were when
   // the frame started, which a replayed attribute/global store may rebind.
   void replay_side_effects() {
-    for (const VT& c : ctx.side_effects.mutated) {
-      if (c->is(VTKind::List)) {  // list[:] = new contents
-        for (const VT& x : c->items) reconstruct(x);
-        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size()));
+    // Deepest sources first: L['acc'][0] must still be the list the trace
+    // mutated when its contents are written, before L['acc'] itself is
+    // rewritten (which may put another object at [0]).
+    std::vector<VT> mutated = ctx.side_effects.mutated;
+    std::stable_sort(mutated.begin(), mutated.end(),
+                     [](const VT& a, const VT& b) { return a->source->depth > b->source->depth; });
+    for (const VT& c : mutated) {
+      if (c->is(VTKind::List)) {  // list[k:] = new contents after the unchanged first k items
+        // Items the trace left where they were stay the caller's very
+        // objects (an append only appends, as in Python).
+        size_t k = 0;
+        while (k < c->items.size() && is_original_item(c, k)) ++k;
+        for (size_t i = k; i < c->items.size(); ++i) reconstruct(c->items[i]);
+        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - k));
         emit_source(c->source);
-        emit_const(Value::none());
+        emit_const(k ? Value::integer(int64_t(k)) : Value::none());
         emit_const(Value::none());
         b.emit(Opcode::BUILD_SLICE, 2);
         b.emit(Opcode::STORE_SUBSCR);

@@ -63,8 +63,10 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   epoch_ = module_version_epoch();
 }
 
+// `scratch` holds a value read through the foreign seam (an item of the
+// caller's Python list or dict), which has no home to point at.
 static const Value* resolve(const output_graph::Source& s, const Value* base, const Value* locals,
-                            const FunctionObj& fn) {
+                            const FunctionObj& fn, Value& scratch) {
   switch (s.kind) {
     case SourceKind::Local: {
       const Value* v = &locals[s.local_index];
@@ -88,7 +90,13 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         int64_t i = s.key.as_int();
         return (i < 0 || i >= int64_t(items.size())) ? nullptr : &items[size_t(i)];
       }
-      return base->is(Kind::Dict) ? base->as<DictObj>()->find(s.key) : nullptr;
+      if (base->is(Kind::Dict)) return base->as<DictObj>()->find(s.key);
+      const Kind container = foreign_container(*base);
+      if (container != Kind::List && container != Kind::Dict) return nullptr;
+      if (container == Kind::List && (s.key.as_int() < 0 || s.key.as_int() >= length(*base))) return nullptr;
+      if (container == Kind::Dict && !contains(*base, s.key)) return nullptr;
+      scratch = get_item(*base, s.key);
+      return &scratch;
     }
     case SourceKind::Cell: {
       const FunctionObj* f = &fn;
@@ -104,13 +112,29 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
   return nullptr;
 }
 
+// The kind a value has for guards: a caller's Python list, dict or set
+// (Foreign) is a list, dict or set.
+static Kind guarded_kind(const Value& v) {
+  const Kind k = v.kind();
+  if (k != Kind::Foreign) return k;
+  const Kind container = foreign_container(v);
+  return container == Kind::Null ? k : container;
+}
+
 static bool holds(const Guard& g, const Value& v) {
   switch (g.kind) {
     case GuardKind::TypeMatch:
-      if (v.kind() != g.expected.kind()) return false;
+      if (guarded_kind(v) != g.expected.kind()) return false;
       return !v.is(Kind::Module) || v.as<ModuleObj>()->cls.get() == g.expected.as<ModuleObj>()->cls.get();
     case GuardKind::IdMatch: return v.is_same(g.expected);
-    case GuardKind::ConstantMatch: return v.kind() == g.expected.kind() && values_equal(v, g.expected);
+    case GuardKind::ConstantMatch:
+      if (v.is(Kind::Foreign) && guarded_kind(v) == Kind::Set && g.expected.is(Kind::Set)) {
+        // The caller's Python set against the snapshot the trace read.
+        Value now = make_set();
+        for (const Value& x : to_vector(v)) now.as<SetObj>()->add(x);
+        return values_equal(now, g.expected);
+      }
+      return v.kind() == g.expected.kind() && values_equal(v, g.expected);
     case GuardKind::TensorMatch: {
       if (!v.is(Kind::Tensor)) return false;
       auto* t = v.as<TensorImpl>();
@@ -128,10 +152,12 @@ static bool holds(const Guard& g, const Value& v) {
       return was_contiguous ? t->strides == contiguous_strides(t->sizes) : t->strides == m.strides;
     }
     case GuardKind::Length: {
-      int64_t n = v.is(Kind::List)    ? int64_t(v.as<ListObj>()->items.size())
-                  : v.is(Kind::Tuple) ? int64_t(v.as<TupleObj>()->items.size())
-                  : v.is(Kind::Dict)  ? int64_t(v.as<DictObj>()->entries.size())
-                                      : -1;
+      const Kind k = guarded_kind(v);
+      int64_t n = v.is(Kind::List)                        ? int64_t(v.as<ListObj>()->items.size())
+                  : v.is(Kind::Tuple)                     ? int64_t(v.as<TupleObj>()->items.size())
+                  : v.is(Kind::Dict)                      ? int64_t(v.as<DictObj>()->entries.size())
+                  : (k == Kind::List || k == Kind::Dict)  ? length(v)
+                                                          : -1;
       return n == g.length;
     }
     case GuardKind::ModuleVersion:
@@ -158,6 +184,7 @@ static bool holds(const Guard& g, const Value& v) {
         if (kids[i].first.get() != names[i].obj()) return false;
       return true;
     }
+    case GuardKind::Aliasing: return true;  // checked across sources, after they all resolved
   }
   return false;
 }
@@ -173,27 +200,52 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
     }
   }
   const bool modules_unchanged = module_version_epoch() == epoch_;
+  bool read_foreign = false;
   for (size_t i = 0; i < accessors_.size(); ++i) {
     const Accessor& a = accessors_[i];
     const Value* base = a.parent >= 0 ? resolved_[size_t(a.parent)] : nullptr;
-    const Value* v = resolve(*a.source, base, locals, fn);
+    const Value* v = resolve(*a.source, base, locals, fn, computed_[i]);
     if (!v) {
       if (why) *why = a.source->str() + " is missing";
+      aliases_.clear();
       return false;
     }
+    read_foreign = read_foreign || v == &computed_[i];
     resolved_[i] = v;
     for (const Guard& g : a.guards) {
       if (modules_unchanged && output_graph::is_module_structure_guard(g.kind)) continue;
+      if (g.kind == GuardKind::Aliasing) {
+        aliases_.push_back({g.length, object_identity(*v), &g});
+        continue;
+      }
       if (!holds(g, *v)) {
         if (why) *why = "failed: " + g.str();
         if (failure) *failure = {&g, v};
+        aliases_.clear();
         return false;
       }
     }
   }
+  // Mutable containers: one object now exactly where there was one when
+  // traced (a handful of sources: the pairwise check is the cheap one).
+  for (size_t i = 0; i < aliases_.size(); ++i)
+    for (size_t j = i + 1; j < aliases_.size(); ++j)
+      if ((aliases_[i].alias_class == aliases_[j].alias_class) != (aliases_[i].identity == aliases_[j].identity)) {
+        if (why)
+          *why = aliases_[i].guard->source->str() + " and " + aliases_[j].guard->source->str() +
+                 (aliases_[i].alias_class == aliases_[j].alias_class ? " were one object when traced, now two"
+                                                                     : " were two objects when traced, now one");
+        aliases_.clear();
+        return false;
+      }
+  aliases_.clear();
   // Every version guard held although some module changed: remember the
   // new epoch so the next check is one comparison again.
   if (!modules_unchanged) epoch_ = module_version_epoch();
+  // Items read out of the caller's containers are not kept past the check
+  // (a failure keeps them: the caller reads Failure::value).
+  if (read_foreign)
+    for (Value& c : computed_) c = Value();
   return true;
 }
 

@@ -49,7 +49,13 @@ class GuardTree {
   // Resolved values, as pointers into the frame's locals, dicts and lists:
   // no reference counting on the hot path. Valid only during check().
   std::vector<const runtime::Value*> resolved_;
-  std::vector<runtime::Value> computed_;  // values with no home to point at (module.training)
+  std::vector<runtime::Value> computed_;  // values with no home to point at (items of a caller's Python list)
+  struct AliasSeen {
+    int64_t alias_class;
+    const void* identity;
+    const output_graph::Guard* guard;
+  };
+  std::vector<AliasSeen> aliases_;  // during check(): the Aliasing guards' objects
   size_t nguards_ = 0;
   uint64_t epoch_ = 0;  // module_version_epoch() when every version guard last held
 };

@@ -20,7 +20,8 @@ namespace kiln::output_graph {
   X(Length)         /* a list/tuple/dict of this length                    */  \
   X(ModuleVersion)  /* this module, structurally unchanged (its version)   */  \
   X(ModuleHooks)    /* this module's pre-hooks and hooks: the same functions, in order */ \
-  X(ModuleChildren) /* the names in this module's _modules, in order       */
+  X(ModuleChildren) /* the names in this module's _modules, in order       */  \
+  X(Aliasing)       /* mutable containers: the same object iff same class  */
 
 enum class GuardKind : uint8_t {
 #define KILN_GUARD_ENUM(k) k,
@@ -42,7 +43,13 @@ struct Guard {
   // functions) / ModuleChildren (a tuple of the interned child names)
   Value expected;
   TensorMeta tensor;     // TensorMatch; tensor.dynamic marks dims any size may take
-  int64_t length = 0;    // Length
+  int64_t length = 0;    // Length; Aliasing: the source's alias class
+  // Aliasing: every mutable container the trace wrapped (a list or dict
+  // argument, global, attribute, item) gets one, numbered by object: two
+  // sources with the same class were one object when traced and must be
+  // one object now, two with different classes must be two objects (a
+  // trace of f(a, b) with a is b appends through both names to one list).
+  // Checked together after every accessor resolved.
   uint64_t version = 0;  // ModuleVersion
   std::string str() const;  // "TENSOR_MATCH L['x'] f32[2, 3] stride=[3, 1]"
 };

@@ -309,7 +309,7 @@ Value b_manual_seed(CallContext&, const std::vector<Value>& a) {
 
 // tensor(data, dtype=None): nested lists/tuples of numbers, like torch.tensor.
 void flatten_data(const Value& v, size_t depth, Shape& shape, std::vector<Value>& flat) {
-  if (v.is(Kind::List) || v.is(Kind::Tuple)) {
+  if (v.is(Kind::List) || v.is(Kind::Tuple) || foreign_container(v) == Kind::List) {
     auto items = to_vector(v);
     if (depth == shape.size()) shape.push_back(int64_t(items.size()));
     else if (shape[depth] != int64_t(items.size()))

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "runtime/ops.h"
+#include "runtime/value_ops.h"
 #include "runtime/ops_kernels.h"
 
 namespace kiln::runtime {
@@ -57,7 +58,17 @@ const OpDef* find_op(std::string_view name) {
 OpArgs bind_op_args(const OpDef& op, const CallArgs& args) {
   OpArgs out;
   out.op = &op;
-  out.v = op.sig.bind(args);
+  // A caller's own Python list (a Foreign value) is read into a native one:
+  // ops only read their arguments, and their readers know native sequences.
+  bool foreign = false;
+  for (size_t i = 0; i < args.nargs; ++i) foreign = foreign || args[i].is(Kind::Foreign);
+  if (!foreign) {
+    out.v = op.sig.bind(args);
+    return out;
+  }
+  std::vector<Value> native(args.args, args.args + args.nargs);
+  for (Value& x : native) x = native_sequences(x);
+  out.v = op.sig.bind(CallArgs{native.data(), native.size(), args.kwnames});
   return out;
 }
 

@@ -192,7 +192,8 @@ NameMap build(bool frozen) {
   NameMap m;
   const char* type = frozen ? "frozenset" : "set";
   for (const MethodDef& d : kMethods)
-    if (!(frozen && d.mutates)) m.set(d.name, make_native(std::string(type) + "." + d.name, d.signature, d.fn));
+    if (!(frozen && d.mutates))
+      m.set(d.name, make_native_method(frozen ? Kind::FrozenSet : Kind::Set, type, d.name, d.signature, d.fn));
   return m;
 }
 

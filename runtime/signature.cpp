@@ -155,7 +155,25 @@ namespace {
 struct NativeEntry {
   Signature sig;
   NativeFn fn;
+  Kind self_kind = Kind::Null;  // a method's receiver kind (Null: a plain function)
+  std::string type, method;     // for a method: its type's and its own name
+  // A caller's Python list or dict argument is read into a native one
+  // before the native runs (natives read containers, they do not keep or
+  // mutate their arguments) -- except where the object itself must stay:
+  // lazy iterators read it live, setattr stores it.
+  bool reads_foreign = true;
 };
+
+bool keeps_its_arguments(std::string_view name) {
+  return name == "iter" || name == "next" || name == "enumerate" || name == "zip" || name == "reversed" ||
+         name == "setattr";
+}
+
+bool has_foreign(const CallArgs& args, size_t from) {
+  for (size_t i = from; i < args.nargs; ++i)
+    if (args[i].is(Kind::Foreign)) return true;
+  return false;
+}
 // Natives are created once at startup (builtins, module classes) and live
 // for the process; a deque keeps their addresses stable.
 std::deque<NativeEntry>& natives() {
@@ -164,12 +182,36 @@ std::deque<NativeEntry>& natives() {
 }
 Value native_trampoline(CallContext& ctx, const BuiltinObj& self, const CallArgs& args) {
   const NativeEntry& e = natives()[size_t(self.data)];
+  if (e.self_kind != Kind::Null && args.npos() > 0 && !args[0].is(e.self_kind)) {
+    const Value& recv = args[0];
+    if (foreign_container(recv) == e.self_kind) {
+      Value method = get_attr(ctx, recv, intern(e.method).get());
+      return ctx.call(method, CallArgs{args.args + 1, args.nargs - 1, args.kwnames});
+    }
+    throw_error(ErrorKind::TypeError, "descriptor '" + e.method + "' for '" + e.type +
+                                          "' objects doesn't apply to a '" + type_name(recv) + "' object");
+  }
+  const size_t first = e.self_kind != Kind::Null ? 1 : 0;  // a method's self is its own
+  if (e.reads_foreign && has_foreign(args, first)) {
+    std::vector<Value> native(args.args, args.args + args.nargs);
+    for (size_t i = first; i < native.size(); ++i) native[i] = native_container(native[i]);
+    return e.fn(ctx, e.sig.bind(CallArgs{native.data(), native.size(), args.kwnames}));
+  }
   return e.fn(ctx, e.sig.bind(args));
 }
 }  // namespace
 
 Value make_native(std::string name, std::string_view signature, NativeFn fn) {
-  natives().push_back(NativeEntry{Signature(name, signature), fn});
+  NativeEntry e{Signature(name, signature), fn};
+  e.reads_foreign = !keeps_its_arguments(name);
+  natives().push_back(std::move(e));
+  return make_builtin(std::move(name), native_trampoline, int64_t(natives().size() - 1));
+}
+
+Value make_native_method(Kind self_kind, const std::string& type, const std::string& method,
+                         std::string_view signature, NativeFn fn) {
+  std::string name = type + "." + method;
+  natives().push_back(NativeEntry{Signature(name, signature), fn, self_kind, type, method});
   return make_builtin(std::move(name), native_trampoline, int64_t(natives().size() - 1));
 }
 

@@ -49,5 +49,13 @@ class Signature {
 // (`a` holds one Value per parameter). Methods list `self` first.
 using NativeFn = Value (*)(CallContext& ctx, const std::vector<Value>& a);
 Value make_native(std::string name, std::string_view signature, NativeFn fn);
+// A method of a built-in type (`type`.`method`, e.g. list.append): the
+// first argument must be of `self_kind`, or it is Python's TypeError
+// ("descriptor 'append' for 'list' objects doesn't apply to a 'int'
+// object"), never a reinterpretation. A caller's own Python container of
+// that kind (a Foreign list, dict or set) gets its own method called: a
+// residual `list.append(L['acc'], 1)` appends to the caller's list.
+Value make_native_method(Kind self_kind, const std::string& type, const std::string& method,
+                         std::string_view signature, NativeFn fn);
 
 }  // namespace kiln::runtime

@@ -264,9 +264,9 @@ struct MethodDef {
   NativeFn fn;
 };
 
-NameMap build(const char* type, std::initializer_list<MethodDef> defs) {
+NameMap build(Kind kind, const char* type, std::initializer_list<MethodDef> defs) {
   NameMap m;
-  for (const MethodDef& d : defs) m.set(d.name, make_native(std::string(type) + "." + d.name, d.signature, d.fn));
+  for (const MethodDef& d : defs) m.set(d.name, make_native_method(kind, type, d.name, d.signature, d.fn));
   return m;
 }
 
@@ -274,15 +274,15 @@ NameMap build(const char* type, std::initializer_list<MethodDef> defs) {
 
 Value type_method(Kind k, const StrObj* name) {
   static const NameMap list_methods = build(
-      "list", {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},
+      Kind::List, "list", {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},
                {"pop", "self, index=-1", l_pop},   {"insert", "self, index, x", l_insert},
                {"index", "self, x", l_index},      {"count", "self, x", l_count},
                {"remove", "self, x", l_remove},    {"reverse", "self", l_reverse},
                {"sort", "self, *, reverse=False", l_sort}, {"copy", "self", l_copy},
                {"clear", "self", l_clear}});
-  static const NameMap tuple_methods = build("tuple", {{"index", "self, x", t_index}, {"count", "self, x", t_count}});
+  static const NameMap tuple_methods = build(Kind::Tuple, "tuple", {{"index", "self, x", t_index}, {"count", "self, x", t_count}});
   static const NameMap dict_methods = build(
-      "dict", {{"keys", "self", d_keys},
+      Kind::Dict, "dict", {{"keys", "self", d_keys},
                {"values", "self", d_values},
                {"items", "self", d_items},
                {"get", "self, key, default=None", d_get},
@@ -292,7 +292,7 @@ Value type_method(Kind k, const StrObj* name) {
                {"copy", "self", d_copy},
                {"clear", "self", d_clear}});
   static const NameMap str_methods = build(
-      "str", {{"join", "self, iterable", s_join},
+      Kind::Str, "str", {{"join", "self, iterable", s_join},
               {"split", "self, sep=None", s_split},
               {"startswith", "self, prefix", s_startswith},
               {"endswith", "self, suffix", s_endswith},
@@ -301,7 +301,7 @@ Value type_method(Kind k, const StrObj* name) {
               {"strip", "self", s_strip},
               {"replace", "self, old, new", s_replace}});
   static const NameMap tensor_methods = build(
-      "Tensor", {{"size", "self, dim=None", tn_size},
+      Kind::Tensor, "Tensor", {{"size", "self, dim=None", tn_size},
                  {"dim", "self", tn_dim},
                  {"numel", "self", tn_numel},
                  {"item", "self", tn_item},

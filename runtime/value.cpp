@@ -19,6 +19,12 @@ const char* kind_name(Kind k) {
   return "?";
 }
 
+bool Value::same_foreign(const Value& o) const noexcept {
+  const auto* a = as<ForeignObj>();
+  const auto* b = o.as<ForeignObj>();
+  return a->vt == b->vt && a->handle == b->handle;
+}
+
 StrObj::StrObj(std::string v) : s(std::move(v)), hash(std::hash<std::string>{}(s)) {}
 
 Ref<StrObj> intern(std::string_view s) {

@@ -115,12 +115,17 @@ class Value {
   const std::string& as_str() const;
 
   // Identity in Python's `is` sense (same immediate value, or same object).
+  // Trap: a foreign object gets a new ForeignObj each time it crosses the
+  // seam, so two Foreign values are the same when their handles are.
   bool is_same(const Value& o) const noexcept {
-    return kind_ == o.kind_ && (is_heap() ? u_.o == o.u_.o : u_.i == o.u_.i);
+    if (kind_ != o.kind_) return false;
+    if (!is_heap()) return u_.i == o.u_.i;
+    return u_.o == o.u_.o || (kind_ == Kind::Foreign && same_foreign(o));
   }
 
  private:
   KILN_ALWAYS_INLINE void release() noexcept { if (is_heap()) u_.o->decref(); }
+  bool same_foreign(const Value& o) const noexcept;  // value.cpp
   Kind kind_;
   union { int64_t i; double f; Object* o; } u_;
 };
@@ -268,6 +273,25 @@ struct ForeignVTable {
   // Optional: format(obj, spec) by the object's own __format__ (nullptr:
   // only the empty spec, which gives str()).
   std::string (*format)(void* handle, std::string_view spec) = nullptr;
+
+  // Optional container protocol (nullptr: the object has none, and the
+  // operation is Python's TypeError for it). These are how residual code
+  // and the VM work on a caller's own list or dict in place: the object is
+  // never copied into a kiln list, so a mutation is the caller's mutation.
+  // `container` names what the object is exactly (Kind::List, Dict, Set;
+  // Kind::Null for anything else, subclasses included): only exact
+  // built-in containers are traced through (read under guards, mutations
+  // replayed); anything else stays opaque to the tracer.
+  Kind (*container)(void* handle) = nullptr;
+  int64_t (*length)(void* handle) = nullptr;
+  Value (*getitem)(void* handle, const Value& key) = nullptr;
+  // value Null: del obj[key]
+  void (*setitem)(void* handle, const Value& key, const Value& value) = nullptr;
+  Value (*iter)(void* handle) = nullptr;  // an Iterator value
+  bool (*contains)(void* handle, const Value& item) = nullptr;
+  // Optional: the object's own type name (type_name is the seam's name),
+  // for the messages kiln itself writes about the object.
+  std::string (*type_name_of)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

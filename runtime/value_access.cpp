@@ -86,6 +86,14 @@ Value wrap_iter(Ref<It> it) {
   return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
 }
 
+// The foreign object's container hook, or a TypeError in Python's words.
+template <class Hook>
+Hook foreign_hook(const Value& v, Hook ForeignVTable::*hook, const std::string& python_error) {
+  auto* f = v.as<ForeignObj>();
+  if (Hook h = f->vt->*hook) return h;
+  throw_error(ErrorKind::TypeError, python_error);
+}
+
 }  // namespace
 
 Value get_iter(const Value& v) {
@@ -130,6 +138,9 @@ Value get_iter(const Value& v) {
       it->items = module_iter_items(v);
       return wrap_iter(it);
     }
+    case Kind::Foreign:
+      return foreign_hook(v, &ForeignVTable::iter, "'" + type_name(v) + "' object is not iterable")(
+          v.as<ForeignObj>()->handle);
     default: throw_error(ErrorKind::TypeError, "'" + type_name(v) + "' object is not iterable");
   }
 }
@@ -142,6 +153,42 @@ std::vector<Value> to_vector(const Value& iterable) {
   Value item;
   while (it.as<IteratorObj>()->next(item)) out.push_back(item);
   return out;
+}
+
+Kind foreign_container(const Value& v) {
+  if (!v.is(Kind::Foreign)) return Kind::Null;
+  auto* f = v.as<ForeignObj>();
+  return f->vt->container ? f->vt->container(f->handle) : Kind::Null;
+}
+
+const void* object_identity(const Value& v) {
+  return v.is(Kind::Foreign) ? v.as<ForeignObj>()->handle : static_cast<const void*>(v.obj());
+}
+
+Value native_container(const Value& v) {
+  switch (foreign_container(v)) {
+    case Kind::List: return make_list(to_vector(v));
+    case Kind::Dict: {
+      Value d = make_dict();
+      for (const Value& k : to_vector(v)) d.as<DictObj>()->set(k, get_item(v, k));
+      return d;
+    }
+    default: return v;
+  }
+}
+
+Value native_sequences(const Value& v) {
+  const bool foreign_list = foreign_container(v) == Kind::List;
+  if (!foreign_list && !v.is(Kind::List) && !v.is(Kind::Tuple)) return v;
+  std::vector<Value> items = to_vector(v);
+  bool changed = foreign_list;
+  for (Value& x : items) {
+    Value n = native_sequences(x);
+    changed = changed || !n.is_same(x);
+    x = std::move(n);
+  }
+  if (!changed) return v;
+  return v.is(Kind::Tuple) ? make_tuple(std::move(items)) : make_list(std::move(items));
 }
 
 int64_t length(const Value& v) {
@@ -159,6 +206,9 @@ int64_t length(const Value& v) {
       return t.size(0);
     }
     case Kind::Module: return module_len(v);
+    case Kind::Foreign:
+      return foreign_hook(v, &ForeignVTable::length, "object of type '" + type_name(v) + "' has no len()")(
+          v.as<ForeignObj>()->handle);
     default: throw_error(ErrorKind::TypeError, "object of type '" + type_name(v) + "' has no len()");
   }
 }
@@ -187,6 +237,10 @@ bool contains(const Value& container, const Value& item) {
       if (r->step > 0 ? (x < r->start || x >= r->stop) : (x > r->start || x <= r->stop)) return false;
       return (x - r->start) % r->step == 0;
     }
+    case Kind::Foreign:
+      return foreign_hook(container, &ForeignVTable::contains,
+                          "argument of type '" + type_name(container) + "' is not iterable")(
+          container.as<ForeignObj>()->handle, item);
     case Kind::Module:
       if (container.as<ModuleObj>()->cls->builtin_kind() == BuiltinModule::ModuleDict)
         return item.is(Kind::Str) && container.as<ModuleObj>()->modules.find(item.as_str()) != nullptr;
@@ -271,6 +325,9 @@ Value get_item(const Value& obj, const Value& key) {
     }
     case Kind::Tensor: return tensor_getitem(obj.as_tensor(), key);
     case Kind::Module: return module_getitem(obj, key);
+    case Kind::Foreign:
+      return foreign_hook(obj, &ForeignVTable::getitem, "'" + type_name(obj) + "' object is not subscriptable")(
+          obj.as<ForeignObj>()->handle, key);
     default: throw_error(ErrorKind::TypeError, "'" + type_name(obj) + "' object is not subscriptable");
   }
 }
@@ -305,6 +362,11 @@ void set_item(const Value& obj, const Value& key, const Value& value) {
     }
     case Kind::Dict: obj.as<DictObj>()->set(key, value); return;
     case Kind::Tensor: tensor_setitem(obj.as_tensor(), key, value); return;
+    case Kind::Foreign:
+      foreign_hook(obj, &ForeignVTable::setitem,
+                   "'" + type_name(obj) + "' object does not support item assignment")(obj.as<ForeignObj>()->handle,
+                                                                                         key, value);
+      return;
     default:
       throw_error(ErrorKind::TypeError, "'" + type_name(obj) + "' object does not support item assignment");
   }
@@ -325,6 +387,11 @@ void del_item(const Value& obj, const Value& key) {
     }
     case Kind::Dict:
       if (!obj.as<DictObj>()->erase(key)) throw_error(ErrorKind::KeyError, repr(key));
+      return;
+    case Kind::Foreign:
+      foreign_hook(obj, &ForeignVTable::setitem,
+                   "'" + type_name(obj) + "' object does not support item deletion")(obj.as<ForeignObj>()->handle,
+                                                                                       key, Value::null());
       return;
     default: throw_error(ErrorKind::TypeError, "'" + type_name(obj) + "' object does not support item deletion");
   }

@@ -56,7 +56,10 @@ struct ReprMark {
 std::string type_name(const Value& v) {
   switch (v.kind()) {
     case Kind::Module: return v.as<ModuleObj>()->cls->name;
-    case Kind::Foreign: return v.as<ForeignObj>()->vt->type_name;
+    case Kind::Foreign: {
+      auto* f = v.as<ForeignObj>();
+      return f->vt->type_name_of ? f->vt->type_name_of(f->handle) : f->vt->type_name;
+    }
     case Kind::Builtin: return "builtin_function_or_method";
     default: return kind_name(v.kind());
   }

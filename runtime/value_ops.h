@@ -47,6 +47,19 @@ Value get_iter(const Value& v);
 int64_t length(const Value& v);
 // Materialises any iterable into a vector (tuples/lists directly).
 std::vector<Value> to_vector(const Value& iterable);
+// What a Foreign object is, when it is exactly a built-in list, dict or set
+// (ForeignVTable::container); Kind::Null for anything else.
+Kind foreign_container(const Value& v);
+// What `is` compares: the object (for a Foreign value, the foreign object
+// itself: each crossing of the seam makes a new ForeignObj for it).
+const void* object_identity(const Value& v);
+// v with every foreign list (at any depth, through lists and tuples) read
+// into a native list: for ops, which read their arguments and never keep
+// or mutate them. Anything else is returned as it is.
+Value native_sequences(const Value& v);
+// A caller's Python list or dict as a native one holding the same items
+// (one level: what it holds stays as it is); anything else unchanged.
+Value native_container(const Value& v);
 
 // Python's int / float conversions with range checks; errors name `what`.
 int64_t to_index(const Value& v, const char* what);

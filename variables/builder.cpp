@@ -34,6 +34,13 @@ VT VariableBuilder::realize(const VT& vt) {
 }
 
 VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
+  if (v.is(Kind::List) || v.is(Kind::Dict) || v.is(Kind::Foreign)) {
+    auto known = containers_.find(runtime::object_identity(v));
+    if (known != containers_.end()) {
+      aliasing_guard(source, known->second.alias_class);
+      return known->second.vt;
+    }
+  }
   auto guard = [&](GuardKind k) {
     Guard g;
     g.source = source;
@@ -67,40 +74,13 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
     case Kind::Str:
       out_.guards().add(guard(GuardKind::ConstantMatch));
       return make_constant(v, source);
-    case Kind::Tuple:
-    case Kind::List: {
-      const auto& items = v.is(Kind::Tuple) ? v.as<runtime::TupleObj>()->items : v.as<runtime::ListObj>()->items;
-      Guard tg = guard(GuardKind::TypeMatch);
-      out_.guards().add(std::move(tg));
-      Guard lg = guard(GuardKind::Length);
-      lg.length = int64_t(items.size());
-      lg.expected = Value();
-      out_.guards().add(std::move(lg));
-      std::vector<VT> wrapped;
-      for (size_t i = 0; i < items.size(); ++i)
-        wrapped.push_back(make_lazy(items[i], output_graph::item_source(source, Value::integer(int64_t(i)))));
-      if (v.is(Kind::Tuple)) return make_tuple(std::move(wrapped), source);
-      VT list = make_list(std::move(wrapped), source);
-      list->value = v;  // identity, for residual code that must hand back the same list
-      return list;
-    }
+    case Kind::Tuple: return wrap_sequence(v, v.as<runtime::TupleObj>()->items, Kind::Tuple, source);
+    case Kind::List:
+      return remember_container(v, wrap_sequence(v, v.as<runtime::ListObj>()->items, Kind::List, source), source);
     case Kind::Dict: {
-      auto* d = v.as<runtime::DictObj>();
-      std::vector<Value> keys;
-      std::vector<VT> values;
-      for (const auto& [k, val] : d->entries) {
-        if (!is_literal(k)) return make_opaque(v, source);  // non-constant keys: not traced into
-        keys.push_back(k);
-        values.push_back(make_lazy(val, output_graph::item_source(source, k)));
-      }
-      out_.guards().add(guard(GuardKind::TypeMatch));
-      Guard lg = guard(GuardKind::Length);
-      lg.length = int64_t(keys.size());
-      out_.guards().add(std::move(lg));
-      // Same length and every key readable (Item sources guard them when realized).
-      VT dict = make_const_dict(std::move(keys), std::move(values), source);
-      dict->value = v;
-      return dict;
+      std::vector<std::pair<Value, Value>> entries(v.as<runtime::DictObj>()->entries.begin(),
+                                                   v.as<runtime::DictObj>()->entries.end());
+      return remember_container(v, wrap_dict(v, entries, source), source);
     }
     case Kind::Module: {
       out_.guards().add(guard(GuardKind::IdMatch));
@@ -136,10 +116,111 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       out_.guards().add(std::move(g));
       return make_constant(v, source);
     }
+    case Kind::Foreign:
+      // The caller's own list, dict or set (never copied in): traced like a
+      // native one, read through the foreign seam, guarded the same way;
+      // mutations are replayed on the object itself after the graph.
+      switch (runtime::foreign_container(v)) {
+        case Kind::List:
+          return remember_container(v, wrap_sequence(v, runtime::to_vector(v), Kind::List, source), source);
+        case Kind::Dict: {
+          std::vector<std::pair<Value, Value>> entries;
+          for (const Value& k : runtime::to_vector(v)) entries.emplace_back(k, runtime::get_item(v, k));
+          return remember_container(v, wrap_dict(v, entries, source), source);
+        }
+        case Kind::Set: return wrap_set(v, runtime::to_vector(v), source);
+        default: break;
+      }
+      [[fallthrough]];
     default:
       out_.guards().add(guard(GuardKind::IdMatch));
       return make_opaque(v, source);
   }
+}
+
+VT VariableBuilder::remember_container(const Value& v, VT vt, const SourceRef& source) {
+  if (!vt->is(VTKind::List) && !vt->is(VTKind::ConstDict)) return vt;  // opaque: its identity is guarded
+  const int64_t alias_class = int64_t(containers_.size());
+  containers_.emplace(runtime::object_identity(v), Container{vt, alias_class});
+  aliasing_guard(source, alias_class);
+  return vt;
+}
+
+void VariableBuilder::aliasing_guard(const SourceRef& source, int64_t alias_class) {
+  Guard g;
+  g.source = source;
+  g.kind = GuardKind::Aliasing;
+  g.length = alias_class;
+  out_.guards().add(std::move(g));
+}
+
+// A list or tuple `v` (native, or a caller's Python list) whose items are
+// `items`: a type and a length guard, items wrapped lazily at their index.
+VT VariableBuilder::wrap_sequence(const Value& v, const std::vector<Value>& items, Kind kind, const SourceRef& source) {
+  Guard tg;
+  tg.source = source;
+  tg.kind = GuardKind::TypeMatch;
+  tg.expected = kind == Kind::Tuple ? runtime::make_tuple({}) : runtime::make_list({});  // a sample of the kind
+  out_.guards().add(std::move(tg));
+  Guard lg;
+  lg.source = source;
+  lg.kind = GuardKind::Length;
+  lg.length = int64_t(items.size());
+  out_.guards().add(std::move(lg));
+  std::vector<VT> wrapped;
+  wrapped.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    wrapped.push_back(make_lazy(items[i], output_graph::item_source(source, Value::integer(int64_t(i)))));
+  if (kind == Kind::Tuple) return make_tuple(std::move(wrapped), source);
+  VT list = make_list(std::move(wrapped), source);
+  list->value = v;  // identity, for residual code that must hand back the same list
+  return list;
+}
+
+VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value, Value>>& entries,
+                              const SourceRef& source) {
+  std::vector<Value> keys;
+  std::vector<VT> values;
+  for (const auto& [k, val] : entries) {
+    if (!is_literal(k)) {  // non-constant keys: not traced into
+      Guard g;
+      g.source = source;
+      g.kind = GuardKind::IdMatch;
+      g.expected = v;
+      out_.guards().add(std::move(g));
+      return make_opaque(v, source);
+    }
+    keys.push_back(k);
+    values.push_back(make_lazy(val, output_graph::item_source(source, k)));
+  }
+  Guard tg;
+  tg.source = source;
+  tg.kind = GuardKind::TypeMatch;
+  tg.expected = runtime::make_dict();
+  out_.guards().add(std::move(tg));
+  // Same length and every key readable (Item sources guard them when realized).
+  Guard lg;
+  lg.source = source;
+  lg.kind = GuardKind::Length;
+  lg.length = int64_t(keys.size());
+  out_.guards().add(std::move(lg));
+  VT dict = make_const_dict(std::move(keys), std::move(values), source);
+  dict->value = v;
+  return dict;
+}
+
+// The caller's Python set: guarded by contents against a snapshot, traced as
+// that snapshot (a mutation of it breaks, as for a native set). The tracker's
+// source makes residual code hand back the caller's own object.
+VT VariableBuilder::wrap_set(const Value& v, const std::vector<Value>& items, const SourceRef& source) {
+  Value snapshot = runtime::make_set();
+  for (const Value& x : items) snapshot.as<runtime::SetObj>()->add(x);
+  Guard g;
+  g.source = source;
+  g.kind = GuardKind::ConstantMatch;
+  g.expected = snapshot;
+  out_.guards().add(std::move(g));
+  return make_constant(runtime::set_copy(snapshot, false), source);
 }
 
 }  // namespace kiln::variables

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,20 @@ class VariableBuilder {
   std::map<std::string, std::vector<bool>> dynamic_dims;
 
  private:
+  VT wrap_sequence(const Value& v, const std::vector<Value>& items, runtime::Kind kind, const SourceRef& source);
+  VT wrap_dict(const Value& v, const std::vector<std::pair<Value, Value>>& entries, const SourceRef& source);
+  VT wrap_set(const Value& v, const std::vector<Value>& items, const SourceRef& source);
+  // One tracker per mutable container object however many sources reach
+  // it (two arguments that are one list, an attribute read twice), each
+  // source guarded by its alias class (GuardKind::Aliasing).
+  VT remember_container(const Value& v, VT vt, const SourceRef& source);
+  void aliasing_guard(const SourceRef& source, int64_t alias_class);
+  struct Container {
+    VT vt;
+    int64_t alias_class;
+  };
+  std::unordered_map<const void*, Container> containers_;
+
   output_graph::OutputGraph& out_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <pybind11/numpy.h>
 
+#include "runtime/module.h"
 #include "runtime/value_ops.h"
 
 #include <algorithm>
@@ -71,7 +72,7 @@ auto calling_python(F&& f) -> decltype(f()) {
 PyObject* handle_of(void* h) { return static_cast<PyObject*>(h); }
 
 Value foreign_getattr(void* h, std::string_view name) {
-  return calling_python([&] { return to_value(py::handle(handle_of(h)).attr(py::str(std::string(name)))); });
+  return calling_python([&] { return to_value_shared(py::handle(handle_of(h)).attr(py::str(std::string(name)))); });
 }
 void foreign_setattr(void* h, std::string_view name, const Value& v) {
   calling_python([&] {
@@ -87,7 +88,7 @@ Value foreign_call(void* h, const runtime::CallArgs& args) {
     py::dict kw;
     for (size_t i = 0; i < nkw; ++i)
       kw[py::str(args.kwnames->items[i].as_str())] = to_py(args[npos + i]);
-    return to_value(py::handle(handle_of(h))(*pos, **kw));
+    return to_value_shared(py::handle(handle_of(h))(*pos, **kw));
   });
 }
 Value foreign_binary(void* h, int op, const Value& other, bool reflected) {
@@ -138,6 +139,78 @@ std::string foreign_format(void* h, std::string_view spec) {
     return std::string(text);
   });
 }
+// The container protocol: the caller's own list, dict or set, worked on in
+// place (ForeignVTable in runtime/value.h). Items read out stay shared.
+runtime::Kind foreign_container(void* h) {
+  PyObject* o = handle_of(h);
+  if (PyList_CheckExact(o)) return Kind::List;
+  if (PyDict_CheckExact(o)) return Kind::Dict;
+  if (PySet_CheckExact(o)) return Kind::Set;
+  return Kind::Null;
+}
+int64_t foreign_length(void* h) {
+  return calling_python([&] {
+    const Py_ssize_t n = PyObject_Size(handle_of(h));
+    if (n < 0) throw py::error_already_set();
+    return int64_t(n);
+  });
+}
+Value foreign_getitem(void* h, const Value& key) {
+  return calling_python([&] {
+    PyObject* item = PyObject_GetItem(handle_of(h), to_py(key).ptr());
+    if (!item) throw py::error_already_set();
+    return to_value_shared(py::reinterpret_steal<py::object>(item));
+  });
+}
+void foreign_setitem(void* h, const Value& key, const Value& value) {
+  calling_python([&] {
+    const int rc = value.is_null() ? PyObject_DelItem(handle_of(h), to_py(key).ptr())
+                                   : PyObject_SetItem(handle_of(h), to_py(key).ptr(), to_py(value).ptr());
+    if (rc < 0) throw py::error_already_set();
+    return 0;
+  });
+}
+// A Python iterator driven from kiln (for loops, unpacking, list(), ...).
+struct PyIterator final : runtime::IteratorObj {
+  py::object it;
+  ~PyIterator() override {
+    if (!Py_IsInitialized()) {
+      it.release();  // the interpreter is gone: nothing to release
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    it = py::object();
+  }
+  bool next(Value& out) override {
+    return calling_python([&] {
+      PyObject* item = PyIter_Next(it.ptr());
+      if (!item) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return false;
+      }
+      out = to_value_shared(py::reinterpret_steal<py::object>(item));
+      return true;
+    });
+  }
+};
+Value foreign_iter(void* h) {
+  return calling_python([&] {
+    PyObject* it = PyObject_GetIter(handle_of(h));
+    if (!it) throw py::error_already_set();
+    auto obj = runtime::make_ref<PyIterator>();
+    obj->it = py::reinterpret_steal<py::object>(it);
+    return Value::object(Kind::Iterator, static_cast<runtime::Object*>(obj.get()));
+  });
+}
+bool foreign_contains(void* h, const Value& item) {
+  return calling_python([&] {
+    const int rc = PySequence_Contains(handle_of(h), to_py(item).ptr());
+    if (rc < 0) throw py::error_already_set();
+    return rc == 1;
+  });
+}
+std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
+
 void foreign_destroy(void* h) {
   if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
   py::gil_scoped_acquire gil;
@@ -145,8 +218,10 @@ void foreign_destroy(void* h) {
 }
 
 const runtime::ForeignVTable kPyObjectVTable = {
-    "PyObject",   foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,
-    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash, nullptr, foreign_format,
+    "PyObject",        foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,   foreign_binary,
+    foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
+    foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
+    foreign_type_name,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -200,8 +275,8 @@ const Value* namespace_find(void* h, const runtime::StrObj* name) {
 }
 
 const runtime::ForeignVTable kPyModuleVTable = {
-    "module",     foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,
-    foreign_binary, foreign_compare, foreign_truth, foreign_repr, foreign_hash, namespace_find, foreign_format,
+    "module",        foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,   foreign_binary,
+    foreign_compare, foreign_truth,   foreign_repr,    foreign_hash,    namespace_find, foreign_format,
 };
 
 std::unordered_map<PyObject*, Value>& op_functions() {
@@ -230,13 +305,14 @@ py::object& function_converter() {
 
 void set_function_converter(py::object f) { function_converter() = std::move(f); }
 
-PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self) {
-  if (self) values.push_back(to_value(self));
-  for (py::handle a : args) values.push_back(to_value(a));
+PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self, ArgConversion conv) {
+  auto convert = conv == ArgConversion::Shared ? to_value_shared : to_value;
+  if (self) values.push_back(convert(self));
+  for (py::handle a : args) values.push_back(convert(a));
   std::vector<Value> names;
   for (auto [k, v] : kwargs) {
     names.push_back(runtime::intern_value(py::cast<std::string>(k)));
-    values.push_back(to_value(v));
+    values.push_back(convert(v));
   }
   if (!names.empty()) kwnames = runtime::make_tuple(std::move(names));
 }
@@ -244,7 +320,7 @@ PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self) 
 PyArgs::PyArgs(PyObject* const* args, size_t nargs, PyObject* kwnames) {
   const size_t nkw = kwnames ? size_t(PyTuple_GET_SIZE(kwnames)) : 0;
   values.reserve(nargs + nkw);
-  for (size_t i = 0; i < nargs + nkw; ++i) values.push_back(to_value(args[i]));
+  for (size_t i = 0; i < nargs + nkw; ++i) values.push_back(to_value_shared(args[i]));
   if (nkw) {
     std::vector<Value> names;
     for (size_t i = 0; i < nkw; ++i)
@@ -302,6 +378,37 @@ void sync_namespaces() {
 
 void register_op_function(py::handle fn, const Value& op) { op_functions()[fn.ptr()] = op; }
 
+int visit_python_refs(const Value& v, visitproc visit, void* arg) {
+  if (PyObject* o = foreign_object(v)) return visit(o, arg);
+  if (!v.is_heap() || v.obj()->refcount() != 1) return 0;
+  auto each = [&](const std::vector<Value>& items) {
+    for (const Value& x : items)
+      if (int rc = visit_python_refs(x, visit, arg)) return rc;
+    return 0;
+  };
+  switch (v.kind()) {
+    case Kind::List: return each(v.as<runtime::ListObj>()->items);
+    case Kind::Tuple: return each(v.as<runtime::TupleObj>()->items);
+    case Kind::Dict:
+      for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) {
+        if (int rc = visit_python_refs(k, visit, arg)) return rc;
+        if (int rc = visit_python_refs(x, visit, arg)) return rc;
+      }
+      return 0;
+    case Kind::Module: {
+      auto* m = v.as<runtime::ModuleObj>();
+      for (const runtime::NameMap* map : {&m->attrs, &m->modules})
+        for (const auto& [name, x] : map->entries())
+          if (int rc = visit_python_refs(x, visit, arg)) return rc;
+      for (const auto* hooks : {&m->forward_pre_hooks, &m->forward_hooks})
+        for (const runtime::Hook& h : *hooks)
+          if (int rc = visit_python_refs(h.fn, visit, arg)) return rc;
+      return 0;
+    }
+    default: return 0;
+  }
+}
+
 Value foreign(py::handle obj) {
   Py_INCREF(obj.ptr());
   return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyObjectVTable, obj.ptr()));
@@ -339,9 +446,32 @@ Tensor tensor_from_numpy(py::handle obj) {
 }
 
 
+namespace {
+thread_local TensorIdentityScope* active_identity_scope = nullptr;
+}
+
+TensorIdentityScope::TensorIdentityScope() : outer_(active_identity_scope) { active_identity_scope = this; }
+TensorIdentityScope::~TensorIdentityScope() { active_identity_scope = outer_; }
+TensorIdentityScope* TensorIdentityScope::active() { return active_identity_scope; }
+
+void TensorIdentityScope::remember(const void* impl, PyObject* obj) {
+  if (find(impl)) return;
+  seen_.emplace_back(impl, py::reinterpret_borrow<py::object>(obj));
+}
+
+PyObject* TensorIdentityScope::find(const void* impl) const {
+  // Newest first: the arguments of a call are what results most often are.
+  for (auto it = seen_.rbegin(); it != seen_.rend(); ++it)
+    if (it->first == impl) return it->second.ptr();
+  return nullptr;
+}
+
 Value to_value(py::handle obj) {
   PyObject* o = obj.ptr();
-  if (const Tensor* t = exact_instance<Tensor>(o)) return Value::tensor(*t);
+  if (const Tensor* t = exact_instance<Tensor>(o)) {
+    if (TensorIdentityScope* scope = active_identity_scope) scope->remember(t->impl(), o);
+    return Value::tensor(*t);
+  }
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
@@ -398,7 +528,14 @@ Value to_value(py::handle obj) {
 }
 
 Value to_value_shared(py::handle obj) {
-  if (PyList_CheckExact(obj.ptr()) || PyDict_CheckExact(obj.ptr()) || PySet_CheckExact(obj.ptr())) return foreign(obj);
+  PyObject* o = obj.ptr();
+  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) return foreign(obj);
+  if (PyTuple_CheckExact(o)) {  // immutable, so read natively; what it holds stays shared
+    std::vector<Value> items;
+    items.reserve(size_t(PyTuple_GET_SIZE(o)));
+    for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value_shared(i));
+    return runtime::make_tuple(std::move(items));
+  }
   return to_value(obj);
 }
 
@@ -411,6 +548,8 @@ py::object to_py(const Value& v) {
     case Kind::Str: return py::str(v.as_str());
     case Kind::Tensor: {
       const Tensor& t = v.as_tensor();
+      if (TensorIdentityScope* scope = active_identity_scope)
+        if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
       if (const py::detail::type_info* ti = type_info_of<Tensor>())
         return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
             &t, py::return_value_policy::copy, py::handle(), ti,
@@ -445,6 +584,16 @@ py::object to_py(const Value& v) {
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);
       break;
     case Kind::Module: return module_to_py(v);
+    case Kind::Slice: {
+      auto* sl = v.as<runtime::SliceObj>();
+      PyObject* o = PySlice_New(to_py(sl->start).ptr(), to_py(sl->stop).ptr(), to_py(sl->step).ptr());
+      if (!o) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(o);
+    }
+    case Kind::Range: {
+      auto* r = v.as<runtime::RangeObj>();
+      return py::module_::import("builtins").attr("range")(r->start, r->stop, r->step);
+    }
     default: break;
   }
   // Functions, modules, classes of KBC: an opaque handle Python can pass back.

@@ -30,6 +30,15 @@ py::object to_py(const runtime::Value& v);
 // TypeError for other dtypes or strides that are not whole elements.
 runtime::Tensor tensor_from_numpy(py::handle array);
 
+// Python's cycle collector and kiln values: the Python objects a kiln value
+// holds, for tp_traverse of the Python object that owns the value. Only
+// kiln objects owned by this path alone (reference count 1) are entered:
+// what something else in kiln also holds is reachable from there, so it is
+// not reported (a cycle through it is kept, never collected half-alive).
+// A module whose attribute holds a Python list that holds the module's
+// wrapper (`m.me = [m]`) is then garbage Python can see.
+int visit_python_refs(const runtime::Value& v, visitproc visit, void* arg);
+
 // The Foreign value wrapping obj (a new reference held by the value).
 runtime::Value foreign(py::handle obj);
 // obj when v is a Foreign made by this module, else nullptr.
@@ -52,16 +61,48 @@ void sync_namespaces();
 // traced code calling kiln.softmax records the op.
 void register_op_function(py::handle fn, const runtime::Value& op);
 
+// Python tensor objects keep their identity through kiln code. While a
+// scope is active (a compiled call, a module call from Python), each
+// kiln.Tensor object converted to a Value is remembered, and a Value
+// holding that same tensor converts back to that very object: `return x`
+// gives the caller's x, `acc.append(x)` appends the caller's x. Scopes
+// nest (a Python callback calling compiled code); the innermost is used.
+class TensorIdentityScope {
+ public:
+  TensorIdentityScope();
+  ~TensorIdentityScope();
+  TensorIdentityScope(const TensorIdentityScope&) = delete;
+  TensorIdentityScope& operator=(const TensorIdentityScope&) = delete;
+
+  static TensorIdentityScope* active();
+  void remember(const void* impl, PyObject* obj);
+  PyObject* find(const void* impl) const;  // borrowed, or nullptr
+
+ private:
+  TensorIdentityScope* outer_;
+  // Strong references: a replayed mutation may drop the caller's last
+  // reference to an object before the result is converted.
+  std::vector<std::pair<const void*, py::object>> seen_;
+};
+
 // The VM that runs kiln code called from Python on this thread (module
 // calls, KBC functions, attribute reads that may run user code).
 runtime::CallContext& python_vm();
 
 // Python's (*args, **kwargs) as a vectorcall-style argument list (values,
 // then keyword values; kwnames the interned keyword names).
+//
+// Arguments of kiln code (compiled functions, module calls) are the
+// caller's objects: a list or dict argument stays the Python object
+// (`Shared`, to_value_shared), so `acc.append(1)` is the caller's append.
+// Arguments of a registry op are only read, so they may be `Copied` into
+// native values at once (faster for nested lists of numbers).
+enum class ArgConversion { Shared, Copied };
 struct PyArgs {
   std::vector<runtime::Value> values;
   runtime::Value kwnames;
-  PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self = py::handle());
+  PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self = py::handle(),
+         ArgConversion conv = ArgConversion::Shared);
   // From CPython's vectorcall convention (keyword values follow the
   // positional ones in `args`; their names are the tuple `kwnames`).
   PyArgs(PyObject* const* args, size_t nargs, PyObject* kwnames);

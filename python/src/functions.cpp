@@ -123,14 +123,14 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   auto* f = fn.as<runtime::FunctionObj>();
   f->defaults.clear();
   if (!defaults.is_none())
-    for (py::handle d : defaults) f->defaults.push_back(to_value(d));
+    for (py::handle d : defaults) f->defaults.push_back(to_value_shared(d));  // Python's one shared default
   const runtime::Code& code = *f->code;
   f->kwdefaults.assign(size_t(code.kwonlyargcount), Value::null());
   if (!kwdefaults.is_none()) {
     py::dict kw = kwdefaults;
     for (int i = 0; i < code.kwonlyargcount; ++i) {
       const std::string& pname = code.varnames[size_t(code.argcount + i)];
-      if (kw.contains(pname)) f->kwdefaults[size_t(i)] = to_value(kw[py::str(pname)]);
+      if (kw.contains(pname)) f->kwdefaults[size_t(i)] = to_value_shared(kw[py::str(pname)]);
     }
   }
   // Free variables: one kiln cell per Python cell, filled now and refreshed
@@ -169,6 +169,7 @@ class PyCompiled {
   }
 
   py::object call(const py::args& args, const py::kwargs& kwargs) {
+    TensorIdentityScope identity;
     return guarded([&] { return run(PyArgs(args, kwargs)); });
   }
 
@@ -180,6 +181,7 @@ class PyCompiled {
     try {
       PyCompiled* c = exact_instance<PyCompiled>(self);
       if (!c) throw py::type_error("CompiledFunction.fastcall: not bound to a CompiledFunction");
+      TensorIdentityScope identity;
       return guarded([&] { return c->run(PyArgs(args, size_t(nargs), kwnames)); }).release().ptr();
     } catch (py::error_already_set& e) {
       e.restore();

@@ -127,7 +127,7 @@ void bind_ops(py::module_& m) {
     names.append(def.name);
     m.def(def.name, [id](py::args args, py::kwargs kwargs) {
       return guarded([&] {
-        PyArgs a(args, kwargs);
+        PyArgs a(args, kwargs, py::handle(), ArgConversion::Copied);
         return to_py(runtime::call_op(id, a.call_args()));
       });
     }, def.signature);
@@ -136,7 +136,7 @@ void bind_ops(py::module_& m) {
       tensor_cls.attr(def.name) = py::cpp_function(
           [id](py::handle self, py::args args, py::kwargs kwargs) {
             return guarded([&] {
-              PyArgs a(args, kwargs, self);
+              PyArgs a(args, kwargs, self, ArgConversion::Copied);
               return to_py(runtime::call_op(id, a.call_args()));
             });
           },
@@ -150,7 +150,22 @@ void bind_ops(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "kiln's C++ core: tensors, ops, KBC, the tracer and its backends";
-  py::class_<Value>(m, "Object", "A kiln value Python has no type for (a KBC function, a hook handle, ...)")
+  // GC support: a module's Python wrapper holds its kiln value here, and the
+  // value may hold Python objects that hold the wrapper (visit_python_refs).
+  auto gc_setup = py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+    PyTypeObject* type = &heap_type->ht_type;
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+      Py_VISIT(Py_TYPE(self));
+      if (!py::detail::is_holder_constructed(self)) return 0;
+      return visit_python_refs(py::cast<Value&>(py::handle(self)), visit, arg);
+    };
+    type->tp_clear = [](PyObject* self) {
+      if (py::detail::is_holder_constructed(self)) py::cast<Value&>(py::handle(self)) = Value::none();
+      return 0;
+    };
+  });
+  py::class_<Value>(m, "Object", "A kiln value Python has no type for (a KBC function, a hook handle, ...)", gc_setup)
       .def("__repr__", [](const Value& v) { return runtime::repr(v); })
       .def("__getattr__", [](const Value& v, const std::string& name) {
         return guarded([&] { return to_py(runtime::get_attr(python_vm(), v, runtime::intern(name).get())); });

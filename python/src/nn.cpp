@@ -117,12 +117,26 @@ void bind_nn(py::module_& m) {
   m.def("module_adopt", [](const Value& v, py::handle wrapper) { wrappers()[module_of(v)] = wrapper.ptr(); },
         "`wrapper` is the module's Python object while it lives.");
   m.def("module_setattr", [](const Value& v, const std::string& name, py::handle value) {
-    guarded([&] { runtime::module_setattr(v, runtime::intern(name), to_value(value)); });
+    guarded([&] { runtime::module_setattr(v, runtime::intern(name), to_value_shared(value)); });
   });
   m.def("module_getattr", [](const Value& v, const std::string& name) {
-    return guarded([&] { return to_py(runtime::module_getattr(python_vm(), v, runtime::intern(name).get())); });
+    return guarded([&] {
+      const auto key = runtime::intern(name);
+      Value r = runtime::module_getattr(python_vm(), v, key.get());
+      const bool container = r.is(Kind::List) || r.is(Kind::Dict) || r.is(Kind::Set);
+      const Value* slot = container ? runtime::module_instance_slot(module_of(v), key.get()) : nullptr;
+      if (!slot || !slot->is_same(r)) return to_py(r);
+      // A list/dict/set kiln code stored on the module: from now on the
+      // module holds the Python object Python sees, so `m.items.append(1)`
+      // in Python changes what kiln code reads next (one object, not a
+      // fresh copy per read).
+      py::object shared = to_py(r);
+      runtime::module_setattr(v, key, foreign(shared));
+      return shared;
+    });
   });
   m.def("module_call", [](const Value& v, py::args args, py::kwargs kwargs) {
+    TensorIdentityScope identity;
     return guarded([&] {
       PyArgs a(args, kwargs);
       return to_py(runtime::module_call(python_vm(), v, a.call_args()));

@@ -1,0 +1,518 @@
+"""Caller-owned containers stay the caller's: lists, dicts and sets reached
+through arguments, globals, closures and module attributes are never copied
+into kiln; what compiled code does to them is what CPython does to them.
+Every case runs through the differential harness (differential.py)."""
+import pytest
+
+import kiln
+from differential import check
+
+X = kiln.arange(6).float().reshape(2, 3) if hasattr(kiln.Tensor, "float") else kiln.ones(2, 3)
+
+
+def ones():
+    return kiln.ones(2, 3)
+
+
+# ---------------------------------------------------------------- arguments --
+# Each function takes (x, container) and does one thing to the container.
+
+def append(x, acc):
+    acc.append(1)
+    return x * 2
+
+def append_tensor(x, acc):
+    acc.append(x + 1)
+    return x * 2
+
+def append_twice_and_len(x, acc):
+    acc.append(len(acc))
+    acc.append(len(acc))
+    return x + len(acc)
+
+def extend(x, acc):
+    acc.extend([4, 5])
+    return x
+
+def insert_front(x, acc):
+    acc.insert(0, "a")
+    return x
+
+def pop_last(x, acc):
+    v = acc.pop()
+    return x * v
+
+def pop_first(x, acc):
+    return acc.pop(0)
+
+def remove(x, acc):
+    acc.remove(2)
+    return x
+
+def clear(x, acc):
+    acc.clear()
+    return x
+
+def sort(x, acc):
+    acc.sort()
+    return x
+
+def reverse(x, acc):
+    acc.reverse()
+    return x
+
+def setitem(x, acc):
+    acc[0] = 10
+    acc[-1] = acc[0] + 1
+    return x
+
+def delitem(x, acc):
+    del acc[0]
+    return x
+
+def slice_assign(x, acc):
+    acc[1:] = [7, 8, 9]
+    return x
+
+def slice_delete(x, acc):
+    del acc[::2]
+    return x
+
+def augmented(x, acc):
+    acc += [3]
+    return x
+
+def read_only(x, acc):
+    return x * acc[0] + acc[-1] + len(acc)
+
+def iterate(x, acc):
+    for v in acc:
+        x = x + v
+    return x
+
+def contains(x, acc):
+    return x * (2 if 3 in acc else 5)
+
+def unpack(x, acc):
+    a, b, c = acc
+    return x * a + b - c
+
+def returns_arg(x, acc):
+    acc.append(0)
+    return acc
+
+def returns_new(x, acc):
+    return list(acc) + [x.sum().item() if hasattr(x, "item") else 0]
+
+def aliased(x, acc):
+    other = acc
+    other.append(9)
+    return len(acc)
+
+def index_error(x, acc):
+    acc.append(1)
+    return acc[10]
+
+def mutate_then_raise(x, acc):
+    acc.append(1)
+    raise ValueError("after the append")
+
+def sum_of_list(x, acc):
+    return sum(acc) * x
+
+def sorted_copy(x, acc):
+    s = sorted(acc)
+    s.append(100)
+    return s
+
+LIST_CASES = [append, append_tensor, append_twice_and_len, extend, insert_front, pop_last, pop_first, remove,
+              clear, sort, reverse, setitem, delitem, slice_assign, slice_delete, augmented, read_only, iterate,
+              contains, unpack, returns_arg, aliased, index_error, mutate_then_raise, sum_of_list, sorted_copy]
+
+
+@pytest.mark.parametrize("fn", LIST_CASES, ids=lambda f: f.__name__)
+def test_list_argument(fn):
+    check(fn, ones(), [3, 1, 2])
+
+
+@pytest.mark.parametrize("fn", [append, extend, clear, returns_arg, aliased, read_only], ids=lambda f: f.__name__)
+def test_empty_list_argument(fn):
+    if fn is read_only:
+        check(fn, ones(), [])  # IndexError, as in CPython
+    else:
+        check(fn, ones(), [])
+
+
+def nested_append(x, acc):
+    acc[0].append(1)
+    acc[1]["k"] = 2
+    return x
+
+def nested_replace(x, acc):
+    inner = acc[0]
+    acc[0] = [0]
+    inner.append(5)
+    return x
+
+def tuple_of_lists(x, t):
+    t[0].append(len(t[1]))
+    return x
+
+
+@pytest.mark.parametrize("fn", [nested_append, nested_replace], ids=lambda f: f.__name__)
+def test_nested_containers(fn):
+    check(fn, ones(), [[1], {"a": 1}])
+
+
+def test_tuple_holding_lists():
+    check(tuple_of_lists, ones(), ([1], [2, 3]))
+
+
+def test_aliasing_between_arguments_is_kept():
+    def f(x, a, b):
+        a.append(1)
+        return len(b)
+    shared = [0]
+    out = kiln.compile(f)(ones(), shared, shared)
+    assert out == 2 and shared == [0, 1]
+
+
+def test_append_keeps_the_callers_items():
+    """An append appends: the items already there stay the very objects."""
+    def f(x, acc):
+        acc.append(x * 2)
+        return x
+    first = object()
+    acc = [first]
+    kiln.compile(f)(ones(), acc)
+    assert acc[0] is first and len(acc) == 2
+
+
+# --------------------------------------------------------------------- dicts --
+
+def dict_set(x, d):
+    d["new"] = 1
+    return x
+
+def dict_overwrite(x, d):
+    d["a"] = d["a"] + 1
+    return x * d["a"]
+
+def dict_del(x, d):
+    del d["a"]
+    return x
+
+def dict_pop(x, d):
+    return x * d.pop("a")
+
+def dict_pop_default(x, d):
+    return d.pop("zz", 7)
+
+def dict_update(x, d):
+    d.update({"b": 3, "c": 4})
+    return x
+
+def dict_setdefault(x, d):
+    d.setdefault("lst", []).append(1)
+    return x
+
+def dict_clear(x, d):
+    d.clear()
+    return x
+
+def dict_iterate(x, d):
+    for k in d:
+        x = x + d[k]
+    return x
+
+def dict_items(x, d):
+    total = 0
+    for k, v in d.items():
+        total += v
+    return x * total
+
+def dict_get(x, d):
+    return x * d.get("a", 0) + d.get("missing", 5)
+
+def dict_contains(x, d):
+    return ("a" in d, "q" in d)
+
+def dict_keyerror(x, d):
+    d["z"] = 0
+    return d["missing"]
+
+def dict_len(x, d):
+    d["w"] = 2
+    return len(d)
+
+def dict_returns_arg(x, d):
+    d["r"] = 1
+    return d
+
+DICT_CASES = [dict_set, dict_overwrite, dict_del, dict_pop, dict_pop_default, dict_update, dict_setdefault,
+              dict_clear, dict_iterate, dict_items, dict_get, dict_contains, dict_keyerror, dict_len,
+              dict_returns_arg]
+
+
+@pytest.mark.parametrize("fn", DICT_CASES, ids=lambda f: f.__name__)
+def test_dict_argument(fn):
+    check(fn, ones(), {"a": 2, "b": 1})
+
+
+def test_dict_setdefault_list_is_the_same_object():
+    def f(x, d):
+        d.setdefault("k", []).append(1)
+        d.setdefault("k", []).append(2)
+        return x
+    check(f, ones(), {})
+
+
+# ---------------------------------------------------------------------- sets --
+
+def set_contains(x, s):
+    return x * (2 if "a" in s else 3)
+
+def set_len(x, s):
+    return x + len(s)
+
+def set_add(x, s):
+    s.add("z")
+    return x
+
+def set_discard(x, s):
+    s.discard("a")
+    return len(s)
+
+
+@pytest.mark.parametrize("fn", [set_contains, set_len, set_add, set_discard], ids=lambda f: f.__name__)
+def test_set_argument(fn):
+    check(fn, ones(), {"a", "b"})
+
+
+def test_set_argument_guarded_by_contents():
+    def f(x, s):
+        return x * (2 if "a" in s else 3)
+    c = kiln.compile(f)
+    s = {"a"}
+    assert (c(ones(), s).numpy() == 2).all()
+    s.discard("a")
+    assert (c(ones(), s).numpy() == 3).all()
+
+
+# ------------------------------------------------------------------- globals --
+
+LOG = []
+TABLE = {"scale": 2}
+SEEN = set()
+
+
+def global_len(x):
+    return x * len(LOG)
+
+def global_index(x):
+    return x * LOG[0]
+
+def global_iterate(x):
+    for v in LOG:
+        x = x + v
+    return x
+
+def global_in(x):
+    return x * (2 if 3 in LOG else 4)
+
+def global_append(x):
+    LOG.append(len(LOG))
+    return x
+
+def global_dict_read(x):
+    return x * TABLE["scale"]
+
+def global_dict_write(x):
+    TABLE["calls"] = TABLE.get("calls", 0) + 1
+    return x
+
+def global_set(x):
+    SEEN.add("x")
+    return x
+
+
+@pytest.mark.parametrize("fn", [global_len, global_index, global_iterate, global_in, global_append],
+                         ids=lambda f: f.__name__)
+def test_global_list(fn):
+    check(fn, ones(), globals_={"LOG": [3, 4]})
+
+
+@pytest.mark.parametrize("fn", [global_dict_read, global_dict_write], ids=lambda f: f.__name__)
+def test_global_dict(fn):
+    check(fn, ones(), globals_={"TABLE": {"scale": 2}})
+
+
+def test_global_set():
+    check(global_set, ones(), globals_={"SEEN": {"a"}})
+
+
+def test_global_list_changes_between_calls_are_seen():
+    global LOG
+    LOG = [1, 2]
+    c = kiln.compile(global_len)
+    assert (c(ones()).numpy() == 2).all()
+    LOG.append(5)
+    assert (c(ones()).numpy() == 3).all()
+    LOG = [1]
+    assert (c(ones()).numpy() == 1).all()
+
+
+def test_global_append_accumulates_across_calls():
+    global LOG
+    LOG = []
+    c = kiln.compile(global_append)
+    for _ in range(4):
+        c(ones())
+    assert LOG == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------------ closures --
+
+def make_counter():
+    calls = []
+    seen = {}
+
+    def step(x):
+        calls.append(len(calls))
+        seen[len(calls)] = len(calls) * 2
+        return x * len(calls)
+    return step, calls, seen
+
+
+def test_closure_containers():
+    step, calls, seen = make_counter()
+    c = kiln.compile(step)
+    for n in range(1, 4):
+        out = c(ones())
+        assert (out.numpy() == n).all()
+    assert calls == [0, 1, 2]
+    assert seen == {1: 2, 2: 4, 3: 6}
+
+
+def test_closure_list_read_protocol():
+    items = [1, 2, 3]
+
+    def f(x):
+        total = 0
+        for v in items:
+            total += v
+        return x * total + len(items) + (1 if 2 in items else 0) + items[-1]
+    check(f, ones())
+
+
+# ----------------------------------------------- breaks, defaults, modules --
+
+def append_around_break(x, acc):
+    acc.append(1)
+    print("between", len(acc))
+    acc.append(2)
+    return x
+
+
+def test_mutations_on_both_sides_of_a_graph_break(capsys):
+    check(append_around_break, ones(), [0])
+
+
+def default_list(x, acc=[]):
+    acc.append(1)
+    return len(acc)
+
+
+def test_mutable_default_is_pythons_one_object():
+    default_list.__defaults__ = ([],)
+    c = kiln.compile(default_list)
+    assert c(ones()) == 1
+    assert c(ones()) == 2
+    assert default_list.__defaults__[0] == [1, 1]
+
+
+class Recorder(kiln.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = kiln.nn.Linear(3, 3)
+        self.log = []
+
+    def forward(self, x, out):
+        self.log.append(1)
+        out.append(len(self.log))
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_module_attribute_and_argument_lists(compiled):
+    m = Recorder()
+    call = kiln.compile(m) if compiled else m
+    out = []
+    call(ones(), out)
+    call(ones(), out)
+    assert m.log == [1, 1]
+    assert out == [1, 2]
+
+
+def test_module_list_made_in_kiln_code_is_one_object_in_python():
+    class Cache(kiln.nn.Module):
+        def forward(self, x):
+            self.items = [1]
+            return x
+    m = Cache()
+    m(ones())
+    m.items.append(2)
+    assert m.items == [1, 2]
+    assert m.items is m.items
+
+
+def test_python_list_reaches_kiln_op():
+    def f(x, shape):
+        return x.reshape(shape)
+    check(f, ones(), [3, 2])
+
+
+def test_cat_of_a_list_argument():
+    def f(xs):
+        return kiln.cat(xs, 0)
+    check(f, [ones(), ones()])
+
+
+def test_aliasing_is_guarded_both_ways():
+    """A trace made with two distinct lists is not reused when they are one
+    list, and the reverse: the Aliasing guards tell the cases apart."""
+    def f(x, a, b):
+        a.append(1)
+        return len(b)
+    c = kiln.compile(f)
+    a, b = [0], [0]
+    assert c(ones(), a, b) == 1 and a == [0, 1] and b == [0]
+    shared = [0]
+    assert c(ones(), shared, shared) == 2 and shared == [0, 1]
+    a, b = [0], [0]
+    assert c(ones(), a, b) == 1 and a == [0, 1] and b == [0]
+
+
+def test_module_attribute_read_twice_is_one_list():
+    class Twice(kiln.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def forward(self, x):
+            self.seen.append(len(self.seen))
+            self.seen.append(len(self.seen))
+            return x
+    m = Twice()
+    c = kiln.compile(m)
+    c(ones())
+    c(ones())
+    assert m.seen == [0, 1, 2, 3]
+
+
+def test_is_compares_python_objects():
+    def f(x, a, b):
+        return x * (2 if a is b else 3)
+    o = object()
+    check(f, ones(), o, o)
+    check(f, ones(), o, object())
