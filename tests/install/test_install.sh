@@ -126,6 +126,7 @@ else
 fi
 
 step "4. a one-file program through pkg-config"
+command -v pkg-config >/dev/null || fail "pkg-config is not installed (Debian: pkgconf)"
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 [[ $(pkg-config --modversion kiln) == "$VERSION" ]] || fail "pkg-config --modversion kiln: $(pkg-config --modversion kiln)"
 flags=$(pkg-config --cflags --libs kiln)
