@@ -29,6 +29,7 @@ test: python
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	python3 -m pytest tests/python -q
 	python3 $(SHARED)/tools/check_layering.py .
+	bash tests/install/test_install.sh $(BUILD)
 
 demo: python
 	@bash examples/demo.sh $(BUILD)
