@@ -6,7 +6,7 @@ set -euo pipefail
 DEBS=(
   llvm-19-dev libspdlog-dev catch2 libopenmpi-dev openmpi-bin libopenblas-dev
   ninja-build ccache libcli11-dev libxxhash-dev libsleef-dev libmsgpack-cxx-dev
-  zlib1g-dev libzstd-dev libedit-dev libffi-dev libxml2-dev
+  zlib1g-dev libzstd-dev libedit-dev libffi-dev libxml2-dev pkgconf
 )
 PIPS=(numpy pytest pybind11 scikit-build-core)
 
