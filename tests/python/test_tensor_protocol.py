@@ -340,6 +340,9 @@ def compiled_getitem_cases():
                                           (1 if t.device == "cpu" else 0),
         "keywords": lambda t: t.sum(dim=0, keepdim=True) + kiln.sum(t, dim=(0,), keepdim=True),
         "shape-const": lambda t: t.reshape(t.shape[0], -1)[:, : t.shape[1]],
+        "ctor keywords": lambda t: t[0, 0, :2] + kiln.arange(start=0, end=4, step=2) + kiln.full(size=(2,),
+                                                                                               fill_value=3.0),
+        "op keywords": lambda t: kiln.transpose(t, dim0=0, dim1=2) + kiln.softmax(input=t, dim=0).permute(2, 1, 0),
     }
     return list(fns.items())
 
@@ -416,7 +419,20 @@ def fresh_assign_cases():
         y[0, 0] = 100.0
         return acc[0]
 
-    return [a, b, c, d, e, f, g]
+    def helper(a):
+        a[0] = 1.0
+
+    def h(t):
+        y = t * 3
+        helper(y)  # the inlined helper's write is seen by the caller's name
+        return y
+
+    def i(t):
+        r = t[[0, 1]]  # advanced: a copy, so writing it leaves t alone
+        r[0] = 0.0
+        return r, t + 0
+
+    return [a, b, c, d, e, f, g, h, i]
 
 
 def _np(x):
@@ -460,7 +476,24 @@ def observable_assign_cases():
         w[:, 0] = t.sum()
         return w
 
-    return [into_input, into_view, view_alive, into_param_like]
+    def view_in_list(t):
+        y = t.clone()
+        keep = [y[0]]
+        y[0, 0] = 5.0
+        return keep[0] + 0
+
+    def reshaped_alive(t):
+        y = t.clone()
+        v = y.view(-1)
+        y[0] = 5.0
+        return v * 1
+
+    def contiguous_alias(t):
+        y = t.clone().contiguous()  # contiguous() may return its input
+        y[0] = 3.0
+        return y
+
+    return [into_input, into_view, view_alive, into_param_like, view_in_list, reshaped_alive, contiguous_alias]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -547,6 +580,8 @@ def test_module_copy_and_pickle(how):
     c = copy.deepcopy(m) if how == "deepcopy" else pickle.loads(pickle.dumps(m, protocol=int(how[-1])))
     assert type(c) is Net
     _same_outputs(m, c)
+    x = kiln.randn(2, 4)
+    np.testing.assert_allclose(kiln.compile(c)(x).numpy(), m(x).numpy(), rtol=1e-6)
     assert [n for n, _ in c.named_parameters()] == [n for n, _ in m.named_parameters()]
     assert c.scale == 2.0 and c.names == ["a", "b"] and c.training
     # independent: mutate the copy, the original is unchanged
