@@ -276,6 +276,12 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
   const TracedKey tk = traced_key(*this, x, key);
   std::vector<VT> items;
   for (const IndexPart& p : tk.parts) {
+    if (p.on_new_axis) {
+      // A Python bool was normalized to None + [0] / []; the setitem op
+      // normalizes its key again, so it gets the bool back.
+      items.back() = const_vt(Value::boolean(p.v.as_tensor().numel() == 1));
+      continue;
+    }
     if (p.k == IndexPart::K::Tensor) {
       const Tensor t = p.v.as_tensor();
       items.push_back(t.is_meta() && t.dtype() == DType::Bool ? tk.trackers.at(t.impl()) : part_tensor(*this, tk, t));

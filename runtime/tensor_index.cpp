@@ -157,13 +157,8 @@ Applied apply_key(const Tensor& t, const Value& key) {
           break;
         }
         if (is_mask(idx)) {
-          // The mask's dims must equal the view's next ones.
-          for (int64_t j = 0; j < idx.dim(); ++j)
-            if (idx.sizes()[size_t(j)] != v.sizes()[size_t(dim + j)])
-              throw_error(ErrorKind::IndexError, "The shape of the mask " + shape_str(idx.sizes()) + " at index " +
-                                                     std::to_string(j) + " does not match the shape of the indexed "
-                                                     "tensor " + shape_str(v.sizes()) + " at index " +
-                                                     std::to_string(dim + j));
+          // Its shape is checked against the final view (check_masks), as
+          // torch does after all basic parts.
           recorded.emplace_back(dim, idx);
           dim += idx.dim();
           orig += idx.dim();
@@ -211,6 +206,17 @@ std::vector<Tensor> mask_to_indices(const Tensor& mask) {
   return out;
 }
 
+// A mask over dims [d, d + k) of v must have exactly their sizes.
+void check_mask(const Tensor& v, const Tensor& mask, size_t d) {
+  if (d + size_t(mask.dim()) > size_t(v.dim()))
+    throw_error(ErrorKind::IndexError, "too many indices for tensor of dimension " + std::to_string(v.dim()));
+  for (int64_t j = 0; j < mask.dim(); ++j)
+    if (mask.sizes()[size_t(j)] != v.sizes()[d + size_t(j)])
+      throw_error(ErrorKind::IndexError, "The shape of the mask " + shape_str(mask.sizes()) + " at index " +
+                                             std::to_string(j) + " does not match the shape of the indexed tensor " +
+                                             shape_str(v.sizes()) + " at index " + std::to_string(d + size_t(j)));
+}
+
 // The advanced part of an index over `v`: result shape, and (for real
 // tensors) the element offset into v of every result element, row-major.
 struct Gather {
@@ -227,14 +233,7 @@ Gather plan_gather(const Tensor& v, const std::vector<Tensor>& indices0) {
     if (t.dtype() != DType::Int64 && t.dtype() != DType::Bool)
       throw_error(ErrorKind::IndexError, "tensors used as indices must be long, int, byte or bool tensors");
     if (is_mask(t)) {
-      if (d + size_t(t.dim()) > size_t(v.dim()))
-        throw_error(ErrorKind::IndexError, "too many indices for tensor of dimension " + std::to_string(v.dim()));
-      for (int64_t j = 0; j < t.dim(); ++j)
-        if (t.sizes()[size_t(j)] != v.sizes()[d + size_t(j)])
-          throw_error(ErrorKind::IndexError, "The shape of the mask " + shape_str(t.sizes()) + " at index " +
-                                                 std::to_string(j) + " does not match the shape of the indexed "
-                                                 "tensor " + shape_str(v.sizes()) + " at index " +
-                                                 std::to_string(d + size_t(j)));
+      check_mask(v, t, d);
       if (t.dim() == 0)
         throw_error(ErrorKind::IndexError, "a 0-d bool index is only valid in a subscript (x[True])");
       std::vector<Tensor> parts = mask_to_indices(t);
@@ -290,11 +289,14 @@ Gather plan_gather(const Tensor& v, const std::vector<Tensor>& indices0) {
     rd.push_back({v.sizes()[d], v.strides()[d], 0});
   }
   for (const RDim& r : rd) g.shape.push_back(r.size);
-  if (v.is_meta()) return g;
+  // torch checks an index only when it reads through it: an empty result
+  // (x[:0, [99]]) raises nothing.
+  if (v.is_meta() || shape_numel(g.shape) == 0) return g;
   // The v-offset of each broadcast index position.
   const int64_t nb = shape_numel(b);
   std::vector<int64_t> boff(size_t(nb), v.offset());
-  for (size_t d : dims) {
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const size_t d = dims[k];
     const Tensor& t = idx[d];
     const Shape tst = broadcast_strides(t, b);
     const int64_t* data = static_cast<const int64_t*>(t.impl()->storage->data);
@@ -306,7 +308,8 @@ Gather plan_gather(const Tensor& v, const std::vector<Tensor>& indices0) {
         rest %= bst[i];
       }
       int64_t x = data[off];
-      if (x < -size || x >= size) out_of_bounds(x, int64_t(d), size);
+      // torch names the index tensor's position among the index tensors
+      if (x < -size || x >= size) out_of_bounds(x, int64_t(k), size);
       if (x < 0) x += size;
       boff[size_t(lin)] += x * stride;
     }
@@ -497,9 +500,15 @@ void tensor_setitem(const Tensor& t, const Value& key, const Value& value) {
     throw_error(ErrorKind::RuntimeError, std::string("Index put requires the source and destination dtypes match, got ") +
                                              torch_scalar_name(t.dtype()) + " for the destination and " +
                                              torch_scalar_name(value.as_tensor().dtype()) + " for the source.");
-  if (t.is_meta())  // a mask's count is data: nothing more to check on shapes alone
-    for (const Tensor& i : a.adv)
-      if (i.defined() && is_mask(i)) return;
+  if (t.is_meta()) {  // a mask's count is data: only its shape can be checked
+    bool masked = false;
+    for (size_t d = 0; d < a.adv.size(); ++d)
+      if (a.adv[d].defined() && is_mask(a.adv[d])) {
+        check_mask(a.view, a.adv[d], d);
+        masked = true;
+      }
+    if (masked) return;
+  }
   Gather g = plan_gather(a.view, a.adv);
   Tensor src;
   if (value.is(Kind::Tensor)) {

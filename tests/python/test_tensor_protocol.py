@@ -5,7 +5,7 @@ NumPy for the index expressions where torch and NumPy agree; compiled code
 is compared with eager on both backends, with the caller's tensors checked
 after the call."""
 import copy
-import itertools
+import os
 import pickle
 import warnings
 
@@ -620,3 +620,128 @@ def test_pickled_module_class_must_be_importable():
             return x
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(Local())
+
+
+# ----- generated index expressions (differential against torch) -------------------
+
+def random_key(rng, shape):
+    """A random subscript over `shape`: ints (negative too), slices with
+    steps, None, one Ellipsis, int arrays, lists, bool masks and bools."""
+    parts, dim, used_ellipsis = [], 0, False
+    for _ in range(rng.integers(1, 5)):
+        kind = rng.choice(["int", "slice", "none", "ellipsis", "arr", "list", "mask", "bool"],
+                          p=[.2, .25, .1, .08, .15, .1, .07, .05])
+        if kind == "none":
+            parts.append(None)
+            continue
+        if kind == "bool":
+            parts.append(bool(rng.integers(0, 2)))
+            continue
+        if kind == "ellipsis":
+            if not used_ellipsis:
+                parts.append(Ellipsis)
+                used_ellipsis = True
+            continue
+        if dim >= len(shape):
+            break
+        n = shape[dim]
+        if kind == "int":
+            parts.append(int(rng.integers(-n, n)))
+        elif kind == "slice":
+            lo = rng.choice([None, int(rng.integers(-n - 1, n + 1))])
+            hi = rng.choice([None, int(rng.integers(-n - 1, n + 2))])
+            st = rng.choice([None, 1, 2, 3])
+            parts.append(slice(lo, hi, st))
+        elif kind == "arr":
+            parts.append(rng.integers(-n, n, size=tuple(rng.integers(1, 3, size=rng.integers(1, 3)))))
+        elif kind == "list":
+            parts.append([int(v) for v in rng.integers(-n, n, size=rng.integers(1, 4))])
+        else:
+            parts.append(rng.integers(0, 2, size=n).astype(bool))
+        dim += 1
+    return tuple(parts)
+
+
+GEN_SHAPES = [(5,), (4, 6), (3, 4, 5), (2, 3, 2, 4)]
+# KILN_GENERATED_INDEX_CASES raises the count for a longer run.
+GENERATED = [(s, random_key(np.random.default_rng(seed), s))
+             for seed in range(int(os.environ.get("KILN_GENERATED_INDEX_CASES", "300")))
+             for s in [GEN_SHAPES[seed % len(GEN_SHAPES)]]]
+
+
+def _torch_outcome(fn):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(), None
+    except Exception as e:  # noqa: BLE001 - the oracle's exception is the expectation
+        return None, e
+
+
+@needs_torch
+@pytest.mark.parametrize("shape,key", GENERATED, ids=lambda v: repr(v)[:60])
+def test_generated_getitem_and_setitem_match_torch(shape, key):
+    base = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    want, err = _torch_outcome(lambda: T(base)[conv(key, T)].numpy())
+    if err is not None:
+        with pytest.raises(type(err)) as e:
+            K(base)[key]
+        assert str(e.value) == str(err)
+        return
+    got = K(base)[key]
+    assert tuple(got.shape) == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+    # assignment of a number and of a value shaped like the result
+    for v in [-1.5, np.full(want.shape, 7, np.float32)]:
+        ref = T(base)
+        _, err = _torch_outcome(lambda: ref.__setitem__(conv(key, T), T(v) if isinstance(v, np.ndarray) else v))
+        x = K(base)
+        if err is not None:
+            with pytest.raises(type(err)) as e:
+                x[key] = K(v) if isinstance(v, np.ndarray) else v
+            assert str(e.value) == str(err)
+            continue
+        x[key] = K(v) if isinstance(v, np.ndarray) else v
+        np.testing.assert_array_equal(x.numpy(), ref.numpy())
+
+
+def _key_source(key):
+    """The key as Python source, arrays passed as tensor arguments a0, a1, ..."""
+    arrays, parts = [], []
+    for k in key:
+        if isinstance(k, np.ndarray):
+            parts.append(f"a{len(arrays)}")
+            arrays.append(k)
+        elif isinstance(k, slice):
+            parts.append(":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step)))
+        elif k is Ellipsis:
+            parts.append("...")
+        else:
+            parts.append(repr(k))
+    return ", ".join(parts) + ("," if len(parts) == 1 else ""), arrays
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape,key", GENERATED, ids=lambda v: repr(v)[:60])
+def test_generated_subscripts_compiled_match_eager(shape, key, backend):
+    src, arrays = _key_source(key)
+    params = "".join(f", a{i}" for i in range(len(arrays)))
+    ns = {"kiln": kiln}
+    exec(compile(f"def get(t{params}):\n    return t[{src}] * 2\n"
+                 f"def put(t{params}):\n    y = t * 1\n    y[{src}] = -1.5\n    return y + 0\n",
+                 "<generated subscript>", "exec"), ns)
+    base = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    for fn in (ns["get"], ns["put"]):
+        args = lambda: [K(base)] + [kiln.from_numpy(np.ascontiguousarray(a)).clone() for a in arrays]  # noqa: E731
+        try:
+            want, want_err = fn(*args()).numpy(), None
+        except Exception as e:  # noqa: BLE001
+            want, want_err = None, e
+        a = args()
+        if want_err is not None:
+            with pytest.raises(type(want_err)) as e:
+                kiln.compile(fn, backend=backend)(*a)
+            assert str(e.value) == str(want_err)
+        else:
+            np.testing.assert_array_equal(kiln.compile(fn, backend=backend)(*a).numpy(), want)
+        np.testing.assert_array_equal(a[0].numpy(), base)  # the caller's tensor is untouched
