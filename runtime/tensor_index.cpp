@@ -473,6 +473,8 @@ Value tensor_getitem(const Tensor& t, const Value& key) {
   return Value::tensor(index_tensor(a.view, a.adv));
 }
 
+static void index_put_into(const Tensor& t, const Applied& a, const Value& value);
+
 void tensor_setitem(const Tensor& t, const Value& key, const Value& value) {
   if (!value.is_number() && !value.is(Kind::Tensor))
     throw_error(ErrorKind::TypeError,
@@ -495,6 +497,36 @@ void tensor_setitem(const Tensor& t, const Value& key, const Value& value) {
     copy_into(dst, src);
     return;
   }
+  // One bool mask and a one-element value: torch's index_put_ dispatches
+  // to masked_fill_ with the value's item (any dtype: it is a number then).
+  Value val = value;
+  if (value.is(Kind::Tensor) && value.as_tensor().numel() == 1) {
+    int defined = 0, masks = 0;
+    for (const Tensor& i : a.adv)
+      if (i.defined()) {
+        ++defined;
+        masks += is_mask(i);
+      }
+    if (defined == 1 && masks == 1) {
+      const Tensor& v = value.as_tensor();
+      if (v.is_meta()) {
+        if (t.is_meta()) {
+          for (size_t d = 0; d < a.adv.size(); ++d)
+            if (a.adv[d].defined()) check_mask(a.view, a.adv[d], d);
+          return;
+        }
+      } else {
+        val = v.dtype() == DType::Float32 || v.dtype() == DType::Float64 ? Value::floating(v.item())
+              : v.dtype() == DType::Bool                                 ? Value::boolean(v.item() != 0)
+                                                                         : Value::integer(int64_t(v.item()));
+      }
+    }
+  }
+  return index_put_into(t, a, val);
+}
+
+// The advanced half of tensor_setitem (after apply_key).
+static void index_put_into(const Tensor& t, const Applied& a, const Value& value) {
   // index_put: torch requires a tensor value of the destination's dtype.
   if (value.is(Kind::Tensor) && value.as_tensor().dtype() != t.dtype())
     throw_error(ErrorKind::RuntimeError, std::string("Index put requires the source and destination dtypes match, got ") +

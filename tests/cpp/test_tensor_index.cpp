@@ -132,6 +132,10 @@ TEST_CASE("assignment through advanced indices is index_put", "[index]") {
   Tensor i = it({0, 0, 0, 0, 0, 0}, {3, 2});
   tensor_setitem(i, tup({all(), iv(0)}), tv(it({4, 5, 6}, {3})));
   CHECK(vals(i) == std::vector<double>{4, 0, 5, 0, 6, 0});
+  // One mask and a one-element value: masked_fill with its item, any dtype (torch).
+  Tensor d = dt({1, 2, 3}, {3});
+  tensor_setitem(d, tv(bt({true, false, true}, {3})), tv(ft({9}, {1})));
+  CHECK(vals(d) == std::vector<double>{9, 2, 9});
   check_error([&] { tensor_setitem(x, tv(it({0}, {1})), tv(dt({1, 2, 3, 4}, {4}))); }, ErrorKind::RuntimeError,
               "Index put requires the source and destination dtypes match, got Float for the destination and Double "
               "for the source.");

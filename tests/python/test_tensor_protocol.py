@@ -681,7 +681,10 @@ def _torch_outcome(fn):
 @needs_torch
 @pytest.mark.parametrize("shape,key", GENERATED, ids=lambda v: repr(v)[:60])
 def test_generated_getitem_and_setitem_match_torch(shape, key):
-    base = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    # the dtype rotates with the key (stable across runs)
+    dtype = ["float32", "int64", "float64", "bool"][len(repr(key)) % 4]
+    base = np.arange(np.prod(shape)).reshape(shape)
+    base = base % 3 == 1 if dtype == "bool" else base.astype(dtype)
     want, err = _torch_outcome(lambda: T(base)[conv(key, T)].numpy())
     if err is not None:
         with pytest.raises(type(err)) as e:
@@ -692,7 +695,7 @@ def test_generated_getitem_and_setitem_match_torch(shape, key):
     assert tuple(got.shape) == want.shape
     np.testing.assert_array_equal(got.numpy(), want)
     # assignment of a number and of a value shaped like the result
-    for v in [-1.5, np.full(want.shape, 7, np.float32)]:
+    for v in [-1.5, np.full(want.shape, 7, np.float32), np.full(want.shape, 1, base.dtype)]:
         ref = T(base)
         _, err = _torch_outcome(lambda: ref.__setitem__(conv(key, T), T(v) if isinstance(v, np.ndarray) else v))
         x = K(base)
