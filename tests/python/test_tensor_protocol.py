@@ -432,7 +432,13 @@ def fresh_assign_cases():
         r[0] = 0.0
         return r, t + 0
 
-    return [a, b, c, d, e, f, g, h, i]
+    def augmented(t):
+        y = t * 1
+        y[0] += 1
+        y[:, 1] *= 2
+        return y
+
+    return [a, b, c, d, e, f, g, h, i, augmented]
 
 
 def _np(x):
@@ -493,7 +499,12 @@ def observable_assign_cases():
         y[0] = 3.0
         return y
 
-    return [into_input, into_view, view_alive, into_param_like, view_in_list, reshaped_alive, contiguous_alias]
+    def augmented_input(t):
+        t[0] += 1
+        return t * 1
+
+    return [into_input, into_view, view_alive, into_param_like, view_in_list, reshaped_alive, contiguous_alias,
+            augmented_input]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
