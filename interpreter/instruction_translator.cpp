@@ -260,6 +260,7 @@ void InstructionTranslator::op_STORE_SUBSCR(const Instr&) {
   VT key = realize(pop());
   VT obj = realize(pop());
   VT value = pop();
+  if (obj->is(VTKind::Tensor)) return tensor_setitem_traced(obj, key, value);
   if (obj->is(VTKind::List) && is_constant(key) && constant_value(key).is(Kind::Int)) {
     int64_t k = constant_value(key).as_int();
     int64_t n = int64_t(obj->items.size());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <unordered_map>
 #include <set>
 #include <memory>
 #include <string>
@@ -69,6 +70,11 @@ struct TraceContext {
   // (code, self) of every frame being inlined: the recursion check is a
   // lookup, not a walk up the frames (a deep module chain inlines thousands).
   std::multiset<std::pair<const void*, const void*>> active_frames;
+  // Trackers of views (view ops, and contiguous/to, which may alias), by the
+  // node owning the memory they alias. Item assignment into that node is a
+  // functional update only while none of them is alive: a live view's
+  // tracker would keep denoting the old value (translator_calls.cpp).
+  std::unordered_map<const output_graph::Node*, std::vector<std::weak_ptr<variables::VariableTracker>>> views_of;
 };
 
 class InstructionTranslator {
@@ -140,6 +146,9 @@ class InstructionTranslator {
   void check_structure_unchanged(const runtime::ModuleObj* m, const std::string& what);
   VT from_value(const runtime::Value& v);  // a folded Python result as a tracker
   VT get_item(const VT& obj, const VT& key);
+  // obj[key] = value on a tensor tracker: a functional `setitem` node, or a
+  // break when the write could be observed elsewhere (translator_calls.cpp).
+  void tensor_setitem_traced(const VT& obj, const VT& key, const VT& value);
   VT binary(runtime::BinOp op, const VT& a, const VT& b, bool inplace);
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/tensor_index.h"
+
 namespace kiln::interpreter::kbc {
 
 using runtime::Kind;
@@ -76,6 +78,10 @@ bool render(const Value& v, const std::function<std::string(const runtime::Code&
     case Kind::Float: out += format_float(v.as_float()); return true;
     case Kind::Str: out += quote_string(v.as_str()); return true;
     case Kind::Code: out += '@'; out += code_text(*v.as<runtime::Code>()); return true;
+    case Kind::Builtin:  // Python's `...`: the one builtin that is a literal
+      if (!runtime::is_ellipsis(v)) return false;
+      out += "Ellipsis";
+      return true;
     case Kind::Tuple: {
       const auto& items = v.as<TupleObj>()->items;
       out += '(';
@@ -322,6 +328,7 @@ class LiteralParser {
     if (id == "inf") return Value::floating(HUGE_VAL);
     if (id == "nan") return Value::floating(std::nan(""));
     if (id == "frozenset") return frozenset(depth);
+    if (id == "Ellipsis") return runtime::ellipsis();
     c_.pos_ = start;
     if (ch == '\0') c_.fail("missing constant");
     c_.fail("expected a constant, got " + c_.next_token_text());

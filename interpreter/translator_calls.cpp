@@ -8,6 +8,7 @@
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
+#include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
@@ -114,6 +115,20 @@ static Arg to_arg(InstructionTranslator& tx, const VT& v0) {
   }
 }
 
+// A node whose result may share memory with its first argument: a view op,
+// or contiguous/to (which return their input when there is nothing to do).
+static bool may_alias(const output_graph::Node* m) {
+  if (m->op != output_graph::NodeOp::CallFunction) return false;
+  const OpDef& d = op_def(OpId(m->op_id));
+  return d.kind == OpKind::View || d.id == OpId::contiguous || d.id == OpId::to;
+}
+
+// The node owning the memory an aliasing node reads through.
+static const output_graph::Node* alias_root(const output_graph::Node* m) {
+  while (may_alias(m) && !m->args.empty() && m->args[0].kind == Arg::Kind::Node) m = m->args[0].node;
+  return m;
+}
+
 VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
   size_t nkw = kwnames ? kwnames->items.size() : 0;
   std::vector<Arg> pos;
@@ -123,32 +138,159 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
     else kw.emplace_back(kwnames->items[i - (args.size() - nkw)].as_str(), to_arg(*this, args[i]));
   }
   try {
-    return vars::wrap_fx_proxy(ctx_.out, op, std::move(pos), std::move(kw));
+    VT r = vars::wrap_fx_proxy(ctx_.out, op, std::move(pos), std::move(kw));
+    if (r->is(VTKind::Tensor) && r->node && may_alias(r->node))
+      ctx_.views_of[alias_root(r->node)].push_back(r);
+    return r;
   } catch (const Error& e) {
     // A shape or argument error: the VM raises it when it runs the call.
     unsupported(BreakReason::unsupported, std::string(op_def(op).name) + "() fails: " + e.what());
   }
 }
 
-static VT tensor_index(InstructionTranslator& tx, VT x, const Value& key) {
-  std::vector<Value> parts = key.is(Kind::Tuple) ? key.as<TupleObj>()->items : std::vector<Value>{key};
+// A subscript key as the runtime's normalize_index reads it: tensor trackers
+// stand in as meta tensors (remembered, to map the parts back), constants as
+// themselves. Ellipsis, bools, lists and 0-d tensors then normalize exactly
+// as eagerly, so the trace and the VM agree on what each part means.
+struct TracedKey {
+  std::vector<IndexPart> parts;
+  std::unordered_map<const TensorImpl*, VT> trackers;
+};
+
+static Value key_value(InstructionTranslator& tx, const VT& k0, TracedKey& out) {
+  VT k = tx.realize(k0);
+  if (k->is(VTKind::Tensor)) {
+    const auto& m = k->meta();
+    Tensor t = Tensor::meta(m.sizes, m.dtype, m.strides);
+    out.trackers[t.impl()] = k;
+    return Value::tensor(t);
+  }
+  if (k->is(VTKind::Constant)) return k->value;
+  if (k->is(VTKind::Builtin) && is_ellipsis(k->value)) return k->value;
+  if (k->is(VTKind::Tuple) || k->is(VTKind::List)) {
+    std::vector<Value> items;
+    for (const VT& x : k->items) items.push_back(key_value(tx, x, out));
+    return k->is(VTKind::Tuple) ? make_tuple(std::move(items)) : make_list(std::move(items));
+  }
+  unsupported(BreakReason::unsupported, "indexing a tensor with " + k->str());
+}
+
+static TracedKey traced_key(InstructionTranslator& tx, const VT& x, const VT& key) {
+  TracedKey tk;
+  const Value k = key_value(tx, key, tk);
+  try {
+    tk.parts = normalize_index(int64_t(x->meta().sizes.size()), k);
+  } catch (const Error& e) {
+    // The VM raises the same error when it runs the subscript.
+    unsupported(BreakReason::unsupported, std::string("indexing fails: ") + e.what());
+  }
+  return tk;
+}
+
+// The tracker an index-tensor part stands for: an input's tracker, or a
+// constant (a list in the key) registered with the graph.
+static VT part_tensor(InstructionTranslator& tx, const TracedKey& tk, const Tensor& t) {
+  if (!t.is_meta()) return tx.from_value(Value::tensor(t));
+  auto it = tk.trackers.find(t.impl());
+  if (it == tk.trackers.end()) unsupported(BreakReason::unsupported, "an index tensor the trace cannot name");
+  if (t.dim() == 0)  // selects by its value (a view), as torch does
+    unsupported(BreakReason::tensor_to_python, "a 0-d tensor used as an index");
+  return it->second;
+}
+
+// x[key]: ints, slices and None as view ops; the advanced parts (index
+// tensors, lists) as one `index` node over the view, as torch lowers it.
+static VT tensor_index(InstructionTranslator& tx, VT x, const VT& key) {
+  const TracedKey tk = traced_key(tx, x, key);
   int64_t dim = 0;
-  for (const Value& p : parts) {
-    if (p.is(Kind::Int) || p.is(Kind::Bool)) {
-      x = tx.tensor_op(OpId::select, {x, const_vt(Value::integer(dim)), const_vt(p)});
-    } else if (p.is(Kind::Slice)) {
-      auto* s = p.as<SliceObj>();
-      x = tx.tensor_op(OpId::slice, {x, const_vt(Value::integer(dim)), const_vt(s->start), const_vt(s->stop),
-                                     const_vt(s->step.is_none() ? Value::integer(1) : s->step)});
-      ++dim;
-    } else if (p.is_none()) {
-      x = tx.tensor_op(OpId::unsqueeze, {x, const_vt(Value::integer(dim))});
-      ++dim;
-    } else {
-      unsupported(BreakReason::unsupported, "tensor index " + repr(p));
+  std::vector<std::pair<int64_t, VT>> adv;
+  for (const IndexPart& p : tk.parts) {
+    switch (p.k) {
+      case IndexPart::K::Int:
+        x = tx.tensor_op(OpId::select, {x, const_vt(Value::integer(dim)), const_vt(p.v)});
+        break;
+      case IndexPart::K::Slice: {
+        auto* s = p.v.as<SliceObj>();
+        x = tx.tensor_op(OpId::slice, {x, const_vt(Value::integer(dim)), const_vt(s->start), const_vt(s->stop),
+                                       const_vt(s->step.is_none() ? Value::integer(1) : s->step)});
+        ++dim;
+        break;
+      }
+      case IndexPart::K::None:
+        x = tx.tensor_op(OpId::unsqueeze, {x, const_vt(Value::integer(dim))});
+        ++dim;
+        break;
+      case IndexPart::K::Tensor: {
+        const Tensor t = p.v.as_tensor();
+        if (t.dtype() == DType::Bool) {
+          if (t.is_meta()) unsupported(BreakReason::data_dependent_shape, "indexing with a bool mask");
+          // A constant mask (a list of bools): its positions are known now.
+          std::vector<Tensor> idx = mask_indices(t);
+          for (size_t j = 0; j < idx.size(); ++j) adv.emplace_back(dim + int64_t(j), tx.from_value(Value::tensor(idx[j])));
+          dim += t.dim();
+          break;
+        }
+        if (p.on_new_axis) {
+          adv.emplace_back(dim - 1, part_tensor(tx, tk, t));
+          break;
+        }
+        adv.emplace_back(dim, part_tensor(tx, tk, t));
+        ++dim;
+        break;
+      }
     }
   }
-  return x;
+  if (adv.empty()) return x;
+  int64_t last = 0;
+  for (auto& a : adv) last = std::max(last, a.first);
+  std::vector<VT> indices(size_t(last + 1), nullptr);
+  for (auto& [d, v] : adv) indices[size_t(d)] = v;
+  for (VT& v : indices)
+    if (!v) v = const_vt(Value::none());
+  return tx.tensor_op(OpId::index, {x, vars::make_list(std::move(indices))});
+}
+
+// x[key] = value in a trace: a `setitem` node (a copy of x with the
+// assignment applied), and x's tracker now denotes it, so every name and
+// container holding that tracker sees the new value. Sound only when
+// nothing else can observe x's memory: x must be made in this graph by an
+// op that returns fresh storage, and no view of it may exist in the trace
+// (the view's tracker would keep the old value). An input or a parameter
+// (the caller would not see the write) breaks, as does a view.
+void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, const VT& value0) {
+  VT value = realize(value0);
+  if (x->source)
+    unsupported(BreakReason::tensor_mutation, "assignment into " + x->source->str() + ", which the caller owns");
+  const output_graph::Node* n = x->node;
+  if (n->op != output_graph::NodeOp::CallFunction || may_alias(n))
+    unsupported(BreakReason::tensor_mutation, "assignment into a view or a graph input");
+  // Views taken earlier and already dropped (y[:, 0] = y[:, 1] * 2) are
+  // harmless; one still held by a name or a container is not.
+  if (auto it = ctx_.views_of.find(n); it != ctx_.views_of.end()) {
+    auto& views = it->second;
+    views.erase(std::remove_if(views.begin(), views.end(), [](const auto& w) { return w.expired(); }), views.end());
+    if (!views.empty()) unsupported(BreakReason::tensor_mutation, "assignment into a tensor a live view was taken of");
+  }
+  if (!value->is(VTKind::Tensor) && !(value->is(VTKind::Constant) && value->value.is_number()))
+    unsupported(BreakReason::unsupported, "assigning " + value->str() + " into a tensor");
+  const TracedKey tk = traced_key(*this, x, key);
+  std::vector<VT> items;
+  for (const IndexPart& p : tk.parts) {
+    if (p.on_new_axis) {
+      // A Python bool was normalized to None + [0] / []; the setitem op
+      // normalizes its key again, so it gets the bool back.
+      items.back() = const_vt(Value::boolean(p.v.as_tensor().numel() == 1));
+      continue;
+    }
+    if (p.k == IndexPart::K::Tensor) {
+      const Tensor t = p.v.as_tensor();
+      items.push_back(t.is_meta() && t.dtype() == DType::Bool ? tk.trackers.at(t.impl()) : part_tensor(*this, tk, t));
+    } else {
+      items.push_back(const_vt(p.v));
+    }
+  }
+  VT updated = tensor_op(OpId::setitem, {x, vars::make_tuple(std::move(items)), value});
+  x->node = updated->node;
 }
 
 VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplace) {
@@ -287,8 +429,7 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
 VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
   VT key = realize(key0);
   if (obj->is(VTKind::Tensor)) {
-    if (!is_constant(key)) unsupported(BreakReason::unsupported, "indexing a tensor with " + key->str());
-    return tensor_index(*this, obj, constant_value(key));
+    return tensor_index(*this, obj, key);
   }
   if (!is_constant(key)) unsupported(BreakReason::unsupported, "subscript with " + key->str());
   Value k = constant_value(key);

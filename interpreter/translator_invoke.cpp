@@ -456,6 +456,8 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       }
       if (name == "dtype") return const_vt(intern_value(dtype_name(meta.dtype)));
       if (name == "ndim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
+      if (name == "device") return const_vt(intern_value("cpu"));  // as runtime tensor_attr
+      if (name == "requires_grad" || name == "is_cuda") return const_vt(Value::boolean(false));
       if (name == "T") {
         std::vector<Value> dims;
         for (int64_t d = int64_t(meta.sizes.size()) - 1; d >= 0; --d) dims.push_back(Value::integer(d));

@@ -415,6 +415,10 @@ static Value tensor_attr(const Tensor& t, const std::string& n) {
   }
   if (n == "dtype") return intern_value(dtype_name(t.dtype()));
   if (n == "ndim") return Value::integer(t.dim());
+  // kiln tensors live on the CPU and have no autograd; Python's t.device is
+  // a kiln.device, a str subclass equal to this.
+  if (n == "device") return intern_value("cpu");
+  if (n == "requires_grad" || n == "is_cuda") return Value::boolean(false);
   if (n == "T") {
     std::vector<Value> dims;
     for (int64_t d = t.dim() - 1; d >= 0; --d) dims.push_back(Value::integer(d));

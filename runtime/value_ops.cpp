@@ -15,6 +15,7 @@
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
+#include "runtime/tensor_index.h"
 
 namespace kiln::runtime {
 
@@ -60,7 +61,7 @@ std::string type_name(const Value& v) {
       auto* f = v.as<ForeignObj>();
       return f->vt->type_name_of ? f->vt->type_name_of(f->handle) : f->vt->type_name;
     }
-    case Kind::Builtin: return "builtin_function_or_method";
+    case Kind::Builtin: return is_ellipsis(v) ? "ellipsis" : "builtin_function_or_method";
     default: return kind_name(v.kind());
   }
 }
@@ -187,7 +188,9 @@ std::string repr(const Value& v) {
                                                       : repr(bm->func);
       return "<bound method " + name + " of " + type_name(bm->self) + " object>";
     }
-    case Kind::Builtin: return "<built-in function " + v.as<BuiltinObj>()->name + ">";
+    case Kind::Builtin:
+      if (is_ellipsis(v)) return "Ellipsis";
+      return "<built-in function " + v.as<BuiltinObj>()->name + ">";
     case Kind::Class: return "<class '" + v.as<ClassObj>()->name + "'>";
     case Kind::Property: return "<property object>";
     case Kind::Module: return module_repr(v.as<ModuleObj>());

@@ -31,3 +31,28 @@ def _tensor_dlpack(self, stream=None):
 
 
 Tensor.__dlpack__ = _tensor_dlpack
+
+
+class device(str):
+    """Where a tensor lives: always the CPU. A str subclass, so that
+    `t.device == "cpu"` and `str(t.device) == "cpu"` hold as for torch.device
+    (and compiled code, where `t.device` is the plain string "cpu", agrees)."""
+
+    def __new__(cls, type="cpu", index=None):
+        if str(type) != "cpu":
+            raise RuntimeError(f"kiln has only the cpu device, not '{type}'")
+        return super().__new__(cls, "cpu")
+
+    @property
+    def type(self):
+        return "cpu"
+
+    @property
+    def index(self):
+        return None
+
+    def __repr__(self):
+        return "device(type='cpu')"
+
+    def __reduce__(self):
+        return (device, ("cpu",))

@@ -66,7 +66,7 @@ try/except/finally and with (any exception-table entry), generators,
 generator expressions, async functions, `match` with sequence, mapping or
 class patterns, imports, class bodies, `del` of attributes, globals and
 cells, constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
-Ellipsis, and tuples or frozensets holding them), non-ASCII names, entry
+and tuples or frozensets holding them), non-ASCII names, entry
 defaults that are not constants, and any opcode not handled below: `translate` raises Untranslatable naming the
 construct and the user's line, and logs it on the `kiln.frontend` logger.
 """
@@ -255,7 +255,7 @@ def _string_literal(s: str) -> str | None:
 
 def _literal(value) -> str | None:
     """The KBC literal for a constant, or None when KBC cannot spell it."""
-    if value is None or isinstance(value, bool):
+    if value is None or isinstance(value, bool) or value is Ellipsis:
         return repr(value)
     if type(value) is int:
         return str(value) if _INT64_MIN <= value <= _INT64_MAX else None

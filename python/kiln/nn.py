@@ -176,6 +176,15 @@ class Module:
     def __repr__(self):
         return _C.repr(self)
 
+    # copy.deepcopy: an independent module (tensors cloned, shared ones
+    # stay shared in the copy, hooks kept); pickle: the class by reference
+    # (it must be importable, as for any pickled object) and the state.
+    def __deepcopy__(self, memo):
+        return _C.module_deepcopy(self._kiln_value, memo)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_module, (type(self), _C.module_state(self._kiln_value)))
+
 
 # Python class by its C++ class's identity (not its name: two local classes
 # may both be called Block).
@@ -199,6 +208,14 @@ Sequential = _builtin("Sequential")
 ModuleList = _builtin("ModuleList")
 ModuleDict = _builtin("ModuleDict")
 LazyLinear = _builtin("LazyLinear")
+
+
+def _rebuild_module(cls, state):
+    self = object.__new__(cls)
+    value = _C.module_new(cls._kiln_class, self)
+    object.__setattr__(self, "_kiln_value", value)
+    _C.module_set_state(value, state)
+    return self
 
 
 def _wrap(value):

@@ -1,6 +1,8 @@
 // kiln._C: the tensor type, every registry op (as kiln.<op> and as a tensor
 // method), NumPy and buffer-protocol interop, and KBC programs (assemble,
 // run on the VM). The Python package `kiln` builds its API on these.
+#include <cstring>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -12,6 +14,7 @@
 #include "python/src/nn.h"
 #include "runtime/builtins.h"
 #include "runtime/ops.h"
+#include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::python {
@@ -39,6 +42,47 @@ py::object binary(runtime::BinOp op, py::handle a, py::handle b) {
 }
 py::object compare(runtime::CmpOp op, py::handle a, py::handle b) {
   return guarded([&] { return to_py(runtime::compare_op(op, to_value(a), to_value(b))); });
+}
+
+// A Python subscript key as the runtime reads it: slices with their bounds
+// through __index__, Ellipsis as runtime::ellipsis(), lists kept as lists
+// (an index array, or torch's sequence-as-tuple), ndarrays and anything
+// else through to_value (a float there is the runtime's IndexError).
+Value index_key(py::handle k) {
+  PyObject* o = k.ptr();
+  if (o == Py_Ellipsis) return runtime::ellipsis();
+  if (PySlice_Check(o)) {
+    auto* s = reinterpret_cast<PySliceObject*>(o);
+    auto bound = [](PyObject* b) -> Value {
+      if (b == Py_None) return Value::none();
+      if (PyLong_Check(b) || (PyIndex_Check(b) && !PyFloat_Check(b))) {
+        const Py_ssize_t v = PyNumber_AsSsize_t(b, PyExc_IndexError);
+        if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+        return Value::integer(int64_t(v));
+      }
+      return to_value(py::handle(b));
+    };
+    return runtime::make_slice(bound(s->start), bound(s->stop), bound(s->step));
+  }
+  if (PyTuple_Check(o) || PyList_Check(o)) {
+    std::vector<Value> items;
+    for (py::handle i : py::reinterpret_borrow<py::sequence>(k)) items.push_back(index_key(i));
+    return PyTuple_Check(o) ? runtime::make_tuple(std::move(items)) : runtime::make_list(std::move(items));
+  }
+  if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o)) return to_value(k);
+  if (py::isinstance<Tensor>(k)) return to_value(k);
+  if (py::isinstance<py::array>(k)) {
+    py::array a = py::reinterpret_borrow<py::array>(k);
+    const char kind = a.dtype().kind();
+    if (kind == 'i' || kind == 'u') a = py::array(a.attr("astype")("int64"));
+    return to_value(a);
+  }
+  if (PyIndex_Check(o) && !PyFloat_Check(o)) {  // numpy integers, user __index__
+    const Py_ssize_t v = PyNumber_AsSsize_t(o, PyExc_IndexError);
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return Value::integer(int64_t(v));
+  }
+  return to_value(k);
 }
 
 void bind_tensor(py::module_& m) {
@@ -82,10 +126,78 @@ np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the arra
     if (self.dim() == 0) throw py::type_error("len() of a 0-d tensor");
     return self.sizes()[0];
   });
+  // Iteration yields t[0], t[1], ... (views), as torch's does.
+  t.def("__iter__", [](const Tensor& self) {
+    if (self.dim() == 0) throw py::type_error("iteration over a 0-d tensor");
+    py::list rows;
+    for (int64_t i = 0; i < self.sizes()[0]; ++i)
+      rows.append(guarded([&] { return to_py(runtime::tensor_getitem(self, Value::integer(i))); }));
+    return py::iter(rows);
+  });
+  t.def("__index__", [](const Tensor& self) {
+    if (self.numel() != 1 || self.dtype() != DType::Int64)
+      throw py::type_error("only integer tensors of a single element can be converted to an index");
+    return guarded([&] { return int64_t(self.item()); });
+  });
+  t.def("__int__", [](const Tensor& self) { return guarded([&] { return int64_t(self.item()); }); });
+  t.def("__setitem__", [](const Tensor& self, py::handle key, py::handle value) {
+    guarded([&] {
+      Value v = to_value(value);
+      if (v.is(Kind::List) || v.is(Kind::Tuple)) {  // x[0] = [1, 2]: torch makes a tensor of the data
+        py::object arr = py::module_::import("numpy").attr("asarray")(value);
+        v = Value::tensor(tensor_from_numpy(arr).to(self.dtype()));
+      }
+      runtime::tensor_setitem(self, index_key(key), v);
+      return 0;
+    });
+  });
+  t.def_property_readonly("device", [](const Tensor&) { return py::module_::import("kiln").attr("device")("cpu"); });
+  t.def_property_readonly("requires_grad", [](const Tensor&) { return false; });
+  t.def_property_readonly("is_cuda", [](const Tensor&) { return false; });
+  t.def("element_size", [](const Tensor& self) { return runtime::itemsize(self.dtype()); });
+  t.def("__copy__", [](const Tensor& self) { return self; });
+  // deepcopy: a new storage holding this view's elements, same sizes,
+  // strides and offset are not kept (torch keeps them for whole-storage
+  // views; a contiguous copy is what torch gives for views). memo maps ids.
+  // Keyed by the TensorImpl too: two Python wrappers of one tensor (each
+  // conversion makes a wrapper) stay one tensor in the copy.
+  t.def("__deepcopy__", [](py::object self, py::dict memo) {
+    const Tensor& t = py::cast<const Tensor&>(self);
+    py::object key = py::make_tuple("kiln.Tensor", reinterpret_cast<uintptr_t>(t.impl()));
+    if (memo.contains(key)) return py::object(memo[key]);
+    py::object copy = guarded([&] {
+      Tensor c = t.clone();
+      return to_py(Value::tensor(t.is_parameter() ? c.as_parameter() : c));
+    });
+    memo[key] = copy;
+    return copy;
+  });
+  // pickle: (kiln._tensor_from_bytes, (bytes, dtype, shape)) of a
+  // contiguous copy; any protocol >= 2.
+  t.def("__reduce__", [](const Tensor& self) {
+    Tensor c = self.contiguous();
+    py::bytes data(c.numel() ? static_cast<const char*>(c.raw_data()) : "",
+                   size_t(c.numel()) * runtime::itemsize(c.dtype()));
+    return py::make_tuple(py::module_::import("kiln._C").attr("_tensor_from_bytes"),
+                          py::make_tuple(data, std::string(runtime::dtype_name(c.dtype())), py::tuple(py::cast(c.sizes()))));
+  });
+  m.def("_tensor_from_bytes", [](py::bytes data, const std::string& dtype, std::vector<int64_t> sizes) {
+    return guarded([&] {
+      const auto dt = runtime::dtype_from_name(dtype);
+      if (!dt) throw_error(ErrorKind::ValueError, "unknown dtype '" + dtype + "'");
+      Tensor t = Tensor::empty(sizes, *dt);
+      const std::string_view b = data;
+      if (b.size() != size_t(t.numel()) * runtime::itemsize(*dt))
+        throw_error(ErrorKind::ValueError, "tensor data of " + std::to_string(b.size()) + " bytes does not fit " + dtype +
+                                               runtime::shape_str(sizes));
+      if (!b.empty()) std::memcpy(t.raw_data(), b.data(), b.size());
+      return t;
+    });
+  });
   t.def("__bool__", [](const Tensor& self) { return guarded([&] { return runtime::truth(Value::tensor(self)); }); });
   t.def("__float__", [](const Tensor& self) { return guarded([&] { return self.item(); }); });
   t.def("__getitem__", [](const Tensor& self, py::handle key) {
-    return guarded([&] { return to_py(runtime::get_item(Value::tensor(self), to_value(key))); });
+    return guarded([&] { return to_py(runtime::tensor_getitem(self, index_key(key))); });
   });
   t.def("__array__", [](py::object self, py::args, py::kwargs) { return py::array(py::buffer(self)); });
   t.def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); });  // kDLCPU, device 0

@@ -48,6 +48,65 @@ ModuleObj* module_of(const Value& v) {
   return v.as<ModuleObj>();
 }
 
+// A tensor's deep copy, once per TensorImpl in one deepcopy (shared
+// parameters stay shared in the copy); parameters stay parameters.
+Value copy_tensor(const runtime::Tensor& t, py::dict& memo) {
+  py::object key = py::make_tuple("kiln.Tensor", reinterpret_cast<uintptr_t>(t.impl()));
+  if (memo.contains(key)) return to_value(memo[key]);
+  runtime::Tensor c = t.clone();
+  if (t.is_parameter()) c = c.as_parameter();
+  memo[key] = to_py(Value::tensor(c));
+  return Value::tensor(c);
+}
+
+Value deepcopy_value(const Value& v, py::dict& memo);
+
+// A module's deep copy: a new ModuleObj of the same class with every dict
+// copied (tensors cloned, submodules copied, plain attributes through
+// Python's copy.deepcopy; functions and classes shared, as Python shares
+// them), hooks and flags kept, and a wrapper of the same Python class.
+py::object deepcopy_module(const Value& v, py::dict& memo) {
+  ModuleObj* src = module_of(v);
+  py::object key = py::make_tuple("kiln.Module", reinterpret_cast<uintptr_t>(src));
+  if (memo.contains(key)) return memo[key];
+  py::object src_wrapper = module_to_py(v);
+  Ref<ModuleObj> dst = runtime::new_module(src->cls);
+  Value dv = Value::object(Kind::Module, dst);
+  py::object w = py::module_::import("builtins").attr("object").attr("__new__")(py::type::of(src_wrapper));
+  py::module_::import("builtins").attr("object").attr("__setattr__")(w, "_kiln_value", py::cast(dv));
+  wrappers()[dst.get()] = w.ptr();
+  memo[key] = w;
+  memo[py::int_(reinterpret_cast<uintptr_t>(src_wrapper.ptr()))] = w;
+  for (const auto& [name, x] : src->params) dst->params.set(name, deepcopy_value(x, memo));
+  for (const auto& [name, x] : src->buffers) dst->buffers.set(name, deepcopy_value(x, memo));
+  for (const auto& [name, x] : src->modules) dst->modules.set(name, deepcopy_value(x, memo));
+  for (const auto& [name, x] : src->attrs) dst->attrs.set(name, deepcopy_value(x, memo));
+  dst->forward_pre_hooks = src->forward_pre_hooks;
+  dst->forward_hooks = src->forward_hooks;
+  dst->training = src->training;
+  dst->lazy = src->lazy;
+  dst->bump_version();
+  return w;
+}
+
+Value deepcopy_value(const Value& v, py::dict& memo) {
+  switch (v.kind()) {
+    case Kind::Tensor: return copy_tensor(v.as_tensor(), memo);
+    case Kind::Module: return module_from_py(deepcopy_module(v, memo));
+    case Kind::Function:
+    case Kind::BoundMethod:
+    case Kind::Builtin:
+    case Kind::Class:
+    case Kind::Code:
+    case Kind::Property: return v;  // shared, as copy.deepcopy shares functions and classes
+    default: {
+      py::object obj = to_py(v);
+      py::object copy = py::module_::import("copy").attr("deepcopy")(obj, memo);
+      return to_value(copy);
+    }
+  }
+}
+
 }  // namespace
 
 py::object module_to_py(const Value& v) {
@@ -148,6 +207,46 @@ void bind_nn(py::module_& m) {
         "The runtime class's identity (names repeat: two local classes called Block).");
   m.def("module_getitem", [](const Value& v, py::handle key) {
     return guarded([&] { return to_py(runtime::module_getitem(v, to_value(key))); });
+  });
+  m.def("module_deepcopy", [](const Value& v, py::dict memo) { return guarded([&] { return deepcopy_module(v, memo); }); },
+        "copy.deepcopy of a module (Module.__deepcopy__).");
+  // pickle: the module's state as plain Python data; the class is pickled
+  // by reference (Python's rule: it must be importable).
+  m.def("module_state", [](const Value& v) {
+    return guarded([&] {
+      ModuleObj* src = module_of(v);
+      if (!src->forward_pre_hooks.empty() || !src->forward_hooks.empty())
+        throw_error(ErrorKind::TypeError, "cannot pickle a " + src->class_name() + " module with hooks (hook functions "
+                                          "are kiln code); remove them or use copy.deepcopy");
+      auto items = [](const runtime::NameMap& m) {
+        py::list out;
+        for (const auto& [name, x] : m) out.append(py::make_tuple(name->s, to_py(x)));
+        return out;
+      };
+      return py::make_tuple(items(src->params), items(src->buffers), items(src->modules), items(src->attrs),
+                            src->training, src->lazy);
+    });
+  });
+  m.def("module_set_state", [](const Value& v, py::tuple state) {
+    guarded([&] {
+      ModuleObj* dst = module_of(v);
+      auto fill = [](runtime::NameMap& m, py::handle items, bool param) {
+        for (py::handle it : items) {
+          py::tuple kv = py::reinterpret_borrow<py::tuple>(it);
+          Value x = to_value(kv[1]);
+          if (param && x.is(Kind::Tensor)) x = Value::tensor(x.as_tensor().as_parameter());
+          m.set(py::cast<std::string>(kv[0]), x);
+        }
+      };
+      fill(dst->params, state[0], true);
+      fill(dst->buffers, state[1], false);
+      fill(dst->modules, state[2], false);
+      fill(dst->attrs, state[3], false);
+      dst->training = py::cast<bool>(state[4]);
+      dst->lazy = py::cast<bool>(state[5]);
+      dst->bump_version();
+      return 0;
+    });
   });
   m.def("module_len", [](const Value& v) { return guarded([&] { return runtime::module_len(v); }); });
   m.def("module_items", [](const Value& v) {
