@@ -585,6 +585,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       callee_slot = stack.size() - size_t(pops);
     Opcode op = brk->op;
     int32_t extra_args = 0;  // a module callee replaced by (compiled forward, module)
+    VT module_in_front_of_args;  // the same for CALL_EX: the module goes first in its args
     const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
     std::vector<bool> iterators(untouched, false);
     for (size_t i = 0; i < stack.size(); ++i) {
@@ -613,19 +614,31 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
           continue;
         }
         // A module without hooks: its compiled forward, with the module
-        // as the first argument (one more argument for the call).
-        if (callee && callee->is(VTKind::NNModule) && brk->op != Opcode::CALL_EX) {
+        // as the first argument (one more argument for the call; for
+        // m(*args, **kw), the module put in front of args).
+        if (callee && callee->is(VTKind::NNModule)) {
           auto* m = callee->value.as<ModuleObj>();
           static const Ref<StrObj> forward = intern("forward");
           const Value* fwd = m->cls->lookup(forward.get());
           if (fwd && fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty() &&
               !m->lazy) {
             r.emit_const(compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options));
+            if (brk->op == Opcode::CALL_EX) {
+              module_in_front_of_args = callee;
+              continue;
+            }
             r.reconstruct(callee);
             extra_args = 1;
             continue;
           }
         }
+      }
+      if (module_in_front_of_args && i == callee_slot + 1) {  // CALL_EX's args: [module, *args]
+        r.reconstruct(module_in_front_of_args);
+        r.b.emit(Opcode::BUILD_LIST, 1);
+        r.reconstruct(stack[i]);
+        r.b.emit(Opcode::LIST_EXTEND, 1);
+        continue;
       }
       if (!stack[i] && i == stack.size() - size_t(pops) + 1 &&
           (op == Opcode::CALL_METHOD || op == Opcode::CALL_METHOD_KW)) {

@@ -295,14 +295,15 @@ static const Value& lookup_global(const FunctionObj* fn, const StrObj* name) {
   throw_error(ErrorKind::NameError, "name '" + name->s + "' is not defined");
 }
 
-static Value call_ex(VM& vm, const Value& callee, const Value& args, const Value* kwargs) {
+static Value call_ex(VM& vm, const Value& callee, const Value& args, const Value* kwargs_in) {
   std::vector<Value> all = to_vector(args);
   Value names;
-  if (kwargs) {
-    if (!kwargs->is(Kind::Dict))
-      throw_error(ErrorKind::TypeError, "argument after ** must be a dict, not " + type_name(*kwargs));
+  if (kwargs_in) {
+    const Value kwargs = native_container(*kwargs_in);  // f(**d) with the caller's own dict reads it
+    if (!kwargs.is(Kind::Dict))
+      throw_error(ErrorKind::TypeError, "argument after ** must be a dict, not " + type_name(kwargs));
     std::vector<Value> keys;
-    for (const auto& [k, v] : kwargs->as<DictObj>()->entries) {
+    for (const auto& [k, v] : kwargs.as<DictObj>()->entries) {
       if (!k.is(Kind::Str)) throw_error(ErrorKind::TypeError, "keywords must be strings");
       keys.push_back(k);
       all.push_back(v);

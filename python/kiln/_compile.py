@@ -11,6 +11,7 @@ on CPython, and says so: in the logs (`KILN_LOGS=graph_breaks` or the
 `kiln.frontend` Python logger) and in kiln.explain.
 """
 import functools
+import inspect
 import logging
 import weakref
 
@@ -89,14 +90,49 @@ def disable(fn):
     return fn
 
 
+# Python backends by identity: registered once each, under a name of their own.
+_python_backends = {}
+
+
+def _backend_name(backend):
+    """A backend name for _C: a name as given, or a Python callable
+    (gm: kiln.fx.GraphModule, example_inputs) -> callable, registered once."""
+    if isinstance(backend, str):
+        return backend
+    if not callable(backend):
+        raise TypeError(f"kiln.compile: backend must be a name or a callable, not {type(backend).__name__}")
+    entry = _python_backends.get(id(backend))
+    if entry is None or entry[0] is not backend:
+        name = f"python:{getattr(backend, '__qualname__', type(backend).__name__)}@{id(backend):x}"
+        _C.register_python_backend(name, backend)
+        entry = _python_backends[id(backend)] = (backend, name)  # kept alive: the registry holds it too
+    return entry[1]
+
+
 def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     """Compile a function (as `@kiln.compile`, `@kiln.compile(...)` or
-    `kiln.compile(fn)`). backend: "llvm" (default), "eager", or a
-    registered name. fullgraph: a graph break is an error. dynamic: None
-    (automatic), True (all dims dynamic from the start) or False (never)."""
+    `kiln.compile(fn)`), a bound method (`kiln.compile(model.forward)`: self
+    stays bound) or a kiln.nn.Module. backend: "llvm" (default), "eager", a
+    registered name, or a Python callable (gm, example_inputs) -> callable.
+    fullgraph: a graph break is an error. dynamic: None (automatic), True
+    (all dims dynamic from the start) or False (never)."""
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    backend = _backend_name(backend)
     from . import nn
+    if inspect.ismethod(fn):
+        # model.forward: the function compiled, self passed first on each call
+        # (no hooks: torch.compile(model.forward) does not run __call__ either).
+        inner = compile(fn.__func__, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        owner = fn.__self__
+
+        @functools.wraps(fn)
+        def bound(*args, **kwargs):
+            return inner(owner, *args, **kwargs)
+
+        bound._kiln_compiled = getattr(inner, "_kiln_compiled", None)
+        bound._kiln_bound = (fn.__func__, owner)
+        return bound
     if isinstance(fn, nn.Module):
         return _compile_module(fn, backend, fullgraph, dynamic)
     if not callable(fn):
@@ -172,6 +208,22 @@ class Explanation:
         self.result = report["result"]
         self.error = report["error"]
         self._text = report["text"]
+        if self.error and str(self.error) not in self._text:
+            self._text += f"The call raised: {self.error}\n"
+        self.left_to_cpython_reasons = []
+
+    @classmethod
+    def left_to_cpython(cls, fn, reason):
+        """The report for a function kiln leaves to CPython: no graphs, and why."""
+        name = getattr(fn, "__qualname__", repr(fn))
+        code = getattr(fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
+        report = {"graph_count": 0, "graph_break_count": 0, "breaks": [], "ops_per_graph": [],
+                  "graph_objects": [], "guards": [], "recompile_reasons": [], "result": None, "error": None,
+                  "text": f"{name} runs on CPython (not compiled): {reason}\n  at {where}\n"}
+        e = cls(report)
+        e.left_to_cpython_reasons = [{"function": name, "where": where, "reason": reason}]
+        return e
 
     def __str__(self):
         return self._text
@@ -181,7 +233,19 @@ class Explanation:
 
 def explain(fn, *, backend="llvm"):
     """kiln.explain(fn)(*args): compile fn afresh, call it once, report."""
-    target = getattr(fn, "__wrapped__", fn)
+    backend = _backend_name(backend)
+    # What kiln.compile returns leads back to what it compiled: a module, a
+    # bound method (its function and self), or a function.
+    bound_self = ()
+    if getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
+        target = fn.module
+    elif hasattr(fn, "_kiln_bound"):
+        target, owner = fn._kiln_bound
+        bound_self = (owner,)
+    elif inspect.ismethod(fn):
+        target, bound_self = fn.__func__, (fn.__self__,)
+    else:
+        target = getattr(fn, "__wrapped__", fn)
 
     def run(*args):
         from . import nn
@@ -190,11 +254,22 @@ def explain(fn, *, backend="llvm"):
             return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)
         if kbc is None:
-            raise TypeError(f"kiln.explain: {getattr(target, '__qualname__', target)} cannot be translated "
-                            "(see the kiln.frontend log); it would run on CPython")
-        return Explanation(_C.explain(kbc, args, backend, config.cache_size_limit))
+            return Explanation.left_to_cpython(target, _untranslatable_reason(target))
+        return Explanation(_C.explain(kbc, bound_self + args, backend, config.cache_size_limit))
 
     return run
+
+
+def _untranslatable_reason(fn):
+    if fn in _disabled:
+        return "kiln.disable"
+    try:
+        _frontend.translate(fn)
+    except _frontend.Untranslatable as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - reported, not raised: explain describes
+        return f"{type(e).__name__}: {e}"
+    return "not a Python function kiln translates"
 
 
 def reset():

@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 
 #include "runtime/module.h"
+#include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
 
 #include <algorithm>
@@ -42,6 +43,8 @@ ErrorKind error_kind_of(PyObject* type) {
   return ErrorKind::RuntimeError;
 }
 
+}  // namespace
+
 // A Python exception raised inside a Foreign call, as a kiln Error whose
 // origin is the exception itself (raise_python re-raises that object).
 [[noreturn]] void rethrow_as_kiln(py::error_already_set& e) {
@@ -57,6 +60,8 @@ ErrorKind error_kind_of(PyObject* type) {
   });
   throw err;
 }
+
+namespace {
 
 template <class F>
 auto calling_python(F&& f) -> decltype(f()) {
@@ -337,6 +342,11 @@ runtime::CallContext& python_vm() {
   thread_local interpreter::VM vm([] {
     interpreter::VMOptions o;
     o.recursion_limit = std::max(o.recursion_limit, Py_GetRecursionLimit());
+    // print() in kiln code run from Python writes where Python's print
+    // would: sys.stdout as it is at the time (a redirect, pytest's capture).
+    o.stdout_sink = [](std::string_view text) {
+      py::module_::import("sys").attr("stdout").attr("write")(py::str(text.data(), text.size()));
+    };
     return o;
   }());
   return vm;
@@ -510,6 +520,11 @@ Value to_value(py::handle obj) {
     return s;
   }
   if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));
+  if (o == Py_Ellipsis) return runtime::ellipsis();
+  if (PySlice_Check(o)) {
+    auto* sl = reinterpret_cast<PySliceObject*>(o);
+    return runtime::make_slice(to_value(sl->start), to_value(sl->stop), to_value(sl->step));
+  }
   if (PyModule_Check(o)) {
     Namespace& ns = namespaces()[o];
     if (!ns.dict) {
@@ -584,6 +599,9 @@ py::object to_py(const Value& v) {
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);
       break;
     case Kind::Module: return module_to_py(v);
+    case Kind::Builtin:
+      if (runtime::is_ellipsis(v)) return py::ellipsis();
+      break;
     case Kind::Slice: {
       auto* sl = v.as<runtime::SliceObj>();
       PyObject* o = PySlice_New(to_py(sl->start).ptr(), to_py(sl->stop).ptr(), to_py(sl->step).ptr());

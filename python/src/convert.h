@@ -138,6 +138,10 @@ T* exact_instance(PyObject* o) {
   return ti && Py_TYPE(o) == ti->type ? constructed_instance<T>(o, ti) : nullptr;
 }
 
+// The Python exception being handled as a kiln Error whose origin is the
+// exception itself (it reaches Python again as that very object).
+[[noreturn]] void rethrow_as_kiln(py::error_already_set& e);
+
 // Raises the Python exception matching a kiln error (same type, same text).
 [[noreturn]] void raise_python(const Error& e);
 

@@ -14,6 +14,7 @@
 
 #include "interpreter/assembler.h"
 #include "interpreter/kiln_api.h"
+#include "output_graph/backend.h"
 #include "output_graph/graph.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
@@ -303,6 +304,50 @@ void bind_functions(py::module_& m) {
       return std::make_unique<PyCompiled>(pyfn, fn, options_from(backend, fullgraph, dynamic, cache_size_limit));
     });
   });
+  // backend=<a Python callable>: (gm: kiln.fx.GraphModule, example_inputs)
+  // -> a callable taking the graph's inputs and returning its outputs (a
+  // list or tuple, or the one output), as torch.compile's backends are.
+  m.def("register_python_backend", [](const std::string& name, py::object fn) {
+    auto hold = [](py::object o) {  // released with the GIL held, whoever drops the last copy
+      return std::shared_ptr<py::object>(new py::object(std::move(o)), [](py::object* p) {
+        py::gil_scoped_acquire gil;
+        delete p;
+      });
+    };
+    output_graph::register_backend(name, [fn = hold(fn), hold](std::shared_ptr<const output_graph::Graph> graph,
+                                                               const std::vector<Value>& examples) {
+      py::gil_scoped_acquire gil;
+      try {
+        py::object gm = py::module_::import("kiln.fx").attr("_captured")(
+            py::cast(std::const_pointer_cast<output_graph::Graph>(graph)));
+        py::list ex;
+        for (const Value& v : examples) ex.append(to_py(v));
+        py::object compiled = (*fn)(gm, ex);
+        if (!PyCallable_Check(compiled.ptr()))
+          throw_error(ErrorKind::TypeError, "the backend " + std::string(py::repr(*fn)) +
+                                                " returned " + std::string(py::repr(compiled)) + ", not a callable");
+        return output_graph::CompiledGraph(
+            [run = hold(compiled)](runtime::CallContext&, const std::vector<Value>& inputs) {
+              py::gil_scoped_acquire gil;
+              try {
+                py::tuple args(inputs.size());
+                for (size_t i = 0; i < inputs.size(); ++i) args[i] = to_py(inputs[i]);
+                py::object r = (*run)(*args);
+                std::vector<Value> out;
+                if (py::isinstance<py::list>(r) || py::isinstance<py::tuple>(r))
+                  for (py::handle x : r) out.push_back(to_value(x));
+                else
+                  out.push_back(to_value(r));
+                return out;
+              } catch (py::error_already_set& e) {
+                rethrow_as_kiln(e);
+              }
+            });
+      } catch (py::error_already_set& e) {
+        rethrow_as_kiln(e);
+      }
+    });
+  }, "Registers a Python backend (gm, example_inputs) -> callable under `name`.");
   m.def("explain", [](const Value& fn, const py::tuple& args, const std::string& backend, int cache_size_limit) {
     return guarded([&] {
       sync_python_state();
