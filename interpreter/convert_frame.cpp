@@ -92,6 +92,18 @@ void copy_code(CodeBuilder& b, const Code& code, const std::vector<CodeBuilder::
   }
 }
 
+// The exception table of `code`, over the labels copy_code bound: a
+// resume function resumes inside the original's try blocks with their
+// handlers (the prologue pushes exactly the saved stack, so the rows'
+// depths hold). An end one past the last instruction gets its own label.
+void copy_exception_table(CodeBuilder& b, const Code& code, const std::vector<CodeBuilder::Label>& labels) {
+  if (code.exception_table.empty()) return;
+  CodeBuilder::Label end = b.new_label();
+  b.bind(end);
+  auto at = [&](int32_t p) { return size_t(p) < labels.size() ? labels[size_t(p)] : end; };
+  for (const ExceptionEntry& e : code.exception_table) b.handler(at(e.start), at(e.end), at(e.target), e.depth, e.lasti);
+}
+
 // `iterators[i]`: stack slot i holds a loop's iterator, passed as the list
 // of its remaining items (a resumed trace can unroll a list; a live
 // iterator object it could only treat as opaque).
@@ -130,6 +142,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   b.emit(Opcode::JUMP, labels[orig_target]);
   size_t offset = b.size();
   copy_code(b, orig, labels);
+  copy_exception_table(b, orig, labels);
   Ref<Code> rc = b.finish();
   auto f = make_ref<FunctionObj>();
   f->code = rc;
@@ -477,6 +490,12 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
                               const Instr* brk, const std::optional<Unsupported>& why, const Options& options) {
   const Code& code = *fn->code;
   auto* log = kiln::log::get("graph_breaks");
+  // The residual code runs the breaking instruction outside the frame's
+  // exception table: inside a protected range (a try body, a with block,
+  // a handler) the raise it may make must reach the handler, so the frame
+  // runs on the VM instead.
+  if (brk && code.handler_for(tx->pc()))
+    return run_on_vm(fn, Unsupported{BreakReason::in_try_block, break_reason_text(why->reason, why->detail), {}});
   try {
   size_t trace_cells = 0;
   {

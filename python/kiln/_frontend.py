@@ -47,8 +47,7 @@ forward/backward variants all become the one KBC opcode.
 Where KBC has no opcode, a short exact sequence replaces it: MAP_ADD is a
 STORE_SUBSCR into the dict fetched with COPY, DICT_UPDATE calls
 `dict.update`, LIST_TO_TUPLE calls `tuple`, UNPACK_EX slices a list copy
-(after CPython's length check), `raise X from Y` drops Y (kiln errors
-carry no cause). FORMAT_VALUE, DICT_MERGE, BUILD_SET, SET_ADD,
+(after CPython's length check). FORMAT_VALUE, DICT_MERGE, BUILD_SET, SET_ADD,
 SET_UPDATE and LOAD_ASSERTION_ERROR have KBC opcodes of the same meaning
 (so an f-string or an assert never reads a global a program may rebind),
 a frozenset constant (`x in {"a", "b"}`) is a KBC frozenset literal, and
@@ -56,13 +55,26 @@ positional-only parameters keep their `/` in the `.func` header. Names these seq
 `Translation.builtins_required`: a program that rebinds them would change
 their meaning.
 
+Exceptions
+----------
+KBC shares CPython 3.11's exception model, so try/except/else/finally and
+with translate one to one: PUSH_EXC_INFO, POP_EXCEPT, CHECK_EXC_MATCH,
+RERAISE, BEFORE_WITH, WITH_EXCEPT_START and RAISE_VARARGS (0, 1 or 2
+operands) keep their names, and `co_exceptiontable` (read as dis reads it)
+becomes `.except` rows: one per run of emitted instructions with the same
+handler, bounded by labels `X<offset>_exc`, the depth recounted without
+virtual NULLs. The flow pass follows the exception edges too: a handler's
+stack is the protected instruction's, cut to the row's depth, then lasti
+(if the row says so) and the exception. `except*` (exception groups) and
+`async with` are refused.
+
 Lines: `.firstline` is `co_firstlineno`, `.line N` precedes the first KBC
 instruction of every change of source line, and programs assembled with
 `Translation.filename` give tracebacks pointing at the user's file and line.
 
 What is left to CPython
 -----------------------
-try/except/finally and with (any exception-table entry), generators,
+except* (exception groups), async with, generators,
 generator expressions, async functions, `match` with sequence, mapping or
 class patterns, imports, class bodies, `del` of attributes, globals and
 cells, constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
@@ -126,6 +138,13 @@ _CONDITIONAL = {
     "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
     "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+}
+# Exception handling (CPython 3.11's model, which KBC shares): (pops, pushes).
+_EXCEPTION_OPS = {
+    "PUSH_EXC_INFO": (1, 2),
+    "POP_EXCEPT": (1, 0),
+    "CHECK_EXC_MATCH": (2, 2),
+    "BEFORE_WITH": (1, 2),
 }
 _JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
 
@@ -476,26 +495,12 @@ class _Function:
         if code.co_flags & _CO_GENERATOR:
             kind = "generator expression" if code.co_name == "<genexpr>" else "generator function (yield)"
             self.fail(kind, first)
-        if code.co_exceptiontable:
-            self._refuse_exception_table()
-
-    def _refuse_exception_table(self):
-        """Name the try or with statement that gave the code an exception table.
-
-        3.11 starts the first protected range right after the statement's
-        first instruction: BEFORE_WITH for a with, a NOP on the `try:` line
-        for a try.
-        """
-        start = min(e.start for e in dis.Bytecode(self.code).exception_entries)
-        before = [i for i in self.instrs if i.offset < start]
-        prev = before[-1] if before else None
-        if prev is not None and prev.opname in ("BEFORE_WITH", "BEFORE_ASYNC_WITH"):
-            self.fail("with statement", prev.positions.lineno)
         ops = {i.opname for i in self.instrs}
-        kind = "try/except" if ops & {"CHECK_EXC_MATCH", "CHECK_EG_MATCH"} else "try/finally"
-        if prev is not None and prev.opname == "NOP":
-            self.fail(kind, prev.positions.lineno)
-        self.fail(kind, next((i.positions.lineno for i in self.instrs if i.offset >= start), None))
+        if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
+            line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
+            self.fail("except* (exception groups)", line)
+        if ops & {"BEFORE_ASYNC_WITH"}:
+            self.fail("async with statement", first)
 
     # -- the translation -----------------------------------------------------
 
@@ -504,6 +509,9 @@ class _Function:
         self._check_function()
         self._names()
         self.index = {ins.offset: k for k, ins in enumerate(self.instrs)}
+        # CPython 3.11's exception table, as dis reads it: byte ranges
+        # [start, end) -> handler, stack depth, lasti; they do not overlap.
+        self.handlers = dis._parse_exception_table(self.code) if self.code.co_exceptiontable else []
         self.kwnames = self._pair_kw_names()
         states = self._flow()
         self._emit(states)
@@ -534,6 +542,14 @@ class _Function:
                 succs.append((k + 1, fall))
             if jump is not None:
                 succs.append((self.index[self.instrs[k].argval], jump))
+            h = self._handler(k)
+            if h is not None:
+                # Any instruction may raise: its handler gets the stack cut
+                # to the row's depth, then lasti (if asked), then the exception.
+                entry = states[k]
+                if h.depth > len(entry):
+                    self.fail("exception handler deeper than the stack", self.instrs[k].positions.lineno)
+                succs.append((self.index[h.target], list(entry[:h.depth]) + ["v"] * (1 + h.lasti)))
             for s, st in succs:
                 if s >= len(self.instrs):
                     self.fail("execution falls off the end of the code", self.instrs[k].positions.lineno)
@@ -546,6 +562,14 @@ class _Function:
                 states[s] = st
                 work.append(s)
         return states
+
+    def _handler(self, k: int):
+        """The exception-table row covering instruction k, or None."""
+        off = self.instrs[k].offset
+        for h in self.handlers:
+            if h.start <= off < h.end:
+                return h
+        return None
 
     def _join(self, a: tuple, b: tuple, ins) -> tuple:
         if len(a) != len(b):
@@ -560,11 +584,32 @@ class _Function:
 
     def _emit(self, states: dict):
         targets = {self.instrs[k].argval for k in states if self.instrs[k].opcode in dis.hasjrel}
+        targets |= {h.target for h in self.handlers}
         out: list[str] = []
         line = None
+        # Exception-table rows over the emitted instructions: a row per run
+        # of instructions with the same handler, bounded by labels of its own.
+        rows: list[list] = []  # [start label, end label, handler offset, KBC depth, lasti, instructions before]
+        current = None
+        emitted = 0
         for k, ins in enumerate(self.instrs):
             if k not in states:
                 continue  # unreachable: CPython never runs it
+            h = self._handler(k)
+            key = None
+            if h is not None:
+                # The depth in KBC slots: the virtual NULLs have none.
+                key = (h.target, sum(1 for kind in states[k][:h.depth] if kind != "N"), h.lasti)
+            if key != current:
+                label = f"X{ins.offset}_exc"
+                out.append(f"{label}:")
+                if current is not None:
+                    rows[-1][1] = label
+                    if rows[-1][5] == emitted:
+                        rows.pop()  # the run emitted no KBC instruction: an empty range
+                if key is not None:
+                    rows.append([label, None, *key, emitted])
+                current = key
             if ins.offset in targets:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
@@ -574,6 +619,12 @@ class _Function:
                 out.insert(mark, f"  .line {line}")
             if len(out) > mark:
                 self.lines.add(self.line)
+            emitted += sum(1 for text in out[mark:] if not text.startswith("  .line"))
+        if current is not None:
+            out.append("X_end_exc:")
+            rows[-1][1] = "X_end_exc"
+            if rows[-1][5] == emitted:
+                rows.pop()
         code = self.code
         head = [f"  .firstline {code.co_firstlineno}"]
         local_names = self.locals + ([self.temp] if self.temp else [])
@@ -583,6 +634,8 @@ class _Function:
             head.append("  .cellvars " + " ".join(self.cellvars))
         if self.freevars:
             head.append("  .freevars " + " ".join(self.freevars))
+        for start, end, target, depth, lasti, _ in rows:
+            head.append(f"  .except {start} {end} L{target} {depth}" + (" lasti" if lasti else ""))
         self.body = "\n".join(head + out) + "\n.end\n\n"
         # As a nested function: defaults come from MAKE_FUNCTION at run
         # time, as in CPython. (The entry's header is made by _Compiled.)
@@ -792,9 +845,25 @@ class _Function:
 
         if op == "RAISE_VARARGS":
             self._pop(st, ins.arg, ins)
-            if ins.arg == 2:
-                emit("  POP_TOP")  # the cause: kiln errors have none
-            emit(f"  RAISE {min(ins.arg, 1)}")
+            emit(f"  RAISE {ins.arg}")
+            return None, None
+        if op in _EXCEPTION_OPS:
+            pops, pushes = _EXCEPTION_OPS[op]
+            self._pop(st, pops, ins)
+            st += ["v"] * pushes
+            emit(f"  {op}")
+            return st, None
+        if op == "WITH_EXCEPT_START":
+            # exit lasti prev exc -> ... res (CPython reads the four in place)
+            self._pop(st, 4, ins)
+            st += ["v"] * 5
+            emit("  WITH_EXCEPT_START")
+            return st, None
+        if op == "RERAISE":
+            # oparg: how deep the handler's lasti sits under the exception
+            # (no NULL can be between them: both come from the handler).
+            self._pop(st, 1, ins)
+            emit(f"  RERAISE {ins.arg}")
             return None, None
         if op in _JUMPS:
             emit(f"  JUMP L{ins.argval}")
