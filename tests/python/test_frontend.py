@@ -1161,3 +1161,45 @@ def test_sets_in_the_tracer(backend):
     a, b = g(x, 1), g(x, 1)
     assert a[1] == {1, 2, 10} and a[1] is not b[1]  # a fresh set per call
     check_compiled(builds_set, x, 4, backend=backend)
+
+
+# -- the opcode table ----------------------------------------------------------
+
+def test_every_row_declares_cpythons_stack_effect():
+    """Each translated opcode is one row of kiln._frontend._ROWS, declaring
+    CPython's stack effect on each edge; this walks every row against
+    dis.stack_effect (and _step checks each translation against the row)."""
+    import opcode
+    from kiln._frontend import _ROWS, _UNSUPPORTED
+
+    assert not set(_ROWS) & set(_UNSUPPORTED)
+    for name, row in _ROWS.items():
+        op = opcode.opmap[name]
+        jumps = op in dis.hasjrel or op in dis.hasjabs
+        assert (row.jump_effect is not None) == jumps, name
+        args = [None] if op < dis.HAVE_ARGUMENT else [0, 1, 2, 3, 4, 5, 7, 8, 13, 15, 0x102, 0x301]
+        checked = 0
+        for arg in args:
+            try:
+                want = dis.stack_effect(op, arg, jump=False)
+            except ValueError:
+                continue
+            a = 0 if arg is None else arg
+            assert row.effect(a) == want, f"{name} {arg}: row says {row.effect(a)}, CPython {want}"
+            if jumps:
+                assert row.jump_effect(a) == dis.stack_effect(op, arg, jump=True), f"{name} {arg} (jump)"
+            checked += 1
+        assert checked, name
+
+
+def test_precall_and_call_split_one_effect():
+    # The two unchecked rows: together they are the call's -(n + 1), which
+    # is what CALL does to the abstract stack.
+    import opcode
+    from kiln._frontend import _ROWS
+
+    for n in range(4):
+        total = _ROWS["PRECALL"].effect(n) + _ROWS["CALL"].effect(n)
+        assert total == dis.stack_effect(opcode.opmap["PRECALL"], n) + dis.stack_effect(opcode.opmap["CALL"], n)
+        assert total == -(n + 1)
+    assert [r for r, row in _ROWS.items() if not row.checked] == ["PRECALL", "CALL"]
