@@ -1,6 +1,7 @@
 #include "runtime/exceptions.h"
 
 #include <array>
+#include <cerrno>
 
 #include "runtime/format.h"
 #include "runtime/value_ops.h"
@@ -41,6 +42,9 @@ Value exc_getattr(void* h, std::string_view name) {
   if (name == "value" && d->kind == ErrorKind::StopIteration) return d->args.empty() ? Value::none() : d->args[0];
   if (name == "code" && d->kind == ErrorKind::SystemExit)
     return d->args.empty() ? Value::none() : d->args.size() == 1 ? d->args[0] : make_tuple(d->args);
+  if ((name == "errno" || name == "strerror" || name == "filename" || name == "filename2") &&
+      error_kind_is(d->kind, ErrorKind::OSError))
+    return Value::none();
   if (name == "name" && (d->kind == ErrorKind::NameError || d->kind == ErrorKind::AttributeError ||
                          error_kind_is(d->kind, ErrorKind::ImportError)))
     return Value::none();
@@ -154,10 +158,49 @@ std::string exception_message(ErrorKind k, const std::vector<Value>& args) {
   return repr(make_tuple(args));
 }
 
+namespace {
+// CPython's OSError(errno, ...) -> the subclass of that errno (PEP 3151).
+ErrorKind os_error_kind(int64_t e) {
+  switch (e) {
+    case EAGAIN: case EALREADY: case EINPROGRESS: return ErrorKind::BlockingIOError;
+    case ECHILD: return ErrorKind::ChildProcessError;
+    case EPIPE: case ESHUTDOWN: return ErrorKind::BrokenPipeError;
+    case ECONNABORTED: return ErrorKind::ConnectionAbortedError;
+    case ECONNREFUSED: return ErrorKind::ConnectionRefusedError;
+    case ECONNRESET: return ErrorKind::ConnectionResetError;
+    case EEXIST: return ErrorKind::FileExistsError;
+    case ENOENT: return ErrorKind::FileNotFoundError;
+    case EINTR: return ErrorKind::InterruptedError;
+    case EISDIR: return ErrorKind::IsADirectoryError;
+    case ENOTDIR: return ErrorKind::NotADirectoryError;
+    case EACCES: case EPERM: return ErrorKind::PermissionError;
+    case ESRCH: return ErrorKind::ProcessLookupError;
+    case ETIMEDOUT: return ErrorKind::TimeoutError;
+    default: return ErrorKind::OSError;
+  }
+}
+}  // namespace
+
 Value make_exception(ErrorKind k, std::vector<Value> args) {
   auto* d = new ExceptionData;
+  // OSError(errno, strerror[, filename[, winerror[, filename2]]]): the
+  // errno's subclass, "[Errno e] strerror: 'filename'", args (errno, strerror).
+  if (error_kind_is(k, ErrorKind::OSError) && args.size() >= 2 && args.size() <= 5) {
+    if (k == ErrorKind::OSError && args[0].is(Kind::Int)) k = os_error_kind(args[0].as_int());
+    const Value none = Value::none();
+    const Value& filename = args.size() >= 3 ? args[2] : none;
+    const Value& filename2 = args.size() == 5 ? args[4] : none;
+    d->message = "[Errno " + to_str(args[0]) + "] " + to_str(args[1]);
+    if (!filename.is_none()) {
+      d->message += ": " + repr(filename);
+      if (!filename2.is_none()) d->message += " -> " + repr(filename2);
+    }
+    d->attrs = {{"errno", args[0]}, {"strerror", args[1]}, {"filename", filename}, {"filename2", filename2}};
+    if (!filename.is_none()) args.resize(2);  // CPython keeps the args unless a filename was given
+  } else {
+    d->message = exception_message(k, args);
+  }
   d->kind = k;
-  d->message = exception_message(k, args);
   d->args = std::move(args);
   return Value::object(Kind::Foreign, make_ref<ForeignObj>(&vtables()[size_t(k)], d));
 }

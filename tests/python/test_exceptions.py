@@ -89,9 +89,9 @@ def catch_{name}(x):
         return ("caught", str(e), repr(e), e.args)
 """, f"catch_{name}")
     assert check(fn, 1)[1][0] == "caught"
-    # Two args: str() is the args tuple. Not modelled: OSError's errno
-    # formatting and SyntaxError's (msg, details) constructor.
-    if not issubclass(getattr(builtins, name), (OSError, SyntaxError)):
+    # Two args: str() is the args tuple (OSError: "[Errno message] 2").
+    # Not modelled: SyntaxError's (msg, details) constructor.
+    if not issubclass(getattr(builtins, name), SyntaxError):
         check(fn, 2)
 
 
@@ -226,6 +226,21 @@ def raise_class_not_instance(x):
         return e.args
 
 
+def os_errors(n, name):
+    try:
+        raise OSError(n, "no luck", name)
+    except FileNotFoundError as e:
+        return ("not found", str(e), e.args, e.errno, e.filename)
+    except PermissionError as e:
+        return ("permission", repr(e), e.strerror)
+    except OSError as e:
+        return ("other", str(e), e.args)
+
+
+def os_error_surfaces(n):
+    raise OSError(n, "gone", "a.txt", None, "b.txt")
+
+
 def catching_a_non_class(x):
     try:
         raise ValueError(x)
@@ -256,6 +271,8 @@ def exception_classes_in_a_tuple_variable(x):
     (exc_attrs, ("first",)), (no_args, ()), (empty_message, ()),
     (stop_iteration_value, (7,)), (isinstance_checks, (1,)), (exception_in_variable, (3,)),
     (raise_class_not_instance, (0,)),
+    (os_errors, (2, "f.txt")), (os_errors, (13, None)), (os_errors, (1, "x")), (os_errors, (99, "y")),
+    (os_error_surfaces, (2,)), (os_error_surfaces, (17,)),
     (catching_a_non_class, (1,)),
     (raising_a_non_exception, ("a string",)), (raising_a_non_exception, (3,)),
     (exception_classes_in_a_tuple_variable, (0,)), (exception_classes_in_a_tuple_variable, (2,)),
