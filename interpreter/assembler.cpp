@@ -225,6 +225,10 @@ class Assembler {
         lc.expect_end(".end");
         break;
       }
+      if (d == ".except") {
+        except_row(lc, b, labels);
+        continue;
+      }
       if (!d.empty()) {
         body_directive(lc, d, b, qualname, explicit_lines, seen_instruction);
         continue;
@@ -260,6 +264,28 @@ class Assembler {
     // A function with free variables only gets a closure from MAKE_FUNCTION.
     if (!cls && code->freevars.empty()) prog_.globals->map.set(name, Value::object(Kind::Function, fn));
     return fn;
+  }
+
+  // `.except START END TARGET DEPTH [lasti]`: an exception-table row
+  // (labels; END may be a label after the last instruction).
+  void except_row(LineCursor& c, CodeBuilder& b, std::map<std::string, LabelInfo>& labels) {
+    CodeBuilder::Label l[3];
+    const char* what[] = {"the range's start label", "the range's end label", "the handler label"};
+    for (int i = 0; i < 3; ++i) {
+      std::string id(c.identifier());
+      if (id.empty()) c.fail(std::string("expected ") + what[i] + " in .except, got " + c.next_token_text());
+      l[i] = label(labels, b, id, c.line()).label;
+    }
+    int64_t depth = c.integer("a stack depth");
+    if (depth < 0 || depth > INT32_MAX) c.fail("stack depth " + std::to_string(depth) + " out of range");
+    bool lasti = false;
+    if (!c.at_end()) {
+      std::string word(c.identifier());
+      if (word != "lasti") c.fail("expected 'lasti' or the end of the line in .except, got '" + word + "'");
+      lasti = true;
+    }
+    c.expect_end(".except");
+    b.handler(l[0], l[1], l[2], int32_t(depth), lasti);
   }
 
   // PARAMS as in Python: `x, y=1, *args, k=2.0, j, **kw`, `x, *, k` or `a, /, b`.

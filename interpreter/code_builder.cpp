@@ -214,6 +214,13 @@ void CodeBuilder::emit(Opcode op, Label target, int32_t b) {
 
 size_t CodeBuilder::size() const { return code_->instrs.size(); }
 
+void CodeBuilder::handler(Label start, Label end, Label target, int32_t depth, bool lasti) {
+  check_open();
+  for (Label l : {start, end, target})
+    if (l.id < 0 || size_t(l.id) >= label_pos_.size()) fail("exception handler with a label from another builder");
+  handlers_.push_back({start, end, target, depth, lasti});
+}
+
 Ref<Code> CodeBuilder::finish(bool verify_code) {
   check_open();
   seal_params();
@@ -223,6 +230,14 @@ Ref<Code> CodeBuilder::finish(bool verify_code) {
     int pos = label_pos_[size_t(ins.a)];
     if (pos < 0) fail("jump at instruction " + std::to_string(pc) + " to a label that is never bound");
     ins.a = pos;
+  }
+  for (const PendingHandler& h : handlers_) {
+    auto pos = [&](Label l) {
+      int p = label_pos_[size_t(l.id)];
+      if (p < 0) fail("exception handler row with a label that is never bound");
+      return int32_t(p);
+    };
+    code_->exception_table.push_back({pos(h.start), pos(h.end), pos(h.target), h.depth, h.lasti});
   }
   Code& c = *code_;
   c.argcount = int32_t(positional_.size());

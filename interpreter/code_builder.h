@@ -94,6 +94,11 @@ class CodeBuilder {
   // A jump instruction (operand a is the label).
   void emit(Opcode op, Label target, int32_t b = 0);
   size_t size() const;  // instructions emitted so far
+  // An exception-table row (runtime/code.h ExceptionEntry): instructions
+  // from `start` up to (not including) `end` are handled at `target`. Rows
+  // keep the order they are added in (the first covering row wins). `end`
+  // may be bound after the last instruction.
+  void handler(Label start, Label end, Label target, int32_t depth, bool lasti);
 
   // Resolves labels and returns the Code; verifies it (and its code
   // constants) unless `verify` is false, in which case the caller must
@@ -134,6 +139,12 @@ class CodeBuilder {
   std::optional<int> first_line_;
   std::vector<int> label_pos_;          // instruction index, -1 unbound
   std::vector<size_t> label_uses_;      // instructions whose a is a label id
+  struct PendingHandler {
+    Label start, end, target;
+    int32_t depth;
+    bool lasti;
+  };
+  std::vector<PendingHandler> handlers_;
 };
 
 }  // namespace kiln::interpreter

@@ -42,6 +42,7 @@ namespace {
 struct ResumeOrigin {
   Ref<Code> original;
   size_t offset;  // instructions of prologue before the copied code
+  size_t target;  // where it resumes, in the original's numbering
 };
 struct ResumeKey {
   const Code* original;
@@ -92,6 +93,18 @@ void copy_code(CodeBuilder& b, const Code& code, const std::vector<CodeBuilder::
   }
 }
 
+// The exception table of `code`, over the labels copy_code bound: a
+// resume function resumes inside the original's try blocks with their
+// handlers (the prologue pushes exactly the saved stack, so the rows'
+// depths hold). An end one past the last instruction gets its own label.
+void copy_exception_table(CodeBuilder& b, const Code& code, const std::vector<CodeBuilder::Label>& labels) {
+  if (code.exception_table.empty()) return;
+  CodeBuilder::Label end = b.new_label();
+  b.bind(end);
+  auto at = [&](int32_t p) { return size_t(p) < labels.size() ? labels[size_t(p)] : end; };
+  for (const ExceptionEntry& e : code.exception_table) b.handler(at(e.start), at(e.end), at(e.target), e.depth, e.lasti);
+}
+
 // `iterators[i]`: stack slot i holds a loop's iterator, passed as the list
 // of its remaining items (a resumed trace can unroll a list; a live
 // iterator object it could only treat as opaque).
@@ -130,13 +143,14 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   b.emit(Opcode::JUMP, labels[orig_target]);
   size_t offset = b.size();
   copy_code(b, orig, labels);
+  copy_exception_table(b, orig, labels);
   Ref<Code> rc = b.finish();
   auto f = make_ref<FunctionObj>();
   f->code = rc;
   f->globals = fn.globals;
   f->closure = fn.closure;
   std::lock_guard<std::mutex> lock(resume_mu);
-  resume_origins()[rc.get()] = {original, offset};
+  resume_origins()[rc.get()] = {original, offset, orig_target};
   resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, iterators}] = f;
   return f;
 }
@@ -471,6 +485,13 @@ bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t
 
 }  // namespace
 
+// `code` is a resume function whose resumed instruction is pc.
+static bool resumes_at(const Code& code, size_t pc) {
+  std::lock_guard<std::mutex> lock(resume_mu);
+  auto it = resume_origins().find(&code);
+  return it != resume_origins().end() && it->second.offset + it->second.target == pc;
+}
+
 void reset_resume_functions() {
   std::lock_guard<std::mutex> lock(resume_mu);
   resume_cache().clear();
@@ -496,6 +517,15 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
                               const Instr* brk, const std::optional<Unsupported>& why, const Options& options) {
   const Code& code = *fn->code;
   auto* log = kiln::log::get("graph_breaks");
+  // A break inside a protected range (a try body, a with block, a
+  // handler): the residual code must not run the breaking instruction, as
+  // it has no exception table and the raise it may make must reach the
+  // handler. It resumes *at* the breaking instruction instead, in a resume
+  // function that keeps the table. That resume function, breaking again
+  // at its very first instruction, runs on the VM.
+  const bool in_try = brk && code.handler_for(tx->pc());
+  if (in_try && resumes_at(code, tx->pc()))
+    return run_on_vm(fn, Unsupported{BreakReason::in_try_block, break_reason_text(why->reason, why->detail), {}});
   try {
   size_t trace_cells = 0;
   {
@@ -574,6 +604,38 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     r.replay_side_effects();
     r.b.emit(Opcode::LOAD_FAST, ret);
     r.b.emit(Opcode::RETURN_VALUE);
+  } else if (in_try) {
+    // The whole stack crosses (the breaking instruction's operands too),
+    // then the resume function runs from the breaking instruction on.
+    const std::vector<VT>& stack = tx->stack();
+    std::vector<bool> iterators(stack.size(), false);
+    for (size_t i = 0; i < stack.size(); ++i) {
+      if (!stack[i]) unsupported(BreakReason::in_try_block, "a method call split by the break");
+      VT sv = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
+      iterators[i] = sv && sv->is(VTKind::Iterator);
+      r.reconstruct(stack[i], iterators[i]);
+    }
+    std::vector<int32_t> live_temps;
+    for (size_t i = 0; i < live_locals.size(); ++i) {
+      r.reconstruct(live_locals[i]);
+      live_temps.push_back(r.b.local("__live" + std::to_string(i)));
+      r.b.emit(Opcode::STORE_FAST, live_temps.back());
+    }
+    r.replay_side_effects();
+    std::vector<int32_t> temps;
+    for (size_t i = 0; i < stack.size(); ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
+    for (size_t i = stack.size(); i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
+    Ref<FunctionObj> rf = make_resume(*fn, tx->pc(), stack.size(), live_names, iterators);
+    r.emit_const(compiled_value(rf, options));
+    for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
+    for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
+    r.b.emit(Opcode::CALL, int32_t(stack.size() + live_locals.size()));
+    r.b.emit(Opcode::RETURN_VALUE);
+    out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
+                                 code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
+    if (log)
+      log->info("{} at {}:{} in {} (inside a try block: resumed there)", out.graph_break->id, code.filename,
+                brk->line, code.qualname);
   } else {
     const std::vector<VT>& stack = tx->stack();
     const OpcodeInfo& info = opcode_info(brk->op);

@@ -112,20 +112,32 @@ class Disassembler {
   }
 
   void body(const Code& c) {
-    // Labels L0, L1, ... numbered by target position.
+    // Labels L0, L1, ... numbered by target position: jump targets and the
+    // exception table's boundaries (an end may be one past the last
+    // instruction: its label closes the body).
     std::map<int32_t, std::string> labels;
     for (const Instr& ins : c.instrs)
       if (size_t(ins.op) < size_t(runtime::kNumOpcodes) && runtime::opcode_info(ins.op).a == OperandKind::Jump)
         labels.emplace(ins.a, "");
+    for (const auto& e : c.exception_table)
+      for (int32_t p : {e.start, e.end, e.target}) labels.emplace(p, "");
     int n = 0;
     for (auto& [target, name] : labels) name = "L" + std::to_string(n++);
 
+    auto label = [&](int32_t p) {
+      auto it = labels.find(p);
+      return p >= 0 && size_t(p) <= c.instrs.size() ? it->second : "<bad label " + std::to_string(p) + ">";
+    };
+    for (const auto& e : c.exception_table)
+      out_ += "  .except " + label(e.start) + " " + label(e.end) + " " + label(e.target) + " " +
+              std::to_string(e.depth) + (e.lasti ? " lasti" : "") + "\n";
     for (size_t pc = 0; pc < c.instrs.size(); ++pc) {
       const Instr& ins = c.instrs[pc];
       if (auto it = labels.find(int32_t(pc)); it != labels.end()) out_ += it->second + ":\n";
       if (pc == 0 || ins.line != c.instrs[pc - 1].line) out_ += "  .line " + std::to_string(ins.line) + "\n";
       out_ += "  " + instruction(c, ins, labels) + "\n";
     }
+    if (auto it = labels.find(int32_t(c.instrs.size())); it != labels.end()) out_ += it->second + ":\n";
   }
 
   std::string instruction(const Code& c, const Instr& ins, const std::map<int32_t, std::string>& labels) {

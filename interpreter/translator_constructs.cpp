@@ -107,3 +107,20 @@ void InstructionTranslator::op_DICT_MERGE(const Instr& i) {
 void InstructionTranslator::op_LOAD_ASSERTION_ERROR(const Instr&) { push(vars::make_builtin(assertion_error())); }
 
 }  // namespace kiln::interpreter
+
+namespace kiln::interpreter {
+
+// Exception handling. A handler is only entered by an exception, and an
+// exception at trace time is a graph break (the VM raises it), so the
+// tracer never reaches these on a traced path: each breaks, and a break
+// inside a protected range runs the frame on the VM (convert_frame.cpp).
+// BEFORE_WITH and WITH_EXCEPT_START call __enter__ / __exit__, which the
+// VM does.
+void InstructionTranslator::op_PUSH_EXC_INFO(const Instr&) { unsupported(BreakReason::exception_handling, "an exception handler"); }
+void InstructionTranslator::op_POP_EXCEPT(const Instr&) { unsupported(BreakReason::exception_handling, "an exception handler"); }
+void InstructionTranslator::op_CHECK_EXC_MATCH(const Instr&) { unsupported(BreakReason::exception_handling, "an except clause"); }
+void InstructionTranslator::op_RERAISE(const Instr&) { unsupported(BreakReason::exception_handling, "a re-raise"); }
+void InstructionTranslator::op_BEFORE_WITH(const Instr&) { unsupported(BreakReason::exception_handling, "a with statement's __enter__"); }
+void InstructionTranslator::op_WITH_EXCEPT_START(const Instr&) { unsupported(BreakReason::exception_handling, "a with statement's __exit__"); }
+
+}  // namespace kiln::interpreter

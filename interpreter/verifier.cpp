@@ -38,6 +38,7 @@ class Verifier {
   void run() {
     check_header();
     for (size_t pc = 0; pc < code_.instrs.size(); ++pc) check_operands(pc);
+    check_exception_table();
     int32_t max_stack = flow();
     fill_cells();
     verify_nested();
@@ -152,13 +153,32 @@ class Verifier {
       case Opcode::SET_ADD:
       case Opcode::SET_UPDATE:
       case Opcode::DICT_MERGE: range(ins.a, 1, kMaxCountOperand, "container depth"); break;
-      case Opcode::RAISE: range(ins.a, 0, 1, "raise argument count"); break;
+      case Opcode::RAISE: range(ins.a, 0, 2, "raise argument count"); break;
       case Opcode::MAKE_FUNCTION: range(ins.a, 0, 7, "function flags"); break;
       case Opcode::CALL_EX: range(ins.a, 0, 1, "call flags"); break;
       case Opcode::FORMAT_VALUE: range(ins.a, 0, 7, "format flags"); break;
       case Opcode::CALL_KW:
       case Opcode::CALL_METHOD_KW: check_kwnames(pc, ins); break;
       default: break;
+    }
+  }
+
+  [[noreturn]] void fail_handler(size_t i, const std::string& what) const {
+    fail_function("exception handler " + std::to_string(i) + ": " + what);
+  }
+  // Each row's range and target lie on instructions (end may be one past
+  // the last); depths are checked by flow().
+  void check_exception_table() {
+    const auto n = int64_t(code_.instrs.size());
+    for (size_t i = 0; i < code_.exception_table.size(); ++i) {
+      const auto& e = code_.exception_table[i];
+      if (e.start < 0 || e.start >= n || e.end <= e.start || e.end > n)
+        fail_handler(i, "range " + std::to_string(e.start) + ".." + std::to_string(e.end) +
+                            " is not a non-empty range of instructions (function has " + std::to_string(n) + ")");
+      if (e.target < 0 || e.target >= n)
+        fail_handler(i, "target " + std::to_string(e.target) + " out of range (function has " + std::to_string(n) +
+                            " instructions)");
+      if (e.depth < 0 || e.depth > kMaxStackDepth) fail_handler(i, "depth " + std::to_string(e.depth) + " out of range");
     }
   }
 
@@ -219,6 +239,14 @@ class Verifier {
         reach(pc, pc + 1, peak);
       }
       max_depth = std::max(max_depth, int32_t(std::min<int64_t>(peak, kMaxStackDepth)));
+      // The exception edge: any instruction may raise. Its handler gets the
+      // stack cut to the row's depth, which must be there to cut to.
+      if (const runtime::ExceptionEntry* h = code_.handler_for(pc)) {
+        if (h->depth > d)
+          fail_at(pc, "exception handler depth " + std::to_string(h->depth) + " exceeds the stack depth " +
+                          std::to_string(d) + " here");
+        reach(pc, size_t(h->target), int64_t(h->depth) + (h->lasti ? 1 : 0) + 1);
+      }
     }
     return max_depth;
   }

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/builtins.h"
+#include "runtime/exceptions.h"
 #include "runtime/format.h"
 #include "runtime/kwargs.h"
 #include "runtime/log.h"
@@ -25,6 +26,7 @@
 namespace kiln::interpreter {
 
 using namespace kiln::runtime;
+using runtime::ExceptionEntry;
 
 struct VM::Arena {
   // Chunks grow from small (a VM that runs a few frames, like every cached
@@ -285,7 +287,8 @@ Value VM::run(const Program& program, std::string_view entry, const std::vector<
 // -------------------------------------------------------------- the loop --
 
 [[noreturn]] static void unbound_local(const Code* code, int32_t i) {
-  throw_error(ErrorKind::NameError, "local variable '" + code->varnames[size_t(i)] + "' referenced before assignment");
+  throw_error(ErrorKind::UnboundLocalError,
+              "cannot access local variable '" + code->varnames[size_t(i)] + "' where it is not associated with a value");
 }
 
 static const Value& lookup_global(const FunctionObj* fn, const StrObj* name) {
@@ -311,6 +314,38 @@ static Value call_ex(VM& vm, const Value& callee, const Value& args, const Value
     if (!keys.empty()) names = make_tuple(std::move(keys));
   }
   return vm.call(callee, CallArgs{all.data(), all.size(), names.is(Kind::Tuple) ? names.as<TupleObj>() : nullptr});
+}
+
+// BEFORE_WITH's lookups, in CPython 3.11's order and with its errors.
+static void before_with(CallContext& ctx, const Value& mgr, Value& exit, Value& enter) {
+  static const Ref<StrObj> enter_name = intern("__enter__"), exit_name = intern("__exit__");
+  auto lookup = [&](const StrObj* name, const char* missed) {
+    Value v;
+    try {
+      v = get_attr_or_null(ctx, mgr, name);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::AttributeError) throw;
+      v = Value::null();
+    }
+    if (v.is_null())
+      throw_error(ErrorKind::TypeError,
+                  "'" + type_name(mgr) + "' object does not support the context manager protocol" + missed);
+    return v;
+  };
+  enter = lookup(enter_name.get(), "");
+  exit = lookup(exit_name.get(), " (missed __exit__ method)");
+}
+
+// type(exc) for WITH_EXCEPT_START: the built-in class, or a Python
+// exception's own class.
+static Value exception_type_of(CallContext& ctx, const Value& exc) {
+  ExceptionData* d = exception_data(exc);
+  if (!d) return Value::none();
+  if (!d->foreign.is_null()) {
+    static const Ref<StrObj> cls = intern("__class__");
+    return get_attr(ctx, d->foreign, cls.get());
+  }
+  return exception_class(d->kind);
 }
 
 template <bool kCount>
@@ -361,6 +396,10 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     *sp++ = std::move(res_);                         \
   }
 
+  // The exception being handled when the frame started: restored if an
+  // exception leaves the frame from inside one of its handlers.
+  const Value handled_on_entry = handled_;
+  for (;;) {
   try {
     DISPATCH();
 
@@ -684,15 +723,71 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
   op_RETURN_VALUE:
     return POP();
   op_RAISE:
-    if (ip->a == 0) throw_error(ErrorKind::RuntimeError, "No active exception to reraise");
-    raise_value(TOP());
+    if (ip->a == 0) {
+      // A bare `raise`: the handled exception again, traceback unchanged.
+      if (handled_.is_none()) throw_error(ErrorKind::RuntimeError, "No active exception to reraise");
+      reraise_exception(handled_);
+    }
+    if (ip->a == 2) raise_exception(sp[-2], sp[-1]);
+    raise_exception(TOP(), Value::null());
+  op_PUSH_EXC_INFO:
+    {
+      Value exc = TOP();
+      sp[-1] = handled_;
+      handled_ = exc;
+      *sp++ = std::move(exc);
+    }
+    NEXT();
+  op_POP_EXCEPT:
+    handled_ = POP();
+    NEXT();
+  op_CHECK_EXC_MATCH:
+    jump = exception_matches(sp[-2], sp[-1]);
+    sp[-1] = Value::boolean(jump);
+    NEXT();
+  op_RERAISE:
+    reraise_exception(TOP());
+  op_BEFORE_WITH:
+    {
+      Value exit, enter;
+      before_with(*this, TOP(), exit, enter);
+      sp[-1] = std::move(exit);
+      *sp++ = Value();  // a placeholder while __enter__ runs: the slot is counted by max_stack
+      Value result = call(enter, CallArgs{});
+      sp[-1] = std::move(result);
+    }
+    NEXT();
+  op_WITH_EXCEPT_START:
+    {
+      Value args[] = {exception_type_of(*this, sp[-1]), sp[-1], Value::none()};
+      Value res = call(sp[-4], CallArgs{args, 3, nullptr});
+      *sp++ = std::move(res);
+    }
+    NEXT();
   } catch (Error& e) {
-    e.add_frame({code->qualname, code->filename, ip->line});
+    // CPython's PyTraceBack_Here: the frame joins the traceback where the
+    // exception passes through it, unless RERAISE put it there already.
+    if (!e.reraised) e.add_frame({code->qualname, code->filename, ip->line});
+    e.reraised = false;
+    const size_t pc = size_t(ip - begin);
+    if (const ExceptionEntry* h = code->handler_for(pc)) {
+      Value exc = caught_exception(e);
+      Value* base = stack + h->depth;
+      if (sp < base)  // the verifier rules this out for the VM's own instructions
+        throw_error(ErrorKind::SystemError, code->qualname + ": stack below the exception handler's depth");
+      while (sp > base) *--sp = Value();
+      if (h->lasti) *sp++ = Value::integer(int64_t(pc));
+      *sp++ = std::move(exc);
+      ip = begin + h->target;
+      continue;
+    }
+    handled_ = handled_on_entry;
     throw;
   } catch (const std::bad_alloc&) {
     Error e(ErrorKind::RuntimeError, "out of memory");
     e.add_frame({code->qualname, code->filename, ip->line});
     throw e;
+  }
   }
 #undef DISPATCH
 #undef NEXT

@@ -57,6 +57,10 @@ class VM final : public runtime::CallContext {
   std::unique_ptr<Arena> arena_;
   VMOptions options_;
   int depth_ = 0;
+  // The exception being handled (CPython's exc_info): what PUSH_EXC_INFO
+  // saves and replaces, POP_EXCEPT restores and a bare `raise` re-raises.
+  // None outside any handler.
+  runtime::Value handled_;
   uint64_t executed_ = 0;
   spdlog::logger* log_ = nullptr;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/format.h"
 #include "runtime/ops.h"
@@ -15,39 +16,6 @@
 namespace kiln::runtime {
 
 namespace {
-
-// ---- exceptions -------------------------------------------------------------
-// An exception value is a Foreign object made by ValueError("...") etc.;
-// RAISE turns it into a kiln::Error of its kind.
-struct ExcPayload {
-  ErrorKind kind;
-  std::string message;
-};
-const ForeignVTable kExceptionVT = {
-    "Exception",
-    [](void* h) { delete static_cast<ExcPayload*>(h); },
-    [](void* h, std::string_view name) -> Value {
-      if (name == "args") return make_tuple({Value::str(static_cast<ExcPayload*>(h)->message)});
-      throw_error(ErrorKind::AttributeError, "exception object has no attribute '" + std::string(name) + "'");
-    },
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
-    [](void* h) {
-      auto* e = static_cast<ExcPayload*>(h);
-      return std::string(error_kind_name(e->kind)) + "(" + repr(Value::str(e->message)) + ")";
-    },
-    nullptr,
-};
-
-Value exception_ctor(CallContext&, const BuiltinObj& self, const CallArgs& args) {
-  std::string msg;
-  for (size_t i = 0; i < args.npos(); ++i) msg += (i ? ", " : "") + to_str(args[i]);
-  auto* p = new ExcPayload{ErrorKind(self.data), msg};
-  return Value::object(Kind::Foreign, make_ref<ForeignObj>(&kExceptionVT, p));
-}
 
 // ---- Python builtins ----------------------------------------------------------
 
@@ -104,6 +72,8 @@ Value b_print(CallContext& ctx, const std::vector<Value>& a) {
 }
 
 bool isinstance_one(const Value& obj, const Value& type) {
+  if (exception_class_kind(type) || (type.is(Kind::Foreign) && type.as<ForeignObj>()->vt->exception_match))
+    return exception_isinstance(obj, type);
   if (type.is(Kind::Class))
     return obj.is(Kind::Module) && obj.as<ModuleObj>()->cls->is_subclass_of(type.as<ClassObj>());
   if (type.is(Kind::Builtin)) {
@@ -293,7 +263,7 @@ Value b_next(CallContext&, const std::vector<Value>& a) {
   Value out;
   if (a[0].as<IteratorObj>()->next(out)) return out;
   if (!a[1].is_null()) return a[1];
-  throw_error(ErrorKind::RuntimeError, "StopIteration");
+  throw_error(ErrorKind::StopIteration, "");
 }
 
 // ---- tensors --------------------------------------------------------------------
@@ -405,11 +375,9 @@ NameMap build_builtins() {
     m.set(d.name, b);
   }
   m.set("Tensor", *m.find("tensor"));  // isinstance(x, Tensor)
-  for (ErrorKind k : {ErrorKind::NameError, ErrorKind::TypeError, ErrorKind::ValueError, ErrorKind::AttributeError, ErrorKind::IndexError,
-                      ErrorKind::KeyError, ErrorKind::ZeroDivisionError, ErrorKind::RuntimeError, ErrorKind::AssertionError})
-    m.set(error_kind_name(k), make_builtin(error_kind_name(k), exception_ctor, int64_t(k)));
-  m.set("Exception", make_builtin("Exception", exception_ctor, int64_t(ErrorKind::RuntimeError)));
-  m.set("NotImplementedError", make_builtin("NotImplementedError", exception_ctor, int64_t(ErrorKind::RuntimeError)));
+  // Every built-in exception class a user can name (runtime/exceptions.h).
+  for (int k = 0; k <= int(ErrorKind::VerifyError); ++k)
+    if (ErrorKind(k) != ErrorKind::VerifyError) m.set(error_kind_name(ErrorKind(k)), exception_class(ErrorKind(k)));
   for (DType d : {DType::Float32, DType::Float64, DType::Int64}) m.set(dtype_name(d), intern_value(dtype_name(d)));
   m.set("Module", Value::object(Kind::Class, module_base_class()));
 #define KILN_BM_GLOBAL(name) \
@@ -442,16 +410,6 @@ Value op_builtin(int op_id) {
 const NameMap& builtins() {
   static const NameMap* m = new NameMap(build_builtins());
   return *m;
-}
-
-void raise_value(const Value& exc) {
-  if (exc.is(Kind::Foreign) && exc.as<ForeignObj>()->vt == &kExceptionVT) {
-    auto* p = static_cast<ExcPayload*>(exc.as<ForeignObj>()->handle);
-    throw Error(p->kind, p->message);
-  }
-  if (exc.is(Kind::Builtin) && exc.as<BuiltinObj>()->fn == exception_ctor)
-    throw Error(ErrorKind(exc.as<BuiltinObj>()->data), "");
-  throw Error(ErrorKind::RuntimeError, to_str(exc));
 }
 
 }  // namespace kiln::runtime

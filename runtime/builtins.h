@@ -19,9 +19,4 @@ Value type_method(Kind k, const StrObj* name);
 // program's globals bind that name to.
 Value assertion_error();
 
-// RAISE: turns the raised value (an exception made by ValueError(...) and
-// friends, or any other value, whose str() becomes the message) into a
-// kiln::Error of the matching kind.
-[[noreturn]] void raise_value(const Value& exc);
-
 }  // namespace kiln::runtime

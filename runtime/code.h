@@ -72,6 +72,21 @@ struct Instr {
   int32_t line = 0;  // user's source line
 };
 
+// One row of a function's exception table (CPython 3.11's model): a raise
+// at an instruction in [start, end) unwinds the stack to `depth` items,
+// pushes the instruction's index if `lasti`, pushes the exception and
+// jumps to `target`. The first row (in table order) covering an
+// instruction is its handler; the verifier checks the rows (docs/kbc.md).
+struct ExceptionEntry {
+  int32_t start = 0, end = 0;
+  int32_t target = 0;
+  int32_t depth = 0;
+  bool lasti = false;
+  bool operator==(const ExceptionEntry& o) const {
+    return start == o.start && end == o.end && target == o.target && depth == o.depth && lasti == o.lasti;
+  }
+};
+
 enum CodeFlags : uint32_t {
   kVarArgs = 1,  // *args: a tuple local right after the positional and kw-only params
   kVarKw = 2,    // **kwargs: a dict local after that
@@ -94,6 +109,7 @@ struct Code final : Object {
   std::vector<Ref<StrObj>> names;     // globals and attribute names (interned)
   std::vector<Value> consts;
   std::vector<Instr> instrs;
+  std::vector<ExceptionEntry> exception_table;
 
   // Filled by the verifier (interpreter/verifier): only verified code runs.
   int32_t max_stack = -1;
@@ -117,6 +133,12 @@ struct Code final : Object {
     return argcount + kwonlyargcount + ((flags & kVarArgs) ? 1 : 0) + ((flags & kVarKw) ? 1 : 0);
   }
   int32_t ncells() const { return int32_t(cellvars.size() + freevars.size()); }
+  // The handler row covering instruction pc, or null.
+  const ExceptionEntry* handler_for(size_t pc) const {
+    for (const ExceptionEntry& e : exception_table)
+      if (int32_t(pc) >= e.start && int32_t(pc) < e.end) return &e;
+    return nullptr;
+  }
   int line_of(size_t pc) const { return pc < instrs.size() ? instrs[pc].line : first_line; }
 };
 

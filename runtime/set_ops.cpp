@@ -3,6 +3,7 @@
 // Order is insertion order, never CPython's hash order; nothing here may
 // depend on it except printing and iteration.
 #include "runtime/set_ops.h"
+#include "runtime/exceptions.h"
 
 #include "runtime/name_map.h"
 #include "runtime/signature.h"
@@ -125,7 +126,7 @@ Value m_discard(CallContext&, const std::vector<Value>& a) {
   return Value::none();
 }
 Value m_remove(CallContext&, const std::vector<Value>& a) {
-  if (!set_of(a[0])->erase(a[1])) throw_error(ErrorKind::KeyError, repr(a[1]));
+  if (!set_of(a[0])->erase(a[1])) throw_key_error(a[1]);
   return Value::none();
 }
 Value m_pop(CallContext&, const std::vector<Value>& a) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/builtins.h"
+#include "runtime/exceptions.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
 #include "runtime/signature.h"
@@ -108,7 +109,7 @@ Value d_get(CallContext&, const std::vector<Value>& a) {
 Value d_pop(CallContext&, const std::vector<Value>& a) {
   const Value* v = dict_of(a)->find(a[1]);
   if (!v) {
-    if (a[2].is_null()) throw_error(ErrorKind::KeyError, repr(a[1]));
+    if (a[2].is_null()) throw_key_error(a[1]);
     return a[2];
   }
   Value out = *v;

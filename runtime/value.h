@@ -292,6 +292,15 @@ struct ForeignVTable {
   // Optional: the object's own type name (type_name is the seam's name),
   // for the messages kiln itself writes about the object.
   std::string (*type_name_of)(void* handle) = nullptr;
+
+  // Optional (runtime/exceptions.h; nullptr: not an exception and no
+  // exception class). raise_exception: `raise obj` for this object, which
+  // throws the kiln::Error it raises as (a class is instantiated first;
+  // anything else is CPython's TypeError). exception_match: whether the
+  // exception `exc` is an instance of class `cls` (Python's except-clause
+  // test), called on whichever of the two is this foreign object.
+  void (*raise_exception)(void* handle) = nullptr;  // always throws
+  bool (*exception_match)(void* handle, const Value& exc, const Value& cls) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "runtime/builtins.h"
+#include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
@@ -315,7 +316,7 @@ Value get_item(const Value& obj, const Value& key) {
     }
     case Kind::Dict: {
       const Value* v = obj.as<DictObj>()->find(key);
-      if (!v) throw_error(ErrorKind::KeyError, repr(key));
+      if (!v) throw_key_error(key);
       return *v;
     }
     case Kind::Range: {

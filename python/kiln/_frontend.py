@@ -47,8 +47,7 @@ forward/backward variants all become the one KBC opcode.
 Where KBC has no opcode, a short exact sequence replaces it: MAP_ADD is a
 STORE_SUBSCR into the dict fetched with COPY, DICT_UPDATE calls
 `dict.update`, LIST_TO_TUPLE calls `tuple`, UNPACK_EX slices a list copy
-(after CPython's length check), `raise X from Y` drops Y (kiln errors
-carry no cause). FORMAT_VALUE, DICT_MERGE, BUILD_SET, SET_ADD,
+(after CPython's length check). FORMAT_VALUE, DICT_MERGE, BUILD_SET, SET_ADD,
 SET_UPDATE and LOAD_ASSERTION_ERROR have KBC opcodes of the same meaning
 (so an f-string or an assert never reads a global a program may rebind),
 a frozenset constant (`x in {"a", "b"}`) is a KBC frozenset literal, and
@@ -56,18 +55,40 @@ positional-only parameters keep their `/` in the `.func` header. Names these seq
 `Translation.builtins_required`: a program that rebinds them would change
 their meaning.
 
+The opcode table
+----------------
+`_ROWS` (at the end of this file) has one row per CPython opcode the
+frontend translates: the translation of one instruction on the abstract
+stack, and CPython's stack effect on each edge as a function of the oparg.
+The tests check every row's effect against `dis.stack_effect`, and `_step`
+checks each translation against its row, so adding an opcode is adding a
+row (the `_row` decorator).
+
+Exceptions
+----------
+KBC shares CPython 3.11's exception model, so try/except/else/finally and
+with translate one to one: PUSH_EXC_INFO, POP_EXCEPT, CHECK_EXC_MATCH,
+RERAISE, BEFORE_WITH, WITH_EXCEPT_START and RAISE_VARARGS (0, 1 or 2
+operands) keep their names, and `co_exceptiontable` (read as dis reads it)
+becomes `.except` rows: one per run of emitted instructions with the same
+handler, bounded by labels `X<offset>_exc`, the depth recounted without
+virtual NULLs. The flow pass follows the exception edges too: a handler's
+stack is the protected instruction's, cut to the row's depth, then lasti
+(if the row says so) and the exception. `except*` (exception groups) and
+`async with` are refused.
+
 Lines: `.firstline` is `co_firstlineno`, `.line N` precedes the first KBC
 instruction of every change of source line, and programs assembled with
 `Translation.filename` give tracebacks pointing at the user's file and line.
 
 What is left to CPython
 -----------------------
-try/except/finally and with (any exception-table entry), generators,
+except* (exception groups), async with, generators,
 generator expressions, async functions, `match` with sequence, mapping or
 class patterns, imports, class bodies, `del` of attributes, globals and
 cells, constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
 and tuples or frozensets holding them), non-ASCII names, entry
-defaults that are not constants, and any opcode not handled below: `translate` raises Untranslatable naming the
+defaults that are not constants, and any opcode without a row in `_ROWS`: `translate` raises Untranslatable naming the
 construct and the user's line, and logs it on the `kiln.frontend` logger.
 """
 from __future__ import annotations
@@ -98,24 +119,6 @@ _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _NB_SYMBOLS = ("+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^")
 
 _UNARY = {"UNARY_POSITIVE": "+", "UNARY_NEGATIVE": "-", "UNARY_NOT": "not", "UNARY_INVERT": "~"}
-
-# Opcodes that are the same in both bytecodes: (values popped, pushed).
-_SAME = {
-    "POP_TOP": (1, 0),
-    "BINARY_SUBSCR": (2, 1),
-    "STORE_SUBSCR": (3, 0),
-    "DELETE_SUBSCR": (2, 0),
-    "GET_ITER": (1, 1),
-    "LOAD_ATTR": (1, 1),
-    "STORE_ATTR": (2, 0),
-    "STORE_GLOBAL": (1, 0),
-    "STORE_FAST": (1, 0),
-    "STORE_DEREF": (1, 0),
-}
-
-# Opcodes that only do bookkeeping in CPython (the virtual NULL, cells made
-# at frame entry, specialisation caches, quickening).
-_SILENT = {"RESUME", "NOP", "CACHE", "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "KW_NAMES"}
 
 _CONDITIONAL = {
     "POP_JUMP_FORWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
@@ -476,26 +479,12 @@ class _Function:
         if code.co_flags & _CO_GENERATOR:
             kind = "generator expression" if code.co_name == "<genexpr>" else "generator function (yield)"
             self.fail(kind, first)
-        if code.co_exceptiontable:
-            self._refuse_exception_table()
-
-    def _refuse_exception_table(self):
-        """Name the try or with statement that gave the code an exception table.
-
-        3.11 starts the first protected range right after the statement's
-        first instruction: BEFORE_WITH for a with, a NOP on the `try:` line
-        for a try.
-        """
-        start = min(e.start for e in dis.Bytecode(self.code).exception_entries)
-        before = [i for i in self.instrs if i.offset < start]
-        prev = before[-1] if before else None
-        if prev is not None and prev.opname in ("BEFORE_WITH", "BEFORE_ASYNC_WITH"):
-            self.fail("with statement", prev.positions.lineno)
         ops = {i.opname for i in self.instrs}
-        kind = "try/except" if ops & {"CHECK_EXC_MATCH", "CHECK_EG_MATCH"} else "try/finally"
-        if prev is not None and prev.opname == "NOP":
-            self.fail(kind, prev.positions.lineno)
-        self.fail(kind, next((i.positions.lineno for i in self.instrs if i.offset >= start), None))
+        if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
+            line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
+            self.fail("except* (exception groups)", line)
+        if ops & {"BEFORE_ASYNC_WITH"}:
+            self.fail("async with statement", first)
 
     # -- the translation -----------------------------------------------------
 
@@ -504,6 +493,9 @@ class _Function:
         self._check_function()
         self._names()
         self.index = {ins.offset: k for k, ins in enumerate(self.instrs)}
+        # CPython 3.11's exception table, as dis reads it: byte ranges
+        # [start, end) -> handler, stack depth, lasti; they do not overlap.
+        self.handlers = dis._parse_exception_table(self.code) if self.code.co_exceptiontable else []
         self.kwnames = self._pair_kw_names()
         states = self._flow()
         self._emit(states)
@@ -534,6 +526,14 @@ class _Function:
                 succs.append((k + 1, fall))
             if jump is not None:
                 succs.append((self.index[self.instrs[k].argval], jump))
+            h = self._handler(k)
+            if h is not None:
+                # Any instruction may raise: its handler gets the stack cut
+                # to the row's depth, then lasti (if asked), then the exception.
+                entry = states[k]
+                if h.depth > len(entry):
+                    self.fail("exception handler deeper than the stack", self.instrs[k].positions.lineno)
+                succs.append((self.index[h.target], list(entry[:h.depth]) + ["v"] * (1 + h.lasti)))
             for s, st in succs:
                 if s >= len(self.instrs):
                     self.fail("execution falls off the end of the code", self.instrs[k].positions.lineno)
@@ -546,6 +546,14 @@ class _Function:
                 states[s] = st
                 work.append(s)
         return states
+
+    def _handler(self, k: int):
+        """The exception-table row covering instruction k, or None."""
+        off = self.instrs[k].offset
+        for h in self.handlers:
+            if h.start <= off < h.end:
+                return h
+        return None
 
     def _join(self, a: tuple, b: tuple, ins) -> tuple:
         if len(a) != len(b):
@@ -560,11 +568,32 @@ class _Function:
 
     def _emit(self, states: dict):
         targets = {self.instrs[k].argval for k in states if self.instrs[k].opcode in dis.hasjrel}
+        targets |= {h.target for h in self.handlers}
         out: list[str] = []
         line = None
+        # Exception-table rows over the emitted instructions: a row per run
+        # of instructions with the same handler, bounded by labels of its own.
+        rows: list[list] = []  # [start label, end label, handler offset, KBC depth, lasti, instructions before]
+        current = None
+        emitted = 0
         for k, ins in enumerate(self.instrs):
             if k not in states:
                 continue  # unreachable: CPython never runs it
+            h = self._handler(k)
+            key = None
+            if h is not None:
+                # The depth in KBC slots: the virtual NULLs have none.
+                key = (h.target, sum(1 for kind in states[k][:h.depth] if kind != "N"), h.lasti)
+            if key != current:
+                label = f"X{ins.offset}_exc"
+                out.append(f"{label}:")
+                if current is not None:
+                    rows[-1][1] = label
+                    if rows[-1][5] == emitted:
+                        rows.pop()  # the run emitted no KBC instruction: an empty range
+                if key is not None:
+                    rows.append([label, None, *key, emitted])
+                current = key
             if ins.offset in targets:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
@@ -574,6 +603,12 @@ class _Function:
                 out.insert(mark, f"  .line {line}")
             if len(out) > mark:
                 self.lines.add(self.line)
+            emitted += sum(1 for text in out[mark:] if not text.startswith("  .line"))
+        if current is not None:
+            out.append("X_end_exc:")
+            rows[-1][1] = "X_end_exc"
+            if rows[-1][5] == emitted:
+                rows.pop()
         code = self.code
         head = [f"  .firstline {code.co_firstlineno}"]
         local_names = self.locals + ([self.temp] if self.temp else [])
@@ -583,6 +618,8 @@ class _Function:
             head.append("  .cellvars " + " ".join(self.cellvars))
         if self.freevars:
             head.append("  .freevars " + " ".join(self.freevars))
+        for start, end, target, depth, lasti, _ in rows:
+            head.append(f"  .except {start} {end} L{target} {depth}" + (" lasti" if lasti else ""))
         self.body = "\n".join(head + out) + "\n.end\n\n"
         # As a nested function: defaults come from MAKE_FUNCTION at run
         # time, as in CPython. (The entry's header is made by _Compiled.)
@@ -619,203 +656,27 @@ class _Function:
         """Translate instruction k on abstract stack st into `out`.
 
         Returns (fall-through stack or None, jump-target stack or None).
+        One row of _ROWS per opcode does the work; the row's declared
+        stack effect (CPython's, checked against dis.stack_effect by the
+        tests) must be what it did to the abstract stack.
         """
         ins = self.instrs[k]
         op = ins.opname
-        emit = out.append
         if ins.positions and ins.positions.lineno:
             self.line = ins.positions.lineno
-
-        if op in _SILENT:
-            return st, None
         if op in _UNSUPPORTED:
             self.fail(_UNSUPPORTED[op])
-        if op in _SAME:
-            pops, pushes = _SAME[op]
-            self._pop(st, pops, ins)
-            st += ["v"] * pushes
-            if op == "STORE_GLOBAL":
-                self.program.use_global(ins.argval, stored=True)
-                emit(f"  STORE_GLOBAL {self.name_operand(ins.argval)}")
-            elif op in ("STORE_FAST", "STORE_DEREF"):
-                emit(f"  {op} {self.rename[ins.argval]}")
-            elif op in ("LOAD_ATTR", "STORE_ATTR"):
-                emit(f"  {op} {self.name_operand(ins.argval)}")
-            else:
-                emit(f"  {op}")
-            return st, None
-        if op in _UNARY:
-            self._pop(st, 1, ins)
-            st.append("v")
-            emit(f"  UNARY_OP {_UNARY[op]}")
-            return st, None
-        if op == "RETURN_VALUE":
-            self._pop(st, 1, ins)
-            emit("  RETURN_VALUE")
-            return None, None
-
-        if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "DELETE_FAST"):
-            if op != "DELETE_FAST":
-                st.append("v")
-            emit(f"  {op} {self.rename[ins.argval]}")
-            return st, None
-        if op == "LOAD_CONST":
-            st.append("v")
-            emit(f"  LOAD_CONST {self._constant(ins.argval)}")
-            return st, None
-        if op == "LOAD_GLOBAL":
-            if ins.arg & 1:
-                st.append("N")
-            st.append("v")
-            self.program.use_global(ins.argval)
-            emit(f"  LOAD_GLOBAL {self.name_operand(ins.argval)}")
-            return st, None
-        if op == "PUSH_NULL":
-            st.append("N")
-            return st, None
-        if op == "LOAD_METHOD":
-            self._pop(st, 1, ins)
-            st += ["M", "S"]
-            emit(f"  LOAD_METHOD {self.name_operand(ins.argval)}")
-            return st, None
-
-        if op == "BINARY_OP":
-            self._pop(st, 2, ins)
-            st.append("v")
-            arg = ins.arg
-            emit(f"  BINARY_OP {_NB_SYMBOLS[arg] if arg < 13 else _NB_SYMBOLS[arg - 13] + '='}")
-            return st, None
-        if op in ("COMPARE_OP", "IS_OP", "CONTAINS_OP"):
-            self._pop(st, 2, ins)
-            st.append("v")
-            if op == "COMPARE_OP":
-                symbol = ins.argval
-            elif op == "IS_OP":
-                symbol = "is not" if ins.arg else "is"
-            else:
-                symbol = "not in" if ins.arg else "in"
-            emit(f"  COMPARE_OP {symbol}")
-            return st, None
-
-        if op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SLICE", "BUILD_MAP", "BUILD_SET"):
-            n = ins.arg
-            self._pop(st, 2 * n if op == "BUILD_MAP" else n, ins)
-            st.append("v")
-            emit(f"  {'BUILD_DICT' if op == 'BUILD_MAP' else op} {n}")
-            return st, None
-        if op == "BUILD_CONST_KEY_MAP":
-            return self._build_const_key_map(k, st, emit)
-        if op in ("LIST_APPEND", "LIST_EXTEND"):
-            self._pop(st, 1, ins)
-            emit(f"  {op} {self._depth(st, ins.arg, ins)}")
-            return st, None
-        if op == "LIST_TO_TUPLE":
-            self._pop(st, 1, ins)
-            st.append("v")
-            self.program.use_builtin("tuple")
-            emit("  LOAD_GLOBAL tuple")
-            emit("  SWAP 2")
-            emit("  CALL 1")
-            return st, None
-        if op == "MAP_ADD":
-            # dict[key] = value, the dict fetched from under the pair.
-            self._pop(st, 2, ins)
-            d = self._depth(st, ins.arg, ins)
-            emit(f"  COPY {d + 2}")      # key value dict
-            emit("  SWAP 2")            # key dict value
-            emit("  SWAP 3")            # value dict key
-            emit("  STORE_SUBSCR")
-            return st, None
-        if op == "DICT_UPDATE":
-            self._pop(st, 1, ins)
-            d = self._depth(st, ins.arg, ins)
-            emit(f"  COPY {d + 1}")      # mapping dict
-            emit("  LOAD_METHOD update")  # mapping method self
-            emit("  SWAP 2")
-            emit("  SWAP 3")            # method self mapping
-            emit("  CALL_METHOD 1")
-            emit("  POP_TOP")
-            return st, None
-        if op == "DICT_MERGE":
-            # f(**m), f(k=1, **m), f(**a, **b): CPython's own instruction
-            # (the callable sits two slots under the dict, for its errors).
-            self._pop(st, 1, ins)
-            d = self._depth(st, ins.arg, ins)
-            emit(f"  DICT_MERGE {d}")
-            return st, None
-        if op in ("SET_ADD", "SET_UPDATE"):
-            self._pop(st, 1, ins)
-            emit(f"  {op} {self._depth(st, ins.arg, ins)}")
-            return st, None
-        if op == "LOAD_ASSERTION_ERROR":
-            st.append("v")
-            emit("  LOAD_ASSERTION_ERROR")
-            return st, None
-        if op == "UNPACK_SEQUENCE":
-            self._pop(st, 1, ins)
-            st += ["v"] * ins.arg
-            emit(f"  UNPACK_SEQUENCE {ins.arg}")
-            return st, None
-        if op == "UNPACK_EX":
-            return self._unpack_ex(ins, st, emit)
-        if op == "FORMAT_VALUE":
-            return self._format_value(ins, st, emit)
-
-        if op == "COPY":
-            src = st[-ins.arg] if 0 < ins.arg <= len(st) else None
-            if src not in _VALUE:
-                self.fail("unexpected stack layout at COPY")
-            emit(f"  COPY {self._depth(st, ins.arg, ins)}")
-            st.append("v")
-            return st, None
-        if op == "SWAP":
-            n = ins.arg
-            if n > len(st) or st[-1] not in _VALUE or st[-n] not in _VALUE:
-                self.fail("unexpected stack layout at SWAP")
-            emit(f"  SWAP {self._depth(st, n, ins)}")
-            st[-1], st[-n] = st[-n], st[-1]
-            return st, None
-
-        if op == "CALL":
-            return self._call(k, st, emit)
-        if op == "CALL_FUNCTION_EX":
-            has_kw = ins.arg & 1
-            if has_kw:
-                self._pop(st, 1, ins)
-            self._pop(st, 2, ins)
-            self._pop(st, 1, ins, accept=("N",))
-            st.append("v")
-            emit(f"  CALL_EX {has_kw}")
-            return st, None
-        if op == "MAKE_FUNCTION":
-            return self._make_function(k, st, emit)
-
-        if op == "RAISE_VARARGS":
-            self._pop(st, ins.arg, ins)
-            if ins.arg == 2:
-                emit("  POP_TOP")  # the cause: kiln errors have none
-            emit(f"  RAISE {min(ins.arg, 1)}")
-            return None, None
-        if op in _JUMPS:
-            emit(f"  JUMP L{ins.argval}")
-            return None, st
-        if op in _CONDITIONAL:
-            self._pop(st, 1, ins)
-            emit(f"  {_CONDITIONAL[op]} L{ins.argval}")
-            return st, list(st)
-        if op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
-            kept = list(st)
-            self._pop(st, 1, ins)
-            emit(f"  {op} L{ins.argval}")
-            return st, kept
-        if op == "FOR_ITER":
-            self._pop(st, 1, ins)
-            exhausted = list(st)
-            st += ["v", "v"]
-            emit(f"  FOR_ITER L{ins.argval}")
-            return st, exhausted
-
-        self.fail(f"unsupported opcode {op}")
+        row = _ROWS.get(op)
+        if row is None:
+            self.fail(f"unsupported opcode {op}")
+        depth = len(st)
+        fall, jump = row.translate(self, k, ins, st, out.append)
+        if row.checked:
+            for stack, effect in ((fall, row.effect), (jump, row.jump_effect)):
+                if stack is not None and len(stack) - depth != effect(ins.arg):
+                    raise AssertionError(f"frontend row {op}: stack effect {len(stack) - depth}, "
+                                         f"declared {effect(ins.arg)}")
+        return fall, jump
 
     # -- the longer translations ---------------------------------------------
 
@@ -950,3 +811,353 @@ class _Function:
         st.append("v")
         emit(f"  FORMAT_VALUE {ins.arg & 7}")
         return st, None
+
+
+# -- the opcode table -----------------------------------------------------------
+#
+# One row per CPython 3.11 opcode the frontend translates: its translation
+# (f, k, ins, st, emit) -> (fall-through stack, jump stack), and CPython's
+# stack effect as a function of the oparg on each edge (tests check every
+# row against dis.stack_effect). _step checks after each translation that
+# the abstract stack moved by exactly the declared effect, except for the
+# two rows that split one call between them (PRECALL's effect is its
+# CALL's in the abstract stack). Adding an opcode is adding a row.
+
+
+@dataclass(frozen=True)
+class _Row:
+    translate: object
+    effect: object  # oparg -> CPython's stack effect on the fall-through edge
+    jump_effect: object = None  # oparg -> the effect on the taken edge (jumps only)
+    checked: bool = True
+
+
+_ROWS: dict = {}
+
+
+def _row(*names, effect, jump_effect=None, checked=True):
+    def add(translate):
+        for name in names:
+            assert name not in _ROWS, name
+            _ROWS[name] = _Row(translate, effect, jump_effect, checked)
+        return translate
+    return add
+
+
+def _const(n):
+    return lambda arg: n
+
+
+@_row("RESUME", "NOP", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "KW_NAMES", effect=_const(0))
+def _silent(f, k, ins, st, emit):
+    # Bookkeeping only in CPython: frame setup, cells made at entry,
+    # EXTENDED_ARG (dis folds it into the next oparg), KW_NAMES (paired
+    # with its CALL by _pair_kw_names).
+    return st, None
+
+
+@_row("PRECALL", effect=lambda n: -n, checked=False)
+def _precall(f, k, ins, st, emit):
+    return st, None  # the call's whole effect is CALL's in the abstract stack
+
+
+def _same(pops, pushes, operand=None):
+    """An opcode with the same meaning and name in KBC."""
+    def translate(f, k, ins, st, emit):
+        f._pop(st, pops, ins)
+        st += ["v"] * pushes
+        if operand == "global":
+            f.program.use_global(ins.argval, stored=True)
+            emit(f"  {ins.opname} {f.name_operand(ins.argval)}")
+        elif operand == "local":
+            emit(f"  {ins.opname} {f.rename[ins.argval]}")
+        elif operand == "name":
+            emit(f"  {ins.opname} {f.name_operand(ins.argval)}")
+        else:
+            emit(f"  {ins.opname}")
+        return st, None
+    return translate
+
+
+for _name, _pops, _pushes, _operand in [
+        ("POP_TOP", 1, 0, None), ("BINARY_SUBSCR", 2, 1, None), ("STORE_SUBSCR", 3, 0, None),
+        ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None), ("LOAD_ATTR", 1, 1, "name"),
+        ("STORE_ATTR", 2, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"), ("STORE_FAST", 1, 0, "local"),
+        ("STORE_DEREF", 1, 0, "local"),
+        # Exception handling: KBC shares CPython 3.11's model.
+        ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),
+        ("BEFORE_WITH", 1, 2, None)]:
+    _row(_name, effect=_const(_pushes - _pops))(_same(_pops, _pushes, _operand))
+
+
+@_row(*_UNARY, effect=_const(0))
+def _unary(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st.append("v")
+    emit(f"  UNARY_OP {_UNARY[ins.opname]}")
+    return st, None
+
+
+@_row("RETURN_VALUE", effect=_const(-1))
+def _return(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    emit("  RETURN_VALUE")
+    return None, None
+
+
+@_row("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", effect=_const(1))
+def _load_local(f, k, ins, st, emit):
+    st.append("v")
+    emit(f"  {ins.opname} {f.rename[ins.argval]}")
+    return st, None
+
+
+@_row("DELETE_FAST", effect=_const(0))
+def _delete_fast(f, k, ins, st, emit):
+    emit(f"  DELETE_FAST {f.rename[ins.argval]}")
+    return st, None
+
+
+@_row("LOAD_CONST", effect=_const(1))
+def _load_const(f, k, ins, st, emit):
+    st.append("v")
+    emit(f"  LOAD_CONST {f._constant(ins.argval)}")
+    return st, None
+
+
+@_row("LOAD_GLOBAL", effect=lambda arg: 1 + (arg & 1))
+def _load_global(f, k, ins, st, emit):
+    if ins.arg & 1:
+        st.append("N")
+    st.append("v")
+    f.program.use_global(ins.argval)
+    emit(f"  LOAD_GLOBAL {f.name_operand(ins.argval)}")
+    return st, None
+
+
+@_row("PUSH_NULL", effect=_const(1))
+def _push_null(f, k, ins, st, emit):
+    st.append("N")
+    return st, None
+
+
+@_row("LOAD_METHOD", effect=_const(1))
+def _load_method(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st += ["M", "S"]
+    emit(f"  LOAD_METHOD {f.name_operand(ins.argval)}")
+    return st, None
+
+
+@_row("BINARY_OP", effect=_const(-1))
+def _binary_op(f, k, ins, st, emit):
+    f._pop(st, 2, ins)
+    st.append("v")
+    arg = ins.arg
+    emit(f"  BINARY_OP {_NB_SYMBOLS[arg] if arg < 13 else _NB_SYMBOLS[arg - 13] + '='}")
+    return st, None
+
+
+@_row("COMPARE_OP", "IS_OP", "CONTAINS_OP", effect=_const(-1))
+def _compare(f, k, ins, st, emit):
+    f._pop(st, 2, ins)
+    st.append("v")
+    op = ins.opname
+    if op == "COMPARE_OP":
+        symbol = ins.argval
+    elif op == "IS_OP":
+        symbol = "is not" if ins.arg else "is"
+    else:
+        symbol = "not in" if ins.arg else "in"
+    emit(f"  COMPARE_OP {symbol}")
+    return st, None
+
+
+@_row("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SET", effect=lambda n: 1 - n)
+@_row("BUILD_SLICE", effect=lambda n: -2 if n == 3 else -1)  # 2 or 3 items
+@_row("BUILD_MAP", effect=lambda n: 1 - 2 * n)
+def _build(f, k, ins, st, emit):
+    op, n = ins.opname, ins.arg
+    f._pop(st, 2 * n if op == "BUILD_MAP" else n, ins)
+    st.append("v")
+    emit(f"  {'BUILD_DICT' if op == 'BUILD_MAP' else op} {n}")
+    return st, None
+
+
+@_row("BUILD_CONST_KEY_MAP", effect=lambda n: -n)
+def _build_const_key_map(f, k, ins, st, emit):
+    return f._build_const_key_map(k, st, emit)
+
+
+@_row("LIST_APPEND", "LIST_EXTEND", "SET_ADD", "SET_UPDATE", effect=_const(-1))
+def _container_add(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    emit(f"  {ins.opname} {f._depth(st, ins.arg, ins)}")
+    return st, None
+
+
+@_row("LIST_TO_TUPLE", effect=_const(0))
+def _list_to_tuple(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st.append("v")
+    f.program.use_builtin("tuple")
+    emit("  LOAD_GLOBAL tuple")
+    emit("  SWAP 2")
+    emit("  CALL 1")
+    return st, None
+
+
+@_row("MAP_ADD", effect=_const(-2))
+def _map_add(f, k, ins, st, emit):
+    # dict[key] = value, the dict fetched from under the pair.
+    f._pop(st, 2, ins)
+    d = f._depth(st, ins.arg, ins)
+    emit(f"  COPY {d + 2}")      # key value dict
+    emit("  SWAP 2")            # key dict value
+    emit("  SWAP 3")            # value dict key
+    emit("  STORE_SUBSCR")
+    return st, None
+
+
+@_row("DICT_UPDATE", effect=_const(-1))
+def _dict_update(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    d = f._depth(st, ins.arg, ins)
+    emit(f"  COPY {d + 1}")      # mapping dict
+    emit("  LOAD_METHOD update")  # mapping method self
+    emit("  SWAP 2")
+    emit("  SWAP 3")            # method self mapping
+    emit("  CALL_METHOD 1")
+    emit("  POP_TOP")
+    return st, None
+
+
+@_row("DICT_MERGE", effect=_const(-1))
+def _dict_merge(f, k, ins, st, emit):
+    # f(**m), f(k=1, **m), f(**a, **b): CPython's own instruction (the
+    # callable sits two slots under the dict, for its errors).
+    f._pop(st, 1, ins)
+    emit(f"  DICT_MERGE {f._depth(st, ins.arg, ins)}")
+    return st, None
+
+
+@_row("LOAD_ASSERTION_ERROR", effect=_const(1))
+def _load_assertion_error(f, k, ins, st, emit):
+    st.append("v")
+    emit("  LOAD_ASSERTION_ERROR")
+    return st, None
+
+
+@_row("UNPACK_SEQUENCE", effect=lambda n: n - 1)
+def _unpack_sequence(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st += ["v"] * ins.arg
+    emit(f"  UNPACK_SEQUENCE {ins.arg}")
+    return st, None
+
+
+@_row("UNPACK_EX", effect=lambda arg: (arg & 0xFF) + (arg >> 8))
+def _unpack_ex(f, k, ins, st, emit):
+    return f._unpack_ex(ins, st, emit)
+
+
+@_row("FORMAT_VALUE", effect=lambda arg: -1 if arg & 4 else 0)
+def _format_value(f, k, ins, st, emit):
+    return f._format_value(ins, st, emit)
+
+
+@_row("COPY", effect=_const(1))
+def _copy(f, k, ins, st, emit):
+    src = st[-ins.arg] if 0 < ins.arg <= len(st) else None
+    if src not in _VALUE:
+        f.fail("unexpected stack layout at COPY")
+    emit(f"  COPY {f._depth(st, ins.arg, ins)}")
+    st.append("v")
+    return st, None
+
+
+@_row("SWAP", effect=_const(0))
+def _swap(f, k, ins, st, emit):
+    n = ins.arg
+    if n > len(st) or st[-1] not in _VALUE or st[-n] not in _VALUE:
+        f.fail("unexpected stack layout at SWAP")
+    emit(f"  SWAP {f._depth(st, n, ins)}")
+    st[-1], st[-n] = st[-n], st[-1]
+    return st, None
+
+
+@_row("CALL", effect=_const(-1), checked=False)  # with its PRECALL: -(n + 1)
+def _call(f, k, ins, st, emit):
+    return f._call(k, st, emit)
+
+
+@_row("CALL_FUNCTION_EX", effect=lambda flags: -2 - (flags & 1))
+def _call_ex(f, k, ins, st, emit):
+    has_kw = ins.arg & 1
+    if has_kw:
+        f._pop(st, 1, ins)
+    f._pop(st, 2, ins)
+    f._pop(st, 1, ins, accept=("N",))
+    st.append("v")
+    emit(f"  CALL_EX {has_kw}")
+    return st, None
+
+
+@_row("MAKE_FUNCTION", effect=lambda flags: -bin(flags & 0xF).count("1"))
+def _make_function(f, k, ins, st, emit):
+    return f._make_function(k, st, emit)
+
+
+@_row("RAISE_VARARGS", effect=lambda n: -n)
+def _raise(f, k, ins, st, emit):
+    f._pop(st, ins.arg, ins)
+    emit(f"  RAISE {ins.arg}")
+    return None, None
+
+
+@_row("RERAISE", effect=_const(-1))
+def _reraise(f, k, ins, st, emit):
+    # oparg: how deep the handler's lasti sits under the exception (no
+    # NULL can be between them: both come from the handler).
+    f._pop(st, 1, ins)
+    emit(f"  RERAISE {ins.arg}")
+    return None, None
+
+
+@_row("WITH_EXCEPT_START", effect=_const(1))
+def _with_except_start(f, k, ins, st, emit):
+    # exit lasti prev exc -> ... res (CPython reads the four in place)
+    f._pop(st, 4, ins)
+    st += ["v"] * 5
+    emit("  WITH_EXCEPT_START")
+    return st, None
+
+
+@_row(*_JUMPS, effect=_const(0), jump_effect=_const(0))
+def _jump(f, k, ins, st, emit):
+    emit(f"  JUMP L{ins.argval}")
+    return None, st
+
+
+@_row(*_CONDITIONAL, effect=_const(-1), jump_effect=_const(-1))
+def _conditional(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    emit(f"  {_CONDITIONAL[ins.opname]} L{ins.argval}")
+    return st, list(st)
+
+
+@_row("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", effect=_const(-1), jump_effect=_const(0))
+def _jump_or_pop(f, k, ins, st, emit):
+    kept = list(st)
+    f._pop(st, 1, ins)
+    emit(f"  {ins.opname} L{ins.argval}")
+    return st, kept
+
+
+@_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1))
+def _for_iter(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    exhausted = list(st)
+    st += ["v", "v"]
+    emit(f"  FOR_ITER L{ins.argval}")
+    return st, exhausted

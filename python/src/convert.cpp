@@ -7,6 +7,7 @@
 
 #include "runtime/module.h"
 #include "runtime/tensor_index.h"
+#include "runtime/exceptions.h"
 #include "runtime/value_ops.h"
 
 #include <algorithm>
@@ -25,7 +26,7 @@ namespace {
 
 PyObject* exception_type(ErrorKind k) {
   switch (k) {
-#define KILN_ERROR_PY(kind, py) \
+#define KILN_ERROR_PY(kind, py, base) \
   case ErrorKind::kind: return PyExc_##py;
     KILN_ERROR_KINDS(KILN_ERROR_PY)
 #undef KILN_ERROR_PY
@@ -33,14 +34,62 @@ PyObject* exception_type(ErrorKind k) {
   return PyExc_RuntimeError;
 }
 
-// The first row whose Python exception `type` is (a subclass of); any
-// other exception is a RuntimeError in kiln (its origin keeps it exact).
+// Python's built-in exception class -> its kind (VerifyError has none).
+const std::unordered_map<PyObject*, ErrorKind>& kinds_by_type() {
+  static const auto* m = [] {
+    auto* t = new std::unordered_map<PyObject*, ErrorKind>();
+#define KILN_ERROR_TYPE(kind, py, base) \
+  if (ErrorKind::kind != ErrorKind::VerifyError) t->emplace(PyExc_##py, ErrorKind::kind);
+    KILN_ERROR_KINDS(KILN_ERROR_TYPE)
+#undef KILN_ERROR_TYPE
+    return t;
+  }();
+  return *m;
+}
+
+// The kind of a Python exception class: its first built-in class in MRO
+// order (a user's `class E(KeyError)` is a KeyError to kiln; its origin
+// keeps it exact).
 ErrorKind error_kind_of(PyObject* type) {
-#define KILN_ERROR_MATCH(kind, py) \
-  if (PyErr_GivenExceptionMatches(type, PyExc_##py)) return ErrorKind::kind;
-  KILN_ERROR_KINDS(KILN_ERROR_MATCH)
-#undef KILN_ERROR_MATCH
-  return ErrorKind::RuntimeError;
+  if (PyType_Check(type)) {
+    PyObject* mro = reinterpret_cast<PyTypeObject*>(type)->tp_mro;
+    if (mro && PyTuple_Check(mro))
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i)
+        if (auto it = kinds_by_type().find(PyTuple_GET_ITEM(mro, i)); it != kinds_by_type().end()) return it->second;
+  }
+  return ErrorKind::Exception;
+}
+
+// A Python exception object as a kiln exception: its kind, its str(), and
+// the object itself (matching, attributes and str() go to it; it surfaces
+// in Python as itself).
+Value exception_from_py(py::handle obj) {
+  Value exc = runtime::make_exception(error_kind_of(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))), {});
+  runtime::ExceptionData* d = runtime::exception_data(exc);
+  PyObject* text = PyObject_Str(obj.ptr());
+  if (text) {
+    d->message = py::reinterpret_steal<py::str>(text);
+  } else {
+    PyErr_Clear();
+    d->message = "<exception str() failed>";
+  }
+  auto* held = new py::object(py::reinterpret_borrow<py::object>(obj));
+  d->origin = std::shared_ptr<void>(held, [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+  d->foreign = foreign(obj);
+  return exc;
+}
+
+// The kiln Error of a Python exception object being raised.
+[[noreturn]] void throw_py_exception(py::handle obj) {
+  Value exc = exception_from_py(obj);
+  runtime::ExceptionData* d = runtime::exception_data(exc);
+  Error err(d->kind, d->message);
+  err.origin = d->origin;
+  err.exception = runtime::Ref<runtime::Object>(exc.obj());
+  throw err;
 }
 
 }  // namespace
@@ -48,17 +97,15 @@ ErrorKind error_kind_of(PyObject* type) {
 // A Python exception raised inside a Foreign call, as a kiln Error whose
 // origin is the exception itself (raise_python re-raises that object).
 [[noreturn]] void rethrow_as_kiln(py::error_already_set& e) {
-  const ErrorKind kind = error_kind_of(e.type().ptr());
-  std::string text = py::str(e.value());
-  if (kind == ErrorKind::RuntimeError && !PyErr_GivenExceptionMatches(e.type().ptr(), PyExc_RuntimeError))
-    text = std::string(py::str(e.type().attr("__name__"))) + ": " + text;
-  Error err(kind, text);
-  auto* held = new py::object(e.value());
-  err.origin = std::shared_ptr<void>(held, [](void* p) {
-    py::gil_scoped_acquire gil;
-    delete static_cast<py::object*>(p);
-  });
-  throw err;
+  e.restore();
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb) PyException_SetTraceback(value, tb);
+  py::object v = py::reinterpret_steal<py::object>(value);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  throw_py_exception(v);
 }
 
 namespace {
@@ -215,6 +262,32 @@ bool foreign_contains(void* h, const Value& item) {
   });
 }
 std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
+// `raise obj` for a Python object: a class is instantiated, an instance
+// raised as itself; anything else is CPython's TypeError.
+void foreign_raise(void* h) {
+  py::object inst = calling_python([&] {
+    py::handle o(handle_of(h));
+    if (PyExceptionClass_Check(o.ptr())) return o();
+    return py::reinterpret_borrow<py::object>(o);
+  });
+  if (!PyExceptionInstance_Check(inst.ptr()))
+    throw_error(ErrorKind::TypeError, "exceptions must derive from BaseException");
+  throw_py_exception(inst);
+}
+bool foreign_exception_match(void*, const Value& exc, const Value& cls) {
+  return calling_python([&] {
+    py::object e = to_py(exc), c = to_py(cls);
+    auto ok = [](PyObject* k) { return PyExceptionClass_Check(k); };
+    bool valid = ok(c.ptr());
+    if (PyTuple_Check(c.ptr())) {
+      valid = true;
+      for (py::handle k : c) valid = valid && ok(k.ptr());
+    }
+    if (!valid)
+      throw_error(ErrorKind::TypeError, "catching classes that do not inherit from BaseException is not allowed");
+    return PyErr_GivenExceptionMatches(e.ptr(), c.ptr()) != 0;
+  });
+}
 
 void foreign_destroy(void* h) {
   if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
@@ -227,6 +300,7 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
+    foreign_raise,     foreign_exception_match,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -359,13 +433,42 @@ runtime::CallContext& python_vm() {
 // line is where a Python traceback puts the raising line: last.
 extern "C" void _PyTraceback_Add(const char* funcname, const char* filename, int lineno);
 
+// The Python exception object for a kiln exception: the Python object it
+// came from, or a new instance of its built-in class made from its args
+// (kept, so the object stays one object however often it crosses).
+py::object exception_to_py(const Value& exc) {
+  runtime::ExceptionData* d = runtime::exception_data(exc);
+  if (d->origin) return *static_cast<py::object*>(d->origin.get());
+  py::object obj;
+  if (d->from_message) {
+    obj = py::reinterpret_borrow<py::object>(exception_type(d->kind))(py::str(d->message));
+  } else {
+    py::tuple args(d->args.size());
+    for (size_t i = 0; i < d->args.size(); ++i) args[i] = to_py(d->args[i]);
+    obj = py::reinterpret_borrow<py::object>(exception_type(d->kind))(*args);
+  }
+  if (!d->cause.is_none()) PyException_SetCause(obj.ptr(), to_py(d->cause).release().ptr());
+  for (const auto& [k, v] : d->attrs) obj.attr(py::str(k)) = to_py(v);
+  auto* held = new py::object(obj);
+  d->origin = std::shared_ptr<void>(held, [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+  d->foreign = foreign(obj);
+  return obj;
+}
+
 void raise_python(const Error& e) {
-  if (e.origin) {
+  const Value exc = e.exception ? Value::object(Kind::Foreign, e.exception.get()) : Value::null();
+  if (!exc.is_null() && runtime::is_exception(exc)) {
+    py::object obj = exception_to_py(exc);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())), obj.ptr());
+  } else if (e.origin) {
     auto* original = static_cast<py::object*>(e.origin.get());
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(original->ptr())), original->ptr());
-    throw py::error_already_set();
+  } else {
+    PyErr_SetString(exception_type(e.kind()), e.message().c_str());
   }
-  PyErr_SetString(exception_type(e.kind()), e.message().c_str());
   // Each added frame goes outside the ones before (as when an exception
   // propagates out of nested calls): innermost first, as kiln keeps them.
   for (const TracebackEntry& f : e.traceback()) _PyTraceback_Add(f.function.c_str(), f.file.c_str(), f.line);
@@ -535,6 +638,11 @@ Value to_value(py::handle obj) {
     return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyModuleVTable, o));
   }
   if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
+  // Python's built-in exception classes are kiln's; an exception object is
+  // a kiln exception over the Python object.
+  if (PyExceptionClass_Check(o))
+    if (auto it = kinds_by_type().find(o); it != kinds_by_type().end()) return runtime::exception_class(it->second);
+  if (PyExceptionInstance_Check(o)) return exception_from_py(obj);
   if (PyFunction_Check(o) && function_converter()) {
     py::object kbc = function_converter()(obj);
     if (!kbc.is_none()) return py::cast<Value>(kbc);
@@ -597,6 +705,10 @@ py::object to_py(const Value& v) {
     }
     case Kind::Foreign:
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);
+      if (runtime::is_exception(v)) return exception_to_py(v);
+      break;
+    case Kind::Builtin:
+      if (auto k = runtime::exception_class_kind(v)) return py::reinterpret_borrow<py::object>(exception_type(*k));
       break;
     case Kind::Module: return module_to_py(v);
     case Kind::Builtin:

@@ -104,6 +104,7 @@ class StructuralEq {
       if (x.op != y.op || x.a != y.a || x.b != y.b || x.line != y.line)
         return no(fn + "instruction " + std::to_string(i) + " differs");
     }
+    if (a.exception_table != b.exception_table) return no(fn + "exception tables differ");
     if (a.max_stack != b.max_stack || a.verified != b.verified || a.cell_from_arg != b.cell_from_arg)
       return no(fn + "verifier results differ");
     return true;

@@ -319,6 +319,67 @@ out:
   RETURN_VALUE
 .end
 )"},
+    {"exceptions.kbc", R"(
+.func guarded(m, x)
+  .locals v e
+  .except w0 w1 wh 1 lasti
+  .except wh wh_end wh_end 3 lasti
+  .except t0 t1 h 0
+  .except h hx t_end 1 lasti
+  .except no t_end t_end 1 lasti
+  LOAD_FAST m
+  BEFORE_WITH
+w0:
+  STORE_FAST v
+  LOAD_FAST x
+  STORE_FAST e
+w1:
+  LOAD_CONST None
+  LOAD_CONST None
+  LOAD_CONST None
+  CALL 3
+  POP_TOP
+t0:
+  LOAD_GLOBAL KeyError
+  LOAD_FAST x
+  CALL 1
+  LOAD_CONST None
+  RAISE 2
+t1:
+h:
+  PUSH_EXC_INFO
+  LOAD_GLOBAL KeyError
+  CHECK_EXC_MATCH
+  POP_JUMP_IF_FALSE no
+  POP_TOP
+hx:
+  POP_EXCEPT
+  LOAD_FAST e
+  RETURN_VALUE
+no:
+  RAISE 0
+t_end:
+  COPY 3
+  POP_EXCEPT
+  RERAISE 1
+wh:
+  PUSH_EXC_INFO
+  WITH_EXCEPT_START
+  POP_JUMP_IF_TRUE sup
+  RERAISE 2
+wh_end:
+  COPY 3
+  POP_EXCEPT
+  RERAISE 1
+sup:
+  POP_TOP
+  POP_EXCEPT
+  POP_TOP
+  POP_TOP
+  LOAD_CONST None
+  RETURN_VALUE
+.end
+)"},
 };
 
 std::set<Opcode> opcodes_used(const Program& p) {

@@ -644,14 +644,20 @@ def uses_match(x):
     return 0
 
 
+def uses_except_star(x):
+    out = 0
+    try:
+        raise ExceptionGroup("g", [ValueError(x)])
+    except* ValueError:  # line +4
+        out = 1
+    return out
+
+
 def uses_frozenset_of_bytes(x):
     return x in {b"a", b"b"}  # line +1
 
 
 @pytest.mark.parametrize("fn,offset,words", [
-    (uses_try, 2, "try/except"),
-    (uses_finally, 2, "try/finally"),
-    (uses_with, 2, "with statement"),
     (generator, 0, "generator function"),
     (uses_genexpr, 0, "generator expression"),
     (coroutine, 0, "async function"),
@@ -659,9 +665,9 @@ def uses_frozenset_of_bytes(x):
     (uses_class, 1, "class definition"),
     (uses_big_constant, 1, "64-bit"),
     (uses_del_attr, 1, "del of an attribute"),
-    (inner_try, 2, "try/except"),
     (uses_match, 2, "match statement"),
     (uses_frozenset_of_bytes, 1, "frozenset"),
+    (uses_except_star, 4, "except* (exception groups)"),
 ])
 def test_untranslatable(fn, offset, words):
     first = fn.__code__.co_firstlineno
@@ -679,16 +685,24 @@ def test_untranslatable(fn, offset, words):
     assert again.value.reason == exc.reason
 
 
+@pytest.mark.parametrize("fn,args", [(uses_try, (0,)), (uses_try, (2,)), (uses_finally, (3,)), (inner_try, (5,))])
+def test_try_blocks_are_translated(fn, args):
+    # Once left to CPython; now translated with their exception tables
+    # (tests/python/test_exceptions.py has the rest).
+    assert ".except" in translate(fn).text or fn is inner_try
+    check(fn, *args)
+
+
 def test_refusals_are_logged(caplog):
     def uses_with_too(x):
-        with x:
-            return 1
+        import os  # noqa: F401
+        return 1
 
     with caplog.at_level("INFO", logger="kiln.frontend"):
         with pytest.raises(Untranslatable):
             translate(uses_with_too)
     assert "leaving test_refusals_are_logged.<locals>.uses_with_too to CPython" in caplog.text
-    assert "with statement" in caplog.text
+    assert "import statement" in caplog.text
 
 
 def uses_unknown_opcode(x):
@@ -1147,3 +1161,45 @@ def test_sets_in_the_tracer(backend):
     a, b = g(x, 1), g(x, 1)
     assert a[1] == {1, 2, 10} and a[1] is not b[1]  # a fresh set per call
     check_compiled(builds_set, x, 4, backend=backend)
+
+
+# -- the opcode table ----------------------------------------------------------
+
+def test_every_row_declares_cpythons_stack_effect():
+    """Each translated opcode is one row of kiln._frontend._ROWS, declaring
+    CPython's stack effect on each edge; this walks every row against
+    dis.stack_effect (and _step checks each translation against the row)."""
+    import opcode
+    from kiln._frontend import _ROWS, _UNSUPPORTED
+
+    assert not set(_ROWS) & set(_UNSUPPORTED)
+    for name, row in _ROWS.items():
+        op = opcode.opmap[name]
+        jumps = op in dis.hasjrel or op in dis.hasjabs
+        assert (row.jump_effect is not None) == jumps, name
+        args = [None] if op < dis.HAVE_ARGUMENT else [0, 1, 2, 3, 4, 5, 7, 8, 13, 15, 0x102, 0x301]
+        checked = 0
+        for arg in args:
+            try:
+                want = dis.stack_effect(op, arg, jump=False)
+            except ValueError:
+                continue
+            a = 0 if arg is None else arg
+            assert row.effect(a) == want, f"{name} {arg}: row says {row.effect(a)}, CPython {want}"
+            if jumps:
+                assert row.jump_effect(a) == dis.stack_effect(op, arg, jump=True), f"{name} {arg} (jump)"
+            checked += 1
+        assert checked, name
+
+
+def test_precall_and_call_split_one_effect():
+    # The two unchecked rows: together they are the call's -(n + 1), which
+    # is what CALL does to the abstract stack.
+    import opcode
+    from kiln._frontend import _ROWS
+
+    for n in range(4):
+        total = _ROWS["PRECALL"].effect(n) + _ROWS["CALL"].effect(n)
+        assert total == dis.stack_effect(opcode.opmap["PRECALL"], n) + dis.stack_effect(opcode.opmap["CALL"], n)
+        assert total == -(n + 1)
+    assert [r for r, row in _ROWS.items() if not row.checked] == ["PRECALL", "CALL"]
