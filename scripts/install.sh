@@ -31,4 +31,11 @@ if ((${#pmissing[@]})); then
   echo "install: pip install ${pmissing[*]}"
   "$PY" -m pip install -q "${pmissing[@]}"
 fi
+# torch: a test and benchmark dependency (the oracle for tensor semantics,
+# the peer in benchmarks), never needed by `import kiln`. 2.13.0 CPU is the
+# wheel this machine kind keeps on disk; a plain `torch` would fetch a CUDA build.
+if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('torch').split('+')[0] != '2.13.0')" 2>/dev/null; then
+  echo "install: pip install torch==2.13.0"
+  "$PY" -m pip install -q torch==2.13.0
+fi
 echo "install: all dependencies present"

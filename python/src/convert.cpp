@@ -709,11 +709,9 @@ py::object to_py(const Value& v) {
       break;
     case Kind::Builtin:
       if (auto k = runtime::exception_class_kind(v)) return py::reinterpret_borrow<py::object>(exception_type(*k));
-      break;
-    case Kind::Module: return module_to_py(v);
-    case Kind::Builtin:
       if (runtime::is_ellipsis(v)) return py::ellipsis();
       break;
+    case Kind::Module: return module_to_py(v);
     case Kind::Slice: {
       auto* sl = v.as<runtime::SliceObj>();
       PyObject* o = PySlice_New(to_py(sl->start).ptr(), to_py(sl->stop).ptr(), to_py(sl->step).ptr());

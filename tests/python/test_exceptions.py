@@ -696,7 +696,8 @@ LOG = []
 
 
 def note(x):
-    LOG.append(x)  # a foreign call: the tracer breaks the graph here
+    LOG.append(x)  # traced: the caller's list, mutated after the graph
+    print(end="")  # a builtin with side effects: the tracer breaks the graph here
     return x
 
 
