@@ -368,6 +368,18 @@ struct Residual {
     if (v->self) collect(v->self, out, seen);
   }
 
+  // The live locals rebuilt into temporaries (before side effects are
+  // replayed, which may rebind what their sources name); their slots.
+  std::vector<int32_t> park_live_locals(const std::vector<VT>& live_locals) {
+    std::vector<int32_t> temps;
+    for (size_t i = 0; i < live_locals.size(); ++i) {
+      reconstruct(live_locals[i]);
+      temps.push_back(b.local("__live" + std::to_string(i)));
+      b.emit(Opcode::STORE_FAST, temps.back());
+    }
+    return temps;
+  }
+
   // Is item i of a traced list still the list's own item i from when the
   // frame started (its source is list[i])?
   static bool is_original_item(const VT& list, size_t i) {
@@ -615,12 +627,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       iterators[i] = sv && sv->is(VTKind::Iterator);
       r.reconstruct(stack[i], iterators[i]);
     }
-    std::vector<int32_t> live_temps;
-    for (size_t i = 0; i < live_locals.size(); ++i) {
-      r.reconstruct(live_locals[i]);
-      live_temps.push_back(r.b.local("__live" + std::to_string(i)));
-      r.b.emit(Opcode::STORE_FAST, live_temps.back());
-    }
+    std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.replay_side_effects();
     std::vector<int32_t> temps;
     for (size_t i = 0; i < stack.size(); ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
@@ -712,12 +719,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       if (iter) iterators[i] = true;
       r.reconstruct(stack[i], iter);
     }
-    std::vector<int32_t> live_temps;
-    for (size_t i = 0; i < live_locals.size(); ++i) {
-      r.reconstruct(live_locals[i]);
-      live_temps.push_back(r.b.local("__live" + std::to_string(i)));
-      r.b.emit(Opcode::STORE_FAST, live_temps.back());
-    }
+    std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.replay_side_effects();
     auto operand = [&](OperandKind k, int32_t v) -> int32_t {
       switch (k) {

@@ -147,26 +147,23 @@ VT VariableBuilder::remember_container(const Value& v, VT vt, const SourceRef& s
 }
 
 void VariableBuilder::aliasing_guard(const SourceRef& source, int64_t alias_class) {
+  add_guard(source, GuardKind::Aliasing, Value(), alias_class);
+}
+
+void VariableBuilder::add_guard(const SourceRef& source, GuardKind kind, Value expected, int64_t length) {
   Guard g;
   g.source = source;
-  g.kind = GuardKind::Aliasing;
-  g.length = alias_class;
+  g.kind = kind;
+  g.expected = std::move(expected);
+  g.length = length;
   out_.guards().add(std::move(g));
 }
 
 // A list or tuple `v` (native, or a caller's Python list) whose items are
 // `items`: a type and a length guard, items wrapped lazily at their index.
 VT VariableBuilder::wrap_sequence(const Value& v, const std::vector<Value>& items, Kind kind, const SourceRef& source) {
-  Guard tg;
-  tg.source = source;
-  tg.kind = GuardKind::TypeMatch;
-  tg.expected = kind == Kind::Tuple ? runtime::make_tuple({}) : runtime::make_list({});  // a sample of the kind
-  out_.guards().add(std::move(tg));
-  Guard lg;
-  lg.source = source;
-  lg.kind = GuardKind::Length;
-  lg.length = int64_t(items.size());
-  out_.guards().add(std::move(lg));
+  add_guard(source, GuardKind::TypeMatch, kind == Kind::Tuple ? runtime::make_tuple({}) : runtime::make_list({}));
+  add_guard(source, GuardKind::Length, Value(), int64_t(items.size()));
   std::vector<VT> wrapped;
   wrapped.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i)
@@ -183,27 +180,15 @@ VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value,
   std::vector<VT> values;
   for (const auto& [k, val] : entries) {
     if (!is_literal(k)) {  // non-constant keys: not traced into
-      Guard g;
-      g.source = source;
-      g.kind = GuardKind::IdMatch;
-      g.expected = v;
-      out_.guards().add(std::move(g));
+      add_guard(source, GuardKind::IdMatch, v);
       return make_opaque(v, source);
     }
     keys.push_back(k);
     values.push_back(make_lazy(val, output_graph::item_source(source, k)));
   }
-  Guard tg;
-  tg.source = source;
-  tg.kind = GuardKind::TypeMatch;
-  tg.expected = runtime::make_dict();
-  out_.guards().add(std::move(tg));
+  add_guard(source, GuardKind::TypeMatch, runtime::make_dict());
   // Same length and every key readable (Item sources guard them when realized).
-  Guard lg;
-  lg.source = source;
-  lg.kind = GuardKind::Length;
-  lg.length = int64_t(keys.size());
-  out_.guards().add(std::move(lg));
+  add_guard(source, GuardKind::Length, Value(), int64_t(keys.size()));
   VT dict = make_const_dict(std::move(keys), std::move(values), source);
   dict->value = v;
   return dict;
@@ -215,11 +200,7 @@ VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value,
 VT VariableBuilder::wrap_set(const Value& v, const std::vector<Value>& items, const SourceRef& source) {
   Value snapshot = runtime::make_set();
   for (const Value& x : items) snapshot.as<runtime::SetObj>()->add(x);
-  Guard g;
-  g.source = source;
-  g.kind = GuardKind::ConstantMatch;
-  g.expected = snapshot;
-  out_.guards().add(std::move(g));
+  add_guard(source, GuardKind::ConstantMatch, snapshot);
   return make_constant(runtime::set_copy(snapshot, false), source);
 }
 

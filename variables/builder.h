@@ -81,6 +81,9 @@ class VariableBuilder {
   // source guarded by its alias class (GuardKind::Aliasing).
   VT remember_container(const Value& v, VT vt, const SourceRef& source);
   void aliasing_guard(const SourceRef& source, int64_t alias_class);
+  // expected: IdMatch/ConstantMatch's value, TypeMatch's sample; length:
+  // Length's length, Aliasing's class.
+  void add_guard(const SourceRef& source, output_graph::GuardKind kind, Value expected, int64_t length = 0);
   struct Container {
     VT vt;
     int64_t alias_class;
