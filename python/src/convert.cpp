@@ -560,22 +560,34 @@ Tensor tensor_from_numpy(py::handle obj) {
 
 
 namespace {
-thread_local TensorIdentityScope* active_identity_scope = nullptr;
+// Not thread_local: every scope is made and used with the GIL held, which
+// serializes them; a thread_local in a shared library costs a
+// __tls_get_addr call per access, on the path of every compiled call.
+TensorIdentityScope* active_identity_scope = nullptr;
 }
 
 TensorIdentityScope::TensorIdentityScope() : outer_(active_identity_scope) { active_identity_scope = this; }
-TensorIdentityScope::~TensorIdentityScope() { active_identity_scope = outer_; }
+TensorIdentityScope::~TensorIdentityScope() {
+  active_identity_scope = outer_;
+  for (size_t i = 0; i < n_ && i < kInline; ++i) Py_DECREF(inline_[i].obj);
+  for (const Seen& s : more_) Py_DECREF(s.obj);
+}
 TensorIdentityScope* TensorIdentityScope::active() { return active_identity_scope; }
 
 void TensorIdentityScope::remember(const void* impl, PyObject* obj) {
-  if (find(impl)) return;
-  seen_.emplace_back(impl, py::reinterpret_borrow<py::object>(obj));
+  // No search for an earlier entry: a repeat is harmless (find() takes the
+  // first), and a call's arguments are remembered without a quadratic scan.
+  Py_INCREF(obj);
+  if (n_ < kInline) inline_[n_] = {impl, obj};
+  else more_.push_back({impl, obj});
+  ++n_;
 }
 
 PyObject* TensorIdentityScope::find(const void* impl) const {
-  // Newest first: the arguments of a call are what results most often are.
-  for (auto it = seen_.rbegin(); it != seen_.rend(); ++it)
-    if (it->first == impl) return it->second.ptr();
+  for (size_t i = 0; i < n_ && i < kInline; ++i)
+    if (inline_[i].impl == impl) return inline_[i].obj;
+  for (const Seen& s : more_)
+    if (s.impl == impl) return s.obj;
   return nullptr;
 }
 
@@ -652,6 +664,10 @@ Value to_value(py::handle obj) {
 
 Value to_value_shared(py::handle obj) {
   PyObject* o = obj.ptr();
+  if (const Tensor* t = exact_instance<Tensor>(o)) {  // the common argument first
+    if (TensorIdentityScope* scope = active_identity_scope) scope->remember(t->impl(), o);
+    return Value::tensor(*t);
+  }
   if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) return foreign(obj);
   if (PyTuple_CheckExact(o)) {  // immutable, so read natively; what it holds stays shared
     std::vector<Value> items;

@@ -81,8 +81,16 @@ class TensorIdentityScope {
  private:
   TensorIdentityScope* outer_;
   // Strong references: a replayed mutation may drop the caller's last
-  // reference to an object before the result is converted.
-  std::vector<std::pair<const void*, py::object>> seen_;
+  // reference to an object before the result is converted. The first few
+  // live inline: a compiled call's tensors must cost no allocation.
+  struct Seen {
+    const void* impl;
+    PyObject* obj;  // a strong reference
+  };
+  static constexpr size_t kInline = 8;
+  Seen inline_[kInline];
+  size_t n_ = 0;
+  std::vector<Seen> more_;
 };
 
 // The VM that runs kiln code called from Python on this thread (module
