@@ -153,6 +153,7 @@ class InstructionTranslator {
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
   bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)
+  VT fold_pure_foreign_call(const runtime::Value& fn, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   runtime::Value constant_value(const VT& v);
   // A global of this frame's function, wrapped lazily once per trace.
   VT make_lazy_global(const std::string& name, const runtime::Value& v);

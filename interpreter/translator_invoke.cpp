@@ -28,6 +28,27 @@ static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
 // ------------------------------------------------------------- dispatch --
 
+// math.sqrt(C // n_head) on known numbers: called now, its result a
+// constant (the callee is guarded at its own source, by identity). Null
+// when it cannot fold: a traced argument, a result that is no literal, or
+// an error (the graph then breaks and the call raises it when it runs).
+VT InstructionTranslator::fold_pure_foreign_call(const Value& fn, std::vector<VT>& args, const TupleObj* kwnames) {
+  const auto* f = fn.as<ForeignObj>();
+  if (!f->vt->pure || !f->vt->pure(f->handle)) return nullptr;
+  std::vector<Value> values;
+  for (VT& a : args) {
+    a = realize(a);
+    if (!is_constant(a)) return nullptr;
+    values.push_back(constant_value(a));
+  }
+  try {
+    Value r = ctx_.vm.call(fn, CallArgs{values.data(), values.size(), kwnames});
+    return vars::is_literal(r) ? const_vt(std::move(r)) : nullptr;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
 VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args, const TupleObj* kwnames) {
   VT callee = realize(callee0);
   switch (callee->kind) {
@@ -61,7 +82,10 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       if (callee->self->is_module()) get_attr(callee->self, callee->module_path);
       unsupported(BreakReason::unsupported, "call to '" + callee->module_path + "' of " + callee->self->str());
     case VTKind::Opaque:
-      if (callee->value.is(Kind::Foreign)) unsupported(BreakReason::foreign_call, type_name(callee->value));
+      if (callee->value.is(Kind::Foreign)) {
+        if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
+        unsupported(BreakReason::foreign_call, type_name(callee->value));
+      }
       if (callee->value.is(Kind::Class))
         unsupported(BreakReason::unsupported, "creating a " + callee->value.as<ClassObj>()->name + " inside the trace");
       [[fallthrough]];

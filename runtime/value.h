@@ -301,6 +301,10 @@ struct ForeignVTable {
   // test), called on whichever of the two is this foreign object.
   void (*raise_exception)(void* handle) = nullptr;  // always throws
   bool (*exception_match)(void* handle, const Value& exc, const Value& cls) = nullptr;
+  // Optional: a function whose result depends on its arguments alone and
+  // that has no effects (math.sqrt): the tracer calls it on known values
+  // and folds the result instead of breaking the graph.
+  bool (*pure)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

@@ -262,6 +262,13 @@ bool foreign_contains(void* h, const Value& item) {
   });
 }
 std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
+// The functions of Python's math module: pure functions of numbers.
+bool foreign_pure(void* h) {
+  PyObject* o = handle_of(h);
+  if (!PyCFunction_Check(o)) return false;
+  PyObject* module = reinterpret_cast<PyCFunctionObject*>(o)->m_module;  // the module's name (a str) for a module function
+  return module && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "math") == 0;
+}
 // `raise obj` for a Python object: a class is instantiated, an instance
 // raised as itself; anything else is CPython's TypeError.
 void foreign_raise(void* h) {
@@ -300,7 +307,7 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
-    foreign_raise,     foreign_exception_match,
+    foreign_raise,     foreign_exception_match, foreign_pure,
 };
 
 // ---------------------------------------------------------- namespaces --

@@ -170,3 +170,35 @@ def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, caps
 def test_print_in_an_uncompiled_module_call_goes_to_sys_stdout(capsys):
     Noisy()(kiln.ones(1, 4))
     assert capsys.readouterr().out == "inside Noisy\n"
+
+
+import math
+
+
+class Attention(kiln.nn.Module):
+    def __init__(self, C=8, n_head=2):
+        super().__init__()
+        self.C, self.n_head = C, n_head
+        self.qk = kiln.nn.Linear(C, C)
+
+    def forward(self, x):
+        scale = 1.0 / math.sqrt(self.C // self.n_head)
+        return self.qk(x) * scale + math.floor(2.5)
+
+
+@pytest.mark.parametrize("backend", ["eager", "llvm"])
+def test_math_on_python_numbers_folds_in_forward(backend):
+    m = Attention()
+    x = kiln.randn(3, 8)
+    e = kiln.explain(kiln.compile(m), backend=backend)(x)
+    assert e.graph_break_count == 0 and e.graph_count == 1, str(e)
+    assert close(e.result, m(x))
+
+
+def test_math_error_is_raised_as_in_python():
+    def f(x, n):
+        return x * math.sqrt(n)
+    c = kiln.compile(f)
+    with pytest.raises(ValueError, match="math domain error"):
+        c(kiln.ones(2), -1)
+    assert close(c(kiln.ones(2), 4), kiln.ones(2) * 2)
