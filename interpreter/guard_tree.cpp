@@ -128,12 +128,8 @@ static bool holds(const Guard& g, const Value& v) {
       return !v.is(Kind::Module) || v.as<ModuleObj>()->cls.get() == g.expected.as<ModuleObj>()->cls.get();
     case GuardKind::IdMatch: return v.is_same(g.expected);
     case GuardKind::ConstantMatch:
-      if (v.is(Kind::Foreign) && guarded_kind(v) == Kind::Set && g.expected.is(Kind::Set)) {
-        // The caller's Python set against the snapshot the trace read.
-        Value now = make_set();
-        for (const Value& x : to_vector(v)) now.as<SetObj>()->add(x);
-        return values_equal(now, g.expected);
-      }
+      if (v.is(Kind::Foreign) && guarded_kind(v) == Kind::Set && g.expected.is(Kind::Set))
+        return values_equal(native_container(v), g.expected);  // the caller's Python set vs the trace's snapshot
       return v.kind() == g.expected.kind() && values_equal(v, g.expected);
     case GuardKind::TensorMatch: {
       if (!v.is(Kind::Tensor)) return false;

@@ -260,6 +260,8 @@ struct ForeignVTable {
   // op: a BinOp / CmpOp id (operators.def); `reflected` when the foreign
   // object is the right operand.
   Value (*binary_op)(void* handle, int op, const Value& other, bool reflected);
+  // op: a CmpOp id, one of < <= == != > >= (compare_op answers is / in
+  // itself, through identity and `contains`).
   Value (*compare)(void* handle, int op, const Value& other);
   bool (*truth)(void* handle);
   std::string (*repr)(void* handle);

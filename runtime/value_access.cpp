@@ -174,6 +174,11 @@ Value native_container(const Value& v) {
       for (const Value& k : to_vector(v)) d.as<DictObj>()->set(k, get_item(v, k));
       return d;
     }
+    case Kind::Set: {
+      Value s = make_set();
+      for (const Value& x : to_vector(v)) s.as<SetObj>()->add(x);
+      return s;
+    }
     default: return v;
   }
 }

@@ -57,7 +57,7 @@ const void* object_identity(const Value& v);
 // into a native list: for ops, which read their arguments and never keep
 // or mutate them. Anything else is returned as it is.
 Value native_sequences(const Value& v);
-// A caller's Python list or dict as a native one holding the same items
+// A caller's Python list, dict or set as a native one holding the same items
 // (one level: what it holds stays as it is); anything else unchanged.
 Value native_container(const Value& v);
 

@@ -72,7 +72,7 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
     case Kind::Int:
     case Kind::Float:
     case Kind::Str:
-      out_.guards().add(guard(GuardKind::ConstantMatch));
+      add_guard(source, GuardKind::ConstantMatch, v);
       return make_constant(v, source);
     case Kind::Tuple: return wrap_sequence(v, v.as<runtime::TupleObj>()->items, Kind::Tuple, source);
     case Kind::List:
@@ -83,7 +83,7 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       return remember_container(v, wrap_dict(v, entries, source), source);
     }
     case Kind::Module: {
-      out_.guards().add(guard(GuardKind::IdMatch));
+      add_guard(source, GuardKind::IdMatch, v);
       // Parameters are named by their path from here: a module reached as
       // G['model'] or L['net'] is the root "model." / "net."; `self` is the
       // root itself.
@@ -98,22 +98,20 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       return make_nn_module(v, path, source);
     }
     case Kind::Function:
-      out_.guards().add(guard(GuardKind::IdMatch));
+      add_guard(source, GuardKind::IdMatch, v);
       return make_user_function(v, source);
     case Kind::Builtin:
-      out_.guards().add(guard(GuardKind::IdMatch));
+      add_guard(source, GuardKind::IdMatch, v);
       return make_builtin(v, source);
     case Kind::Range:
     case Kind::Slice:
-      out_.guards().add(guard(GuardKind::ConstantMatch));
+      add_guard(source, GuardKind::ConstantMatch, v);
       return make_constant(v, source);
     case Kind::Set:
     case Kind::FrozenSet: {
       // Guarded by contents, against a snapshot: the caller may mutate its
       // set between calls. The trace only reads it (a mutation breaks).
-      Guard g = guard(GuardKind::ConstantMatch);
-      g.expected = runtime::set_copy(v, v.is(Kind::FrozenSet));
-      out_.guards().add(std::move(g));
+      add_guard(source, GuardKind::ConstantMatch, runtime::set_copy(v, v.is(Kind::FrozenSet)));
       return make_constant(v, source);
     }
     case Kind::Foreign:
@@ -128,12 +126,12 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
           for (const Value& k : runtime::to_vector(v)) entries.emplace_back(k, runtime::get_item(v, k));
           return remember_container(v, wrap_dict(v, entries, source), source);
         }
-        case Kind::Set: return wrap_set(v, runtime::to_vector(v), source);
+        case Kind::Set: return wrap_set(runtime::native_container(v), source);
         default: break;
       }
       [[fallthrough]];
     default:
-      out_.guards().add(guard(GuardKind::IdMatch));
+      add_guard(source, GuardKind::IdMatch, v);
       return make_opaque(v, source);
   }
 }
@@ -197,9 +195,7 @@ VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value,
 // The caller's Python set: guarded by contents against a snapshot, traced as
 // that snapshot (a mutation of it breaks, as for a native set). The tracker's
 // source makes residual code hand back the caller's own object.
-VT VariableBuilder::wrap_set(const Value& v, const std::vector<Value>& items, const SourceRef& source) {
-  Value snapshot = runtime::make_set();
-  for (const Value& x : items) snapshot.as<runtime::SetObj>()->add(x);
+VT VariableBuilder::wrap_set(const Value& snapshot, const SourceRef& source) {
   add_guard(source, GuardKind::ConstantMatch, snapshot);
   return make_constant(runtime::set_copy(snapshot, false), source);
 }

@@ -163,15 +163,15 @@ Value foreign_binary(void* h, int op, const Value& other, bool reflected) {
     return to_value(reflected ? opmod.attr(fn)(o, self) : opmod.attr(fn)(self, o));
   });
 }
+// compare_op answers is / is not / in / not in itself (identity, and the
+// container protocol's `contains`): only < <= == != > >= come here.
 Value foreign_compare(void* h, int op, const Value& other) {
-  static const char* py_ops[] = {"lt", "le", "eq", "ne", "gt", "ge", "is_", "is_not", "contains", "contains"};
+  static const char* py_ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  if (op < 0 || op >= int(std::size(py_ops))) throw_error(ErrorKind::TypeError, "unsupported comparison");
   return calling_python([&] {
     py::object opmod = py::module_::import("operator");
     py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
-    py::object o = to_py(other);
-    if (op == 8) return to_value(opmod.attr("contains")(o, self));  // other in self? (IN: item in container)
-    if (op == 9) return Value::boolean(!py::cast<bool>(opmod.attr("contains")(o, self)));
-    return to_value(opmod.attr(py_ops[op])(self, o));
+    return to_value(opmod.attr(py_ops[op])(self, to_py(other)));
   });
 }
 bool foreign_truth(void* h) {
@@ -415,6 +415,10 @@ PyArgs::PyArgs(PyObject* const* args, size_t nargs, PyObject* kwnames) {
   }
 }
 
+void write_python_stdout(std::string_view text) {
+  py::module_::import("sys").attr("stdout").attr("write")(py::str(text.data(), text.size()));
+}
+
 runtime::CallContext& python_vm() {
   // Python's recursion limit (as set when this thread first calls into
   // kiln), so a deep module chain that Python itself could call is not cut
@@ -423,11 +427,7 @@ runtime::CallContext& python_vm() {
   thread_local interpreter::VM vm([] {
     interpreter::VMOptions o;
     o.recursion_limit = std::max(o.recursion_limit, Py_GetRecursionLimit());
-    // print() in kiln code run from Python writes where Python's print
-    // would: sys.stdout as it is at the time (a redirect, pytest's capture).
-    o.stdout_sink = [](std::string_view text) {
-      py::module_::import("sys").attr("stdout").attr("write")(py::str(text.data(), text.size()));
-    };
+    o.stdout_sink = write_python_stdout;
     return o;
   }());
   return vm;
@@ -598,12 +598,15 @@ PyObject* TensorIdentityScope::find(const void* impl) const {
   return nullptr;
 }
 
+// A kiln.Tensor object as a Value, remembered for its identity (above).
+static Value tensor_value(const Tensor& t, PyObject* o) {
+  if (TensorIdentityScope* scope = active_identity_scope) scope->remember(t.impl(), o);
+  return Value::tensor(t);
+}
+
 Value to_value(py::handle obj) {
   PyObject* o = obj.ptr();
-  if (const Tensor* t = exact_instance<Tensor>(o)) {
-    if (TensorIdentityScope* scope = active_identity_scope) scope->remember(t->impl(), o);
-    return Value::tensor(*t);
-  }
+  if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
@@ -671,10 +674,7 @@ Value to_value(py::handle obj) {
 
 Value to_value_shared(py::handle obj) {
   PyObject* o = obj.ptr();
-  if (const Tensor* t = exact_instance<Tensor>(o)) {  // the common argument first
-    if (TensorIdentityScope* scope = active_identity_scope) scope->remember(t->impl(), o);
-    return Value::tensor(*t);
-  }
+  if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);  // the common argument first
   if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) return foreign(obj);
   if (PyTuple_CheckExact(o)) {  // immutable, so read natively; what it holds stays shared
     std::vector<Value> items;

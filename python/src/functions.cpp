@@ -242,11 +242,7 @@ Options options_from(const std::string& backend, bool fullgraph, const py::objec
   o.fullgraph = fullgraph;
   if (!dynamic.is_none()) o.dynamic = dynamic.cast<bool>();
   o.cache_size_limit = cache_size_limit;
-  // print() in compiled code writes where Python's print would: sys.stdout
-  // as it is at the time (pytest's capture, a redirect), not fd 1.
-  o.stdout_sink = [](std::string_view text) {
-    py::module_::import("sys").attr("stdout").attr("write")(py::str(text.data(), text.size()));
-  };
+  o.stdout_sink = write_python_stdout;
   return o;
 }
 
