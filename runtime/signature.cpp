@@ -202,9 +202,7 @@ Value native_trampoline(CallContext& ctx, const BuiltinObj& self, const CallArgs
 }  // namespace
 
 Value make_native(std::string name, std::string_view signature, NativeFn fn) {
-  NativeEntry e{Signature(name, signature), fn};
-  e.reads_foreign = !keeps_its_arguments(name);
-  natives().push_back(std::move(e));
+  natives().push_back(NativeEntry{Signature(name, signature), fn, Kind::Null, {}, {}, !keeps_its_arguments(name)});
   return make_builtin(std::move(name), native_trampoline, int64_t(natives().size() - 1));
 }
 
