@@ -298,6 +298,8 @@ struct Residual {
         b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
         return;
       case VTKind::Iterator:
+        if (vars::lazy_iteration(*v) != vars::LazyIteration::None)
+          unsupported(BreakReason::unsupported, "a map() or filter() iterator held across the break");
         for (size_t i = v->pos; i < v->items.size(); ++i) reconstruct(v->items[i]);
         b.emit(Opcode::BUILD_LIST, int32_t(v->items.size() - v->pos));
         if (!as_list) b.emit(Opcode::GET_ITER);

@@ -13,6 +13,7 @@
 namespace kiln::interpreter {
 
 using namespace kiln::runtime;
+namespace vars = kiln::variables;
 using output_graph::attr_source;
 using output_graph::global_source;
 using output_graph::local_source;
@@ -168,7 +169,8 @@ void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
       return push(vt);
     }
   }
-  if (const Value* b = builtins().find(key)) return push(from_value(*b));
+  const NameMap& b = fn_->globals && fn_->globals->builtins ? *fn_->globals->builtins : builtins();
+  if (const Value* v = b.find(key)) return push(from_value(*v));
   unsupported(BreakReason::unsupported, "name '" + name + "' is not defined");
 }
 
@@ -465,34 +467,56 @@ void InstructionTranslator::op_GET_ITER(const Instr&) {
 void InstructionTranslator::op_FOR_ITER(const Instr& i) {
   VT it = stack_.back();
   if (!it->is(VTKind::Iterator)) unsupported(BreakReason::unsupported, "iteration over " + it->str());
-  if (it->pos < it->items.size()) {
-    push(it->items[it->pos++]);
+  VT item;
+  if (next_item(it, item)) {
+    push(std::move(item));
     return;
   }
   pop();
   JUMP(i.a);
 }
 
+bool InstructionTranslator::next_item(const VT& it, VT& out) {
+  while (it->pos < it->items.size()) {
+    VT x = it->items[it->pos++];
+    switch (vars::lazy_iteration(*it)) {
+      case vars::LazyIteration::None: out = std::move(x); return true;
+      case vars::LazyIteration::Map: out = call_function(it->self, x->items, nullptr); return true;
+      case vars::LazyIteration::Filter: {
+        const bool keep = it->self->is(VTKind::Constant) && it->self->value.is_none()
+                              ? truth_of(x)
+                              : truth_of(realize(call_function(it->self, {x}, nullptr)));
+        if (keep) {
+          out = std::move(x);
+          return true;
+        }
+        break;
+      }
+    }
+  }
+  return false;
+}
+
 void InstructionTranslator::op_JUMP(const Instr& i) { JUMP(i.a); }
 
 // The truth of a tracker known at trace time; a tensor's is data.
-static bool trace_truth(InstructionTranslator& tx, const VT& c) {
+bool InstructionTranslator::truth_of(const VT& c) {
   if (c->is(VTKind::Tensor)) unsupported(BreakReason::data_dependent_branch, "");
   if (c->is(VTKind::List) || c->is(VTKind::Tuple) || c->is(VTKind::ConstDict)) return !c->items.empty();
   if (c->is_module() || c->is(VTKind::UserFunction) || c->is(VTKind::Builtin)) return true;
-  if (!tx.is_constant(c)) unsupported(BreakReason::unsupported, "truth of " + c->str());
-  return truth(tx.constant_value(c));
+  if (!is_constant(c)) unsupported(BreakReason::unsupported, "truth of " + c->str());
+  return truth(constant_value(c));
 }
 
 void InstructionTranslator::op_POP_JUMP_IF_TRUE(const Instr& i) {
   VT c = realize(stack_.back());
-  bool t = trace_truth(*this, c);
+  bool t = truth_of(c);
   pop();
   if (t) JUMP(i.a);
 }
 void InstructionTranslator::op_POP_JUMP_IF_FALSE(const Instr& i) {
   VT c = realize(stack_.back());
-  bool t = trace_truth(*this, c);
+  bool t = truth_of(c);
   pop();
   if (!t) JUMP(i.a);
 }
@@ -506,12 +530,12 @@ void InstructionTranslator::op_POP_JUMP_IF_NOT_NONE(const Instr& i) {
 }
 void InstructionTranslator::op_JUMP_IF_TRUE_OR_POP(const Instr& i) {
   VT c = realize(stack_.back());
-  if (trace_truth(*this, c)) JUMP(i.a);
+  if (truth_of(c)) JUMP(i.a);
   else pop();
 }
 void InstructionTranslator::op_JUMP_IF_FALSE_OR_POP(const Instr& i) {
   VT c = realize(stack_.back());
-  if (!trace_truth(*this, c)) JUMP(i.a);
+  if (!truth_of(c)) JUMP(i.a);
   else pop();
 }
 

@@ -48,6 +48,16 @@ struct Unsupported {
   throw Unsupported{reason, std::move(detail), {}};
 }
 
+// One builtin call being traced (translator_builtins.cpp): the builtin,
+// its realized arguments (positional, then keyword values) and keywords.
+struct BuiltinCall {
+  const runtime::Value& builtin;
+  const runtime::BuiltinObj& b;
+  std::vector<VT>& args;
+  size_t nkw;
+  const runtime::TupleObj* kwnames;
+};
+
 // State shared by the root translator and every inlined one.
 struct TraceContext {
   explicit TraceContext(runtime::CallContext& vm) : vm(vm), builder(out) {}
@@ -131,6 +141,37 @@ class InstructionTranslator {
   // Symbolic tracing: one call_module node for a leaf module.
   VT leaf_call(const VT& module, const std::vector<VT>& args);
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
+  VT fold_builtin(BuiltinCall& call);
+  // One handler per Trace row of runtime/builtins.def (null: fold instead).
+#define KILN_DECLARE_Trace(name) VT trace_##name(BuiltinCall& call);
+#define KILN_DECLARE_Fold(name)
+#define KILN_DECLARE_Effect(name)
+#define KILN_NATIVE(name, signature, type_of, how) KILN_DECLARE_##how(name)
+#define KILN_OWN KILN_NATIVE
+#define KILN_PYTHON(name, how)
+#include "runtime/builtins.def"
+#undef KILN_NATIVE
+#undef KILN_OWN
+#undef KILN_PYTHON
+#undef KILN_DECLARE_Trace
+#undef KILN_DECLARE_Fold
+#undef KILN_DECLARE_Effect
+  VT reads_tensor_value(BuiltinCall& call);
+  VT getattr_or_hasattr(BuiltinCall& call, bool has);
+  runtime::Value type_sample(const VT& v);
+  // Methods of built-in types (translator_methods.cpp): answer or break.
+  VT trace_method(BuiltinCall& call);
+  VT trace_list_method(BuiltinCall& call, std::string_view method);
+  VT trace_dict_method(BuiltinCall& call, std::string_view method);
+  VT trace_set_method(BuiltinCall& call, std::string_view method);
+  VT trace_tensor_method(BuiltinCall& call, std::string_view method);
+  VT trace_module_method(BuiltinCall& call, std::string_view method);
+  VT trace_module_dict_method(BuiltinCall& call, std::string_view method);
+  // The next item of an Iterator tracker (a map()/filter() one calls its
+  // function now); false when exhausted.
+  bool next_item(const VT& iterator, VT& out);
+  // The truth of a tracker known at trace time; a tensor's is data (a break).
+  bool truth_of(const VT& v);
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
   VT get_attr(const VT& obj, const std::string& name);
   VT module_getattr(const VT& module, const std::string& name);

@@ -1,13 +1,12 @@
-// Builtins during a trace. Registry ops become graph nodes; Python builtins
-// fold when their arguments are known; methods of lists and dicts mutate
-// trackers (and record the side effect); print and reading a tensor's
-// value break the graph.
-#include <unordered_set>
-
+// Builtins during a trace. Registry ops become graph nodes. Every other
+// builtin is treated as its row says (runtime/builtins.def, and the method
+// tables for methods): Fold calls it now on known values, Trace runs its
+// handler here, Effect breaks the graph so the call runs when the program
+// runs. Method handlers (list, dict, set, Tensor, Module) live in
+// translator_methods.cpp.
 #include "interpreter/instruction_translator.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
-#include "runtime/set_ops.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
@@ -16,445 +15,319 @@ using namespace kiln::runtime;
 namespace vars = kiln::variables;
 
 static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-static VT none_vt() { return const_vt(Value::none()); }
 
-// Builtins without side effects, folded by calling them on known values.
-static bool is_pure(const std::string& name) {
-  static const std::unordered_set<std::string> pure = {
-      "len", "range", "isinstance", "min", "max", "abs", "sum", "pow", "int", "float", "bool", "str", "repr",
-      "tuple", "list", "dict", "sorted", "any", "all", "getattr", "hasattr", "enumerate", "zip", "reversed",
-      "TypeError", "ValueError", "AttributeError", "IndexError", "KeyError", "ZeroDivisionError", "RuntimeError",
-      "NameError", "Exception", "NotImplementedError", "AssertionError", "format", "ascii", "set", "frozenset"};
-  static const std::unordered_set<std::string> set_mutators = {"set.add", "set.discard", "set.remove", "set.pop",
-                                                               "set.clear", "set.update"};
-  return pure.count(name) > 0 || name.rfind("str.", 0) == 0 || name.rfind("tuple.", 0) == 0 ||
-         name.rfind("frozenset.", 0) == 0 || (name.rfind("set.", 0) == 0 && !set_mutators.count(name));
+// The handler of each Trace row, indexed by BuiltinId (null for the others):
+// a Trace row without a handler does not link.
+using TraceHandler = VT (InstructionTranslator::*)(BuiltinCall&);
+#define KILN_HANDLER_Trace(name) &InstructionTranslator::trace_##name,
+#define KILN_HANDLER_Fold(name) nullptr,
+#define KILN_HANDLER_Effect(name) nullptr,
+static const TraceHandler kTraceHandlers[] = {
+#define KILN_NATIVE(name, signature, type_of, how) KILN_HANDLER_##how(name)
+#define KILN_OWN KILN_NATIVE
+#define KILN_PYTHON(name, how) nullptr,
+#include "runtime/builtins.def"
+#undef KILN_NATIVE
+#undef KILN_OWN
+#undef KILN_PYTHON
+};
+#undef KILN_HANDLER_Trace
+#undef KILN_HANDLER_Fold
+#undef KILN_HANDLER_Effect
+static_assert(std::size(kTraceHandlers) == size_t(kNumBuiltinRows), "one handler slot per builtins.def row");
+
+VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> args, const TupleObj* kwnames) {
+  const auto* b = builtin.as<BuiltinObj>();
+  for (VT& a : args) a = realize(a);
+  if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
+  BuiltinCall call{builtin, *b, args, kwnames ? kwnames->items.size() : 0, kwnames};
+  switch (b->how) {
+    case BuiltinHow::Effect: unsupported(BreakReason::side_effect_builtin, b->name + "()");
+    case BuiltinHow::Trace:
+      if (b->row >= 0) {
+        if (VT r = (this->*kTraceHandlers[b->row])(call)) return r;
+        break;  // the handler declined: the row is pure, fold it
+      }
+      // A method: its type's handler answers or breaks (a method of a
+      // mutable type never folds on a copy of its receiver).
+      return trace_method(call);
+    case BuiltinHow::Fold: break;
+  }
+  return fold_builtin(call);
 }
 
-// A value of the same Python type as the tracker, for isinstance.
-static Value type_sample(const VT& v) {
+// Calls the builtin now on known values: its result is a constant of the
+// graph. A traced argument or an error breaks the graph (the VM then makes
+// the call, and raises the error, when the program runs).
+VT InstructionTranslator::fold_builtin(BuiltinCall& call) {
+  std::vector<Value> values;
+  for (const VT& a : call.args) {
+    if (a->is(VTKind::Tensor)) unsupported(BreakReason::tensor_to_python, call.b.name + "()");
+    if (!is_constant(a)) unsupported(BreakReason::builtin_of_traced_value, call.b.name + "() of " + a->str());
+    values.push_back(constant_value(a));
+  }
+  // map()/filter() results call back as from_value consumes them.
+  CallContext::Scope scope(&ctx_.vm);
+  try {
+    return from_value(call.b.fn(ctx_.vm, call.b, CallArgs{values.data(), values.size(), call.kwnames}));
+  } catch (const Error& e) {
+    unsupported(BreakReason::python_error, call.b.name + "(): " + e.what());
+  }
+}
+
+// ---- Trace rows: return null to fold -----------------------------------------
+
+VT InstructionTranslator::trace_len(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 1) return nullptr;
+  VT x = c.args[0];
+  if (x->is(VTKind::UnspecializedNNModule)) x = specialized(x);
+  if (x->is(VTKind::List) || x->is(VTKind::Tuple) || x->is(VTKind::ConstDict))
+    return const_vt(Value::integer(int64_t(x->items.size())));
+  if (x->is(VTKind::Tensor)) {
+    if (x->meta().sizes.empty()) return nullptr;  // len() of a 0-d tensor: the fold raises the TypeError
+    ctx_.shape_read = true;
+    return const_vt(Value::integer(x->meta().sizes[0]));
+  }
+  if (x->is(VTKind::NNModule)) {
+    check_structure_unchanged(x->value.as<ModuleObj>(), "len() of a module");
+    return const_vt(Value::integer(module_len(x->value)));
+  }
+  return nullptr;
+}
+
+// A value of the same Python type as the tracker (isinstance, type).
+Value InstructionTranslator::type_sample(const VT& v) {
   switch (v->kind) {
     case VTKind::Tensor: return Value::tensor(output_graph::meta_tensor(v->meta()));
     case VTKind::List: return make_list({});
     case VTKind::Tuple: return make_tuple({});
     case VTKind::ConstDict: return make_dict();
-    default: return v->value;
+    case VTKind::Iterator: return get_iter(make_list({}));
+    case VTKind::UnspecializedNNModule:
+    case VTKind::NNModule:
+    case VTKind::Constant:
+    case VTKind::UserFunction:
+    case VTKind::Builtin:
+    case VTKind::Opaque: return v->value;
+    default: return Value::null();
   }
 }
 
-VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> args, const TupleObj* kwnames) {
-  auto* b = builtin.as<BuiltinObj>();
-  const std::string& name = b->name;
-  const size_t nkw = kwnames ? kwnames->items.size() : 0;
-  for (VT& a : args) a = realize(a);
-  auto any_tensor = [&] {
-    for (const VT& a : args)
-      if (a->is(VTKind::Tensor)) return true;
-    return false;
+// isinstance(x, T) or isinstance(x, (T, U)): the types are Builtin, Class
+// or Foreign (a Python class) trackers; x is represented by a value of its
+// Python type.
+VT InstructionTranslator::trace_isinstance(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 2) return nullptr;
+  auto classinfo = [&](auto& self, const VT& t) -> Value {
+    VT r = realize(t);
+    if (r->is(VTKind::Builtin) || (r->is(VTKind::Opaque) && (r->value.is(Kind::Class) || r->value.is(Kind::Foreign))))
+      return r->value;
+    if (r->is(VTKind::Tuple)) {
+      std::vector<Value> items;
+      for (const VT& x : r->items) {
+        Value v = self(self, x);
+        if (v.is_null()) return Value::null();
+        items.push_back(v);
+      }
+      return make_tuple(std::move(items));
+    }
+    return Value::null();
   };
-  if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
+  Value types = classinfo(classinfo, c.args[1]);
+  Value sample = type_sample(c.args[0]);
+  if (types.is_null() || sample.is_null()) return nullptr;
+  try {
+    return const_vt(ctx_.vm.call(c.builtin, {sample, types}));
+  } catch (const Error& e) {
+    unsupported(BreakReason::python_error, std::string("isinstance(): ") + e.what());
+  }
+}
 
-  // setattr on a module with a constant name is an attribute store.
-  if (name == "setattr" && args.size() == 3 && nkw == 0 && args[0]->is_module() && args[0]->source &&
-      is_constant(args[1]) && constant_value(args[1]).is(Kind::Str)) {
-    const std::string attr = constant_value(args[1]).as_str();
-    if (class_property(args[0]->value.as<ModuleObj>()->cls.get(), intern(attr).get()))
-      unsupported(BreakReason::attribute_error, "property '" + attr + "' of '" + type_name(args[0]->value) +
-                                                    "' object has no setter");
-    ctx_.attr_overlay[{args[0]->value.obj(), attr}] = args[2];
-    ctx_.side_effects.attr_stores.push_back({args[0], attr, args[2]});
-    return none_vt();
-  }
-  if (name == "print" || name == "manual_seed" || name == "setattr")
-    unsupported(BreakReason::side_effect_builtin, name + "()");
+// type(x): the type object, a constant (x's type is what its guards pinned).
+VT InstructionTranslator::trace_type(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 1) return nullptr;
+  Value sample = type_sample(c.args[0]);
+  if (sample.is_null()) return nullptr;
+  Value t = ctx_.vm.call(c.builtin, {sample});
+  return t.is(Kind::Builtin) ? vars::make_builtin(t) : vars::make_opaque(t, nullptr);
+}
 
-  // parameters(), named_parameters(), buffers(), named_buffers(), children(),
-  // named_children(), modules(), named_modules(): answered at trace time by
-  // walking the module dicts (trace_supported_methods), each tensor a
-  // get_attr node once, each module a tracker with its own version guard.
-  // A read of the whole structure: an unspecialized module is specialized.
-  if ((name.rfind("Module.", 0) == 0 || name.rfind("ModuleDict.", 0) == 0 || name == "len" || name == "getattr" ||
-       name == "hasattr") &&
-      !args.empty() && args[0]->is(VTKind::UnspecializedNNModule))
-    args[0] = specialized(args[0]);
-  if (name.rfind("Module.", 0) == 0 && !args.empty() && args[0]->is(VTKind::NNModule)) {
-    std::string m = name.substr(7);
-    bool recurse = true;
-    if (args.size() > 1 || nkw) {
-      // recurse=... (positional or keyword) must be a known bool
-      const VT& r = args.back();
-      if (!is_constant(r)) unsupported(BreakReason::unsupported, name + "() with a traced recurse");
-      recurse = truth(constant_value(r));
-    }
-    auto* root = args[0]->value.as<ModuleObj>();
-    if (!ctx_.attr_overlay.empty())
-      for (const auto& [path, mod] : named_modules(root))
-        check_structure_unchanged(mod.as<ModuleObj>(), name + "()");
-    // The module tracker at a dotted path below args[0], through the same
-    // attribute lookup (and guards) as self.a.b.
-    auto module_at = [&](const std::string& path) {
-      VT cur = args[0];
-      size_t start = 0;
-      while (start < path.size()) {
-        size_t dot = path.find('.', start);
-        if (dot == std::string::npos) dot = path.size();
-        cur = module_getattr(cur, path.substr(start, dot - start));
-        start = dot + 1;
-      }
-      return cur;
-    };
-    auto member = [&](const std::string& qualified) {
-      size_t dot = qualified.rfind('.');
-      VT owner = dot == std::string::npos ? args[0] : module_at(qualified.substr(0, dot));
-      return module_getattr(owner, dot == std::string::npos ? qualified : qualified.substr(dot + 1));
-    };
-    auto list_of = [&](const std::vector<std::pair<std::string, Value>>& items, bool named, bool modules) {
-      std::vector<VT> out;
-      for (const auto& [qualified, v] : items) {
-        VT vt = modules ? (qualified.empty() ? args[0] : module_at(qualified)) : member(qualified);
-        out.push_back(named ? vars::make_tuple({const_vt(Value::str(qualified)), vt}) : vt);
-      }
-      return vars::make_list(std::move(out));
-    };
-    if (m == "parameters") return list_of(named_parameters(root, recurse), false, false);
-    if (m == "named_parameters") return list_of(named_parameters(root, recurse), true, false);
-    if (m == "buffers") return list_of(named_buffers(root, recurse), false, false);
-    if (m == "named_buffers") return list_of(named_buffers(root, recurse), true, false);
-    if (m == "children") return list_of(named_children(root), false, true);
-    if (m == "named_children") return list_of(named_children(root), true, true);
-    if (m == "modules") return list_of(named_modules(root), false, true);
-    if (m == "named_modules") return list_of(named_modules(root), true, true);
+VT InstructionTranslator::trace_callable(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 1) return nullptr;
+  switch (c.args[0]->kind) {
+    case VTKind::UserFunction:
+    case VTKind::UserMethod:
+    case VTKind::Builtin:
+    case VTKind::NestedFunction:
+    case VTKind::NNModule:
+    case VTKind::UnspecializedNNModule: return const_vt(Value::boolean(true));
+    case VTKind::Tensor:
+    case VTKind::List:
+    case VTKind::Tuple:
+    case VTKind::ConstDict:
+    case VTKind::Iterator: return const_vt(Value::boolean(false));
+    default: return nullptr;
   }
+}
 
-  // ModuleDict's views: children by name, through the module's own lookup.
-  if (name.rfind("ModuleDict.", 0) == 0 && args.size() == 1 && args[0]->is(VTKind::NNModule)) {
-    std::string m = name.substr(11);
-    check_structure_unchanged(args[0]->value.as<ModuleObj>(), name + "()");
-    std::vector<VT> out;
-    for (const auto& [key, child] : args[0]->value.as<ModuleObj>()->modules) {
-      VT k = const_vt(Value::str(key->s));
-      if (m == "keys") out.push_back(k);
-      else if (m == "values") out.push_back(module_getattr(args[0], key->s));
-      else if (m == "items") out.push_back(vars::make_tuple({k, module_getattr(args[0], key->s)}));
-    }
-    if (m == "keys" || m == "values" || m == "items") return vars::make_list(std::move(out));
-  }
+// int(t), float(t), bool(t), format(t), ascii(t): a tensor's value, read
+// into Python.
+VT InstructionTranslator::reads_tensor_value(BuiltinCall& c) {
+  if (!c.args.empty() && c.args[0]->is(VTKind::Tensor)) unsupported(BreakReason::tensor_to_python, c.b.name + "()");
+  return nullptr;
+}
+VT InstructionTranslator::trace_int(BuiltinCall& c) { return reads_tensor_value(c); }
+VT InstructionTranslator::trace_float(BuiltinCall& c) { return reads_tensor_value(c); }
+VT InstructionTranslator::trace_bool(BuiltinCall& c) { return reads_tensor_value(c); }
+VT InstructionTranslator::trace_format(BuiltinCall& c) { return reads_tensor_value(c); }
+VT InstructionTranslator::trace_ascii(BuiltinCall& c) { return reads_tensor_value(c); }
 
-  // Tensor methods (type_methods.cpp) on a tensor tracker.
-  if (name.rfind("Tensor.", 0) == 0 && !args.empty() && args[0]->is(VTKind::Tensor)) {
-    const auto& meta = args[0]->meta();
-    std::string m = name.substr(7);
-    if (m == "item" || m == "tolist") unsupported(BreakReason::tensor_to_python, m + "()");
-    if (m == "numel" || m == "size" || m == "is_contiguous") ctx_.shape_read = true;
-    if (m == "dim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
-    if (m == "numel") return const_vt(Value::integer(shape_numel(meta.sizes)));
-    if (m == "is_contiguous") return const_vt(Value::boolean(meta.strides == contiguous_strides(meta.sizes)));
-    if (m == "size") {
-      if (args.size() == 1) {
-        std::vector<VT> dims;
-        for (int64_t s : meta.sizes) dims.push_back(const_vt(Value::integer(s)));
-        return vars::make_tuple(std::move(dims));
-      }
-      if (!is_constant(args[1])) unsupported(BreakReason::unsupported, "size() of a non-constant dim");
-      int64_t d = to_index(constant_value(args[1]), "size() dim");
-      int64_t n = int64_t(meta.sizes.size());
-      if (d < -n || d >= n) unsupported(BreakReason::unsupported, "size() dim out of range");
-      return const_vt(Value::integer(meta.sizes[size_t(d < 0 ? d + n : d)]));
-    }
-    static const std::pair<const char*, const char*> conversions[] = {
-        {"float", "float32"}, {"double", "float64"}, {"long", "int64"}, {"int", "int64"}, {"bool", "bool"}};
-    for (const auto& [method, dtype] : conversions)
-      if (m == method) return tensor_op(OpId::to, {args[0], const_vt(intern_value(dtype))});
-  }
+VT InstructionTranslator::trace_abs(BuiltinCall& c) {
+  if (!c.nkw && c.args.size() == 1 && c.args[0]->is(VTKind::Tensor)) return tensor_op(OpId::abs, c.args);
+  return nullptr;
+}
+VT InstructionTranslator::trace_pow(BuiltinCall& c) {
+  if (!c.nkw && c.args.size() == 2 && (c.args[0]->is(VTKind::Tensor) || c.args[1]->is(VTKind::Tensor)))
+    return binary(BinOp::POW, c.args[0], c.args[1], false);
+  return nullptr;
+}
 
-  // Methods of lists and dicts mutate the tracker; the residual code
-  // replays the new contents onto the real object.
-  if (name == "list.sort" && !args.empty() && args[0]->is(VTKind::List) && is_constant(args[0])) {
-    // sort(reverse=...) folds on known items
-    VT list = args[0];
-    std::vector<Value> values{constant_value(list)};
-    for (size_t i = 1; i < args.size(); ++i) values.push_back(constant_value(args[i]));
-    ctx_.vm.call(builtin, CallArgs{values.data(), values.size(), kwnames});
-    list->items.clear();
-    for (const Value& x : values[0].as<ListObj>()->items) list->items.push_back(from_value(x));
-    ctx_.side_effects.mark_mutated(list);
-    return none_vt();
-  }
-  if (name.rfind("list.", 0) == 0 && !args.empty() && args[0]->is(VTKind::List) && nkw == 0) {
-    VT list = args[0];
-    std::string m = name.substr(5);
-    if (m == "append" && args.size() == 2) {
-      list->items.push_back(args[1]);
-      ctx_.side_effects.mark_mutated(list);
-      return none_vt();
-    }
-    if (m == "extend" && args.size() == 2) {
-      for (VT& v : unpack(args[1])) list->items.push_back(v);
-      ctx_.side_effects.mark_mutated(list);
-      return none_vt();
-    }
-    if (m == "pop" && args.size() <= 2 && !list->items.empty()) {
-      int64_t i = args.size() == 2 ? to_index(constant_value(args[1]), "pop index") : -1;
-      int64_t n = int64_t(list->items.size());
-      if (i < 0) i += n;
-      if (i < 0 || i >= n) unsupported(BreakReason::unsupported, "pop index out of range");
-      VT v = list->items[size_t(i)];
-      list->items.erase(list->items.begin() + i);
-      ctx_.side_effects.mark_mutated(list);
-      return v;
-    }
-    if (m == "insert" && args.size() == 3 && is_constant(args[1])) {
-      int64_t n = int64_t(list->items.size());
-      int64_t i = to_index(constant_value(args[1]), "insert index");
-      if (i < 0) i = std::max<int64_t>(0, i + n);
-      list->items.insert(list->items.begin() + std::min(i, n), args[2]);
-      ctx_.side_effects.mark_mutated(list);
-      return none_vt();
-    }
-    if (m == "reverse" && args.size() == 1) {
-      std::reverse(list->items.begin(), list->items.end());
-      ctx_.side_effects.mark_mutated(list);
-      return none_vt();
-    }
-    if (m == "copy" && args.size() == 1) return vars::make_list(list->items);
-    if (m == "remove" && args.size() == 2 && is_constant(args[1])) {
-      Value x = constant_value(args[1]);
-      for (size_t i = 0; i < list->items.size(); ++i)
-        if (is_constant(list->items[i]) && values_equal(constant_value(list->items[i]), x)) {
-          list->items.erase(list->items.begin() + ptrdiff_t(i));
-          ctx_.side_effects.mark_mutated(list);
-          return none_vt();
-        }
-      unsupported(BreakReason::unsupported, "list.remove of a missing item");
-    }
-    if ((m == "index" || m == "count") && args.size() == 2 && is_constant(args[1]) && is_constant(list)) {
-      Value real = constant_value(list);
-      return from_value(ctx_.vm.call(builtin, {real, constant_value(args[1])}));
-    }
-    if (m == "sort" && args.size() == 1 && is_constant(list)) {
-      Value real = constant_value(list);
-      ctx_.vm.call(builtin, {real});
-      list->items.clear();
-      for (const Value& x : real.as<ListObj>()->items) list->items.push_back(from_value(x));
-      ctx_.side_effects.mark_mutated(list);
-      return none_vt();
-    }
-    if (m == "clear" && args.size() == 1) {
-      list->items.clear();
-      ctx_.side_effects.mark_mutated(list);
-      return none_vt();
-    }
-  }
-  if (name.rfind("dict.", 0) == 0 && !args.empty() && args[0]->is(VTKind::ConstDict) && nkw == 0) {
-    VT d = args[0];
-    std::string m = name.substr(5);
-    if (m == "keys" || m == "values" || m == "items") {
-      std::vector<VT> out;
-      for (size_t i = 0; i < d->keys.size(); ++i) {
-        if (m == "keys") out.push_back(const_vt(d->keys[i]));
-        else if (m == "values") out.push_back(d->items[i]);
-        else out.push_back(vars::make_tuple({const_vt(d->keys[i]), d->items[i]}));
-      }
-      return vars::make_list(std::move(out));
-    }
-    auto find = [&](const Value& k) -> int {
-      for (size_t i = 0; i < d->keys.size(); ++i)
-        if (values_equal(d->keys[i], k)) return int(i);
-      return -1;
-    };
-    if (m == "copy" && args.size() == 1) return vars::make_const_dict(d->keys, d->items);
-    if (m == "update" && args.size() == 2 && args[1]->is(VTKind::ConstDict)) {
-      for (size_t i = 0; i < args[1]->keys.size(); ++i) {
-        int at = find(args[1]->keys[i]);
-        if (at >= 0) d->items[size_t(at)] = args[1]->items[i];
-        else {
-          d->keys.push_back(args[1]->keys[i]);
-          d->items.push_back(args[1]->items[i]);
-        }
-      }
-      ctx_.side_effects.mark_mutated(d);
-      return none_vt();
-    }
-    if ((m == "pop" || m == "setdefault") && (args.size() == 2 || args.size() == 3) && is_constant(args[1])) {
-      Value k = constant_value(args[1]);
-      int at = find(k);
-      if (m == "setdefault") {
-        if (at >= 0) return d->items[size_t(at)];
-        d->keys.push_back(k);
-        d->items.push_back(args.size() == 3 ? args[2] : none_vt());
-        ctx_.side_effects.mark_mutated(d);
-        return d->items.back();
-      }
-      if (at < 0) {
-        if (args.size() == 3) return args[2];
-        unsupported(BreakReason::unsupported, "dict.pop of a missing key");
-      }
-      VT v = d->items[size_t(at)];
-      d->keys.erase(d->keys.begin() + at);
-      d->items.erase(d->items.begin() + at);
-      ctx_.side_effects.mark_mutated(d);
-      return v;
-    }
-    if (m == "clear" && args.size() == 1) {
-      d->keys.clear();
-      d->items.clear();
-      ctx_.side_effects.mark_mutated(d);
-      return none_vt();
-    }
-    if (m == "get" && args.size() >= 2 && is_constant(args[1])) {
-      Value k = constant_value(args[1]);
-      for (size_t i = 0; i < d->keys.size(); ++i)
-        if (values_equal(d->keys[i], k)) return d->items[i];
-      return args.size() == 3 ? args[2] : none_vt();
-    }
-  }
+// KBC's sum of a tensor is the registry op; Python's sum over items that
+// include tensors (a tensor's own items are its rows) is start + x0 + x1 ...
+VT InstructionTranslator::trace_sum(BuiltinCall& c) {
+  if (c.b.kbc_dispatching && !c.args.empty() && c.args[0]->is(VTKind::Tensor))
+    return tensor_op(OpId::sum, c.args, c.kwnames);
+  if (c.nkw || c.args.empty() || is_constant(c.args[0])) return nullptr;
+  VT total = c.args.size() > 1 ? c.args[1] : const_vt(Value::integer(0));
+  for (const VT& x : unpack(c.args[0])) total = binary(BinOp::ADD, total, realize(x), false);
+  return total;
+}
 
-  // format()/ascii() of a tensor read its value (torch formats a 0-d
-  // tensor's item).
-  if ((name == "format" || name == "ascii") && !args.empty() && args[0]->is(VTKind::Tensor))
-    unsupported(BreakReason::tensor_to_python, name + "()");
-  // A mutating method of a set made in this trace: applied to a copy that
-  // becomes the tracker's value (never to a SetObj someone else holds).
-  if (name.rfind("set.", 0) == 0 && !args.empty() && args[0]->is(VTKind::Constant) && args[0]->value.is(Kind::Set) &&
-      !is_pure(name)) {
-    VT set = args[0];
-    if (set->source) unsupported(BreakReason::unsupported, name + "() on a set the function did not make");
-    std::vector<Value> values{set_copy(set->value, false)};
-    for (size_t i = 1; i < args.size(); ++i) {
-      if (!is_constant(args[i])) unsupported(BreakReason::unsupported, name + "() of " + args[i]->str());
-      values.push_back(constant_value(args[i]));
-    }
-    Value result;
-    try {
-      result = b->fn(ctx_.vm, *b, CallArgs{values.data(), values.size(), kwnames});
-    } catch (const Error&) {
-      unsupported(BreakReason::unsupported, name + "() raising an error");
-    }
-    set->value = values[0];
-    return from_value(result);
-  }
+// KBC's slice(x, dim, start, end): the registry op on a tensor; Python's
+// slice objects fold.
+VT InstructionTranslator::trace_slice(BuiltinCall& c) {
+  if (c.b.kbc_dispatching && !c.args.empty() && c.args[0]->is(VTKind::Tensor))
+    return tensor_op(OpId::slice, c.args, c.kwnames);
+  return nullptr;
+}
 
-  if (name == "sum" && !args.empty() && args[0]->is(VTKind::Tensor)) return tensor_op(OpId::sum, args, kwnames);
-  if (name == "sum" && nkw == 0 && !args.empty() && !is_constant(args[0])) {
-    // Python's sum over items that include tensors: start + x0 + x1 + ...
-    VT total = args.size() > 1 ? args[1] : const_vt(Value::integer(0));
-    for (const VT& x : unpack(args[0])) total = binary(BinOp::ADD, total, realize(x), false);
-    return total;
-  }
+VT InstructionTranslator::trace_list(BuiltinCall& c) {
+  if (c.nkw || c.args.size() > 1) return nullptr;
+  return vars::make_list(c.args.empty() ? std::vector<VT>{} : unpack(c.args[0]));
+}
+VT InstructionTranslator::trace_tuple(BuiltinCall& c) {
+  if (c.nkw || c.args.size() > 1) return nullptr;
+  return vars::make_tuple(c.args.empty() ? std::vector<VT>{} : unpack(c.args[0]));
+}
+VT InstructionTranslator::trace_iter(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 1 || is_constant(c.args[0])) return nullptr;
+  if (c.args[0]->is(VTKind::Iterator)) return c.args[0];
+  return vars::make_iterator(unpack(c.args[0]));
+}
 
-  // Python builtins that mean something for trackers.
-  if (nkw == 0) {
-    if (name == "len" && args.size() == 1) {
-      const VT& x = args[0];
-      if (x->is(VTKind::List) || x->is(VTKind::Tuple) || x->is(VTKind::ConstDict))
-        return const_vt(Value::integer(int64_t(x->items.size())));
-      if (x->is(VTKind::Tensor) && !x->meta().sizes.empty()) {
-        ctx_.shape_read = true;
-        return const_vt(Value::integer(x->meta().sizes[0]));
-      }
-      if (x->is(VTKind::NNModule)) {
-        check_structure_unchanged(x->value.as<ModuleObj>(), "len() of a module");
-        return const_vt(Value::integer(module_len(x->value)));
-      }
-    }
-    // isinstance(x, T) or isinstance(x, (T, U)): types are Builtin or Class
-    // trackers; x is represented by a value of its Python type.
-    auto classinfo = [&](auto& self, const VT& t) -> Value {
-      VT r = realize(t);
-      if (r->is(VTKind::Builtin) || (r->is(VTKind::Opaque) && r->value.is(Kind::Class))) return r->value;
-      if (r->is(VTKind::Tuple)) {
-        std::vector<Value> items;
-        for (const VT& x : r->items) {
-          Value v = self(self, x);
-          if (v.is_null()) return Value::null();
-          items.push_back(v);
-        }
-        return make_tuple(std::move(items));
-      }
-      return Value::null();
-    };
-    Value types = name == "isinstance" && args.size() == 2 ? classinfo(classinfo, args[1]) : Value::null();
-    if (!types.is_null()) {
-      bool r = false;
-      try {
-        r = truth(ctx_.vm.call(builtin, {type_sample(args[0]), types}));
-      } catch (const Error&) {
-        unsupported(BreakReason::unsupported, "isinstance() raising an error");
-      }
-      return const_vt(Value::boolean(r));
-    }
-    if ((name == "int" || name == "float" || name == "bool") && args.size() == 1 && args[0]->is(VTKind::Tensor))
-      unsupported(BreakReason::tensor_to_python, name + "()");
-    if ((name == "abs") && args.size() == 1 && args[0]->is(VTKind::Tensor)) return tensor_op(OpId::abs, args);
-    if (name == "pow" && args.size() == 2 && any_tensor()) return binary(BinOp::POW, args[0], args[1], false);
-    if ((name == "list" || name == "tuple") && args.size() <= 1) {
-      std::vector<VT> items = args.empty() ? std::vector<VT>{} : unpack(args[0]);
-      return name == "list" ? vars::make_list(std::move(items)) : vars::make_tuple(std::move(items));
-    }
-    if (name == "enumerate" && !args.empty() && !args[0]->is(VTKind::Constant)) {
-      int64_t start = args.size() > 1 ? to_index(constant_value(args[1]), "enumerate start") : 0;
-      std::vector<VT> out;
-      for (VT& v : unpack(args[0])) out.push_back(vars::make_tuple({const_vt(Value::integer(start++)), v}));
-      return vars::make_iterator(std::move(out));
-    }
-    if (name == "zip" && !any_tensor()) {
-      std::vector<std::vector<VT>> seqs;
-      for (VT& a : args) seqs.push_back(unpack(a));
-      size_t n = seqs.empty() ? 0 : SIZE_MAX;
-      for (auto& s : seqs) n = std::min(n, s.size());
-      std::vector<VT> out;
-      for (size_t i = 0; i < n; ++i) {
-        std::vector<VT> row;
-        for (auto& s : seqs) row.push_back(s[i]);
-        out.push_back(vars::make_tuple(std::move(row)));
-      }
-      return vars::make_iterator(std::move(out));
-    }
-    if (name == "reversed" && args.size() == 1 && !args[0]->is(VTKind::Constant)) {
-      std::vector<VT> items = unpack(args[0]);
-      std::reverse(items.begin(), items.end());
-      return vars::make_iterator(std::move(items));
-    }
-    if ((name == "getattr" || name == "hasattr") && (args.size() == 2 || args.size() == 3) && is_constant(args[1]) &&
-        constant_value(args[1]).is(Kind::Str)) {
-      const std::string attr = constant_value(args[1]).as_str();
-      if (args[0]->is(VTKind::NNModule)) {
-        static const Ref<StrObj> getattr_name = intern("__getattr__");
-        auto* mod = args[0]->value.as<ModuleObj>();
-        bool custom = mod->cls->lookup(getattr_name.get()) != nullptr;
-        bool overlaid = ctx_.attr_overlay.count({args[0]->value.obj(), attr}) > 0;
-        if (!custom && !overlaid && module_lookup(args[0]->value, intern(attr).get()).is_null()) {
-          if (name == "hasattr") return const_vt(Value::boolean(false));
-          if (args.size() == 3) return args[2];
-        }
-      }
-      try {
-        VT v = get_attr(args[0], attr);
-        return name == "hasattr" ? const_vt(Value::boolean(true)) : v;
-      } catch (const Unsupported&) {
-        if (args[0]->is(VTKind::Constant) || args[0]->is(VTKind::Tensor)) {
-          if (name == "hasattr") return const_vt(Value::boolean(false));
-          if (args.size() == 3) return args[2];
-        }
-        throw;
-      }
-    }
-  }
+VT InstructionTranslator::trace_enumerate(BuiltinCall& c) {
+  if (c.nkw || c.args.empty() || c.args[0]->is(VTKind::Constant)) return nullptr;
+  if (c.args.size() > 1 && !is_constant(c.args[1])) return nullptr;
+  int64_t start = c.args.size() > 1 ? to_index(constant_value(c.args[1]), "enumerate start") : 0;
+  std::vector<VT> out;
+  for (VT& v : unpack(c.args[0])) out.push_back(vars::make_tuple({const_vt(Value::integer(start++)), v}));
+  return vars::make_iterator(std::move(out));
+}
 
-  // Everything else folds when all arguments are known values.
-  if (is_pure(name)) {
-    std::vector<Value> values;
-    for (const VT& a : args) {
-      if (!is_constant(a)) unsupported(BreakReason::unsupported, name + "() of " + a->str());
-      values.push_back(constant_value(a));
-    }
-    try {
-      return from_value(b->fn(ctx_.vm, *b, CallArgs{values.data(), values.size(), kwnames}));
-    } catch (const Error&) {
-      unsupported(BreakReason::unsupported, name + "() raising an error");
+VT InstructionTranslator::trace_zip(BuiltinCall& c) {
+  if (c.nkw) return nullptr;
+  for (const VT& a : c.args)
+    if (a->is(VTKind::Tensor)) return nullptr;
+  std::vector<std::vector<VT>> seqs;
+  for (VT& a : c.args) seqs.push_back(unpack(a));
+  size_t n = seqs.empty() ? 0 : SIZE_MAX;
+  for (auto& s : seqs) n = std::min(n, s.size());
+  std::vector<VT> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<VT> row;
+    for (auto& s : seqs) row.push_back(s[i]);
+    out.push_back(vars::make_tuple(std::move(row)));
+  }
+  return vars::make_iterator(std::move(out));
+}
+
+VT InstructionTranslator::trace_reversed(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 1 || c.args[0]->is(VTKind::Constant)) return nullptr;
+  std::vector<VT> items = unpack(c.args[0]);
+  std::reverse(items.begin(), items.end());
+  return vars::make_iterator(std::move(items));
+}
+
+// map(f, xs, ...) and filter(f, xs): lazy iterators over known items; the
+// function is called (inlined) as the loop advances, so its effects
+// interleave with the loop body's as in Python (translator: next_item).
+VT InstructionTranslator::trace_map(BuiltinCall& c) {
+  if (c.nkw || c.args.size() < 2) return nullptr;
+  std::vector<std::vector<VT>> seqs;
+  for (size_t i = 1; i < c.args.size(); ++i) seqs.push_back(unpack(c.args[i]));
+  size_t n = SIZE_MAX;
+  for (auto& s : seqs) n = std::min(n, s.size());
+  std::vector<VT> rows;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<VT> row;
+    for (auto& s : seqs) row.push_back(s[i]);
+    rows.push_back(vars::make_tuple(std::move(row)));
+  }
+  return vars::make_lazy_iterator(std::move(rows), c.args[0], vars::LazyIteration::Map);
+}
+VT InstructionTranslator::trace_filter(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 2) return nullptr;
+  return vars::make_lazy_iterator(unpack(c.args[1]), c.args[0], vars::LazyIteration::Filter);
+}
+
+VT InstructionTranslator::trace_getattr(BuiltinCall& c) { return getattr_or_hasattr(c, false); }
+VT InstructionTranslator::trace_hasattr(BuiltinCall& c) { return getattr_or_hasattr(c, true); }
+VT InstructionTranslator::getattr_or_hasattr(BuiltinCall& c, bool has) {
+  if (c.nkw || (c.args.size() != 2 && c.args.size() != 3) || !is_constant(c.args[1]) ||
+      !constant_value(c.args[1]).is(Kind::Str))
+    return nullptr;
+  VT obj = c.args[0];
+  if (obj->is(VTKind::UnspecializedNNModule)) obj = specialized(obj);
+  const std::string attr = constant_value(c.args[1]).as_str();
+  if (obj->is(VTKind::NNModule)) {
+    static const Ref<StrObj> getattr_name = intern("__getattr__");
+    auto* mod = obj->value.as<ModuleObj>();
+    bool custom = mod->cls->lookup(getattr_name.get()) != nullptr;
+    bool overlaid = ctx_.attr_overlay.count({obj->value.obj(), attr}) > 0;
+    if (!custom && !overlaid && module_lookup(obj->value, intern(attr).get()).is_null()) {
+      if (has) return const_vt(Value::boolean(false));
+      if (c.args.size() == 3) return c.args[2];
     }
   }
-  unsupported(BreakReason::unsupported, "call to " + name + "()");
+  try {
+    VT v = get_attr(obj, attr);
+    return has ? const_vt(Value::boolean(true)) : v;
+  } catch (const Unsupported&) {
+    if (obj->is(VTKind::Constant) || obj->is(VTKind::Tensor)) {
+      if (has) return const_vt(Value::boolean(false));
+      if (c.args.size() == 3) return c.args[2];
+    }
+    throw;
+  }
+}
+
+// setattr on a module with a constant name is an attribute store, replayed
+// after the graph; any other setattr acts on an object now, so it runs at
+// run time. (Never declines: folding would store into the real object
+// while tracing.)
+VT InstructionTranslator::trace_setattr(BuiltinCall& c) {
+  const auto& a = c.args;
+  if (a.size() == 3 && !c.nkw && a[0]->is_module() && a[0]->source && is_constant(a[1]) &&
+      constant_value(a[1]).is(Kind::Str)) {
+    const std::string attr = constant_value(a[1]).as_str();
+    if (class_property(a[0]->value.as<ModuleObj>()->cls.get(), intern(attr).get()))
+      unsupported(BreakReason::attribute_error,
+                  "property '" + attr + "' of '" + type_name(a[0]->value) + "' object has no setter");
+    ctx_.attr_overlay[{a[0]->value.obj(), attr}] = a[2];
+    ctx_.side_effects.attr_stores.push_back({a[0], attr, a[2]});
+    return const_vt(Value::none());
+  }
+  unsupported(BreakReason::side_effect_builtin, "setattr()");
 }
 
 }  // namespace kiln::interpreter

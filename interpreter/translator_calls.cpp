@@ -339,6 +339,8 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     else if ((a->is(VTKind::Constant) && a->value.is_none()) || (b->is(VTKind::Constant) && b->value.is_none()))
       same = false;  // None is only ever a Constant tracker
     else if (a->kind != b->kind) same = false;
+    else if (a->is(VTKind::Builtin) || a->is(VTKind::Opaque) || a->is(VTKind::UserFunction) || a->is_module())
+      same = a->value.is_same(b->value);  // objects the trace holds themselves (type(x) is kiln.Tensor)
     else unsupported(BreakReason::unsupported, "`is` between two trackers");
     return const_vt(Value::boolean(op == CmpOp::IS ? same : !same));
   }
@@ -378,8 +380,9 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
     case VTKind::List:
     case VTKind::Tuple: return seq->items;
     case VTKind::Iterator: {
-      std::vector<VT> rest(seq->items.begin() + ptrdiff_t(seq->pos), seq->items.end());
-      seq->pos = seq->items.size();
+      std::vector<VT> rest;
+      VT item;
+      while (next_item(seq, item)) rest.push_back(std::move(item));
       return rest;
     }
     case VTKind::ConstDict: {

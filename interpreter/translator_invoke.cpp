@@ -84,7 +84,7 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
-        unsupported(BreakReason::foreign_call, type_name(callee->value));
+        unsupported(BreakReason::foreign_call, repr(callee->value));  // "<built-in function id>"
       }
       if (callee->value.is(Kind::Class))
         unsupported(BreakReason::unsupported, "creating a " + callee->value.as<ClassObj>()->name + " inside the trace");

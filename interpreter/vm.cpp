@@ -185,6 +185,7 @@ void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) 
 // ------------------------------------------------------------------ calls --
 
 Value VM::call(const Value& callee, const CallArgs& args) {
+  CallContext::Scope scope(this);  // natives called from here may call back later (map, filter)
   switch (callee.kind()) {
     case Kind::Function: return call_function(callee.as<FunctionObj>(), args);
     case Kind::BoundMethod: {
@@ -294,7 +295,8 @@ Value VM::run(const Program& program, std::string_view entry, const std::vector<
 static const Value& lookup_global(const FunctionObj* fn, const StrObj* name) {
   if (fn->globals)
     if (const Value* v = fn->globals->map.find(name)) return *v;
-  if (const Value* v = builtins().find(name)) return *v;
+  const NameMap& b = fn->globals && fn->globals->builtins ? *fn->globals->builtins : builtins();
+  if (const Value* v = b.find(name)) return *v;
   throw_error(ErrorKind::NameError, "name '" + name->s + "' is not defined");
 }
 

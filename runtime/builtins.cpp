@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "runtime/exceptions.h"
 #include "runtime/module.h"
@@ -72,14 +74,18 @@ Value b_print(CallContext& ctx, const std::vector<Value>& a) {
 }
 
 bool isinstance_one(const Value& obj, const Value& type) {
-  if (exception_class_kind(type) || (type.is(Kind::Foreign) && type.as<ForeignObj>()->vt->exception_match))
-    return exception_isinstance(obj, type);
+  if (exception_class_kind(type)) return exception_isinstance(obj, type);
+  if (type.is(Kind::Foreign)) {
+    auto* f = type.as<ForeignObj>();
+    if (f->vt->instance_check) return f->vt->instance_check(f->handle, obj, false);
+    if (f->vt->exception_match) return exception_isinstance(obj, type);
+  }
   if (type.is(Kind::Class))
     return obj.is(Kind::Module) && obj.as<ModuleObj>()->cls->is_subclass_of(type.as<ClassObj>());
   if (type.is(Kind::Builtin)) {
     Kind k = type.as<BuiltinObj>()->type_of;
     if (k == Kind::Null)
-      throw_error(ErrorKind::TypeError, "isinstance() arg 2 must be a type or tuple of types");
+      throw_error(ErrorKind::TypeError, "isinstance() arg 2 must be a type, a tuple of types, or a union");
     if (k == Kind::Int) return obj.is(Kind::Int) || obj.is(Kind::Bool);  // bool is an int
     return obj.kind() == k;
   }
@@ -88,24 +94,38 @@ bool isinstance_one(const Value& obj, const Value& type) {
       if (isinstance_one(obj, t)) return true;
     return false;
   }
-  throw_error(ErrorKind::TypeError, "isinstance() arg 2 must be a type or tuple of types, not " + type_name(type));
+  throw_error(ErrorKind::TypeError, "isinstance() arg 2 must be a type, a tuple of types, or a union");
 }
 Value b_isinstance(CallContext&, const std::vector<Value>& a) { return Value::boolean(isinstance_one(a[0], a[1])); }
 
-Value min_max(const std::vector<Value>& a, CmpOp better, const char* name) {
+// min/max(*args, key=None, default=?): the first of the best items, as in
+// CPython (ties keep the earlier item).
+Value min_max(CallContext& ctx, const std::vector<Value>& a, CmpOp better, const char* name) {
   std::vector<Value> items = a[0].as<TupleObj>()->items;
+  if (items.empty())
+    throw_error(ErrorKind::TypeError, std::string(name) + " expected at least 1 argument, got 0");
   if (items.size() == 1) items = to_vector(items[0]);
+  else if (!a[2].is_null())
+    throw_error(ErrorKind::TypeError,
+                std::string("Cannot specify a default for ") + name + "() with multiple positional arguments");
   if (items.empty()) {
-    if (!a[1].is_null()) return a[1];
+    if (!a[2].is_null()) return a[2];
     throw_error(ErrorKind::ValueError, std::string(name) + "() arg is an empty sequence");
   }
+  const bool keyed = !a[1].is_none();
   Value best = items[0];
-  for (size_t i = 1; i < items.size(); ++i)
-    if (truth(compare_op(better, items[i], best))) best = items[i];
+  Value best_key = keyed ? ctx.call(a[1], {best}) : best;
+  for (size_t i = 1; i < items.size(); ++i) {
+    Value k = keyed ? ctx.call(a[1], {items[i]}) : items[i];
+    if (truth(compare_op(better, k, best_key))) {
+      best = items[i];
+      best_key = std::move(k);
+    }
+  }
   return best;
 }
-Value b_min(CallContext&, const std::vector<Value>& a) { return min_max(a, CmpOp::LT, "min"); }
-Value b_max(CallContext&, const std::vector<Value>& a) { return min_max(a, CmpOp::GT, "max"); }
+Value b_min(CallContext& ctx, const std::vector<Value>& a) { return min_max(ctx, a, CmpOp::LT, "min"); }
+Value b_max(CallContext& ctx, const std::vector<Value>& a) { return min_max(ctx, a, CmpOp::GT, "max"); }
 
 // abs / sum / pow are both Python builtins and registry ops: tensors go to
 // the op, everything else gets Python's meaning.
@@ -119,9 +139,20 @@ Value b_abs(CallContext&, const std::vector<Value>& a) {
   }
   throw_error(ErrorKind::TypeError, "bad operand type for abs(): '" + type_name(x) + "'");
 }
-Value b_sum(CallContext&, const std::vector<Value>& a) {
+// Python's sum(iterable, /, start=0): start + x0 + x1 + ... (a tensor is
+// iterated over its rows, as CPython does).
+Value python_sum(const Value& iterable, Value total) {
+  if (total.is(Kind::Str)) throw_error(ErrorKind::TypeError, "sum() can't sum strings [use ''.join(seq) instead]");
+  Value it = get_iter(iterable);
+  Value item;
+  while (it.as<IteratorObj>()->next(item)) total = binary_op(BinOp::ADD, total, item);
+  return total;
+}
+Value b_sum(CallContext&, const std::vector<Value>& a) { return python_sum(a[0], a[1]); }
+// KBC's sum (kbc_dispatching below): the registry op on a tensor, with
+// sum(t, 1) / sum(t, dim=1) the op's dim; Python's sum otherwise.
+Value b_kbc_sum(CallContext&, const std::vector<Value>& a) {
   if (a[0].is(Kind::Tensor)) {
-    // sum(t, 1), sum(t, dim=1): the tensor op's dim (Python's start slot).
     if (!a[1].is_null() && !a[3].is_null())
       throw_error(ErrorKind::TypeError, "sum() got multiple values for argument 'dim'");
     Value dim = !a[3].is_null() ? a[3] : a[1].is_null() ? Value::none() : a[1];
@@ -129,11 +160,7 @@ Value b_sum(CallContext&, const std::vector<Value>& a) {
     static const Value names = make_tuple({intern_value("dim"), intern_value("keepdim")});
     return call_op(OpId::sum, CallArgs{args, 3, names.as<TupleObj>()});
   }
-  Value total = a[1].is_null() ? Value::integer(0) : a[1];
-  Value it = get_iter(a[0]);
-  Value item;
-  while (it.as<IteratorObj>()->next(item)) total = binary_op(BinOp::ADD, total, item);
-  return total;
+  return python_sum(a[0], a[1].is_null() ? Value::integer(0) : a[1]);
 }
 Value b_pow(CallContext&, const std::vector<Value>& a) { return binary_op(BinOp::POW, a[0], a[1]); }
 
@@ -219,28 +246,30 @@ Value b_format(CallContext&, const std::vector<Value>& a) {
 Value b_ascii(CallContext&, const std::vector<Value>& a) { return Value::str(ascii_repr(a[0])); }
 Value b_dict(CallContext&, const std::vector<Value>& a) {
   Value d = make_dict();
-  auto* dict = d.as<DictObj>();
-  if (a[0].is(Kind::Dict)) {
-    for (const auto& [k, v] : a[0].as<DictObj>()->entries) dict->set(k, v);
-  } else if (!a[0].is_null()) {
-    for (const Value& pair : to_vector(a[0])) {
-      auto kv = to_vector(pair);
-      if (kv.size() != 2)
-        throw_error(ErrorKind::ValueError, "dictionary update sequence element has length " +
-                                               std::to_string(kv.size()) + "; 2 is required");
-      dict->set(kv[0], kv[1]);
-    }
-  }
-  for (const auto& [k, v] : a[1].as<DictObj>()->entries) dict->set(k, v);
+  if (!a[0].is_null()) dict_update(d.as<DictObj>(), a[0]);
+  dict_update(d.as<DictObj>(), a[1]);
   return d;
 }
 
-Value b_sorted(CallContext&, const std::vector<Value>& a) {
+// sorted(iterable, *, key=None, reverse=False): stable, and stable under
+// reverse too (CPython reverses, sorts, reverses back).
+Value b_sorted(CallContext& ctx, const std::vector<Value>& a) {
   std::vector<Value> items = to_vector(a[0]);
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Value& x, const Value& y) { return truth(compare_op(CmpOp::LT, x, y)); });
-  if (truth(a[1])) std::reverse(items.begin(), items.end());
-  return make_list(std::move(items));
+  const bool reverse = truth(a[2]);
+  std::vector<Value> keys;
+  if (!a[1].is_none())
+    for (const Value& x : items) keys.push_back(ctx.call(a[1], {x}));
+  else keys = items;
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (reverse) std::reverse(order.begin(), order.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return truth(compare_op(CmpOp::LT, keys[x], keys[y])); });
+  if (reverse) std::reverse(order.begin(), order.end());
+  std::vector<Value> out;
+  out.reserve(items.size());
+  for (size_t i : order) out.push_back(items[i]);
+  return make_list(std::move(out));
 }
 Value b_reversed(CallContext&, const std::vector<Value>& a) {
   std::vector<Value> items = to_vector(a[0]);
@@ -266,9 +295,274 @@ Value b_next(CallContext&, const std::vector<Value>& a) {
   throw_error(ErrorKind::StopIteration, "");
 }
 
+// round(number, ndigits=None), with CPython's exact results: ints and
+// floats round half to even; a float with ndigits rounds its exact binary
+// value (what CPython's dtoa does), so round(2.675, 2) is 2.67.
+[[noreturn]] void not_an_integer(const Value& v) {
+  throw_error(ErrorKind::TypeError, "'" + type_name(v) + "' object cannot be interpreted as an integer");
+}
+int64_t int_arg(const Value& v) {
+  if (!v.is(Kind::Int) && !v.is(Kind::Bool)) not_an_integer(v);
+  return v.as_int();
+}
+double round_float_digits(double x, int64_t ndigits) {
+  if (!std::isfinite(x) || x == 0) return x;
+  if (ndigits > 330) return x;                           // finer than any double's last digit
+  if (ndigits < -330) return std::copysign(0.0, x);      // coarser than the largest double
+  // Every double's decimal expansion is exact in at most 1074 fractional
+  // digits; glibc prints it exactly.
+  static thread_local std::vector<char> buf(1500);
+  std::snprintf(buf.data(), buf.size(), "%.1080f", std::fabs(x));
+  std::string text(buf.data());
+  const size_t dot = text.find('.');
+  std::string digits = text.substr(0, dot) + text.substr(dot + 1);
+  const int64_t keep = int64_t(dot) + ndigits;  // digits left of the rounding position
+  if (keep < 0) return std::copysign(0.0, x);
+  if (keep >= int64_t(digits.size())) return x;
+  const char first = digits[size_t(keep)];
+  bool up = first > '5';
+  if (first == '5') {
+    const bool tail = digits.find_first_not_of('0', size_t(keep) + 1) != std::string::npos;
+    up = tail || (keep > 0 && (digits[size_t(keep) - 1] - '0') % 2 == 1);
+  }
+  std::string kept = keep > 0 ? digits.substr(0, size_t(keep)) : "0";
+  if (up) {
+    int64_t i = int64_t(kept.size()) - 1;
+    for (; i >= 0 && kept[size_t(i)] == '9'; --i) kept[size_t(i)] = '0';
+    if (i < 0) kept.insert(kept.begin(), '1');
+    else ++kept[size_t(i)];
+  }
+  const double r = std::strtod((kept + "e" + std::to_string(int64_t(dot) - keep)).c_str(), nullptr);
+  if (std::isinf(r)) throw_error(ErrorKind::OverflowError, "rounded value too large to represent");
+  return std::copysign(r, x);
+}
+Value b_round(CallContext&, const std::vector<Value>& a) {
+  const Value& x = a[0];
+  const bool has_digits = !a[1].is_none();
+  if (x.is(Kind::Int) || x.is(Kind::Bool)) {
+    const int64_t v = x.as_int();
+    if (!has_digits) return Value::integer(v);
+    const int64_t nd = int_arg(a[1]);
+    if (nd >= 0) return Value::integer(v);
+    if (nd < -18) return Value::integer(0);  // |v| < 10**19 <= 10**-nd / 2... rounds to 0 (half-even at exactly half)
+    int64_t p = 1;
+    for (int64_t i = 0; i < -nd; ++i) p *= 10;
+    int64_t q = v / p, r = v % p;
+    if (r < 0) { r += p; --q; }  // floor division
+    if (2 * r > p || (2 * r == p && q % 2 != 0)) ++q;
+    if (__builtin_mul_overflow(q, p, &q)) throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    return Value::integer(q);
+  }
+  if (x.is(Kind::Float)) {
+    const double d = x.as_float();
+    if (has_digits) return Value::floating(round_float_digits(d, int_arg(a[1])));
+    if (std::isnan(d)) throw_error(ErrorKind::ValueError, "cannot convert float NaN to integer");
+    if (std::isinf(d)) throw_error(ErrorKind::OverflowError, "cannot convert float infinity to integer");
+    const double r = std::nearbyint(d);  // the default rounding mode: half to even
+    if (std::fabs(r) >= 9.223372036854775807e18) throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    return Value::integer(int64_t(r));
+  }
+  throw_error(ErrorKind::TypeError, "type " + type_name(x) + " doesn't define __round__ method");
+}
+
+// type(obj): the type object kiln's own names stand for (`type(1) is int`),
+// a module's class, a Python object's own type.
+Value hidden_type(Kind k, const char* name = nullptr) {
+  // Types without a constructor (NoneType, function, Tensor, ...): made
+  // once each.
+  static std::vector<Value> types(64);
+  Value& t = types[size_t(k)];
+  if (t.is_none()) {
+    t = make_builtin(name ? name : kind_name(k), [](CallContext&, const BuiltinObj& self, const CallArgs&) -> Value {
+      throw_error(ErrorKind::TypeError, "cannot create '" + self.name + "' instances");
+    });
+    t.as<BuiltinObj>()->type_of = k;
+  }
+  return t;
+}
+Value type_of_value(CallContext& ctx, const Value& v) {
+  if (ExceptionData* e = exception_data(v)) {
+    if (!e->foreign.is_null()) return type_of_value(ctx, e->foreign);
+    return exception_class(e->kind);
+  }
+  static const Ref<StrObj> class_name = intern("__class__");
+  switch (v.kind()) {
+    case Kind::Module: return Value::object(Kind::Class, v.as<ModuleObj>()->cls);
+    case Kind::Foreign: return get_attr(ctx, v, class_name.get());
+    case Kind::Class: return hidden_type(Kind::Class);  // `type`
+    case Kind::Builtin:
+      if (v.as<BuiltinObj>()->type_of != Kind::Null || exception_class_kind(v)) return hidden_type(Kind::Class);
+      return hidden_type(Kind::Builtin);
+    default: break;
+  }
+  for (const char* name : {"bool", "int", "float", "str", "tuple", "list", "dict", "set", "frozenset", "slice",
+                           "range", "Tensor"}) {
+    const Value* t = builtins().find(name);
+    if (t && t->as<BuiltinObj>()->type_of == v.kind()) return *t;
+  }
+  return hidden_type(v.kind());
+}
+Value b_type(CallContext& ctx, const std::vector<Value>& a) { return type_of_value(ctx, a[0]); }
+
+// map() and filter() are lazy, as in Python: the function runs as the
+// iterator advances (interleaved with the loop body that consumes it), on
+// whichever kiln context is running then.
+CallContext& running_context(const char* who) {
+  CallContext* ctx = CallContext::current();
+  if (!ctx) throw_error(ErrorKind::RuntimeError, std::string(who) + " iterator advanced outside kiln code");
+  return *ctx;
+}
+struct MapIter final : IteratorObj {
+  Value fn;
+  std::vector<Value> inners;
+  bool next(Value& out) override {
+    std::vector<Value> items(inners.size());
+    for (size_t i = 0; i < inners.size(); ++i)
+      if (!inners[i].as<IteratorObj>()->next(items[i])) return false;
+    out = running_context("map()").call(fn, CallArgs{items.data(), items.size(), nullptr});
+    return true;
+  }
+};
+Value b_map(CallContext&, const std::vector<Value>& a) {
+  auto it = make_ref<MapIter>();
+  it->fn = a[0];
+  it->inners.push_back(get_iter(a[1]));
+  for (const Value& x : a[2].as<TupleObj>()->items) it->inners.push_back(get_iter(x));
+  return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
+}
+struct FilterIter final : IteratorObj {
+  Value fn;  // None: the items' own truth
+  Value inner;
+  bool next(Value& out) override {
+    Value item;
+    while (inner.as<IteratorObj>()->next(item)) {
+      const bool keep = fn.is_none() ? truth(item) : truth(running_context("filter()").call(fn, {item}));
+      if (keep) {
+        out = std::move(item);
+        return true;
+      }
+    }
+    return false;
+  }
+};
+Value b_filter(CallContext&, const std::vector<Value>& a) {
+  auto it = make_ref<FilterIter>();
+  it->fn = a[0];
+  it->inner = get_iter(a[1]);
+  return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
+}
+
+Value b_ord(CallContext&, const std::vector<Value>& a) {
+  if (!a[0].is(Kind::Str))
+    throw_error(ErrorKind::TypeError, "ord() expected string of length 1, but " + type_name(a[0]) + " found");
+  const std::u32string cps = utf8_decode(a[0].as_str());
+  if (cps.size() != 1)
+    throw_error(ErrorKind::TypeError,
+                "ord() expected a character, but string of length " + std::to_string(cps.size()) + " found");
+  return Value::integer(int64_t(cps[0]));
+}
+Value b_chr(CallContext&, const std::vector<Value>& a) {
+  const int64_t i = int_arg(a[0]);
+  if (i < 0 || i > 0x10FFFF) throw_error(ErrorKind::ValueError, "chr() arg not in range(0x110000)");
+  return Value::str(utf8_encode(char32_t(i)));
+}
+Value b_divmod(CallContext&, const std::vector<Value>& a) {
+  if (!a[0].is_number() || !a[1].is_number())
+    throw_error(ErrorKind::TypeError, "unsupported operand type(s) for divmod(): '" + type_name(a[0]) + "' and '" +
+                                          type_name(a[1]) + "'");
+  if ((a[0].is(Kind::Float) || a[1].is(Kind::Float)) && a[1].as_number() == 0)
+    throw_error(ErrorKind::ZeroDivisionError, "float divmod()");
+  return make_tuple({binary_op(BinOp::FLOORDIV, a[0], a[1]), binary_op(BinOp::MOD, a[0], a[1])});
+}
+Value b_callable(CallContext& ctx, const std::vector<Value>& a) {
+  static const Ref<StrObj> call_name = intern("__call__");
+  switch (a[0].kind()) {
+    case Kind::Function:
+    case Kind::BoundMethod:
+    case Kind::Builtin:
+    case Kind::Class:
+    case Kind::Module: return Value::boolean(true);
+    case Kind::Foreign: return Value::boolean(!get_attr_or_null(ctx, a[0], call_name.get()).is_null());
+    default: return Value::boolean(false);
+  }
+}
+
+// bin/oct/hex: Python's spelling of an int in base 2/8/16.
+Value int_in_base(const Value& v, int shift, const char* prefix) {
+  const int64_t i = int_arg(v);
+  uint64_t u = i < 0 ? uint64_t(0) - uint64_t(i) : uint64_t(i);
+  const char* digits = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), digits[u & ((1u << shift) - 1)]);
+    u >>= shift;
+  } while (u);
+  return Value::str((i < 0 ? "-" : "") + std::string(prefix) + out);
+}
+Value b_bin(CallContext&, const std::vector<Value>& a) { return int_in_base(a[0], 1, "0b"); }
+Value b_oct(CallContext&, const std::vector<Value>& a) { return int_in_base(a[0], 3, "0o"); }
+Value b_hex(CallContext&, const std::vector<Value>& a) { return int_in_base(a[0], 4, "0x"); }
+
+// Python's slice(stop) / slice(start, stop[, step]), with its own errors.
+Value python_slice(const std::vector<Value>& pos, bool keywords) {
+  if (keywords) throw_error(ErrorKind::TypeError, "slice() takes no keyword arguments");
+  if (pos.empty()) throw_error(ErrorKind::TypeError, "slice expected at least 1 argument, got 0");
+  if (pos.size() > 3)
+    throw_error(ErrorKind::TypeError, "slice expected at most 3 arguments, got " + std::to_string(pos.size()));
+  if (pos.size() == 1) return make_slice(Value::none(), pos[0], Value::none());
+  return make_slice(pos[0], pos[1], pos.size() == 3 ? pos[2] : Value::none());
+}
+Value b_slice(CallContext&, const std::vector<Value>& a) {
+  return python_slice(a[0].as<TupleObj>()->items, !a[1].as<DictObj>()->entries.empty());
+}
+// KBC's slice (kbc_dispatching below): the registry op when the first
+// argument is a tensor (slice(x, dim, start, end, step)), Python's otherwise.
+Value b_kbc_slice(CallContext&, const std::vector<Value>& a) {
+  const auto& pos = a[0].as<TupleObj>()->items;
+  const auto& kw = a[1].as<DictObj>()->entries;
+  if (!pos.empty() && pos[0].is(Kind::Tensor)) {
+    std::vector<Value> args = pos;
+    std::vector<Value> names;
+    for (const auto& [k, v] : kw) {
+      names.push_back(k);
+      args.push_back(v);
+    }
+    Value kwnames = make_tuple(std::move(names));
+    return call_op(OpId::slice, CallArgs{args.data(), args.size(), kw.empty() ? nullptr : kwnames.as<TupleObj>()});
+  }
+  return python_slice(pos, !kw.empty());
+}
+
+bool is_class_like(const Value& v) {
+  return v.is(Kind::Class) || (v.is(Kind::Builtin) && v.as<BuiltinObj>()->type_of != Kind::Null) ||
+         exception_class_kind(v).has_value() || (v.is(Kind::Foreign) && v.as<ForeignObj>()->vt->instance_check);
+}
+bool issubclass_one(const Value& cls, const Value& info) {
+  if (info.is(Kind::Tuple)) {
+    for (const Value& t : info.as<TupleObj>()->items)
+      if (issubclass_one(cls, t)) return true;
+    return false;
+  }
+  if (info.is(Kind::Foreign) && info.as<ForeignObj>()->vt->instance_check)
+    return info.as<ForeignObj>()->vt->instance_check(info.as<ForeignObj>()->handle, cls, true);
+  if (!is_class_like(info))
+    throw_error(ErrorKind::TypeError, "issubclass() arg 2 must be a class, a tuple of classes, or a union");
+  if (cls.is_same(info)) return true;
+  if (cls.is(Kind::Class) && info.is(Kind::Class)) return cls.as<ClassObj>()->is_subclass_of(info.as<ClassObj>());
+  const auto ck = exception_class_kind(cls), ik = exception_class_kind(info);
+  if (ck && ik) return error_kind_is(*ck, *ik);
+  if (cls.is(Kind::Builtin) && info.is(Kind::Builtin))
+    return cls.as<BuiltinObj>()->type_of == Kind::Bool && info.as<BuiltinObj>()->type_of == Kind::Int;
+  return false;
+}
+Value b_issubclass(CallContext&, const std::vector<Value>& a) {
+  if (!is_class_like(a[0])) throw_error(ErrorKind::TypeError, "issubclass() arg 1 must be a class");
+  return Value::boolean(issubclass_one(a[0], a[1]));
+}
+
 // ---- tensors --------------------------------------------------------------------
 
-Value b_parameter(CallContext&, const std::vector<Value>& a) {
+Value b_Parameter(CallContext&, const std::vector<Value>& a) {
   if (!a[0].is(Kind::Tensor)) throw_error(ErrorKind::TypeError, "Parameter() expects a Tensor, got " + type_name(a[0]));
   return Value::tensor(a[0].as_tensor().as_parameter());
 }
@@ -320,61 +614,59 @@ Value b_tensor(CallContext&, const std::vector<Value>& a) {
 
 Value b_op(CallContext&, const BuiltinObj& self, const CallArgs& args) { return call_op(OpId(self.op), args); }
 
-struct NativeDef {
-  const char* name;
-  const char* signature;
-  NativeFn fn;
-  Kind type_of;
-};
+// The native of each KILN_NATIVE row (None for Python's own rows).
+std::vector<Value>& row_natives() {
+  static std::vector<Value> v(static_cast<size_t>(kNumBuiltinRows));
+  return v;
+}
 
 NameMap build_builtins() {
   NameMap m;
   // Registry ops first; Python builtins of the same name (abs, sum, pow)
   // replace them below with dispatching versions.
   for (int i = 0; i < kNumOps; ++i) m.set(op_def(OpId(i)).name, op_builtin(i));
+  struct NativeDef {
+    BuiltinId id;
+    const char* signature;
+    NativeFn fn;
+    Kind type_of;
+  };
   const NativeDef natives[] = {
-      {"len", "obj", b_len, Kind::Null},
-      {"range", "start, stop=None, step=1", b_range, Kind::Range},
-      {"enumerate", "iterable, start=0", b_enumerate, Kind::Null},
-      {"zip", "*iterables", b_zip, Kind::Null},
-      {"print", "*values, sep=None, end=None", b_print, Kind::Null},
-      {"isinstance", "obj, classinfo", b_isinstance, Kind::Null},
-      {"min", "*args, default=?", b_min, Kind::Null},
-      {"max", "*args, default=?", b_max, Kind::Null},
-      {"abs", "x", b_abs, Kind::Null},
-      {"sum", "iterable, start=?, keepdim=False, dim=?", b_sum, Kind::Null},
-      {"pow", "base, exp", b_pow, Kind::Null},
-      {"getattr", "obj, name, default=?", b_getattr, Kind::Null},
-      {"setattr", "obj, name, value", b_setattr, Kind::Null},
-      {"hasattr", "obj, name", b_hasattr, Kind::Null},
-      {"int", "x=0", b_int, Kind::Int},
-      {"float", "x=0.0", b_float, Kind::Float},
-      {"bool", "x=False", b_bool, Kind::Bool},
-      {"str", "x=''", b_str, Kind::Str},
-      {"repr", "obj", b_repr, Kind::Null},
-      {"list", "iterable=?", b_list, Kind::List},
-      {"tuple", "iterable=?", b_tuple, Kind::Tuple},
-      {"dict", "iterable=?, **kwargs", b_dict, Kind::Dict},
-      {"set", "iterable=?, /", b_set, Kind::Set},
-      {"frozenset", "iterable=?, /", b_frozenset, Kind::FrozenSet},
-      {"format", "value, format_spec='', /", b_format, Kind::Null},
-      {"ascii", "obj, /", b_ascii, Kind::Null},
-      {"sorted", "iterable, *, reverse=False", b_sorted, Kind::Null},
-      {"reversed", "seq", b_reversed, Kind::Null},
-      {"any", "iterable", b_any, Kind::Null},
-      {"all", "iterable", b_all, Kind::Null},
-      {"iter", "obj", b_iter, Kind::Null},
-      {"next", "iterator, default=?", b_next, Kind::Null},
-      {"Parameter", "data", b_parameter, Kind::Null},
-      {"manual_seed", "seed", b_manual_seed, Kind::Null},
-      {"tensor", "data, dtype=None", b_tensor, Kind::Tensor},
+#define KILN_NATIVE(name, signature, type_of, how) {BuiltinId::b_##name, signature, b_##name, Kind::type_of},
+#define KILN_OWN KILN_NATIVE
+#define KILN_PYTHON(name, how)
+#include "runtime/builtins.def"
+#undef KILN_NATIVE
+#undef KILN_OWN
+#undef KILN_PYTHON
+  };
+  auto native = [](BuiltinId id, const char* signature, NativeFn fn, Kind type_of) {
+    const BuiltinRow& row = builtin_row(id);
+    Value b = make_native(row.name, signature, fn);
+    auto* obj = b.as<BuiltinObj>();
+    obj->type_of = type_of;
+    obj->how = row.how;
+    obj->row = int(id);
+    return b;
   };
   for (const NativeDef& d : natives) {
-    Value b = make_native(d.name, d.signature, d.fn);
-    b.as<BuiltinObj>()->type_of = d.type_of;
-    m.set(d.name, b);
+    Value b = native(d.id, d.signature, d.fn, d.type_of);
+    row_natives()[size_t(d.id)] = b;
+    m.set(builtin_row(d.id).name, b);
   }
-  m.set("Tensor", *m.find("tensor"));  // isinstance(x, Tensor)
+  // KBC programs call the registry ops sum and slice by those names: there
+  // they dispatch (a tensor goes to the op). A Python program's free name
+  // means Python's own (python_builtin).
+  const NativeDef kbc_dispatching[] = {
+      {BuiltinId::b_sum, "iterable, start=?, keepdim=False, dim=?", b_kbc_sum, Kind::Null},
+      {BuiltinId::b_slice, "*args, **kwargs", b_kbc_slice, Kind::Slice},  // same signature as the row
+  };
+  for (const NativeDef& d : kbc_dispatching) {
+    Value b = native(d.id, d.signature, d.fn, d.type_of);
+    b.as<BuiltinObj>()->kbc_dispatching = true;
+    m.set(builtin_row(d.id).name, b);
+  }
+  m.set("Tensor", hidden_type(Kind::Tensor, "Tensor"));  // type(t), isinstance(x, Tensor); tensor(data) makes one
   // Every built-in exception class a user can name (runtime/exceptions.h).
   for (int k = 0; k <= int(ErrorKind::VerifyError); ++k)
     if (ErrorKind(k) != ErrorKind::VerifyError) m.set(error_kind_name(ErrorKind(k)), exception_class(ErrorKind(k)));
@@ -388,6 +680,25 @@ NameMap build_builtins() {
 }
 
 }  // namespace
+
+const BuiltinRow kRows[] = {
+#define KILN_NATIVE(name, signature, type_of, how) {#name, BuiltinHow::how, true, true},
+#define KILN_OWN(name, signature, type_of, how) {#name, BuiltinHow::how, true, false},
+#define KILN_PYTHON(name, how) {#name, BuiltinHow::how, false, true},
+#include "runtime/builtins.def"
+#undef KILN_NATIVE
+#undef KILN_OWN
+#undef KILN_PYTHON
+};
+static_assert(std::size(kRows) == size_t(kNumBuiltinRows), "one BuiltinRow per builtins.def row");
+
+const BuiltinRow& builtin_row(BuiltinId id) { return kRows[size_t(id)]; }
+
+const BuiltinRow* find_builtin_row(std::string_view name) {
+  for (const BuiltinRow& r : kRows)
+    if (name == r.name) return &r;
+  return nullptr;
+}
 
 Value assertion_error() {
   static const Value v = *builtins().find("AssertionError");
@@ -409,6 +720,19 @@ Value op_builtin(int op_id) {
 
 const NameMap& builtins() {
   static const NameMap* m = new NameMap(build_builtins());
+  return *m;
+}
+
+const NameMap& python_builtins() {
+  static const NameMap* m = [] {
+    const NameMap& kbc = builtins();  // fills row_natives
+    auto* p = new NameMap();
+    for (int i = 0; i < kNumBuiltinRows; ++i)
+      if (kRows[i].native && kRows[i].python) p->set(kRows[i].name, row_natives()[size_t(i)]);
+    for (int k = 0; k <= int(ErrorKind::VerifyError); ++k)
+      if (ErrorKind(k) != ErrorKind::VerifyError) p->set(error_kind_name(ErrorKind(k)), *kbc.find(error_kind_name(ErrorKind(k))));
+    return p;
+  }();
   return *m;
 }
 

@@ -7,8 +7,40 @@
 
 namespace kiln::runtime {
 
-// Built once; shared by every program (never mutated after creation).
+// One row of runtime/builtins.def, in order; BuiltinObj::row indexes it.
+struct BuiltinRow {
+  const char* name;
+  BuiltinHow how;
+  bool native;  // kiln implements it; otherwise Python's own (bound by the Python frontend)
+  bool python;  // a name in Python's builtins (not one of kiln's own globals)
+};
+// BuiltinId::b_len, ...: the rows' names with a prefix (int, bool, float
+// are C++ keywords).
+enum class BuiltinId : int {
+#define KILN_NATIVE(name, signature, type_of, how) b_##name,
+#define KILN_OWN(name, signature, type_of, how) b_##name,
+#define KILN_PYTHON(name, how) b_##name,
+#include "runtime/builtins.def"
+#undef KILN_NATIVE
+#undef KILN_OWN
+#undef KILN_PYTHON
+  kCount
+};
+inline constexpr int kNumBuiltinRows = int(BuiltinId::kCount);
+const BuiltinRow& builtin_row(BuiltinId id);
+// The row named `name`, or null.
+const BuiltinRow* find_builtin_row(std::string_view name);
+
+// Built once; shared by every program (never mutated after creation). The
+// KBC namespace: every registry op, the builtins.def natives, exception
+// classes, dtypes and module classes. Its `sum` and `slice` dispatch: a
+// tensor goes to the registry op of that name (BuiltinObj::kbc_dispatching).
 const NameMap& builtins();
+// A Python program's builtins namespace: the natives of the rows that are
+// Python builtins, with Python's meaning (sum(t) adds t's rows; no registry
+// ops), and the exception classes. Python's own rows are not in it: the
+// Python frontend binds those to the real functions.
+const NameMap& python_builtins();
 // The Builtin value for a registry op (what `add` names in KBC).
 Value op_builtin(int op_id);
 // Native methods of built-in types (list.append, dict.items, str.join,

@@ -120,7 +120,10 @@ Value exception_ctor(CallContext&, const BuiltinObj& self, const CallArgs& args)
 const std::array<Value, kNumKinds>& classes() {
   static const auto* t = [] {
     auto* a = new std::array<Value, kNumKinds>();
-    for (size_t i = 0; i < kNumKinds; ++i) (*a)[i] = make_builtin(error_kind_name(ErrorKind(i)), exception_ctor, int64_t(i));
+    for (size_t i = 0; i < kNumKinds; ++i) {
+      (*a)[i] = make_builtin(error_kind_name(ErrorKind(i)), exception_ctor, int64_t(i));
+      (*a)[i].as<BuiltinObj>()->how = BuiltinHow::Fold;  // making an exception object acts on nothing
+    }
     return a;
   }();
   return *t;

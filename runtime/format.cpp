@@ -18,7 +18,9 @@ namespace {
 
 // ------------------------------------------------------------ UTF-8 --
 
-std::u32string decode(std::string_view s) {
+}  // namespace
+
+std::u32string utf8_decode(std::string_view s) {
   std::u32string out;
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
@@ -31,7 +33,7 @@ std::u32string decode(std::string_view s) {
   return out;
 }
 
-std::string encode(char32_t cp) {
+std::string utf8_encode(char32_t cp) {
   std::string out;
   if (cp < 0x80) {
     out += char(cp);
@@ -51,8 +53,10 @@ std::string encode(char32_t cp) {
   return out;
 }
 
+namespace {
+
 std::string repeat(char32_t cp, int64_t n) {
-  std::string one = encode(cp), out;
+  std::string one = utf8_encode(cp), out;
   for (int64_t i = 0; i < n; ++i) out += one;
   return out;
 }
@@ -98,7 +102,7 @@ size_t read_integer(const std::u32string& s, size_t& pos, int64_t& out) {
 }
 
 Spec parse(std::string_view text, char32_t default_align, char32_t default_type, const std::string& type_name) {
-  const std::u32string s = decode(text);
+  const std::u32string s = utf8_decode(text);
   Spec f;
   f.align = default_align;
   f.type = default_type;
@@ -396,7 +400,7 @@ std::string format_int(int64_t v, const Spec& f, const std::string& type_name) {
     if (f.sign) value_error("Sign not allowed with integer format specifier 'c'");
     if (f.alternate) value_error("Alternate form (#) not allowed with integer format specifier 'c'");
     if (v < 0 || v > 0x10FFFF) throw_error(ErrorKind::OverflowError, "%c arg not in range(0x110000)");
-    return lay_out_number(f, false, "", encode(char32_t(v)), Digits::None);
+    return lay_out_number(f, false, "", utf8_encode(char32_t(v)), Digits::None);
   }
   int base = 10;
   std::string prefix;
@@ -426,13 +430,13 @@ std::string format_str(const std::string& s, const Spec& f) {
   if (f.no_neg_0) value_error("Negative zero coercion (z) not allowed in string format specifier");
   if (f.alternate) value_error("Alternate form (#) not allowed in string format specifier");
   if (f.align == '=') value_error("'=' alignment not allowed in string format specifier");
-  std::u32string cps = decode(s);
+  std::u32string cps = utf8_decode(s);
   int64_t len = int64_t(cps.size());
   std::string body = s;
   if (f.precision >= 0 && len > f.precision) {
     len = f.precision;
     body.clear();
-    for (int64_t i = 0; i < len; ++i) body += encode(cps[size_t(i)]);
+    for (int64_t i = 0; i < len; ++i) body += utf8_encode(cps[size_t(i)]);
   }
   int64_t total = std::max(len, f.width);
   int64_t lpad = f.align == '>' ? total - len : f.align == '^' ? (total - len) / 2 : 0;
@@ -507,7 +511,7 @@ std::string format_value(const Value& v, std::string_view spec) {
 
 std::string ascii_repr(const Value& v) {
   std::string out;
-  for (char32_t c : decode(repr(v))) {
+  for (char32_t c : utf8_decode(repr(v))) {
     if (c < 0x80) {
       out += char(c);
       continue;

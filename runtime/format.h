@@ -28,5 +28,7 @@ std::string format_field(const Value& value, int conversion, std::string_view sp
 
 // Code points in a UTF-8 string (what Python's len() and widths count).
 size_t utf8_length(std::string_view s);
+std::u32string utf8_decode(std::string_view s);
+std::string utf8_encode(char32_t code_point);
 
 }  // namespace kiln::runtime

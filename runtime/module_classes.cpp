@@ -297,8 +297,18 @@ Ref<ClassObj> build_class(const char* name, Ref<ClassObj> base, BuiltinModule ki
   c->name = name;
   c->base = std::move(base);
   c->builtin = kind;
-  for (const MethodDef& m : methods)
-    c->methods.set(m.name, make_native(std::string(name) + "." + m.name, m.signature, m.fn));
+  for (const MethodDef& m : methods) {
+    Value b = make_native(std::string(name) + "." + m.name, m.signature, m.fn);
+    // The module-tree walkers are answered by the translator; every other
+    // method changes a module (register_*, train, load_state_dict, ...) or
+    // is a forward the translator calls as a module.
+    static const std::string_view walkers[] = {"parameters", "named_parameters", "buffers", "named_buffers",
+                                               "children", "named_children", "modules", "named_modules",
+                                               "keys", "values", "items"};
+    if (std::find(std::begin(walkers), std::end(walkers), m.name) != std::end(walkers))
+      b.as<BuiltinObj>()->how = BuiltinHow::Trace;
+    c->methods.set(m.name, b);
+  }
   return c;
 }
 

@@ -75,6 +75,10 @@ class NameMap {
 // miss here fall back to builtins().
 struct GlobalsObj final : Object {
   NameMap map;
+  // Where a name missing from `map` resolves: a Python module's functions
+  // see python_builtins() (Python's namespace, runtime/builtins.h); null is
+  // KBC's builtins().
+  const NameMap* builtins = nullptr;
 };
 
 }  // namespace kiln::runtime

@@ -193,8 +193,12 @@ NameMap build(bool frozen) {
   NameMap m;
   const char* type = frozen ? "frozenset" : "set";
   for (const MethodDef& d : kMethods)
-    if (!(frozen && d.mutates))
-      m.set(d.name, make_native_method(frozen ? Kind::FrozenSet : Kind::Set, type, d.name, d.signature, d.fn));
+    if (!(frozen && d.mutates)) {
+      Value b = make_native_method(frozen ? Kind::FrozenSet : Kind::Set, type, d.name, d.signature, d.fn);
+      // The translator applies a mutator to a set made in the trace.
+      b.as<BuiltinObj>()->how = d.mutates ? BuiltinHow::Trace : BuiltinHow::Fold;
+      m.set(d.name, b);
+    }
   return m;
 }
 

@@ -166,7 +166,7 @@ struct NativeEntry {
 
 bool keeps_its_arguments(std::string_view name) {
   return name == "iter" || name == "next" || name == "enumerate" || name == "zip" || name == "reversed" ||
-         name == "setattr";
+         name == "setattr" || name == "map" || name == "filter";
 }
 
 bool has_foreign(const CallArgs& args, size_t from) {

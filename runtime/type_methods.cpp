@@ -122,8 +122,8 @@ Value d_setdefault(CallContext&, const std::vector<Value>& a) {
   return a[2];
 }
 Value d_update(CallContext&, const std::vector<Value>& a) {
-  if (!a[1].is(Kind::Dict)) throw_error(ErrorKind::TypeError, "dict.update() expects a dict");
-  for (const auto& [k, v] : a[1].as<DictObj>()->entries) dict_of(a)->set(k, v);
+  if (!a[1].is_null()) dict_update(dict_of(a), a[1]);
+  dict_update(dict_of(a), a[2]);
   return Value::none();
 }
 Value d_copy(CallContext&, const std::vector<Value>& a) {
@@ -259,15 +259,47 @@ Value tn_convert(CallContext&, const std::vector<Value>& a) {
   return call_op(OpId::to, {a[0], intern_value(dtype_name(D))});
 }
 
+}  // namespace
+
+// dict(x) / d.update(x): a dict's entries, or (key, value) pairs from any
+// iterable, with CPython's errors.
+void dict_update(DictObj* into, const Value& other) {
+  if (other.is(Kind::Dict)) {
+    for (const auto& [k, v] : other.as<DictObj>()->entries) into->set(k, v);
+    return;
+  }
+  const std::vector<Value> pairs = to_vector(other);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (!pairs[i].is(Kind::Tuple) && !pairs[i].is(Kind::List) && !pairs[i].is(Kind::Str) &&
+        !pairs[i].is(Kind::Foreign))
+      throw_error(ErrorKind::TypeError, "cannot convert dictionary update sequence element #" + std::to_string(i) +
+                                            " to a sequence");
+    auto kv = to_vector(pairs[i]);
+    if (kv.size() != 2)
+      throw_error(ErrorKind::ValueError, "dictionary update sequence element #" + std::to_string(i) +
+                                             " has length " + std::to_string(kv.size()) + "; 2 is required");
+    into->set(kv[0], kv[1]);
+  }
+}
+
+namespace {
+
 struct MethodDef {
   const char* name;
   const char* signature;
   NativeFn fn;
 };
 
-NameMap build(Kind kind, const char* type, std::initializer_list<MethodDef> defs) {
+// `how` for every method of the type: list, dict and Tensor methods have
+// the translator's handlers (they mutate trackers or read metadata); str
+// and tuple methods are pure.
+NameMap build(Kind kind, const char* type, BuiltinHow how, std::initializer_list<MethodDef> defs) {
   NameMap m;
-  for (const MethodDef& d : defs) m.set(d.name, make_native_method(kind, type, d.name, d.signature, d.fn));
+  for (const MethodDef& d : defs) {
+    Value b = make_native_method(kind, type, d.name, d.signature, d.fn);
+    b.as<BuiltinObj>()->how = how;
+    m.set(d.name, b);
+  }
   return m;
 }
 
@@ -275,25 +307,25 @@ NameMap build(Kind kind, const char* type, std::initializer_list<MethodDef> defs
 
 Value type_method(Kind k, const StrObj* name) {
   static const NameMap list_methods = build(
-      Kind::List, "list", {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},
+      Kind::List, "list", BuiltinHow::Trace, {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},
                {"pop", "self, index=-1", l_pop},   {"insert", "self, index, x", l_insert},
                {"index", "self, x", l_index},      {"count", "self, x", l_count},
                {"remove", "self, x", l_remove},    {"reverse", "self", l_reverse},
                {"sort", "self, *, reverse=False", l_sort}, {"copy", "self", l_copy},
                {"clear", "self", l_clear}});
-  static const NameMap tuple_methods = build(Kind::Tuple, "tuple", {{"index", "self, x", t_index}, {"count", "self, x", t_count}});
+  static const NameMap tuple_methods = build(Kind::Tuple, "tuple", BuiltinHow::Fold, {{"index", "self, x", t_index}, {"count", "self, x", t_count}});
   static const NameMap dict_methods = build(
-      Kind::Dict, "dict", {{"keys", "self", d_keys},
+      Kind::Dict, "dict", BuiltinHow::Trace, {{"keys", "self", d_keys},
                {"values", "self", d_values},
                {"items", "self", d_items},
                {"get", "self, key, default=None", d_get},
                {"pop", "self, key, default=?", d_pop},
                {"setdefault", "self, key, default=None", d_setdefault},
-               {"update", "self, other", d_update},
+               {"update", "self, other=?, /, **kwargs", d_update},
                {"copy", "self", d_copy},
                {"clear", "self", d_clear}});
   static const NameMap str_methods = build(
-      Kind::Str, "str", {{"join", "self, iterable", s_join},
+      Kind::Str, "str", BuiltinHow::Fold, {{"join", "self, iterable", s_join},
               {"split", "self, sep=None", s_split},
               {"startswith", "self, prefix", s_startswith},
               {"endswith", "self, suffix", s_endswith},
@@ -302,7 +334,7 @@ Value type_method(Kind k, const StrObj* name) {
               {"strip", "self", s_strip},
               {"replace", "self, old, new", s_replace}});
   static const NameMap tensor_methods = build(
-      Kind::Tensor, "Tensor", {{"size", "self, dim=None", tn_size},
+      Kind::Tensor, "Tensor", BuiltinHow::Trace, {{"size", "self, dim=None", tn_size},
                  {"dim", "self", tn_dim},
                  {"numel", "self", tn_numel},
                  {"item", "self", tn_item},

@@ -130,6 +130,13 @@ Value CallContext::call(const Value& callee, std::initializer_list<Value> positi
   return call(callee, args);
 }
 
+namespace {
+thread_local CallContext* t_current_context = nullptr;
+}
+CallContext* CallContext::current() noexcept { return t_current_context; }
+CallContext::Scope::Scope(CallContext* c) noexcept : prev_(t_current_context) { t_current_context = c; }
+CallContext::Scope::~Scope() { t_current_context = prev_; }
+
 Value make_builtin(std::string name, BuiltinFn fn, int64_t data) {
   auto b = make_ref<BuiltinObj>();
   b->name = std::move(name);

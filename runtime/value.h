@@ -233,14 +233,39 @@ class CallContext {
   virtual Value call(const Value& callee, const CallArgs& args) = 0;
   virtual void write_stdout(std::string_view text) = 0;
   Value call(const Value& callee, std::initializer_list<Value> positional);
+
+  // The innermost context running on this thread: for natives whose work
+  // outlives their own call (map() and filter() call their function when
+  // the iterator advances). Null when no kiln code is running.
+  static CallContext* current() noexcept;
+  class Scope {
+   public:
+    explicit Scope(CallContext* c) noexcept;
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CallContext* prev_;
+  };
 };
 
 using BuiltinFn = Value (*)(CallContext& ctx, const struct BuiltinObj& self, const CallArgs& args);
 using NativeClosure = std::function<Value(CallContext& ctx, const CallArgs& args)>;
+// How traced code treats a call of a builtin (runtime/builtins.def says it
+// for every builtin function; the method tables for methods).
+enum class BuiltinHow : uint8_t {
+  Fold,    // pure: called at trace time on known arguments
+  Trace,   // the translator has a handler over trackers
+  Effect,  // acts outside the program: the graph breaks, the call runs at run time
+};
 struct BuiltinObj final : Object {
   std::string name;
   BuiltinFn fn = nullptr;
   int op = -1;               // OpId when this builtin is a registry op (the tracer keys on it)
+  int row = -1;              // BuiltinRow when this is a builtins.def function (the tracer keys on it)
+  BuiltinHow how = BuiltinHow::Effect;  // nothing said: assume it acts (a break is never wrong)
+  bool kbc_dispatching = false;  // KBC's sum/slice: a tensor argument goes to the registry op (builtins.h)
   int64_t data = 0;          // per-builtin payload (e.g. an ErrorKind)
   Kind type_of = Kind::Null; // when this builtin is also a type (int, float, list, ...), the kind it names
   NativeClosure closure;     // make_builtin_closure: state a plain function pointer cannot carry
@@ -307,6 +332,10 @@ struct ForeignVTable {
   // that has no effects (math.sqrt): the tracer calls it on known values
   // and folds the result instead of breaking the graph.
   bool (*pure)(void* handle) = nullptr;
+  // Optional: isinstance(obj, cls) / issubclass(obj, cls) (`subclass`) with
+  // this object as cls, by the object's own rules (a Python class's
+  // __instancecheck__); TypeError when it is no class.
+  bool (*instance_check)(void* cls, const Value& obj, bool subclass) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

@@ -467,9 +467,14 @@ Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name) {
       if (name->s == "__name__") return Value::str(obj.as<FunctionObj>()->code->name);
       if (name->s == "__qualname__") return Value::str(obj.as<FunctionObj>()->code->qualname);
       return Value::null();
-    case Kind::Builtin:
+    case Kind::Builtin: {
       if (name->s == "__name__") return Value::str(obj.as<BuiltinObj>()->name);
+      // A type's method, unbound (str.upper, list.append): the method
+      // builtin itself, which takes self first.
+      const Kind type_of = obj.as<BuiltinObj>()->type_of;
+      if (type_of != Kind::Null) return type_method(type_of, name);
       return Value::null();
+    }
     case Kind::BoundMethod:
       if (name->s == "__self__") return obj.as<BoundMethodObj>()->self;
       if (name->s == "__func__") return obj.as<BoundMethodObj>()->func;

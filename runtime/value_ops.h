@@ -47,6 +47,8 @@ Value get_iter(const Value& v);
 int64_t length(const Value& v);
 // Materialises any iterable into a vector (tuples/lists directly).
 std::vector<Value> to_vector(const Value& iterable);
+// dict(x) / d.update(x): another dict's entries or (key, value) pairs.
+void dict_update(DictObj* into, const Value& other);
 // What a Foreign object is, when it is exactly a built-in list, dict or set
 // (ForeignVTable::container); Kind::Null for anything else.
 Kind foreign_container(const Value& v);

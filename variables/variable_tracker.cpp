@@ -116,6 +116,12 @@ VT make_iterator(std::vector<VT> items) {
   t->items = std::move(items);
   return t;
 }
+VT make_lazy_iterator(std::vector<VT> items, VT fn, LazyIteration how) {
+  VT t = make_iterator(std::move(items));
+  t->self = std::move(fn);
+  t->iteration = how;
+  return t;
+}
 VT make_opaque(Value v, SourceRef source) {
   VT t = make(VTKind::Opaque, std::move(source));
   t->value = std::move(v);

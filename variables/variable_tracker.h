@@ -50,6 +50,14 @@ const char* vt_kind_name(VTKind k);
 struct VariableTracker;
 using VT = std::shared_ptr<VariableTracker>;
 
+// What an Iterator tracker yields: its items, or (map/filter) the result
+// of calling `self` on each item as the iteration reaches it.
+enum class LazyIteration : uint8_t {
+  None,    // the items themselves
+  Map,     // self(*item): each item is a Tuple of the arguments
+  Filter,  // the items for which self(item) is true (self None: the item's own truth)
+};
+
 struct VariableTracker {
   VTKind kind;
   SourceRef source;
@@ -62,6 +70,7 @@ struct VariableTracker {
   std::vector<VT> items;
   std::vector<Value> keys;
   size_t pos = 0;     // Iterator: next item
+  LazyIteration iteration = LazyIteration::None;  // Iterator: what it yields (self: the function)
   bool mutated = false;  // List / ConstDict with a source: changed during the trace
   // UserMethod: the bound self
   VT self;
@@ -103,6 +112,8 @@ VT make_nn_module(Value module, std::string path, SourceRef source);
 // Same fields as NNModule (value, source, path links).
 VT make_unspecialized_nn_module(Value module, std::string path, SourceRef source);
 VT make_iterator(std::vector<VT> items);
+VT make_lazy_iterator(std::vector<VT> items, VT fn, LazyIteration how);
+inline LazyIteration lazy_iteration(const VariableTracker& it) { return it.iteration; }
 VT make_opaque(Value v, SourceRef source);
 VT make_getattr(VT object, std::string name);
 VT make_cell(VT content, SourceRef source = nullptr);

@@ -7,6 +7,7 @@
 
 #include "runtime/module.h"
 #include "runtime/tensor_index.h"
+#include "runtime/builtins.h"
 #include "runtime/exceptions.h"
 #include "runtime/value_ops.h"
 
@@ -262,12 +263,35 @@ bool foreign_contains(void* h, const Value& item) {
   });
 }
 std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
-// The functions of Python's math module: pure functions of numbers.
+// Pure functions the tracer may call on known values: Python's math
+// module, and Python's own builtins whose row in runtime/builtins.def says
+// Fold (hash, bytes, complex, ...).
 bool foreign_pure(void* h) {
   PyObject* o = handle_of(h);
-  if (!PyCFunction_Check(o)) return false;
-  PyObject* module = reinterpret_cast<PyCFunctionObject*>(o)->m_module;  // the module's name (a str) for a module function
-  return module && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "math") == 0;
+  const char* builtin_name = nullptr;
+  if (PyCFunction_Check(o)) {
+    auto* f = reinterpret_cast<PyCFunctionObject*>(o);
+    PyObject* module = f->m_module;  // the module's name (a str) for a module function
+    if (module && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "math") == 0) return true;
+    if (module && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "builtins") == 0)
+      builtin_name = f->m_ml->ml_name;
+  } else if (PyType_Check(o)) {
+    builtin_name = reinterpret_cast<PyTypeObject*>(o)->tp_name;  // a builtin type's tp_name is its bare name
+  }
+  if (!builtin_name) return false;
+  const runtime::BuiltinRow* row = runtime::find_builtin_row(builtin_name);
+  if (!row || row->how != runtime::BuiltinHow::Fold) return false;
+  // The real builtin of that name, not a look-alike: a C extension's type
+  // may have a bare tp_name too.
+  return PyDict_GetItemString(PyEval_GetBuiltins(), builtin_name) == o;
+}
+bool foreign_instance_check(void* h, const Value& obj, bool subclass) {
+  return calling_python([&] {
+    const int rc = subclass ? PyObject_IsSubclass(to_py(obj).ptr(), handle_of(h))
+                            : PyObject_IsInstance(to_py(obj).ptr(), handle_of(h));
+    if (rc < 0) throw py::error_already_set();
+    return rc == 1;
+  });
 }
 // `raise obj` for a Python object: a class is instantiated, an instance
 // raised as itself; anything else is CPython's TypeError.
@@ -307,7 +331,7 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
-    foreign_raise,     foreign_exception_match, foreign_pure,
+    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -604,8 +628,24 @@ static Value tensor_value(const Tensor& t, PyObject* o) {
   return Value::tensor(t);
 }
 
+// Python's built-in types and kiln's type objects of the same name (what
+// `int`, `list`, ... and type(x) are in KBC): one converts to the other, so
+// `type(x) is int` holds on both sides of the seam.
+const std::pair<Kind, PyTypeObject*> kBuiltinTypes[] = {
+    {Kind::Bool, &PyBool_Type},       {Kind::Int, &PyLong_Type},        {Kind::Float, &PyFloat_Type},
+    {Kind::Str, &PyUnicode_Type},     {Kind::Tuple, &PyTuple_Type},     {Kind::List, &PyList_Type},
+    {Kind::Dict, &PyDict_Type},       {Kind::Set, &PySet_Type},         {Kind::FrozenSet, &PyFrozenSet_Type},
+    {Kind::Slice, &PySlice_Type},     {Kind::Range, &PyRange_Type},
+};
+
 Value to_value(py::handle obj) {
   PyObject* o = obj.ptr();
+  if (PyType_Check(o)) {
+    for (const auto& [kind, type] : kBuiltinTypes)
+      if (o == reinterpret_cast<PyObject*>(type)) return *runtime::builtins().find(runtime::kind_name(kind));
+    if (const py::detail::type_info* ti = type_info_of<Tensor>(); ti && o == reinterpret_cast<PyObject*>(ti->type))
+      return *runtime::builtins().find("Tensor");
+  }
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
@@ -730,10 +770,20 @@ py::object to_py(const Value& v) {
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);
       if (runtime::is_exception(v)) return exception_to_py(v);
       break;
-    case Kind::Builtin:
+    case Kind::Builtin: {
       if (auto k = runtime::exception_class_kind(v)) return py::reinterpret_borrow<py::object>(exception_type(*k));
       if (runtime::is_ellipsis(v)) return py::ellipsis();
+      const Kind type_of = v.as<runtime::BuiltinObj>()->type_of;
+      for (const auto& [kind, type] : kBuiltinTypes)
+        if (kind == type_of && v.is_same(*runtime::builtins().find(runtime::kind_name(kind))))
+          return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type));
+      if (type_of == Kind::None) return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(Py_TYPE(Py_None)));
+      if (type_of == Kind::Class) return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(&PyType_Type));
+      if (type_of == Kind::Tensor && v.is_same(*runtime::builtins().find("Tensor")))
+        if (const py::detail::type_info* ti = type_info_of<Tensor>())
+          return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(ti->type));
       break;
+    }
     case Kind::Module: return module_to_py(v);
     case Kind::Slice: {
       auto* sl = v.as<runtime::SliceObj>();

@@ -18,6 +18,7 @@
 #include "output_graph/graph.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
+#include "runtime/builtins.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
 
@@ -29,9 +30,24 @@ using runtime::Value;
 
 namespace {
 
+// Python's builtin of that name (borrowed), or null.
+PyObject* python_builtin(const py::object& name) {
+  static PyObject* dict = [] {
+    py::object d = py::module_::import("builtins").attr("__dict__");
+    return d.release().ptr();  // kept for the process
+  }();
+  PyObject* o = PyDict_GetItemWithError(dict, name.ptr());
+  if (!o && PyErr_Occurred()) throw py::error_already_set();
+  return o;
+}
+
 struct Mirror {
   py::dict dict;
-  Ref<runtime::GlobalsObj> globals = runtime::make_ref<runtime::GlobalsObj>();
+  Ref<runtime::GlobalsObj> globals = [] {
+    auto g = runtime::make_ref<runtime::GlobalsObj>();
+    g->builtins = &runtime::python_builtins();  // Python's namespace, not KBC's registry ops
+    return g;
+  }();
   uint64_t version = ~uint64_t(0);
   // Names translated code reads, each with the object it was converted from
   // (a strong reference: its identity is what keeps the Value) and the
@@ -69,8 +85,19 @@ struct Mirror {
     PyObject* now = PyDict_GetItemWithError(dict.ptr(), n.key.ptr());  // borrowed; str keys cannot raise
     if (now == n.seen.ptr() && now) return;
     if (!now) {
-      // Not a module global: a builtin (Python's resolve through kiln's:
-      // len, range, ...) or a NameError the VM raises.
+      // Not a module global: a builtin. kiln's where it has one (len,
+      // range, ...: the VM resolves those in python_builtins()); otherwise Python's own
+      // function or class (id, open, UnicodeError, ...), called through the
+      // foreign seam (runtime/builtins.def says how the tracer treats it);
+      // otherwise a NameError the VM raises.
+      PyObject* py_builtin = runtime::python_builtins().find(name) ? nullptr : python_builtin(n.key);
+      if (py_builtin) {
+        if (n.seen.ptr() != py_builtin) {
+          n.seen = py::reinterpret_borrow<py::object>(py_builtin);
+          globals->map.set(name, to_value_shared(n.seen));
+        }
+        return;
+      }
       globals->map.erase(runtime::intern(name).get());
       n.seen = py::object();
       return;

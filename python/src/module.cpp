@@ -89,6 +89,11 @@ void bind_tensor(py::module_& m) {
   py::class_<Tensor> t(m, "Tensor", py::buffer_protocol(), R"(A dense, strided CPU tensor (float32, float64, int64, bool).
 
 np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the array's.)");
+  // kiln.Tensor is a type, not a constructor (kiln.tensor(data) makes one),
+  // with the same TypeError as KBC's `Tensor(...)` (builtins.cpp).
+  t.def(py::init([](const py::args&, const py::kwargs&) -> Tensor {
+    throw py::type_error("cannot create 'Tensor' instances");
+  }));
   t.def_buffer([](Tensor& self) -> py::buffer_info {
     const auto isz = py::ssize_t(runtime::itemsize(self.dtype()));
     std::vector<py::ssize_t> shape(self.sizes().begin(), self.sizes().end()), strides;
@@ -295,6 +300,16 @@ PYBIND11_MODULE(_C, m) {
       return *b;
     });
   }, "A KBC builtin by name (Parameter, len, ...), as a kiln value.");
+  m.def("builtin_table", [] {
+    py::list rows;
+    static const char* const how_names[] = {"fold", "trace", "effect"};
+    static_assert(int(runtime::BuiltinHow::Effect) == 2, "one name per BuiltinHow");
+    for (int i = 0; i < runtime::kNumBuiltinRows; ++i) {
+      const runtime::BuiltinRow& r = runtime::builtin_row(runtime::BuiltinId(i));
+      rows.append(py::make_tuple(r.name, how_names[int(r.how)], r.native));
+    }
+    return rows;
+  }, "runtime/builtins.def: (name, how the tracer treats a call, whether kiln implements it) per row.");
   m.def("repr", [](py::handle v) { return guarded([&] { return runtime::repr(to_value(v)); }); });
   bind_tensor(m);
   bind_ops(m);

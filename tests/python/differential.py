@@ -80,7 +80,7 @@ def _same(a, b, path, tol):
                 return d
         return None
     if isinstance(a, float) and isinstance(b, float):
-        if a != a and b != b:
+        if (a != a and b != b) or a == b:
             return None
         return None if abs(a - b) <= tol * max(1.0, abs(a)) else f"{path}: {a!r} vs {b!r}"
     if type(a).__eq__ is object.__eq__ and not callable(a):
@@ -100,7 +100,11 @@ def _run(fn, args, kwargs):
 
 
 def _alias(result, args):
-    """Which argument (by position) the result is, if it is one."""
+    """Which argument (by position) the result is, if it is one. (Not for
+    numbers and strings: CPython's identity of those is an implementation
+    detail, e.g. round(1234, 2) is its argument, round(5, 2) a cached 5.)"""
+    if isinstance(result, (int, float, str, bytes)) or result is None:
+        return None
     for i, a in enumerate(args):
         if result is a:
             return i

@@ -1,0 +1,306 @@
+// Methods of built-in types during a trace (their rows say Trace): lists and
+// dicts mutate their trackers and record the side effect (the residual code
+// replays the new contents onto the real object); a set made in the trace
+// is updated by value; Tensor methods read metadata; Module methods walk
+// the module tree. Each handler answers or breaks: a method of a mutable
+// receiver never folds on a copy of it.
+#include "interpreter/instruction_translator.h"
+#include "runtime/module.h"
+#include "runtime/set_ops.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+namespace vars = kiln::variables;
+
+static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
+static VT none_vt() { return const_vt(Value::none()); }
+
+VT InstructionTranslator::trace_method(BuiltinCall& c) {
+  using Handler = VT (InstructionTranslator::*)(BuiltinCall&, std::string_view);
+  static const std::pair<std::string_view, Handler> by_type[] = {
+      {"list.", &InstructionTranslator::trace_list_method},
+      {"dict.", &InstructionTranslator::trace_dict_method},
+      {"set.", &InstructionTranslator::trace_set_method},
+      {"Tensor.", &InstructionTranslator::trace_tensor_method},
+      {"Module.", &InstructionTranslator::trace_module_method},
+      {"ModuleDict.", &InstructionTranslator::trace_module_dict_method},
+  };
+  const std::string& name = c.b.name;
+  for (const auto& [prefix, handler] : by_type)
+    if (name.compare(0, prefix.size(), prefix) == 0)
+      if (VT r = (this->*handler)(c, std::string_view(name).substr(prefix.size()))) return r;
+  unsupported(BreakReason::untraced_method, name + "() on " + (c.args.empty() ? "nothing" : c.args[0]->str()));
+}
+
+// parameters(), named_parameters(), buffers(), named_buffers(), children(),
+// named_children(), modules(), named_modules(): answered at trace time by
+// walking the module dicts (trace_supported_methods), each tensor a
+// get_attr node once, each module a tracker with its own version guard.
+// A read of the whole structure: an unspecialized module is specialized.
+VT InstructionTranslator::trace_module_method(BuiltinCall& c, std::string_view m) {
+  auto& args = c.args;
+  if (args.empty()) return nullptr;
+  if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(args[0]);
+  if (!args[0]->is(VTKind::NNModule)) return nullptr;
+  bool recurse = true;
+  if (args.size() > 1 || c.nkw) {
+    // recurse=... (positional or keyword) must be a known bool
+    const VT& r = args.back();
+    if (!is_constant(r)) unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() with a traced recurse");
+    recurse = truth(constant_value(r));
+  }
+  auto* root = args[0]->value.as<ModuleObj>();
+  if (!ctx_.attr_overlay.empty())
+    for (const auto& [path, mod] : named_modules(root)) check_structure_unchanged(mod.as<ModuleObj>(), c.b.name + "()");
+  // The module tracker at a dotted path below args[0], through the same
+  // attribute lookup (and guards) as self.a.b.
+  auto module_at = [&](const std::string& path) {
+    VT cur = args[0];
+    size_t start = 0;
+    while (start < path.size()) {
+      size_t dot = path.find('.', start);
+      if (dot == std::string::npos) dot = path.size();
+      cur = module_getattr(cur, path.substr(start, dot - start));
+      start = dot + 1;
+    }
+    return cur;
+  };
+  auto member = [&](const std::string& qualified) {
+    size_t dot = qualified.rfind('.');
+    VT owner = dot == std::string::npos ? args[0] : module_at(qualified.substr(0, dot));
+    return module_getattr(owner, dot == std::string::npos ? qualified : qualified.substr(dot + 1));
+  };
+  auto list_of = [&](const std::vector<std::pair<std::string, Value>>& items, bool named, bool modules) {
+    std::vector<VT> out;
+    for (const auto& [qualified, v] : items) {
+      VT vt = modules ? (qualified.empty() ? args[0] : module_at(qualified)) : member(qualified);
+      out.push_back(named ? vars::make_tuple({const_vt(Value::str(qualified)), vt}) : vt);
+    }
+    return vars::make_list(std::move(out));
+  };
+  if (m == "parameters") return list_of(named_parameters(root, recurse), false, false);
+  if (m == "named_parameters") return list_of(named_parameters(root, recurse), true, false);
+  if (m == "buffers") return list_of(named_buffers(root, recurse), false, false);
+  if (m == "named_buffers") return list_of(named_buffers(root, recurse), true, false);
+  if (m == "children") return list_of(named_children(root), false, true);
+  if (m == "named_children") return list_of(named_children(root), true, true);
+  if (m == "modules") return list_of(named_modules(root), false, true);
+  if (m == "named_modules") return list_of(named_modules(root), true, true);
+  return nullptr;
+}
+
+// ModuleDict's views: children by name, through the module's own lookup.
+VT InstructionTranslator::trace_module_dict_method(BuiltinCall& c, std::string_view m) {
+  auto& args = c.args;
+  if (args.size() != 1) return nullptr;
+  if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(args[0]);
+  if (!args[0]->is(VTKind::NNModule) || (m != "keys" && m != "values" && m != "items")) return nullptr;
+  check_structure_unchanged(args[0]->value.as<ModuleObj>(), c.b.name + "()");
+  std::vector<VT> out;
+  for (const auto& [key, child] : args[0]->value.as<ModuleObj>()->modules) {
+    VT k = const_vt(Value::str(key->s));
+    if (m == "keys") out.push_back(k);
+    else if (m == "values") out.push_back(module_getattr(args[0], key->s));
+    else out.push_back(vars::make_tuple({k, module_getattr(args[0], key->s)}));
+  }
+  return vars::make_list(std::move(out));
+}
+
+// Tensor methods (type_methods.cpp) on a tensor tracker: metadata reads
+// fold; reading values is a break.
+VT InstructionTranslator::trace_tensor_method(BuiltinCall& c, std::string_view m) {
+  const auto& args = c.args;
+  if (args.empty() || !args[0]->is(VTKind::Tensor)) return nullptr;
+  const auto& meta = args[0]->meta();
+  if (m == "item" || m == "tolist") unsupported(BreakReason::tensor_to_python, std::string(m) + "()");
+  if (m == "numel" || m == "size" || m == "is_contiguous") ctx_.shape_read = true;
+  if (m == "dim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
+  if (m == "numel") return const_vt(Value::integer(shape_numel(meta.sizes)));
+  if (m == "is_contiguous") return const_vt(Value::boolean(meta.strides == contiguous_strides(meta.sizes)));
+  if (m == "size") {
+    if (args.size() == 1) {
+      std::vector<VT> dims;
+      for (int64_t s : meta.sizes) dims.push_back(const_vt(Value::integer(s)));
+      return vars::make_tuple(std::move(dims));
+    }
+    if (!is_constant(args[1])) unsupported(BreakReason::builtin_of_traced_value, "size() of a traced dim");
+    int64_t d = to_index(constant_value(args[1]), "size() dim");
+    int64_t n = int64_t(meta.sizes.size());
+    if (d < -n || d >= n) unsupported(BreakReason::python_error, "size(): dim " + std::to_string(d) + " out of range");
+    return const_vt(Value::integer(meta.sizes[size_t(d < 0 ? d + n : d)]));
+  }
+  static const std::pair<const char*, const char*> conversions[] = {
+      {"float", "float32"}, {"double", "float64"}, {"long", "int64"}, {"int", "int64"}, {"bool", "bool"}};
+  for (const auto& [method, dtype] : conversions)
+    if (m == method) return tensor_op(OpId::to, {args[0], const_vt(intern_value(dtype))});
+  return nullptr;
+}
+
+VT InstructionTranslator::trace_list_method(BuiltinCall& c, std::string_view m) {
+  const auto& args = c.args;
+  if (args.empty() || !args[0]->is(VTKind::List)) return nullptr;
+  VT list = args[0];
+  // sort(reverse=...) and index/count fold on known items.
+  if ((m == "sort" || m == "index" || m == "count") && is_constant(list)) {
+    std::vector<Value> values{constant_value(list)};
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (!is_constant(args[i])) return nullptr;
+      values.push_back(constant_value(args[i]));
+    }
+    Value r;
+    try {
+      r = ctx_.vm.call(c.builtin, CallArgs{values.data(), values.size(), c.kwnames});
+    } catch (const Error& e) {
+      unsupported(BreakReason::python_error, c.b.name + "(): " + e.what());
+    }
+    if (m != "sort") return from_value(r);
+    list->items.clear();
+    for (const Value& x : values[0].as<ListObj>()->items) list->items.push_back(from_value(x));
+    ctx_.side_effects.mark_mutated(list);
+    return none_vt();
+  }
+  if (c.nkw) return nullptr;
+  auto mutated = [&] {
+    ctx_.side_effects.mark_mutated(list);
+    return none_vt();
+  };
+  if (m == "append" && args.size() == 2) {
+    list->items.push_back(args[1]);
+    return mutated();
+  }
+  if (m == "extend" && args.size() == 2) {
+    for (VT& v : unpack(args[1])) list->items.push_back(v);
+    return mutated();
+  }
+  if (m == "pop" && args.size() <= 2 && !list->items.empty()) {
+    if (args.size() == 2 && !is_constant(args[1])) return nullptr;
+    int64_t i = args.size() == 2 ? to_index(constant_value(args[1]), "pop index") : -1;
+    int64_t n = int64_t(list->items.size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) unsupported(BreakReason::python_error, "list.pop(): pop index out of range");
+    VT v = list->items[size_t(i)];
+    list->items.erase(list->items.begin() + i);
+    mutated();
+    return v;
+  }
+  if (m == "insert" && args.size() == 3 && is_constant(args[1])) {
+    int64_t n = int64_t(list->items.size());
+    int64_t i = to_index(constant_value(args[1]), "insert index");
+    if (i < 0) i = std::max<int64_t>(0, i + n);
+    list->items.insert(list->items.begin() + std::min(i, n), args[2]);
+    return mutated();
+  }
+  if (m == "reverse" && args.size() == 1) {
+    std::reverse(list->items.begin(), list->items.end());
+    return mutated();
+  }
+  if (m == "copy" && args.size() == 1) return vars::make_list(list->items);
+  if (m == "remove" && args.size() == 2 && is_constant(args[1])) {
+    Value x = constant_value(args[1]);
+    for (size_t i = 0; i < list->items.size(); ++i) {
+      if (!is_constant(list->items[i])) return nullptr;  // == on a traced item is not known now
+      if (values_equal(constant_value(list->items[i]), x)) {
+        list->items.erase(list->items.begin() + ptrdiff_t(i));
+        return mutated();
+      }
+    }
+    unsupported(BreakReason::python_error, "list.remove(x): x not in list");
+  }
+  if (m == "clear" && args.size() == 1) {
+    list->items.clear();
+    return mutated();
+  }
+  return nullptr;
+}
+
+VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) {
+  const auto& args = c.args;
+  if (args.empty() || !args[0]->is(VTKind::ConstDict) || c.nkw) return nullptr;
+  VT d = args[0];
+  auto mutated = [&] { ctx_.side_effects.mark_mutated(d); };
+  if (m == "keys" || m == "values" || m == "items") {
+    std::vector<VT> out;
+    for (size_t i = 0; i < d->keys.size(); ++i) {
+      if (m == "keys") out.push_back(const_vt(d->keys[i]));
+      else if (m == "values") out.push_back(d->items[i]);
+      else out.push_back(vars::make_tuple({const_vt(d->keys[i]), d->items[i]}));
+    }
+    return vars::make_list(std::move(out));
+  }
+  auto find = [&](const Value& k) -> int {
+    for (size_t i = 0; i < d->keys.size(); ++i)
+      if (values_equal(d->keys[i], k)) return int(i);
+    return -1;
+  };
+  if (m == "copy" && args.size() == 1) return vars::make_const_dict(d->keys, d->items);
+  if (m == "update" && args.size() == 2 && args[1]->is(VTKind::ConstDict)) {
+    for (size_t i = 0; i < args[1]->keys.size(); ++i) {
+      int at = find(args[1]->keys[i]);
+      if (at >= 0) d->items[size_t(at)] = args[1]->items[i];
+      else {
+        d->keys.push_back(args[1]->keys[i]);
+        d->items.push_back(args[1]->items[i]);
+      }
+    }
+    mutated();
+    return none_vt();
+  }
+  if ((m == "pop" || m == "setdefault") && (args.size() == 2 || args.size() == 3) && is_constant(args[1])) {
+    Value k = constant_value(args[1]);
+    int at = find(k);
+    if (m == "setdefault") {
+      if (at >= 0) return d->items[size_t(at)];
+      d->keys.push_back(k);
+      d->items.push_back(args.size() == 3 ? args[2] : none_vt());
+      mutated();
+      return d->items.back();
+    }
+    if (at < 0) {
+      if (args.size() == 3) return args[2];
+      unsupported(BreakReason::python_error, "dict.pop(): KeyError " + repr(k));
+    }
+    VT v = d->items[size_t(at)];
+    d->keys.erase(d->keys.begin() + at);
+    d->items.erase(d->items.begin() + at);
+    mutated();
+    return v;
+  }
+  if (m == "clear" && args.size() == 1) {
+    d->keys.clear();
+    d->items.clear();
+    mutated();
+    return none_vt();
+  }
+  if (m == "get" && args.size() >= 2 && is_constant(args[1])) {
+    int at = find(constant_value(args[1]));
+    if (at >= 0) return d->items[size_t(at)];
+    return args.size() == 3 ? args[2] : none_vt();
+  }
+  return nullptr;
+}
+
+// A mutating method of a set made in this trace: applied to a copy that
+// becomes the tracker's value (never to a SetObj someone else holds).
+VT InstructionTranslator::trace_set_method(BuiltinCall& c, std::string_view) {
+  const auto& args = c.args;
+  if (args.empty() || !args[0]->is(VTKind::Constant) || !args[0]->value.is(Kind::Set)) return nullptr;
+  VT set = args[0];
+  if (set->source) unsupported(BreakReason::outside_mutation, c.b.name + "() on a set the function did not make");
+  std::vector<Value> values{set_copy(set->value, false)};
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!is_constant(args[i])) unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() of " + args[i]->str());
+    values.push_back(constant_value(args[i]));
+  }
+  Value result;
+  try {
+    result = c.b.fn(ctx_.vm, c.b, CallArgs{values.data(), values.size(), c.kwnames});
+  } catch (const Error& e) {
+    unsupported(BreakReason::python_error, c.b.name + "(): " + e.what());
+  }
+  set->value = values[0];
+  return from_value(result);
+}
+
+}  // namespace kiln::interpreter

@@ -1,0 +1,410 @@
+"""The builtins namespace, compiled or not, means what CPython means.
+
+One table (runtime/builtins.def) says how each builtin is treated; every
+case here runs through the differential harness (differential.py): the
+result, the exception's type and message and the arguments afterwards equal
+CPython's, on both backends, traced and cached."""
+import builtins
+import math
+
+import pytest
+
+import kiln
+from differential import check
+
+
+# -------------------------------------------------------------- the table --
+
+def test_table_covers_pythons_builtins_namespace():
+    rows = {name: (how, native) for name, how, native in kiln._C.builtin_table()}
+    constants = {"None", "Ellipsis", "NotImplemented", "False", "True", "__debug__"}
+    module_attrs = {"__name__", "__doc__", "__package__", "__loader__", "__spec__"}
+    python = set()
+    for name in dir(builtins):
+        v = getattr(builtins, name)
+        if name in constants or name in module_attrs:
+            continue
+        if isinstance(v, type) and issubclass(v, BaseException):
+            continue  # exception classes: runtime/exceptions.h, or Python's own
+        python.add(name)
+    kiln_own = {"Parameter", "manual_seed", "tensor"}
+    assert python - set(rows) == set(), "Python builtins without a row in runtime/builtins.def"
+    assert set(rows) - python - kiln_own == set(), "rows that are not Python builtins"
+    assert {h for h, _ in rows.values()} == {"fold", "trace", "effect"}
+
+
+def test_python_rows_are_bound_to_pythons_own_function():
+    def f():
+        return id, hash, open, object
+    assert kiln.compile(f, backend="eager")() == (id, hash, open, object)
+
+
+# ----------------------------------------------------------- numbers, text --
+
+ROUND_CASES = [
+    (2.5,), (3.5,), (-0.5,), (-2.5,), (0.49999999999999994,), (7,), (True,),
+    (2.675, 2), (0.125, 2), (0.375, 2), (1234.5678, -2), (-1234.5678, 1), (1e300, -299),
+    (5, -1), (15, -1), (25, -1), (-15, -1), (-25, -1), (1234, 2), (99, -5), (1.5, None),
+    (float("nan"), 2), (float("inf"), 3), (1e-320, 321), (1.0, 400), (123.0, -400),
+    (float("nan"),), (float("inf"),), ("x",), (1.0, 1.5), ([1],),
+]
+
+
+def do_round(*args):
+    return round(*args)
+
+
+@pytest.mark.parametrize("args", ROUND_CASES, ids=repr)
+def test_round(args):
+    check(do_round, *args)
+
+
+def round_on_tensor_shape(x):
+    return x * round(x.shape[0] / 3), round(x.shape[1] * 0.45, 1)
+
+
+def test_round_of_shapes_folds_into_the_graph():
+    check(round_on_tensor_shape, kiln.ones(5, 7))
+    assert kiln.explain(round_on_tensor_shape)(kiln.ones(5, 7)).graph_break_count == 0
+
+
+@pytest.mark.parametrize("args", [(65,), (0x1F600,), (0,), (-1,), (0x110000,), (1.5,), ("a",)], ids=repr)
+def test_chr(args):
+    check(lambda *a: chr(*a), *args)
+
+
+@pytest.mark.parametrize("args", [("a",), ("é",), ("😀",), ("",), ("ab",), (3,), (["a"],)], ids=repr)
+def test_ord(args):
+    check(lambda *a: ord(*a), *args)
+
+
+def chr_ord_roundtrip(x, word):
+    shifted = "".join(chr(ord(c) + 1) for c in word)
+    return x + len(shifted), shifted
+
+
+def test_chr_ord_in_a_traced_function():
+    check(chr_ord_roundtrip, kiln.ones(2), "kiln")
+
+
+@pytest.mark.parametrize("args", [(7, 2), (-7, 2), (7, -2), (7.5, 2), (-7.5, 2.5), (7, 0), (7.0, 0.0),
+                                  ("7", 2), (True, 2)], ids=repr)
+def test_divmod(args):
+    check(lambda a, b: divmod(a, b), *args)
+
+
+@pytest.mark.parametrize("fn", [bin, oct, hex], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("v", [0, 5, -5, 255, 2**62, -(2**63), True, 1.5, "3"], ids=repr)
+def test_bin_oct_hex(fn, v):
+    check(lambda x: fn(x), v)
+
+
+@pytest.mark.parametrize("args", [(1,), (1, 5), (1, 5, 2), (None, None, -1), (), (1, 2, 3, 4)], ids=repr)
+def test_slice_objects(args):
+    def f(*a):
+        s = slice(*a)
+        return s, [0, 1, 2, 3, 4, 5, 6][s]
+    check(f, *args)
+
+
+def slice_op_on_tensor(x):
+    return slice(x, 1, 0, 2)
+
+
+def test_slice_of_a_tensor_is_the_registry_op():
+    check(slice_op_on_tensor, kiln.randn(3, 4))
+
+
+def test_hash_is_pythons_own_and_folds():
+    def f(x, s):
+        return x + (hash(s) == hash("abc")), hash((1, "a"))
+    check(f, kiln.ones(2), "abc")
+    assert kiln.explain(f)(kiln.ones(2), "abc").graph_break_count == 0
+
+
+def test_id_runs_at_run_time():
+    def f(x, a, b):
+        return x + 1, id(a) == id(b), id(a) == id(a)
+    lst = [1]
+    check(f, kiln.ones(2), lst, [2])
+    e = kiln.explain(f)(kiln.ones(2), lst, lst)
+    # each id() call runs at run time: four breaks, each naming the function
+    assert e.graph_break_count == 4 and str(e).count("<built-in function id>") == 4
+
+
+# ------------------------------------------------------------------- type --
+
+class Plain:
+    pass
+
+
+class Derived(Plain):
+    pass
+
+
+def type_checks(x, v):
+    return (type(v) is int, type(v) is float, type(v) is str, type(v) is list, type(v) is dict,
+            type(v) is tuple, type(v) is bool, type(v) is type(None), type(v).__name__,
+            type(x) is kiln.Tensor, type(v) == int)
+
+
+@pytest.mark.parametrize("v", [1, 1.5, "s", [1], {"a": 1}, (1,), True, None, Plain(), Derived()], ids=repr)
+def test_type(v):
+    check(type_checks, kiln.ones(2), v)
+
+
+def type_is_class(p):
+    return type(p) is Plain, type(p) is Derived, type(p).__name__
+
+
+def test_type_of_a_python_object():
+    check(type_is_class, Plain())
+    check(type_is_class, Derived())
+
+
+def type_returned(v):
+    return type(v)
+
+
+@pytest.mark.parametrize("v", [1, 1.5, "s", [1], {}, (), True, None, {1}, frozenset(), range(2), Plain()],
+                         ids=repr)
+def test_type_returned_to_python_is_pythons_type(v):
+    check(type_returned, v)
+
+
+def test_type_of_a_tensor_is_kiln_tensor():
+    f = kiln.compile(type_returned, backend="eager")
+    assert f(kiln.ones(1)) is kiln.Tensor
+    assert f(kiln.ones(1)) is type(kiln.ones(1))
+
+
+def tensor_type_in_trace(x):
+    if type(x) is kiln.Tensor and isinstance(x, kiln.Tensor):
+        return x * 2
+    return x
+
+
+def test_type_and_isinstance_of_a_tensor_trace():
+    check(tensor_type_in_trace, kiln.ones(3))
+    assert kiln.explain(tensor_type_in_trace)(kiln.ones(3)).graph_break_count == 0
+
+
+def test_calling_kiln_tensor_is_a_type_error_everywhere():
+    def f():
+        return kiln.Tensor([1, 2])
+    check(f)
+
+
+# ----------------------------------------------------------- isinstance --
+
+def isinstance_python_classes(p):
+    return (isinstance(p, Plain), isinstance(p, Derived), isinstance(p, (int, Derived)), isinstance(p, object),
+            isinstance(3, (int, float)), isinstance(True, int), isinstance(p, int), issubclass(type(p), Plain),
+            issubclass(bool, int), issubclass(int, bool), issubclass(Derived, (int, Plain)))
+
+
+@pytest.mark.parametrize("p", [Plain(), Derived(), 3], ids=repr)
+def test_isinstance_and_issubclass_of_python_classes(p):
+    check(isinstance_python_classes, p)
+
+
+def isinstance_bad_classinfo(v, t):
+    return isinstance(v, t)
+
+
+@pytest.mark.parametrize("t", [3, "int", (int, 3)], ids=repr)
+def test_isinstance_with_a_non_type_raises_pythons_type_error(t):
+    check(isinstance_bad_classinfo, 1, t)
+
+
+def issubclass_errors(a, b):
+    return issubclass(a, b)
+
+
+@pytest.mark.parametrize("args", [(1, int), (int, 1), (ValueError, Exception), (KeyError, (IndexError, LookupError)),
+                                  (Exception, ValueError)], ids=repr)
+def test_issubclass(args):
+    check(issubclass_errors, *args)
+
+
+# ------------------------------------------------------------ map, filter --
+
+def map_in_loop(x, xs):
+    out = []
+    for y in map(lambda v: v * 2, xs):
+        out.append(y)
+    return x + sum(out), out
+
+
+def map_two_iterables(x):
+    return list(map(lambda a, b: a * b + x, [1, 2, 3], (4, 5)))
+
+
+def map_builtin_function(words):
+    return list(map(len, words)), list(map(str.upper, words))
+
+
+def map_is_lazy(log):
+    def f(v):
+        log.append(("f", v))
+        return v
+    for y in map(f, [1, 2, 3]):
+        log.append(("body", y))
+    return log
+
+
+def filter_values(x, xs):
+    kept = list(filter(lambda v: v % 2 == 0, xs))
+    truthy = list(filter(None, [0, 1, "", "a", [], [0]]))
+    return x * len(kept), kept, truthy
+
+
+def filter_is_lazy(log):
+    def keep(v):
+        log.append(v)
+        return v > 1
+    it = filter(keep, [1, 2, 3])
+    first = next(it)
+    return first, log
+
+
+def map_of_tensors(x):
+    return sum(map(lambda t: t * 2, [x, x + 1]))
+
+
+def map_of_tensor_rows(x):
+    return list(map(lambda r: r.sum(), x))
+
+
+def map_errors(xs):
+    return list(map(lambda v: 10 // v, xs))
+
+
+def map_not_iterable():
+    return map(len, 3)
+
+
+def map_not_callable():
+    return list(map(3, [1]))
+
+
+@pytest.mark.parametrize("fn,args", [
+    (map_in_loop, (kiln.ones(2), [1, 2, 3])),
+    (map_two_iterables, (kiln.ones(2),)),
+    (map_builtin_function, (["ab", "c"],)),
+    (map_is_lazy, ([],)),
+    (filter_values, (kiln.ones(2), [1, 2, 3, 4])),
+    (filter_is_lazy, ([],)),
+    (map_of_tensors, (kiln.ones(2),)),
+    (map_of_tensor_rows, (kiln.ones(2, 3),)),
+    (map_errors, ([1, 2, 0],)),
+    (map_not_iterable, ()),
+    (map_not_callable, ()),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_map_filter(fn, args):
+    check(fn, *args)
+
+
+def test_map_over_tensors_is_one_graph():
+    assert kiln.explain(map_of_tensors)(kiln.ones(2)).graph_break_count == 0
+    assert kiln.explain(map_in_loop)(kiln.ones(2), [1, 2]).graph_break_count == 0
+
+
+# -------------------------------------------------- min, max, sorted keys --
+
+def keyed(words):
+    return (min(words, key=len), max(words, key=len), sorted(words, key=len), sorted(words, key=len, reverse=True),
+            max(words, key=lambda w: w[-1]), min([], default="none"), max(3, 1, 2), min("bca"))
+
+
+def test_min_max_sorted_with_keys():
+    check(keyed, ["ccc", "a", "bb", "dd", "e"])
+
+
+@pytest.mark.parametrize("fn", [lambda: min(), lambda: max([]), lambda: max(1, 2, default=0),
+                                lambda: sorted([3, "a"]), lambda: min([1, 2], key=3)],
+                         ids=["min()", "max([])", "default with many", "unorderable", "key not callable"])
+def test_min_max_sorted_errors(fn):
+    check(fn)
+
+
+def sorted_stability(pairs):
+    return sorted(pairs, key=lambda p: p[0]), sorted(pairs, key=lambda p: p[0], reverse=True)
+
+
+def test_sorted_is_stable_both_ways():
+    check(sorted_stability, [(1, "a"), (0, "b"), (1, "c"), (0, "d"), (2, "e")])
+
+
+# ---------------------------------------------------------------- callable --
+
+def callables(x, p):
+    return (callable(len), callable(callables), callable(x), callable(3), callable(p), callable(Plain),
+            callable(lambda: 1), callable([1]))
+
+
+def test_callable():
+    check(callables, kiln.ones(2), Plain())
+
+
+# ------------------------------------------------------------ dict, update --
+
+@pytest.mark.parametrize("args", [([("a", 1), ("b", 2)],), ({"a": 1},), (["ab"],), ([("a", 1, 2)],), ([1],),
+                                  (3,)], ids=repr)
+def test_dict_and_update_from_pairs(args):
+    def f(src):
+        d = {"z": 0}
+        d.update(src)
+        return dict(src), d
+    check(f, *args)
+
+
+def update_with_keywords(d):
+    d.update(a=1)
+    d.update([("b", 2)], c=3)
+    return d
+
+
+def test_dict_update_with_keywords():
+    check(update_with_keywords, {"x": 0})
+
+
+# --------------------------------------------- Python's own, in a trace --
+
+def complex_and_bytes(x):
+    c = complex(1, 2)
+    b = bytes([104, 105])
+    return x * 2, c.real, b
+
+
+def test_pythons_pure_builtins_run_as_python():
+    # Their results are Python objects, not literals a graph can hold: each
+    # call runs at run time.
+    check(complex_and_bytes, kiln.ones(2))
+
+
+def hash_folds(x, s):
+    return x + hash(s) % 7, hash((1, 2.5, "a"))
+
+
+def test_a_pure_python_builtin_with_a_literal_result_folds():
+    check(hash_folds, kiln.ones(2), "word")
+    assert kiln.explain(hash_folds)(kiln.ones(2), "word").graph_break_count == 0
+
+
+def vars_of(x, p):
+    p.a = 1
+    return x + 1, sorted(vars(p))
+
+
+def test_pythons_other_builtins_run_at_run_time():
+    check(vars_of, kiln.ones(2), Plain())
+
+
+def math_in_forward(x, n):
+    return x * math.sqrt(n // 2) + math.floor(2.5)
+
+
+def test_math_on_python_numbers_folds():
+    check(math_in_forward, kiln.ones(2), 8)
+    assert kiln.explain(math_in_forward)(kiln.ones(2), 8).graph_break_count == 0
