@@ -1,7 +1,9 @@
 // Starting the multi-rank mode: init() makes the world group. Under mpirun
-// it initialises MPI (or adopts an MPI that the program or mpi4py already
-// initialised); otherwise it returns the single-rank group without making a
-// single MPI call, so programs that never use mpirun need no MPI at run time.
+// it loads kiln's MPI plugin (libkiln_mpi.so, collectives/mpi_plugin_loader.h)
+// and initialises MPI through it (or adopts an MPI that the program or mpi4py
+// already initialised); a missing plugin is an error there, never a quiet
+// single rank. Otherwise it returns the single-rank group without loading
+// the plugin, so programs that never use mpirun need no MPI installed.
 #pragma once
 
 #include <memory>

@@ -4,14 +4,14 @@
 #include "collectives/mpi_group.h"
 
 #include <algorithm>
+#include <cassert>
 #include <climits>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
-#include <mpi.h>
-
 #include "collectives/errors.h"
+#include "collectives/mpi_plugin_loader.h"
 #include "runtime/error.h"
 
 namespace kiln::collectives {
@@ -31,13 +31,6 @@ struct Slot {
 };
 static_assert(sizeof(Slot) == 256);
 
-std::string mpi_error_string(int rc) {
-  char buf[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-  return std::string(buf, static_cast<size_t>(len));
-}
-
 // Buffers and requests of one all-gather. When the deadline passes, MPI
 // still owns them: a late rank may arrive and MPI write into them the next
 // time this process enters MPI (even inside MPI_Finalize). So an abandoned
@@ -48,7 +41,11 @@ struct Pending {
   std::vector<uint8_t> send;
   std::vector<uint8_t> recv;
   std::vector<int> counts, displs;
-  MPI_Request req = MPI_REQUEST_NULL;
+  // Set only while an operation is in flight; wait() frees it once done.
+  // An operation still in flight is abandoned (with its request), so a
+  // Pending is never destroyed with one.
+  KilnMpiRequest* req = nullptr;
+  ~Pending() { assert(req == nullptr && "a Pending in flight must be abandoned, not freed"); }
 };
 
 void abandon(std::unique_ptr<Pending> op) {
@@ -70,18 +67,21 @@ double seconds_since(Clock::time_point t) {
 
 class MpiGroup final : public ProcessGroup {
  public:
-  MpiGroup(MPI_Comm comm, std::string name, std::vector<int> world_ranks, const Config& config)
-      : ProcessGroup(config), comm_(comm), name_(std::move(name)), world_ranks_(std::move(world_ranks)) {
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
+  // Takes ownership of `comm`.
+  MpiGroup(const KilnMpiPlugin& mpi, KilnMpiComm* comm, std::string name,
+           std::vector<int> world_ranks, const Config& config)
+      : ProcessGroup(config), mpi_(mpi), comm_(comm), name_(std::move(name)),
+        world_ranks_(std::move(world_ranks)) {
+    mpi_.comm_rank(comm_, &rank_);
+    mpi_.comm_size(comm_, &size_);
   }
 
   ~MpiGroup() override {
     int finalized = 0;
-    MPI_Finalized(&finalized);
+    mpi_.finalized(&finalized);
     // A poisoned communicator still has an operation in flight; freeing it
     // would wait on that operation.
-    if (!finalized && poisoned_.empty()) MPI_Comm_free(&comm_);
+    if (!finalized && poisoned_.empty()) mpi_.comm_free(comm_);
   }
 
   int rank() const override { return rank_; }
@@ -94,7 +94,8 @@ class MpiGroup final : public ProcessGroup {
     return s;
   }
 
-  MPI_Comm comm() const { return comm_; }
+  const KilnMpiPlugin& mpi() const { return mpi_; }
+  KilnMpiComm* comm() const { return comm_; }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   void mark_subgroup() { is_subgroup_ = true; }
 
@@ -115,8 +116,7 @@ class MpiGroup final : public ProcessGroup {
     if (!mine.empty()) std::memcpy(op->mine.data, mine.data(), std::min(mine.size(), kInline));
     op->slots.resize(static_cast<size_t>(size_));
     for (Slot& s : op->slots) s.size = kNotArrived;
-    check(MPI_Iallgather(&op->mine, sizeof(Slot), MPI_BYTE, op->slots.data(), sizeof(Slot),
-                         MPI_BYTE, comm_, &op->req),
+    check(mpi_.iallgather(&op->mine, sizeof(Slot), op->slots.data(), comm_, &op->req),
           "MPI_Iallgather", what, op);
     if (!wait(op, deadline, what)) {
       // Reading the receive buffer of an unfinished operation tells which
@@ -174,9 +174,8 @@ class MpiGroup final : public ProcessGroup {
       op->displs[static_cast<size_t>(r)] = static_cast<int>(at);
       if (n > kInline) at += n;
     }
-    check(MPI_Iallgatherv(op->send.data(), static_cast<int>(op->send.size()), MPI_BYTE,
-                          op->recv.data(), op->counts.data(), op->displs.data(), MPI_BYTE, comm_,
-                          &op->req),
+    check(mpi_.iallgatherv(op->send.data(), static_cast<int>(op->send.size()), op->recv.data(),
+                           op->counts.data(), op->displs.data(), comm_, &op->req),
           "MPI_Iallgatherv", what, op);
     if (!wait(op, deadline, what))
       time_out(std::move(op), what, start, deadline, {},
@@ -198,8 +197,12 @@ class MpiGroup final : public ProcessGroup {
     const Clock::time_point start = Clock::now();
     for (int polls = 0;; ++polls) {
       int done = 0;
-      check(MPI_Test(&op->req, &done, MPI_STATUS_IGNORE), "MPI_Test", what, op);
-      if (done) return true;
+      check(mpi_.test(op->req, &done), "MPI_Test", what, op);
+      if (done) {
+        mpi_.request_free(op->req);
+        op->req = nullptr;
+        return true;
+      }
       Clock::time_point now = Clock::now();
       if (now >= deadline) return false;
       if (polls < 64) continue;
@@ -209,9 +212,9 @@ class MpiGroup final : public ProcessGroup {
   }
 
   void check(int rc, const char* call, std::string_view what, std::unique_ptr<Pending>& op) {
-    if (rc == MPI_SUCCESS) return;
+    if (rc == 0) return;
     std::string msg = std::string(call) + " failed during " + std::string(what) + ": " +
-                      mpi_error_string(rc);
+                      mpi_error_string(mpi_, rc);
     poisoned_ = msg;
     abandon(std::move(op));
     throw_error(ErrorKind::RuntimeError, "collectives: group '" + name_ + "': " + msg);
@@ -238,7 +241,8 @@ class MpiGroup final : public ProcessGroup {
     throw CollectiveTimeout(name_, std::move(missing), elapsed, detail);
   }
 
-  MPI_Comm comm_;
+  const KilnMpiPlugin& mpi_;
+  KilnMpiComm* comm_;
   std::string name_;
   std::vector<int> world_ranks_;
   int rank_ = 0, size_ = 1;
@@ -247,25 +251,19 @@ class MpiGroup final : public ProcessGroup {
   std::string poisoned_;  // why the group is unusable; empty while it is fine
 };
 
-void check_setup(int rc, const char* call) {
-  if (rc != MPI_SUCCESS)
-    throw_error(ErrorKind::RuntimeError,
-                std::string("collectives: ") + call + " failed: " + mpi_error_string(rc));
-}
-
 }  // namespace
 
-std::shared_ptr<ProcessGroup> make_mpi_world_group(const Config& config) {
-  MPI_Comm comm;
-  check_setup(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup(MPI_COMM_WORLD)");
-  // Failures come back as return codes we turn into kiln errors, instead of
-  // MPI's default of aborting the job.
-  check_setup(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+std::shared_ptr<ProcessGroup> make_mpi_world_group(const KilnMpiPlugin& mpi, const Config& config) {
+  KilnMpiComm* comm = nullptr;
+  const char* failed = "MPI_Comm_dup(MPI_COMM_WORLD)";
+  // The plugin sets MPI_ERRORS_RETURN on it: failures come back as codes we
+  // turn into kiln errors, instead of MPI's default of aborting the job.
+  check_mpi(mpi, mpi.comm_dup_world(&comm, &failed), failed);
   int n = 0;
-  MPI_Comm_size(comm, &n);
+  mpi.comm_size(comm, &n);
   std::vector<int> ranks(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
-  return std::make_shared<MpiGroup>(comm, "world", std::move(ranks), config);
+  return std::make_shared<MpiGroup>(mpi, comm, "world", std::move(ranks), config);
 }
 
 std::shared_ptr<ProcessGroup> make_mpi_subgroup(ProcessGroup& parent,
@@ -295,20 +293,16 @@ std::shared_ptr<ProcessGroup> make_mpi_subgroup(ProcessGroup& parent,
                     "]) but is not in it (only the listed ranks call it)");
   if (name.empty()) name = parent.name() + "[" + rank_list(world_ranks) + "]";
 
-  MPI_Group pg, sg;
-  check_setup(MPI_Comm_group(mp->comm(), &pg), "MPI_Comm_group");
-  check_setup(MPI_Group_incl(pg, static_cast<int>(parent_ranks.size()), parent_ranks.data(), &sg),
-              "MPI_Group_incl");
-  MPI_Comm comm;
+  const KilnMpiPlugin& mpi = mp->mpi();
+  KilnMpiComm* comm = nullptr;
+  const char* failed = "MPI_Comm_create_group";
   // The tag keeps concurrent creations of different groups apart.
-  int rc = MPI_Comm_create_group(mp->comm(), sg, /*tag=*/0x6b6c, &comm);
-  MPI_Group_free(&sg);
-  MPI_Group_free(&pg);
-  check_setup(rc, "MPI_Comm_create_group");
-  check_setup(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(mpi, mpi.comm_create_group(mp->comm(), parent_ranks.data(), static_cast<int>(parent_ranks.size()),
+                                       /*tag=*/0x6b6c, &comm, &failed),
+            failed);
   std::vector<int> ranks;
   for (int pr : parent_ranks) ranks.push_back(pw[static_cast<size_t>(pr)]);
-  auto g = std::make_shared<MpiGroup>(comm, std::move(name), std::move(ranks), parent.config());
+  auto g = std::make_shared<MpiGroup>(mpi, comm, std::move(name), std::move(ranks), parent.config());
   g->mark_subgroup();
   return g;
 }

@@ -11,11 +11,17 @@
 #      standard library's (no LLVM, MPI, Python, spdlog, source tree);
 #   3. builds a copy of examples/embed as its own CMake project through
 #      find_package(kiln) and runs both programs (multirank under mpirun too);
+#      then, from a copy of P without the MPI plugin and (where this machine
+#      allows a mount namespace) with MPI's libraries made unloadable, runs
+#      them as single ranks, and checks mpirun stops with a clear error;
 #   4. builds a one-file program through pkg-config (the complete example of
 #      docs/cpp_api.md) and runs it;
 #   5. builds the wheel from the same build tree (checking nothing is
 #      compiled again), installs it into a fresh venv and runs a compiled
-#      model from outside the source tree.
+#      model from outside the source tree, then kiln.distributed under
+#      mpirun -np 2 (the MPI plugin beside kiln._C).
+# libkiln.so and kiln._C never need MPI (no NEEDED entry, nothing ldd
+# loads); only the plugin libkiln_mpi.so beside each links it.
 # PYTHON (default python3) is the Python that builds the wheel (it needs
 # scikit-build-core and pybind11: --no-build-isolation) and makes the venv.
 # KEEP=1 keeps the temporary directory. Exit status 0 only if all passes.
@@ -36,6 +42,11 @@ step() { echo; echo "== install test: $*"; }
 fail() { echo "install test FAILED: $*" >&2; exit 1; }
 # Fails if any file named by a NEEDED entry or link line mentions MPI.
 no_mpi() { if grep -qi 'mpi' <<<"$2"; then fail "$1 mentions MPI: $2"; fi; }
+# The libraries a binary loads (ldd), by name: paths left out, so a
+# temporary directory's random name cannot match.
+loads() { ldd "$1" | awk '{print $1}'; }
+# The real files of what ldd resolves for $1, one per line, sorted.
+load_files() { ldd "$1" | awk '$3 ~ /^\// {print $3}' | xargs -r realpath | sort -u; }
 
 VERSION=$(sed -n 's/^project(kiln VERSION \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' "$SRC/CMakeLists.txt")
 [[ -n $VERSION ]] || fail "no project(kiln VERSION x.y.z) in $SRC/CMakeLists.txt"
@@ -58,7 +69,7 @@ fi
 
 step "1. cmake --install into $P"
 cmake --install "$BUILD" --prefix "$P" >"$WORK/install.log" || { cat "$WORK/install.log"; fail "cmake --install"; }
-for f in bin/kiln lib/libkiln.so lib/cmake/kiln/kilnConfig.cmake lib/cmake/kiln/kilnConfigVersion.cmake \
+for f in bin/kiln lib/libkiln.so lib/libkiln_mpi.so lib/cmake/kiln/kilnConfig.cmake lib/cmake/kiln/kilnConfigVersion.cmake \
          lib/cmake/kiln/kilnTargets.cmake lib/pkgconfig/kiln.pc include/kiln/kiln.h include/kiln/version.h; do
   [[ -e $P/$f ]] || fail "P/$f is not installed"
 done
@@ -78,7 +89,13 @@ KBC
 cmp -s "$WORK/vm.out" "$WORK/compiled.out" || fail "P/bin/kiln: run and run --compile differ"
 grep -q '2.5' "$WORK/vm.out" || fail "P/bin/kiln run printed: $(cat "$WORK/vm.out")"
 no_mpi "kiln::kiln's link interface" "$(grep -E 'INTERFACE_LINK|IMPORTED_LINK' "$P"/lib/cmake/kiln/kilnTargets*.cmake || true)"
-echo "ok: bin/kiln, lib/libkiln.so, include/kiln/ ($(find "$P/include/kiln" -type f | wc -l) headers), lib/cmake/kiln/, lib/pkgconfig/kiln.pc"
+# MPI is the plugin's alone: libkiln (and the tool) neither need nor load it.
+no_mpi "P/lib/libkiln.so's NEEDED" "$(readelf -d "$P/lib/libkiln.so" | grep NEEDED)"
+no_mpi "what P/lib/libkiln.so loads (ldd)" "$(loads "$P/lib/libkiln.so")"
+no_mpi "what P/bin/kiln loads (ldd)" "$(loads "$P/bin/kiln")"
+plugin_needed=$(readelf -d "$P/lib/libkiln_mpi.so" | grep NEEDED)
+grep -q 'libmpi' <<<"$plugin_needed" || fail "P/lib/libkiln_mpi.so does not link MPI: $plugin_needed"
+echo "ok: bin/kiln, lib/libkiln.so (no MPI in NEEDED or ldd), lib/libkiln_mpi.so (links MPI), include/kiln/ ($(find "$P/include/kiln" -type f | wc -l) headers), lib/cmake/kiln/, lib/pkgconfig/kiln.pc"
 
 step "2. <kiln/kiln.h> with -I P/include only"
 mkdir -p "$WORK/headers" && cd "$WORK/headers"
@@ -153,6 +170,68 @@ else
   echo "ok: kiln_embed_example; kiln_multirank_example alone (no mpirun here)"
 fi
 
+step "3b. MPI only for multi-rank runs: P without its MPI plugin"
+# A copy of P without the plugin; LD_LIBRARY_PATH puts its libkiln first
+# (the examples' RUNPATH names P/lib, and LD_LIBRARY_PATH comes before a
+# RUNPATH), and libkiln looks for the plugin beside itself.
+PN=$WORK/prefix-no-plugin
+cp -a "$P" "$PN" && rm "$PN/lib/libkiln_mpi.so"
+loaded=$(LD_LIBRARY_PATH=$PN/lib ldd "$WORK/embed-build/kiln_embed_example")
+grep -q "$PN/lib/libkiln.so" <<<"$loaded" || fail "LD_LIBRARY_PATH=$PN/lib: kiln_embed_example does not load the copy's libkiln: $loaded"
+no_mpi "what kiln_embed_example loads (ldd)" "$(awk '{print $1}' <<<"$loaded")"
+# MPI's libraries (those the plugin loads and libkiln does not) are made
+# unloadable in a private mount namespace, each file bound over by
+# /dev/null, where this machine allows one (root, unshare -m).
+mpi_files=$(comm -23 <(load_files "$P/lib/libkiln_mpi.so") <(load_files "$P/lib/libkiln.so"))
+grep -q 'libmpi' <<<"$mpi_files" || fail "ldd P/lib/libkiln_mpi.so does not resolve libmpi: $mpi_files"
+cat >"$WORK/without_mpi.sh" <<'SH'
+#!/usr/bin/env bash
+# without_mpi.sh FILE... -- CMD...: runs CMD with each FILE bound over by /dev/null.
+set -e
+while [[ $1 != -- ]]; do mount --bind /dev/null "$1"; shift; done
+shift
+exec "$@"
+SH
+# mpi_free CMD...: CMD run as a single rank with no plugin, and without MPI's
+# libraries where a mount namespace can be had.
+if unshare -m --propagation private true 2>/dev/null; then
+  # shellcheck disable=SC2086  # $mpi_files is a list of paths
+  mpi_free() { LD_LIBRARY_PATH=$PN/lib unshare -m --propagation private bash "$WORK/without_mpi.sh" $mpi_files -- "$@"; }
+  # The hiding works: P's own plugin (which links MPI) cannot load there.
+  if mpi_free "$PYTHON" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$P/lib/libkiln_mpi.so" 2>"$WORK/hidden.err"; then
+    fail "with MPI's libraries hidden, P/lib/libkiln_mpi.so still loads: the hiding does not work"
+  fi
+  hidden="MPI's libraries unloadable ($(wc -l <<<"$mpi_files") files: $(xargs -n1 basename <<<"$mpi_files" | tr '\n' ' '))"
+else
+  mpi_free() { LD_LIBRARY_PATH=$PN/lib "$@"; }
+  hidden="MPI's libraries still on disk (no mount namespace here: unshare -m is refused)"
+fi
+(cd "$WORK" && mpi_free "$WORK/embed-build/kiln_embed_example" >embed-nompi.out 2>&1) \
+  || { cat "$WORK/embed-nompi.out"; fail "kiln_embed_example without the plugin and MPI"; }
+grep -q "all checks hold" "$WORK/embed-nompi.out" || fail "kiln_embed_example without MPI: $(cat "$WORK/embed-nompi.out")"
+mkdir -p "$WORK/mr1n"
+mr1n=$(mpi_free "$WORK/embed-build/kiln_multirank_example" "$WORK/mr1n" 2>&1) || fail "kiln_multirank_example without the plugin and MPI: $mr1n"
+grep -q "rank 0 of 1: results correct" <<<"$mr1n" || fail "kiln_multirank_example without the plugin and MPI: $mr1n"
+echo "ok: both programs run as a single rank without the plugin, $hidden"
+if command -v mpirun >/dev/null; then
+  # Under mpirun the missing plugin stops every rank with an error naming
+  # the file it looked for; no rank hangs or goes on alone. Every rank runs
+  # to its end (Open MPI would otherwise kill the rest at the first failure,
+  # and then exits 0 whatever they did: a wrapper prints each rank's status).
+  mkdir -p "$WORK/mr2n"
+  rc=0
+  LD_LIBRARY_PATH=$PN/lib OMPI_MCA_orte_abort_on_non_zero_status=0 timeout 120 \
+    mpirun -x LD_LIBRARY_PATH -np 2 --oversubscribe --bind-to none \
+    sh -c '"$0" "$1"; echo "rank exited $?"' "$WORK/embed-build/kiln_multirank_example" "$WORK/mr2n" \
+    >"$WORK/mr2n.out" 2>&1 || rc=$?
+  [[ $rc != 124 ]] || { cat "$WORK/mr2n.out"; fail "mpirun without the plugin hung"; }
+  [[ $(grep -c "^rank exited [1-9]" "$WORK/mr2n.out") == 2 ]] || { cat "$WORK/mr2n.out"; fail "mpirun without the plugin: not both ranks failed"; }
+  refused="loading the MPI plugin '$PN/lib/libkiln_mpi.so' failed: $PN/lib/libkiln_mpi.so: cannot open shared object file"
+  [[ $(grep -cF "$refused" "$WORK/mr2n.out") == 2 ]] || { cat "$WORK/mr2n.out"; fail "mpirun without the plugin: not both ranks said: $refused"; }
+  if grep -q "results correct" "$WORK/mr2n.out"; then cat "$WORK/mr2n.out"; fail "mpirun without the plugin: a rank ran on"; fi
+  echo "ok: under mpirun -np 2 without the plugin both ranks stop: ...$refused"
+fi
+
 step "4. a one-file program through pkg-config"
 command -v pkg-config >/dev/null || fail "pkg-config is not installed (Debian: pkgconf)"
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
@@ -184,7 +263,19 @@ wheel=$(ls "$WORK"/wheel/kiln-"$VERSION"-*.whl) || fail "no kiln-$VERSION wheel 
   || { cat "$WORK/pip-install.log"; fail "pip install the wheel into the fresh venv"; }
 mkdir -p "$WORK/run" && cp "$SRC/tests/install/wheel_model.py" "$WORK/run/" && cd "$WORK/run"
 "$WORK/venv/bin/python" -I wheel_model.py || fail "the compiled model from the installed wheel"
-echo "ok: $(basename "$wheel")"
+# kiln._C does not link MPI; the plugin beside it does, and serves mpirun.
+site=$("$WORK/venv/bin/python" -I -c 'import os, kiln; print(os.path.dirname(kiln.__file__))')
+c_module=$(ls "$site"/_C*.so) || fail "no _C*.so in $site"
+no_mpi "kiln._C's NEEDED" "$(readelf -d "$c_module" | grep NEEDED)"
+no_mpi "what kiln._C loads (ldd)" "$(loads "$c_module")"
+[[ -e $site/libkiln_mpi.so ]] || fail "the wheel has no kiln/libkiln_mpi.so beside kiln._C"
+if command -v mpirun >/dev/null; then
+  timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$WORK/venv/bin/python" -I -c \
+    'import kiln; r, n = kiln.distributed.init(); assert n == 2, n; print(f"rank {r} of {n}")' >"$WORK/py-mpi.out" 2>&1 \
+    || { cat "$WORK/py-mpi.out"; fail "kiln.distributed.init() from the wheel under mpirun -np 2"; }
+  [[ $(sort "$WORK/py-mpi.out" | tr '\n' ' ') == "rank 0 of 2 rank 1 of 2 " ]] || fail "kiln.distributed under mpirun -np 2: $(cat "$WORK/py-mpi.out")"
+fi
+echo "ok: $(basename "$wheel"); kiln._C without MPI, kiln/libkiln_mpi.so beside it"
 
 echo
 echo "install test: all passed"
