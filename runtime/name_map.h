@@ -75,6 +75,11 @@ class NameMap {
 // miss here fall back to builtins().
 struct GlobalsObj final : Object {
   NameMap map;
+  // Optional: told of every STORE_GLOBAL after `map` has the value. A
+  // namespace that mirrors another's (a Python module dict) writes the
+  // store through, so the module sees what the program assigned.
+  void (*on_store)(GlobalsObj* self, const StrObj* name, const Value& value) = nullptr;
+  void* owner = nullptr;  // the on_store's own state
 };
 
 }  // namespace kiln::runtime
