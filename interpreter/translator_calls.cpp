@@ -8,6 +8,7 @@
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
+#include "runtime/set_ops.h"
 #include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
 
@@ -318,7 +319,27 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
       constant_value(b).is(Kind::Int)) {
     std::vector<VT> items;
     for (int64_t k = 0; k < constant_value(b).as_int(); ++k) items.insert(items.end(), a->items.begin(), a->items.end());
+    if (inplace && a->is(VTKind::List)) {  // l *= n: the same list (aliases see it)
+      a->items = std::move(items);
+      ctx_.side_effects.mark_mutated(a);
+      return a;
+    }
     return a->is(VTKind::List) ? vars::make_list(std::move(items)) : vars::make_tuple(std::move(items));
+  }
+  if (inplace && a->is(VTKind::Constant) && a->value.is(Kind::Set) && is_constant(b)) {
+    // s op= t mutates s: a caller's set on the VM, where the mutation is its
+    // owner's; a set made here on a copy that becomes this tracker's value
+    // (every name bound to the set holds this tracker, so all see it)
+    if (a->source) unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) +
+                                                           "= on a set the function did not make");
+    Value copy = set_copy(a->value, false);
+    try {
+      binary_op(op, copy, constant_value(b), true);
+    } catch (const Error&) {
+      unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " raising an error");
+    }
+    a->value = copy;
+    return a;
   }
   if (is_constant(a) && is_constant(b) && !a->is(VTKind::List) && !b->is(VTKind::List)) {
     try {

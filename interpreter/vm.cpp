@@ -436,7 +436,11 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     NEXT();
   op_STORE_GLOBAL:
     if (!fn->globals) throw_error(ErrorKind::RuntimeError, "function has no global namespace");
-    fn->globals->map.set(code->names[size_t(ip->a)], POP());
+    {
+      Value v = POP();
+      fn->globals->map.set(code->names[size_t(ip->a)], v);
+      if (fn->globals->on_store) fn->globals->on_store(fn->globals.get(), code->names[size_t(ip->a)].get(), v);
+    }
     NEXT();
   op_LOAD_DEREF:
     if (cells[ip->a]->v.is_null()) {

@@ -79,6 +79,11 @@ struct GlobalsObj final : Object {
   // see python_builtins() (Python's namespace, runtime/builtins.h); null is
   // KBC's builtins().
   const NameMap* builtins = nullptr;
+  // Optional: told of every STORE_GLOBAL after `map` has the value. A
+  // namespace that mirrors another's (a Python module dict) writes the
+  // store through, so the module sees what the program assigned.
+  void (*on_store)(GlobalsObj* self, const StrObj* name, const Value& value) = nullptr;
+  void* owner = nullptr;  // the on_store's own state
 };
 
 }  // namespace kiln::runtime

@@ -121,10 +121,18 @@ Value d_setdefault(CallContext&, const std::vector<Value>& a) {
   dict_of(a)->set(a[1], a[2]);
   return a[2];
 }
+// dict.update(mapping or iterable of pairs, **kwargs), with CPython's words.
 Value d_update(CallContext&, const std::vector<Value>& a) {
   if (!a[1].is_null()) dict_update(dict_of(a), a[1]);
   dict_update(dict_of(a), a[2]);
   return Value::none();
+}
+Value d_popitem(CallContext&, const std::vector<Value>& a) {
+  DictObj* d = dict_of(a);
+  if (d->entries.empty()) throw_key_error(Value::str("popitem(): dictionary is empty"));
+  auto [k, v] = d->entries.back();
+  d->erase(k);
+  return make_tuple({k, v});
 }
 Value d_copy(CallContext&, const std::vector<Value>& a) {
   Value d = make_dict();
@@ -191,10 +199,146 @@ Value s_lower(CallContext&, const std::vector<Value>& a) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return Value::str(s);
 }
-Value s_strip(CallContext&, const std::vector<Value>& a) {
+// The methods below follow CPython's str on code points. Searching and
+// padding work on UTF-8 exactly (a code point is never part of another's
+// encoding); the character classes and case mappings are ASCII's, so a
+// string with other characters is refused rather than answered wrongly.
+size_t code_points(const std::string& s, size_t end) {
+  size_t n = 0;
+  for (size_t i = 0; i < end; ++i) n += (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+  return n;
+}
+const std::string& sub_arg(const Value& v) {
+  if (!v.is(Kind::Str)) throw_error(ErrorKind::TypeError, "must be str, not " + type_name(v));
+  return v.as_str();
+}
+const std::string& ascii_arg(const std::vector<Value>& a, const char* method) {
   const std::string& s = str_of(a);
-  size_t b = s.find_first_not_of(" \t\n\r"), e = s.find_last_not_of(" \t\n\r");
-  return Value::str(b == std::string::npos ? "" : s.substr(b, e - b + 1));
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80)
+      throw_error(ErrorKind::NotImplementedError,
+                  std::string("kiln: str.") + method + "() of a non-ASCII string is not supported");
+  return s;
+}
+Value s_count(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  const std::string& sub = sub_arg(a[1]);
+  if (sub.empty()) return Value::integer(int64_t(code_points(s, s.size()) + 1));
+  int64_t n = 0;
+  for (size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) ++n;
+  return Value::integer(n);
+}
+Value s_find(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  size_t pos = s.find(sub_arg(a[1]));
+  return Value::integer(pos == std::string::npos ? -1 : int64_t(code_points(s, pos)));
+}
+Value s_rfind(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  size_t pos = s.rfind(sub_arg(a[1]));
+  return Value::integer(pos == std::string::npos ? -1 : int64_t(code_points(s, pos)));
+}
+Value s_index(CallContext& c, const std::vector<Value>& a) {
+  Value i = s_find(c, a);
+  if (i.as_int() < 0) throw_error(ErrorKind::ValueError, "substring not found");
+  return i;
+}
+template <int (*Pred)(int)>
+Value s_is(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = ascii_arg(a, "is...");
+  if (s.empty()) return Value::boolean(false);
+  for (char c : s)
+    if (!Pred(static_cast<unsigned char>(c))) return Value::boolean(false);
+  return Value::boolean(true);
+}
+int is_digit(int c) { return c >= '0' && c <= '9'; }
+int is_alpha(int c) { return std::isalpha(c); }
+int is_alnum(int c) { return std::isalnum(c); }
+int is_space(int c) { return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F); }
+// isupper / islower: at least one cased character, and no cased one of the other case.
+template <bool Upper>
+Value s_iscase(CallContext&, const std::vector<Value>& a) {
+  bool cased = false;
+  for (char ch : ascii_arg(a, Upper ? "isupper" : "islower")) {
+    int c = static_cast<unsigned char>(ch);
+    if (Upper ? std::islower(c) : std::isupper(c)) return Value::boolean(false);
+    cased |= bool(std::isalpha(c));
+  }
+  return Value::boolean(cased);
+}
+Value s_title(CallContext&, const std::vector<Value>& a) {
+  std::string s = ascii_arg(a, "title");
+  bool prev_cased = false;
+  for (char& ch : s) {
+    int c = static_cast<unsigned char>(ch);
+    ch = char(prev_cased ? std::tolower(c) : std::toupper(c));
+    prev_cased = std::isalpha(c) != 0;
+  }
+  return Value::str(s);
+}
+Value s_capitalize(CallContext&, const std::vector<Value>& a) {
+  std::string s = ascii_arg(a, "capitalize");
+  for (size_t i = 0; i < s.size(); ++i)
+    s[i] = char(i ? std::tolower(static_cast<unsigned char>(s[i])) : std::toupper(static_cast<unsigned char>(s[i])));
+  return Value::str(s);
+}
+// center / ljust / rjust: CPython's split of the margin (unicodeobject.c pad).
+enum class Align { Left, Right, Center };
+template <Align A>
+Value s_pad(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  int64_t width = to_index(a[1], "width");
+  std::string fill = " ";
+  if (!a[2].is_null()) {
+    if (!a[2].is(Kind::Str))
+      throw_error(ErrorKind::TypeError, "The fill character must be a unicode character, not " + type_name(a[2]));
+    fill = a[2].as_str();
+    if (code_points(fill, fill.size()) != 1)
+      throw_error(ErrorKind::TypeError, "The fill character must be exactly one character long");
+  }
+  int64_t len = int64_t(code_points(s, s.size()));
+  if (width <= len) return a[0];
+  int64_t marg = width - len;
+  int64_t left = A == Align::Left ? 0 : A == Align::Right ? marg : marg / 2 + (marg & width & 1);
+  std::string out;
+  for (int64_t i = 0; i < left; ++i) out += fill;
+  out += s;
+  for (int64_t i = 0; i < marg - left; ++i) out += fill;
+  return Value::str(out);
+}
+Value s_zfill(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  int64_t width = to_index(a[1], "width");
+  int64_t len = int64_t(code_points(s, s.size()));
+  if (width <= len) return a[0];
+  size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  return Value::str(s.substr(0, sign) + std::string(size_t(width - len), '0') + s.substr(sign));
+}
+// strip / lstrip / rstrip: whitespace (ASCII's, as Python's str.isspace
+// there), or any of `chars`.
+template <bool Left, bool Right>
+Value s_strip_chars(CallContext&, const std::vector<Value>& a) {
+  const std::string& s = str_of(a);
+  std::string chars = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f";
+  if (!a[1].is_null() && !a[1].is_none()) {
+    if (!a[1].is(Kind::Str))
+      throw_error(ErrorKind::TypeError, std::string(Left && Right ? "strip" : Left ? "lstrip" : "rstrip") +
+                                            " arg must be None or str");
+    chars = a[1].as_str();
+    for (char c : chars)
+      if (static_cast<unsigned char>(c) >= 0x80)
+        throw_error(ErrorKind::NotImplementedError, "kiln: str.strip() of non-ASCII characters is not supported");
+  }
+  size_t b = Left ? s.find_first_not_of(chars) : 0;
+  if (b == std::string::npos) return Value::str("");
+  size_t e = Right ? s.find_last_not_of(chars) : s.size() - 1;
+  // Python strips Unicode whitespace too: stopping at a non-ASCII character
+  // would be a guess
+  auto non_ascii = [&](size_t i) { return static_cast<unsigned char>(s[i]) >= 0x80; };
+  if (a[1].is_null() || a[1].is_none())
+    if ((Left && non_ascii(b)) || (Right && non_ascii(e)))
+      throw_error(ErrorKind::NotImplementedError, "kiln: str.strip() at a non-ASCII character is not supported");
+  return Value::str(s.substr(b, e - b + 1));
 }
 Value s_replace(CallContext&, const std::vector<Value>& a) {
   std::string s = str_of(a);
@@ -322,6 +466,7 @@ Value type_method(Kind k, const StrObj* name) {
                {"pop", "self, key, default=?", d_pop},
                {"setdefault", "self, key, default=None", d_setdefault},
                {"update", "self, other=?, /, **kwargs", d_update},
+               {"popitem", "self", d_popitem},
                {"copy", "self", d_copy},
                {"clear", "self", d_clear}});
   static const NameMap str_methods = build(
@@ -331,7 +476,25 @@ Value type_method(Kind k, const StrObj* name) {
               {"endswith", "self, suffix", s_endswith},
               {"upper", "self", s_upper},
               {"lower", "self", s_lower},
-              {"strip", "self", s_strip},
+              {"strip", "self, chars=None", s_strip_chars<true, true>},
+              {"lstrip", "self, chars=None", s_strip_chars<true, false>},
+              {"rstrip", "self, chars=None", s_strip_chars<false, true>},
+              {"count", "self, sub, /", s_count},
+              {"find", "self, sub, /", s_find},
+              {"rfind", "self, sub, /", s_rfind},
+              {"index", "self, sub, /", s_index},
+              {"isdigit", "self", s_is<is_digit>},
+              {"isalpha", "self", s_is<is_alpha>},
+              {"isalnum", "self", s_is<is_alnum>},
+              {"isspace", "self", s_is<is_space>},
+              {"isupper", "self", s_iscase<true>},
+              {"islower", "self", s_iscase<false>},
+              {"title", "self", s_title},
+              {"capitalize", "self", s_capitalize},
+              {"center", "self, width, fillchar=?, /", s_pad<Align::Center>},
+              {"ljust", "self, width, fillchar=?, /", s_pad<Align::Left>},
+              {"rjust", "self, width, fillchar=?, /", s_pad<Align::Right>},
+              {"zfill", "self, width, /", s_zfill},
               {"replace", "self, old, new", s_replace}});
   static const NameMap tensor_methods = build(
       Kind::Tensor, "Tensor", BuiltinHow::Trace, {{"size", "self, dim=None", tn_size},

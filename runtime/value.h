@@ -283,8 +283,9 @@ struct ForeignVTable {
   void (*setattr)(void* handle, std::string_view name, const Value& v);
   Value (*call)(void* handle, const CallArgs& args);
   // op: a BinOp / CmpOp id (operators.def); `reflected` when the foreign
-  // object is the right operand.
-  Value (*binary_op)(void* handle, int op, const Value& other, bool reflected);
+  // object is the right operand; `inplace` for `obj op= other` (the
+  // object's own in-place operator: a caller's set or dict is mutated).
+  Value (*binary_op)(void* handle, int op, const Value& other, bool reflected, bool inplace);
   // op: a CmpOp id, one of < <= == != > >= (compare_op answers is / in
   // itself, through identity and `contains`).
   Value (*compare)(void* handle, int op, const Value& other);

@@ -408,7 +408,10 @@ static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
       return Value::floating(double(x) / double(y));
     case BinOp::FLOORDIV:
     case BinOp::MOD: {
-      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "integer division or modulo by zero");
+      // CPython 3.11's words differ between the two
+      if (y == 0)
+        throw_error(ErrorKind::ZeroDivisionError,
+                    op == BinOp::MOD ? "integer modulo by zero" : "integer division or modulo by zero");
       if (x == INT64_MIN && y == -1) {
         if (op == BinOp::MOD) return Value::integer(0);
         overflow_error(sym);
@@ -471,7 +474,7 @@ static Value float_binop(BinOp op, double x, double y) {
       return Value::floating(x / y);
     case BinOp::FLOORDIV:
     case BinOp::MOD: {
-      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, "float modulo by zero");
+      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, op == BinOp::MOD ? "float modulo" : "float floor division by zero");
       double q, m;
       float_divmod(x, y, q, m);
       return Value::floating(op == BinOp::FLOORDIV ? q : m);
@@ -506,10 +509,15 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
   }
   if (a.is(Kind::Foreign)) {
     auto* f = a.as<ForeignObj>();
-    if (f->vt->binary_op) return f->vt->binary_op(f->handle, int(op), b, false);
-  } else if (b.is(Kind::Foreign)) {
+    if (f->vt->binary_op) {
+      Value r = f->vt->binary_op(f->handle, int(op), b, false, inplace);
+      // s op= t gives s back: the same Value, so `is` still holds
+      if (inplace && r.is(Kind::Foreign) && r.as<ForeignObj>()->handle == f->handle) return a;
+      return r;
+    }
+  } else if (b.is(Kind::Foreign) && !(inplace && a.is(Kind::List))) {
     auto* f = b.as<ForeignObj>();
-    if (f->vt->binary_op) return f->vt->binary_op(f->handle, int(op), a, true);
+    if (f->vt->binary_op) return f->vt->binary_op(f->handle, int(op), a, true, false);
   }
   if (a.is_number() && b.is_number()) {
     Value r = (a.is(Kind::Float) || b.is(Kind::Float))
@@ -519,15 +527,27 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
     unsupported(binop_symbol(op), inplace, a, b);
   }
   if (Value r = set_binary(op, a, b, inplace); !r.is_null()) return r;
+  if (op == BinOp::OR && a.is(Kind::Dict) && b.is(Kind::Dict)) {
+    // d | e is a new dict; d |= e updates d (aliases see it)
+    Value out = inplace ? a : make_dict();
+    if (!inplace)
+      for (const auto& [k, v] : a.as<DictObj>()->entries) out.as<DictObj>()->set(k, v);
+    std::vector<std::pair<Value, Value>> more = b.as<DictObj>()->entries;
+    for (const auto& [k, v] : more) out.as<DictObj>()->set(k, v);
+    return out;
+  }
+  if (inplace && a.is(Kind::List) && op == BinOp::ADD) {
+    // list += any iterable mutates the list, as in Python (aliases see it)
+    std::vector<Value> src = to_vector(b);
+    auto& dst = a.as<ListObj>()->items;
+    dst.insert(dst.end(), src.begin(), src.end());
+    return a;
+  }
   if (op == BinOp::ADD) {
     if (a.is(Kind::Str) && b.is(Kind::Str)) return Value::str(a.as_str() + b.as_str());
+    if (a.is(Kind::Str))
+      throw_error(ErrorKind::TypeError, "can only concatenate str (not \"" + type_name(b) + "\") to str");
     if (a.is(Kind::List) && b.is(Kind::List)) {
-      if (inplace) {  // list += list mutates, as in Python (aliases see it)
-        auto& dst = a.as<ListObj>()->items;
-        std::vector<Value> src = b.as<ListObj>()->items;
-        dst.insert(dst.end(), src.begin(), src.end());
-        return a;
-      }
       std::vector<Value> out = a.as<ListObj>()->items;
       const auto& more = b.as<ListObj>()->items;
       out.insert(out.end(), more.begin(), more.end());
@@ -550,10 +570,22 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
         for (int64_t i = 0; i < count; ++i) out += seq->as_str();
         return Value::str(out);
       }
-      if (seq->is(Kind::List)) return repeat<ListObj>(seq->as<ListObj>()->items, count, Kind::List);
+      if (seq->is(Kind::List)) {
+        Value r = repeat<ListObj>(seq->as<ListObj>()->items, count, Kind::List);
+        if (!inplace || seq != &a) return r;
+        a.as<ListObj>()->items = std::move(r.as<ListObj>()->items);  // l *= n: the same list
+        return a;
+      }
       if (seq->is(Kind::Tuple)) return repeat<TupleObj>(seq->as<TupleObj>()->items, count, Kind::Tuple);
     }
+    for (const Value* v : {&a, &b})
+      if (v->is(Kind::Str) || v->is(Kind::List) || v->is(Kind::Tuple))
+        throw_error(ErrorKind::TypeError,
+                    "can't multiply sequence by non-int of type '" + type_name(v == &a ? b : a) + "'");
   }
+  if (op == BinOp::ADD && (a.is(Kind::List) || a.is(Kind::Tuple)))
+    throw_error(ErrorKind::TypeError, "can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " +
+                                          type_name(a));
   unsupported(binop_symbol(op), inplace, a, b);
 }
 

@@ -144,7 +144,7 @@ Value foreign_call(void* h, const runtime::CallArgs& args) {
     return to_value_shared(py::handle(handle_of(h))(*pos, **kw));
   });
 }
-Value foreign_binary(void* h, int op, const Value& other, bool reflected) {
+Value foreign_binary(void* h, int op, const Value& other, bool reflected, bool inplace) {
   static const char* names[] = {
 #define KILN_BINOP(E, SYM, T) #E,
 #include "runtime/operators.def"
@@ -161,6 +161,13 @@ Value foreign_binary(void* h, int op, const Value& other, bool reflected) {
     py::object opmod = py::module_::import("operator");
     py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
     py::object o = to_py(other);
+    if (inplace && !reflected) {
+      // operator.isub & co.: the object's own __isub__ (a caller's set or
+      // dict is mutated, and the result is that very object)
+      std::string name(fn);
+      if (name.back() == '_') name.pop_back();
+      return to_value_shared(opmod.attr(("i" + name).c_str())(self, o));
+    }
     return to_value(reflected ? opmod.attr(fn)(o, self) : opmod.attr(fn)(self, o));
   });
 }

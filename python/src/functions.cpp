@@ -105,6 +105,26 @@ struct Mirror {
     n.seen = py::reinterpret_borrow<py::object>(now);
     globals->map.set(name, to_value_shared(py::handle(now)));
   }
+
+  // STORE_GLOBAL in translated code (GlobalsObj::on_store): the module dict
+  // gets the value, so Python sees the assignment. The mirror keeps kiln's
+  // Value and remembers the object it became, so the next sync does not
+  // convert it back.
+  static void store(runtime::GlobalsObj* g, const runtime::StrObj* name, const Value& value) {
+    auto* self = static_cast<Mirror*>(g->owner);
+    try {
+      py::gil_scoped_acquire gil;
+      const bool current = dict_version(self->dict.ptr()) == self->version;
+      self->add_name(name->s);
+      Name& n = self->names.at(name->s);
+      py::object obj = to_py(value);
+      if (PyDict_SetItem(self->dict.ptr(), n.key.ptr(), obj.ptr()) < 0) throw py::error_already_set();
+      n.seen = obj;
+      if (current) self->version = dict_version(self->dict.ptr());  // nothing else changed meanwhile
+    } catch (py::error_already_set& e) {
+      rethrow_as_kiln(e);
+    }
+  }
 };
 
 std::unordered_map<PyObject*, std::unique_ptr<Mirror>>& mirrors() {
@@ -117,6 +137,8 @@ Mirror& mirror_for(const py::dict& d) {
   if (!m) {
     m = std::make_unique<Mirror>();
     m->dict = d;
+    m->globals->owner = m.get();
+    m->globals->on_store = &Mirror::store;
   }
   return *m;
 }

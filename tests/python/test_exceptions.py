@@ -816,3 +816,36 @@ def test_except_star_stays_untranslatable():
     with pytest.raises(Untranslatable, match="except"):
         translate(uses_except_star)
     assert kiln.compile(uses_except_star, backend="eager")(1) == "group"
+
+
+# -- messages found by generated programs (tests/python/progen.py) ---------------
+
+def int_modulo_by_zero(x):
+    return x % 0
+
+def float_modulo_by_zero(x):
+    return float(x) % 0.0
+
+def float_floordiv_by_zero(x):
+    return float(x) // 0.0
+
+def str_plus_int(x):
+    return "a" + x
+
+def list_plus_int(x):
+    return [1] + x
+
+def tuple_plus_int(x):
+    return (1,) + x
+
+def sequence_times_str(x):
+    return [x] * "a"
+
+def str_times_float(x):
+    return "ab" * 1.5
+
+
+@pytest.mark.parametrize("fn", [int_modulo_by_zero, float_modulo_by_zero, float_floordiv_by_zero, str_plus_int,
+                                list_plus_int, tuple_plus_int, sequence_times_str, str_times_float])
+def test_operator_error_messages(fn):
+    check(fn, 3)

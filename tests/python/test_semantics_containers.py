@@ -516,3 +516,160 @@ def test_is_compares_python_objects():
     o = object()
     check(f, ones(), o, o)
     check(f, ones(), o, object())
+
+
+# ------------------------------------------------ found by generated programs --
+# (tests/python/progen.py): each was a difference from CPython.
+
+def set_isub(x, s):
+    s -= {"a"}
+    return len(s)
+
+def set_ior(x, s):
+    s |= {"q"}
+    return x
+
+def dict_ior(x, d):
+    d |= {"z": 1}
+    return x
+
+def dict_or(x, d):
+    return d | {"a": 0, "y": 5}
+
+def dict_popitem(x, d):
+    return d.popitem(), d.popitem()
+
+def dict_popitem_empty(x, d):
+    d.clear()
+    return d.popitem()
+
+def dict_update_forms(x, d):
+    d.update(k=3)
+    d.update([("p", 1), ["q", 2]])
+    d.update({"a": 9}, b=8)
+    return x
+
+def dict_update_bad_item(x, d):
+    d.update([1])
+
+def dict_update_bad_length(x, d):
+    d.update(["abc"])
+
+
+@pytest.mark.parametrize("fn", [set_isub, set_ior], ids=lambda f: f.__name__)
+def test_inplace_operators_mutate_a_callers_set(fn):
+    check(fn, ones(), {"a", "b"})
+
+
+@pytest.mark.parametrize("fn", [dict_ior, dict_or, dict_popitem, dict_popitem_empty, dict_update_forms,
+                                dict_update_bad_item, dict_update_bad_length], ids=lambda f: f.__name__)
+def test_dict_operators_and_methods(fn):
+    check(fn, ones(), {"a": 2, "b": 1})
+
+
+def test_dict_operators_on_dicts_made_in_the_function():
+    def f(x):
+        d = {"a": 1}
+        e = d
+        d |= {"b": 2}
+        g = d | {"a": 5}
+        return e, g, d.popitem(), e
+    check(f, ones())
+
+
+def list_imul_alias(x, acc):
+    alias = acc
+    acc *= 2
+    return alias
+
+def list_iadd_iterables(x, acc):
+    alias = acc
+    acc += (7, 8)
+    acc += "ab"
+    acc += {"k": 1}
+    return alias
+
+def local_list_imul(x):
+    a = [1, 2]
+    b = a
+    a *= 2
+    return b
+
+
+@pytest.mark.parametrize("fn", [list_imul_alias, list_iadd_iterables], ids=lambda f: f.__name__)
+def test_inplace_list_operators_keep_the_list(fn):
+    check(fn, ones(), [3, 1])
+
+
+def test_inplace_repeat_of_a_list_made_in_the_function():
+    check(local_list_imul, ones())
+
+
+COUNT = 0
+
+
+def rebind_global(x, n):
+    global COUNT
+    COUNT += n
+    return COUNT
+
+def rebind_global_from_tensor(t):
+    global COUNT
+    COUNT = COUNT + t.shape[0]
+    return t * 2
+
+def rebind_global_then_break(x):
+    global COUNT
+    COUNT = 10
+    print(end="")
+    COUNT += 1
+    return COUNT
+
+
+@pytest.mark.parametrize("fn,args", [(rebind_global, (5,)), (rebind_global_from_tensor, (kiln.ones(3),)),
+                                     (rebind_global_then_break, (1,))], ids=lambda v: getattr(v, "__name__", ""))
+def test_global_statement_rebinds_the_module_global(fn, args):
+    check(fn, *args, globals_={"COUNT": 1})
+
+
+def test_global_rebinding_is_seen_by_python_between_calls():
+    global COUNT
+    COUNT = 0
+    c = kiln.compile(rebind_global)
+    assert c(1, 2) == 2 and COUNT == 2
+    assert c(1, 3) == 5 and COUNT == 5
+    COUNT = 100  # Python's own store is seen by the next compiled call
+    assert c(1, 1) == 101 and COUNT == 101
+
+
+# str methods: CPython's results on code points (ASCII and not)
+STRINGS = ["", "a", "abcabc", " pad ", "a-b c", "Hi there", "007", "-42", " héllo wörld ", "x\ty\n"]
+
+
+def str_methods(s):
+    return (s.count("a"), s.count(""), s.find("b"), s.rfind("a"), s.find("ö"), s.center(9, "*"), s.ljust(7),
+            s.rjust(7, "."), s.zfill(5), s.lstrip(" a"), s.rstrip("c "), s.strip(), s.strip("x"))
+
+def str_predicates(s):
+    return (s.isdigit(), s.isalpha(), s.isalnum(), s.isspace(), s.isupper(), s.islower(), s.title(),
+            s.capitalize())
+
+def str_index_missing(s):
+    return s.index("zzz")
+
+def str_center_bad_fill(s):
+    return s.center(9, "ab")
+
+
+@pytest.mark.parametrize("s", STRINGS)
+def test_str_methods(s):
+    check(str_methods, s)
+    if s.isascii():
+        check(str_predicates, s)
+    check(str_index_missing, s)
+    check(str_center_bad_fill, s)
+
+
+def test_str_predicates_refuse_non_ascii_rather_than_guess():
+    with pytest.raises(NotImplementedError, match="non-ASCII"):
+        kiln.compile(str_predicates)("héllo")
