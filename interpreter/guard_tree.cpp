@@ -80,7 +80,9 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       // effects, no user code.
       if (base->is(Kind::Foreign)) {
         const auto* f = base->as<ForeignObj>();
-        return f->vt->namespace_find ? f->vt->namespace_find(f->handle, intern(s.name).get()) : nullptr;
+        if (f->vt->namespace_find) return f->vt->namespace_find(f->handle, intern(s.name).get());
+        // A plain object's attribute (a config's field), read as the tracer read it.
+        return f->vt->plain_attr && f->vt->plain_attr(f->handle, s.name, scratch) ? &scratch : nullptr;
       }
       if (!base->is(Kind::Module)) return nullptr;
       return module_instance_slot(base->as<ModuleObj>(), intern(s.name).get());

@@ -518,11 +518,16 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       // A foreign namespace (a Python module: kiln.softmax, math.pi): its
       // attribute is read now and guarded at its own source, like a
       // module dict entry.
+      // A plain object's field (a dataclass or SimpleNamespace config): the
+      // same, when reading it runs no user code.
       if (obj->value.is(Kind::Foreign) && obj->source) {
         const auto* f = obj->value.as<ForeignObj>();
-        if (f->vt->namespace_find)
+        if (f->vt->namespace_find) {
           if (const Value* v = f->vt->namespace_find(f->handle, intern(name).get()))
             return ctx_.builder.wrap(*v, attr_source(obj->source, name));
+        } else if (Value v; f->vt->plain_attr && f->vt->plain_attr(f->handle, name, v)) {
+          return ctx_.builder.wrap(v, attr_source(obj->source, name));
+        }
       }
       unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
     default: unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());

@@ -337,6 +337,13 @@ struct ForeignVTable {
   // this object as cls, by the object's own rules (a Python class's
   // __instancecheck__); TypeError when it is no class.
   bool (*instance_check)(void* cls, const Value& obj, bool subclass) = nullptr;
+  // Optional: attribute `name` when reading it runs no user code (an
+  // instance __dict__ entry, a __slots__ member, a plain class attribute of
+  // an object with the default attribute lookup: a dataclass or
+  // SimpleNamespace config): true and the value in `out`. The tracer reads
+  // such attributes as constants under guards, and the guard re-reads them
+  // the same way.
+  bool (*plain_attr)(void* handle, std::string_view name, Value& out) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

@@ -300,6 +300,42 @@ bool foreign_instance_check(void* h, const Value& obj, bool subclass) {
     return rc == 1;
   });
 }
+// An attribute read that runs no user code: the object's type keeps
+// Python's default lookup, and the name is an instance __dict__ entry, a
+// __slots__ member or a class attribute that is no descriptor. Properties,
+// __getattr__/__getattribute__ overrides, methods and other descriptors
+// answer false (the tracer leaves those to Python).
+bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
+  PyObject* o = handle_of(h);
+  PyTypeObject* tp = Py_TYPE(o);
+  if (tp->tp_getattro != PyObject_GenericGetAttr || PyType_Check(o) || PyModule_Check(o)) return false;
+  return calling_python([&] {
+    py::str key(name.data(), name.size());
+    PyObject* descr = _PyType_Lookup(tp, key.ptr());  // borrowed; no user code
+    if (descr && Py_TYPE(descr) == &PyMemberDescr_Type) {
+      PyObject* v = PyObject_GenericGetAttr(o, key.ptr());
+      if (!v) {
+        PyErr_Clear();
+        return false;
+      }
+      out = to_value_shared(py::reinterpret_steal<py::object>(v));
+      return true;
+    }
+    if (descr && Py_TYPE(descr)->tp_descr_set) return false;  // a data descriptor (property) wins: user code
+    if (PyObject** dict = _PyObject_GetDictPtr(o); dict && *dict) {
+      PyObject* v = PyDict_GetItemWithError(*dict, key.ptr());  // borrowed; str keys run no user code
+      if (v) {
+        out = to_value_shared(py::handle(v));
+        return true;
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+    }
+    if (!descr || Py_TYPE(descr)->tp_descr_get) return false;  // missing, or a method/classmethod/...
+    out = to_value_shared(py::handle(descr));
+    return true;
+  });
+}
+
 // `raise obj` for a Python object: a class is instantiated, an instance
 // raised as itself; anything else is CPython's TypeError.
 void foreign_raise(void* h) {
@@ -338,7 +374,7 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
-    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check,
+    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_plain_attr,
 };
 
 // ---------------------------------------------------------- namespaces --

@@ -46,7 +46,6 @@ KNOWN = {
     665: "CPython returned ([(0, 24), 0, '', 'a'], [4, 4, 0, 1, 2]), kiln raised OverflowError: int ",
     774: "arguments after the call[4]: keys ['c', 'k', 'zz'] vs ['c', 'k', 'zz', 'a']",
     860: "CPython raised IndexError: The shape of the mask [3] at index 0 does not match the shape o",
-    978: "result[0][1][0]: 1 vs 12",
     1164: "CPython returned [tensor([[-6.0000, -5.3684, -4.7368, -4.1053, -3.4737],",
     1169: "CPython raised IndexError: The shape of the mask [2] at index 0 does not match the shape o",
     1269: "global G_INT: 12 vs 14",
