@@ -43,6 +43,7 @@ static Value type_sample(const VT& v) {
 }
 
 VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> args, const TupleObj* kwnames) {
+  if (VT r = trace_class_builtin(builtin, args, kwnames)) return r;  // super, delattr, property setattr
   auto* b = builtin.as<BuiltinObj>();
   const std::string& name = b->name;
   const size_t nkw = kwnames ? kwnames->items.size() : 0;

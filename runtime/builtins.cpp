@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "runtime/descriptors.h"
 #include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/format.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
 #include "runtime/signature.h"
+#include "runtime/super.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::runtime {
@@ -144,9 +146,9 @@ Value b_getattr(CallContext& ctx, const std::vector<Value>& a) {
   Value v = get_attr_or_null(ctx, a[0], name.get());
   return v.is_null() ? a[2] : v;
 }
-Value b_setattr(CallContext&, const std::vector<Value>& a) {
+Value b_setattr(CallContext& ctx, const std::vector<Value>& a) {
   if (!a[1].is(Kind::Str)) throw_error(ErrorKind::TypeError, "setattr(): attribute name must be string");
-  set_attr(a[0], intern(a[1].as_str()), a[2]);
+  set_attr(ctx, a[0], intern(a[1].as_str()), a[2]);
   return Value::none();
 }
 Value b_hasattr(CallContext& ctx, const std::vector<Value>& a) {
@@ -347,6 +349,8 @@ NameMap build_builtins() {
       {"getattr", "obj, name, default=?", b_getattr, Kind::Null},
       {"setattr", "obj, name, value", b_setattr, Kind::Null},
       {"hasattr", "obj, name", b_hasattr, Kind::Null},
+      {"delattr", "obj, name, /", builtin_delattr, Kind::Null},  // runtime/descriptors.h
+      {"super", "type=?, obj=?, /", builtin_super, Kind::Super},  // runtime/super.h
       {"int", "x=0", b_int, Kind::Int},
       {"float", "x=0.0", b_float, Kind::Float},
       {"bool", "x=False", b_bool, Kind::Bool},

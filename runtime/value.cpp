@@ -130,6 +130,10 @@ Value CallContext::call(const Value& callee, std::initializer_list<Value> positi
   return call(callee, args);
 }
 
+void CallContext::zero_arg_super(Value&, Value&) {
+  throw_error(ErrorKind::RuntimeError, "super(): no arguments");
+}
+
 Value make_builtin(std::string name, BuiltinFn fn, int64_t data) {
   auto b = make_ref<BuiltinObj>();
   b->name = std::move(name);

@@ -143,12 +143,7 @@ class OuterNested(Outer):
         return self.b(self.a(x + 1)) - 1
 
 
-@pytest.mark.parametrize("model", [
-    Outer,
-    pytest.param(OuterNested, marks=pytest.mark.xfail(
-        strict=True, reason="a break while the caller has a method call pending (self.b(self.a(x))) runs the "
-                            "rest of that frame on the VM: LOAD_METHOD's NULL cannot cross into a resume function yet")),
-])
+@pytest.mark.parametrize("model", [Outer, OuterNested])
 @pytest.mark.parametrize("backend", ["eager", "llvm"])
 def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, capsys):
     m = model()
