@@ -67,7 +67,7 @@ def _class_attr(name, attr):
     if isinstance(attr, classmethod):
         return _C.make_classmethod(_C.as_value(attr.__func__))
     if callable(attr) and hasattr(attr, "__code__"):
-        return _C.as_value(attr)
+        return _C.as_method(attr)
     if name.startswith("__") and name.endswith("__"):
         return None
     return _C.as_value_shared(attr)

@@ -262,6 +262,19 @@ void bind_nn(py::module_& m) {
   }, py::arg("fget"), py::arg("fset") = py::none(), py::arg("fdel") = py::none(),
      "property(fget, fset, fdel) of KBC functions or Python callables; None: absent.");
   m.def("make_staticmethod", [](const Value& f) { return runtime::make_staticmethod(f); });
+  m.def("as_method", [](py::handle fn) {
+    return guarded([&] {
+      Value v = to_value(fn);
+      if (!v.is(Kind::Foreign)) return v;  // its KBC translation
+      // A function kiln could not translate stays Python's; as a class
+      // attribute it must still bind to the instance as a method does, so
+      // it is a native (which binds) calling the Python function.
+      std::string name = py::cast<std::string>(fn.attr("__qualname__"));
+      return runtime::make_builtin_closure(name, [v](runtime::CallContext& ctx, const runtime::CallArgs& args) {
+        return ctx.call(v, args);
+      });
+    });
+  }, "A class body's function as a method: its KBC form, or a native that calls the Python function.");
   m.def("make_classmethod", [](const Value& f) { return runtime::make_classmethod(f); });
   m.def("as_value_shared", [](py::handle obj) { return guarded([&] { return to_value_shared(obj); }); },
         "A Python object as kiln sees an argument: a list, dict or set stays the caller's own object.");

@@ -1054,3 +1054,46 @@ def make(): return Child()
     assert cls is ns["Child"] and which is ns["Child"] and m.__class__ is ns["Child"]
     compiled_cls, _ = kiln.compile(m)(kiln.ones(2))
     assert compiled_cls is ns["Child"]
+
+
+case("untranslatable_method_binds_self", BASE + """
+class Child(Base):
+    def helper(self, x):
+        return sum(v for v in (1, 2)) * x + self.K  # a generator expression: the method stays Python's
+    def forward(self, x):
+        return self.helper(x), Child.helper(self, x)
+def make(): return Child()
+def run(x): return M(x)
+""")
+
+
+case("subclass_of_a_builtin_with_its_own_init", """
+class Wide(nn.Linear):
+    def __init__(self):
+        super().__init__(4, 3)
+        self.gain = 2.0
+    def forward(self, x):
+        return super().forward(x) * self.gain
+def make(): return Wide()
+def run(x): return M(x), M.in_features, M.out_features
+""")
+
+case("super_in_a_comprehension_gets_the_iterator", BASE + """
+class Child(Base):
+    def forward(self, x):
+        return [super().forward(v) for v in (x,)]
+def make(): return Child()
+def run(x): return M(x)
+""")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_bound_forward_with_super(backend):
+    # The forward is the traced frame itself: its __class__ cell is read
+    # (and guarded) from its closure, and super() still folds.
+    ns = _namespace(_case_source("super_example_of_the_issue"), kiln)
+    m = _seeded(ns, kiln)
+    x = kiln.from_numpy(_input())
+    e = kiln.explain(kiln.compile(m.forward), backend=backend)(x)
+    assert e.graph_count == 1 and e.graph_break_count == 0, str(e)
+    assert np.allclose(e.result.numpy(), m(x).numpy(), atol=1e-6)
