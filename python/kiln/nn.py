@@ -23,6 +23,8 @@ method's `__class__` cell holds the class).
 Calling a module (`m(x)`) runs what a compiled call would run, on kiln's
 reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
 """
+import abc
+
 from . import _C
 from ._compile import _as_kbc
 
@@ -82,10 +84,11 @@ def _class_attrs(cls):
     return attrs
 
 
-class _ModuleType(type):
+class _ModuleType(abc.ABCMeta):
     """The class of kiln.nn.Module classes: a class attribute set or deleted
     after the class is made (`Child.K = 5`, a patched method) changes the
-    C++ class too, as Python's lookup would see it."""
+    C++ class too, as Python's lookup would see it. An ABCMeta, so that
+    `class Base(nn.Module, ABC)` (a common torch idiom) has one metaclass."""
 
     def __setattr__(cls, name, value):
         super().__setattr__(name, value)
@@ -269,7 +272,10 @@ def _builtin_init(self, *args, **kwargs):
 
 
 def _builtin(name):
+    # __module__ given: the metaclass (an ABCMeta) would otherwise name abc,
+    # and pickle finds a class by its module.
     cls = type(name, (Module,), {"_kiln_class": _C.module_class(name), "__init__": _builtin_init,
+                                 "__module__": __name__,
                                  "__doc__": f"kiln's built-in {name} (same arguments as torch.nn.{name})."})
     _C.register_class(cls._kiln_class, cls, False)
     return cls

@@ -1097,3 +1097,26 @@ def test_compiled_bound_forward_with_super(backend):
     e = kiln.explain(kiln.compile(m.forward), backend=backend)(x)
     assert e.graph_count == 1 and e.graph_break_count == 0, str(e)
     assert np.allclose(e.result.numpy(), m(x).numpy(), atol=1e-6)
+
+
+case("abstract_base_class_mixin", """
+import abc
+class Base(nn.Module, abc.ABC):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+    @abc.abstractmethod
+    def head(self, y):
+        ...
+    def forward(self, x):
+        return self.head(self.lin(x))
+class Child(Base):
+    def head(self, y):
+        return y * 2
+def make(): return Child()
+def run(x):
+    try:
+        Base()
+    except TypeError as e:
+        return M(x), str(e)
+""")
