@@ -75,9 +75,31 @@ def _class_attr(name, attr):
     return _C.as_value_shared(attr)
 
 
+def _kiln_base(cls):
+    """The class whose C++ class is cls's C++ base: the first in its MRO
+    with a C++ class of its own."""
+    return next((b for b in cls.__mro__[1:] if "_kiln_class" in vars(b)), None)
+
+
 def _class_attrs(cls):
+    """cls's attributes as Python resolves them (the first class of the MRO
+    that defines a name wins), less those the C++ base chain answers itself:
+    a mixin's methods (class M(Mixin, nn.Module)) land in M's C++ class,
+    while a name that a class of the chain defines first stays there."""
+    chain = set()
+    base = _kiln_base(cls)
+    while base is not None:
+        chain.add(base)
+        base = _kiln_base(base)
+    first = {}
+    for klass in cls.__mro__:
+        if klass is not object:
+            for name, attr in vars(klass).items():
+                first.setdefault(name, (klass, attr))
     attrs = {}
-    for name, attr in vars(cls).items():
+    for name, (klass, attr) in first.items():
+        if klass in chain:
+            continue
         value = _class_attr(name, attr)
         if value is not None:
             attrs[name] = value
@@ -115,8 +137,7 @@ class Module(metaclass=_ModuleType):
         super().__init_subclass__(**kwargs)
         if "_kiln_class" in vars(cls):  # a wrapper of a built-in class
             return
-        base = next(b._kiln_class for b in cls.__mro__[1:] if "_kiln_class" in vars(b))
-        kiln_class = _C.make_class(cls.__name__, cls.__qualname__, base)
+        kiln_class = _C.make_class(cls.__name__, cls.__qualname__, _kiln_base(cls)._kiln_class)
         _C.register_class(kiln_class, cls, True)
         cls._kiln_class = kiln_class
         # After the class is a kiln class: the methods' `__class__` cells

@@ -1120,3 +1120,24 @@ def run(x):
     except TypeError as e:
         return M(x), str(e)
 """)
+
+
+case("mixin_methods_and_constants", """
+class Scaled:
+    FACTOR = 3.0
+    def helper(self, x):
+        return x * self.FACTOR
+    @staticmethod
+    def shift(x):
+        return x + 1
+class Named:
+    def parameters(self):  # after nn.Module in the MRO below: the module's own wins
+        return "mixin"
+class Model(Scaled, nn.Module):
+    def forward(self, x):
+        return self.shift(self.helper(x))
+class N(Model, Named):
+    pass
+def make(): return N()
+def run(x): return M(x), len(list(M.parameters()))
+""")
