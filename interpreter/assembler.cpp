@@ -10,6 +10,7 @@
 #include "interpreter/code_builder.h"
 #include "interpreter/kbc_syntax.h"
 #include "interpreter/verifier.h"
+#include "runtime/descriptors.h"
 
 namespace kiln::interpreter {
 
@@ -72,8 +73,12 @@ class Assembler {
     split_lines();
     prog_.filename = file_;
     prog_.globals = runtime::make_ref<GlobalsObj>();
-    prog_.namespace_owner = std::shared_ptr<void>(
-        nullptr, [globals = prog_.globals](void*) { globals->map = runtime::NameMap(); });
+    // The owner also empties the methods' `__class__` cells: a class and its
+    // methods' cells holding it are a cycle too.
+    prog_.namespace_owner = std::shared_ptr<void>(nullptr, [globals = prog_.globals, cells = class_cells_](void*) {
+      globals->map = runtime::NameMap();
+      for (const auto& c : *cells) c->v = Value::null();
+    });
     while (next_line()) {
       LineCursor c = cursor();
       if (c.at_end()) continue;
@@ -258,9 +263,17 @@ class Assembler {
 
     const int end_line = line_no();
     runtime::Ref<Code> code = at_line(end_line, [&] { return b.finish(/*verify=*/false); });
-    if (cls && !code->freevars.empty())
-      fail_at(header_line, "method '" + qualname + "' cannot have free variables");
+    // A method's one possible free variable is CPython's `__class__`, the
+    // cell the class fills with itself (what zero-argument super() reads).
+    if (cls && !(code->freevars.empty() || (code->freevars.size() == 1 && code->freevars[0] == "__class__")))
+      fail_at(header_line, "method '" + qualname + "' cannot have free variables other than __class__");
     runtime::Ref<FunctionObj> fn = b.make_function(prog_.globals);
+    if (cls && !code->freevars.empty()) {
+      auto cell = runtime::make_ref<runtime::CellObj>();
+      cell->v = Value::object(Kind::Class, const_cast<ClassObj*>(cls));  // the class being built
+      fn->closure = {cell};
+      class_cells_->push_back(cell);
+    }
     // A function with free variables only gets a closure from MAKE_FUNCTION.
     if (!cls && code->freevars.empty()) prog_.globals->map.set(name, Value::object(Kind::Function, fn));
     return fn;
@@ -503,22 +516,24 @@ class Assembler {
     ProgramItem item;
     item.cls = runtime::make_class(name, base);
     method_names_.clear();
-    bool property = false;  // the next method is a property's getter
+    // A decorator of the next method: `.property` makes it a property's
+    // getter (Python's @property: the class attribute is Property(fget),
+    // read by calling it), `.staticmethod` / `.classmethod` wrap it as
+    // Python's decorators do (runtime/descriptors.h).
+    std::string decorator;
     for (;;) {
       if (!next_line()) fail_eof("unexpected end of file inside class '" + name + "' (missing .endclass)");
       LineCursor lc = cursor();
       if (lc.at_end()) continue;
       std::string d = directive(lc);
-      // `.property` marks the next method as a property getter (Python's
-      // @property): the class attribute is Property(fget), read by calling it.
-      if (d == ".property") {
-        if (property) lc.fail("expected .func after .property in class '" + name + "', got '.property'");
-        lc.expect_end(".property");
-        property = true;
+      if (d == ".property" || d == ".staticmethod" || d == ".classmethod") {
+        if (!decorator.empty()) lc.fail("expected .func after " + decorator + " in class '" + name + "', got '" + d + "'");
+        lc.expect_end(d.c_str());
+        decorator = d;
         continue;
       }
-      if (property && d != ".func")
-        lc.fail("expected .func after .property in class '" + name + "', got " +
+      if (!decorator.empty() && d != ".func")
+        lc.fail("expected .func after " + decorator + " in class '" + name + "', got " +
                 (d.empty() ? lc.next_token_text() : "'" + d + "'"));
       if (d == ".endclass") {
         lc.expect_end(".endclass");
@@ -531,8 +546,11 @@ class Assembler {
       }
       runtime::Ref<FunctionObj> m = function(lc, item.cls.get());
       Value fn = Value::object(Kind::Function, m);
-      item.cls->methods.set(m->code->name, property ? runtime::make_property(fn) : fn);
-      property = false;
+      item.cls->methods.set(m->code->name, decorator == ".property"       ? runtime::make_property(fn)
+                                           : decorator == ".staticmethod" ? runtime::make_staticmethod(fn)
+                                           : decorator == ".classmethod"  ? runtime::make_classmethod(fn)
+                                                                          : fn);
+      decorator.clear();
       item.methods.push_back(std::move(m));
     }
     classes_.emplace(name, item.cls);
@@ -550,6 +568,8 @@ class Assembler {
   std::unordered_set<std::string> global_names_;
   std::unordered_set<std::string> method_names_;  // of the class being read
   std::unordered_map<std::string, runtime::Ref<ClassObj>> classes_;
+  std::shared_ptr<std::vector<runtime::Ref<runtime::CellObj>>> class_cells_ =
+      std::make_shared<std::vector<runtime::Ref<runtime::CellObj>>>();
 };
 
 }  // namespace

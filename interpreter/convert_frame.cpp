@@ -6,6 +6,7 @@
 // before that step. Nothing half-done by the failing instruction survives.
 #include "interpreter/convert_frame.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -16,6 +17,7 @@
 #include "interpreter/code_builder.h"
 #include "interpreter/disassembler.h"
 #include "interpreter/instruction_translator.h"
+#include "runtime/builtins.h"
 #include "runtime/set_ops.h"
 #include "runtime/log.h"
 #include "runtime/module.h"
@@ -39,6 +41,13 @@ namespace {
 // *original* code even when the break happens inside a resume function, so
 // a break inside a loop reuses one resume function for every iteration.
 
+// How a saved stack slot crosses into a resume function.
+enum class Slot : uint8_t {
+  Value,     // a parameter, pushed by the prologue
+  Iterator,  // a loop's iterator, passed as the list of its remaining items and re-iterated
+  Null,      // LOAD_METHOD's NULL under a pending call: no parameter, the prologue pushes it (PUSH_NULL)
+};
+
 struct ResumeOrigin {
   Ref<Code> original;
   size_t offset;  // instructions of prologue before the copied code
@@ -49,10 +58,9 @@ struct ResumeKey {
   size_t target;
   size_t nstack;
   std::vector<std::string> live;
-  std::vector<bool> iterators;  // stack slots passed as a list, re-iterated by the prologue
+  std::vector<Slot> slots;  // how each of the nstack slots crosses (missing: Slot::Value)
   bool operator<(const ResumeKey& o) const {
-    return std::tie(original, target, nstack, live, iterators) <
-           std::tie(o.original, o.target, o.nstack, o.live, o.iterators);
+    return std::tie(original, target, nstack, live, slots) < std::tie(o.original, o.target, o.nstack, o.live, o.slots);
   }
 };
 std::mutex resume_mu;
@@ -105,11 +113,14 @@ void copy_exception_table(CodeBuilder& b, const Code& code, const std::vector<Co
   for (const ExceptionEntry& e : code.exception_table) b.handler(at(e.start), at(e.end), at(e.target), e.depth, e.lasti);
 }
 
-// `iterators[i]`: stack slot i holds a loop's iterator, passed as the list
-// of its remaining items (a resumed trace can unroll a list; a live
-// iterator object it could only treat as opaque).
+// `slots[i]`: how stack slot i crosses. A loop's iterator is passed as the
+// list of its remaining items (a resumed trace can unroll a list; a live
+// iterator object it could only treat as opaque). A NULL (a call pending
+// across the break: `self.b(self.a(x))` breaking in self.a, with b's
+// LOAD_METHOD pair under it) is no value a caller can pass: the prologue
+// pushes it again, so the resumed CALL_METHOD sees CPython's stack shape.
 Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack, const std::vector<std::string>& live,
-                             const std::vector<bool>& iterators) {
+                             const std::vector<Slot>& slots) {
   const Code* code = fn.code.get();
   Ref<Code> original(const_cast<Code*>(code));
   size_t orig_target = target;
@@ -120,14 +131,17 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
       original = it->second.original;
       orig_target = target - it->second.offset;
     }
-    ResumeKey key{original.get(), orig_target, nstack, live, iterators};
+    ResumeKey key{original.get(), orig_target, nstack, live, slots};
     auto hit = resume_cache().find(key);
     if (hit != resume_cache().end()) return hit->second;
   }
   const Code& orig = *original;
   CodeBuilder b(orig.name + "_resume_at_" + std::to_string(orig_target), orig.filename);
   b.set_qualname(orig.qualname + "_resume_at_" + std::to_string(orig_target));
-  for (size_t i = 0; i < nstack; ++i) b.arg("__stack" + std::to_string(i));
+  auto slot = [&](size_t i) { return i < slots.size() ? slots[i] : Slot::Value; };
+  size_t nparams = 0;
+  for (size_t i = 0; i < nstack; ++i)
+    if (slot(i) != Slot::Null) b.arg("__stack" + std::to_string(nparams++));
   for (const std::string& n : live) b.arg(n);
   // Cellvars take their content from the parameter of the same name.
   for (const std::string& n : orig.cellvars) b.cellvar(n);
@@ -136,22 +150,34 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   std::vector<CodeBuilder::Label> labels;
   for (size_t p = 0; p < orig.instrs.size(); ++p) labels.push_back(b.new_label());
   b.set_line(orig.instrs[orig_target].line);
-  for (size_t i = 0; i < nstack; ++i) {
-    b.emit(Opcode::LOAD_FAST, *b.find_local("__stack" + std::to_string(i)));
-    if (i < iterators.size() && iterators[i]) b.emit(Opcode::GET_ITER);
+  for (size_t i = 0, k = 0; i < nstack; ++i) {
+    if (slot(i) == Slot::Null) {
+      b.emit(Opcode::PUSH_NULL);
+      continue;
+    }
+    b.emit(Opcode::LOAD_FAST, *b.find_local("__stack" + std::to_string(k++)));
+    if (slot(i) == Slot::Iterator) b.emit(Opcode::GET_ITER);
   }
   b.emit(Opcode::JUMP, labels[orig_target]);
   size_t offset = b.size();
   copy_code(b, orig, labels);
   copy_exception_table(b, orig, labels);
   Ref<Code> rc = b.finish();
+  // Zero-argument super() reads the original's first argument, which
+  // crossed as the live parameter of its name (runtime/code.h).
+  if (orig.argcount == 0) {
+    rc->first_arg_local = Code::kNoFirstArg;
+  } else {
+    auto it = std::find(live.begin(), live.end(), orig.varnames[0]);
+    rc->first_arg_local = it == live.end() ? Code::kFirstArgGone : int32_t(nparams + size_t(it - live.begin()));
+  }
   auto f = make_ref<FunctionObj>();
   f->code = rc;
   f->globals = fn.globals;
   f->closure = fn.closure;
   std::lock_guard<std::mutex> lock(resume_mu);
   resume_origins()[rc.get()] = {original, offset, orig_target};
-  resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, iterators}] = f;
+  resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, slots}] = f;
   return f;
 }
 
@@ -325,6 +351,17 @@ struct Residual {
       }
       case VTKind::Cell:
         unsupported(BreakReason::unsupported, "a closure cell held across the break");
+      case VTKind::Opaque:
+        if (v->value.is(Kind::Super) && v->self && !v->source) {
+          // super(type, obj) again, over the obj this run has (a baked-in
+          // super object would hold on to the traced call's module).
+          emit_const(*runtime::builtins().find("super"));
+          reconstruct(v->items[0]);
+          reconstruct(v->self);
+          b.emit(Opcode::CALL, 2);
+          return;
+        }
+        [[fallthrough]];
       default:
         if (v->source) return emit_source(v->source);
         return emit_const(v->value);
@@ -433,6 +470,11 @@ struct Residual {
       }
     }
     for (const auto& s : ctx.side_effects.attr_stores) {
+      if (!s.value) {  // a deletion
+        emit_source(s.object->source);
+        b.emit(Opcode::DELETE_ATTR, b.name(s.name));
+        continue;
+      }
       reconstruct(s.value);
       emit_source(s.object->source);
       b.emit(Opcode::STORE_ATTR, b.name(s.name));
@@ -622,23 +664,32 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     // The whole stack crosses (the breaking instruction's operands too),
     // then the resume function runs from the breaking instruction on.
     const std::vector<VT>& stack = tx->stack();
-    std::vector<bool> iterators(stack.size(), false);
+    std::vector<Slot> slots(stack.size(), Slot::Value);
+    size_t passed = 0;  // the slots that are values (NULLs are pushed again by the prologue)
     for (size_t i = 0; i < stack.size(); ++i) {
-      if (!stack[i]) unsupported(BreakReason::in_try_block, "a method call split by the break");
+      if (!stack[i]) {
+        slots[i] = Slot::Null;
+        continue;
+      }
       VT sv = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
-      iterators[i] = sv && sv->is(VTKind::Iterator);
-      r.reconstruct(stack[i], iterators[i]);
+      // A deferred attribute read (LOAD_METHOD's GetAttr) is what may raise:
+      // reconstructed here it would raise outside the try block's handler.
+      if (sv && sv->is(VTKind::GetAttr))
+        unsupported(BreakReason::in_try_block, "an attribute read split from its call by the break");
+      if (sv && sv->is(VTKind::Iterator)) slots[i] = Slot::Iterator;
+      r.reconstruct(stack[i], slots[i] == Slot::Iterator);
+      ++passed;
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.replay_side_effects();
     std::vector<int32_t> temps;
-    for (size_t i = 0; i < stack.size(); ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
-    for (size_t i = stack.size(); i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
-    Ref<FunctionObj> rf = make_resume(*fn, tx->pc(), stack.size(), live_names, iterators);
+    for (size_t i = 0; i < passed; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
+    for (size_t i = passed; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
+    Ref<FunctionObj> rf = make_resume(*fn, tx->pc(), stack.size(), live_names, slots);
     r.emit_const(compiled_value(rf, options));
     for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
     for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
-    r.b.emit(Opcode::CALL, int32_t(stack.size() + live_locals.size()));
+    r.b.emit(Opcode::CALL, int32_t(passed + live_locals.size()));
     r.b.emit(Opcode::RETURN_VALUE);
     out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
                                  code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
@@ -658,7 +709,8 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     int32_t extra_args = 0;  // a module callee replaced by (compiled forward, module)
     VT module_in_front_of_args;  // the same for CALL_EX: the module goes first in its args
     const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
-    std::vector<bool> iterators(untouched, false);
+    std::vector<Slot> slots(untouched, Slot::Value);
+    size_t nulls = 0;  // NULLs among them: the resume function's prologue pushes them again
     for (size_t i = 0; i < stack.size(); ++i) {
       if (i == callee_slot) {
         // The callee broke while inlined: it runs as its own compiled frame.
@@ -716,9 +768,14 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         op = op == Opcode::CALL_METHOD ? Opcode::CALL : Opcode::CALL_KW;  // NULL self: a plain call
         continue;
       }
+      if (!stack[i] && i < untouched) {  // a call pending under the breaking instruction
+        slots[i] = Slot::Null;
+        ++nulls;
+        continue;
+      }
       VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
       bool iter = i < untouched && sv && sv->is(VTKind::Iterator);
-      if (iter) iterators[i] = true;
+      if (iter) slots[i] = Slot::Iterator;
       r.reconstruct(stack[i], iter);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
@@ -732,16 +789,18 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     };
     auto resume = [&](size_t target, size_t depth) {
       // Park the stack in temporaries, then call the resume function
-      // with the stack and the live locals.
+      // with the stack and the live locals. The NULLs are all among the
+      // untouched slots, under whatever the breaking instruction pushed.
+      const size_t passed = depth - nulls;
       std::vector<int32_t> temps;
-      for (size_t i = 0; i < depth; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
-      for (size_t i = depth; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
-      std::vector<bool> iters(iterators.begin(), iterators.begin() + ptrdiff_t(std::min(depth, iterators.size())));
-      Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, iters);
+      for (size_t i = 0; i < passed; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
+      for (size_t i = passed; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
+      std::vector<Slot> kept(slots.begin(), slots.begin() + ptrdiff_t(std::min(depth, slots.size())));
+      Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, kept);
       r.emit_const(compiled_value(rf, options));
       for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
       for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
-      r.b.emit(Opcode::CALL, int32_t(depth + live_locals.size()));
+      r.b.emit(Opcode::CALL, int32_t(passed + live_locals.size()));
       r.b.emit(Opcode::RETURN_VALUE);
     };
     size_t base = stack.size() - size_t(pops);

@@ -217,8 +217,11 @@ std::string disassemble(const Program& program) {
     d.out() += "\n";
     for (const auto& m : item.methods) {
       d.out() += "\n";
-      if (const Value* v = cls.methods.find(m->code->name); v && v->is(runtime::Kind::Property))
-        d.out() += ".property\n";
+      if (const Value* v = cls.methods.find(m->code->name)) {
+        if (v->is(runtime::Kind::Property)) d.out() += ".property\n";
+        if (v->is(runtime::Kind::StaticMethod)) d.out() += ".staticmethod\n";
+        if (v->is(runtime::Kind::ClassMethod)) d.out() += ".classmethod\n";
+      }
       d.function(*m->code, m->code->name, &m->defaults, &m->kwdefaults);
     }
     d.out() += "\n.endclass\n";

@@ -3,6 +3,7 @@
 // traces the call and a new entry is prepended. Past cache_size_limit the
 // code runs on the VM, with a warning naming the guard that failed.
 // Also the public API: compile, explain, reset.
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "output_graph/backend.h"
 #include "output_graph/shared_compile.h"
 #include "interpreter/vm.h"
+#include "runtime/module.h"
 #include "runtime/log.h"
 #include "runtime/value_ops.h"
 
@@ -37,6 +39,9 @@ struct CacheEntry {
   Value residual;  // a Function with the frame's own signature
   std::optional<interpreter::FastPath> fast;  // set: call the graph directly, no residual frame
   std::vector<std::string> guard_strs;
+  // runtime::class_epoch() when the trace started: a class attribute
+  // changed since (Child.K = 5) makes the entry stale, whatever its guards say.
+  uint64_t class_epoch = 0;
 };
 
 struct FrameCache {
@@ -133,6 +138,12 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     std::lock_guard<std::mutex> lock(cache_mu);
     FrameCache& c = caches()[code];
     if (!c.code) c.code = fn->code;
+    const uint64_t epoch = runtime::class_epoch();
+    const size_t before = c.entries.size();
+    c.entries.erase(std::remove_if(c.entries.begin(), c.entries.end(),
+                                   [&](const auto& e) { return e->class_epoch != epoch; }),
+                    c.entries.end());
+    if (c.entries.size() != before) why = "a class attribute changed since it was compiled";
     for (const auto& e : c.entries)
       if (e->backend == options.backend) entries.push_back(e);
     gave_up = c.gave_up;
@@ -225,6 +236,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     std::lock_guard<std::mutex> lock(cache_mu);
     distributed->header.compile_seq = ++caches()[code].compiles;
   }
+  const uint64_t class_epoch = runtime::class_epoch();
   TraceOutcome out = interpreter::convert_frame(fn, std::vector<Value>(locals, locals + code->nparams()), options,
                                                 vm, dynamic_dims, distributed ? &*distributed : nullptr);
   // The KernelPlan exchange of a compile whose backend did not run one (no
@@ -246,6 +258,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   entry->residual = Value::object(Kind::Function, out.residual);
   entry->guard_strs = out.guards.strs();
   entry->fast = out.fast;
+  entry->class_epoch = class_epoch;
   if (!entries.empty()) {
     std::string reason = code->qualname + ": " + why;
     if (auto* log = kiln::log::get("recompiles")) log->info("recompiling {}", reason);

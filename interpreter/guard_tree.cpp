@@ -5,6 +5,7 @@
 
 #include "runtime/module.h"
 #include "runtime/name_map.h"
+#include "runtime/super.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
@@ -83,6 +84,12 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         if (f->vt->namespace_find) return f->vt->namespace_find(f->handle, intern(s.name).get());
         // A plain object's attribute (a config's field), read as the tracer read it.
         return f->vt->plain_attr && f->vt->plain_attr(f->handle, s.name, scratch) ? &scratch : nullptr;
+      }
+      if (base->is(Kind::Super)) {  // a super object's own two (runtime/super.h)
+        const auto* sup = base->as<SuperObj>();
+        if (s.name == "__self__") return sup->obj.is_null() ? nullptr : &sup->obj;
+        if (s.name == "__thisclass__") return &sup->type;
+        return nullptr;
       }
       if (!base->is(Kind::Module)) return nullptr;
       return module_instance_slot(base->as<ModuleObj>(), intern(s.name).get());

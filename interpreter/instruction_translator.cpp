@@ -84,6 +84,13 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
     const Value& v = fn_->closure[i]->v;
     if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
+    // A method's `__class__` (what zero-argument super() reads) is set once,
+    // when its class is made, to that class: a constant wherever the method
+    // was found (a module's class, itself pinned by the module's guards).
+    if (parent_ && code_->freevars[i] == "__class__" && v.is(Kind::Class)) {
+      cells_.push_back(variables::make_cell(variables::make_opaque(v, nullptr)));
+      continue;
+    }
     if (parent_ && !(fn_vt_ && fn_vt_->source))
       unsupported(BreakReason::unsupported, "a closure reached without a source");
     auto source = output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i));
@@ -221,10 +228,9 @@ void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   VT value = pop();
   const std::string& name = code_->names[size_t(i.a)]->s;
   if (!obj->is_module() || !obj->source) unsupported(BreakReason::unsupported, "attribute store on " + obj->str());
-  // A property has no setter: the VM raises AttributeError at this line.
-  if (class_property(obj->value.as<ModuleObj>()->cls.get(), code_->names[size_t(i.a)].get()))
-    unsupported(BreakReason::attribute_error, "property '" + name + "' of '" + type_name(obj->value) +
-                                                  "' object has no setter");
+  // A property: its setter inlined (without one, the VM raises
+  // AttributeError at this line).
+  if (store_through_property(obj, name, value)) return;
   ctx_.attr_overlay[{obj->value.obj(), name}] = value;
   ctx_.side_effects.attr_stores.push_back({obj, name, value});
 }

@@ -138,6 +138,8 @@ class InstructionTranslator {
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});
   VT call_module(const VT& module, std::vector<VT> args, const runtime::TupleObj* kwnames);
+  // The forward of the built-in class of `module` (Linear, ..., Sequential) as its ops.
+  VT builtin_forward(const VT& module, const VT& x, bool unspecialized);
   // Symbolic tracing: one call_module node for a leaf module.
   VT leaf_call(const VT& module, const std::vector<VT>& args);
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
@@ -200,6 +202,23 @@ class InstructionTranslator {
   VT make_lazy_global(const std::string& name, const runtime::Value& v);
   // The tracker of the function being run (its source, when it has one).
   const VT& function_tracker() const { return fn_vt_; }
+
+  // classes (translator_classes.cpp)
+  // super, delattr, and setattr through a property; null: not handled here.
+  VT trace_class_builtin(const runtime::Value& builtin, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  VT super_of(std::vector<VT> args);
+  VT super_getattr(const VT& sup, const std::string& name);
+  VT class_getattr(const VT& cls, const std::string& name);
+  // A class attribute read through `instance` (null: through the class),
+  // bound as runtime/descriptors.h says; a property's getter is inlined.
+  VT bind_class_attr_traced(const runtime::Value& attr, const VT& instance, runtime::ClassObj* cls,
+                            const std::string& name);
+  // module.name = value when `name` is a property of its class: the setter
+  // inlined (a break when it has none). False: not a property.
+  bool store_through_property(const VT& module, const std::string& name, const VT& value);
+  // del obj.name: a recorded side effect on a module (or its property's
+  // deleter inlined); a break for anything else.
+  void delete_attr(const VT& obj, const std::string& name);
 
  private:
   TraceContext& ctx_;

@@ -39,7 +39,9 @@ struct Program {
   // never frees. When the last copy of a Program goes, this owner empties
   // the namespace to break the cycles. A function kept past its Program
   // then finds no globals (NameError), like a Python function whose module
-  // was torn down. (Code constants naming their own code stay a cycle.)
+  // was torn down; a method's `__class__` cell is emptied too (its class
+  // holds the method: a cycle). (Code constants naming their own code stay
+  // a cycle.)
   std::shared_ptr<void> namespace_owner;
 
   // The global `name` (function or class); Null when absent.

@@ -37,6 +37,9 @@ static const TraceHandler kTraceHandlers[] = {
 static_assert(std::size(kTraceHandlers) == size_t(kNumBuiltinRows), "one handler slot per builtins.def row");
 
 VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> args, const TupleObj* kwnames) {
+  // super(), delattr, a property's setattr, getattr/hasattr of a deleted
+  // name, a built-in forward called as a method (translator_classes.cpp).
+  if (VT r = trace_class_builtin(builtin, args, kwnames)) return r;
   const auto* b = builtin.as<BuiltinObj>();
   for (VT& a : args) a = realize(a);
   if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
@@ -76,6 +79,14 @@ VT InstructionTranslator::fold_builtin(BuiltinCall& call) {
 }
 
 // ---- Trace rows: return null to fold -----------------------------------------
+
+// super(): trace_class_builtin resolved every form it can; what is left
+// (keywords, an unknown first argument) never folds: zero-argument super
+// reads the running frame, which a fold has not.
+VT InstructionTranslator::trace_super(BuiltinCall& c) {
+  unsupported(BreakReason::builtin_of_traced_value, "super() of " + (c.args.empty() ? std::string("nothing")
+                                                                                     : c.args[0]->str()));
+}
 
 VT InstructionTranslator::trace_len(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 1) return nullptr;

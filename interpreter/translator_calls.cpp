@@ -352,6 +352,17 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
                                             b->str());
 }
 
+static bool stands_for_one_object(const VT& v) {
+  switch (v->kind) {
+    case VTKind::Opaque:
+    case VTKind::NNModule:
+    case VTKind::UnspecializedNNModule:
+    case VTKind::UserFunction:
+    case VTKind::Builtin: return !v->value.is_null();
+    default: return false;
+  }
+}
+
 VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
   if (op == CmpOp::IS || op == CmpOp::IS_NOT) {
     bool same;
@@ -359,6 +370,10 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     else if (a->is(VTKind::Constant) && b->is(VTKind::Constant)) same = a->value.is_same(b->value);
     else if ((a->is(VTKind::Constant) && a->value.is_none()) || (b->is(VTKind::Constant) && b->value.is_none()))
       same = false;  // None is only ever a Constant tracker
+    // Trackers that stand for one known object each (a class, a module, a
+    // function, an opaque value: pinned by an identity guard, or made in
+    // this trace): Python's `is` on those objects.
+    else if (stands_for_one_object(a) && stands_for_one_object(b)) same = a->value.is_same(b->value);
     else if (a->kind != b->kind) same = false;
     else if (a->is(VTKind::Builtin) || a->is(VTKind::Opaque) || a->is(VTKind::UserFunction) || a->is_module())
       same = a->value.is_same(b->value);  // objects the trace holds themselves (type(x) is kiln.Tensor)

@@ -8,6 +8,7 @@
 #include <optional>
 #include "variables/wrap.h"
 #include "runtime/builtins.h"
+#include "runtime/descriptors.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
@@ -311,59 +312,7 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     out = inline_call(*fwd, std::move(full), kwnames, nullptr);
   } else {
     if (nkw || pos.size() != 1) unsupported(BreakReason::unsupported, "built-in module called with these arguments");
-    VT x = pos[0];
-    switch (m->cls->builtin_kind()) {
-      case BuiltinModule::Linear:
-        out = tensor_op(OpId::linear, {x, module_getattr(module, "weight"), module_getattr(module, "bias")});
-        break;
-      case BuiltinModule::ReLU: out = tensor_op(OpId::relu, {x}); break;
-      case BuiltinModule::GELU: out = tensor_op(OpId::gelu, {x}); break;
-      case BuiltinModule::LayerNorm:
-        out = tensor_op(OpId::layer_norm, {x, module_getattr(module, "normalized_shape"), module_getattr(module, "weight"),
-                                           module_getattr(module, "bias"), module_getattr(module, "eps")});
-        break;
-      case BuiltinModule::Embedding: out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")}); break;
-      case BuiltinModule::Dropout: {
-        double p = m->attrs.find("p")->as_number();
-        if (!m->training || p == 0) {
-          out = x;
-        } else if (p == 1) {
-          out = tensor_op(OpId::mul, {x, const_vt(Value::floating(0.0))});
-        } else {
-          // The same ops, in the same order, as the eager module: equal random draws.
-          if (!x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "Dropout of a non-tensor");
-          ctx_.shape_read = true;
-          std::vector<Value> dims;
-          for (int64_t s : x->meta().sizes) dims.push_back(Value::integer(s));
-          VT keep = tensor_op(OpId::ge, {tensor_op(OpId::rand, {const_vt(make_tuple(dims))}), const_vt(Value::floating(p))});
-          out = tensor_op(OpId::mul, {tensor_op(OpId::mul, {x, keep}), const_vt(Value::floating(1.0 / (1.0 - p)))});
-        }
-        break;
-      }
-      case BuiltinModule::Sequential: {
-        check_structure_unchanged(m, "calling a Sequential");
-        if (unspecialized && module->source) {
-          // Unrolled over these children: their names in order are guarded,
-          // each child by its own source.
-          std::vector<Value> names;
-          for (const auto& [name, child] : m->modules) names.push_back(Value::object(Kind::Str, name));
-          Guard g;
-          g.source = module->source;
-          g.kind = GuardKind::ModuleChildren;
-          g.expected = make_tuple(std::move(names));
-          ctx_.out.guards().add(std::move(g));
-        }
-        out = x;
-        // Every child is read, None ones too: unspecialized, that read is
-        // what guards a None slot against becoming a module.
-        for (const auto& [name, child] : m->modules) {
-          VT c = get_attr(module, name->s);
-          if (!(c->is(VTKind::Constant) && c->value.is_none())) out = call_module(c, {out}, nullptr);
-        }
-        break;
-      }
-      default: unsupported(BreakReason::unsupported, "calling a " + m->class_name());
-    }
+    out = builtin_forward(module, pos[0], unspecialized);
   }
   for (const Hook& h : m->forward_hooks) {
     if (!h.fn.is(Kind::Function)) unsupported(BreakReason::unsupported, "a forward hook that is not a KBC function");
@@ -373,29 +322,94 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
   return out;
 }
 
+// The forward of a built-in module class (Linear, ..., Sequential) traced as
+// its ops: for a module call, and for `super().forward(x)` in a subclass.
+VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool unspecialized) {
+  auto* m = module->value.as<ModuleObj>();
+  VT out;
+  switch (m->cls->builtin_kind()) {
+    case BuiltinModule::Linear:
+      out = tensor_op(OpId::linear, {x, module_getattr(module, "weight"), module_getattr(module, "bias")});
+      break;
+    case BuiltinModule::ReLU: out = tensor_op(OpId::relu, {x}); break;
+    case BuiltinModule::GELU: out = tensor_op(OpId::gelu, {x}); break;
+    case BuiltinModule::LayerNorm:
+      out = tensor_op(OpId::layer_norm, {x, module_getattr(module, "normalized_shape"), module_getattr(module, "weight"),
+                                         module_getattr(module, "bias"), module_getattr(module, "eps")});
+      break;
+    case BuiltinModule::Embedding: out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")}); break;
+    case BuiltinModule::Dropout: {
+      double p = m->attrs.find("p")->as_number();
+      if (!m->training || p == 0) {
+        out = x;
+      } else if (p == 1) {
+        out = tensor_op(OpId::mul, {x, const_vt(Value::floating(0.0))});
+      } else {
+        // The same ops, in the same order, as the eager module: equal random draws.
+        if (!x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "Dropout of a non-tensor");
+        ctx_.shape_read = true;
+        std::vector<Value> dims;
+        for (int64_t s : x->meta().sizes) dims.push_back(Value::integer(s));
+        VT keep = tensor_op(OpId::ge, {tensor_op(OpId::rand, {const_vt(make_tuple(dims))}), const_vt(Value::floating(p))});
+        out = tensor_op(OpId::mul, {tensor_op(OpId::mul, {x, keep}), const_vt(Value::floating(1.0 / (1.0 - p)))});
+      }
+      break;
+    }
+    case BuiltinModule::Sequential: {
+      check_structure_unchanged(m, "calling a Sequential");
+      if (unspecialized && module->source) {
+        // Unrolled over these children: their names in order are guarded,
+        // each child by its own source.
+        std::vector<Value> names;
+        for (const auto& [name, child] : m->modules) names.push_back(Value::object(Kind::Str, name));
+        Guard g;
+        g.source = module->source;
+        g.kind = GuardKind::ModuleChildren;
+        g.expected = make_tuple(std::move(names));
+        ctx_.out.guards().add(std::move(g));
+      }
+      out = x;
+      // Every child is read, None ones too: unspecialized, that read is
+      // what guards a None slot against becoming a module.
+      for (const auto& [name, child] : m->modules) {
+        VT c = get_attr(module, name->s);
+        if (!(c->is(VTKind::Constant) && c->value.is_none())) out = call_module(c, {out}, nullptr);
+      }
+      break;
+    }
+    default: unsupported(BreakReason::unsupported, "calling a " + m->class_name());
+  }
+  return out;
+}
+
 VT InstructionTranslator::module_getattr(const VT& module, const std::string& name) {
   auto overlay = ctx_.attr_overlay.find({module->value.obj(), name});
-  if (overlay != ctx_.attr_overlay.end()) return overlay->second;
+  // A null entry: deleted earlier in the trace (the class and __getattr__
+  // may still answer).
+  const bool deleted = overlay != ctx_.attr_overlay.end() && !overlay->second;
+  if (overlay != ctx_.attr_overlay.end() && !deleted) return overlay->second;
   auto* m = module->value.as<ModuleObj>();
   auto key = intern(name);
   auto source = module->source ? attr_source(module->source, name) : nullptr;
   // _parameters, _modules, _buffers first (DESIGN.md); their contents are
   // covered by the module's version guard.
-  if (const Value* v = m->params.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
-  if (const Value* v = m->modules.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
-  if (const Value* v = m->buffers.find(key.get())) return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
-  if (const Value* a = m->attrs.find(key.get())) {
+  if (deleted) {
+  } else if (const Value* v = m->params.find(key.get())) {
+    return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
+  } else if (const Value* v = m->modules.find(key.get())) {
+    return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
+  } else if (const Value* v = m->buffers.find(key.get())) {
+    return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
+  } else if (const Value* a = m->attrs.find(key.get())) {
     if (a->is(Kind::Tensor)) return vars::register_attr_or_module(ctx_.out, *a, module, name, source);
     return source ? ctx_.builder.wrap(*a, source) : from_value(*a);
   }
   if (name == "training") return const_vt(Value::boolean(m->training));
-  if (const Value* c = m->cls->lookup(key.get())) {
-    if (c->is(Kind::Function) || c->is(Kind::Builtin)) return vars::make_user_method(*c, module);
-    // A property: its getter inlined on this module (no instance entry can
-    // shadow it: module_setattr refuses the name).
-    if (c->is(Kind::Property)) return call_function(from_value(c->as<PropertyObj>()->fget), {module}, nullptr);
-    return from_value(*c);
-  }
+  // Class attributes bound as Python binds them (a property's getter is
+  // inlined on this module: no instance entry can shadow it, module_setattr
+  // calls its setter instead).
+  if (const Value* c = m->cls->lookup(key.get())) return bind_class_attr_traced(*c, module, m->cls.get(), name);
+  if (name == "__class__") return from_value(class_value(m->cls.get()));
   static const Ref<StrObj> getattr_name = intern("__getattr__");
   if (const Value* custom = m->cls->lookup(getattr_name.get()); custom && custom->is(Kind::Function))
     return inline_call(*custom, {module, const_vt(Value::str(name))}, nullptr, nullptr);
@@ -429,7 +443,10 @@ VT InstructionTranslator::specialized(const VT& module) {
 
 VT InstructionTranslator::unspecialized_getattr(const VT& module, const std::string& name) {
   auto overlay = ctx_.attr_overlay.find({module->value.obj(), name});
-  if (overlay != ctx_.attr_overlay.end()) return overlay->second;
+  if (overlay != ctx_.attr_overlay.end()) {
+    if (overlay->second) return overlay->second;
+    return module_getattr(specialized(module), name);  // deleted in this trace
+  }
   if (module->source)
     if (const Value* v = module_instance_slot(module->value.as<ModuleObj>(), intern(name).get())) {
       // A plain object's attribute, guarded by what it is at its own
@@ -515,6 +532,8 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       return from_value(v);
     }
     case VTKind::Opaque:
+      if (obj->value.is(Kind::Class)) return class_getattr(obj, name);
+      if (obj->value.is(Kind::Super) && obj->self) return super_getattr(obj, name);
       // A foreign namespace (a Python module: kiln.softmax, math.pi): its
       // attribute is read now and guarded at its own source, like a
       // module dict entry.

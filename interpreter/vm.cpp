@@ -273,9 +273,40 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
     }
     for (const auto& c : fn->closure) cells.push_back(c);
   }
+  ActiveFrame active{fn, slots, cells.data(), frame_};
+  struct Enter {
+    const ActiveFrame*& top;
+    const ActiveFrame* saved;
+    ~Enter() { top = saved; }
+  } enter{frame_, frame_};
+  frame_ = &active;
   if (log_) log_->debug("{:>{}}call {} ({} args)", "", depth_ * 2, code->qualname, args.nargs);
   if (options_.count_instructions) return execute<true>(fn, slots, stack, cells.data());
   return execute<false>(fn, slots, stack, cells.data());
+}
+
+// CPython 3.11's super_init_without_args, over the calling KBC frame: its
+// first argument (its cell, when a closure captured it) and its __class__
+// free variable, with CPython's RuntimeErrors.
+void VM::zero_arg_super(Value& type, Value& obj) {
+  if (!frame_) throw_error(ErrorKind::RuntimeError, "super(): no arguments");
+  const Code* code = frame_->fn->code.get();
+  int32_t first = code->first_arg_local;
+  if (first == 0 && code->argcount == 0) first = Code::kNoFirstArg;
+  if (first == Code::kNoFirstArg) throw_error(ErrorKind::RuntimeError, "super(): no arguments");
+  obj = first >= 0 ? frame_->locals[first] : Value::null();
+  for (size_t j = 0; first >= 0 && j < code->cell_from_arg.size(); ++j)
+    if (code->cell_from_arg[j] == first) obj = frame_->cells[j]->v;
+  if (obj.is_null()) throw_error(ErrorKind::RuntimeError, "super(): arg[0] deleted");
+  for (size_t i = 0; i < code->freevars.size(); ++i)
+    if (code->freevars[i] == "__class__") {
+      type = frame_->cells[code->cellvars.size() + i]->v;
+      if (type.is_null()) throw_error(ErrorKind::RuntimeError, "super(): empty __class__ cell");
+      if (!type.is(Kind::Class) && !type.is(Kind::Foreign))
+        throw_error(ErrorKind::RuntimeError, "super(): __class__ is not a type (" + type_name(type) + ")");
+      return;
+    }
+  throw_error(ErrorKind::RuntimeError, "super(): __class__ cell not found");
 }
 
 Value VM::run(const Program& program, std::string_view entry, const std::vector<Value>& args) {
@@ -507,10 +538,17 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     REPLACE_TOP(1, get_attr(*this, sp[-1], code->names[size_t(ip->a)].get()));
     NEXT();
   op_STORE_ATTR:
-    set_attr(sp[-1], code->names[size_t(ip->a)], sp[-2]);
+    set_attr(*this, sp[-1], code->names[size_t(ip->a)], sp[-2]);
     sp[-1] = Value();
     sp[-2] = Value();
     sp -= 2;
+    NEXT();
+  op_DELETE_ATTR:
+    del_attr(*this, sp[-1], code->names[size_t(ip->a)].get());
+    *--sp = Value();
+    NEXT();
+  op_PUSH_NULL:
+    *sp++ = Value::null();
     NEXT();
   op_LOAD_METHOD:
     {

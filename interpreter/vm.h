@@ -41,6 +41,8 @@ class VM final : public runtime::CallContext {
   Value call(const Value& callee, const CallArgs& args) override;
   using runtime::CallContext::call;
   void write_stdout(std::string_view text) override;
+  // super() with no arguments, called from the innermost running frame.
+  void zero_arg_super(Value& type, Value& obj) override;
 
   // Calls the global `entry` of `program` with positional `args`.
   Value run(const Program& program, std::string_view entry, const std::vector<Value>& args = {});
@@ -54,6 +56,15 @@ class VM final : public runtime::CallContext {
   Value execute(runtime::FunctionObj* fn, Value* locals, Value* stack, runtime::Ref<runtime::CellObj>* cells);
 
   struct Arena;  // frame slots (locals + value stack), LIFO, chunked
+  // The KBC frames running, innermost first: what a builtin that reads its
+  // caller's frame (zero-argument super()) sees.
+  struct ActiveFrame {
+    const runtime::FunctionObj* fn;
+    const Value* locals;
+    runtime::Ref<runtime::CellObj>* cells;
+    const ActiveFrame* caller;
+  };
+  const ActiveFrame* frame_ = nullptr;
   std::unique_ptr<Arena> arena_;
   VMOptions options_;
   int depth_ = 0;

@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "runtime/descriptors.h"
 #include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/format.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
 #include "runtime/signature.h"
+#include "runtime/super.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::runtime {
@@ -171,9 +173,9 @@ Value b_getattr(CallContext& ctx, const std::vector<Value>& a) {
   Value v = get_attr_or_null(ctx, a[0], name.get());
   return v.is_null() ? a[2] : v;
 }
-Value b_setattr(CallContext&, const std::vector<Value>& a) {
+Value b_setattr(CallContext& ctx, const std::vector<Value>& a) {
   if (!a[1].is(Kind::Str)) throw_error(ErrorKind::TypeError, "setattr(): attribute name must be string");
-  set_attr(a[0], intern(a[1].as_str()), a[2]);
+  set_attr(ctx, a[0], intern(a[1].as_str()), a[2]);
   return Value::none();
 }
 Value b_hasattr(CallContext& ctx, const std::vector<Value>& a) {
@@ -559,6 +561,10 @@ Value b_issubclass(CallContext&, const std::vector<Value>& a) {
   if (!is_class_like(a[0])) throw_error(ErrorKind::TypeError, "issubclass() arg 1 must be a class");
   return Value::boolean(issubclass_one(a[0], a[1]));
 }
+
+// runtime/descriptors.h and runtime/super.h
+Value b_delattr(CallContext& ctx, const std::vector<Value>& a) { return builtin_delattr(ctx, a); }
+Value b_super(CallContext& ctx, const std::vector<Value>& a) { return builtin_super(ctx, a); }
 
 // ---- tensors --------------------------------------------------------------------
 

@@ -116,6 +116,13 @@ struct Code final : Object {
   bool verified = false;
   // For each cellvar, the parameter it is initialised from, or -1.
   std::vector<int32_t> cell_from_arg;
+  // The local holding the function's first argument, which a zero-argument
+  // super() reads (CPython reads local 0): 0, except in a resume function,
+  // whose first parameters are the saved stack (interpreter/convert_frame);
+  // kNoFirstArg: the original function takes no positional argument;
+  // kFirstArgGone: it had one, but it did not cross the graph break.
+  static constexpr int32_t kNoFirstArg = -1, kFirstArgGone = -2;
+  int32_t first_arg_local = 0;
 
   // The VM's inline caches, one per instruction, made on first use. An
   // attribute load on a module remembers which dict slot answered it, keyed

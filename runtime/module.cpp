@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "runtime/descriptors.h"
 #include "runtime/ops.h"
 #include "runtime/signature.h"
 #include "runtime/tensor_index.h"
@@ -19,6 +20,37 @@ uint64_t next_version() { return ++version_counter; }
 }  // namespace
 
 uint64_t module_version_epoch() { return version_counter; }
+
+namespace {
+uint64_t class_epoch_counter = 0;
+HostClassAttrHook host_class_attr_hook = nullptr;
+}  // namespace
+
+uint64_t class_epoch() { return class_epoch_counter; }
+
+void set_class_attr(ClassObj* cls, const Ref<StrObj>& name, Value value) {
+  cls->methods.set(name, std::move(value));
+  ++class_epoch_counter;
+}
+
+void del_class_attr(ClassObj* cls, const StrObj* name) {
+  cls->methods.erase(name);
+  ++class_epoch_counter;
+}
+
+void set_host_class_attr_hook(HostClassAttrHook hook) { host_class_attr_hook = hook; }
+
+void class_setattr(ClassObj* cls, const Ref<StrObj>& name, const Value& value) {
+  if (host_class_attr_hook && host_class_attr_hook(cls, name.get(), value)) return;
+  set_class_attr(cls, name, value);
+}
+
+void class_delattr(ClassObj* cls, const StrObj* name) {
+  if (host_class_attr_hook && host_class_attr_hook(cls, name, Value::null())) return;
+  if (!cls->methods.find(name))
+    throw_error(ErrorKind::AttributeError, "type object '" + cls->name + "' has no attribute '" + name->s + "'");
+  del_class_attr(cls, name);
+}
 
 void ModuleObj::bump_version() { version = next_version(); }
 
@@ -55,6 +87,7 @@ Ref<ModuleObj> new_module(const Ref<ClassObj>& cls) {
 }
 
 Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& args) {
+  if (!cls->constructor.is_null()) return ctx.call(cls->constructor, args);
   Value self = Value::object(Kind::Module, new_module(cls));
   if (const Value* init = cls->lookup(intern("__init__").get())) {
     std::vector<Value> full{self};
@@ -69,13 +102,6 @@ Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& ar
 
 // ------------------------------------------------------------- attributes --
 
-static Value bind_method(const Value& f, const Value& self) {
-  auto bm = make_ref<BoundMethodObj>();
-  bm->func = f;
-  bm->self = self;
-  return Value::object(Kind::BoundMethod, bm);
-}
-
 const Value* module_instance_slot(const ModuleObj* m, const StrObj* name) {
   // The order is part of kiln's contract (DESIGN.md): the dicts first, so
   // the common case never reaches a generic __getattr__.
@@ -89,10 +115,10 @@ Value module_lookup(const Value& module, const StrObj* name) {
   auto* m = module.as<ModuleObj>();
   if (const Value* v = module_instance_slot(m, name)) return *v;
   if (name->s == "training") return Value::boolean(m->training);
-  if (const Value* v = m->cls->lookup(name)) {
-    if (v->is(Kind::Function) || v->is(Kind::Builtin)) return bind_method(*v, module);
-    return *v;
-  }
+  if (const Value* v = m->cls->lookup(name)) return bind_class_attr(nullptr, *v, module, m->cls.get(), name);
+  // object.__class__ (a data descriptor of every object: nothing shadows it,
+  // and no instance entry can be named so).
+  if (name->s == "__class__") return class_value(m->cls.get());
   return Value::null();
 }
 
@@ -109,8 +135,22 @@ Value make_property(Value fget) {
 
 Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name) {
   Value v = module_lookup(module, name);
-  if (v.is(Kind::Property)) return ctx.call(v.as<PropertyObj>()->fget, {module});
+  if (v.is(Kind::Property)) {
+    // Python calls a class's __getattr__ when an attribute's lookup raises
+    // AttributeError, a property getter's own included, so torch reports
+    // "'W' object has no attribute 'x'" for either.
+    try {
+      return bind_class_attr(&ctx, v, module, module.as<ModuleObj>()->cls.get(), name);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::AttributeError) throw;
+    }
+    return module_getattr_fallback(ctx, module, name);
+  }
   if (!v.is_null()) return v;
+  return module_getattr_fallback(ctx, module, name);
+}
+
+Value module_getattr_fallback(CallContext& ctx, const Value& module, const StrObj* name) {
   auto* m = module.as<ModuleObj>();
   static const Ref<StrObj> getattr_name = intern("__getattr__");
   if (const Value* custom = m->cls->lookup(getattr_name.get()); custom && custom->is(Kind::Function))
@@ -125,13 +165,22 @@ static void drop_everywhere(ModuleObj* m, const StrObj* name) {
   m->attrs.erase(name);
 }
 
-void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value) {
+void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value, CallContext* ctx) {
   auto* m = module.as<ModuleObj>();
   // A name already in an instance dict cannot be a property (see module.h):
   // only a new name costs the class lookup.
-  if (!module_instance_slot(m, name.get()) && class_property(m->cls.get(), name.get()))
-    throw_error(ErrorKind::AttributeError,
-                "property '" + name->s + "' of '" + m->class_name() + "' object has no setter");
+  if (!module_instance_slot(m, name.get()) && class_property(m->cls.get(), name.get())) {
+    if (ctx) {
+      property_set(*ctx, module, name.get(), value);
+      return;
+    }
+    // Only the read-only case can be answered without calling anything.
+    const PropertyObj* p = class_property(m->cls.get(), name.get());
+    if (p->fset.is_null() || p->fset.is_none())
+      throw_error(ErrorKind::AttributeError, no_setter_message(name->s, m->class_name()));
+    throw_error(ErrorKind::RuntimeError, "kiln: property '" + name->s + "' of '" + m->class_name() +
+                                             "' has a setter, and this store has no caller to run it");
+  }
   if (name->s == "training") {
     m->training = truth(value);
     m->bump_version();
@@ -164,8 +213,16 @@ void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& v
   m->bump_version();
 }
 
-void module_delattr(const Value& module, const StrObj* name) {
+void module_delattr(const Value& module, const StrObj* name, CallContext* ctx) {
   auto* m = module.as<ModuleObj>();
+  if (!module_instance_slot(m, name) && class_property(m->cls.get(), name)) {
+    if (ctx && property_delete(*ctx, module, name)) return;
+    const PropertyObj* p = class_property(m->cls.get(), name);
+    if (p->fdel.is_null() || p->fdel.is_none())
+      throw_error(ErrorKind::AttributeError, no_deleter_message(name->s, m->class_name()));
+    throw_error(ErrorKind::RuntimeError, "kiln: property '" + name->s + "' of '" + m->class_name() +
+                                             "' has a deleter, and this del has no caller to run it");
+  }
   if (!m->params.erase(name) && !m->modules.erase(name) && !m->buffers.erase(name) && !m->attrs.erase(name))
     throw_error(ErrorKind::AttributeError, "'" + m->class_name() + "' object has no attribute '" + name->s + "'");
   m->bump_version();

@@ -39,10 +39,15 @@ enum class BuiltinModule : uint8_t {
 };
 
 struct ClassObj final : Object {
-  std::string name;
+  std::string name;      // __name__: what messages and type() print
+  std::string qualname;  // __qualname__ when it differs (a class defined in a function); else empty
   Ref<ClassObj> base;  // null only for the root `Module` class
-  NameMap methods;     // Function or Builtin values (and class attributes)
+  NameMap methods;     // Function / Builtin values, Property / StaticMethod / ClassMethod, other class attributes
   BuiltinModule builtin = BuiltinModule::None;
+  // A class defined in another language (a Python kiln.nn.Module subclass):
+  // calling the class calls this, which constructs the object there (its
+  // own __new__ and __init__ run). Null: instantiate() below.
+  Value constructor = Value::null();
   // Looks `name` up in this class, then its bases.
   const Value* lookup(const StrObj* name) const;
   bool is_subclass_of(const ClassObj* other) const;
@@ -83,10 +88,26 @@ Ref<ClassObj> module_base_class();
 Ref<ClassObj> builtin_module_class(BuiltinModule kind);
 // A new user class deriving from `base` (module_base_class() if null).
 Ref<ClassObj> make_class(std::string name, Ref<ClassObj> base = nullptr);
+// Class attributes set or deleted after the class is in use (a Python
+// class's `Child.K = 5`): the change and a new class epoch. Compiled code
+// folds class attributes (guarded only by the identity of modules and
+// classes), so every compiled entry older than the epoch is stale.
+void set_class_attr(ClassObj* cls, const Ref<StrObj>& name, Value value);
+void del_class_attr(ClassObj* cls, const StrObj* name);
+uint64_t class_epoch();
+// `C.name = value` / `del C.name` in a program (value Null: delete). A class
+// with a counterpart in the host language (a Python class) changes there,
+// and the host reports it back through set_class_attr: the hook says
+// whether it did (false: a class of KBC alone, changed here).
+using HostClassAttrHook = bool (*)(ClassObj* cls, const StrObj* name, const Value& value);
+void set_host_class_attr_hook(HostClassAttrHook hook);
+void class_setattr(ClassObj* cls, const Ref<StrObj>& name, const Value& value);
+void class_delattr(ClassObj* cls, const StrObj* name);
 
 // A new, empty instance (no __init__ run).
 Ref<ModuleObj> new_module(const Ref<ClassObj>& cls);
-// Instantiates a class: new_module, then the class's __init__ with `args`.
+// Instantiates a class: new_module, then the class's __init__ with `args`
+// (or the class's constructor, when it has one).
 Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& args);
 
 // Attribute lookup in the documented order: _parameters, _modules,
@@ -95,9 +116,13 @@ Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& ar
 // Missing: AttributeError naming the class ("'Block' object has no
 // attribute 'foo'", Python's words).
 Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name);
+// The end of that lookup (torch's Module.__getattr__): the class's own
+// __getattr__, else the AttributeError.
+Value module_getattr_fallback(CallContext& ctx, const Value& module, const StrObj* name);
 // Same lookup without the __getattr__ fallback and without running a
 // property's getter (that needs a call context): a property comes back as
-// the Property value itself. Null if absent.
+// the Property value itself. Class attributes are bound as descriptors.h
+// says; `__class__` is the module's class. Null if absent.
 Value module_lookup(const Value& module, const StrObj* name);
 // A class property: the class's own or an inherited one (null if `name` is
 // not a property of `cls`).
@@ -109,10 +134,15 @@ Value make_property(Value fget);
 const Value* module_instance_slot(const ModuleObj* m, const StrObj* name);
 // torch's __setattr__: Parameter -> _parameters, Module -> _modules, a
 // tensor/None to an existing buffer name -> _buffers, else a plain attribute.
-// A property of the class cannot be set (properties are read-only), so no
-// instance entry ever shadows one and the instance dicts can be read first.
-void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value);
-void module_delattr(const Value& module, const StrObj* name);
+// A property of the class is never an instance entry: storing to it calls
+// its setter through ctx (descriptors.h; CPython's AttributeError when it
+// has none), so no instance entry ever shadows a property and the instance
+// dicts can be read first.
+void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value, CallContext* ctx = nullptr);
+// torch's __delattr__: the entry leaves whichever dict holds it (a later
+// read is "'Child' object has no attribute 'lin'"); a property's deleter is
+// called through ctx; AttributeError when there is nothing to delete.
+void module_delattr(const Value& module, const StrObj* name, CallContext* ctx = nullptr);
 
 void register_parameter(ModuleObj* m, std::string_view name, const Value& param);
 void register_buffer(ModuleObj* m, std::string_view name, const Value& tensor);

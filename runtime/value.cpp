@@ -137,6 +137,10 @@ CallContext* CallContext::current() noexcept { return t_current_context; }
 CallContext::Scope::Scope(CallContext* c) noexcept : prev_(t_current_context) { t_current_context = c; }
 CallContext::Scope::~Scope() { t_current_context = prev_; }
 
+void CallContext::zero_arg_super(Value&, Value&) {
+  throw_error(ErrorKind::RuntimeError, "super(): no arguments");
+}
+
 Value make_builtin(std::string name, BuiltinFn fn, int64_t data) {
   auto b = make_ref<BuiltinObj>();
   b->name = std::move(name);

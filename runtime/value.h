@@ -47,6 +47,9 @@ class CallContext;
   X(Builtin, "builtin_function")     \
   X(Class, "type")                   \
   X(Property, "property")            \
+  X(StaticMethod, "staticmethod")    \
+  X(ClassMethod, "classmethod")      \
+  X(Super, "super")                  \
   X(Module, "Module")                \
   X(Foreign, "foreign")
 
@@ -209,9 +212,16 @@ struct FunctionObj final : Object {
   Ref<GlobalsObj> globals;
 };
 struct BoundMethodObj final : Object { Value func, self; };
-// A class attribute read by calling `fget(instance)` (Python's read-only
-// property): `.property` before a method in a .kbc class (docs/kbc.md).
-struct PropertyObj final : Object { Value fget; };
+// A class attribute read by calling `fget(instance)` (Python's property):
+// `.property` before a method in a .kbc class (docs/kbc.md), or a Python
+// class's @property. Null fset/fdel: assigning/deleting raises CPython's
+// "property 'x' of 'C' object has no setter/deleter" (runtime/descriptors.h).
+struct PropertyObj final : Object { Value fget, fset = Value::null(), fdel = Value::null(); };
+// Python's staticmethod (Kind::StaticMethod) and classmethod
+// (Kind::ClassMethod) around a function, as class attributes: read through
+// an instance or the class they give the function itself, or the function
+// bound to the class (runtime/descriptors.h).
+struct MethodWrapperObj final : Object { Value func; };
 
 // Positional arguments, then keyword arguments whose names are in kwnames
 // (the vectorcall convention): nargs counts both.
@@ -248,6 +258,10 @@ class CallContext {
    private:
     CallContext* prev_;
   };
+  // Zero-argument super(): the calling KBC frame's `__class__` cell and
+  // first argument, or CPython's RuntimeError when it has none (the
+  // default: a context that runs no frames). runtime/super.h.
+  virtual void zero_arg_super(Value& type, Value& obj);
 };
 
 using BuiltinFn = Value (*)(CallContext& ctx, const struct BuiltinObj& self, const CallArgs& args);

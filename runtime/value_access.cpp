@@ -2,10 +2,12 @@
 #include <algorithm>
 
 #include "runtime/builtins.h"
+#include "runtime/descriptors.h"
 #include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
+#include "runtime/super.h"
 #include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
 
@@ -458,9 +460,18 @@ Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name) {
       if (!v.is_null()) return v;
       break;
     }
-    case Kind::Class: {
-      if (const Value* v = obj.as<ClassObj>()->lookup(name)) return *v;
-      if (name->s == "__name__") return Value::str(obj.as<ClassObj>()->name);
+    case Kind::Class: return class_getattr_or_null(obj, name);
+    case Kind::Super: return super_getattr_or_null(ctx, obj, name);
+    case Kind::StaticMethod:
+    case Kind::ClassMethod:
+      if (name->s == "__func__" || name->s == "__wrapped__") return obj.as<MethodWrapperObj>()->func;
+      return Value::null();
+    case Kind::Property: {
+      const auto* p = obj.as<PropertyObj>();
+      auto none_if_null = [](const Value& v) { return v.is_null() ? Value::none() : v; };
+      if (name->s == "fget") return none_if_null(p->fget);
+      if (name->s == "fset") return none_if_null(p->fset);
+      if (name->s == "fdel") return none_if_null(p->fdel);
       return Value::null();
     }
     case Kind::Function:
@@ -517,6 +528,7 @@ Value get_attr(CallContext& ctx, const Value& obj, const StrObj* name) {
   }
   Value v = get_attr_or_null(ctx, obj, name);
   if (v.is_null()) {
+    if (obj.is(Kind::Super)) super_attribute_error(name);
     if (obj.is(Kind::Class))
       throw_error(ErrorKind::AttributeError, "type object '" + obj.as<ClassObj>()->name +
                                                  "' has no attribute '" + name->s + "'");
@@ -552,9 +564,36 @@ void load_method(CallContext& ctx, const Value& obj, const StrObj* name, Value& 
   self = Value::null();
 }
 
+void set_attr(CallContext& ctx, const Value& obj, const Ref<StrObj>& name, const Value& value) {
+  if (obj.is(Kind::Module)) return module_setattr(obj, name, value, &ctx);
+  set_attr(obj, name, value);
+}
+
+void del_attr(CallContext& ctx, const Value& obj, const StrObj* name) {
+  switch (obj.kind()) {
+    case Kind::Module: module_delattr(obj, name, &ctx); return;
+    case Kind::Foreign: {
+      auto* f = obj.as<ForeignObj>();
+      if (f->vt->setattr) {
+        f->vt->setattr(f->handle, name->s, Value::null());  // Null: delete (the seam's convention)
+        return;
+      }
+      break;
+    }
+    default: break;
+  }
+  if (obj.is(Kind::Class)) return class_delattr(obj.as<ClassObj>(), name);
+  // Nothing else kiln has holds attributes a program can delete.
+  if (get_attr_or_null(ctx, obj, name).is_null())
+    throw_error(ErrorKind::AttributeError, "'" + type_name(obj) + "' object has no attribute '" + name->s + "'");
+  throw_error(ErrorKind::AttributeError,
+              "'" + type_name(obj) + "' object attribute '" + name->s + "' is read-only");
+}
+
 void set_attr(const Value& obj, const Ref<StrObj>& name, const Value& value) {
   switch (obj.kind()) {
     case Kind::Module: module_setattr(obj, name, value); return;
+    case Kind::Class: class_setattr(obj.as<ClassObj>(), name, value); return;
     case Kind::Foreign: {
       auto* f = obj.as<ForeignObj>();
       if (f->vt->setattr) {

@@ -15,6 +15,7 @@
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
+#include "runtime/super.h"
 #include "runtime/tensor_index.h"
 
 namespace kiln::runtime {
@@ -193,6 +194,10 @@ std::string repr(const Value& v) {
       return "<built-in function " + v.as<BuiltinObj>()->name + ">";
     case Kind::Class: return "<class '" + v.as<ClassObj>()->name + "'>";
     case Kind::Property: return "<property object>";
+    case Kind::StaticMethod:
+    case Kind::ClassMethod:
+      return std::string("<") + kind_name(v.kind()) + "(" + repr(v.as<MethodWrapperObj>()->func) + ")>";
+    case Kind::Super: return super_repr(v.as<SuperObj>());
     case Kind::Module: return module_repr(v.as<ModuleObj>());
     case Kind::Foreign: {
       auto* f = v.as<ForeignObj>();

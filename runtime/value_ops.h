@@ -34,6 +34,12 @@ Value get_attr(CallContext& ctx, const Value& obj, const StrObj* name);
 // get_attr that returns Null instead of raising AttributeError.
 Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name);
 void set_attr(const Value& obj, const Ref<StrObj>& name, const Value& value);
+// obj.name = value as the VM runs it: a property's setter is called through ctx.
+void set_attr(CallContext& ctx, const Value& obj, const Ref<StrObj>& name, const Value& value);
+// del obj.name (DELETE_ATTR, delattr): a module's entry leaves its dict
+// (module_delattr), a property's deleter runs, a Python object's own
+// __delattr__ runs; otherwise CPython's AttributeError.
+void del_attr(CallContext& ctx, const Value& obj, const StrObj* name);
 // LOAD_METHOD: sets `method` and `self` (self Null when `method` is the
 // attribute itself, not a function to be called with obj prepended).
 void load_method(CallContext& ctx, const Value& obj, const StrObj* name, Value& method, Value& self);

@@ -1,6 +1,7 @@
 #include "variables/builder.h"
 
 #include "runtime/set_ops.h"
+#include "runtime/super.h"
 
 #include <algorithm>
 
@@ -113,6 +114,22 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       // set between calls. The trace only reads it (a mutation breaks).
       add_guard(source, GuardKind::ConstantMatch, runtime::set_copy(v, v.is(Kind::FrozenSet)));
       return make_constant(v, source);
+    }
+    case Kind::Super: {
+      // A super object (one crossed a graph break as a live local): any
+      // super of the same class over the same object traces the same, so it
+      // is guarded by what it holds, not by its identity (each call makes a
+      // new one). An unbound super(C) holds nothing to trace through.
+      const auto* sup = v.as<runtime::SuperObj>();
+      if (sup->obj.is_null()) {
+        add_guard(source, GuardKind::IdMatch, v);
+        return make_opaque(v, source);
+      }
+      add_guard(source, GuardKind::TypeMatch, v);
+      VT vt = make_opaque(v, source);
+      vt->self = wrap(sup->obj, output_graph::attr_source(source, "__self__"));
+      vt->items = {wrap(sup->type, output_graph::attr_source(source, "__thisclass__"))};
+      return vt;
     }
     case Kind::Foreign:
       // The caller's own list, dict or set (never copied in): traced like a

@@ -85,8 +85,8 @@ What is left to CPython
 -----------------------
 except* (exception groups), async with, generators,
 generator expressions, async functions, `match` with sequence, mapping or
-class patterns, imports, class bodies, `del` of attributes, globals and
-cells, constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
+class patterns, imports, class bodies, `del` of globals and cells,
+constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
 and tuples or frozensets holding them), non-ASCII names, entry
 defaults that are not constants, and any opcode without a row in `_ROWS`: `translate` raises Untranslatable naming the
 construct and the user's line, and logs it on the `kiln.frontend` logger.
@@ -149,7 +149,6 @@ _UNSUPPORTED = {
     "DELETE_NAME": "module or class body",
     "SETUP_ANNOTATIONS": "module or class body",
     "PRINT_EXPR": "interactive statement",
-    "DELETE_ATTR": "del of an attribute (KBC has no DELETE_ATTR)",
     "DELETE_GLOBAL": "del of a global (KBC has no DELETE_GLOBAL)",
     "DELETE_DEREF": "del of a closure variable (KBC has no DELETE_DEREF)",
 }
@@ -882,7 +881,8 @@ def _same(pops, pushes, operand=None):
 for _name, _pops, _pushes, _operand in [
         ("POP_TOP", 1, 0, None), ("BINARY_SUBSCR", 2, 1, None), ("STORE_SUBSCR", 3, 0, None),
         ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None), ("LOAD_ATTR", 1, 1, "name"),
-        ("STORE_ATTR", 2, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"), ("STORE_FAST", 1, 0, "local"),
+        ("STORE_ATTR", 2, 0, "name"), ("DELETE_ATTR", 1, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"),
+        ("STORE_FAST", 1, 0, "local"),
         ("STORE_DEREF", 1, 0, "local"),
         # Exception handling: KBC shares CPython 3.11's model.
         ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),

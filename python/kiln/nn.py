@@ -9,14 +9,21 @@
 
 Every instance owns a C++ module (its `_parameters`, `_modules`, `_buffers`
 and plain attributes live there), so the tracer reads them directly, as
-for KBC modules. Each subclass gets a C++ class whose methods are the
-KBC translations of its functions (kiln._frontend); a method kiln cannot
-translate stays a Python callable (calls to it are graph breaks).
+for KBC modules. Each subclass gets a C++ class holding what the class
+body defines: its functions as their KBC translations (kiln._frontend; a
+method kiln cannot translate stays a Python callable, and calls to it are
+graph breaks), properties (getter, setter, deleter), staticmethods,
+classmethods and class constants. The Python class and the C++ class are
+one class seen from either side: KBC code that reads `Child` (or
+`m.__class__`, or a classmethod's `cls`) gets the C++ class, and handing it
+back to Python gives `Child` again; calling it constructs in Python.
+Zero-argument super() works in translated methods as in Python (the
+method's `__class__` cell holds the class).
 
 Calling a module (`m(x)`) runs what a compiled call would run, on kiln's
 reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
 """
-import weakref
+import abc
 
 from . import _C
 from ._compile import _as_kbc
@@ -36,23 +43,91 @@ def Parameter(t):
     return _C.call(_PARAMETER, t)
 
 
-def _methods_of(cls):
-    """The C++ class's method table: each function of the Python class as
-    KBC (or a Python callable), properties as properties."""
-    methods = {}
-    for name, attr in vars(cls).items():
-        if name in ("__init__", "__new__", "__init_subclass__", "__module__", "__qualname__", "__doc__",
-                    "__dict__", "__weakref__", "__setattr__", "__call__"):
+# Class-body names that are Python's machinery, or kiln.nn's, not the
+# class's behaviour as kiln code sees it.
+_NOT_ATTRIBUTES = frozenset({
+    "__new__", "__init_subclass__", "__class_getitem__", "__module__", "__qualname__", "__doc__", "__dict__",
+    "__weakref__", "__annotations__", "__slots__", "__classcell__", "__orig_bases__", "__parameters__",
+    "__setattr__", "__delattr__", "__getattribute__", "__call__", "_kiln_class"})
+
+
+def _function(f):
+    return None if f is None else _C.as_value(f)
+
+
+def _class_attr(name, attr):
+    """What the C++ class holds for one class attribute: a function as KBC
+    (or a Python callable), a property, staticmethod or classmethod as
+    such, a class constant as itself (a list or dict stays the class's own
+    object); None for Python's own machinery."""
+    if name in _NOT_ATTRIBUTES:
+        return None
+    if isinstance(attr, property):
+        return _C.make_property(_function(attr.fget), _function(attr.fset), _function(attr.fdel))
+    if isinstance(attr, staticmethod):
+        return _C.make_staticmethod(_C.as_value(attr.__func__))
+    if isinstance(attr, classmethod):
+        return _C.make_classmethod(_C.as_value(attr.__func__))
+    if callable(attr) and hasattr(attr, "__code__"):
+        return _C.as_method(attr)
+    if name.startswith("__") and name.endswith("__"):
+        return None
+    return _C.as_value_shared(attr)
+
+
+def _kiln_base(cls):
+    """The class whose C++ class is cls's C++ base: the first in its MRO
+    with a C++ class of its own."""
+    return next((b for b in cls.__mro__[1:] if "_kiln_class" in vars(b)), None)
+
+
+def _class_attrs(cls):
+    """cls's attributes as Python resolves them (the first class of the MRO
+    that defines a name wins), less those the C++ base chain answers itself:
+    a mixin's methods (class M(Mixin, nn.Module)) land in M's C++ class,
+    while a name that a class of the chain defines first stays there."""
+    chain = set()
+    base = _kiln_base(cls)
+    while base is not None:
+        chain.add(base)
+        base = _kiln_base(base)
+    first = {}
+    for klass in cls.__mro__:
+        if klass is not object:
+            for name, attr in vars(klass).items():
+                first.setdefault(name, (klass, attr))
+    attrs = {}
+    for name, (klass, attr) in first.items():
+        if klass in chain:
             continue
-        if isinstance(attr, property):
-            if attr.fget is not None:
-                methods[name] = _C.make_property(_C.as_value(attr.fget))
-        elif callable(attr) and hasattr(attr, "__code__"):
-            methods[name] = _C.as_value(attr)
-    return methods
+        value = _class_attr(name, attr)
+        if value is not None:
+            attrs[name] = value
+    return attrs
 
 
-class Module:
+class _ModuleType(abc.ABCMeta):
+    """The class of kiln.nn.Module classes: a class attribute set or deleted
+    after the class is made (`Child.K = 5`, a patched method) changes the
+    C++ class too, as Python's lookup would see it. An ABCMeta, so that
+    `class Base(nn.Module, ABC)` (a common torch idiom) has one metaclass."""
+
+    def __setattr__(cls, name, value):
+        super().__setattr__(name, value)
+        kiln_class = cls.__dict__.get("_kiln_class")
+        if kiln_class is not None:
+            converted = _class_attr(name, value)
+            if converted is not None:
+                _C.set_class_attr(kiln_class, name, converted)
+
+    def __delattr__(cls, name):
+        super().__delattr__(name)
+        kiln_class = cls.__dict__.get("_kiln_class")
+        if kiln_class is not None and name not in _NOT_ATTRIBUTES:
+            _C.del_class_attr(kiln_class, name)
+
+
+class Module(metaclass=_ModuleType):
     """Subclass it like torch.nn.Module: assign parameters, buffers and
     submodules in __init__, write forward in Python."""
 
@@ -62,17 +137,16 @@ class Module:
         super().__init_subclass__(**kwargs)
         if "_kiln_class" in vars(cls):  # a wrapper of a built-in class
             return
-        base = next(b._kiln_class for b in cls.__mro__[1:] if "_kiln_class" in vars(b))
-        cls._kiln_class = _C.make_class(cls.__qualname__, base, _methods_of(cls))
-        _CLASSES[_C.class_id(cls._kiln_class)] = cls
+        kiln_class = _C.make_class(cls.__name__, cls.__qualname__, _kiln_base(cls)._kiln_class)
+        _C.register_class(kiln_class, cls, True)
+        cls._kiln_class = kiln_class
+        # After the class is a kiln class: the methods' `__class__` cells
+        # (zero-argument super) then hold it as kiln code sees classes.
+        _C.set_class_attrs(kiln_class, _class_attrs(cls))
 
     def __new__(cls, *args, **kwargs):
         self = object.__new__(cls)
-        if getattr(cls, "_kiln_builtin", False):
-            value = _C.module_instantiate(cls._kiln_class, self, *args, **kwargs)
-        else:
-            value = _C.module_new(cls._kiln_class, self)
-        object.__setattr__(self, "_kiln_value", value)
+        object.__setattr__(self, "_kiln_value", _C.module_new(cls._kiln_class, self))
         return self
 
     def __init__(self, *args, **kwargs):
@@ -83,9 +157,20 @@ class Module:
         if value is not None:
             _C.module_release(value, self)
 
-    # Attributes live in the C++ module: the tracer reads them there.
+    # Attributes live in the C++ module: the tracer reads them there. A
+    # property of the class (a data descriptor) is Python's, as in torch:
+    # its setter or deleter runs, or Python's AttributeError.
     def __setattr__(self, name, value):
-        _C.module_setattr(self._kiln_value, name, value)
+        if _is_data_descriptor(type(self), name):
+            object.__setattr__(self, name, value)
+        else:
+            _C.module_setattr(self._kiln_value, name, value)
+
+    def __delattr__(self, name):
+        if _is_data_descriptor(type(self), name):
+            object.__delattr__(self, name)
+        else:
+            _C.module_delattr(self._kiln_value, name)
 
     def __getattr__(self, name):  # only for names Python's lookup did not find
         if name.startswith("__") or name == "_kiln_value":
@@ -186,15 +271,34 @@ class Module:
         return (_rebuild_module, (type(self), _C.module_state(self._kiln_value)))
 
 
-# Python class by its C++ class's identity (not its name: two local classes
-# may both be called Block).
-_CLASSES = weakref.WeakValueDictionary({_C.class_id(_MODULE): Module})
+def _is_data_descriptor(cls, name):
+    """`name` is a property (or another data descriptor) of cls below
+    kiln.nn.Module, found as Python's attribute lookup would."""
+    for c in cls.__mro__:
+        if c is Module:
+            return False
+        attr = c.__dict__.get(name)
+        if attr is not None:
+            return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+    return False
+
+
+_C.register_class(_MODULE, Module, False)
+
+
+def _builtin_init(self, *args, **kwargs):
+    # The built-in class's own (native) __init__: reached as torch reaches
+    # nn.Linear.__init__, also from a subclass's super().__init__(...).
+    _C.module_init_builtin(self._kiln_value, *args, **kwargs)
 
 
 def _builtin(name):
-    cls = type(name, (Module,), {"_kiln_class": _C.module_class(name), "_kiln_builtin": True,
+    # __module__ given: the metaclass (an ABCMeta) would otherwise name abc,
+    # and pickle finds a class by its module.
+    cls = type(name, (Module,), {"_kiln_class": _C.module_class(name), "__init__": _builtin_init,
+                                 "__module__": __name__,
                                  "__doc__": f"kiln's built-in {name} (same arguments as torch.nn.{name})."})
-    _CLASSES[_C.class_id(cls._kiln_class)] = cls
+    _C.register_class(cls._kiln_class, cls, False)
     return cls
 
 
@@ -221,7 +325,7 @@ def _rebuild_module(cls, state):
 def _wrap(value):
     """A C++ module with no Python owner yet (a built-in's own children):
     an instance of the matching kiln.nn class around it."""
-    cls = _CLASSES.get(_C.class_id(_C.module_class_of(value)), Module)
+    cls = _C.python_class(_C.module_class_of(value)) or Module
     self = object.__new__(cls)
     object.__setattr__(self, "_kiln_value", value)
     _C.module_adopt(value, self)

@@ -129,6 +129,10 @@ Value foreign_getattr(void* h, std::string_view name) {
 }
 void foreign_setattr(void* h, std::string_view name, const Value& v) {
   calling_python([&] {
+    if (v.is_null()) {  // the seam's convention for `del obj.name`
+      if (PyObject_DelAttr(handle_of(h), py::str(std::string(name)).ptr()) != 0) throw py::error_already_set();
+      return 0;
+    }
     py::handle(handle_of(h)).attr(py::str(std::string(name))) = to_py(v);
     return 0;
   });
@@ -707,6 +711,8 @@ Value to_value(py::handle obj) {
   }
   if (py::isinstance<Value>(obj)) return py::cast<Value>(obj);
   if (Value m = module_from_py(obj); !m.is_null()) return m;  // a kiln.nn module: its ModuleObj
+  if (PyType_Check(o))
+    if (Value c = class_from_py(obj); !c.is_null()) return c;  // a kiln.nn.Module subclass: its kiln class
   if (PyTuple_CheckExact(o)) {
     std::vector<Value> items;
     for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
@@ -828,6 +834,9 @@ py::object to_py(const Value& v) {
       break;
     }
     case Kind::Module: return module_to_py(v);
+    case Kind::Class:
+      if (py::object c = class_to_py(v)) return c;
+      break;
     case Kind::Slice: {
       auto* sl = v.as<runtime::SliceObj>();
       PyObject* o = PySlice_New(to_py(sl->start).ptr(), to_py(sl->stop).ptr(), to_py(sl->step).ptr());

@@ -14,9 +14,12 @@
 
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
+#include "python/src/functions.h"
 #include "python/src/nn.h"
 #include "runtime/builtins.h"
+#include "runtime/descriptors.h"
 #include "runtime/module.h"
+#include "runtime/super.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::python {
@@ -36,6 +39,16 @@ std::unordered_map<const ModuleObj*, PyObject*>& wrappers() {
 py::object& wrapper_factory() {
   static auto* f = new py::object();
   return *f;
+}
+
+// kiln class -> a weak reference to its Python class (kiln.nn.Module and its
+// subclasses, the built-in wrappers). Weak: the Python class holds its kiln
+// class (`_kiln_class`), not the other way round, so a local class defined
+// in a test is collected with its kiln class. A dead entry reads as absent;
+// a new class at a reused address overwrites its entry when registered.
+std::unordered_map<const runtime::ClassObj*, py::object>& python_classes() {
+  static auto* m = new std::unordered_map<const runtime::ClassObj*, py::object>();
+  return *m;
 }
 
 runtime::Ref<runtime::ClassObj> class_of(const Value& v) {
@@ -98,7 +111,9 @@ Value deepcopy_value(const Value& v, py::dict& memo) {
     case Kind::Builtin:
     case Kind::Class:
     case Kind::Code:
-    case Kind::Property: return v;  // shared, as copy.deepcopy shares functions and classes
+    case Kind::Property:
+    case Kind::StaticMethod:
+    case Kind::ClassMethod: return v;  // shared, as copy.deepcopy shares functions and classes
     default: {
       py::object obj = to_py(v);
       py::object copy = py::module_::import("copy").attr("deepcopy")(obj, memo);
@@ -123,8 +138,34 @@ py::object& module_base() {  // kiln.nn.Module, once kiln.nn is imported
   return *b;
 }
 
+// Subclass tests by the type's MRO (PyType_IsSubtype), not isinstance():
+// kiln.nn.Module has a metaclass, and isinstance() would look up and call
+// its __instancecheck__ on every conversion.
+static bool derives_from_module(PyTypeObject* t) {
+  return module_base() && PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(module_base().ptr()));
+}
+
+Value class_from_py(py::handle cls) {
+  if (!PyType_Check(cls.ptr()) || !derives_from_module(reinterpret_cast<PyTypeObject*>(cls.ptr())))
+    return Value::null();
+  // The class's own `_kiln_class` (not an inherited one: a subclass in the
+  // middle of its __init_subclass__ has none yet, and is no kiln class yet).
+  PyObject* dict = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_dict;
+  PyObject* kc = dict ? PyDict_GetItemString(dict, "_kiln_class") : nullptr;  // borrowed
+  if (!kc || !py::isinstance<Value>(kc)) return Value::null();
+  Value v = py::cast<Value>(kc);
+  return v.is(Kind::Class) ? v : Value::null();
+}
+
+py::object class_to_py(const Value& cls) {
+  auto it = python_classes().find(cls.as<runtime::ClassObj>());
+  if (it == python_classes().end()) return py::object();
+  py::object c = it->second();  // the weak reference, called
+  return c.is_none() ? py::object() : c;
+}
+
 Value module_from_py(py::handle obj) {
-  if (!module_base() || PyObject_IsInstance(obj.ptr(), module_base().ptr()) != 1) return Value::null();
+  if (!derives_from_module(Py_TYPE(obj.ptr()))) return Value::null();
   // Set by Module.__new__ through object.__setattr__: a plain slot read.
   py::object v = py::reinterpret_steal<py::object>(PyObject_GenericGetAttr(obj.ptr(), py::str("_kiln_value").ptr()));
   if (!v) {
@@ -134,7 +175,30 @@ Value module_from_py(py::handle obj) {
   return py::isinstance<Value>(v) ? py::cast<Value>(v) : Value::null();
 }
 
+namespace {
+// C.name = v / del C.name from kiln code on a class that is a Python class:
+// done on the Python class (its metaclass reports it back, _ModuleType).
+bool python_class_attr(runtime::ClassObj* cls, const runtime::StrObj* name, const Value& value) {
+  py::object c = class_to_py(Value::object(Kind::Class, cls));
+  if (!c) return false;
+  try {
+    if (value.is_null()) {
+      if (PyObject_DelAttr(c.ptr(), py::str(name->s).ptr()) != 0) throw py::error_already_set();
+    } else {
+      py::setattr(c, py::str(name->s), to_py(value));
+    }
+  } catch (py::error_already_set& e) {
+    rethrow_as_kiln(e);  // Python's own error (a read-only attribute, a missing one)
+  }
+  return true;
+}
+}  // namespace
+
 void bind_nn(py::module_& m) {
+  runtime::set_host_class_attr_hook(python_class_attr);
+  // super() over a Python class that is no kiln class (a plain helper
+  // class's method translated to KBC) is Python's own business.
+  runtime::set_host_super(foreign(py::module_::import("builtins").attr("super")));
   m.def("_set_module_wrapper_factory", [](py::object f) { wrapper_factory() = std::move(f); });
   m.def("_set_module_base", [](py::object base) { module_base() = std::move(base); });
   m.def("module_class", [](const std::string& name) {
@@ -144,14 +208,82 @@ void bind_nn(py::module_& m) {
       return *c;
     });
   }, "The runtime class of a built-in module (Module, Linear, Sequential, ...).");
-  m.def("make_class", [](const std::string& name, const Value& base, const py::dict& methods) {
+  m.def("make_class", [](const std::string& name, const std::string& qualname, const Value& base) {
     return guarded([&] {
       Ref<runtime::ClassObj> cls = runtime::make_class(name, class_of(base));
-      for (auto [k, v] : methods) cls->methods.set(py::cast<std::string>(k), py::cast<Value>(v));
+      if (qualname != name) cls->qualname = qualname;
       return Value::object(Kind::Class, cls);
     });
-  }, "A runtime class for a Python Module subclass: methods maps names to KBC functions / properties / callables.");
-  m.def("make_property", [](const Value& fget) { return runtime::make_property(fget); });
+  }, "A runtime class for a Python Module subclass (its attributes come with set_class_attrs).");
+  m.def("register_class", [](const Value& kc, py::handle pycls, bool construct) {
+    guarded([&] {
+      Ref<runtime::ClassObj> cls = class_of(kc);
+      py::object ref = py::weakref(pycls);
+      python_classes()[cls.get()] = ref;
+      if (construct) {
+        // Calling the class from KBC constructs it in Python: its own
+        // __new__ and __init__ run, as `Child()` in Python would.
+        cls->constructor = runtime::make_builtin_closure(
+            cls->name, [ref](runtime::CallContext& ctx, const runtime::CallArgs& args) {
+              py::object c = ref();
+              if (c.is_none()) throw_error(ErrorKind::TypeError, "the Python class of this kiln class is gone");
+              return ctx.call(foreign(c), args);
+            });
+      }
+      return 0;
+    });
+  }, "kc and pycls are one class (class_to_py / class_from_py); construct: calling kc calls pycls.");
+  m.def("python_class", [](const Value& kc) -> py::object {
+    py::object c = class_to_py(kc);
+    return c ? c : py::none();
+  }, "The Python class of a kiln class, or None.");
+  m.def("set_class_attrs", [](const Value& kc, const py::dict& attrs) {
+    guarded([&] {
+      Ref<runtime::ClassObj> cls = class_of(kc);
+      for (auto [k, v] : attrs) cls->methods.set(py::cast<std::string>(k), py::cast<Value>(v));
+      return 0;
+    });
+  }, "A new class's attributes: KBC functions, Python callables, properties, static/class methods, constants.");
+  m.def("set_class_attr", [](const Value& kc, const std::string& name, const Value& v) {
+    guarded([&] {
+      runtime::set_class_attr(class_of(kc).get(), runtime::intern(name), v);
+      return 0;
+    });
+  }, "A class attribute set on the Python class after it was made (Child.K = 5): compiled entries recompile.");
+  m.def("del_class_attr", [](const Value& kc, const std::string& name) {
+    guarded([&] {
+      runtime::del_class_attr(class_of(kc).get(), runtime::intern(name).get());
+      return 0;
+    });
+  }, "A class attribute deleted from the Python class (del Child.K).");
+  m.def("make_property", [](py::handle fget, py::handle fset, py::handle fdel) {
+    auto fn = [](py::handle f) { return f.is_none() ? Value::null() : py::cast<Value>(f); };
+    return runtime::make_property(fn(fget), fn(fset), fn(fdel));
+  }, py::arg("fget"), py::arg("fset") = py::none(), py::arg("fdel") = py::none(),
+     "property(fget, fset, fdel) of KBC functions or Python callables; None: absent.");
+  m.def("make_staticmethod", [](const Value& f) { return runtime::make_staticmethod(f); });
+  m.def("as_method", [](py::handle fn) {
+    return guarded([&] {
+      Value v = to_value(fn);
+      if (!v.is(Kind::Foreign)) return v;  // its KBC translation
+      // A function kiln could not translate stays Python's; as a class
+      // attribute it must still bind to the instance as a method does, so
+      // it is a native (which binds) calling the Python function.
+      std::string name = py::cast<std::string>(fn.attr("__qualname__"));
+      return runtime::make_builtin_closure(name, [v](runtime::CallContext& ctx, const runtime::CallArgs& args) {
+        return ctx.call(v, args);
+      });
+    });
+  }, "A class body's function as a method: its KBC form, or a native that calls the Python function.");
+  m.def("make_classmethod", [](const Value& f) { return runtime::make_classmethod(f); });
+  m.def("as_value_shared", [](py::handle obj) { return guarded([&] { return to_value_shared(obj); }); },
+        "A Python object as kiln sees an argument: a list, dict or set stays the caller's own object.");
+  m.def("module_delattr", [](const Value& v, const std::string& name) {
+    guarded([&] {
+      runtime::module_delattr(v, runtime::intern(name).get(), &python_vm());
+      return 0;
+    });
+  }, "torch's __delattr__: the entry leaves _parameters, _modules, _buffers or the attributes.");
   m.def("as_value", [](py::handle obj) { return guarded([&] { return to_value(obj); }); },
         "A Python object as the kiln value kiln would see (KBC function, Foreign, ...).");
   m.def("module_new", [](const Value& cls, py::handle wrapper) {
@@ -161,14 +293,20 @@ void bind_nn(py::module_& m) {
       return v;
     });
   }, "A fresh module of a Python subclass's class, owned by `wrapper` (its __init__ runs in Python).");
-  m.def("module_instantiate", [](const Value& cls, py::handle wrapper, py::args args, py::kwargs kwargs) {
-    return guarded([&] {
+  m.def("module_init_builtin", [](const Value& v, py::args args, py::kwargs kwargs) {
+    guarded([&] {
+      // The nearest built-in class's native __init__ (a subclass's own
+      // __init__, in its method table, is what called this).
+      const runtime::ClassObj* cls = runtime::builtin_module_class(module_of(v)->cls->builtin_kind()).get();
+      const Value* init = cls ? cls->methods.find("__init__") : nullptr;
+      if (!init) return 0;
       PyArgs a(args, kwargs);
-      Value v = runtime::instantiate(python_vm(), class_of(cls), a.call_args());
-      wrappers()[v.as<ModuleObj>()] = wrapper.ptr();
-      return v;
+      std::vector<Value> full{v};
+      full.insert(full.end(), a.call_args().args, a.call_args().args + a.call_args().nargs);
+      python_vm().call(*init, runtime::CallArgs{full.data(), full.size(), a.call_args().kwnames});
+      return 0;
     });
-  }, "A built-in module made by its own constructor (Linear(4, 8)), owned by `wrapper`.");
+  }, "A built-in module's native __init__ on an existing module (nn.Linear.__init__).");
   m.def("module_release", [](const Value& v, py::handle wrapper) {
     auto it = wrappers().find(module_of(v));
     if (it != wrappers().end() && it->second == wrapper.ptr()) wrappers().erase(it);
@@ -197,6 +335,9 @@ void bind_nn(py::module_& m) {
   m.def("module_call", [](const Value& v, py::args args, py::kwargs kwargs) {
     TensorIdentityScope identity;
     return guarded([&] {
+      // The globals translated code reads, as they are now (a class or
+      // constant defined after the module's class was): as a compiled call.
+      sync_python_state();
       PyArgs a(args, kwargs);
       return to_py(runtime::module_call(python_vm(), v, a.call_args()));
     });

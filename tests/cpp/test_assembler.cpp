@@ -141,6 +141,13 @@ ok:
   CALL_METHOD 1
   POP_TOP
   LOAD_FAST obj
+  DELETE_ATTR bias
+  LOAD_GLOBAL print
+  PUSH_NULL
+  LOAD_FAST v
+  CALL_METHOD 1
+  POP_TOP
+  LOAD_FAST obj
   LOAD_METHOD forward
   LOAD_FAST v
   LOAD_CONST True
@@ -284,6 +291,20 @@ out:
 .end
 .func __getattr__(self, name)
   LOAD_CONST "missing"
+  RETURN_VALUE
+.end
+
+.staticmethod
+.func make(x)
+  LOAD_FAST x
+  RETURN_VALUE
+.end
+
+.classmethod
+.func parent(cls)
+  .freevars __class__
+  LOAD_GLOBAL super
+  CALL 0
   RETURN_VALUE
 .end
 .endclass
@@ -662,9 +683,17 @@ TEST_CASE("program layout: globals, closures, classes, qualnames", "[asm]") {
   CHECK(base.as<runtime::ClassObj>()->base.get() == runtime::module_base_class().get());
   CHECK(lin.as<runtime::ClassObj>()->base.get() ==
         runtime::builtin_module_class(runtime::BuiltinModule::Linear).get());
-  REQUIRE(c.items[1].methods.size() == 2);
+  REQUIRE(c.items[1].methods.size() == 4);
   CHECK(c.items[1].methods[0]->code->qualname == "Derived.forward");
   CHECK(c.items[1].methods[1]->code->name == "__getattr__");
+  // Decorated methods: the class holds the wrapper, the item the function.
+  CHECK(dcls->methods.find("make")->is(Kind::StaticMethod));
+  CHECK(dcls->methods.find("parent")->is(Kind::ClassMethod));
+  CHECK(dcls->methods.find("make")->as<runtime::MethodWrapperObj>()->func.as<runtime::FunctionObj>() ==
+        c.items[1].methods[2].get());
+  // A method's __class__ cell holds its class (zero-argument super()).
+  REQUIRE(c.items[1].methods[3]->closure.size() == 1);
+  CHECK(c.items[1].methods[3]->closure[0]->v.is_same(derived));
   const Value* fwd = dcls->methods.find("forward");
   REQUIRE(fwd);
   CHECK(fwd->as<runtime::FunctionObj>() == c.items[1].methods[0].get());

@@ -143,12 +143,7 @@ class OuterNested(Outer):
         return self.b(self.a(x + 1)) - 1
 
 
-@pytest.mark.parametrize("model", [
-    Outer,
-    pytest.param(OuterNested, marks=pytest.mark.xfail(
-        strict=True, reason="a break while the caller has a method call pending (self.b(self.a(x))) runs the "
-                            "rest of that frame on the VM: LOAD_METHOD's NULL cannot cross into a resume function yet")),
-])
+@pytest.mark.parametrize("model", [Outer, OuterNested])
 @pytest.mark.parametrize("backend", ["eager", "llvm"])
 def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, capsys):
     m = model()
@@ -165,6 +160,65 @@ def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, caps
     c = kiln.compile(m, backend=backend)
     assert close(c(x), want) and close(c(x), want)
     assert capsys.readouterr().out.count("inside Noisy") == 4
+
+
+def loud_double(y):
+    print("loud")
+    return y * 2
+
+
+def halve(y):
+    return y / 2
+
+
+class Scaler:
+    """A plain Python object: its method is Python's (a foreign call)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def scale(self, y):
+        self.calls += 1
+        return y * 3
+
+
+SCALER = Scaler()
+
+
+def pending_plain_call(x):
+    return halve(loud_double(x + 1)) - 1
+
+
+def pending_namespace_method(x):
+    return kiln.relu(loud_double(x - 1)) * 2
+
+
+def pending_object_method(x):
+    return SCALER.scale(loud_double(x)) + 1
+
+
+@pytest.mark.parametrize("fn, want, graphs", [
+    # halve is pending (CALL's callee) across loud_double's break
+    (pending_plain_call, lambda x: (x + 1) * 2 / 2 - 1, 3),
+    # kiln.relu: LOAD_METHOD on a Python module pushed (relu, NULL)
+    (pending_namespace_method, lambda x: ((x - 1) * 2).relu() * 2, 3),
+    # SCALER.scale: a foreign object's method, pending with its NULL (the
+    # resumed frame then breaks at that foreign call, and resumes again)
+    (pending_object_method, lambda x: x * 2 * 3 + 1, 2),
+])
+@pytest.mark.parametrize("backend", ["eager", "llvm"])
+def test_a_call_pending_across_a_break_resumes_compiled(fn, want, graphs, backend, capsys):
+    x = kiln.randn(2, 4)
+    e = kiln.explain(fn, backend=backend)(x)
+    assert close(e.result, want(x)), str(e)
+    # The frame's graph before the call (if it has ops), loud_double's after
+    # its print, and the resumed frame's (the pending call and what follows),
+    # which a NULL on the stack used to leave to the VM.
+    assert e.graph_count == graphs, str(e)
+    assert not any("split across the break" in b["reason"] for b in e.break_reasons), str(e)
+    c = kiln.compile(fn, backend=backend)
+    assert close(c(x), want(x)) and close(c(x), want(x))
+    assert capsys.readouterr().out.count("loud") == 3
 
 
 def test_print_in_an_uncompiled_module_call_goes_to_sys_stdout(capsys):

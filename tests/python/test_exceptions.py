@@ -849,3 +849,34 @@ def str_times_float(x):
                                 list_plus_int, tuple_plus_int, sequence_times_str, str_times_float])
 def test_operator_error_messages(fn):
     check(fn, 3)
+
+
+# -- a failing method lookup split from its call by a break ----------------------
+
+class Suppress:
+    def __enter__(self):
+        return 1
+
+    def __exit__(self, t, v, tb):
+        return True  # swallows what the block raises
+
+
+def missing_method_in_suppressing_with(a):
+    with Suppress():
+        "x".nope()  # LOAD_METHOD raises: the with statement must see it
+    return a
+
+
+def missing_method_after_break_in_try(a):
+    note("before")
+    try:
+        a.nope()
+    except AttributeError as e:
+        return str(e)
+    return a
+
+
+@pytest.mark.parametrize("fn", [missing_method_in_suppressing_with, missing_method_after_break_in_try])
+def test_a_failing_method_lookup_is_caught_by_its_handler(fn):
+    from differential import check
+    check(fn, 3)

@@ -1,0 +1,102 @@
+// Python's super() over kiln classes (super.h).
+#include "runtime/super.h"
+
+#include "runtime/descriptors.h"
+#include "runtime/signature.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+
+Value make_super(const Value& type, const Value& obj) {
+  if (!type.is(Kind::Class))
+    throw_error(ErrorKind::TypeError, "super() argument 1 must be a type, not " + type_name(type));
+  auto s = make_ref<SuperObj>();
+  s->type = type;
+  if (!obj.is_null() && !obj.is_none()) {
+    // CPython's supercheck: a class deriving from type (super inside a
+    // classmethod), else an instance of such a class.
+    ClassObj* t = nullptr;
+    if (obj.is(Kind::Class) && obj.as<ClassObj>()->is_subclass_of(s->type_class())) t = obj.as<ClassObj>();
+    else if (obj.is(Kind::Module) && obj.as<ModuleObj>()->cls->is_subclass_of(s->type_class()))
+      t = obj.as<ModuleObj>()->cls.get();
+    if (!t) throw_error(ErrorKind::TypeError, "super(type, obj): obj must be an instance or subtype of type");
+    s->obj = obj;
+    s->obj_type = Ref<ClassObj>(t);
+  } else {
+    s->obj = Value::null();
+  }
+  return Value::object(Kind::Super, s);
+}
+
+namespace {
+Value& host_super() {
+  static Value* v = new Value(Value::null());
+  return *v;
+}
+}  // namespace
+
+void set_host_super(Value fn) { host_super() = std::move(fn); }
+
+Value builtin_super(CallContext& ctx, const std::vector<Value>& a) {
+  Value type = a[0], obj = a[1];
+  if (type.is_null()) ctx.zero_arg_super(type, obj);
+  if (type.is(Kind::Foreign) && !host_super().is_null()) {
+    if (obj.is_null()) return ctx.call(host_super(), {type});
+    return ctx.call(host_super(), {type, obj});
+  }
+  return make_super(type, obj);
+}
+
+const Value* super_find(const SuperObj* s, const StrObj* name, ClassObj** owner) {
+  if (s->obj.is_null()) return nullptr;
+  // obj_type's chain passes through `type` (make_super checked it): the
+  // search starts at the class after it.
+  for (ClassObj* c = s->type_class()->base.get(); c; c = c->base.get())
+    if (const Value* v = c->methods.find(name)) {
+      if (owner) *owner = c;
+      return v;
+    }
+  // torch's Module.__getattr__, for `super().__getattr__(name)` in a
+  // class's own __getattr__ (the dicts were searched before it was called:
+  // what is left is the AttributeError). Not in the base class's table,
+  // where every module would seem to have a custom __getattr__.
+  if (name->s == "__getattr__" && s->obj.is(Kind::Module)) {
+    static const Value base_getattr = make_native(
+        "Module.__getattr__", "self, name", [](CallContext& ctx, const std::vector<Value>& a) -> Value {
+          if (!a[0].is(Kind::Module) || !a[1].is(Kind::Str))
+            throw_error(ErrorKind::TypeError, "Module.__getattr__(self, name) expects a module and a str");
+          const std::string& cls = a[0].as<ModuleObj>()->class_name();
+          throw_error(ErrorKind::AttributeError, "'" + cls + "' object has no attribute '" + a[1].as_str() + "'");
+        });
+    if (owner) *owner = module_base_class().get();
+    return &base_getattr;
+  }
+  return nullptr;
+}
+
+Value super_getattr_or_null(CallContext& ctx, const Value& super, const StrObj* name) {
+  const auto* s = super.as<SuperObj>();
+  // __class__ is super's own (CPython skips the lookup for it).
+  if (name->s != "__class__")
+    if (const Value* v = super_find(s, name)) {
+      // Bound as read through obj, or through obj_type when obj is that
+      // class itself (super() in a classmethod).
+      const bool through_class = s->obj.is(Kind::Class);
+      return bind_class_attr(&ctx, *v, through_class ? Value::null() : s->obj, s->obj_type.get(), name);
+    }
+  if (name->s == "__thisclass__") return s->type;
+  if (name->s == "__self__") return s->obj.is_null() ? Value::none() : s->obj;
+  if (name->s == "__self_class__") return s->obj_type ? class_value(s->obj_type.get()) : Value::none();
+  return Value::null();
+}
+
+void super_attribute_error(const StrObj* name) {
+  throw_error(ErrorKind::AttributeError, "'super' object has no attribute '" + name->s + "'");
+}
+
+std::string super_repr(const SuperObj* s) {
+  return "<super: <class '" + s->type_class()->name + "'>, " + (s->obj_type ? "<" + s->obj_type->name + " object>" : "NULL") +
+         ">";
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,53 @@
+// Python's super() over kiln classes: attribute lookup that starts after a
+// given class in the chain of an object's class. kiln classes have one base
+// each, so that chain is the MRO.
+//
+// CPython 3.11 compiles a zero-argument `super()` to `LOAD_GLOBAL super;
+// CALL 0` in a function that has a `__class__` free variable; the builtin
+// then reads the calling frame's `__class__` cell and its first argument
+// (CallContext::zero_arg_super, which the VM implements). KBC does the same,
+// so translated methods need no rewriting.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/module.h"
+
+namespace kiln::runtime {
+
+struct SuperObj final : Object {
+  Value type;              // __thisclass__ (a Class): the lookup starts after it
+  Value obj;               // __self__: an instance (a module) or a class; Null: unbound super(C)
+  Ref<ClassObj> obj_type;  // __self_class__: type(obj), or obj when it is a class
+  ClassObj* type_class() const { return type.as<ClassObj>(); }
+};
+
+// super(type, obj) with CPython's checks and TypeErrors; obj Null: the
+// unbound super(type).
+Value make_super(const Value& type, const Value& obj);
+
+// The builtin: super(), super(type), super(type, obj). A foreign type (a
+// Python class that is no kiln class) goes to the host's own super (below).
+Value builtin_super(CallContext& ctx, const std::vector<Value>& a);
+// The host language's super (Python's builtins.super, a Foreign callable),
+// set by the embedding that has one (python/): super over its own classes
+// is its business. Without it such a call is a TypeError.
+void set_host_super(Value fn);
+
+// Where super's lookup finds `name`: the raw class attribute (and the
+// class holding it), or null. Unbound supers find nothing.
+const Value* super_find(const SuperObj* s, const StrObj* name, ClassObj** owner = nullptr);
+
+// super_obj.name, CPython's super_getattro: the attribute found after
+// `type`, bound to obj as descriptors.h says (a property's getter runs),
+// else super's own attributes (__thisclass__, __self__, __self_class__).
+// Null when none.
+Value super_getattr_or_null(CallContext& ctx, const Value& super, const StrObj* name);
+
+// "'super' object has no attribute 'x'"
+[[noreturn]] void super_attribute_error(const StrObj* name);
+
+std::string super_repr(const SuperObj* s);  // <super: <class 'B'>, <Child object>>
+
+}  // namespace kiln::runtime
