@@ -257,7 +257,7 @@ struct Residual {
         b.emit(Opcode::BINARY_SUBSCR);
         return;
       case SourceKind::Cell:
-        if (s->base) unsupported(BreakReason::unsupported, "reloading another function's closure cell");
+        if (s->base) unsupported(BreakReason::resume_state, "reloading another function's closure cell");
         b.emit(Opcode::LOAD_DEREF, int32_t(trace_cells) + s->local_index);
         return;
     }
@@ -270,7 +270,7 @@ struct Residual {
       if (!v->realized) return emit_source(v->source);
       v = v->realized;
     }
-    if (!v) unsupported(BreakReason::unsupported, "a method call split across the break");
+    if (!v) unsupported(BreakReason::resume_state, "a method call split across the break");
     switch (v->kind) {
       case VTKind::Tensor:
         // An input (the graph may not even take it, if it was only guarded).
@@ -325,13 +325,13 @@ struct Residual {
         return;
       case VTKind::Iterator:
         if (vars::lazy_iteration(*v) != vars::LazyIteration::None)
-          unsupported(BreakReason::unsupported, "a map() or filter() iterator held across the break");
+          unsupported(BreakReason::resume_state, "a map() or filter() iterator held across the break");
         for (size_t i = v->pos; i < v->items.size(); ++i) reconstruct(v->items[i]);
         b.emit(Opcode::BUILD_LIST, int32_t(v->items.size() - v->pos));
         if (!as_list) b.emit(Opcode::GET_ITER);
         return;
       case VTKind::UserMethod:
-        unsupported(BreakReason::unsupported, "a bound method held across the break");
+        unsupported(BreakReason::resume_state, "a bound method held across the break");
       case VTKind::GetAttr:
         reconstruct(v->self);
         b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
@@ -350,7 +350,7 @@ struct Residual {
         return;
       }
       case VTKind::Cell:
-        unsupported(BreakReason::unsupported, "a closure cell held across the break");
+        unsupported(BreakReason::resume_state, "a closure cell held across the break");
       case VTKind::Opaque:
         if (v->value.is(Kind::Super) && v->self && !v->source) {
           // super(type, obj) again, over the obj this run has (a baked-in
@@ -372,14 +372,14 @@ struct Residual {
   // or one of the residual's cellvars filled (once) with the content.
   void emit_cell(const VT& c) {
     if (c->source) {
-      if (c->source->base) unsupported(BreakReason::unsupported, "another function's closure cell");
+      if (c->source->base) unsupported(BreakReason::resume_state, "another function's closure cell");
       b.emit(Opcode::LOAD_CLOSURE, int32_t(trace_cells) + c->source->local_index);
       return;
     }
     auto it = cell_slot.find(c.get());
     if (it == cell_slot.end()) {
       int32_t slot = int32_t(cell_slot.size());
-      if (size_t(slot) >= trace_cells) unsupported(BreakReason::unsupported, "an uncounted closure cell");
+      if (size_t(slot) >= trace_cells) unsupported(BreakReason::resume_state, "an uncounted closure cell");
       it = cell_slot.emplace(c.get(), slot).first;
       if (c->items[0]) {
         reconstruct(c->items[0]);
@@ -720,7 +720,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         if (callee && (callee->is(VTKind::UserFunction) || callee->is(VTKind::UserMethod)) &&
             callee->value.is(Kind::Function)) {
           if (callee->is(VTKind::UserMethod))
-            unsupported(BreakReason::unsupported, "a bound method held across the break");
+            unsupported(BreakReason::resume_state, "a bound method held across the break");
           r.emit_const(compiled_value(Ref<FunctionObj>(callee->value.as<FunctionObj>()), options));
           continue;
         }

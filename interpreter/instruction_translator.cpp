@@ -83,7 +83,7 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   // reached without a source would have unguarded cells: refuse it.
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
     const Value& v = fn_->closure[i]->v;
-    if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
+    if (v.is_null()) unsupported(BreakReason::python_error, "an empty closure cell");
     // A method's `__class__` (what zero-argument super() reads) is set once,
     // when its class is made, to that class: a constant wherever the method
     // was found (a module's class, itself pinned by the module's guards).
@@ -92,7 +92,7 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
       continue;
     }
     if (parent_ && !(fn_vt_ && fn_vt_->source))
-      unsupported(BreakReason::unsupported, "a closure reached without a source");
+      unsupported(BreakReason::untraced_object, "a closure reached without a source");
     auto source = output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i));
     cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
   }
@@ -146,12 +146,12 @@ void InstructionTranslator::op_SWAP(const Instr& i) { std::swap(stack_.back(), s
 void InstructionTranslator::op_LOAD_CONST(const Instr& i) { push(from_value(code_->consts[size_t(i.a)])); }
 
 void InstructionTranslator::op_LOAD_FAST(const Instr& i) {
-  if (!locals_[size_t(i.a)]) unsupported(BreakReason::unsupported, "read of an unbound local");
+  if (!locals_[size_t(i.a)]) unsupported(BreakReason::python_error, "read of an unbound local");
   push(locals_[size_t(i.a)]);
 }
 void InstructionTranslator::op_STORE_FAST(const Instr& i) { locals_[size_t(i.a)] = pop(); }
 void InstructionTranslator::op_DELETE_FAST(const Instr& i) {
-  if (!locals_[size_t(i.a)]) unsupported(BreakReason::unsupported, "delete of an unbound local");
+  if (!locals_[size_t(i.a)]) unsupported(BreakReason::python_error, "delete of an unbound local");
   locals_[size_t(i.a)] = nullptr;
 }
 
@@ -178,13 +178,13 @@ void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
   }
   const NameMap& b = fn_->globals && fn_->globals->builtins ? *fn_->globals->builtins : builtins();
   if (const Value* v = b.find(key)) return push(from_value(*v));
-  unsupported(BreakReason::unsupported, "name '" + name + "' is not defined");
+  unsupported(BreakReason::python_error, "name '" + name + "' is not defined");
 }
 
 void InstructionTranslator::op_STORE_GLOBAL(const Instr& i) {
   const std::string& name = code_->names[size_t(i.a)]->s;
   if (fn_->globals && fn_->globals.get() != ctx_.root_globals)
-    unsupported(BreakReason::unsupported, "assignment to global '" + name + "' of another module");
+    unsupported(BreakReason::outside_mutation, "assignment to global '" + name + "' of another module");
   VT v = pop();
   ctx_.globals[name] = v;
   ctx_.side_effects.global_stores.push_back({name, v});
@@ -192,7 +192,7 @@ void InstructionTranslator::op_STORE_GLOBAL(const Instr& i) {
 
 void InstructionTranslator::op_LOAD_DEREF(const Instr& i) {
   const VT& content = cells_.at(size_t(i.a))->items[0];
-  if (!content) unsupported(BreakReason::unsupported, "read of an unbound closure variable");
+  if (!content) unsupported(BreakReason::python_error, "read of an unbound closure variable");
   push(content);
 }
 void InstructionTranslator::op_STORE_DEREF(const Instr& i) {
@@ -200,7 +200,7 @@ void InstructionTranslator::op_STORE_DEREF(const Instr& i) {
   // A real cell of the root frame's own closure can be stored back by the
   // residual code (same closure); another function's cannot.
   if (cell->source && cell->source->base)
-    unsupported(BreakReason::unsupported, "assignment to another function's closure variable");
+    unsupported(BreakReason::outside_mutation, "assignment to another function's closure variable");
   cell->items[0] = pop();
   if (cell->source) ctx_.side_effects.cell_stores.push_back({cell, size_t(i.a)});
 }
@@ -208,13 +208,13 @@ void InstructionTranslator::op_LOAD_CLOSURE(const Instr& i) { push(cells_.at(siz
 void InstructionTranslator::op_MAKE_FUNCTION(const Instr& i) {
   VT code = pop();
   if (!code->is(VTKind::Constant) || !code->value.is(Kind::Code))
-    unsupported(BreakReason::unsupported, "MAKE_FUNCTION of " + code->str());
+    unsupported(BreakReason::untraced_object, "MAKE_FUNCTION of " + code->str());
   std::vector<VT> closure;
   if (i.a & 4) closure = realize(pop())->items;
-  if (i.a & 2) unsupported(BreakReason::unsupported, "keyword-only defaults of a function made in the trace");
+  if (i.a & 2) unsupported(BreakReason::untraced_object, "keyword-only defaults of a function made in the trace");
   VT defaults = (i.a & 1) ? realize(pop()) : nullptr;
   for (const VT& c : closure)
-    if (!c->is(VTKind::Cell)) unsupported(BreakReason::unsupported, "a closure of non-cells");
+    if (!c->is(VTKind::Cell)) unsupported(BreakReason::untraced_object, "a closure of non-cells");
   push(variables::make_nested_function(code->value, std::move(closure), defaults));
 }
 
@@ -227,7 +227,7 @@ void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   VT obj = realize(pop());
   VT value = pop();
   const std::string& name = code_->names[size_t(i.a)]->s;
-  if (!obj->is_module() || !obj->source) unsupported(BreakReason::unsupported, "attribute store on " + obj->str());
+  if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str());
   // A property: its setter inlined (without one, the VM raises
   // AttributeError at this line).
   if (store_through_property(obj, name, value)) return;
@@ -273,7 +273,7 @@ void InstructionTranslator::op_STORE_SUBSCR(const Instr&) {
     int64_t k = constant_value(key).as_int();
     int64_t n = int64_t(obj->items.size());
     if (k < 0) k += n;
-    if (k < 0 || k >= n) unsupported(BreakReason::unsupported, "list index out of range");
+    if (k < 0 || k >= n) unsupported(BreakReason::python_error, "list index out of range");
     obj->items[size_t(k)] = value;
     ctx_.side_effects.mark_mutated(obj);
     return;
@@ -291,13 +291,13 @@ void InstructionTranslator::op_STORE_SUBSCR(const Instr&) {
     ctx_.side_effects.mark_mutated(obj);
     return;
   }
-  unsupported(BreakReason::unsupported, "item assignment on " + obj->str());
+  unsupported(BreakReason::outside_mutation, "item assignment on " + obj->str());
 }
 
 void InstructionTranslator::op_DELETE_SUBSCR(const Instr&) {
   VT key = realize(pop());
   VT obj = realize(pop());
-  if (!is_constant(key)) unsupported(BreakReason::unsupported, "item deletion with " + key->str());
+  if (!is_constant(key)) unsupported(BreakReason::traced_python_value, "item deletion with " + key->str());
   Value k = constant_value(key);
   if (obj->is(VTKind::ConstDict)) {
     for (size_t j = 0; j < obj->keys.size(); ++j)
@@ -315,14 +315,14 @@ void InstructionTranslator::op_DELETE_SUBSCR(const Instr&) {
       return;
     }
   }
-  unsupported(BreakReason::unsupported, "item deletion on " + obj->str());
+  unsupported(BreakReason::outside_mutation, "item deletion on " + obj->str());
 }
 
 void InstructionTranslator::op_BUILD_SLICE(const Instr& i) {
   std::vector<VT> parts = pop_n(size_t(i.a));
   for (auto& p : parts) {
     p = realize(p);
-    if (!is_constant(p)) unsupported(BreakReason::unsupported, "a slice bound that is not a Python value");
+    if (!is_constant(p)) unsupported(BreakReason::traced_python_value, "a slice bound that is not a Python value");
   }
   push(variables::make_constant(make_slice(constant_value(parts[0]), constant_value(parts[1]),
                                            parts.size() == 3 ? constant_value(parts[2]) : Value::none())));
@@ -347,7 +347,7 @@ void InstructionTranslator::op_UNARY_OP(const Instr& i) {
     push(variables::make_constant(Value::boolean(a->items.empty())));
     return;
   }
-  if (!is_constant(a)) unsupported(BreakReason::unsupported, std::string("unary ") + unop_symbol(op) + " on " + a->str());
+  if (!is_constant(a)) unsupported(BreakReason::traced_python_value, std::string("unary ") + unop_symbol(op) + " on " + a->str());
   push(from_value(unary_op(op, constant_value(a))));
 }
 
@@ -367,7 +367,7 @@ void InstructionTranslator::op_BUILD_DICT(const Instr& i) {
   for (size_t k = 0; k < kv.size(); k += 2) {
     VT key = realize(kv[k]);
     if (!is_constant(key) || !variables::is_literal(constant_value(key)))
-      unsupported(BreakReason::unsupported, "a dict key that is not a constant");
+      unsupported(BreakReason::traced_python_value, "a dict key that is not a constant");
     Value kval = constant_value(key);
     bool replaced = false;
     for (size_t j = 0; j < keys.size(); ++j)
@@ -388,7 +388,7 @@ void InstructionTranslator::op_BUILD_STRING(const Instr& i) {
   std::string s;
   for (auto& p : parts) {
     p = realize(p);
-    if (!is_constant(p)) unsupported(BreakReason::unsupported, "formatting " + p->str() + " into a string");
+    if (!is_constant(p)) unsupported(BreakReason::traced_python_value, "formatting " + p->str() + " into a string");
     s += to_str(constant_value(p));
   }
   push(variables::make_constant(Value::str(s)));
@@ -397,7 +397,7 @@ void InstructionTranslator::op_BUILD_STRING(const Instr& i) {
 void InstructionTranslator::op_LIST_APPEND(const Instr& i) {
   VT item = pop();
   VT list = realize(stack_[stack_.size() - size_t(i.a)]);
-  if (!list->is(VTKind::List)) unsupported(BreakReason::unsupported, "LIST_APPEND to " + list->str());
+  if (!list->is(VTKind::List)) unsupported(BreakReason::untraced_object, "LIST_APPEND to " + list->str());
   list->items.push_back(item);
   ctx_.side_effects.mark_mutated(list);
 }
@@ -405,7 +405,7 @@ void InstructionTranslator::op_LIST_APPEND(const Instr& i) {
 void InstructionTranslator::op_LIST_EXTEND(const Instr& i) {
   VT items = realize(pop());
   VT list = realize(stack_[stack_.size() - size_t(i.a)]);
-  if (!list->is(VTKind::List)) unsupported(BreakReason::unsupported, "LIST_EXTEND to " + list->str());
+  if (!list->is(VTKind::List)) unsupported(BreakReason::untraced_object, "LIST_EXTEND to " + list->str());
   for (VT& v : unpack(items)) list->items.push_back(v);
   ctx_.side_effects.mark_mutated(list);
 }
@@ -413,7 +413,7 @@ void InstructionTranslator::op_LIST_EXTEND(const Instr& i) {
 void InstructionTranslator::op_UNPACK_SEQUENCE(const Instr& i) {
   VT seq = realize(pop());
   std::vector<VT> items = unpack(seq);
-  if (items.size() != size_t(i.a)) unsupported(BreakReason::unsupported, "unpacking a sequence of the wrong length");
+  if (items.size() != size_t(i.a)) unsupported(BreakReason::python_error, "unpacking a sequence of the wrong length");
   for (size_t k = items.size(); k-- > 0;) push(items[k]);
 }
 
@@ -452,10 +452,10 @@ void InstructionTranslator::op_CALL_EX(const Instr& i) {
   std::vector<VT> all = unpack(args);
   Value names;
   if (kwargs) {
-    if (!kwargs->is(VTKind::ConstDict)) unsupported(BreakReason::unsupported, "** of " + kwargs->str());
+    if (!kwargs->is(VTKind::ConstDict)) unsupported(BreakReason::untraced_object, "** of " + kwargs->str());
     std::vector<Value> keys;
     for (size_t k = 0; k < kwargs->keys.size(); ++k) {
-      if (!kwargs->keys[k].is(Kind::Str)) unsupported(BreakReason::unsupported, "non-string keyword");
+      if (!kwargs->keys[k].is(Kind::Str)) unsupported(BreakReason::python_error, "non-string keyword");
       keys.push_back(intern_value(kwargs->keys[k].as_str()));
       all.push_back(kwargs->items[k]);
     }
@@ -472,7 +472,7 @@ void InstructionTranslator::op_GET_ITER(const Instr&) {
 
 void InstructionTranslator::op_FOR_ITER(const Instr& i) {
   VT it = stack_.back();
-  if (!it->is(VTKind::Iterator)) unsupported(BreakReason::unsupported, "iteration over " + it->str());
+  if (!it->is(VTKind::Iterator)) unsupported(BreakReason::untraced_object, "iteration over " + it->str());
   VT item;
   if (next_item(it, item)) {
     push(std::move(item));
@@ -510,7 +510,7 @@ bool InstructionTranslator::truth_of(const VT& c) {
   if (c->is(VTKind::Tensor)) unsupported(BreakReason::data_dependent_branch, "");
   if (c->is(VTKind::List) || c->is(VTKind::Tuple) || c->is(VTKind::ConstDict)) return !c->items.empty();
   if (c->is_module() || c->is(VTKind::UserFunction) || c->is(VTKind::Builtin)) return true;
-  if (!is_constant(c)) unsupported(BreakReason::unsupported, "truth of " + c->str());
+  if (!is_constant(c)) unsupported(BreakReason::traced_python_value, "truth of " + c->str());
   return truth(constant_value(c));
 }
 

@@ -131,7 +131,7 @@ class InstructionTranslator {
   // (the verifier does not type the stack): that is not traceable, and the
   // VM will raise whatever the real program raises.
   VT realize(const VT& v) {
-    if (!v) unsupported(BreakReason::unsupported, "LOAD_METHOD's NULL used as a value");
+    if (!v) unsupported(BreakReason::untraced_object, "LOAD_METHOD's NULL used as a value");
     return ctx_.builder.realize(v);
   }
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);

@@ -112,7 +112,7 @@ static Arg to_arg(InstructionTranslator& tx, const VT& v0) {
       for (const VT& x : v->items) items.push_back(to_arg(tx, x));
       return Arg::list(std::move(items));
     }
-    default: unsupported(BreakReason::unsupported, "passing " + v->str() + " to a tensor op");
+    default: unsupported(BreakReason::untraced_object, "passing " + v->str() + " to a tensor op");
   }
 }
 
@@ -145,7 +145,7 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
     return r;
   } catch (const Error& e) {
     // A shape or argument error: the VM raises it when it runs the call.
-    unsupported(BreakReason::unsupported, std::string(op_def(op).name) + "() fails: " + e.what());
+    unsupported(BreakReason::python_error, std::string(op_def(op).name) + "() fails: " + e.what());
   }
 }
 
@@ -173,7 +173,7 @@ static Value key_value(InstructionTranslator& tx, const VT& k0, TracedKey& out) 
     for (const VT& x : k->items) items.push_back(key_value(tx, x, out));
     return k->is(VTKind::Tuple) ? make_tuple(std::move(items)) : make_list(std::move(items));
   }
-  unsupported(BreakReason::unsupported, "indexing a tensor with " + k->str());
+  unsupported(BreakReason::traced_python_value, "indexing a tensor with " + k->str());
 }
 
 static TracedKey traced_key(InstructionTranslator& tx, const VT& x, const VT& key) {
@@ -183,7 +183,7 @@ static TracedKey traced_key(InstructionTranslator& tx, const VT& x, const VT& ke
     tk.parts = normalize_index(int64_t(x->meta().sizes.size()), k);
   } catch (const Error& e) {
     // The VM raises the same error when it runs the subscript.
-    unsupported(BreakReason::unsupported, std::string("indexing fails: ") + e.what());
+    unsupported(BreakReason::python_error, std::string("indexing fails: ") + e.what());
   }
   return tk;
 }
@@ -193,7 +193,7 @@ static TracedKey traced_key(InstructionTranslator& tx, const VT& x, const VT& ke
 static VT part_tensor(InstructionTranslator& tx, const TracedKey& tk, const Tensor& t) {
   if (!t.is_meta()) return tx.from_value(Value::tensor(t));
   auto it = tk.trackers.find(t.impl());
-  if (it == tk.trackers.end()) unsupported(BreakReason::unsupported, "an index tensor the trace cannot name");
+  if (it == tk.trackers.end()) unsupported(BreakReason::untraced_object, "an index tensor the trace cannot name");
   if (t.dim() == 0)  // selects by its value (a view), as torch does
     unsupported(BreakReason::tensor_to_python, "a 0-d tensor used as an index");
   return it->second;
@@ -273,7 +273,7 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
     if (!views.empty()) unsupported(BreakReason::tensor_mutation, "assignment into a tensor a live view was taken of");
   }
   if (!value->is(VTKind::Tensor) && !(value->is(VTKind::Constant) && value->value.is_number()))
-    unsupported(BreakReason::unsupported, "assigning " + value->str() + " into a tensor");
+    unsupported(BreakReason::untraced_object, "assigning " + value->str() + " into a tensor");
   const TracedKey tk = traced_key(*this, x, key);
   std::vector<VT> items;
   for (const IndexPart& p : tk.parts) {
@@ -297,7 +297,7 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
 VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplace) {
   if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
     int id = tensor_op_for(op);
-    if (id < 0) unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " on a tensor");
+    if (id < 0) unsupported(BreakReason::untraced_object, std::string("operator ") + binop_symbol(op) + " on a tensor");
     return tensor_op(OpId(id), {a, b});
   }
   if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {
@@ -330,13 +330,13 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
     // s op= t mutates s: a caller's set on the VM, where the mutation is its
     // owner's; a set made here on a copy that becomes this tracker's value
     // (every name bound to the set holds this tracker, so all see it)
-    if (a->source) unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) +
+    if (a->source) unsupported(BreakReason::outside_mutation, std::string("operator ") + binop_symbol(op) +
                                                            "= on a set the function did not make");
     Value copy = set_copy(a->value, false);
     try {
       binary_op(op, copy, constant_value(b), true);
     } catch (const Error&) {
-      unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " raising an error");
+      unsupported(BreakReason::python_error, std::string("operator ") + binop_symbol(op) + " raising an error");
     }
     a->value = copy;
     return a;
@@ -345,10 +345,10 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
     try {
       return from_value(binary_op(op, constant_value(a), constant_value(b), inplace));
     } catch (const Error&) {
-      unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " raising an error");
+      unsupported(BreakReason::python_error, std::string("operator ") + binop_symbol(op) + " raising an error");
     }
   }
-  unsupported(BreakReason::unsupported, std::string("operator ") + binop_symbol(op) + " on " + a->str() + " and " +
+  unsupported(BreakReason::traced_python_value, std::string("operator ") + binop_symbol(op) + " on " + a->str() + " and " +
                                             b->str());
 }
 
@@ -377,7 +377,7 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     else if (a->kind != b->kind) same = false;
     else if (a->is(VTKind::Builtin) || a->is(VTKind::Opaque) || a->is(VTKind::UserFunction) || a->is_module())
       same = a->value.is_same(b->value);  // objects the trace holds themselves (type(x) is kiln.Tensor)
-    else unsupported(BreakReason::unsupported, "`is` between two trackers");
+    else unsupported(BreakReason::traced_python_value, "`is` between two trackers");
     return const_vt(Value::boolean(op == CmpOp::IS ? same : !same));
   }
   if (op == CmpOp::IN || op == CmpOp::NOT_IN) {
@@ -389,10 +389,10 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
       try {
         found = contains(constant_value(b), constant_value(a));
       } catch (const Error&) {
-        unsupported(BreakReason::unsupported, "`in` raising an error");  // e.g. an unhashable item: the VM raises it
+        unsupported(BreakReason::python_error, "`in` raising an error");  // e.g. an unhashable item: the VM raises it
       }
     } else {
-      unsupported(BreakReason::unsupported, "`in` over " + b->str());
+      unsupported(BreakReason::traced_python_value, "`in` over " + b->str());
     }
     return const_vt(Value::boolean(op == CmpOp::IN ? found : !found));
   }
@@ -401,10 +401,10 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     try {
       return from_value(compare_op(op, constant_value(a), constant_value(b)));
     } catch (const Error&) {
-      unsupported(BreakReason::unsupported, std::string("comparison ") + cmpop_symbol(op) + " raising an error");
+      unsupported(BreakReason::python_error, std::string("comparison ") + cmpop_symbol(op) + " raising an error");
     }
   }
-  unsupported(BreakReason::unsupported, std::string("comparison ") + cmpop_symbol(op) + " of " + a->str() + " and " +
+  unsupported(BreakReason::traced_python_value, std::string("comparison ") + cmpop_symbol(op) + " of " + a->str() + " and " +
                                             b->str());
 }
 
@@ -429,7 +429,7 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
     case VTKind::Tensor: {
       ctx_.shape_read = true;
       const auto& sizes = seq->meta().sizes;
-      if (sizes.empty()) unsupported(BreakReason::unsupported, "iteration over a 0-d tensor");
+      if (sizes.empty()) unsupported(BreakReason::python_error, "iteration over a 0-d tensor");
       std::vector<VT> rows;
       for (int64_t i = 0; i < sizes[0]; ++i)
         rows.push_back(tensor_op(OpId::select, {seq, const_vt(Value::integer(0)), const_vt(Value::integer(i))}));
@@ -457,11 +457,11 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
       try {
         for (const Value& x : to_vector(seq->value)) out.push_back(from_value(x));
       } catch (const Error&) {
-        unsupported(BreakReason::unsupported, "iterating over " + seq->str());
+        unsupported(BreakReason::untraced_object, "iterating over " + seq->str());
       }
       return out;
     }
-    default: unsupported(BreakReason::unsupported, "iterating over " + seq->str());
+    default: unsupported(BreakReason::untraced_object, "iterating over " + seq->str());
   }
 }
 
@@ -470,7 +470,7 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
   if (obj->is(VTKind::Tensor)) {
     return tensor_index(*this, obj, key);
   }
-  if (!is_constant(key)) unsupported(BreakReason::unsupported, "subscript with " + key->str());
+  if (!is_constant(key)) unsupported(BreakReason::traced_python_value, "subscript with " + key->str());
   Value k = constant_value(key);
   if (obj->is(VTKind::List) || obj->is(VTKind::Tuple)) {
     int64_t n = int64_t(obj->items.size());
@@ -482,15 +482,15 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
       for (const Value& i : picked.as<ListObj>()->items) items.push_back(obj->items[size_t(i.as_int())]);
       return obj->is(VTKind::List) ? vars::make_list(std::move(items)) : vars::make_tuple(std::move(items));
     }
-    if (!k.is(Kind::Int)) unsupported(BreakReason::unsupported, "sequence index " + repr(k));
+    if (!k.is(Kind::Int)) unsupported(BreakReason::python_error, "sequence index " + repr(k));
     int64_t i = k.as_int() < 0 ? k.as_int() + n : k.as_int();
-    if (i < 0 || i >= n) unsupported(BreakReason::unsupported, "index out of range");
+    if (i < 0 || i >= n) unsupported(BreakReason::python_error, "index out of range");
     return obj->items[size_t(i)];
   }
   if (obj->is(VTKind::ConstDict)) {
     for (size_t j = 0; j < obj->keys.size(); ++j)
       if (values_equal(obj->keys[j], k)) return obj->items[j];
-    unsupported(BreakReason::unsupported, "KeyError " + repr(k));
+    unsupported(BreakReason::python_error, "KeyError " + repr(k));
   }
   if (obj->is(VTKind::UnspecializedNNModule)) return get_item(specialized(obj), key);
   if (obj->is(VTKind::NNModule)) {
@@ -499,20 +499,20 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
     try {
       child = module_getitem(obj->value, k);
     } catch (const Error&) {
-      unsupported(BreakReason::unsupported, "module subscript " + repr(k));
+      unsupported(BreakReason::python_error, "module subscript " + repr(k));
     }
     for (const auto& [name, v] : obj->value.as<ModuleObj>()->modules)
       if (v.is_same(child)) return module_getattr(obj, name->s);
-    unsupported(BreakReason::unsupported, "a slice of a module container");
+    unsupported(BreakReason::untraced_object, "a slice of a module container");
   }
   if (obj->is(VTKind::Constant)) {
     try {
       return from_value(runtime::get_item(obj->value, k));
     } catch (const Error&) {
-      unsupported(BreakReason::unsupported, "subscript raising an error");
+      unsupported(BreakReason::python_error, "subscript raising an error");
     }
   }
-  unsupported(BreakReason::unsupported, "subscript of " + obj->str());
+  unsupported(BreakReason::untraced_object, "subscript of " + obj->str());
 }
 
 }  // namespace kiln::interpreter

@@ -86,31 +86,31 @@ VT InstructionTranslator::super_of(std::vector<VT> args) {
     // The VM raises the RuntimeErrors; a trace that would meet one breaks.
     int32_t first = code_->first_arg_local;
     if (first == 0 && code_->argcount == 0) first = Code::kNoFirstArg;
-    if (first < 0) unsupported(BreakReason::unsupported, "super() in a frame without its first argument");
+    if (first < 0) unsupported(BreakReason::resume_state, "super() in a frame without its first argument");
     obj = locals_[size_t(first)];
     for (size_t j = 0; j < code_->cell_from_arg.size(); ++j)
       if (code_->cell_from_arg[j] == first) obj = cells_[j]->items[0];
     for (size_t i = 0; i < code_->freevars.size(); ++i)
       if (code_->freevars[i] == "__class__") type = cells_[code_->cellvars.size() + i]->items[0];
-    if (!obj || !type) unsupported(BreakReason::unsupported, "super() without __class__ or its first argument");
+    if (!obj || !type) unsupported(BreakReason::python_error, "super() without __class__ or its first argument");
   } else if (args.size() == 2) {
     type = args[0];
     obj = args[1];
   } else {
-    unsupported(BreakReason::unsupported, "super() with " + std::to_string(args.size()) + " argument(s)");
+    unsupported(BreakReason::python_error, "super() with " + std::to_string(args.size()) + " argument(s)");
   }
   type = realize(type);
   obj = realize(obj);
   if (!class_of_tracker(type))
-    unsupported(BreakReason::unsupported, "super() over " + type->str() + " (not a kiln class)");
+    unsupported(BreakReason::untraced_object, "super() over " + type->str() + " (not a kiln class)");
   if (!obj->is_module() && !class_of_tracker(obj))
-    unsupported(BreakReason::unsupported, "super() of " + obj->str());
+    unsupported(BreakReason::untraced_object, "super() of " + obj->str());
   if (obj->is(VTKind::UnspecializedNNModule)) obj = specialized(obj);  // its class is read
   Value sup;
   try {
     sup = make_super(type->value, obj->value);
   } catch (const Error&) {
-    unsupported(BreakReason::unsupported, "super() raising an error");  // the VM raises it
+    unsupported(BreakReason::python_error, "super() raising an error");  // the VM raises it
   }
   VT vt = vars::make_opaque(sup, nullptr);
   vt->self = obj;  // residual code rebuilds super(type, obj) from it (convert_frame.cpp)
@@ -144,7 +144,7 @@ bool InstructionTranslator::store_through_property(const VT& module, const std::
 
 void InstructionTranslator::delete_attr(const VT& obj0, const std::string& name) {
   VT obj = realize(obj0);
-  if (!obj->is_module() || !obj->source) unsupported(BreakReason::unsupported, "attribute deletion on " + obj->str());
+  if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute deletion on " + obj->str());
   auto* m = obj->value.as<ModuleObj>();
   auto key = intern(name);
   if (const PropertyObj* p = class_property(m->cls.get(), key.get())) {

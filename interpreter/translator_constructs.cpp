@@ -28,8 +28,8 @@ std::vector<Value> constant_items(InstructionTranslator& tx, const std::vector<V
   std::vector<Value> out;
   for (const VT& x0 : items) {
     VT x = tx.realize(x0);
-    if (x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, std::string("a tensor in ") + what);
-    if (!tx.is_constant(x)) unsupported(BreakReason::unsupported, x->str() + " in " + what);
+    if (x->is(VTKind::Tensor)) unsupported(BreakReason::untraced_object, std::string("a tensor in ") + what);
+    if (!tx.is_constant(x)) unsupported(BreakReason::traced_python_value, x->str() + " in " + what);
     out.push_back(tx.constant_value(x));
   }
   return out;
@@ -38,13 +38,13 @@ std::vector<Value> constant_items(InstructionTranslator& tx, const std::vector<V
 // Adds `items` to a copy of the set tracker's value and makes that its value.
 void set_add_all(const VT& set, const std::vector<Value>& items, const char* what) {
   if (!set->is(VTKind::Constant) || !set->value.is(Kind::Set))
-    unsupported(BreakReason::unsupported, std::string(what) + " to " + set->str());
-  if (set->source) unsupported(BreakReason::unsupported, std::string(what) + " to a set the function did not make");
+    unsupported(BreakReason::untraced_object, std::string(what) + " to " + set->str());
+  if (set->source) unsupported(BreakReason::outside_mutation, std::string(what) + " to a set the function did not make");
   Value next = set_copy(set->value, false);
   try {
     for (const Value& v : items) next.as<SetObj>()->add(v);
   } catch (const Error& e) {
-    unsupported(BreakReason::unsupported, std::string(what) + " raising " + e.what());
+    unsupported(BreakReason::python_error, std::string(what) + " raising " + e.what());
   }
   set->value = std::move(next);
 }
@@ -57,7 +57,7 @@ void InstructionTranslator::op_BUILD_SET(const Instr& i) {
   try {
     for (const Value& v : items) set.as<SetObj>()->add(v);
   } catch (const Error& e) {
-    unsupported(BreakReason::unsupported, std::string("a set display raising ") + e.what());
+    unsupported(BreakReason::python_error, std::string("a set display raising ") + e.what());
   }
   push(vars::make_constant(std::move(set)));
 }
@@ -79,13 +79,13 @@ void InstructionTranslator::op_FORMAT_VALUE(const Instr& i) {
   VT value = realize(pop());
   if (value->is(VTKind::Tensor)) unsupported(BreakReason::tensor_to_python, "formatting a tensor in an f-string");
   if (!is_constant(value) || (spec && !is_constant(spec)))
-    unsupported(BreakReason::unsupported, "formatting " + value->str() + " in an f-string");
+    unsupported(BreakReason::traced_python_value, "formatting " + value->str() + " in an f-string");
   Value sv = spec ? constant_value(spec) : Value::str("");
   try {
     if (!sv.is(Kind::Str)) throw_error(ErrorKind::TypeError, "FORMAT_VALUE spec is not a str");
     push(vars::make_constant(Value::str(format_field(constant_value(value), i.a & 3, sv.as_str()))));
   } catch (const Error& e) {
-    unsupported(BreakReason::unsupported, std::string("an f-string field raising ") + e.what());
+    unsupported(BreakReason::python_error, std::string("an f-string field raising ") + e.what());
   }
 }
 
@@ -93,11 +93,11 @@ void InstructionTranslator::op_DICT_MERGE(const Instr& i) {
   VT mapping = realize(pop());
   VT dict = realize(stack_[stack_.size() - size_t(i.a)]);
   if (!dict->is(VTKind::ConstDict) || !mapping->is(VTKind::ConstDict))
-    unsupported(BreakReason::unsupported, "** of " + mapping->str());
+    unsupported(BreakReason::untraced_object, "** of " + mapping->str());
   for (size_t k = 0; k < mapping->keys.size(); ++k) {
     for (const Value& key : dict->keys)
       if (values_equal(key, mapping->keys[k]))
-        unsupported(BreakReason::unsupported, "keyword argument '" + to_str(key) + "' given twice");
+        unsupported(BreakReason::python_error, "keyword argument '" + to_str(key) + "' given twice");
     dict->keys.push_back(mapping->keys[k]);
     dict->items.push_back(mapping->items[k]);
   }

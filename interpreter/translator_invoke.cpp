@@ -70,7 +70,7 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       f->code = Ref<Code>(callee->value.as<Code>());
       f->globals = fn_->globals;
       if (callee->self) {
-        if (!is_constant(callee->self)) unsupported(BreakReason::unsupported, "non-constant defaults of a nested function");
+        if (!is_constant(callee->self)) unsupported(BreakReason::traced_python_value, "non-constant defaults of a nested function");
         f->defaults = to_vector(constant_value(callee->self));
       }
       return inline_call(Value::object(Kind::Function, f), std::move(args), kwnames, callee, callee->items);
@@ -81,16 +81,16 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       // LOAD_METHOD deferred a failed module lookup to this call: looking
       // again throws its own reason (a missing attribute's AttributeError).
       if (callee->self->is_module()) get_attr(callee->self, callee->module_path);
-      unsupported(BreakReason::unsupported, "call to '" + callee->module_path + "' of " + callee->self->str());
+      unsupported(BreakReason::untraced_object, "call to '" + callee->module_path + "' of " + callee->self->str());
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
         unsupported(BreakReason::foreign_call, repr(callee->value));  // "<built-in function id>"
       }
       if (callee->value.is(Kind::Class))
-        unsupported(BreakReason::unsupported, "creating a " + callee->value.as<ClassObj>()->name + " inside the trace");
+        unsupported(BreakReason::untraced_object, "creating a " + callee->value.as<ClassObj>()->name + " inside the trace");
       [[fallthrough]];
-    default: unsupported(BreakReason::unsupported, "calling " + callee->str());
+    default: unsupported(BreakReason::untraced_object, "calling " + callee->str());
   }
 }
 
@@ -112,7 +112,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   const bool varargs = code->flags & kVarArgs, varkw = code->flags & kVarKw;
   std::vector<VT> locals(code->varnames.size());
   for (size_t i = 0; i < std::min(npos, argc); ++i) locals[i] = args[i];
-  if (npos > argc && !varargs) unsupported(BreakReason::unsupported, code->name + "() given too many arguments");
+  if (npos > argc && !varargs) unsupported(BreakReason::python_error, code->name + "() given too many arguments");
   size_t slot = argc + kwonly;
   if (varargs) locals[slot++] = vars::make_tuple(npos > argc ? std::vector<VT>(args.begin() + ptrdiff_t(argc),
                                                                                  args.begin() + ptrdiff_t(npos))
@@ -123,26 +123,26 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     size_t p = size_t(code->posonlyargcount);  // positional-only names go to **kwargs (or are an error)
     while (p < argc + kwonly && code->varnames[p] != name) ++p;
     if (p < argc + kwonly) {
-      if (locals[p]) unsupported(BreakReason::unsupported, code->name + "() got multiple values for '" + name + "'");
+      if (locals[p]) unsupported(BreakReason::python_error, code->name + "() got multiple values for '" + name + "'");
       locals[p] = args[npos + k];
     } else if (extra_kw) {
       extra_kw->keys.push_back(Value::str(name));
       extra_kw->items.push_back(args[npos + k]);
     } else {
-      unsupported(BreakReason::unsupported, code->name + "() got an unexpected keyword argument '" + name + "'");
+      unsupported(BreakReason::python_error, code->name + "() got an unexpected keyword argument '" + name + "'");
     }
   }
   if (extra_kw) locals[slot] = extra_kw;
   const size_t first_default = argc - std::min(argc, fn->defaults.size());
   for (size_t i = 0; i < argc; ++i)
     if (!locals[i]) {
-      if (i < first_default) unsupported(BreakReason::unsupported, code->name + "() missing an argument");
+      if (i < first_default) unsupported(BreakReason::python_error, code->name + "() missing an argument");
       locals[i] = from_value(fn->defaults[i - first_default]);
     }
   for (size_t i = argc; i < argc + kwonly; ++i)
     if (!locals[i]) {
       const Value* d = (i - argc) < fn->kwdefaults.size() ? &fn->kwdefaults[i - argc] : nullptr;
-      if (!d || d->is_null()) unsupported(BreakReason::unsupported, code->name + "() missing a keyword argument");
+      if (!d || d->is_null()) unsupported(BreakReason::python_error, code->name + "() missing a keyword argument");
       locals[i] = from_value(*d);
     }
 
@@ -236,12 +236,12 @@ VT InstructionTranslator::leaf_call(const VT& module, const std::vector<VT>& arg
       scratch_args.push_back(a);
       node_args.push_back(output_graph::Arg::constant(constant_value(a)));
     } else {
-      unsupported(BreakReason::unsupported, "a leaf module called with " + a->str());
+      unsupported(BreakReason::module_call, "a leaf module called with " + a->str());
     }
   }
   VT out = scratch_tx.call_module(vars::make_nn_module(module->value, vars::module_qualname(*module), nullptr),
                                   scratch_args, nullptr);
-  if (!out->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "a leaf module that does not return a tensor");
+  if (!out->is(VTKind::Tensor)) unsupported(BreakReason::module_call, "a leaf module that does not return a tensor");
   return vars::make_tensor(leaf_node(std::move(node_args), out->meta()));
 }
 
@@ -273,13 +273,13 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     // it is traced as what it became. Its version guard is re-taken after.
     VT x = args.empty() ? nullptr : realize(args[0]);
     if (!x || !x->is(VTKind::Tensor) || !module->source)
-      unsupported(BreakReason::unsupported, "the first call of a lazy module without a tensor input");
+      unsupported(BreakReason::module_call, "the first call of a lazy module without a tensor input");
     Value meta = Value::tensor(output_graph::meta_tensor(x->meta()));
     ctx_.shape_read = true;
     try {
       materialize_lazy(m, CallArgs{&meta, 1, nullptr});
     } catch (const Error& e) {
-      unsupported(BreakReason::unsupported, std::string("lazy initialisation fails: ") + e.what());
+      unsupported(BreakReason::module_call, std::string("lazy initialisation fails: ") + e.what());
     }
     Guard g;
     g.source = module->source;
@@ -290,7 +290,7 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
   }
   static const Ref<StrObj> forward = intern("forward");
   const Value* fwd = m->cls->lookup(forward.get());
-  if (!fwd) unsupported(BreakReason::unsupported, "a module without forward");
+  if (!fwd) unsupported(BreakReason::module_call, "a module without forward");
   if (fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty()) {
     // No hook sees the arguments: forward(self, *args) straight away.
     args.insert(args.begin(), module);
@@ -300,7 +300,7 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
   std::vector<VT> pos(args.begin(), args.end() - ptrdiff_t(nkw));
   std::vector<VT> kw(args.end() - ptrdiff_t(nkw), args.end());
   for (const Hook& h : m->forward_pre_hooks) {
-    if (!h.fn.is(Kind::Function)) unsupported(BreakReason::unsupported, "a forward pre-hook that is not a KBC function");
+    if (!h.fn.is(Kind::Function)) unsupported(BreakReason::module_call, "a forward pre-hook that is not a KBC function");
     VT r = inline_call(h.fn, {module, vars::make_tuple(pos)}, nullptr, nullptr);
     if (!(r->is(VTKind::Constant) && r->value.is_none())) pos = r->is(VTKind::Tuple) ? r->items : std::vector<VT>{r};
   }
@@ -311,11 +311,11 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     full.insert(full.end(), kw.begin(), kw.end());
     out = inline_call(*fwd, std::move(full), kwnames, nullptr);
   } else {
-    if (nkw || pos.size() != 1) unsupported(BreakReason::unsupported, "built-in module called with these arguments");
+    if (nkw || pos.size() != 1) unsupported(BreakReason::module_call, "built-in module called with these arguments");
     out = builtin_forward(module, pos[0], unspecialized);
   }
   for (const Hook& h : m->forward_hooks) {
-    if (!h.fn.is(Kind::Function)) unsupported(BreakReason::unsupported, "a forward hook that is not a KBC function");
+    if (!h.fn.is(Kind::Function)) unsupported(BreakReason::module_call, "a forward hook that is not a KBC function");
     VT r = inline_call(h.fn, {module, vars::make_tuple(pos), out}, nullptr, nullptr);
     if (!(r->is(VTKind::Constant) && r->value.is_none())) out = r;
   }
@@ -346,7 +346,7 @@ VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool un
         out = tensor_op(OpId::mul, {x, const_vt(Value::floating(0.0))});
       } else {
         // The same ops, in the same order, as the eager module: equal random draws.
-        if (!x->is(VTKind::Tensor)) unsupported(BreakReason::unsupported, "Dropout of a non-tensor");
+        if (!x->is(VTKind::Tensor)) unsupported(BreakReason::module_call, "Dropout of a non-tensor");
         ctx_.shape_read = true;
         std::vector<Value> dims;
         for (int64_t s : x->meta().sizes) dims.push_back(Value::integer(s));
@@ -377,7 +377,7 @@ VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool un
       }
       break;
     }
-    default: unsupported(BreakReason::unsupported, "calling a " + m->class_name());
+    default: unsupported(BreakReason::module_call, "calling a " + m->class_name());
   }
   return out;
 }
@@ -476,7 +476,7 @@ void InstructionTranslator::check_structure_unchanged(const ModuleObj* m, const 
     auto key = intern(it->first.second);
     if (structural_value || m->params.contains(key.get()) || m->modules.contains(key.get()) ||
         m->buffers.contains(key.get()))
-      unsupported(BreakReason::unsupported,
+      unsupported(BreakReason::untraced_object,
                   what + " after its attribute '" + it->first.second + "' was set in the same trace");
   }
 }
@@ -508,7 +508,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         return vars::make_user_method(op_builtin(int(op->id)), obj);
       Value m = type_method(Kind::Tensor, intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);
-      unsupported(BreakReason::unsupported, "Tensor attribute '" + name + "'");
+      unsupported(BreakReason::untraced_object, "Tensor attribute '" + name + "'");
     }
     case VTKind::List:
     case VTKind::Tuple:
@@ -516,19 +516,19 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       Kind k = obj->is(VTKind::List) ? Kind::List : obj->is(VTKind::Tuple) ? Kind::Tuple : Kind::Dict;
       Value m = type_method(k, intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);
-      unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+      unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
     }
     case VTKind::Constant: {
       Value m = type_method(obj->value.kind(), intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);
       Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
-      if (v.is_null()) unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+      if (v.is_null()) unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
       return from_value(v);
     }
     case VTKind::UserFunction:
     case VTKind::Builtin: {
       Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
-      if (v.is_null()) unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+      if (v.is_null()) unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
       return from_value(v);
     }
     case VTKind::Opaque:
@@ -548,8 +548,8 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
           return ctx_.builder.wrap(v, attr_source(obj->source, name));
         }
       }
-      unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
-    default: unsupported(BreakReason::unsupported, "attribute '" + name + "' of " + obj->str());
+      unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
+    default: unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
   }
 }
 
