@@ -736,16 +736,22 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
           r.b.emit(Opcode::CALL, 1);
           continue;
         }
-        // A module without hooks: its compiled forward, with the module
-        // as the first argument (one more argument for the call; for
-        // m(*args, **kw), the module put in front of args).
-        if (callee && callee->is(VTKind::NNModule)) {
+        // A module: its compiled forward, with the module as the first
+        // argument (one more argument for the call; for m(*args, **kw), the
+        // module put in front of args). A module with hooks gets
+        // __call__'s sequence around it: its pre-hooks and hooks, read
+        // when the call runs, with the compiled forward between them.
+        if (callee && callee->is_module()) {
           auto* m = callee->value.as<ModuleObj>();
           static const Ref<StrObj> forward = intern("forward");
           const Value* fwd = m->cls->lookup(forward.get());
-          if (fwd && fwd->is(Kind::Function) && m->forward_pre_hooks.empty() && m->forward_hooks.empty() &&
-              !m->lazy) {
-            r.emit_const(compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options));
+          if (fwd && fwd->is(Kind::Function) && !m->lazy) {
+            Value compiled = compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options);
+            if (!m->forward_pre_hooks.empty() || !m->forward_hooks.empty())
+              compiled = make_builtin_closure("kiln.hooked_call", [compiled](CallContext& c, const CallArgs& a) {
+                return module_call(c, a[0], CallArgs{a.args + 1, a.nargs - 1, a.kwnames}, &compiled);
+              });
+            r.emit_const(compiled);
             if (brk->op == Opcode::CALL_EX) {
               module_in_front_of_args = callee;
               continue;

@@ -306,11 +306,11 @@ bool remove_hook(ModuleObj* m, int64_t id) {
 // ------------------------------------------------------------------ calls --
 
 
-Value module_call(CallContext& ctx, const Value& module, const CallArgs& args) {
+Value module_call(CallContext& ctx, const Value& module, const CallArgs& args, const Value* forward) {
   auto* m = module.as<ModuleObj>();
   if (m->lazy) materialize_lazy(m, args);
   static const Ref<StrObj> forward_name = intern("forward");
-  const Value* forward = m->cls->lookup(forward_name.get());
+  if (!forward) forward = m->cls->lookup(forward_name.get());
   if (!forward)
     throw_error(ErrorKind::RuntimeError,
                 "Module [" + m->class_name() + "] is missing the required \"forward\" function");

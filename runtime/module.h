@@ -157,7 +157,9 @@ void materialize_lazy(ModuleObj* m, const CallArgs& args);
 
 // __call__: pre-hooks, forward, hooks, in registration order; a lazy module
 // is materialised from its first input before forward runs.
-Value module_call(CallContext& ctx, const Value& module, const CallArgs& args);
+// `forward`: what runs as the module's forward (null: its class's), e.g.
+// the compiled form a residual calls between the hooks it keeps.
+Value module_call(CallContext& ctx, const Value& module, const CallArgs& args, const Value* forward = nullptr);
 
 // Walks, in registration order, deduplicated by identity, skipping None.
 // Names are qualified from `m` ("layers.3.fc.weight").

@@ -162,6 +162,31 @@ def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, caps
     assert capsys.readouterr().out.count("inside Noisy") == 4
 
 
+@pytest.mark.parametrize("backend", ["eager", "llvm"])
+def test_a_hooked_module_breaking_inside_keeps_its_graphs_and_its_hooks(backend, capsys):
+    m = Outer()
+    seen = []
+    m.a.register_forward_pre_hook(lambda mod, args: seen.append("pre"))
+    handle = m.a.register_forward_hook(lambda mod, args, out: out + 1)  # changes the result
+    x = kiln.randn(2, 4)
+    want = m(x)
+    seen.clear()
+    e = kiln.explain(kiln.compile(m), backend=backend)(x)
+    assert close(e.result, want)
+    assert seen == ["pre"]
+    # Noisy's forward compiles around its print, between the hooks that
+    # run at call time: four graphs, and its own break is listed.
+    assert e.graph_count >= 4, str(e)
+    line = Noisy.forward.__code__.co_firstlineno + 2
+    assert any("print" in b["reason"] and b["where"].endswith(f"test_compile_targets.py:{line}")
+               for b in e.break_reasons), str(e)
+    c = kiln.compile(m, backend=backend)
+    assert close(c(x), want) and close(c(x), want)
+    assert seen == ["pre"] * 3
+    handle.remove()  # a removed hook no longer runs, compiled or not
+    assert close(c(x), m(x)) and not close(c(x), want)
+
+
 def loud_double(y):
     print("loud")
     return y * 2
