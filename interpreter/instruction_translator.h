@@ -159,6 +159,7 @@ class InstructionTranslator {
 #undef KILN_DECLARE_Fold
 #undef KILN_DECLARE_Effect
   VT reads_tensor_value(BuiltinCall& call);
+  std::vector<VT> zipped(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
   VT getattr_or_hasattr(BuiltinCall& call, bool has);
   runtime::Value type_sample(const VT& v);
   // Methods of built-in types (translator_methods.cpp): answer or break.

@@ -249,17 +249,23 @@ VT InstructionTranslator::trace_zip(BuiltinCall& c) {
   if (c.nkw) return nullptr;
   for (const VT& a : c.args)
     if (a->is(VTKind::Tensor)) return nullptr;
+  return vars::make_iterator(zipped(c.args.begin(), c.args.end()));
+}
+
+// The items of zip(*seqs): Tuple trackers, as many as the shortest has.
+std::vector<VT> InstructionTranslator::zipped(std::vector<VT>::const_iterator first,
+                                              std::vector<VT>::const_iterator last) {
   std::vector<std::vector<VT>> seqs;
-  for (VT& a : c.args) seqs.push_back(unpack(a));
+  for (auto it = first; it != last; ++it) seqs.push_back(unpack(*it));
   size_t n = seqs.empty() ? 0 : SIZE_MAX;
   for (auto& s : seqs) n = std::min(n, s.size());
-  std::vector<VT> out;
+  std::vector<VT> rows;
   for (size_t i = 0; i < n; ++i) {
     std::vector<VT> row;
     for (auto& s : seqs) row.push_back(s[i]);
-    out.push_back(vars::make_tuple(std::move(row)));
+    rows.push_back(vars::make_tuple(std::move(row)));
   }
-  return vars::make_iterator(std::move(out));
+  return rows;
 }
 
 VT InstructionTranslator::trace_reversed(BuiltinCall& c) {
@@ -274,17 +280,7 @@ VT InstructionTranslator::trace_reversed(BuiltinCall& c) {
 // interleave with the loop body's as in Python (translator: next_item).
 VT InstructionTranslator::trace_map(BuiltinCall& c) {
   if (c.nkw || c.args.size() < 2) return nullptr;
-  std::vector<std::vector<VT>> seqs;
-  for (size_t i = 1; i < c.args.size(); ++i) seqs.push_back(unpack(c.args[i]));
-  size_t n = SIZE_MAX;
-  for (auto& s : seqs) n = std::min(n, s.size());
-  std::vector<VT> rows;
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<VT> row;
-    for (auto& s : seqs) row.push_back(s[i]);
-    rows.push_back(vars::make_tuple(std::move(row)));
-  }
-  return vars::make_lazy_iterator(std::move(rows), c.args[0], vars::LazyIteration::Map);
+  return vars::make_lazy_iterator(zipped(c.args.begin() + 1, c.args.end()), c.args[0], vars::LazyIteration::Map);
 }
 VT InstructionTranslator::trace_filter(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 2) return nullptr;

@@ -143,6 +143,12 @@ class OuterNested(Outer):
         return self.b(self.a(x + 1)) - 1
 
 
+def assert_noisy_print_is_listed(e):
+    line = Noisy.forward.__code__.co_firstlineno + 2
+    assert any("print" in b["reason"] and b["where"].endswith(f"test_compile_targets.py:{line}")
+               for b in e.break_reasons), str(e)
+
+
 @pytest.mark.parametrize("model", [Outer, OuterNested])
 @pytest.mark.parametrize("backend", ["eager", "llvm"])
 def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, capsys):
@@ -154,9 +160,7 @@ def test_a_break_deep_in_a_model_keeps_the_graphs_around_it(backend, model, caps
     # Outer's forward before and after the call, Noisy's before and after
     # the print: the break costs the graphs at its own line, not the model.
     assert e.graph_count >= 4, str(e)
-    line = Noisy.forward.__code__.co_firstlineno + 2
-    assert any("print" in b["reason"] and b["where"].endswith(f"test_compile_targets.py:{line}")
-               for b in e.break_reasons), str(e)
+    assert_noisy_print_is_listed(e)
     c = kiln.compile(m, backend=backend)
     assert close(c(x), want) and close(c(x), want)
     assert capsys.readouterr().out.count("inside Noisy") == 4
@@ -177,9 +181,7 @@ def test_a_hooked_module_breaking_inside_keeps_its_graphs_and_its_hooks(backend,
     # Noisy's forward compiles around its print, between the hooks that
     # run at call time: four graphs, and its own break is listed.
     assert e.graph_count >= 4, str(e)
-    line = Noisy.forward.__code__.co_firstlineno + 2
-    assert any("print" in b["reason"] and b["where"].endswith(f"test_compile_targets.py:{line}")
-               for b in e.break_reasons), str(e)
+    assert_noisy_print_is_listed(e)
     c = kiln.compile(m, backend=backend)
     assert close(c(x), want) and close(c(x), want)
     assert seen == ["pre"] * 3
