@@ -1,10 +1,11 @@
 # The two commands of a fresh machine: `make demo` and `make test`.
 # Both install what is missing (scripts/install.sh, idempotent) and build.
 BUILD   ?= build
+ASAN_BUILD ?= build-asan
 SHARED  ?= ../shared
 JOBS    ?= $(shell nproc)
 
-.PHONY: all install configure build python test demo bench clean
+.PHONY: all install configure build python test demo bench sanitize clean
 
 all: build
 
@@ -42,5 +43,15 @@ bench: build
 	python3 benchmarks/python_dispatch.py
 	python3 benchmarks/python_tracing.py
 
+# AddressSanitizer + UndefinedBehaviorSanitizer: a tree of its own
+# (KILN_SANITIZE=ON, cmake/sanitize.cmake), never $(BUILD); then ctest and
+# pytest on it with 0 reports allowed (tests/sanitize/run.sh).
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON
+
+sanitize: install $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	bash tests/sanitize/run.sh $(ASAN_BUILD) $(JOBS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD)

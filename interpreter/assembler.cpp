@@ -28,6 +28,69 @@ runtime::Value Program::global(std::string_view name) const {
 
 namespace {
 
+// Calls f(code) for each Code among c's constants, looking inside constant
+// tuples; with `exclusive`, only inside tuples nothing else holds (each such
+// reference then belongs to c's constants alone).
+template <class F>
+void for_each_named_code(const runtime::Code& c, bool exclusive, F&& f) {
+  auto visit = [&](auto&& self, const Value& v) -> void {
+    if (v.is(Kind::Code)) {
+      f(v.as<runtime::Code>());
+    } else if (v.is(Kind::Tuple)) {
+      if (exclusive && v.obj()->refcount() != 1) return;
+      for (const Value& item : v.as<runtime::TupleObj>()->items) self(self, item);
+    }
+  };
+  for (const Value& v : c.consts) visit(visit, v);
+}
+
+// What a Program's functions share and counting alone cannot free: the
+// globals (globals -> function -> globals) and the code constants that name
+// code (`@f`: a function naming itself, two naming each other). Destroyed
+// with the last copy of the Program (Program::namespace_owner).
+struct ProgramNamespace {
+  runtime::Ref<GlobalsObj> globals;
+  std::vector<runtime::Ref<Code>> codes;  // every .func's code, once assembled
+  // The methods' `__class__` cells: a class and its methods' cells holding
+  // it are a cycle too.
+  std::shared_ptr<std::vector<runtime::Ref<runtime::CellObj>>> class_cells;
+
+  ~ProgramNamespace() {
+    globals->map = runtime::NameMap();
+    if (class_cells)
+      for (const auto& c : *class_cells) c->v = Value::null();
+    cut_code_cycles();
+  }
+
+  // Trial deletion over the program's codes: a code whose references all
+  // come from the constants of the program's codes (and `codes`) is held by
+  // nothing outside, and neither is any code only it names. Emptying the
+  // constants of each such code frees its cycles. A code still held outside
+  // (a function kept past its Program holds its code) and every code it names
+  // keep their constants: such a function runs as before.
+  void cut_code_cycles() {
+    std::unordered_map<const Code*, int64_t> outside;
+    for (const auto& c : codes) outside[c.get()] = int64_t(c->refcount()) - 1;  // less `codes`' own
+    for (const auto& c : codes)
+      for_each_named_code(*c, /*exclusive=*/true, [&](const Code* d) {
+        if (auto it = outside.find(d); it != outside.end()) --it->second;
+      });
+    std::unordered_set<const Code*> held;
+    std::vector<const Code*> todo;
+    for (const auto& [c, n] : outside)
+      if (n > 0 && held.insert(c).second) todo.push_back(c);
+    while (!todo.empty()) {
+      const Code* c = todo.back();
+      todo.pop_back();
+      for_each_named_code(*c, /*exclusive=*/false, [&](const Code* d) {
+        if (outside.count(d) && held.insert(d).second) todo.push_back(d);
+      });
+    }
+    for (const auto& c : codes)
+      if (!held.count(c.get())) c->consts.clear();
+  }
+};
+
 const char* operand_expectation(OperandKind k) {
   switch (k) {
     case OperandKind::Const: return "a constant";
@@ -73,12 +136,10 @@ class Assembler {
     split_lines();
     prog_.filename = file_;
     prog_.globals = runtime::make_ref<GlobalsObj>();
-    // The owner also empties the methods' `__class__` cells: a class and its
-    // methods' cells holding it are a cycle too.
-    prog_.namespace_owner = std::shared_ptr<void>(nullptr, [globals = prog_.globals, cells = class_cells_](void*) {
-      globals->map = runtime::NameMap();
-      for (const auto& c : *cells) c->v = Value::null();
-    });
+    namespace_ = std::make_shared<ProgramNamespace>();
+    namespace_->globals = prog_.globals;
+    namespace_->class_cells = class_cells_;
+    prog_.namespace_owner = namespace_;
     while (next_line()) {
       LineCursor c = cursor();
       if (c.at_end()) continue;
@@ -104,6 +165,7 @@ class Assembler {
       if (item.function) verify(*item.function->code);
       for (auto& m : item.methods) verify(*m->code);
     }
+    for (const auto& name : slot_order_) namespace_->codes.push_back(slots_.at(name).code);
     return std::move(prog_);
   }
 
@@ -563,6 +625,7 @@ class Assembler {
   std::vector<std::string_view> lines_;
   int line_index_ = -1;
   Program prog_;
+  std::shared_ptr<ProgramNamespace> namespace_;  // prog_.namespace_owner
   std::unordered_map<std::string, CodeSlot> slots_;
   std::vector<std::string> slot_order_;
   std::unordered_set<std::string> global_names_;
