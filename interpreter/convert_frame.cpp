@@ -67,7 +67,7 @@ std::map<ResumeKey, Ref<FunctionObj>>& resume_cache() {
 
 // Names the residual and resume code add, never user state to carry over.
 bool is_stack_temp(const std::string& n) {
-  for (const char* prefix : {"__stack", "__resume_arg", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
+  for (const char* prefix : {"__stack", "__resume_arg", "__resume_cells", "__cell_value", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
     if (n.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -129,8 +129,11 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   b.set_qualname(orig.qualname + "_resume_at_" + std::to_string(orig_target));
   for (size_t i = 0; i < nstack; ++i) b.arg("__stack" + std::to_string(i));
   for (const std::string& n : live) b.arg(n);
-  // Cellvars take their content from the parameter of the same name.
-  for (const std::string& n : orig.cellvars) b.cellvar(n);
+  // The frame's cells (cellvars, then freevars) are the resume function's
+  // closure, in the same order, so cell operands carry over unchanged: the
+  // residual passes the very cells (resume_closure), and a closure made
+  // before the break shares them with the resumed frame, as in Python.
+  for (const std::string& n : orig.cellvars) b.freevar(n);
   for (const std::string& n : orig.freevars) b.freevar(n);
   for (const std::string& n : orig.varnames) b.local(n);
   std::vector<CodeBuilder::Label> labels;
@@ -148,7 +151,9 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   auto f = make_ref<FunctionObj>();
   f->code = rc;
   f->globals = fn.globals;
-  f->closure = fn.closure;
+  // A resume function with a closure is made per call over that call's
+  // cells (Residual::emit_resume_callee); only its code is used then.
+  if (rc->freevars.empty()) f->closure = fn.closure;
   std::lock_guard<std::mutex> lock(resume_mu);
   resume_origins()[rc.get()] = {original, offset, orig_target};
   resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, iterators}] = f;
@@ -156,6 +161,15 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
 }
 
 // -------------------------------------------------------------- residual --
+
+// kiln.compile as a KBC callable: for functions the residual makes at run
+// time (a closure made in the trace, a resume function over its cells).
+Value compile_when_called(const Options& options) {
+  return make_builtin_closure("kiln.compile", [options](CallContext&, const CallArgs& a) {
+    if (a.nargs != 1 || !a[0].is(Kind::Function)) throw_error(ErrorKind::TypeError, "kiln.compile expects a function");
+    return compiled_value(Ref<FunctionObj>(a[0].as<FunctionObj>()), options);
+  });
+}
 
 // Cells made during the trace (a closure's captured variables) that the
 // residual code must turn into real cells: counted before any code is
@@ -201,6 +215,28 @@ struct Residual {
   std::unordered_map<const vars::VariableTracker*, int32_t> rebuilt;
 
   void emit_const(const Value& v) { b.emit(Opcode::LOAD_CONST, b.constant(v)); }
+
+  // The frame's cells as one tuple in a temporary, made before any branch
+  // (emit_cell fills a trace-made cell only the first time, which a
+  // branch's other edge would skip). -1 when the frame has no cells.
+  int32_t resume_cells = -1;
+  void park_cells(const std::vector<VT>& cells) {
+    if (cells.empty()) return;
+    for (const VT& c : cells) emit_cell(c);
+    b.emit(Opcode::BUILD_TUPLE, int32_t(cells.size()));
+    resume_cells = b.local("__resume_cells");
+    b.emit(Opcode::STORE_FAST, resume_cells);
+  }
+  // Pushes the compiled resume function: a constant, or, for a frame with
+  // cells, a function made now over the parked cells, compiled when called.
+  void emit_resume_callee(const Ref<FunctionObj>& rf, const Options& options) {
+    if (resume_cells < 0) return emit_const(compiled_value(rf, options));
+    emit_const(compile_when_called(options));
+    b.emit(Opcode::LOAD_FAST, resume_cells);
+    emit_const(Value::object(Kind::Code, rf->code));
+    b.emit(Opcode::MAKE_FUNCTION, 4);
+    b.emit(Opcode::CALL, 1);
+  }
 
   void emit_source(const SourceRef& s) {
     switch (s->kind) {
@@ -397,6 +433,20 @@ struct Residual {
     // Deepest sources first: L['acc'][0] must still be the list the trace
     // mutated when its contents are written, before L['acc'] itself is
     // rewritten (which may put another object at [0]).
+    // What the frame's cells end up holding is read first too (parked):
+    // a value whose source is an item of a list the frame then cleared.
+    // The residual shares the frame's closure. A store made by an inlined
+    // function names the cell by that function's numbering: the cell's
+    // source has the frame's own. One store per cell: its final content.
+    std::vector<std::pair<int32_t, int32_t>> cell_values;  // (cell operand, temp)
+    std::set<const vars::VariableTracker*> stored_cells;
+    for (const auto& s : ctx.side_effects.cell_stores) {
+      if (!stored_cells.insert(s.cell.get()).second) continue;
+      reconstruct(s.cell->items[0]);
+      int32_t tmp = b.local("__cell_value" + std::to_string(cell_values.size()));
+      b.emit(Opcode::STORE_FAST, tmp);
+      cell_values.push_back({int32_t(trace_cells) + s.cell->source->local_index, tmp});
+    }
     std::vector<VT> mutated = ctx.side_effects.mutated;
     std::stable_sort(mutated.begin(), mutated.end(),
                      [](const VT& a, const VT& b) { return a->source->depth > b->source->depth; });
@@ -441,9 +491,9 @@ struct Residual {
       reconstruct(s.value);
       b.emit(Opcode::STORE_GLOBAL, b.name(s.name));
     }
-    for (const auto& s : ctx.side_effects.cell_stores) {  // the residual shares the frame's closure
-      reconstruct(s.cell->items[0]);
-      b.emit(Opcode::STORE_DEREF, int32_t(trace_cells + s.index - code.cellvars.size()));
+    for (const auto& [cell, tmp] : cell_values) {
+      b.emit(Opcode::LOAD_FAST, tmp);
+      b.emit(Opcode::STORE_DEREF, cell);
     }
   }
 };
@@ -547,6 +597,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     if (tx->returned()) count_trace_cells(tx->result(), seen, trace_cells);
     for (const VT& v : tx->stack()) count_trace_cells(v, seen, trace_cells);
     for (const VT& v : tx->locals()) count_trace_cells(v, seen, trace_cells);
+    for (const VT& c : tx->cells()) count_trace_cells(c, seen, trace_cells);
     for (const auto& e : ctx.side_effects.attr_stores) count_trace_cells(e.value, seen, trace_cells);
     for (const auto& e : ctx.side_effects.global_stores) count_trace_cells(e.value, seen, trace_cells);
     for (const VT& c : ctx.side_effects.mutated) count_trace_cells(c, seen, trace_cells);
@@ -557,24 +608,20 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   std::set<const vars::VariableTracker*> seen;
   std::vector<VT> live_locals;
   std::vector<std::string> live_names;
-  // Cellvars cross the break by content, as parameters of the same name
-  // (which initialise the resume function's cells); they win over a
-  // local of that name, which code with a cellvar never reads.
+  // Cells cross the break as the resume function's closure (make_resume);
+  // a local named like a cellvar is never read by code with that cellvar.
   std::set<std::string> cell_names(code.cellvars.begin(), code.cellvars.end());
   for (size_t i = 0; i < tx->locals().size(); ++i)
     if (tx->locals()[i] && !is_stack_temp(code.varnames[i]) && !cell_names.count(code.varnames[i])) {
       live_locals.push_back(tx->locals()[i]);
       live_names.push_back(code.varnames[i]);
     }
-  for (size_t i = 0; i < code.cellvars.size(); ++i)
-    if (const VT& content = tx->cells()[i]->items[0]) {
-      live_locals.push_back(content);
-      live_names.push_back(code.cellvars[i]);
-    }
   if (tx->returned()) r.collect(tx->result(), outputs, seen);
   for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
   if (brk)
     for (const VT& v : live_locals) r.collect(v, outputs, seen);
+  if (brk)
+    for (const VT& c : tx->cells()) r.collect(c, outputs, seen);
   for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
   for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
   for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);
@@ -630,12 +677,13 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       r.reconstruct(stack[i], iterators[i]);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
+    r.park_cells(tx->cells());
     r.replay_side_effects();
     std::vector<int32_t> temps;
     for (size_t i = 0; i < stack.size(); ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
     for (size_t i = stack.size(); i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
     Ref<FunctionObj> rf = make_resume(*fn, tx->pc(), stack.size(), live_names, iterators);
-    r.emit_const(compiled_value(rf, options));
+    r.emit_resume_callee(rf, options);
     for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
     for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
     r.b.emit(Opcode::CALL, int32_t(stack.size() + live_locals.size()));
@@ -674,12 +722,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         }
         // A closure made in the trace: rebuilt, then compiled when it runs.
         if (callee && callee->is(VTKind::NestedFunction)) {
-          Options opts = options;
-          r.emit_const(make_builtin_closure("kiln.compile", [opts](CallContext&, const CallArgs& a) {
-            if (a.nargs != 1 || !a[0].is(Kind::Function))
-              throw_error(ErrorKind::TypeError, "kiln.compile expects a function");
-            return compiled_value(Ref<FunctionObj>(a[0].as<FunctionObj>()), opts);
-          }));
+          r.emit_const(compile_when_called(options));
           r.reconstruct(callee);
           r.b.emit(Opcode::CALL, 1);
           continue;
@@ -722,6 +765,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       r.reconstruct(stack[i], iter);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
+    r.park_cells(tx->cells());
     r.replay_side_effects();
     auto operand = [&](OperandKind k, int32_t v) -> int32_t {
       switch (k) {
@@ -738,7 +782,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       for (size_t i = depth; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
       std::vector<bool> iters(iterators.begin(), iterators.begin() + ptrdiff_t(std::min(depth, iterators.size())));
       Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, iters);
-      r.emit_const(compiled_value(rf, options));
+      r.emit_resume_callee(rf, options);
       for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
       for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
       r.b.emit(Opcode::CALL, int32_t(depth + live_locals.size()));

@@ -83,10 +83,17 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   // reached without a source would have unguarded cells: refuse it.
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
     const Value& v = fn_->closure[i]->v;
-    if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
     if (parent_ && !(fn_vt_ && fn_vt_->source))
       unsupported(BreakReason::unsupported, "a closure reached without a source");
     auto source = output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i));
+    // An empty cell of the root frame (a resume function's cellvar not yet
+    // bound) needs no guard: reading it breaks (LOAD_DEREF), and a store
+    // is replayed on the real cell whatever it held.
+    if (v.is_null() && !parent_) {
+      cells_.push_back(variables::make_cell(nullptr, source));
+      continue;
+    }
+    if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
     cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
   }
 }
