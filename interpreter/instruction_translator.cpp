@@ -121,11 +121,18 @@ void InstructionTranslator::run(int64_t stop_at_step) {
 void InstructionTranslator::step() {
   const Instr& ins = code_->instrs[pc_];
   jumped_ = false;
-  switch (ins.op) {
+  try {
+    switch (ins.op) {
 #define KILN_OPCODE(name, ...) \
   case Opcode::name: op_##name(ins); break;
 #include "runtime/opcodes.def"
 #undef KILN_OPCODE
+    }
+  } catch (const Error& e) {
+    // The instruction raises when the program runs (an error folding
+    // constants, a bad subscript): the graph breaks there and the VM
+    // raises it, where the frame's handlers can catch it.
+    unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
   }
   ++steps_;
   if (!jumped_) ++pc_;

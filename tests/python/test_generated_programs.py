@@ -27,23 +27,14 @@ BATCH = 100
 KNOWN = {
     132: "CPython returned [0.45], kiln raised OverflowError: integer overflow in ** (kiln ints are ",
     163: "CPython returned [], kiln raised OverflowError: int too large for kiln",
-    170: "CPython returned (['slice step cannot be zero', set(), 'finally', False, 0], ()), kiln rai",
-    171: "CPython returned ['slice step cannot be zero', 12, 3, 2, 'finally'], kiln raised ValueErro",
     257: "CPython returned ([], 3.500000014000001e+80, (9, -1, -1)), kiln raised OverflowError: int ",
     315: "CPython raised TypeError: can only concatenate str (not 'int') to str, kiln raised Overflo",
     459: "CPython returned ([1], {10, -2}, True), kiln raised AttributeError: 'set' object has no at",
-    573: "CPython raised ValueError: too many values to unpack (expected 2), kiln raised ValueError:",
     665: "CPython returned ([(0, 24), 0, '', 'a'], [4, 4, 0, 1, 2]), kiln raised OverflowError: int ",
-    774: "arguments after the call[4]: keys ['c', 'k', 'zz'] vs ['c', 'k', 'zz', 'a']",
     860: "CPython raised IndexError: The shape of the mask [3] at index 0 does not match the shape o",
     1164: "CPython returned [tensor([[-6.0000, -5.3684, -4.7368, -4.1053, -3.4737],",
     1169: "CPython raised IndexError: The shape of the mask [2] at index 0 does not match the shape o",
-    1513: "CPython returned (['slice step cannot be zero', 'finally', [], 5], {1, 4}, -2.25), kiln ra",
-    1950: "CPython returned (['slice step cannot be zero'], [], -3), kiln raised ValueError: slice st",
-    1991: "CPython returned (['integer modulo by zero', 1, 'e', 'slice step cannot be zero', 'a'], {'",
     2049: "result[0][5]: length 3 vs 2: [-3, 0, 7] vs [-3, 0]",
-    2324: "CPython returned (['k', 0, 'k', 0, 'k', 0, 'k', 0, 'k', 0, 'slice step cannot be zero', 'f",
-    2372: "CPython returned (['slice step cannot be zero', 'finally', 'finally'], <progen_2372.Box ob",
 }
 
 
