@@ -131,7 +131,9 @@ void InstructionTranslator::step() {
   } catch (const Error& e) {
     // The instruction raises when the program runs (an error folding
     // constants, a bad subscript): the graph breaks there and the VM
-    // raises it, where the frame's handlers can catch it.
+    // raises it, where the frame's handlers can catch it. symbolic_trace
+    // has no VM to run the rest: the error is its caller's.
+    if (ctx_.tracer) throw;
     unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
   }
   ++steps_;

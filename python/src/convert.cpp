@@ -1,5 +1,7 @@
 #include "python/src/convert.h"
 
+#include "python/src/container_mirror.h"
+
 #include "interpreter/vm.h"
 #include "python/src/nn.h"
 
@@ -111,12 +113,29 @@ Value exception_from_py(py::handle obj) {
 
 namespace {
 
+void pull_after_error() {
+  try {
+    mirrors_pull();
+  } catch (...) {
+    PyErr_Clear();  // the error being raised wins
+  }
+}
+
+// Every call into Python: kiln containers Python holds are brought up to
+// date first, and kiln's read back after (container_mirror.h).
 template <class F>
 auto calling_python(F&& f) -> decltype(f()) {
   try {
-    return f();
+    mirrors_push();
+    auto r = f();
+    mirrors_pull();
+    return r;
   } catch (py::error_already_set& e) {
+    pull_after_error();
     rethrow_as_kiln(e);
+  } catch (...) {
+    pull_after_error();
+    throw;
   }
 }
 
@@ -676,6 +695,8 @@ Value to_value(py::handle obj) {
     for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
     return runtime::make_tuple(std::move(items));
   }
+  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o))
+    if (Value native = mirror_from_py(o); !native.is_null()) return native;  // kiln's own container
   if (PyList_CheckExact(o)) {
     std::vector<Value> items;
     for (py::handle i : py::reinterpret_borrow<py::list>(obj)) items.push_back(to_value(i));
@@ -722,7 +743,10 @@ Value to_value(py::handle obj) {
 Value to_value_shared(py::handle obj) {
   PyObject* o = obj.ptr();
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);  // the common argument first
-  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) return foreign(obj);
+  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) {
+    if (Value native = mirror_from_py(o); !native.is_null()) return native;  // kiln's own container
+    return foreign(obj);
+  }
   if (PyTuple_CheckExact(o)) {  // immutable, so read natively; what it holds stays shared
     std::vector<Value> items;
     items.reserve(size_t(PyTuple_GET_SIZE(o)));
@@ -756,17 +780,21 @@ py::object to_py(const Value& v) {
       return t;
     }
     case Kind::List: {
+      if (py::object mirrored = mirror_to_py(v)) return mirrored;
       py::list l;
       for (const Value& i : v.as<runtime::ListObj>()->items) l.append(to_py(i));
       return l;
     }
     case Kind::Dict: {
+      if (py::object mirrored = mirror_to_py(v)) return mirrored;
       py::dict d;
       for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) d[to_py(k)] = to_py(x);
       return d;
     }
     case Kind::Set:
     case Kind::FrozenSet: {
+      if (v.is(Kind::Set))
+        if (py::object mirrored = mirror_to_py(v)) return mirrored;
       py::list items;
       for (const Value& i : v.as<runtime::SetObj>()->items) items.append(to_py(i));
       PyObject* set = v.is(Kind::FrozenSet) ? PyFrozenSet_New(items.ptr()) : PySet_New(items.ptr());

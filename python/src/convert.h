@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "python/src/container_mirror.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 #include "runtime/value.h"
@@ -87,6 +88,9 @@ class TensorIdentityScope {
     const void* impl;
     PyObject* obj;  // a strong reference
   };
+  // Kiln containers reaching Python keep their identity for the scope's
+  // duration (container_mirror.h).
+  MirrorScope mirrors_;
   static constexpr size_t kInline = 8;
   Seen inline_[kInline];
   size_t n_ = 0;

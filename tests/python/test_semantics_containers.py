@@ -673,3 +673,66 @@ def test_str_methods(s):
 def test_str_predicates_refuse_non_ascii_rather_than_guess():
     with pytest.raises(NotImplementedError, match="non-ASCII"):
         kiln.compile(str_predicates)("héllo")
+
+
+# ------------------------------------------- containers kiln code hands to Python --
+# A list, dict or set made in compiled code and given to Python code is one
+# object on both sides (container_mirror.h): Python's mutations are kiln's,
+# and identity holds across the seam.
+
+class Holder:
+    """Plain Python: its methods run on CPython, called through the seam."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def push(self, x):
+        self.items.append(x)
+        return len(self.items)
+
+
+@kiln.disable
+def python_append(items, x):
+    items.append(x)
+
+
+def python_mutates_made_list(n):
+    log = []
+    Holder(log).items.append(1)
+    h = Holder(log)
+    h.push(n)
+    log.append(3)  # kiln's append, then Python's read
+    return log, h.items, h.push(4), log
+
+
+def python_mutates_made_dict_and_set(n):
+    d, s = {}, set()
+    Holder(d).items["k"] = n
+    Holder(s).items.add(n)
+    return d, s
+
+
+def python_mutates_nested(n):
+    inner = {"a": 1}
+    outer = [inner]
+    Holder(outer).items[0]["b"] = n  # through the list Python got
+    python_append(outer, n)
+    return outer, inner
+
+
+def identity_across_the_seam(n):
+    x = [n]
+    a, b = Holder(x), Holder(x)
+    return a.items is b.items, a.items is x, Holder(a.items).items is x
+
+
+def self_holding_list(n):
+    x = [n]
+    Holder(x).push(x)
+    return len(x), x[1] is x
+
+
+@pytest.mark.parametrize("fn", [python_mutates_made_list, python_mutates_made_dict_and_set,
+                                python_mutates_nested, identity_across_the_seam, self_holding_list])
+def test_containers_made_in_kiln_are_pythons_too(fn):
+    check(fn, 2)
