@@ -162,6 +162,14 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
 
 // -------------------------------------------------------------- residual --
 
+// The iterator of a dict or set that changed size while a loop ran over it:
+// its next step raises CPython's RuntimeError, and every one after.
+struct RaisingIterator final : runtime::IteratorObj {
+  explicit RaisingIterator(std::string m) : message(std::move(m)) {}
+  std::string message;
+  bool next(Value&) override { throw_error(ErrorKind::RuntimeError, message); }
+};
+
 // kiln.compile as a KBC callable: for functions the residual makes at run
 // time (a closure made in the trace, a resume function over its cells).
 Value compile_when_called(const Options& options) {
@@ -333,13 +341,24 @@ struct Residual {
         for (const VT& x : v->items) reconstruct(x);
         b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
         return;
-      case VTKind::Iterator:
+      case VTKind::Iterator: {
         if (vars::lazy_iteration(*v) != vars::LazyIteration::None)
           unsupported(BreakReason::unsupported, "a map() or filter() iterator held across the break");
-        for (size_t i = v->pos; i < v->items.size(); ++i) reconstruct(v->items[i]);
-        b.emit(Opcode::BUILD_LIST, int32_t(v->items.size() - v->pos));
+        if (const char* error = vars::iteration_error(*v)) {
+          // Its dict or set changed size: an iterator whose next step
+          // raises, as Python's (GET_ITER of an iterator is itself).
+          emit_const(make_builtin_closure("iter", [message = std::string(error)](CallContext&, const CallArgs&) {
+            return Value::object(Kind::Iterator, make_ref<RaisingIterator>(message));
+          }));
+          b.emit(Opcode::CALL, 0);
+          return;
+        }
+        const std::vector<VT> rest = vars::remaining_items(*v);
+        for (const VT& x : rest) reconstruct(x);
+        b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
         if (!as_list) b.emit(Opcode::GET_ITER);
         return;
+      }
       case VTKind::UserMethod:
         unsupported(BreakReason::unsupported, "a bound method held across the break");
       case VTKind::GetAttr:
@@ -673,7 +692,8 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     for (size_t i = 0; i < stack.size(); ++i) {
       if (!stack[i]) unsupported(BreakReason::in_try_block, "a method call split by the break");
       VT sv = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
-      iterators[i] = sv && sv->is(VTKind::Iterator);
+      // (an iterator that raises crosses as itself: it is one already)
+      iterators[i] = sv && sv->is(VTKind::Iterator) && !vars::iteration_error(*sv);
       r.reconstruct(stack[i], iterators[i]);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
@@ -760,7 +780,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         continue;
       }
       VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
-      bool iter = i < untouched && sv && sv->is(VTKind::Iterator);
+      bool iter = i < untouched && sv && sv->is(VTKind::Iterator) && !vars::iteration_error(*sv);
       if (iter) iterators[i] = true;
       r.reconstruct(stack[i], iter);
     }

@@ -477,7 +477,12 @@ void InstructionTranslator::op_CALL_EX(const Instr& i) {
 void InstructionTranslator::op_GET_ITER(const Instr&) {
   VT v = realize(pop());
   if (v->is(VTKind::Iterator)) return push(v);
-  push(variables::make_iterator(unpack(v)));
+  VT it = variables::make_iterator(unpack(v));
+  if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
+    it->iterated = v;
+    it->iterated_size = n;
+  }
+  push(it);
 }
 
 void InstructionTranslator::op_FOR_ITER(const Instr& i) {
@@ -493,6 +498,14 @@ void InstructionTranslator::op_FOR_ITER(const Instr& i) {
 }
 
 bool InstructionTranslator::next_item(const VT& it, VT& out) {
+  if (const char* error = variables::iteration_error(*it))
+    unsupported(BreakReason::python_error, error);  // the residual's iterator raises it (reconstruct)
+  if (it->iterated && it->iterated->is(VTKind::List)) {  // live, as Python's list iterator
+    const std::vector<VT>& items = it->iterated->items;
+    if (it->pos >= items.size()) return false;
+    out = items[it->pos++];
+    return true;
+  }
   while (it->pos < it->items.size()) {
     VT x = it->items[it->pos++];
     switch (vars::lazy_iteration(*it)) {

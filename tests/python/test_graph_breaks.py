@@ -112,3 +112,27 @@ def test_two_closures_of_one_code_keep_their_own_cells():
     first = kiln.compile(make_counter(), backend="eager")
     second = kiln.compile(make_counter(), backend="eager")
     assert [first(), second(), first(), second(), second()] == [1, 1, 2, 2, 3]
+
+
+# -- a caller's set is one object through the trace ----------------------------
+
+def set_alias_across_break(s):
+    a = s
+    s &= {1}  # breaks (a mutation of the caller's set): the rest is resumed
+    print(end="")
+    return a is s, s, a
+
+
+def set_two_names(s, t):
+    print(end="")
+    return s is t, s == t
+
+
+def test_set_alias_survives_a_break():
+    check(set_alias_across_break, {1, 2})
+
+
+def test_two_sets_and_one_set_passed_twice():
+    one = {3}
+    check(set_two_names, {3}, {3})
+    check(set_two_names, one, one)

@@ -736,3 +736,70 @@ def self_holding_list(n):
                                 python_mutates_nested, identity_across_the_seam, self_holding_list])
 def test_containers_made_in_kiln_are_pythons_too(fn):
     check(fn, 2)
+
+
+# ------------------------------------------ mutating what a loop iterates ------
+# Python's dict and set iterators raise when their container changes size;
+# its list iterator reads the list live.
+
+def dict_grows_in_loop(d):
+    for k in d:
+        d["n"] = 1
+    return d
+
+
+def dict_grows_caught(d):
+    try:
+        for k in d:
+            d[k + "x"] = 1
+    except RuntimeError as e:
+        return str(e), d
+
+
+def made_dict_grows(a):
+    d = {"a": a}
+    for k in d:
+        d.pop(k)
+    return d
+
+
+def made_set_grows(a):
+    s = {a}
+    for x in s:
+        s.add(x + 1)
+    return s
+
+
+def same_size_is_fine(a):
+    d = {"a": 1}
+    for k in d:
+        d[k] = a
+    s = {1, 2}
+    for x in s:
+        s.discard(x)
+        s.add(x)
+    return d, s
+
+
+def list_read_live(a):
+    out = []
+    for x in a:
+        out.append(x)
+        if x < 3:
+            a.append(x + 1)
+    return out
+
+
+def list_shrinks_in_loop(a):
+    out = []
+    for x in a:
+        out.append(x)
+        a.remove(x)
+    return out, a
+
+
+@pytest.mark.parametrize("fn, arg", [(dict_grows_in_loop, {"a": 1}), (dict_grows_caught, {"a": 1}),
+                                     (made_dict_grows, 1), (made_set_grows, 1), (same_size_is_fine, 2),
+                                     (list_read_live, [1]), (list_shrinks_in_loop, [1, 2, 3, 4])])
+def test_mutating_what_a_loop_iterates(fn, arg):
+    check(fn, arg)
