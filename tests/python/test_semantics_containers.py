@@ -803,3 +803,23 @@ def list_shrinks_in_loop(a):
                                      (list_read_live, [1]), (list_shrinks_in_loop, [1, 2, 3, 4])])
 def test_mutating_what_a_loop_iterates(fn, arg):
     check(fn, arg)
+
+
+# ---------------------------------- natives keep the caller's objects they store --
+
+def stores_callers_list_on_the_vm(a, b):
+    log = []
+    try:
+        log.append(a[1.5])  # raises: the rest runs on the VM (a break in a try)
+    except TypeError:
+        pass
+    log.append(b)
+    log.insert(0, b)
+    d = {}
+    d.setdefault("k", b)
+    b.append(9)  # seen through every one of them
+    return log, d, log[0] is b, d.get("x", b) is b, max(b, [0]) is b
+
+
+def test_natives_store_the_callers_object_not_a_copy():
+    check(stores_callers_list_on_the_vm, [1, 2], [3])
