@@ -29,7 +29,6 @@ KNOWN = {
     163: "CPython returned [], kiln raised OverflowError: int too large for kiln",
     257: "CPython returned ([], 3.500000014000001e+80, (9, -1, -1)), kiln raised OverflowError: int ",
     315: "CPython raised TypeError: can only concatenate str (not 'int') to str, kiln raised Overflo",
-    459: "CPython returned ([1], {10, -2}, True), kiln raised AttributeError: 'set' object has no at",
     665: "CPython returned ([(0, 24), 0, '', 'a'], [4, 4, 0, 1, 2]), kiln raised OverflowError: int ",
     860: "CPython raised IndexError: The shape of the mask [3] at index 0 does not match the shape o",
     1164: "CPython returned [tensor([[-6.0000, -5.3684, -4.7368, -4.1053, -3.4737],",

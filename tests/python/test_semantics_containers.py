@@ -823,3 +823,22 @@ def stores_callers_list_on_the_vm(a, b):
 
 def test_natives_store_the_callers_object_not_a_copy():
     check(stores_callers_list_on_the_vm, [1, 2], [3])
+
+
+def set_update_methods(a, b):
+    s = {1, 2, 3, 4}
+    s.difference_update({1}, [2])
+    t = {1, 2, 3}
+    t.intersection_update([2, 3, 9])
+    u = {1, 2}
+    alias = u
+    u.symmetric_difference_update((2, 5))
+    a.difference_update({1})
+    a.intersection_update({2, 3, 7})
+    a.symmetric_difference_update([3, 8])
+    b.difference_update()
+    return sorted(s), sorted(t), sorted(u), alias is u
+
+
+def test_set_update_methods_made_and_callers():
+    check(set_update_methods, {1, 2, 3}, {4})
