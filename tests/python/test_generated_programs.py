@@ -30,9 +30,7 @@ KNOWN = {
     257: "CPython returned ([], 3.500000014000001e+80, (9, -1, -1)), kiln raised OverflowError: int ",
     315: "CPython raised TypeError: can only concatenate str (not 'int') to str, kiln raised Overflo",
     665: "CPython returned ([(0, 24), 0, '', 'a'], [4, 4, 0, 1, 2]), kiln raised OverflowError: int ",
-    860: "CPython raised IndexError: The shape of the mask [3] at index 0 does not match the shape o",
     1164: "CPython returned [tensor([[-6.0000, -5.3684, -4.7368, -4.1053, -3.4737],",
-    1169: "CPython raised IndexError: The shape of the mask [2] at index 0 does not match the shape o",
 }
 
 
