@@ -195,6 +195,14 @@ Value native_trampoline(CallContext& ctx, const BuiltinObj& self, const CallArgs
                                           "' objects doesn't apply to a '" + type_name(recv) + "' object");
   }
   const size_t first = e.self_kind != Kind::Null ? 1 : 0;  // a method's self is its own
+  if (first == 0 && has_foreign(args, 0))
+    if (const BigIntHooks* h = bigint_hooks())
+      for (size_t i = 0; i < args.nargs; ++i)
+        if (h->is_big(args[i])) {
+          // abs(2**70), divmod(2**70, 3): the embedder's own builtin
+          if (Value r = h->call_builtin(e.sig.name(), args); !r.is_null()) return r;
+          break;
+        }
   if (e.reads_foreign && has_foreign(args, first)) {
     std::vector<Value> native(args.args, args.args + args.nargs);
     for (size_t i = first; i < native.size(); ++i) native[i] = native_container(native[i]);

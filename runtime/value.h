@@ -337,6 +337,9 @@ struct ForeignVTable {
   // this object as cls, by the object's own rules (a Python class's
   // __instancecheck__); TypeError when it is no class.
   bool (*instance_check)(void* cls, const Value& obj, bool subclass) = nullptr;
+  // Optional: -obj, +obj, ~obj by the object's own operators (op: a UnOp
+  // id other than NOT, which is truth).
+  Value (*unary_op)(void* handle, int op) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

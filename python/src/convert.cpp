@@ -352,12 +352,23 @@ void foreign_destroy(void* h) {
   Py_DECREF(handle_of(h));
 }
 
+Value foreign_unary(void* h, int op) {
+  return calling_python([&] {
+    PyObject* o = handle_of(h);
+    PyObject* r = op == int(runtime::UnOp::NEG)   ? PyNumber_Negative(o)
+                  : op == int(runtime::UnOp::POS) ? PyNumber_Positive(o)
+                                                  : PyNumber_Invert(o);
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+
 const runtime::ForeignVTable kPyObjectVTable = {
     "PyObject",        foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,   foreign_binary,
     foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
-    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check,
+    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_unary,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -440,6 +451,56 @@ py::object& function_converter() {
 }  // namespace
 
 void set_function_converter(py::object f) { function_converter() = std::move(f); }
+
+// ------------------------------------------------------------- big ints --
+// An int operation beyond int64 is Python's: exact, a Python int (a
+// Foreign value, every later operation on it Python's too), back to a
+// kiln Int whenever a result fits again (to_value).
+namespace {
+Value bigint_binary(runtime::BinOp op, int64_t x, int64_t y) {
+  return calling_python([&] {
+    py::int_ a(x), b(y);
+    PyObject* r = nullptr;
+    switch (op) {
+      case runtime::BinOp::ADD: r = PyNumber_Add(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::SUB: r = PyNumber_Subtract(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::MUL: r = PyNumber_Multiply(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::FLOORDIV: r = PyNumber_FloorDivide(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::POW: r = PyNumber_Power(a.ptr(), b.ptr(), Py_None); break;
+      case runtime::BinOp::LSHIFT: r = PyNumber_Lshift(a.ptr(), b.ptr()); break;
+      default: throw_error(ErrorKind::OverflowError, "integer overflow");
+    }
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+Value bigint_from_double(double d) {
+  return calling_python([&] {
+    PyObject* r = PyLong_FromDouble(d);
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+Value bigint_call_builtin(const std::string& name, const runtime::CallArgs& args) {
+  return calling_python([&] {
+    PyObject* fn = PyDict_GetItemString(PyEval_GetBuiltins(), name.c_str());  // borrowed
+    if (!fn) return Value::null();
+    const size_t nkw = args.nkw(), npos = args.npos();
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = to_py(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i) kw[py::str(args.kwnames->items[i].as_str())] = to_py(args[npos + i]);
+    return to_value_shared(py::handle(fn)(*pos, **kw));
+  });
+}
+bool bigint_is_big(const Value& v) {
+  PyObject* o = foreign_object(v);
+  return o && PyLong_CheckExact(o);
+}
+const runtime::BigIntHooks kPythonInts = {bigint_binary, bigint_from_double, bigint_call_builtin, bigint_is_big};
+}  // namespace
+
+void install_python_ints() { runtime::set_bigint_hooks(&kPythonInts); }
 
 PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self, ArgConversion conv) {
   auto convert = conv == ArgConversion::Shared ? to_value_shared : to_value;
@@ -678,7 +739,7 @@ Value to_value(py::handle obj) {
   if (PyLong_CheckExact(o)) {
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) throw_error(ErrorKind::OverflowError, "Python int too large for kiln's int64");
+    if (overflow) return foreign(obj);  // beyond int64: Python's own int (bigint_hooks)
     return Value::integer(v);
   }
   if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));

@@ -50,6 +50,10 @@ PyObject* foreign_object(const runtime::Value& v);
 // None to keep f a Foreign callable (untranslatable, kiln.disable).
 void set_function_converter(py::object f);
 
+// Ints beyond int64 are Python's own (runtime::BigIntHooks): installed
+// when the module loads.
+void install_python_ints();
+
 // CPython 3.11's dict version tag (PEP 509): changes on every mutation, so
 // an unchanged tag means nothing to re-read.
 uint64_t dict_version(PyObject* dict);

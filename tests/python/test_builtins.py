@@ -408,3 +408,23 @@ def math_in_forward(x, n):
 def test_math_on_python_numbers_folds():
     check(math_in_forward, kiln.ones(2), 8)
     assert kiln.explain(math_in_forward)(kiln.ones(2), 8).graph_break_count == 0
+
+
+# -- ints beyond int64 are Python's own ----------------------------------------
+# kiln's int is int64; an operation that overflows gives Python's exact int
+# (a Python object from then on), and a result that fits is kiln's again.
+
+def big_ints(n):
+    b = 2 ** n
+    c = b * 3 + 1
+    out = [b, c, c - b, b // 7, b % 7, -b, abs(-b), b == 2 ** n, b < c, hash(b) == hash(2 ** n)]
+    out += [str(b), repr(c), f"{b:,}", float(b), int(b), type(b) is int, isinstance(b, int), bool(b)]
+    out += [{b: 1}[2 ** n], sorted([c, b, 1]), max(b, c), b >> 60, b & 0xFF, c // b, divmod(c, b)]
+    out += [bin(b)[:6], hex(c), round(c, -3), int(1e30), 10 ** 20 // 10 ** 19, b / 2, sum([b, b])]
+    out += [[1, 2, 3][b % 3], (b * b) // b == b, -(-9223372036854775807 - 1)]
+    return out
+
+
+@pytest.mark.parametrize("n", [62, 64, 70])
+def test_ints_beyond_int64_are_exact(n):
+    check(big_ints, n)

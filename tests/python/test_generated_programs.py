@@ -25,12 +25,6 @@ BATCH = 100
 # seed's difference is kept as its reason). They must keep failing: once a
 # defect is fixed its seeds pass and this test says to remove them.
 KNOWN = {
-    132: "CPython returned [0.45], kiln raised OverflowError: integer overflow in ** (kiln ints are ",
-    163: "CPython returned [], kiln raised OverflowError: int too large for kiln",
-    257: "CPython returned ([], 3.500000014000001e+80, (9, -1, -1)), kiln raised OverflowError: int ",
-    315: "CPython raised TypeError: can only concatenate str (not 'int') to str, kiln raised Overflo",
-    665: "CPython returned ([(0, 24), 0, '', 'a'], [4, 4, 0, 1, 2]), kiln raised OverflowError: int ",
-    1164: "CPython returned [tensor([[-6.0000, -5.3684, -4.7368, -4.1053, -3.4737],",
 }
 
 
