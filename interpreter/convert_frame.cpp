@@ -67,7 +67,7 @@ std::map<ResumeKey, Ref<FunctionObj>>& resume_cache() {
 
 // Names the residual and resume code add, never user state to carry over.
 bool is_stack_temp(const std::string& n) {
-  for (const char* prefix : {"__stack", "__resume_arg", "__resume_cells", "__cell_value", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
+  for (const char* prefix : {"__stack", "__resume_arg", "__resume_cells", "__cell_value", "__target", "__contents", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
     if (n.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -469,34 +469,53 @@ struct Residual {
     std::vector<VT> mutated = ctx.side_effects.mutated;
     std::stable_sort(mutated.begin(), mutated.end(),
                      [](const VT& a, const VT& b) { return a->source->depth > b->source->depth; });
+    // Two phases: every container's object and new contents are read
+    // first (an item of one may be read by its source from another the
+    // trace also changed: a1.extend(v) with v holding a3[3] after del
+    // a3[0]), then they are all written.
+    struct Write {
+      const VT* c;
+      int32_t target, contents;
+      size_t keep;  // a list: the first `keep` items stay
+    };
+    std::vector<Write> writes;
     for (const VT& c : mutated) {
+      Write w{&c, b.local("__target" + std::to_string(writes.size())),
+              b.local("__contents" + std::to_string(writes.size())), 0};
+      emit_source(c->source);
+      b.emit(Opcode::STORE_FAST, w.target);
       if (c->is(VTKind::List)) {  // list[k:] = new contents after the unchanged first k items
         // Items the trace left where they were stay the caller's very
         // objects (an append only appends, as in Python).
-        size_t k = 0;
-        while (k < c->items.size() && is_original_item(c, k)) ++k;
-        for (size_t i = k; i < c->items.size(); ++i) reconstruct(c->items[i]);
-        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - k));
-        emit_source(c->source);
-        emit_const(k ? Value::integer(int64_t(k)) : Value::none());
-        emit_const(Value::none());
-        b.emit(Opcode::BUILD_SLICE, 2);
-        b.emit(Opcode::STORE_SUBSCR);
-      } else {  // dict: build the new contents (reading the old), clear, update
+        while (w.keep < c->items.size() && is_original_item(c, w.keep)) ++w.keep;
+        for (size_t i = w.keep; i < c->items.size(); ++i) reconstruct(c->items[i]);
+        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - w.keep));
+      } else {  // dict: the new contents (reading the old), then clear, update
         for (size_t i = 0; i < c->keys.size(); ++i) {
           emit_const(c->keys[i]);
           reconstruct(c->items[i]);
         }
         b.emit(Opcode::BUILD_DICT, int32_t(c->keys.size()));
-        int32_t tmp = b.local("__dict_contents");  // used at once: one slot serves every dict
-        b.emit(Opcode::STORE_FAST, tmp);
-        emit_source(c->source);
+      }
+      b.emit(Opcode::STORE_FAST, w.contents);
+      writes.push_back(w);
+    }
+    for (const Write& w : writes) {
+      if ((*w.c)->is(VTKind::List)) {
+        b.emit(Opcode::LOAD_FAST, w.contents);
+        b.emit(Opcode::LOAD_FAST, w.target);
+        emit_const(w.keep ? Value::integer(int64_t(w.keep)) : Value::none());
+        emit_const(Value::none());
+        b.emit(Opcode::BUILD_SLICE, 2);
+        b.emit(Opcode::STORE_SUBSCR);
+      } else {
+        b.emit(Opcode::LOAD_FAST, w.target);
         b.emit(Opcode::LOAD_METHOD, b.name("clear"));
         b.emit(Opcode::CALL_METHOD, 0);
         b.emit(Opcode::POP_TOP);
-        emit_source(c->source);
+        b.emit(Opcode::LOAD_FAST, w.target);
         b.emit(Opcode::LOAD_METHOD, b.name("update"));
-        b.emit(Opcode::LOAD_FAST, tmp);
+        b.emit(Opcode::LOAD_FAST, w.contents);
         b.emit(Opcode::CALL_METHOD, 1);
         b.emit(Opcode::POP_TOP);
       }

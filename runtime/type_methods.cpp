@@ -59,9 +59,12 @@ Value l_index(CallContext&, const std::vector<Value>& a) { return seq_index(list
 Value l_count(CallContext&, const std::vector<Value>& a) { return seq_count(list_of(a), a[1]); }
 Value l_remove(CallContext&, const std::vector<Value>& a) {
   auto& items = list_of(a);
-  int64_t i = seq_index(items, a[1], "list").as_int();
-  items.erase(items.begin() + i);
-  return Value::none();
+  for (size_t i = 0; i < items.size(); ++i)
+    if (values_equal(items[i], a[1])) {
+      items.erase(items.begin() + ptrdiff_t(i));
+      return Value::none();
+    }
+  throw_error(ErrorKind::ValueError, "list.remove(x): x not in list");  // CPython's words (not index's)
 }
 Value l_reverse(CallContext&, const std::vector<Value>& a) {
   std::reverse(list_of(a).begin(), list_of(a).end());

@@ -348,11 +348,16 @@ void set_item(const Value& obj, const Value& key, const Value& value) {
         const Value& step = key.as<SliceObj>()->step;
         if (step.is_none() || (step.is(Kind::Int) && step.as_int() == 1)) {
           // Contiguous slice assignment may change the length.
-          int64_t lo = pos.empty() ? std::clamp<int64_t>(key.as<SliceObj>()->start.is_none()
-                                                             ? 0
-                                                             : to_index(key.as<SliceObj>()->start, "slice indices"),
-                                                         0, int64_t(items.size()))
-                                   : pos.front();
+          // An empty slice inserts at its start, adjusted as Python does
+          // (a[-2:-2] = x inserts two from the end).
+          const int64_t n = int64_t(items.size());
+          int64_t lo = 0;
+          if (!pos.empty()) {
+            lo = pos.front();
+          } else if (!key.as<SliceObj>()->start.is_none()) {
+            lo = to_index(key.as<SliceObj>()->start, "slice indices");
+            lo = lo < 0 ? std::max<int64_t>(lo + n, 0) : std::min(lo, n);
+          }
           items.erase(items.begin() + lo, items.begin() + lo + int64_t(pos.size()));
           items.insert(items.begin() + lo, vals.begin(), vals.end());
           return;

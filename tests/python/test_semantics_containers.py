@@ -842,3 +842,34 @@ def set_update_methods(a, b):
 
 def test_set_update_methods_made_and_callers():
     check(set_update_methods, {1, 2, 3}, {4})
+
+
+def empty_slice_inserts_at_its_start(a):
+    v = [7, 7, 7]
+    v[-2:-2] = [1]
+    w = [1, 2, 3, 4, 5]
+    w[4:1] = [0]
+    a[-2:-2] = [5]
+    a[-9:-9] = [6]
+    return v, w
+
+
+def remove_missing_item(a):
+    try:
+        a.remove(99)
+    except ValueError as e:
+        return str(e)
+
+
+def item_read_from_one_list_written_into_another(a, b):
+    del a[0]
+    v = (1, a[2])  # a's item 3 as it was
+    b.extend(v)
+    return v, a, b
+
+
+@pytest.mark.parametrize("fn, args", [(empty_slice_inserts_at_its_start, ([1, 2, 3],)),
+                                      (remove_missing_item, ([1],)),
+                                      (item_read_from_one_list_written_into_another, ([1, 2, 3, 4], [0]))])
+def test_list_edits(fn, args):
+    check(fn, *args)
