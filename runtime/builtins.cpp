@@ -24,9 +24,8 @@ namespace {
 Value b_len(CallContext&, const std::vector<Value>& a) { return Value::integer(length(a[0])); }
 
 Value b_range(CallContext&, const std::vector<Value>& a) {
-  if (a[1].is_none()) return make_range(0, to_index(a[0], "range() argument"), 1);
-  return make_range(to_index(a[0], "range() argument"), to_index(a[1], "range() argument"),
-                    to_index(a[2], "range() argument"));
+  if (a[1].is_none()) return make_range(0, as_index(a[0]), 1);
+  return make_range(as_index(a[0]), as_index(a[1]), as_index(a[2]));
 }
 
 struct EnumerateIter final : IteratorObj {
@@ -42,7 +41,7 @@ struct EnumerateIter final : IteratorObj {
 Value b_enumerate(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<EnumerateIter>();
   it->inner = get_iter(a[0]);
-  it->count = to_index(a[1], "enumerate() start");
+  it->count = as_index(a[1]);
   return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
 }
 

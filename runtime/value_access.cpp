@@ -289,8 +289,19 @@ static std::vector<int64_t> slice_positions(const SliceObj* s, int64_t n) {
   return out;
 }
 
+int64_t as_index(const Value& v) {
+  if (v.is(Kind::Int) || v.is(Kind::Bool)) return v.as_int();
+  throw_error(ErrorKind::TypeError, "'" + type_name(v) + "' object cannot be interpreted as an integer");
+}
+
 static size_t seq_index(const Value& key, size_t n, const char* what) {
-  int64_t i = to_index(key, (std::string(what) + " indices").c_str());
+  if (!key.is(Kind::Int) && !key.is(Kind::Bool)) {  // CPython's words per type
+    const std::string_view w(what);
+    if (w == "string") throw_error(ErrorKind::TypeError, "string indices must be integers, not '" + type_name(key) + "'");
+    throw_error(ErrorKind::TypeError, std::string(w == "list assignment" ? "list" : what) +
+                                          " indices must be integers or slices, not " + type_name(key));
+  }
+  int64_t i = key.as_int();
   if (i < 0) i += int64_t(n);
   if (i < 0 || i >= int64_t(n)) throw_error(ErrorKind::IndexError, std::string(what) + " index out of range");
   return size_t(i);

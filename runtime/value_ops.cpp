@@ -16,6 +16,7 @@
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
+#include "runtime/str_format.h"
 #include "runtime/tensor_index.h"
 
 namespace kiln::runtime {
@@ -528,6 +529,7 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
     if (!r.is_null()) return r;
     unsupported(binop_symbol(op), inplace, a, b);
   }
+  if (op == BinOp::MOD && a.is(Kind::Str)) return Value::str(str_percent(a.as_str(), b));  // printf-style
   if (a.is(Kind::Tensor) || b.is(Kind::Tensor)) {
     int id = tensor_op_for(op);
     if (id < 0) unsupported(binop_symbol(op), inplace, a, b);

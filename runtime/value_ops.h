@@ -81,5 +81,8 @@ Value native_container(const Value& v);
 
 // Python's int / float conversions with range checks; errors name `what`.
 int64_t to_index(const Value& v, const char* what);
+// Python's operator.index for kiln's ints: TypeError "'float' object
+// cannot be interpreted as an integer" otherwise (range(), enumerate()).
+int64_t as_index(const Value& v);
 
 }  // namespace kiln::runtime
