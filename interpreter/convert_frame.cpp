@@ -75,7 +75,7 @@ std::map<ResumeKey, Ref<FunctionObj>>& resume_cache() {
 
 // Names the residual and resume code add, never user state to carry over.
 bool is_stack_temp(const std::string& n) {
-  for (const char* prefix : {"__stack", "__resume_arg", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
+  for (const char* prefix : {"__stack", "__resume_arg", "__resume_cells", "__cell_value", "__target", "__contents", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
     if (n.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -143,8 +143,11 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   for (size_t i = 0; i < nstack; ++i)
     if (slot(i) != Slot::Null) b.arg("__stack" + std::to_string(nparams++));
   for (const std::string& n : live) b.arg(n);
-  // Cellvars take their content from the parameter of the same name.
-  for (const std::string& n : orig.cellvars) b.cellvar(n);
+  // The frame's cells (cellvars, then freevars) are the resume function's
+  // closure, in the same order, so cell operands carry over unchanged: the
+  // residual passes the very cells (resume_closure), and a closure made
+  // before the break shares them with the resumed frame, as in Python.
+  for (const std::string& n : orig.cellvars) b.freevar(n);
   for (const std::string& n : orig.freevars) b.freevar(n);
   for (const std::string& n : orig.varnames) b.local(n);
   std::vector<CodeBuilder::Label> labels;
@@ -174,7 +177,9 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   auto f = make_ref<FunctionObj>();
   f->code = rc;
   f->globals = fn.globals;
-  f->closure = fn.closure;
+  // A resume function with a closure is made per call over that call's
+  // cells (Residual::emit_resume_callee); only its code is used then.
+  if (rc->freevars.empty()) f->closure = fn.closure;
   std::lock_guard<std::mutex> lock(resume_mu);
   resume_origins()[rc.get()] = {original, offset, orig_target};
   resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, slots}] = f;
@@ -182,6 +187,23 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
 }
 
 // -------------------------------------------------------------- residual --
+
+// The iterator of a dict or set that changed size while a loop ran over it:
+// its next step raises CPython's RuntimeError, and every one after.
+struct RaisingIterator final : runtime::IteratorObj {
+  explicit RaisingIterator(std::string m) : message(std::move(m)) {}
+  std::string message;
+  bool next(Value&) override { throw_error(ErrorKind::RuntimeError, message); }
+};
+
+// kiln.compile as a KBC callable: for functions the residual makes at run
+// time (a closure made in the trace, a resume function over its cells).
+Value compile_when_called(const Options& options) {
+  return make_builtin_closure("kiln.compile", [options](CallContext&, const CallArgs& a) {
+    if (a.nargs != 1 || !a[0].is(Kind::Function)) throw_error(ErrorKind::TypeError, "kiln.compile expects a function");
+    return compiled_value(Ref<FunctionObj>(a[0].as<FunctionObj>()), options);
+  });
+}
 
 // Cells made during the trace (a closure's captured variables) that the
 // residual code must turn into real cells: counted before any code is
@@ -227,6 +249,28 @@ struct Residual {
   std::unordered_map<const vars::VariableTracker*, int32_t> rebuilt;
 
   void emit_const(const Value& v) { b.emit(Opcode::LOAD_CONST, b.constant(v)); }
+
+  // The frame's cells as one tuple in a temporary, made before any branch
+  // (emit_cell fills a trace-made cell only the first time, which a
+  // branch's other edge would skip). -1 when the frame has no cells.
+  int32_t resume_cells = -1;
+  void park_cells(const std::vector<VT>& cells) {
+    if (cells.empty()) return;
+    for (const VT& c : cells) emit_cell(c);
+    b.emit(Opcode::BUILD_TUPLE, int32_t(cells.size()));
+    resume_cells = b.local("__resume_cells");
+    b.emit(Opcode::STORE_FAST, resume_cells);
+  }
+  // Pushes the compiled resume function: a constant, or, for a frame with
+  // cells, a function made now over the parked cells, compiled when called.
+  void emit_resume_callee(const Ref<FunctionObj>& rf, const Options& options) {
+    if (resume_cells < 0) return emit_const(compiled_value(rf, options));
+    emit_const(compile_when_called(options));
+    b.emit(Opcode::LOAD_FAST, resume_cells);
+    emit_const(Value::object(Kind::Code, rf->code));
+    b.emit(Opcode::MAKE_FUNCTION, 4);
+    b.emit(Opcode::CALL, 1);
+  }
 
   void emit_source(const SourceRef& s) {
     switch (s->kind) {
@@ -323,13 +367,24 @@ struct Residual {
         for (const VT& x : v->items) reconstruct(x);
         b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
         return;
-      case VTKind::Iterator:
+      case VTKind::Iterator: {
         if (vars::lazy_iteration(*v) != vars::LazyIteration::None)
           unsupported(BreakReason::resume_state, "a map() or filter() iterator held across the break");
-        for (size_t i = v->pos; i < v->items.size(); ++i) reconstruct(v->items[i]);
-        b.emit(Opcode::BUILD_LIST, int32_t(v->items.size() - v->pos));
+        if (const char* error = vars::iteration_error(*v)) {
+          // Its dict or set changed size: an iterator whose next step
+          // raises, as Python's (GET_ITER of an iterator is itself).
+          emit_const(make_builtin_closure("iter", [message = std::string(error)](CallContext&, const CallArgs&) {
+            return Value::object(Kind::Iterator, make_ref<RaisingIterator>(message));
+          }));
+          b.emit(Opcode::CALL, 0);
+          return;
+        }
+        const std::vector<VT> rest = vars::remaining_items(*v);
+        for (const VT& x : rest) reconstruct(x);
+        b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
         if (!as_list) b.emit(Opcode::GET_ITER);
         return;
+      }
       case VTKind::UserMethod:
         unsupported(BreakReason::resume_state, "a bound method held across the break");
       case VTKind::GetAttr:
@@ -434,37 +489,70 @@ struct Residual {
     // Deepest sources first: L['acc'][0] must still be the list the trace
     // mutated when its contents are written, before L['acc'] itself is
     // rewritten (which may put another object at [0]).
+    // What the frame's cells end up holding is read first too (parked):
+    // a value whose source is an item of a list the frame then cleared.
+    // The residual shares the frame's closure. A store made by an inlined
+    // function names the cell by that function's numbering: the cell's
+    // source has the frame's own. One store per cell: its final content.
+    std::vector<std::pair<int32_t, int32_t>> cell_values;  // (cell operand, temp)
+    std::set<const vars::VariableTracker*> stored_cells;
+    for (const auto& s : ctx.side_effects.cell_stores) {
+      if (!stored_cells.insert(s.cell.get()).second) continue;
+      reconstruct(s.cell->items[0]);
+      int32_t tmp = b.local("__cell_value" + std::to_string(cell_values.size()));
+      b.emit(Opcode::STORE_FAST, tmp);
+      cell_values.push_back({int32_t(trace_cells) + s.cell->source->local_index, tmp});
+    }
     std::vector<VT> mutated = ctx.side_effects.mutated;
     std::stable_sort(mutated.begin(), mutated.end(),
                      [](const VT& a, const VT& b) { return a->source->depth > b->source->depth; });
+    // Two phases: every container's object and new contents are read
+    // first (an item of one may be read by its source from another the
+    // trace also changed: a1.extend(v) with v holding a3[3] after del
+    // a3[0]), then they are all written.
+    struct Write {
+      const VT* c;
+      int32_t target, contents;
+      size_t keep;  // a list: the first `keep` items stay
+    };
+    std::vector<Write> writes;
     for (const VT& c : mutated) {
+      Write w{&c, b.local("__target" + std::to_string(writes.size())),
+              b.local("__contents" + std::to_string(writes.size())), 0};
+      emit_source(c->source);
+      b.emit(Opcode::STORE_FAST, w.target);
       if (c->is(VTKind::List)) {  // list[k:] = new contents after the unchanged first k items
         // Items the trace left where they were stay the caller's very
         // objects (an append only appends, as in Python).
-        size_t k = 0;
-        while (k < c->items.size() && is_original_item(c, k)) ++k;
-        for (size_t i = k; i < c->items.size(); ++i) reconstruct(c->items[i]);
-        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - k));
-        emit_source(c->source);
-        emit_const(k ? Value::integer(int64_t(k)) : Value::none());
-        emit_const(Value::none());
-        b.emit(Opcode::BUILD_SLICE, 2);
-        b.emit(Opcode::STORE_SUBSCR);
-      } else {  // dict: build the new contents (reading the old), clear, update
+        while (w.keep < c->items.size() && is_original_item(c, w.keep)) ++w.keep;
+        for (size_t i = w.keep; i < c->items.size(); ++i) reconstruct(c->items[i]);
+        b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - w.keep));
+      } else {  // dict: the new contents (reading the old), then clear, update
         for (size_t i = 0; i < c->keys.size(); ++i) {
           emit_const(c->keys[i]);
           reconstruct(c->items[i]);
         }
         b.emit(Opcode::BUILD_DICT, int32_t(c->keys.size()));
-        int32_t tmp = b.local("__dict_contents");  // used at once: one slot serves every dict
-        b.emit(Opcode::STORE_FAST, tmp);
-        emit_source(c->source);
+      }
+      b.emit(Opcode::STORE_FAST, w.contents);
+      writes.push_back(w);
+    }
+    for (const Write& w : writes) {
+      if ((*w.c)->is(VTKind::List)) {
+        b.emit(Opcode::LOAD_FAST, w.contents);
+        b.emit(Opcode::LOAD_FAST, w.target);
+        emit_const(w.keep ? Value::integer(int64_t(w.keep)) : Value::none());
+        emit_const(Value::none());
+        b.emit(Opcode::BUILD_SLICE, 2);
+        b.emit(Opcode::STORE_SUBSCR);
+      } else {
+        b.emit(Opcode::LOAD_FAST, w.target);
         b.emit(Opcode::LOAD_METHOD, b.name("clear"));
         b.emit(Opcode::CALL_METHOD, 0);
         b.emit(Opcode::POP_TOP);
-        emit_source(c->source);
+        b.emit(Opcode::LOAD_FAST, w.target);
         b.emit(Opcode::LOAD_METHOD, b.name("update"));
-        b.emit(Opcode::LOAD_FAST, tmp);
+        b.emit(Opcode::LOAD_FAST, w.contents);
         b.emit(Opcode::CALL_METHOD, 1);
         b.emit(Opcode::POP_TOP);
       }
@@ -483,9 +571,9 @@ struct Residual {
       reconstruct(s.value);
       b.emit(Opcode::STORE_GLOBAL, b.name(s.name));
     }
-    for (const auto& s : ctx.side_effects.cell_stores) {  // the residual shares the frame's closure
-      reconstruct(s.cell->items[0]);
-      b.emit(Opcode::STORE_DEREF, int32_t(trace_cells + s.index - code.cellvars.size()));
+    for (const auto& [cell, tmp] : cell_values) {
+      b.emit(Opcode::LOAD_FAST, tmp);
+      b.emit(Opcode::STORE_DEREF, cell);
     }
   }
 };
@@ -589,6 +677,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     if (tx->returned()) count_trace_cells(tx->result(), seen, trace_cells);
     for (const VT& v : tx->stack()) count_trace_cells(v, seen, trace_cells);
     for (const VT& v : tx->locals()) count_trace_cells(v, seen, trace_cells);
+    for (const VT& c : tx->cells()) count_trace_cells(c, seen, trace_cells);
     for (const auto& e : ctx.side_effects.attr_stores) count_trace_cells(e.value, seen, trace_cells);
     for (const auto& e : ctx.side_effects.global_stores) count_trace_cells(e.value, seen, trace_cells);
     for (const VT& c : ctx.side_effects.mutated) count_trace_cells(c, seen, trace_cells);
@@ -599,24 +688,20 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   std::set<const vars::VariableTracker*> seen;
   std::vector<VT> live_locals;
   std::vector<std::string> live_names;
-  // Cellvars cross the break by content, as parameters of the same name
-  // (which initialise the resume function's cells); they win over a
-  // local of that name, which code with a cellvar never reads.
+  // Cells cross the break as the resume function's closure (make_resume);
+  // a local named like a cellvar is never read by code with that cellvar.
   std::set<std::string> cell_names(code.cellvars.begin(), code.cellvars.end());
   for (size_t i = 0; i < tx->locals().size(); ++i)
     if (tx->locals()[i] && !is_stack_temp(code.varnames[i]) && !cell_names.count(code.varnames[i])) {
       live_locals.push_back(tx->locals()[i]);
       live_names.push_back(code.varnames[i]);
     }
-  for (size_t i = 0; i < code.cellvars.size(); ++i)
-    if (const VT& content = tx->cells()[i]->items[0]) {
-      live_locals.push_back(content);
-      live_names.push_back(code.cellvars[i]);
-    }
   if (tx->returned()) r.collect(tx->result(), outputs, seen);
   for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
   if (brk)
     for (const VT& v : live_locals) r.collect(v, outputs, seen);
+  if (brk)
+    for (const VT& c : tx->cells()) r.collect(c, outputs, seen);
   for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
   for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
   for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);
@@ -676,17 +761,19 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       // reconstructed here it would raise outside the try block's handler.
       if (sv && sv->is(VTKind::GetAttr))
         unsupported(BreakReason::in_try_block, "an attribute read split from its call by the break");
-      if (sv && sv->is(VTKind::Iterator)) slots[i] = Slot::Iterator;
+      // (an iterator that raises crosses as itself: it is one already)
+      if (sv && sv->is(VTKind::Iterator) && !vars::iteration_error(*sv)) slots[i] = Slot::Iterator;
       r.reconstruct(stack[i], slots[i] == Slot::Iterator);
       ++passed;
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
+    r.park_cells(tx->cells());
     r.replay_side_effects();
     std::vector<int32_t> temps;
     for (size_t i = 0; i < passed; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
     for (size_t i = passed; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
     Ref<FunctionObj> rf = make_resume(*fn, tx->pc(), stack.size(), live_names, slots);
-    r.emit_const(compiled_value(rf, options));
+    r.emit_resume_callee(rf, options);
     for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
     for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
     r.b.emit(Opcode::CALL, int32_t(passed + live_locals.size()));
@@ -726,12 +813,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         }
         // A closure made in the trace: rebuilt, then compiled when it runs.
         if (callee && callee->is(VTKind::NestedFunction)) {
-          Options opts = options;
-          r.emit_const(make_builtin_closure("kiln.compile", [opts](CallContext&, const CallArgs& a) {
-            if (a.nargs != 1 || !a[0].is(Kind::Function))
-              throw_error(ErrorKind::TypeError, "kiln.compile expects a function");
-            return compiled_value(Ref<FunctionObj>(a[0].as<FunctionObj>()), opts);
-          }));
+          r.emit_const(compile_when_called(options));
           r.reconstruct(callee);
           r.b.emit(Opcode::CALL, 1);
           continue;
@@ -780,11 +862,12 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         continue;
       }
       VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
-      bool iter = i < untouched && sv && sv->is(VTKind::Iterator);
+      bool iter = i < untouched && sv && sv->is(VTKind::Iterator) && !vars::iteration_error(*sv);
       if (iter) slots[i] = Slot::Iterator;
       r.reconstruct(stack[i], iter);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
+    r.park_cells(tx->cells());
     r.replay_side_effects();
     auto operand = [&](OperandKind k, int32_t v) -> int32_t {
       switch (k) {
@@ -803,7 +886,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       for (size_t i = passed; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
       std::vector<Slot> kept(slots.begin(), slots.begin() + ptrdiff_t(std::min(depth, slots.size())));
       Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, kept);
-      r.emit_const(compiled_value(rf, options));
+      r.emit_resume_callee(rf, options);
       for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);
       for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
       r.b.emit(Opcode::CALL, int32_t(passed + live_locals.size()));

@@ -114,6 +114,29 @@ collectives::ProcessGroup* collective_group(const Options& options, bool enabled
   return options.compile_group.get();
 }
 
+// The residual shares the closure of the function it stands for, and
+// entries are cached per code object: a closure made again (a nested
+// function, a resume function over a later call's cells) runs the cached
+// residual over its own cells, not those of the function first traced.
+bool same_values(const std::vector<Value>& a, const std::vector<Value>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].is_same(b[i])) return false;
+  return true;
+}
+Value residual_for(const Value& residual, const FunctionObj& fn) {
+  auto* r = residual.as<FunctionObj>();
+  if (r->closure == fn.closure && same_values(r->defaults, fn.defaults) && same_values(r->kwdefaults, fn.kwdefaults))
+    return residual;
+  auto copy = make_ref<FunctionObj>();
+  copy->code = r->code;
+  copy->defaults = fn.defaults;
+  copy->kwdefaults = fn.kwdefaults;
+  copy->globals = r->globals;
+  copy->closure = fn.closure;
+  return Value::object(Kind::Function, copy);
+}
+
 Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
   const Code* code = fn->code.get();
   // Guards read the bound parameters. When the arguments are exactly the
@@ -188,7 +211,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   }
   if (hit) {
     if (hit->fast) return run_fast(vm, *hit->fast, locals);
-    return vm.call(hit->residual, args);
+    return vm.call(residual_for(hit->residual, *fn), args);
   }
   // A size change that failed the newest entry marks those dimensions
   // dynamic for the next trace (unless dynamic shapes are switched off).
@@ -293,7 +316,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     auto& list = caches()[code].entries;
     list.insert(list.begin(), entry);
   }
-  return vm.call(entry->residual, args);
+  return vm.call(residual_for(entry->residual, *fn), args);
 }
 
 }  // namespace

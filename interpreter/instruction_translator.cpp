@@ -83,7 +83,6 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   // reached without a source would have unguarded cells: refuse it.
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
     const Value& v = fn_->closure[i]->v;
-    if (v.is_null()) unsupported(BreakReason::python_error, "an empty closure cell");
     // A method's `__class__` (what zero-argument super() reads) is set once,
     // when its class is made, to that class: a constant wherever the method
     // was found (a module's class, itself pinned by the module's guards).
@@ -94,6 +93,14 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
     if (parent_ && !(fn_vt_ && fn_vt_->source))
       unsupported(BreakReason::untraced_object, "a closure reached without a source");
     auto source = output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i));
+    // An empty cell of the root frame (a resume function's cellvar not yet
+    // bound) needs no guard: reading it breaks (LOAD_DEREF), and a store
+    // is replayed on the real cell whatever it held.
+    if (v.is_null() && !parent_) {
+      cells_.push_back(variables::make_cell(nullptr, source));
+      continue;
+    }
+    if (v.is_null()) unsupported(BreakReason::python_error, "an empty closure cell");
     cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
   }
 }
@@ -121,11 +128,20 @@ void InstructionTranslator::run(int64_t stop_at_step) {
 void InstructionTranslator::step() {
   const Instr& ins = code_->instrs[pc_];
   jumped_ = false;
-  switch (ins.op) {
+  try {
+    switch (ins.op) {
 #define KILN_OPCODE(name, ...) \
   case Opcode::name: op_##name(ins); break;
 #include "runtime/opcodes.def"
 #undef KILN_OPCODE
+    }
+  } catch (const Error& e) {
+    // The instruction raises when the program runs (an error folding
+    // constants, a bad subscript): the graph breaks there and the VM
+    // raises it, where the frame's handlers can catch it. symbolic_trace
+    // has no VM to run the rest: the error is its caller's.
+    if (ctx_.tracer) throw;
+    unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
   }
   ++steps_;
   if (!jumped_) ++pc_;
@@ -467,7 +483,12 @@ void InstructionTranslator::op_CALL_EX(const Instr& i) {
 void InstructionTranslator::op_GET_ITER(const Instr&) {
   VT v = realize(pop());
   if (v->is(VTKind::Iterator)) return push(v);
-  push(variables::make_iterator(unpack(v)));
+  VT it = variables::make_iterator(unpack(v));
+  if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
+    it->iterated = v;
+    it->iterated_size = n;
+  }
+  push(it);
 }
 
 void InstructionTranslator::op_FOR_ITER(const Instr& i) {
@@ -483,6 +504,14 @@ void InstructionTranslator::op_FOR_ITER(const Instr& i) {
 }
 
 bool InstructionTranslator::next_item(const VT& it, VT& out) {
+  if (const char* error = variables::iteration_error(*it))
+    unsupported(BreakReason::python_error, error);  // the residual's iterator raises it (reconstruct)
+  if (it->iterated && it->iterated->is(VTKind::List)) {  // live, as Python's list iterator
+    const std::vector<VT>& items = it->iterated->items;
+    if (it->pos >= items.size()) return false;
+    out = items[it->pos++];
+    return true;
+  }
   while (it->pos < it->items.size()) {
     VT x = it->items[it->pos++];
     switch (vars::lazy_iteration(*it)) {

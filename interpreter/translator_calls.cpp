@@ -225,7 +225,13 @@ static VT tensor_index(InstructionTranslator& tx, VT x, const VT& key) {
         const Tensor t = p.v.as_tensor();
         if (t.dtype() == DType::Bool) {
           if (t.is_meta()) unsupported(BreakReason::data_dependent_shape, "indexing with a bool mask");
-          // A constant mask (a list of bools): its positions are known now.
+          // A constant mask (a list of bools): its positions are known now,
+          // once its shape matches the dims it covers (else the VM raises
+          // torch's error for it).
+          const auto& sizes = x->meta().sizes;
+          for (int64_t j = 0; j < t.dim(); ++j)
+            if (size_t(dim + j) >= sizes.size() || sizes[size_t(dim + j)] != t.sizes()[size_t(j)])
+              unsupported(BreakReason::python_error, "a bool mask whose shape does not match the tensor's");
           std::vector<Tensor> idx = mask_indices(t);
           for (size_t j = 0; j < idx.size(); ++j) adv.emplace_back(dim + int64_t(j), tx.from_value(Value::tensor(idx[j])));
           dim += t.dim();

@@ -26,9 +26,8 @@ namespace {
 Value b_len(CallContext&, const std::vector<Value>& a) { return Value::integer(length(a[0])); }
 
 Value b_range(CallContext&, const std::vector<Value>& a) {
-  if (a[1].is_none()) return make_range(0, to_index(a[0], "range() argument"), 1);
-  return make_range(to_index(a[0], "range() argument"), to_index(a[1], "range() argument"),
-                    to_index(a[2], "range() argument"));
+  if (a[1].is_none()) return make_range(0, as_index(a[0]), 1);
+  return make_range(as_index(a[0]), as_index(a[1]), as_index(a[2]));
 }
 
 struct EnumerateIter final : IteratorObj {
@@ -44,7 +43,7 @@ struct EnumerateIter final : IteratorObj {
 Value b_enumerate(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<EnumerateIter>();
   it->inner = get_iter(a[0]);
-  it->count = to_index(a[1], "enumerate() start");
+  it->count = as_index(a[1]);
   return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
 }
 
@@ -199,7 +198,10 @@ Value b_int(CallContext&, const std::vector<Value>& a) {
   if (x.is(Kind::Float)) {
     double d = x.as_float();
     if (!std::isfinite(d)) throw_error(ErrorKind::ValueError, "cannot convert float " + repr(x) + " to integer");
-    if (std::fabs(d) >= 9.223372036854775807e18) throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    if (std::fabs(d) >= 9.223372036854775807e18) {
+      if (const BigIntHooks* h = bigint_hooks()) return h->from_double(d);
+      throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    }
     return Value::integer(int64_t(d));
   }
   if (x.is(Kind::Str)) return parse_int(x.as_str());
@@ -352,8 +354,9 @@ Value b_round(CallContext&, const std::vector<Value>& a) {
     int64_t q = v / p, r = v % p;
     if (r < 0) { r += p; --q; }  // floor division
     if (2 * r > p || (2 * r == p && q % 2 != 0)) ++q;
-    if (__builtin_mul_overflow(q, p, &q)) throw_error(ErrorKind::OverflowError, "int too large for kiln");
-    return Value::integer(q);
+    if (int64_t out; !__builtin_mul_overflow(q, p, &out)) return Value::integer(out);
+    if (const BigIntHooks* h = bigint_hooks()) return h->binary(BinOp::MUL, q, p);
+    throw_error(ErrorKind::OverflowError, "int too large for kiln");
   }
   if (x.is(Kind::Float)) {
     const double d = x.as_float();
@@ -361,7 +364,10 @@ Value b_round(CallContext&, const std::vector<Value>& a) {
     if (std::isnan(d)) throw_error(ErrorKind::ValueError, "cannot convert float NaN to integer");
     if (std::isinf(d)) throw_error(ErrorKind::OverflowError, "cannot convert float infinity to integer");
     const double r = std::nearbyint(d);  // the default rounding mode: half to even
-    if (std::fabs(r) >= 9.223372036854775807e18) throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    if (std::fabs(r) >= 9.223372036854775807e18) {
+      if (const BigIntHooks* h = bigint_hooks()) return h->from_double(r);
+      throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    }
     return Value::integer(int64_t(r));
   }
   throw_error(ErrorKind::TypeError, "type " + type_name(x) + " doesn't define __round__ method");

@@ -145,6 +145,23 @@ Value m_update(CallContext&, const std::vector<Value>& a) {
     for (const Value& v : to_vector(other)) set_of(a[0])->add(v);
   return Value::none();
 }
+// s.op_update(...): s becomes s op others, in place (aliases see it).
+template <BinOp Op>
+Value m_fold_update(CallContext&, const std::vector<Value>& a) {
+  Value acc = set_copy(a[0], false);
+  for (const Value& other : a[1].as<TupleObj>()->items) acc = combine(Op, acc, as_set(other), Kind::Set);
+  auto* s = set_of(a[0]);
+  s->clear();
+  for (const Value& v : set_of(acc)->items) s->add(v);
+  return Value::none();
+}
+Value m_symmetric_difference_update(CallContext&, const std::vector<Value>& a) {
+  Value acc = combine(BinOp::XOR, a[0], as_set(a[1]), Kind::Set);
+  auto* s = set_of(a[0]);
+  s->clear();
+  for (const Value& v : set_of(acc)->items) s->add(v);
+  return Value::none();
+}
 Value m_copy(CallContext&, const std::vector<Value>& a) { return set_copy(a[0], kind_of(a) == Kind::FrozenSet); }
 
 // union / intersection / difference take any number of iterables.
@@ -179,6 +196,9 @@ const MethodDef kMethods[] = {
     {"pop", "self, /", m_pop, true},
     {"clear", "self, /", m_clear, true},
     {"update", "self, *others", m_update, true},
+    {"difference_update", "self, *others", m_fold_update<BinOp::SUB>, true},
+    {"intersection_update", "self, *others", m_fold_update<BinOp::AND>, true},
+    {"symmetric_difference_update", "self, other, /", m_symmetric_difference_update, true},
     {"copy", "self, /", m_copy, false},
     {"union", "self, *others", m_fold<BinOp::OR>, false},
     {"intersection", "self, *others", m_fold<BinOp::AND>, false},

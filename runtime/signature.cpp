@@ -166,7 +166,10 @@ struct NativeEntry {
 
 bool keeps_its_arguments(std::string_view name) {
   return name == "iter" || name == "next" || name == "enumerate" || name == "zip" || name == "reversed" ||
-         name == "setattr" || name == "map" || name == "filter";
+         name == "setattr" || name == "map" || name == "filter" ||
+         // methods that store an argument, or hand it back, as it is
+         name == "list.append" || name == "list.insert" || name == "dict.setdefault" || name == "dict.get" ||
+         name == "dict.pop";
 }
 
 bool has_foreign(const CallArgs& args, size_t from) {
@@ -192,10 +195,23 @@ Value native_trampoline(CallContext& ctx, const BuiltinObj& self, const CallArgs
                                           "' objects doesn't apply to a '" + type_name(recv) + "' object");
   }
   const size_t first = e.self_kind != Kind::Null ? 1 : 0;  // a method's self is its own
+  if (first == 0 && has_foreign(args, 0))
+    if (const BigIntHooks* h = bigint_hooks())
+      for (size_t i = 0; i < args.nargs; ++i)
+        if (h->is_big(args[i])) {
+          // abs(2**70), divmod(2**70, 3): the embedder's own builtin
+          if (Value r = h->call_builtin(e.sig.name(), args); !r.is_null()) return r;
+          break;
+        }
   if (e.reads_foreign && has_foreign(args, first)) {
     std::vector<Value> native(args.args, args.args + args.nargs);
     for (size_t i = first; i < native.size(); ++i) native[i] = native_container(native[i]);
-    return e.fn(ctx, e.sig.bind(CallArgs{native.data(), native.size(), args.kwnames}));
+    Value r = e.fn(ctx, e.sig.bind(CallArgs{native.data(), native.size(), args.kwnames}));
+    // An argument handed back (max(a, b), a default) is the caller's
+    // object, not the copy read.
+    for (size_t i = first; i < native.size(); ++i)
+      if (r.is_same(native[i]) && !native[i].is_same(args[i])) return args[i];
+    return r;
   }
   return e.fn(ctx, e.sig.bind(args));
 }
@@ -209,7 +225,7 @@ Value make_native(std::string name, std::string_view signature, NativeFn fn) {
 Value make_native_method(Kind self_kind, const std::string& type, const std::string& method,
                          std::string_view signature, NativeFn fn) {
   std::string name = type + "." + method;
-  natives().push_back(NativeEntry{Signature(name, signature), fn, self_kind, type, method});
+  natives().push_back(NativeEntry{Signature(name, signature), fn, self_kind, type, method, !keeps_its_arguments(name)});
   return make_builtin(std::move(name), native_trampoline, int64_t(natives().size() - 1));
 }
 

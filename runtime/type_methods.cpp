@@ -8,6 +8,7 @@
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
 #include "runtime/signature.h"
+#include "runtime/str_format.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::runtime {
@@ -59,9 +60,12 @@ Value l_index(CallContext&, const std::vector<Value>& a) { return seq_index(list
 Value l_count(CallContext&, const std::vector<Value>& a) { return seq_count(list_of(a), a[1]); }
 Value l_remove(CallContext&, const std::vector<Value>& a) {
   auto& items = list_of(a);
-  int64_t i = seq_index(items, a[1], "list").as_int();
-  items.erase(items.begin() + i);
-  return Value::none();
+  for (size_t i = 0; i < items.size(); ++i)
+    if (values_equal(items[i], a[1])) {
+      items.erase(items.begin() + ptrdiff_t(i));
+      return Value::none();
+    }
+  throw_error(ErrorKind::ValueError, "list.remove(x): x not in list");  // CPython's words (not index's)
 }
 Value l_reverse(CallContext&, const std::vector<Value>& a) {
   std::reverse(list_of(a).begin(), list_of(a).end());
@@ -127,6 +131,19 @@ Value d_update(CallContext&, const std::vector<Value>& a) {
   dict_update(dict_of(a), a[2]);
   return Value::none();
 }
+// d.fromkeys(iterable, value=None): a new dict (CPython's classmethod,
+// reached through an instance).
+Value d_fromkeys(CallContext&, const std::vector<Value>& a) {
+  const auto& args = a[1].as<TupleObj>()->items;
+  if (args.empty()) throw_error(ErrorKind::TypeError, "fromkeys expected at least 1 argument, got 0");
+  if (args.size() > 2)
+    throw_error(ErrorKind::TypeError, "fromkeys expected at most 2 arguments, got " + std::to_string(args.size()));
+  Value d = make_dict();
+  const Value value = args.size() == 2 ? args[1] : Value::none();
+  for (const Value& k : to_vector(args[0])) d.as<DictObj>()->set(k, value);
+  return d;
+}
+Value s_format(CallContext& ctx, const std::vector<Value>& a);
 Value d_popitem(CallContext&, const std::vector<Value>& a) {
   DictObj* d = dict_of(a);
   if (d->entries.empty()) throw_key_error(Value::str("popitem(): dictionary is empty"));
@@ -340,6 +357,9 @@ Value s_strip_chars(CallContext&, const std::vector<Value>& a) {
       throw_error(ErrorKind::NotImplementedError, "kiln: str.strip() at a non-ASCII character is not supported");
   return Value::str(s.substr(b, e - b + 1));
 }
+Value s_format(CallContext& ctx, const std::vector<Value>& a) {
+  return Value::str(str_format(ctx, str_of(a), a[1].as<TupleObj>()->items, a[2]));
+}
 Value s_replace(CallContext&, const std::vector<Value>& a) {
   std::string s = str_of(a);
   const std::string& from = str_arg(a[1], "old");
@@ -466,6 +486,7 @@ Value type_method(Kind k, const StrObj* name) {
                {"pop", "self, key, default=?", d_pop},
                {"setdefault", "self, key, default=None", d_setdefault},
                {"update", "self, other=?, /, **kwargs", d_update},
+               {"fromkeys", "self, *args", d_fromkeys},
                {"popitem", "self", d_popitem},
                {"copy", "self", d_copy},
                {"clear", "self", d_clear}});
@@ -495,7 +516,8 @@ Value type_method(Kind k, const StrObj* name) {
               {"ljust", "self, width, fillchar=?, /", s_pad<Align::Left>},
               {"rjust", "self, width, fillchar=?, /", s_pad<Align::Right>},
               {"zfill", "self, width, /", s_zfill},
-              {"replace", "self, old, new", s_replace}});
+              {"replace", "self, old, new", s_replace},
+              {"format", "self, *args, **kwargs", s_format}});
   static const NameMap tensor_methods = build(
       Kind::Tensor, "Tensor", BuiltinHow::Trace, {{"size", "self, dim=None", tn_size},
                  {"dim", "self", tn_dim},

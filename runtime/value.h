@@ -358,6 +358,9 @@ struct ForeignVTable {
   // such attributes as constants under guards, and the guard re-reads them
   // the same way.
   bool (*plain_attr)(void* handle, std::string_view name, Value& out) = nullptr;
+  // Optional: -obj, +obj, ~obj by the object's own operators (op: a UnOp
+  // id other than NOT, which is truth).
+  Value (*unary_op)(void* handle, int op) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

@@ -291,8 +291,19 @@ static std::vector<int64_t> slice_positions(const SliceObj* s, int64_t n) {
   return out;
 }
 
+int64_t as_index(const Value& v) {
+  if (v.is(Kind::Int) || v.is(Kind::Bool)) return v.as_int();
+  throw_error(ErrorKind::TypeError, "'" + type_name(v) + "' object cannot be interpreted as an integer");
+}
+
 static size_t seq_index(const Value& key, size_t n, const char* what) {
-  int64_t i = to_index(key, (std::string(what) + " indices").c_str());
+  if (!key.is(Kind::Int) && !key.is(Kind::Bool)) {  // CPython's words per type
+    const std::string_view w(what);
+    if (w == "string") throw_error(ErrorKind::TypeError, "string indices must be integers, not '" + type_name(key) + "'");
+    throw_error(ErrorKind::TypeError, std::string(w == "list assignment" ? "list" : what) +
+                                          " indices must be integers or slices, not " + type_name(key));
+  }
+  int64_t i = key.as_int();
   if (i < 0) i += int64_t(n);
   if (i < 0 || i >= int64_t(n)) throw_error(ErrorKind::IndexError, std::string(what) + " index out of range");
   return size_t(i);
@@ -350,11 +361,16 @@ void set_item(const Value& obj, const Value& key, const Value& value) {
         const Value& step = key.as<SliceObj>()->step;
         if (step.is_none() || (step.is(Kind::Int) && step.as_int() == 1)) {
           // Contiguous slice assignment may change the length.
-          int64_t lo = pos.empty() ? std::clamp<int64_t>(key.as<SliceObj>()->start.is_none()
-                                                             ? 0
-                                                             : to_index(key.as<SliceObj>()->start, "slice indices"),
-                                                         0, int64_t(items.size()))
-                                   : pos.front();
+          // An empty slice inserts at its start, adjusted as Python does
+          // (a[-2:-2] = x inserts two from the end).
+          const int64_t n = int64_t(items.size());
+          int64_t lo = 0;
+          if (!pos.empty()) {
+            lo = pos.front();
+          } else if (!key.as<SliceObj>()->start.is_none()) {
+            lo = to_index(key.as<SliceObj>()->start, "slice indices");
+            lo = lo < 0 ? std::max<int64_t>(lo + n, 0) : std::min(lo, n);
+          }
           items.erase(items.begin() + lo, items.begin() + lo + int64_t(pos.size()));
           items.insert(items.begin() + lo, vals.begin(), vals.end());
           return;

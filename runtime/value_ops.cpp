@@ -3,7 +3,8 @@
 // access live in value_access.cpp.
 //
 // Deliberate deviation from Python: int is int64. An operation that would
-// overflow raises OverflowError instead of growing a bigint — never a
+// overflow gives the exact result through the embedder's BigIntHooks
+// (under Python: a Python int), or raises OverflowError — never a
 // silently wrapped result.
 #include "runtime/value_ops.h"
 
@@ -16,6 +17,7 @@
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
 #include "runtime/super.h"
+#include "runtime/str_format.h"
 #include "runtime/tensor_index.h"
 
 namespace kiln::runtime {
@@ -299,6 +301,13 @@ bool values_equal(const Value& a, const Value& b) {
       auto* mb = b.as<BoundMethodObj>();
       return ma->func.is_same(mb->func) && ma->self.is_same(mb->self);
     }
+    case Kind::Foreign: {
+      // Python objects by Python's == (two Python ints beyond int64 as dict
+      // keys, in a list's `in`); identity was tried above.
+      auto* f = a.as<ForeignObj>();
+      if (!f->vt->compare) return false;
+      return truth(f->vt->compare(f->handle, int(CmpOp::EQ), b));
+    }
     // Tensors compare by identity here (dict keys, `in`); elementwise ==
     // on tensors is compare_op's business.
     default: return a.obj() == b.obj();
@@ -402,6 +411,24 @@ static int64_t int_pow(int64_t base, int64_t exp) {
   return result;
 }
 
+namespace {
+const BigIntHooks* installed_bigint_hooks = nullptr;
+}
+void set_bigint_hooks(const BigIntHooks* hooks) { installed_bigint_hooks = hooks; }
+const BigIntHooks* bigint_hooks() { return installed_bigint_hooks; }
+
+static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool);
+// int_binop, with an overflow handed to the big-int hooks when installed
+// (the exception path is taken only on overflow).
+static Value exact_int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
+  try {
+    return int_binop(op, x, y, both_bool);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::OverflowError || !installed_bigint_hooks) throw;
+    return installed_bigint_hooks->binary(op, x, y);
+  }
+}
+
 static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
   const char* sym = binop_symbol(op);
   switch (op) {
@@ -503,10 +530,11 @@ static Value repeat(const std::vector<Value>& items, int64_t n, Kind k) {
 Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
   // Fast path first: int op int is what loops spend their time on.
   if (a.is(Kind::Int) && b.is(Kind::Int)) {
-    Value r = int_binop(op, a.as_int(), b.as_int(), false);
+    Value r = exact_int_binop(op, a.as_int(), b.as_int(), false);
     if (!r.is_null()) return r;
     unsupported(binop_symbol(op), inplace, a, b);
   }
+  if (op == BinOp::MOD && a.is(Kind::Str)) return Value::str(str_percent(a.as_str(), b));  // printf-style
   if (a.is(Kind::Tensor) || b.is(Kind::Tensor)) {
     int id = tensor_op_for(op);
     if (id < 0) unsupported(binop_symbol(op), inplace, a, b);
@@ -527,7 +555,7 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
   if (a.is_number() && b.is_number()) {
     Value r = (a.is(Kind::Float) || b.is(Kind::Float))
                   ? float_binop(op, a.as_number(), b.as_number())
-                  : int_binop(op, a.as_int(), b.as_int(), a.is(Kind::Bool) && b.is(Kind::Bool));
+                  : exact_int_binop(op, a.as_int(), b.as_int(), a.is(Kind::Bool) && b.is(Kind::Bool));
     if (!r.is_null()) return r;
     unsupported(binop_symbol(op), inplace, a, b);
   }
@@ -670,6 +698,8 @@ Value compare_op(CmpOp op, const Value& a, const Value& b) {
 }
 
 Value unary_op(UnOp op, const Value& a) {
+  if (a.is(Kind::Foreign) && op != UnOp::NOT)
+    if (auto* f = a.as<ForeignObj>(); f->vt->unary_op) return f->vt->unary_op(f->handle, int(op));
   if (op == UnOp::NOT) return Value::boolean(!truth(a));
   if (a.is(Kind::Tensor)) {
     if (op == UnOp::POS) return a;
@@ -679,7 +709,10 @@ Value unary_op(UnOp op, const Value& a) {
     int64_t x = a.as_int();
     switch (op) {
       case UnOp::NEG:
-        if (x == INT64_MIN) overflow_error("unary -");
+        if (x == INT64_MIN) {
+          if (installed_bigint_hooks) return installed_bigint_hooks->binary(BinOp::SUB, 0, x);
+          overflow_error("unary -");
+        }
         return Value::integer(-x);
       case UnOp::POS: return Value::integer(x);
       case UnOp::INVERT: return Value::integer(~x);

@@ -23,6 +23,22 @@ int tensor_op_for(BinOp op);
 int tensor_op_for(CmpOp op);
 int tensor_op_for(UnOp op);
 
+// Ints beyond int64. kiln's int is int64; an embedder that has exact
+// integers (python/: Python's own ints, as Foreign values) installs these,
+// and an int operation that overflows gives the exact result through them
+// instead of raising OverflowError. Results that fit come back as Int.
+struct BigIntHooks {
+  Value (*binary)(BinOp op, int64_t x, int64_t y);  // x op y, exactly
+  Value (*from_double)(double d);                   // int(d) for a finite d beyond int64
+  // The embedder's builtin `name` on arguments one of which is one of its
+  // big ints (abs, float, divmod, hex, ...); Null when it has none.
+  Value (*call_builtin)(const std::string& name, const CallArgs& args);
+  // Whether `v` is one of its big ints.
+  bool (*is_big)(const Value& v);
+};
+void set_bigint_hooks(const BigIntHooks* hooks);  // nullptr: OverflowError (the default)
+const BigIntHooks* bigint_hooks();
+
 Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace = false);
 Value compare_op(CmpOp op, const Value& a, const Value& b);
 Value unary_op(UnOp op, const Value& a);
@@ -71,5 +87,8 @@ Value native_container(const Value& v);
 
 // Python's int / float conversions with range checks; errors name `what`.
 int64_t to_index(const Value& v, const char* what);
+// Python's operator.index for kiln's ints: TypeError "'float' object
+// cannot be interpreted as an integer" otherwise (range(), enumerate()).
+int64_t as_index(const Value& v);
 
 }  // namespace kiln::runtime

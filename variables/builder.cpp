@@ -35,7 +35,7 @@ VT VariableBuilder::realize(const VT& vt) {
 }
 
 VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
-  if (v.is(Kind::List) || v.is(Kind::Dict) || v.is(Kind::Foreign)) {
+  if (v.is(Kind::List) || v.is(Kind::Dict) || v.is(Kind::Set) || v.is(Kind::Foreign)) {
     auto known = containers_.find(runtime::object_identity(v));
     if (known != containers_.end()) {
       aliasing_guard(source, known->second.alias_class);
@@ -113,7 +113,8 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       // Guarded by contents, against a snapshot: the caller may mutate its
       // set between calls. The trace only reads it (a mutation breaks).
       add_guard(source, GuardKind::ConstantMatch, runtime::set_copy(v, v.is(Kind::FrozenSet)));
-      return make_constant(v, source);
+      VT set = make_constant(v, source);
+      return v.is(Kind::Set) ? remember_container(v, set, source) : set;
     }
     case Kind::Super: {
       // A super object (one crossed a graph break as a live local): any
@@ -143,7 +144,7 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
           for (const Value& k : runtime::to_vector(v)) entries.emplace_back(k, runtime::get_item(v, k));
           return remember_container(v, wrap_dict(v, entries, source), source);
         }
-        case Kind::Set: return wrap_set(runtime::native_container(v), source);
+        case Kind::Set: return remember_container(v, wrap_set(runtime::native_container(v), source), source);
         default: break;
       }
       [[fallthrough]];
@@ -154,7 +155,10 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
 }
 
 VT VariableBuilder::remember_container(const Value& v, VT vt, const SourceRef& source) {
-  if (!vt->is(VTKind::List) && !vt->is(VTKind::ConstDict)) return vt;  // opaque: its identity is guarded
+  // Opaque: its identity is guarded. A set (a Constant tracker) is one
+  // tracker per object too: `a = s` then `a is s` after a break.
+  const bool set = vt->is(VTKind::Constant) && vt->value.is(Kind::Set);
+  if (!vt->is(VTKind::List) && !vt->is(VTKind::ConstDict) && !set) return vt;
   const int64_t alias_class = int64_t(containers_.size());
   containers_.emplace(runtime::object_identity(v), Container{vt, alias_class});
   aliasing_guard(source, alias_class);

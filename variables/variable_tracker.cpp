@@ -111,6 +111,25 @@ VT make_child_module(Value module, const VT& parent, std::string name, SourceRef
   return t;
 }
 
+size_t container_size(const VariableTracker& c) {
+  if (c.is(VTKind::List) || c.is(VTKind::ConstDict)) return c.items.size();
+  if (c.is(VTKind::Constant) && (c.value.is(runtime::Kind::Set) || c.value.is(runtime::Kind::FrozenSet)))
+    return c.value.as<runtime::SetObj>()->items.size();
+  return SIZE_MAX;
+}
+
+const char* iteration_error(const VariableTracker& it) {
+  if (!it.iterated || it.iterated->is(VTKind::List) || container_size(*it.iterated) == it.iterated_size) return nullptr;
+  return it.iterated->is(VTKind::ConstDict) ? "dictionary changed size during iteration"
+                                            : "Set changed size during iteration";
+}
+
+std::vector<VT> remaining_items(const VariableTracker& it) {
+  const std::vector<VT>& items = it.iterated && it.iterated->is(VTKind::List) ? it.iterated->items : it.items;
+  if (it.pos >= items.size()) return {};
+  return std::vector<VT>(items.begin() + ptrdiff_t(it.pos), items.end());
+}
+
 VT make_iterator(std::vector<VT> items) {
   VT t = make(VTKind::Iterator, nullptr);
   t->items = std::move(items);

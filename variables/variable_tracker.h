@@ -72,6 +72,12 @@ struct VariableTracker {
   size_t pos = 0;     // Iterator: next item
   LazyIteration iteration = LazyIteration::None;  // Iterator: what it yields (self: the function)
   bool mutated = false;  // List / ConstDict with a source: changed during the trace
+  // Iterator made by iter() of a list, dict or set tracker: that container
+  // and its size then. A list is read live (Python's list iterator sees
+  // appends and removals); a dict or set whose size changed raises, as
+  // Python's iterators do (iteration_error).
+  VT iterated;
+  size_t iterated_size = 0;
   // UserMethod: the bound self
   VT self;
   // NNModule: the qualified path from the traced root is `path_parent`'s
@@ -94,6 +100,13 @@ struct VariableTracker {
 };
 
 VT make_constant(Value v, SourceRef source = nullptr);
+// The size of a list, dict or set tracker (SIZE_MAX for anything else).
+size_t container_size(const VariableTracker& c);
+// Python's RuntimeError message for the next step of an Iterator whose
+// dict or set changed size since iter(), or nullptr.
+const char* iteration_error(const VariableTracker& it);
+// What an Iterator has left to yield (a list's current tail, read live).
+std::vector<VT> remaining_items(const VariableTracker& it);
 VT make_tensor(Node* node, SourceRef source = nullptr);  // wrap_fx_proxy's core
 VT make_list(std::vector<VT> items, SourceRef source = nullptr);
 VT make_tuple(std::vector<VT> items, SourceRef source = nullptr);

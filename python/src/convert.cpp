@@ -1,5 +1,7 @@
 #include "python/src/convert.h"
 
+#include "python/src/container_mirror.h"
+
 #include "interpreter/vm.h"
 #include "python/src/nn.h"
 
@@ -111,12 +113,29 @@ Value exception_from_py(py::handle obj) {
 
 namespace {
 
+void pull_after_error() {
+  try {
+    mirrors_pull();
+  } catch (...) {
+    PyErr_Clear();  // the error being raised wins
+  }
+}
+
+// Every call into Python: kiln containers Python holds are brought up to
+// date first, and kiln's read back after (container_mirror.h).
 template <class F>
 auto calling_python(F&& f) -> decltype(f()) {
   try {
-    return f();
+    mirrors_push();
+    auto r = f();
+    mirrors_pull();
+    return r;
   } catch (py::error_already_set& e) {
+    pull_after_error();
     rethrow_as_kiln(e);
+  } catch (...) {
+    pull_after_error();
+    throw;
   }
 }
 
@@ -373,12 +392,23 @@ void foreign_destroy(void* h) {
   Py_DECREF(handle_of(h));
 }
 
+Value foreign_unary(void* h, int op) {
+  return calling_python([&] {
+    PyObject* o = handle_of(h);
+    PyObject* r = op == int(runtime::UnOp::NEG)   ? PyNumber_Negative(o)
+                  : op == int(runtime::UnOp::POS) ? PyNumber_Positive(o)
+                                                  : PyNumber_Invert(o);
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+
 const runtime::ForeignVTable kPyObjectVTable = {
     "PyObject",        foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,   foreign_binary,
     foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
-    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_plain_attr,
+    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_plain_attr, foreign_unary,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -461,6 +491,56 @@ py::object& function_converter() {
 }  // namespace
 
 void set_function_converter(py::object f) { function_converter() = std::move(f); }
+
+// ------------------------------------------------------------- big ints --
+// An int operation beyond int64 is Python's: exact, a Python int (a
+// Foreign value, every later operation on it Python's too), back to a
+// kiln Int whenever a result fits again (to_value).
+namespace {
+Value bigint_binary(runtime::BinOp op, int64_t x, int64_t y) {
+  return calling_python([&] {
+    py::int_ a(x), b(y);
+    PyObject* r = nullptr;
+    switch (op) {
+      case runtime::BinOp::ADD: r = PyNumber_Add(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::SUB: r = PyNumber_Subtract(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::MUL: r = PyNumber_Multiply(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::FLOORDIV: r = PyNumber_FloorDivide(a.ptr(), b.ptr()); break;
+      case runtime::BinOp::POW: r = PyNumber_Power(a.ptr(), b.ptr(), Py_None); break;
+      case runtime::BinOp::LSHIFT: r = PyNumber_Lshift(a.ptr(), b.ptr()); break;
+      default: throw_error(ErrorKind::OverflowError, "integer overflow");
+    }
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+Value bigint_from_double(double d) {
+  return calling_python([&] {
+    PyObject* r = PyLong_FromDouble(d);
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+Value bigint_call_builtin(const std::string& name, const runtime::CallArgs& args) {
+  return calling_python([&] {
+    PyObject* fn = PyDict_GetItemString(PyEval_GetBuiltins(), name.c_str());  // borrowed
+    if (!fn) return Value::null();
+    const size_t nkw = args.nkw(), npos = args.npos();
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = to_py(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i) kw[py::str(args.kwnames->items[i].as_str())] = to_py(args[npos + i]);
+    return to_value_shared(py::handle(fn)(*pos, **kw));
+  });
+}
+bool bigint_is_big(const Value& v) {
+  PyObject* o = foreign_object(v);
+  return o && PyLong_CheckExact(o);
+}
+const runtime::BigIntHooks kPythonInts = {bigint_binary, bigint_from_double, bigint_call_builtin, bigint_is_big};
+}  // namespace
+
+void install_python_ints() { runtime::set_bigint_hooks(&kPythonInts); }
 
 PyArgs::PyArgs(const py::args& args, const py::kwargs& kwargs, py::handle self, ArgConversion conv) {
   auto convert = conv == ArgConversion::Shared ? to_value_shared : to_value;
@@ -699,7 +779,7 @@ Value to_value(py::handle obj) {
   if (PyLong_CheckExact(o)) {
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) throw_error(ErrorKind::OverflowError, "Python int too large for kiln's int64");
+    if (overflow) return foreign(obj);  // beyond int64: Python's own int (bigint_hooks)
     return Value::integer(v);
   }
   if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));
@@ -718,6 +798,8 @@ Value to_value(py::handle obj) {
     for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
     return runtime::make_tuple(std::move(items));
   }
+  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o))
+    if (Value native = mirror_from_py(o); !native.is_null()) return native;  // kiln's own container
   if (PyList_CheckExact(o)) {
     std::vector<Value> items;
     for (py::handle i : py::reinterpret_borrow<py::list>(obj)) items.push_back(to_value(i));
@@ -764,7 +846,10 @@ Value to_value(py::handle obj) {
 Value to_value_shared(py::handle obj) {
   PyObject* o = obj.ptr();
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);  // the common argument first
-  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) return foreign(obj);
+  if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) {
+    if (Value native = mirror_from_py(o); !native.is_null()) return native;  // kiln's own container
+    return foreign(obj);
+  }
   if (PyTuple_CheckExact(o)) {  // immutable, so read natively; what it holds stays shared
     std::vector<Value> items;
     items.reserve(size_t(PyTuple_GET_SIZE(o)));
@@ -798,17 +883,21 @@ py::object to_py(const Value& v) {
       return t;
     }
     case Kind::List: {
+      if (py::object mirrored = mirror_to_py(v)) return mirrored;
       py::list l;
       for (const Value& i : v.as<runtime::ListObj>()->items) l.append(to_py(i));
       return l;
     }
     case Kind::Dict: {
+      if (py::object mirrored = mirror_to_py(v)) return mirrored;
       py::dict d;
       for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) d[to_py(k)] = to_py(x);
       return d;
     }
     case Kind::Set:
     case Kind::FrozenSet: {
+      if (v.is(Kind::Set))
+        if (py::object mirrored = mirror_to_py(v)) return mirrored;
       py::list items;
       for (const Value& i : v.as<runtime::SetObj>()->items) items.append(to_py(i));
       PyObject* set = v.is(Kind::FrozenSet) ? PyFrozenSet_New(items.ptr()) : PySet_New(items.ptr());

@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "python/src/container_mirror.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 #include "runtime/value.h"
@@ -48,6 +49,10 @@ PyObject* foreign_object(const runtime::Value& v);
 // through this callable (kiln/_compile.py sets it): f -> KBC function, or
 // None to keep f a Foreign callable (untranslatable, kiln.disable).
 void set_function_converter(py::object f);
+
+// Ints beyond int64 are Python's own (runtime::BigIntHooks): installed
+// when the module loads.
+void install_python_ints();
 
 // CPython 3.11's dict version tag (PEP 509): changes on every mutation, so
 // an unchanged tag means nothing to re-read.
@@ -87,6 +92,9 @@ class TensorIdentityScope {
     const void* impl;
     PyObject* obj;  // a strong reference
   };
+  // Kiln containers reaching Python keep their identity for the scope's
+  // duration (container_mirror.h).
+  MirrorScope mirrors_;
   static constexpr size_t kInline = 8;
   Seen inline_[kInline];
   size_t n_ = 0;

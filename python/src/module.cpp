@@ -267,6 +267,7 @@ void bind_ops(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "kiln's C++ core: tensors, ops, KBC, the tracer and its backends";
+  install_python_ints();
   // GC support: a module's Python wrapper holds its kiln value here, and the
   // value may hold Python objects that hold the wrapper (visit_python_refs).
   auto gc_setup = py::custom_type_setup([](PyHeapTypeObject* heap_type) {

@@ -1525,16 +1525,45 @@ def translated(program):
         return False
 
 
-def _failure_kind(program):
+def _failure_kind(program, backends=None):
     """The first line of the program's difference report with numbers blanked
     (None: no difference), to keep a reduction on the same defect."""
     import re
     try:
-        run_program(program)
+        run_program(program, backends)
         return None
     except AssertionError as e:
         first = str(e).split("\n")[0]
         return re.sub(r"0x[0-9a-f]+|-?\d+", "N", first.split(": ", 1)[-1])
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _terminates(program, lines=200_000):
+    """Whether the program ends on CPython within `lines` line events: a
+    reduction that drops a loop's `i += 1` must not hang kiln's run."""
+    fn, args, _ = load(program)
+    left = [lines]
+
+    def tracer(frame, event, arg):
+        if event == "line":
+            left[0] -= 1
+            if left[0] < 0:
+                raise _TooLong()
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn(*args)
+    except _TooLong:
+        return False
+    except Exception:  # the program's own exception: it ended
+        pass
+    finally:
+        sys.settrace(None)
+    return True
 
 
 def reduce(program):
@@ -1544,6 +1573,9 @@ def reduce(program):
     kind = _failure_kind(program)
     if kind is None:
         return program
+    # A difference the eager backend shows is reduced on eager alone (no
+    # LLVM compile per attempt: several times faster).
+    backends = ("eager",) if _failure_kind(program, ("eager",)) == kind else None
     head, body = program.source.split("\ndef f(", 1)
     sig, *lines = ("def f(" + body).rstrip("\n").split("\n")
 
@@ -1559,7 +1591,7 @@ def reduce(program):
         except SyntaxError:
             return False
         trial = Program(program.seed, program.feats, src, program.args_src, program.global_names)
-        return _failure_kind(trial) == kind
+        return _terminates(trial) and _failure_kind(trial, backends) == kind
 
     changed = True
     while changed:

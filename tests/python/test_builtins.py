@@ -6,6 +6,7 @@ result, the exception's type and message and the arguments afterwards equal
 CPython's, on both backends, traced and cached."""
 import builtins
 import math
+import warnings
 
 import pytest
 
@@ -408,3 +409,57 @@ def math_in_forward(x, n):
 def test_math_on_python_numbers_folds():
     check(math_in_forward, kiln.ones(2), 8)
     assert kiln.explain(math_in_forward)(kiln.ones(2), 8).graph_break_count == 0
+
+
+# -- ints beyond int64 are Python's own ----------------------------------------
+# kiln's int is int64; an operation that overflows gives Python's exact int
+# (a Python object from then on), and a result that fits is kiln's again.
+
+def big_ints(n):
+    b = 2 ** n
+    c = b * 3 + 1
+    out = [b, c, c - b, b // 7, b % 7, -b, abs(-b), b == 2 ** n, b < c, hash(b) == hash(2 ** n)]
+    out += [str(b), repr(c), f"{b:,}", float(b), int(b), type(b) is int, isinstance(b, int), bool(b)]
+    out += [{b: 1}[2 ** n], sorted([c, b, 1]), max(b, c), b >> 60, b & 0xFF, c // b, divmod(c, b)]
+    out += [bin(b)[:6], hex(c), round(c, -3), int(1e30), 10 ** 20 // 10 ** 19, b / 2, sum([b, b])]
+    out += [[1, 2, 3][b % 3], (b * b) // b == b, -(-9223372036854775807 - 1)]
+    return out
+
+
+@pytest.mark.parametrize("n", [62, 64, 70])
+def test_ints_beyond_int64_are_exact(n):
+    check(big_ints, n)
+
+
+# -- str % values, str.format, and CPython's words for index errors ------------
+
+FORMAT_CASES = [
+    "'%d' % 'x'", "'%s-%r' % ('a', 'b')", "'%5d|%-5d|%05d|%+d|% d' % (42, 42, 42, 42, 42)",
+    "'%x %X %o %#x %#o' % (255, 255, 8, 255, 8)", "'%.2f %10.3e %g %G' % (3.14159, 12345.678, 0.0001, 1e20)",
+    "'%(a)s and %(b)d' % {'a': 1, 'b': 2}", "'%s' % [1, 2]", "'%s %s' % (1,)", "'%s' % (1, 2)", "'hi' % 5",
+    "'hi' % [1]", "'%c%c' % (65, 'b')", "'%z' % 1", "'abc%' % ()", "'%*d' % (5, 3)", "'%.3s' % 'abcdef'",
+    "'%d' % 3.9", "'%x' % 3.5", "'%f' % 'a'", "'%%' % ()", "'%i' % True", "'%s' % None", "'%(a)s' % (1,)",
+    "'{}-{}'.format(1, 'a')", "'{1}{0}'.format('a', 'b')", "'{x}{y!r}'.format(x=1, y='s')",
+    "'{:>5}|{:<5}|{:^5}'.format(1, 2, 3)", "'{0[1]}{1[a]}'.format([1, 2], {'a': 3})", "'{}{}'.format(1)",
+    "'{0}{}'.format(1, 2)", "'{'.format()", "'}'.format()", "'{{}}{}'.format(5)", "'{:{}}'.format(3, 4)",
+    "'{z}'.format(a=1)", "'{:.2f}'.format(2.5)", "'{!x}'.format(1)",
+    "range(1.5)", "[1, 2][a]", "[1, 2][1.0]", "'ab'[a]", "(1, 2)[None]", "dict([1])", "{}.fromkeys()",
+    "{}.fromkeys([1, 2], 0)", "{}.fromkeys('ab')", "{}.fromkeys(1, 2, 3)", "list(enumerate([1], 1.5))",
+]
+
+
+def _formatting_program():
+    body = "".join(f"    try:\n        out.append({c})\n    except Exception as e:\n"
+                   f"        out.append((type(e).__name__, str(e)))\n" for c in FORMAT_CASES)
+    src = "def formatting(a):\n    out = []\n" + body + "    return out\n"
+    ns = {}
+    with warnings.catch_warnings():  # "perhaps you missed a comma?": meant
+        warnings.simplefilter("ignore")
+        exec(compile(src, __file__, "exec"), ns)
+    import linecache
+    linecache.cache[__file__ + ".formatting"] = (len(src), None, src.splitlines(True), __file__)
+    return ns["formatting"]
+
+
+def test_printf_and_format_and_index_messages():
+    check(_formatting_program(), "a")

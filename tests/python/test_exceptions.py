@@ -880,3 +880,36 @@ def missing_method_after_break_in_try(a):
 def test_a_failing_method_lookup_is_caught_by_its_handler(fn):
     from differential import check
     check(fn, 3)
+
+
+# -- an error the tracer meets while folding constants ------------------------
+
+def folded_error_caught(a):
+    log = []
+    try:
+        log.append([1, 2, 3][::0])  # raises at trace time too: a break, raised by the VM
+    except Exception as e:
+        log.append(str(e))
+    try:
+        log.append(a)
+    finally:
+        log.append("finally")
+    return log
+
+
+def folded_error_in_nested_try(a):
+    log = []
+    try:
+        try:
+            log.append((1, 2)[a:a:0])
+        except ValueError as e:
+            log.append(str(e))
+            raise KeyError(a) from e
+    except KeyError:
+        log.append("outer")
+    return log
+
+
+@pytest.mark.parametrize("fn", [folded_error_caught, folded_error_in_nested_try])
+def test_an_error_folding_constants_reaches_the_handler(fn):
+    check(fn, 1)

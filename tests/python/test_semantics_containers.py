@@ -673,3 +673,203 @@ def test_str_methods(s):
 def test_str_predicates_refuse_non_ascii_rather_than_guess():
     with pytest.raises(NotImplementedError, match="non-ASCII"):
         kiln.compile(str_predicates)("héllo")
+
+
+# ------------------------------------------- containers kiln code hands to Python --
+# A list, dict or set made in compiled code and given to Python code is one
+# object on both sides (container_mirror.h): Python's mutations are kiln's,
+# and identity holds across the seam.
+
+class Holder:
+    """Plain Python: its methods run on CPython, called through the seam."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def push(self, x):
+        self.items.append(x)
+        return len(self.items)
+
+
+@kiln.disable
+def python_append(items, x):
+    items.append(x)
+
+
+def python_mutates_made_list(n):
+    log = []
+    Holder(log).items.append(1)
+    h = Holder(log)
+    h.push(n)
+    log.append(3)  # kiln's append, then Python's read
+    return log, h.items, h.push(4), log
+
+
+def python_mutates_made_dict_and_set(n):
+    d, s = {}, set()
+    Holder(d).items["k"] = n
+    Holder(s).items.add(n)
+    return d, s
+
+
+def python_mutates_nested(n):
+    inner = {"a": 1}
+    outer = [inner]
+    Holder(outer).items[0]["b"] = n  # through the list Python got
+    python_append(outer, n)
+    return outer, inner
+
+
+def identity_across_the_seam(n):
+    x = [n]
+    a, b = Holder(x), Holder(x)
+    return a.items is b.items, a.items is x, Holder(a.items).items is x
+
+
+def self_holding_list(n):
+    x = [n]
+    Holder(x).push(x)
+    return len(x), x[1] is x
+
+
+@pytest.mark.parametrize("fn", [python_mutates_made_list, python_mutates_made_dict_and_set,
+                                python_mutates_nested, identity_across_the_seam, self_holding_list])
+def test_containers_made_in_kiln_are_pythons_too(fn):
+    check(fn, 2)
+
+
+# ------------------------------------------ mutating what a loop iterates ------
+# Python's dict and set iterators raise when their container changes size;
+# its list iterator reads the list live.
+
+def dict_grows_in_loop(d):
+    for k in d:
+        d["n"] = 1
+    return d
+
+
+def dict_grows_caught(d):
+    try:
+        for k in d:
+            d[k + "x"] = 1
+    except RuntimeError as e:
+        return str(e), d
+
+
+def made_dict_grows(a):
+    d = {"a": a}
+    for k in d:
+        d.pop(k)
+    return d
+
+
+def made_set_grows(a):
+    s = {a}
+    for x in s:
+        s.add(x + 1)
+    return s
+
+
+def same_size_is_fine(a):
+    d = {"a": 1}
+    for k in d:
+        d[k] = a
+    s = {1, 2}
+    for x in s:
+        s.discard(x)
+        s.add(x)
+    return d, s
+
+
+def list_read_live(a):
+    out = []
+    for x in a:
+        out.append(x)
+        if x < 3:
+            a.append(x + 1)
+    return out
+
+
+def list_shrinks_in_loop(a):
+    out = []
+    for x in a:
+        out.append(x)
+        a.remove(x)
+    return out, a
+
+
+@pytest.mark.parametrize("fn, arg", [(dict_grows_in_loop, {"a": 1}), (dict_grows_caught, {"a": 1}),
+                                     (made_dict_grows, 1), (made_set_grows, 1), (same_size_is_fine, 2),
+                                     (list_read_live, [1]), (list_shrinks_in_loop, [1, 2, 3, 4])])
+def test_mutating_what_a_loop_iterates(fn, arg):
+    check(fn, arg)
+
+
+# ---------------------------------- natives keep the caller's objects they store --
+
+def stores_callers_list_on_the_vm(a, b):
+    log = []
+    try:
+        log.append(a[1.5])  # raises: the rest runs on the VM (a break in a try)
+    except TypeError:
+        pass
+    log.append(b)
+    log.insert(0, b)
+    d = {}
+    d.setdefault("k", b)
+    b.append(9)  # seen through every one of them
+    return log, d, log[0] is b, d.get("x", b) is b, max(b, [0]) is b
+
+
+def test_natives_store_the_callers_object_not_a_copy():
+    check(stores_callers_list_on_the_vm, [1, 2], [3])
+
+
+def set_update_methods(a, b):
+    s = {1, 2, 3, 4}
+    s.difference_update({1}, [2])
+    t = {1, 2, 3}
+    t.intersection_update([2, 3, 9])
+    u = {1, 2}
+    alias = u
+    u.symmetric_difference_update((2, 5))
+    a.difference_update({1})
+    a.intersection_update({2, 3, 7})
+    a.symmetric_difference_update([3, 8])
+    b.difference_update()
+    return sorted(s), sorted(t), sorted(u), alias is u
+
+
+def test_set_update_methods_made_and_callers():
+    check(set_update_methods, {1, 2, 3}, {4})
+
+
+def empty_slice_inserts_at_its_start(a):
+    v = [7, 7, 7]
+    v[-2:-2] = [1]
+    w = [1, 2, 3, 4, 5]
+    w[4:1] = [0]
+    a[-2:-2] = [5]
+    a[-9:-9] = [6]
+    return v, w
+
+
+def remove_missing_item(a):
+    try:
+        a.remove(99)
+    except ValueError as e:
+        return str(e)
+
+
+def item_read_from_one_list_written_into_another(a, b):
+    del a[0]
+    v = (1, a[2])  # a's item 3 as it was
+    b.extend(v)
+    return v, a, b
+
+
+@pytest.mark.parametrize("fn, args", [(empty_slice_inserts_at_its_start, ([1, 2, 3],)),
+                                      (remove_missing_item, ([1],)),
+                                      (item_read_from_one_list_written_into_another, ([1, 2, 3, 4], [0]))])
+def test_list_edits(fn, args):
+    check(fn, *args)

@@ -376,6 +376,22 @@ def test_compiled_bool_mask_breaks_and_is_right(backend):
     assert "depends on tensor values" in str(ex)
 
 
+def mask_too_short(t):
+    y = t * 1.0
+    y[[True, False, True]] += 1  # 3 entries against a dim of 2
+    return y
+
+
+def mask_after_new_axis(t):
+    return t[..., None, [False, True]]
+
+
+@pytest.mark.parametrize("fn", [mask_too_short, mask_after_new_axis])
+def test_compiled_constant_mask_of_the_wrong_shape_raises_torchs_error(fn):
+    from differential import check
+    check(fn, kiln.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4)))
+
+
 # ----- compiled: item assignment ----------------------------------------------------
 
 def fresh_assign_cases():

@@ -1,0 +1,138 @@
+"""Program state across graph breaks, checked against CPython: closure
+cells, exceptions in nested try blocks, containers the caller owns. Each
+case is the minimal form of a difference the random-program generator
+(progen.py) found.
+
+PYTEST_DONT_REWRITE: the functions under test are translated as written."""
+import sys
+
+import pytest
+
+import kiln
+from differential import check
+
+pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
+
+
+# -- closure cells cross a break as the very cells ----------------------------
+
+def nonlocal_after_break(a):
+    n = 16
+
+    def g(p):
+        nonlocal n
+        n += p
+    print(end="")  # the break: g is rebuilt over the residual's cell
+    g(-4)
+    return n
+
+
+def test_nonlocal_write_after_a_break_is_seen():
+    check(nonlocal_after_break, 1)
+
+
+def closure_made_before_break(a):
+    log = []
+    n = 10
+
+    def g(p):
+        nonlocal n
+        log.append(n)
+        n += p
+    print(end="")
+    g(a)
+    g(a)
+    return log, n
+
+
+def test_closure_made_before_a_break_shares_the_frames_cells():
+    check(closure_made_before_break, 3)
+
+
+def inlined_store_numbering(d):
+    log = []
+    n = 10
+
+    def g(p):  # g's cells are (log, n): n is its cell 1, the frame's cell 2
+        nonlocal n
+        log.append(n)
+        n += p
+    r = len(d) in {18, g(3)}
+    x = d | ({'a': 1} | d)  # breaks in the resumed frame, after g's store
+    return log, n, r, x
+
+
+def test_store_by_an_inlined_function_goes_to_the_frames_cell():
+    check(inlined_store_numbering, {'zz': 5})
+
+
+def cell_value_read_before_list_cleared(a):
+    log = []
+    a += ()  # a break: the rest runs in a resume function over the cells
+    v, *rest = a
+    a.clear()
+    log.append(print(end=""))
+
+    def g():
+        return v
+    return log, v, g()
+
+
+def test_cell_value_is_read_before_the_list_it_came_from_is_cleared():
+    check(cell_value_read_before_list_cleared, [8, 9])
+
+
+def empty_cell_at_break(a):
+    print(end="")
+    n = a * 2  # bound after the break: the resume's cell starts empty
+
+    def g():
+        return n
+    return g()
+
+
+def test_cell_bound_after_the_break():
+    check(empty_cell_at_break, 4)
+
+
+def make_counter():
+    n = 0
+
+    def bump():
+        nonlocal n
+        print(end="")
+        n += 1
+        return n
+    return bump
+
+
+def test_two_closures_of_one_code_keep_their_own_cells():
+    # Entries are cached per code object: the second closure hits the
+    # first one's entry (same guards) and must still run over its own cell.
+    first = kiln.compile(make_counter(), backend="eager")
+    second = kiln.compile(make_counter(), backend="eager")
+    assert [first(), second(), first(), second(), second()] == [1, 1, 2, 2, 3]
+
+
+# -- a caller's set is one object through the trace ----------------------------
+
+def set_alias_across_break(s):
+    a = s
+    s &= {1}  # breaks (a mutation of the caller's set): the rest is resumed
+    print(end="")
+    return a is s, s, a
+
+
+def set_two_names(s, t):
+    print(end="")
+    return s is t, s == t
+
+
+def test_set_alias_survives_a_break():
+    check(set_alias_across_break, {1, 2})
+
+
+def test_two_sets_and_one_set_passed_twice():
+    one = {3}
+    check(set_two_names, {3}, {3})
+    check(set_two_names, one, one)
