@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/exceptions.h"
 #include "runtime/format.h"
 #include "runtime/value_ops.h"
 
@@ -43,7 +44,7 @@ Value lookup_field(FormatState& st, std::string_view name) {
   } else {
     const Value key = Value::str(first);
     const Value* found = st.kwargs.is(Kind::Dict) ? st.kwargs.as<DictObj>()->find(key) : nullptr;
-    if (!found) throw_error(ErrorKind::KeyError, repr(key));
+    if (!found) throw_key_error(key);
     v = *found;
   }
   while (end < name.size()) {

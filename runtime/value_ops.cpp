@@ -192,6 +192,7 @@ std::string repr(const Value& v) {
     }
     case Kind::Builtin:
       if (is_ellipsis(v)) return "Ellipsis";
+      if (v.as<BuiltinObj>()->type_of != Kind::Null) return "<class '" + v.as<BuiltinObj>()->name + "'>";  // int, type(None)
       return "<built-in function " + v.as<BuiltinObj>()->name + ">";
     case Kind::Class: return "<class '" + v.as<ClassObj>()->name + "'>";
     case Kind::Property: return "<property object>";

@@ -52,8 +52,8 @@ FEATURES = {
     "globals": True,         # module globals read, mutated and rebound (global)
     "tensors": True,         # kiln tensors: arithmetic, subscripts of every kind, item assignment
     "breaks": True,          # print(end="") in the body: a graph break with live state around it
-    # Off by default: the lead and another helper are building these.
-    "pending_builtins": False,  # round/type/map/filter/divmod/ord/chr/hash/str.format
+    "pending_builtins": True,   # the builtins table: round/type/map/filter/divmod/ord/chr/hash/bin/slice,
+                                #   key=, dict(pairs), str.format, str % (their words and errors too)
     # Off by default: known kiln deviations (reported with repros, not fixed).
     "set_order": False,         # a set's iteration order seen (kiln: insertion order, CPython: hash order)
     "native_to_python": False,  # a list made in compiled code handed to Python code that mutates it
@@ -393,10 +393,21 @@ class Gen:
             return r.choice([f"{s}.find({self.pick(WORDS[1:])!r})", f"{s}.count({self.pick(WORDS[1:])!r})",
                              f"len({s})", f"int({r.choice(['12', '-3', '007', ' 4 '])!r})"])
         if k == "pending":
+            lst = lambda: self.e_list(d + 1)  # noqa: E731
             return r.choice([f"round({self.e_float(d + 1)})", f"ord({r.choice(WORDS[1:])[0]!r})",
-                             f"divmod({e()}, {r.choice([3, 7])})[0]", f"hash({e()})",
-                             f"len(list(map(abs, {self.e_list(d + 1)})))",
-                             f"len(list(filter(None, {self.e_list(d + 1)})))"])
+                             f"divmod({e()}, {r.choice([3, 7])})[0]", f"divmod({e()}, {r.choice([-2, 5])})[1]",
+                             f"hash({e()})", f"round({e()}, {r.choice([-1, -2, 0, 1])})",
+                             f"len(list(map(abs, {lst()})))", f"sum(map(lambda q: q * 2, {lst()}))",
+                             f"len(list(filter(None, {lst()})))",
+                             f"sum(filter(lambda q: q > {self.small_int()}, {lst()}))",
+                             f"max({lst()} or [0], key=abs)", f"min({lst()} or [1], key=lambda q: -q)",
+                             f"len(sorted({lst()}, key=lambda q: (q % 3, q))[:2])",
+                             f"len(bin({e()}))", f"int(hex({e()}), 16)", f"len(oct({e()}))",
+                             f"([5, 6, 7, 8][slice({r.randint(-3, 3)}, {r.randint(-3, 4)})] or [0])[0]",
+                             f"len(dict([({self.e_key()}, 1), ({self.e_key()}, 2)]))",
+                             f"int(callable({r.choice(['abs', 'len', '1', repr('a')])}))",
+                             f"int(issubclass({r.choice(['bool', 'int', 'str'])}, {r.choice(['int', 'object', '(str, int)'])}))",
+                             f"(id({e()}) * 0)", f"len(str(type({self.any_expr(d + 1)})))"])
         raise AssertionError(k)
 
     def expr_is_set(self, src):
@@ -565,8 +576,18 @@ class Gen:
             o = self.var(OBJ).name
             return r.choice([f"{o}.tag", f"{o}.describe({self.pick(WORDS)!r})"])
         if k == "pending":
-            return r.choice([f"chr(65 + {self.e_int(d + 1)} % 26)", f"'{{}}-{{}}'.format({e()}, {self.e_int(d + 1)})",
-                             f"type({self.any_expr(d + 1)}).__name__"])
+            i = lambda: self.e_int(d + 1)  # noqa: E731
+            return r.choice([f"chr(65 + {i()} % 26)", f"'{{}}-{{}}'.format({e()}, {i()})",
+                             f"'{{1}}{{0}}{{x!r}}'.format({e()}, {i()}, x={e()})",
+                             f"'{{:>{r.randint(1, 6)}}}|{{:.2f}}'.format({e()}, {self.e_float(d + 1)})",
+                             f"type({self.any_expr(d + 1)}).__name__",
+                             f"({r.choice(['%s', '%d', '%5.1f', '%-4s|', '%x', '%r', '%03d', '%+d'])!r} % {i()})",
+                             f"('%s-%s' % ({e()}, {i()}))", f"('%(a)s' % {{'a': {e()}}})",
+                             f"bin({i()})", f"hex({i()})", f"oct({i()})", f"str(divmod({i()}, 4))",
+                             f"'-'.join({e()}.split({r.choice(['None', repr('a'), repr(' ')])}))",
+                             f"'|'.join(map(str, {self.e_list(d + 1)}))",
+                             f"''.join(sorted({e()}, key=lambda c: c.lower()))",
+                             f"str({e()}.endswith({self.pick(WORDS)!r}))"])
         raise AssertionError(k)
 
     def fstring(self, d):
@@ -1315,9 +1336,13 @@ class Gen:
                   f"(1, 2)[5]", f"({i}).nope", f"'x'.nope()", f"[0] * 'a'", f"sum(['a', 'b'])",
                   f"max([])", f"min(1)", f"list(5)", f"(2 ** -1) + ''", f"abs('a')", f"sorted([1, 'a'])",
                   f"[1, 2, 3][::0]"]
-        if self.f["pending_builtins"]:  # builtins.cpp's words and str %: the lead's rewrite
+        if self.f["pending_builtins"]:  # builtins' words, str % and str.format's errors
             probes += [f"dict([1])", f"{{}}.fromkeys()", f"('%d' % 'x')", f"range(1.5)",
-                       f"[1, 2][{r.choice(['1.0', repr('a'), 'None'])}]"]
+                       f"[1, 2][{r.choice(['1.0', repr('a'), 'None'])}]", f"('%s %s' % ({i},))",
+                       f"('x' % {i})", f"'{{}}{{}}'.format({i})", f"'{{0}}{{}}'.format(1, 2)", f"chr(-1)",
+                       f"ord('ab')", f"divmod({i}, 0)", f"round('a')", f"slice(1, 2, 3, 4)",
+                       f"max([], key=abs)", f"sorted([1, 'a'], key=str)[{i}]", f"bin(1.5)",
+                       f"dict([(1, 2, 3)])", f"issubclass(1, int)", f"'{{z}}'.format(a={i})"]
         if self.f["classes"]:
             probes += ["Box(1)", "Box(1, [], 3)", "Box(1, []).nope()", "Ctx([], False).__enter__(1)"]
         if self.f["tensors"] and self.vars(TENSOR):

@@ -463,3 +463,28 @@ def _formatting_program():
 
 def test_printf_and_format_and_index_messages():
     check(_formatting_program(), "a")
+
+
+def int_with_base(a):
+    out = []
+    for s, b in [("ff", 16), ("0x1f", 16), ("0x1f", 0), ("  -12_3 ", 10), ("z", 36), ("0b101", 0), ("010", 0),
+                 ("1__2", 10), ("9", 8), ("", 10), ("12", 1), ("0o17", 8), ("0", 0), ("00", 0)]:
+        try:
+            out.append(int(s, b))
+        except ValueError as e:
+            out.append(str(e))
+    try:
+        int(a, 2)
+    except TypeError as e:
+        out.append(str(e))
+    return out, int("7", base=8)
+
+
+def type_reprs(a):
+    return [str(type(x)) for x in (1, 1.5, "a", [1], (1,), {1: 2}, {1}, None, True, range(2), len, type, slice(1),
+                                   type_reprs)] + [repr(int), str(list), type(len).__name__, len(str(type(a)))]
+
+
+@pytest.mark.parametrize("fn", [int_with_base, type_reprs])
+def test_int_base_and_type_reprs(fn):
+    check(fn, 5)
