@@ -252,6 +252,14 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
   try {
     method = get_attr(obj, name);
   } catch (const Unsupported&) {
+    // A plain value without that attribute: the lookup itself raises
+    // (AttributeError), so the break stays here, where the residual runs
+    // it after replaying the trace's effects.
+    if (is_constant(obj)) {
+      const Value v = constant_value(obj);
+      const bool plain = v.is(Kind::Str) || v.is_number() || v.is_none() || v.is(Kind::Tuple);
+      if (plain && get_attr_or_null(ctx_.vm, v, intern(name).get()).is_null()) throw;
+    }
     // Defer the lookup to the call, so a break lands on CALL_METHOD
     // (whose stack the residual code can rebuild) rather than here.
     push(variables::make_getattr(obj, name));

@@ -350,6 +350,8 @@ class Gen:
                 return f"({e()} {op} ({e()} % {r.choice([3, 5, 8])}))"
             return f"({e()} {op} {e()})"
         if k == "pow":
+            if self.loop_depth or self.closure_depth:  # x = x ** 3 per iteration would never end
+                return f"(({e()} % 9) ** ({e()} % {r.choice([2, 3, 4])}))"
             return f"({e()} ** ({e()} % {r.choice([2, 3, 4])}))"
         if k == "index":
             lv = self.var(LIST) if self.f["containers"] else None

@@ -136,3 +136,24 @@ def test_two_sets_and_one_set_passed_twice():
     one = {3}
     check(set_two_names, {3}, {3})
     check(set_two_names, one, one)
+
+
+# -- effects before an error are kept ------------------------------------------
+
+G_DICT = {"a": 1}
+
+
+class Greeter:
+    def hello(self, s):
+        return s
+
+
+def effects_then_attribute_error(obj):
+    G_DICT["k"] = 4
+    obj.hello("ab")  # a break (a Python method): the rest is resumed
+    G_DICT.clear()
+    return "x".nope()  # raises after the clear, which must have happened
+
+
+def test_effects_before_an_attribute_error_are_replayed():
+    check(effects_then_attribute_error, Greeter(), globals_={"G_DICT": {"a": 1}})
