@@ -157,3 +157,22 @@ def effects_then_attribute_error(obj):
 
 def test_effects_before_an_attribute_error_are_replayed():
     check(effects_then_attribute_error, Greeter(), globals_={"G_DICT": {"a": 1}})
+
+
+# -- CPython's names in messages -----------------------------------------------
+
+def arity_messages(a):
+    def g(x, y):
+        return x + y
+
+    out = []
+    for call in (lambda: g(a), lambda: g(a, a, a), lambda: [q for q in (1,)][0](1)):
+        try:
+            call()
+        except TypeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_nested_function_messages_use_the_qualname():
+    check(arity_messages, 1)
