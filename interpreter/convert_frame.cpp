@@ -660,6 +660,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     for (const VT& v : live_locals) r.collect(v, outputs, seen);
   if (brk)
     for (const VT& c : tx->cells()) r.collect(c, outputs, seen);
+  for (const auto& s : ctx.side_effects.cell_stores) r.collect(s.cell, outputs, seen);  // replayed stores
   for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
   for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
   for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);

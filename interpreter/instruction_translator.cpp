@@ -486,7 +486,10 @@ void InstructionTranslator::op_GET_ITER(const Instr&) {
   VT v = realize(pop());
   if (v->is(VTKind::Iterator)) return push(v);
   VT it = variables::make_iterator(unpack(v));
-  if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
+  if (v->iterated) {  // a dict view: the dict is what must not change size
+    it->iterated = v->iterated;
+    it->iterated_size = v->iterated_size;
+  } else if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
     it->iterated = v;
     it->iterated_size = n;
   }

@@ -281,6 +281,18 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
   if (!value->is(VTKind::Tensor) && !(value->is(VTKind::Constant) && value->value.is_number()))
     unsupported(BreakReason::unsupported, "assigning " + value->str() + " into a tensor");
   const TracedKey tk = traced_key(*this, x, key);
+  // A constant mask beside other index tensors: whether their shapes
+  // broadcast depends on the mask's positions, which the shape rule (over
+  // meta tensors) cannot see; the VM assigns it, raising in order.
+  size_t index_tensors = 0;
+  bool constant_mask = false;
+  for (const IndexPart& p : tk.parts)
+    if (p.k == IndexPart::K::Tensor && !p.on_new_axis) {
+      ++index_tensors;
+      constant_mask = constant_mask || (!p.v.as_tensor().is_meta() && p.v.as_tensor().dtype() == DType::Bool);
+    }
+  if (constant_mask && index_tensors > 1)
+    unsupported(BreakReason::unsupported, "assignment through a constant bool mask beside other index tensors");
   std::vector<VT> items;
   for (const IndexPart& p : tk.parts) {
     if (p.on_new_axis) {

@@ -408,7 +408,7 @@ void del_item(const Value& obj, const Value& key) {
       return;
     }
     case Kind::Dict:
-      if (!obj.as<DictObj>()->erase(key)) throw_error(ErrorKind::KeyError, repr(key));
+      if (!obj.as<DictObj>()->erase(key)) throw_key_error(key);
       return;
     case Kind::Foreign:
       foreign_hook(obj, &ForeignVTable::setitem,

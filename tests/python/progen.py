@@ -879,6 +879,9 @@ class Gen:
                 op = r.choice(["//=", "%="])
                 self.emit(f"{v.name} {op} ({self.e_int(1)} or 3)")
                 return
+            if op == "*=" and (self.loop_depth or self.closure_depth):  # v *= v per iteration never ends
+                self.emit(f"{v.name} *= ({self.e_int(1)} % 5)")
+                return
             self.emit(f"{v.name} {op} {self.e_int(1)}")
         elif v.ty == FLOAT:
             self.emit(f"{v.name} {r.choice(['+=', '-=', '*='])} {self.e_float(1)}")

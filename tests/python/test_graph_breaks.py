@@ -176,3 +176,16 @@ def arity_messages(a):
 
 def test_nested_function_messages_use_the_qualname():
     check(arity_messages, 1)
+
+
+def tensor_stored_in_a_cell_after_break(t, a):
+    a[1:] = [0]  # a break: the rest runs in a resume function over the cells
+    t2 = t * t   # a cell's new content is a graph output
+
+    def g():
+        return t2
+    return g()
+
+
+def test_a_cell_stored_after_a_break_holds_the_graphs_tensor():
+    check(tensor_stored_in_a_cell_after_break, kiln.ones(3), [1, 2])

@@ -873,3 +873,22 @@ def item_read_from_one_list_written_into_another(a, b):
                                       (item_read_from_one_list_written_into_another, ([1, 2, 3, 4], [0]))])
 def test_list_edits(fn, args):
     check(fn, *args)
+
+
+def dict_view_loop_changes_size(d):
+    for k, v in d.items():
+        d.pop("k", None)
+    return d
+
+
+def del_missing_key(a):
+    d = {}
+    try:
+        del d["k"]
+    except KeyError as e:
+        return str(e), e.args
+
+
+@pytest.mark.parametrize("fn, arg", [(dict_view_loop_changes_size, {"a": 1, "k": 2}), (del_missing_key, 0)])
+def test_dict_views_and_deletion(fn, arg):
+    check(fn, arg)
