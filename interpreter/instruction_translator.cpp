@@ -82,6 +82,11 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   // like any input: a cell changed between calls must recompile. A function
   // reached without a source would have unguarded cells: refuse it.
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
+    const runtime::CellObj* cell = fn_->closure[i].get();
+    if (auto known = ctx_.cell_trackers.find(cell); known != ctx_.cell_trackers.end()) {
+      cells_.push_back(known->second);  // the same cell reached another way: the same tracker
+      continue;
+    }
     const Value& v = fn_->closure[i]->v;
     if (parent_ && !(fn_vt_ && fn_vt_->source))
       unsupported(BreakReason::unsupported, "a closure reached without a source");
@@ -91,10 +96,11 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
     // is replayed on the real cell whatever it held.
     if (v.is_null() && !parent_) {
       cells_.push_back(variables::make_cell(nullptr, source));
-      continue;
+    } else {
+      if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
+      cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
     }
-    if (v.is_null()) unsupported(BreakReason::unsupported, "an empty closure cell");
-    cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
+    ctx_.cell_trackers.emplace(cell, cells_.back());
   }
 }
 

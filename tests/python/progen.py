@@ -864,6 +864,9 @@ class Gen:
         if not vs:
             return self.s_assign()
         v = self.pick(vs)
+        if v.ty == STR and (self.loop_depth or self.closure_depth):  # s = s + s per iteration doubles it
+            self.emit(f"{v.name} = ({self.expr(v.ty)})[:40]")
+            return
         self.emit(f"{v.name} = {self.expr(v.ty)}")
 
     def s_aug(self):
@@ -886,6 +889,9 @@ class Gen:
         elif v.ty == FLOAT:
             self.emit(f"{v.name} {r.choice(['+=', '-=', '*='])} {self.e_float(1)}")
         elif v.ty == STR:
+            if self.loop_depth or self.closure_depth:  # s += s-based text per iteration doubles it
+                self.emit(f"{v.name} = ({v.name} + {self.e_str(1)})[:{r.choice([8, 20, 40])}]")
+                return
             self.emit(f"{v.name} += {self.e_str(1)}")
         elif v.ty == LIST:
             if self.loop_depth or self.closure_depth or r.random() < 0.8:
@@ -1652,6 +1658,10 @@ def reduce(program):
 def _worker(start, stop, step, feats):
     """Runs seeds start, start+step, ... < stop; reports on a private fd
     (the programs' own prints and kiln's logs go to /dev/null)."""
+    # A program that grows without bound (a string doubled per iteration)
+    # fails here as MemoryError or a crash, not by taking the machine's memory.
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     out = os.fdopen(os.dup(1), "w", buffering=1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)

@@ -488,3 +488,16 @@ def type_reprs(a):
 @pytest.mark.parametrize("fn", [int_with_base, type_reprs])
 def test_int_base_and_type_reprs(fn):
     check(fn, 5)
+
+
+def float_pow_overflow(a):
+    out = [1e308 * 10, str(type(kiln.ones(1)))]
+    try:
+        out.append(1e10 ** a)
+    except OverflowError as e:
+        out.append(str(e))
+    return out
+
+
+def test_float_pow_overflow_raises_and_tensor_type_repr():
+    check(float_pow_overflow, 40)

@@ -189,3 +189,14 @@ def tensor_stored_in_a_cell_after_break(t, a):
 
 def test_a_cell_stored_after_a_break_holds_the_graphs_tensor():
     check(tensor_stored_in_a_cell_after_break, kiln.ones(3), [1, 2])
+
+
+def lambda_reads_nonlocal_changed_after_break(a):
+    h = lambda x: a * 3  # noqa: E731  (made before the break: its cell is the frame's)
+    print(end="")
+    a ^= a << 7  # stored through the resumed frame's name of the cell
+    return h(0)
+
+
+def test_a_cell_reached_through_two_functions_is_one_tracker():
+    check(lambda_reads_nonlocal_changed_after_break, 3)
