@@ -320,7 +320,8 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
   }
   if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {
     if (inplace) {
-      a->items.insert(a->items.end(), b->items.begin(), b->items.end());
+      const std::vector<VT> more = b->items;  // a += a: inserting a vector into itself is undefined
+      a->items.insert(a->items.end(), more.begin(), more.end());
       ctx_.side_effects.mark_mutated(a);
       return a;
     }

@@ -233,8 +233,13 @@ Value parse_int_base(const std::string& text, int64_t base) {
                   : std::isalpha(static_cast<unsigned char>(c)) ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
                                                                  : 99;
     if (d >= radix) invalid();
-    if (__builtin_mul_overflow(v, radix, &v) || __builtin_add_overflow(v, d, &v))
+    if (__builtin_mul_overflow(v, radix, &v) || __builtin_add_overflow(v, d, &v)) {
+      if (const BigIntHooks* h = bigint_hooks()) {  // the embedder's exact int
+        const Value args[] = {Value::str(text), Value::integer(base)};
+        if (Value r = h->call_builtin("int", CallArgs{args, 2, nullptr}); !r.is_null()) return r;
+      }
       throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    }
     prev_digit = true;
   }
   if (!prev_digit) invalid();

@@ -168,7 +168,9 @@ std::string str_percent(std::string_view fmt, const Value& values) {
   // (for %(name)s, and excess arguments are then no error).
   const bool mapping = !tuple && !values.is(Kind::Str) &&
                        (values.is(Kind::Dict) || values.is(Kind::List) || values.is(Kind::Range) ||
-                        values.is(Kind::Tensor) || values.is(Kind::Foreign));
+                        values.is(Kind::Tensor) ||
+                        (values.is(Kind::Foreign) && foreign_container(values) != Kind::Null &&
+                         foreign_container(values) != Kind::Set));
   size_t next = 0;
   bool used_key = false;
   auto take = [&]() -> Value {

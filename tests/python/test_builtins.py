@@ -501,3 +501,18 @@ def float_pow_overflow(a):
 
 def test_float_pow_overflow_raises_and_tensor_type_repr():
     check(float_pow_overflow, 40)
+
+
+def big_int_edges(a):
+    big = 10 ** 12 ** 2
+    out = []
+    for thunk in (lambda: [1, 2][big], lambda: "ab"[big], lambda: "x" % big, lambda: int(hex(big), 16) == big):
+        try:
+            out.append(thunk())
+        except (IndexError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_big_int_as_index_format_argument_and_parsed():
+    check(big_int_edges, 0)

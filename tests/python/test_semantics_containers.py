@@ -892,3 +892,26 @@ def del_missing_key(a):
 @pytest.mark.parametrize("fn, arg", [(dict_view_loop_changes_size, {"a": 1, "k": 2}), (del_missing_key, 0)])
 def test_dict_views_and_deletion(fn, arg):
     check(fn, arg)
+
+
+G_INT = 0
+
+
+def global_from_a_list_then_rewritten(a):
+    global G_INT
+    a.reverse()
+    G_INT = a[G_INT % len(a)]  # the item the trace saw (source a[3] before the rewrite)
+    return a
+
+
+def list_extended_by_itself(a):
+    a += a  # the trace's list extended by its own items
+    return len(list(filter(None, a))), a
+
+
+def test_global_stored_from_a_rewritten_list():
+    check(global_from_a_list_then_rewritten, [5, 7, 9, 11], globals_={"G_INT": 0})
+
+
+def test_list_extended_by_itself():
+    check(list_extended_by_itself, [1, 0, 2])
