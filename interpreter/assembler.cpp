@@ -440,6 +440,13 @@ class Assembler {
     } else if (d == ".firstline") {
       if (seen_instruction) c.fail(".firstline must come before the first instruction");
       b.set_first_line(line_number());
+    } else if (d == ".qualname") {
+      // The name messages and tracebacks show (a Python function's
+      // co_qualname, `f.<locals>.g`), when it is not the KBC name.
+      if (seen_instruction) c.fail(".qualname must come before the first instruction");
+      std::string q = c.rest();
+      if (q.empty() || q.find(' ') != std::string::npos) c.fail(".qualname needs one name without spaces");
+      b.set_qualname(q);
     } else if (d == ".func" || d == ".class" || d == ".endclass") {
       c.fail("'" + d + "' inside function '" + qualname + "' (missing .end?)");
     } else {

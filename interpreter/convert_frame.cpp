@@ -75,7 +75,7 @@ std::map<ResumeKey, Ref<FunctionObj>>& resume_cache() {
 
 // Names the residual and resume code add, never user state to carry over.
 bool is_stack_temp(const std::string& n) {
-  for (const char* prefix : {"__stack", "__resume_arg", "__resume_cells", "__cell_value", "__target", "__contents", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
+  for (const char* prefix : {"__stack", "__resume_arg", "__resume_cells", "__cell_value", "__target", "__contents", "__store_value", "__store_object", "__global_value", "__rebuilt", "__dict_contents", "__live", "__graph_out", "__return"})
     if (n.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -503,6 +503,27 @@ struct Residual {
       b.emit(Opcode::STORE_FAST, tmp);
       cell_values.push_back({int32_t(trace_cells) + s.cell->source->local_index, tmp});
     }
+    // So are attribute and global stores' values and objects (G = a[1]
+    // after a.reverse() stores the item the trace saw, not the one the
+    // rewritten list has there).
+    std::vector<std::pair<int32_t, int32_t>> attr_parked;  // (value, object)
+    for (const auto& s : ctx.side_effects.attr_stores) {
+      const int32_t value = b.local("__store_value" + std::to_string(attr_parked.size()));
+      if (s.value) {  // null: a deletion, nothing to park
+        reconstruct(s.value);
+        b.emit(Opcode::STORE_FAST, value);
+      }
+      emit_source(s.object->source);
+      const int32_t object = b.local("__store_object" + std::to_string(attr_parked.size()));
+      b.emit(Opcode::STORE_FAST, object);
+      attr_parked.push_back({value, object});
+    }
+    std::vector<int32_t> global_parked;
+    for (const auto& s : ctx.side_effects.global_stores) {
+      reconstruct(s.value);
+      global_parked.push_back(b.local("__global_value" + std::to_string(global_parked.size())));
+      b.emit(Opcode::STORE_FAST, global_parked.back());
+    }
     std::vector<VT> mutated = ctx.side_effects.mutated;
     std::stable_sort(mutated.begin(), mutated.end(),
                      [](const VT& a, const VT& b) { return a->source->depth > b->source->depth; });
@@ -557,19 +578,15 @@ struct Residual {
         b.emit(Opcode::POP_TOP);
       }
     }
-    for (const auto& s : ctx.side_effects.attr_stores) {
-      if (!s.value) {  // a deletion
-        emit_source(s.object->source);
-        b.emit(Opcode::DELETE_ATTR, b.name(s.name));
-        continue;
-      }
-      reconstruct(s.value);
-      emit_source(s.object->source);
-      b.emit(Opcode::STORE_ATTR, b.name(s.name));
+    for (size_t i = 0; i < ctx.side_effects.attr_stores.size(); ++i) {
+      const auto& s = ctx.side_effects.attr_stores[i];
+      if (s.value) b.emit(Opcode::LOAD_FAST, attr_parked[i].first);
+      b.emit(Opcode::LOAD_FAST, attr_parked[i].second);
+      b.emit(s.value ? Opcode::STORE_ATTR : Opcode::DELETE_ATTR, b.name(s.name));
     }
-    for (const auto& s : ctx.side_effects.global_stores) {
-      reconstruct(s.value);
-      b.emit(Opcode::STORE_GLOBAL, b.name(s.name));
+    for (size_t i = 0; i < ctx.side_effects.global_stores.size(); ++i) {
+      b.emit(Opcode::LOAD_FAST, global_parked[i]);
+      b.emit(Opcode::STORE_GLOBAL, b.name(ctx.side_effects.global_stores[i].name));
     }
     for (const auto& [cell, tmp] : cell_values) {
       b.emit(Opcode::LOAD_FAST, tmp);
@@ -702,6 +719,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     for (const VT& v : live_locals) r.collect(v, outputs, seen);
   if (brk)
     for (const VT& c : tx->cells()) r.collect(c, outputs, seen);
+  for (const auto& s : ctx.side_effects.cell_stores) r.collect(s.cell, outputs, seen);  // replayed stores
   for (const auto& s : ctx.side_effects.attr_stores) r.collect(s.value, outputs, seen);
   for (const auto& s : ctx.side_effects.global_stores) r.collect(s.value, outputs, seen);
   for (const VT& c : ctx.side_effects.mutated) r.collect(c, outputs, seen);

@@ -82,6 +82,11 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   // like any input: a cell changed between calls must recompile. A function
   // reached without a source would have unguarded cells: refuse it.
   for (size_t i = 0; i < code_->freevars.size(); ++i) {
+    const runtime::CellObj* cell = fn_->closure[i].get();
+    if (auto known = ctx_.cell_trackers.find(cell); known != ctx_.cell_trackers.end()) {
+      cells_.push_back(known->second);  // the same cell reached another way: the same tracker
+      continue;
+    }
     const Value& v = fn_->closure[i]->v;
     // A method's `__class__` (what zero-argument super() reads) is set once,
     // when its class is made, to that class: a constant wherever the method
@@ -98,10 +103,11 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
     // is replayed on the real cell whatever it held.
     if (v.is_null() && !parent_) {
       cells_.push_back(variables::make_cell(nullptr, source));
-      continue;
+    } else {
+      if (v.is_null()) unsupported(BreakReason::python_error, "an empty closure cell");
+      cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
     }
-    if (v.is_null()) unsupported(BreakReason::python_error, "an empty closure cell");
-    cells_.push_back(variables::make_cell(ctx_.builder.wrap(v, source), source));
+    ctx_.cell_trackers.emplace(cell, cells_.back());
   }
 }
 
@@ -258,6 +264,14 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
   try {
     method = get_attr(obj, name);
   } catch (const Unsupported&) {
+    // A plain value without that attribute: the lookup itself raises
+    // (AttributeError), so the break stays here, where the residual runs
+    // it after replaying the trace's effects.
+    if (is_constant(obj)) {
+      const Value v = constant_value(obj);
+      const bool plain = v.is(Kind::Str) || v.is_number() || v.is_none() || v.is(Kind::Tuple);
+      if (plain && get_attr_or_null(ctx_.vm, v, intern(name).get()).is_null()) throw;
+    }
     // Defer the lookup to the call, so a break lands on CALL_METHOD
     // (whose stack the residual code can rebuild) rather than here.
     push(variables::make_getattr(obj, name));
@@ -484,7 +498,10 @@ void InstructionTranslator::op_GET_ITER(const Instr&) {
   VT v = realize(pop());
   if (v->is(VTKind::Iterator)) return push(v);
   VT it = variables::make_iterator(unpack(v));
-  if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
+  if (v->iterated) {  // a dict view: the dict is what must not change size
+    it->iterated = v->iterated;
+    it->iterated_size = v->iterated_size;
+  } else if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
     it->iterated = v;
     it->iterated_size = n;
   }

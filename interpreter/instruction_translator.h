@@ -75,6 +75,11 @@ struct TraceContext {
   // A tensor's sizes were read into Python values: dynamic dimensions
   // cannot stay dynamic (no symbolic sizes yet).
   bool shape_read = false;
+  // The tracker of each real closure cell met (the root frame's, an inlined
+  // function's): one per cell object, so a store through one name is read
+  // through every other (a lambda made before a break reads the resumed
+  // frame's nonlocal).
+  std::unordered_map<const runtime::CellObj*, variables::VT> cell_trackers;
   // Symbolic tracing: the leaf policy (null: every module is traced through).
   output_graph::Tracer* tracer = nullptr;
   // (code, self) of every frame being inlined: the recursion check is a

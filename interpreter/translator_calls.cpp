@@ -281,6 +281,18 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
   if (!value->is(VTKind::Tensor) && !(value->is(VTKind::Constant) && value->value.is_number()))
     unsupported(BreakReason::untraced_object, "assigning " + value->str() + " into a tensor");
   const TracedKey tk = traced_key(*this, x, key);
+  // A constant mask beside other index tensors: whether their shapes
+  // broadcast depends on the mask's positions, which the shape rule (over
+  // meta tensors) cannot see; the VM assigns it, raising in order.
+  size_t index_tensors = 0;
+  bool constant_mask = false;
+  for (const IndexPart& p : tk.parts)
+    if (p.k == IndexPart::K::Tensor && !p.on_new_axis) {
+      ++index_tensors;
+      constant_mask = constant_mask || (!p.v.as_tensor().is_meta() && p.v.as_tensor().dtype() == DType::Bool);
+    }
+  if (constant_mask && index_tensors > 1)
+    unsupported(BreakReason::unsupported, "assignment through a constant bool mask beside other index tensors");
   std::vector<VT> items;
   for (const IndexPart& p : tk.parts) {
     if (p.on_new_axis) {
@@ -308,7 +320,8 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
   }
   if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {
     if (inplace) {
-      a->items.insert(a->items.end(), b->items.begin(), b->items.end());
+      const std::vector<VT> more = b->items;  // a += a: inserting a vector into itself is undefined
+      a->items.insert(a->items.end(), more.begin(), more.end());
       ctx_.side_effects.mark_mutated(a);
       return a;
     }

@@ -227,7 +227,11 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
       else if (m == "values") out.push_back(d->items[i]);
       else out.push_back(vars::make_tuple({const_vt(d->keys[i]), d->items[i]}));
     }
-    return vars::make_list(std::move(out));
+    // A view (as a list): a loop over it raises if the dict changes size.
+    VT view = vars::make_list(std::move(out));
+    view->iterated = d;
+    view->iterated_size = d->keys.size();
+    return view;
   }
   auto find = [&](const Value& k) -> int {
     for (size_t i = 0; i < d->keys.size(); ++i)

@@ -108,7 +108,7 @@ void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) 
   const Code* code = fn->code.get();
   const size_t argc = size_t(code->argcount), kwonly = size_t(code->kwonlyargcount);
   const size_t npos = args.npos();
-  const std::string& name = code->name;
+  const std::string& name = code->qualname;  // CPython's messages name the qualname (f.<locals>.g, Box.push)
 
   // Fast path: exactly the positional parameters, nothing else.
   if (args.kwnames == nullptr && npos == argc && code->flags == 0 && kwonly == 0) {

@@ -191,8 +191,73 @@ Value parse_int(const std::string& s) {
     throw_error(ErrorKind::ValueError, "invalid literal for int() with base 10: " + repr(Value::str(s)));
   return Value::integer(v);
 }
+// int(s, base): CPython's rules (2..36 or 0 = by prefix; a 0x/0o/0b prefix
+// matching the base; underscores between digits; surrounding whitespace).
+Value parse_int_base(const std::string& text, int64_t base) {
+  auto invalid = [&]() -> Value {
+    throw_error(ErrorKind::ValueError,
+                "invalid literal for int() with base " + std::to_string(base) + ": " + repr(Value::str(text)));
+  };
+  size_t b = 0, e = text.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+  bool negative = false;
+  if (b < e && (text[b] == '+' || text[b] == '-')) negative = text[b++] == '-';
+  int64_t radix = base;
+  if (b + 1 < e && text[b] == '0') {
+    const char p = char(std::tolower(static_cast<unsigned char>(text[b + 1])));
+    const int64_t prefixed = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (prefixed && (base == 0 || base == prefixed)) {
+      radix = prefixed;
+      b += 2;
+      if (b < e && text[b] == '_') ++b;
+    }
+  }
+  if (radix == 0) {
+    radix = 10;  // base 0 without a prefix: decimal, and no leading zeros but 0 itself
+    for (size_t k = b; k < e; ++k)
+      if (text[k] != '0' && text[k] != '_') {
+        if (text[b] == '0') invalid();
+        break;
+      }
+  }
+  if (b >= e) invalid();
+  int64_t v = 0;
+  bool prev_digit = false;
+  for (size_t k = b; k < e; ++k) {
+    const char c = text[k];
+    if (c == '_') {
+      if (!prev_digit) invalid();
+      prev_digit = false;
+      continue;
+    }
+    const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                  : std::isalpha(static_cast<unsigned char>(c)) ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
+                                                                 : 99;
+    if (d >= radix) invalid();
+    if (__builtin_mul_overflow(v, radix, &v) || __builtin_add_overflow(v, d, &v)) {
+      if (const BigIntHooks* h = bigint_hooks()) {  // the embedder's exact int
+        const Value args[] = {Value::str(text), Value::integer(base)};
+        if (Value r = h->call_builtin("int", CallArgs{args, 2, nullptr}); !r.is_null()) return r;
+      }
+      throw_error(ErrorKind::OverflowError, "int too large for kiln");
+    }
+    prev_digit = true;
+  }
+  if (!prev_digit) invalid();
+  return Value::integer(negative ? -v : v);
+}
 Value b_int(CallContext&, const std::vector<Value>& a) {
   const Value& x = a[0];
+  if (!a[1].is_null()) {
+    if (!a[1].is(Kind::Int) && !a[1].is(Kind::Bool))
+      throw_error(ErrorKind::TypeError, "'" + type_name(a[1]) + "' object cannot be interpreted as an integer");
+    const int64_t base = a[1].as_int();
+    if (!x.is(Kind::Str)) throw_error(ErrorKind::TypeError, "int() can't convert non-string with explicit base");
+    if (base != 0 && (base < 2 || base > 36))
+      throw_error(ErrorKind::ValueError, "int() base must be >= 2 and <= 36, or 0");
+    return parse_int_base(x.as_str(), base);
+  }
   if (x.is(Kind::Int)) return x;
   if (x.is(Kind::Bool)) return Value::integer(x.as_int());
   if (x.is(Kind::Float)) {
@@ -399,8 +464,9 @@ Value type_of_value(CallContext& ctx, const Value& v) {
     case Kind::Foreign: return get_attr(ctx, v, class_name.get());
     case Kind::Class: return hidden_type(Kind::Class);  // `type`
     case Kind::Builtin:
-      if (v.as<BuiltinObj>()->type_of != Kind::Null || exception_class_kind(v)) return hidden_type(Kind::Class);
-      return hidden_type(Kind::Builtin);
+      if (v.as<BuiltinObj>()->type_of != Kind::Null || exception_class_kind(v) || v.as<BuiltinObj>()->name == "type")
+        return hidden_type(Kind::Class);  // a type (type itself too)
+      return hidden_type(Kind::Builtin, "builtin_function_or_method");
     default: break;
   }
   for (const char* name : {"bool", "int", "float", "str", "tuple", "list", "dict", "set", "frozenset", "slice",

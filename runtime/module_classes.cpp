@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/signature.h"
@@ -407,9 +408,9 @@ Value module_getitem(const Value& module, const Value& key) {
   if (!is_container(m, &is_dict))
     throw_error(ErrorKind::TypeError, "'" + m->class_name() + "' object is not subscriptable");
   if (is_dict) {
-    if (!key.is(Kind::Str)) throw_error(ErrorKind::KeyError, repr(key));
+    if (!key.is(Kind::Str)) throw_key_error(key);
     const Value* v = m->modules.find(key.as_str());
-    if (!v) throw_error(ErrorKind::KeyError, repr(key));
+    if (!v) throw_key_error(key);
     return *v;
   }
   const auto& entries = m->modules.entries();

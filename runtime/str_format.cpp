@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/exceptions.h"
 #include "runtime/format.h"
 #include "runtime/value_ops.h"
 
@@ -43,7 +44,7 @@ Value lookup_field(FormatState& st, std::string_view name) {
   } else {
     const Value key = Value::str(first);
     const Value* found = st.kwargs.is(Kind::Dict) ? st.kwargs.as<DictObj>()->find(key) : nullptr;
-    if (!found) throw_error(ErrorKind::KeyError, repr(key));
+    if (!found) throw_key_error(key);
     v = *found;
   }
   while (end < name.size()) {
@@ -167,7 +168,9 @@ std::string str_percent(std::string_view fmt, const Value& values) {
   // (for %(name)s, and excess arguments are then no error).
   const bool mapping = !tuple && !values.is(Kind::Str) &&
                        (values.is(Kind::Dict) || values.is(Kind::List) || values.is(Kind::Range) ||
-                        values.is(Kind::Tensor) || values.is(Kind::Foreign));
+                        values.is(Kind::Tensor) ||
+                        (values.is(Kind::Foreign) && foreign_container(values) != Kind::Null &&
+                         foreign_container(values) != Kind::Set));
   size_t next = 0;
   bool used_key = false;
   auto take = [&]() -> Value {

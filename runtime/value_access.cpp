@@ -297,6 +297,8 @@ int64_t as_index(const Value& v) {
 }
 
 static size_t seq_index(const Value& key, size_t n, const char* what) {
+  if (const BigIntHooks* h = bigint_hooks(); h && key.is(Kind::Foreign) && h->is_big(key))
+    throw_error(ErrorKind::IndexError, "cannot fit 'int' into an index-sized integer");
   if (!key.is(Kind::Int) && !key.is(Kind::Bool)) {  // CPython's words per type
     const std::string_view w(what);
     if (w == "string") throw_error(ErrorKind::TypeError, "string indices must be integers, not '" + type_name(key) + "'");
@@ -410,7 +412,7 @@ void del_item(const Value& obj, const Value& key) {
       return;
     }
     case Kind::Dict:
-      if (!obj.as<DictObj>()->erase(key)) throw_error(ErrorKind::KeyError, repr(key));
+      if (!obj.as<DictObj>()->erase(key)) throw_key_error(key);
       return;
     case Kind::Foreign:
       foreign_hook(obj, &ForeignVTable::setitem,

@@ -193,6 +193,9 @@ std::string repr(const Value& v) {
     }
     case Kind::Builtin:
       if (is_ellipsis(v)) return "Ellipsis";
+      // int, type(None); kiln's Tensor type is Python's kiln._C.Tensor
+      if (v.as<BuiltinObj>()->type_of == Kind::Tensor) return "<class 'kiln._C.Tensor'>";
+      if (v.as<BuiltinObj>()->type_of != Kind::Null) return "<class '" + v.as<BuiltinObj>()->name + "'>";
       return "<built-in function " + v.as<BuiltinObj>()->name + ">";
     case Kind::Class: return "<class '" + v.as<ClassObj>()->name + "'>";
     case Kind::Property: return "<property object>";
@@ -515,7 +518,13 @@ static Value float_binop(BinOp op, double x, double y) {
       if (x == 0 && y < 0) throw_error(ErrorKind::ZeroDivisionError, "0.0 cannot be raised to a negative power");
       if (x < 0 && y != std::floor(y))
         throw_error(ErrorKind::ValueError, "complex results are not supported (negative number to a fractional power)");
-      return Value::floating(std::pow(x, y));
+      {
+        const double r = std::pow(x, y);
+        // CPython's float_pow raises on overflow (errno ERANGE), as * does not
+        if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+          throw_error(ErrorKind::OverflowError, "(34, 'Numerical result out of range')");
+        return Value::floating(r);
+      }
     default: return Value::null();
   }
 }

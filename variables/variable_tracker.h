@@ -73,7 +73,7 @@ struct VariableTracker {
   LazyIteration iteration = LazyIteration::None;  // Iterator: what it yields (self: the function)
   bool mutated = false;  // List / ConstDict with a source: changed during the trace
   // Iterator made by iter() of a list, dict or set tracker: that container
-  // and its size then. A list is read live (Python's list iterator sees
+  // and its size then (a List standing for a dict view: its dict). A list is read live (Python's list iterator sees
   // appends and removals); a dict or set whose size changed raises, as
   // Python's iterators do (iteration_error).
   VT iterated;

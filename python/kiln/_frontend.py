@@ -610,6 +610,8 @@ class _Function:
                 rows.pop()
         code = self.code
         head = [f"  .firstline {code.co_firstlineno}"]
+        if code.co_qualname != self.name:  # CPython's name in messages: f.<locals>.g, not the KBC name f__g
+            head.append(f"  .qualname {code.co_qualname}")
         local_names = self.locals + ([self.temp] if self.temp else [])
         if local_names:
             head.append("  .locals " + " ".join(local_names))

@@ -18,10 +18,10 @@ ZeroDivisionError, TypeError, ValueError, AttributeError, user exception
 classes), unguarded or caught, so error paths are compared too.
 
 Features (`--features +name,-name`) switch families of constructs; two are
-off by default because they reach parts of kiln under construction:
-`pending_builtins` (round, type, map, filter, divmod, ord, chr, hash,
-str.format) and `class_features` (super(), classmethod, staticmethod,
-property, del of an attribute, __class__).
+off by default: `set_order` (a set's iteration order printed or indexed:
+kiln's sets keep insertion order, CPython's follow its hash table) and
+`class_features` (super(), classmethod, staticmethod, property, del of an
+attribute, __class__: another branch's work).
 
 The command line runs N programs on J worker processes, each worker a
 separate interpreter restarted after a crash or a hang, and prints the
@@ -52,13 +52,15 @@ FEATURES = {
     "globals": True,         # module globals read, mutated and rebound (global)
     "tensors": True,         # kiln tensors: arithmetic, subscripts of every kind, item assignment
     "breaks": True,          # print(end="") in the body: a graph break with live state around it
-    # Off by default: the lead and another helper are building these.
-    "pending_builtins": False,  # round/type/map/filter/divmod/ord/chr/hash/str.format
-    # Off by default: known kiln deviations (reported with repros, not fixed).
-    "set_order": False,         # a set's iteration order seen (kiln: insertion order, CPython: hash order)
-    "native_to_python": False,  # a list made in compiled code handed to Python code that mutates it
-    "arity_errors": False,      # a nested function called with too few arguments (its name in the message)
-    "bigints": False,           # int literals near and past 2**63 (kiln's ints are int64: OverflowError)
+    "pending_builtins": True,   # the builtins table: round/type/map/filter/divmod/ord/chr/hash/bin/slice,
+                                #   key=, dict(pairs), str.format, str % (their words and errors too)
+    "native_to_python": True,   # a list made in compiled code handed to Python code that mutates it
+    "arity_errors": True,       # a nested function called with too few arguments (its qualname in the message)
+    "bigints": True,            # int literals near and past 2**63 (past int64: Python's ints)
+    # Off by default: set_order is a known deviation (kiln's sets iterate in
+    # insertion order, CPython's in hash-table order: runtime/value.h
+    # SetObj); class_features is another helper's work in progress.
+    "set_order": False,         # a set's iteration order seen
     "class_features": False,    # super(), classmethod, staticmethod, property, del attr, __class__
 }
 
@@ -350,6 +352,8 @@ class Gen:
                 return f"({e()} {op} ({e()} % {r.choice([3, 5, 8])}))"
             return f"({e()} {op} {e()})"
         if k == "pow":
+            if self.loop_depth or self.closure_depth:  # x = x ** 3 per iteration would never end
+                return f"(({e()} % 9) ** ({e()} % {r.choice([2, 3, 4])}))"
             return f"({e()} ** ({e()} % {r.choice([2, 3, 4])}))"
         if k == "index":
             lv = self.var(LIST) if self.f["containers"] else None
@@ -393,10 +397,21 @@ class Gen:
             return r.choice([f"{s}.find({self.pick(WORDS[1:])!r})", f"{s}.count({self.pick(WORDS[1:])!r})",
                              f"len({s})", f"int({r.choice(['12', '-3', '007', ' 4 '])!r})"])
         if k == "pending":
+            lst = lambda: self.e_list(d + 1)  # noqa: E731
             return r.choice([f"round({self.e_float(d + 1)})", f"ord({r.choice(WORDS[1:])[0]!r})",
-                             f"divmod({e()}, {r.choice([3, 7])})[0]", f"hash({e()})",
-                             f"len(list(map(abs, {self.e_list(d + 1)})))",
-                             f"len(list(filter(None, {self.e_list(d + 1)})))"])
+                             f"divmod({e()}, {r.choice([3, 7])})[0]", f"divmod({e()}, {r.choice([-2, 5])})[1]",
+                             f"hash({e()})", f"round({e()}, {r.choice([-1, -2, 0, 1])})",
+                             f"len(list(map(abs, {lst()})))", f"sum(map(lambda q: q * 2, {lst()}))",
+                             f"len(list(filter(None, {lst()})))",
+                             f"sum(filter(lambda q: q > {self.small_int()}, {lst()}))",
+                             f"max({lst()} or [0], key=abs)", f"min({lst()} or [1], key=lambda q: -q)",
+                             f"len(sorted({lst()}, key=lambda q: (q % 3, q))[:2])",
+                             f"len(bin({e()}))", f"int(hex({e()}), 16)", f"len(oct({e()}))",
+                             f"([5, 6, 7, 8][slice({r.randint(-3, 3)}, {r.randint(-3, 4)})] or [0])[0]",
+                             f"len(dict([({self.e_key()}, 1), ({self.e_key()}, 2)]))",
+                             f"int(callable({r.choice(['abs', 'len', '1', repr('a')])}))",
+                             f"int(issubclass({r.choice(['bool', 'int', 'str'])}, {r.choice(['int', 'object', '(str, int)'])}))",
+                             f"(id({e()}) * 0)", f"len(str(type({self.any_expr(d + 1)})))"])
         raise AssertionError(k)
 
     def expr_is_set(self, src):
@@ -565,8 +580,18 @@ class Gen:
             o = self.var(OBJ).name
             return r.choice([f"{o}.tag", f"{o}.describe({self.pick(WORDS)!r})"])
         if k == "pending":
-            return r.choice([f"chr(65 + {self.e_int(d + 1)} % 26)", f"'{{}}-{{}}'.format({e()}, {self.e_int(d + 1)})",
-                             f"type({self.any_expr(d + 1)}).__name__"])
+            i = lambda: self.e_int(d + 1)  # noqa: E731
+            return r.choice([f"chr(65 + {i()} % 26)", f"'{{}}-{{}}'.format({e()}, {i()})",
+                             f"'{{1}}{{0}}{{x!r}}'.format({e()}, {i()}, x={e()})",
+                             f"'{{:>{r.randint(1, 6)}}}|{{:.2f}}'.format({e()}, {self.e_float(d + 1)})",
+                             f"type({self.any_expr(d + 1)}).__name__",
+                             f"({r.choice(['%s', '%d', '%5.1f', '%-4s|', '%x', '%r', '%03d', '%+d'])!r} % {i()})",
+                             f"('%s-%s' % ({e()}, {i()}))", f"('%(a)s' % {{'a': {e()}}})",
+                             f"bin({i()})", f"hex({i()})", f"oct({i()})", f"str(divmod({i()}, 4))",
+                             f"'-'.join({e()}.split({r.choice(['None', repr('a'), repr(' ')])}))",
+                             f"'|'.join(map(str, {self.e_list(d + 1)}))",
+                             f"''.join(sorted({e()}, key=lambda c: c.lower()))",
+                             f"str({e()}.endswith({self.pick(WORDS)!r}))"])
         raise AssertionError(k)
 
     def fstring(self, d):
@@ -839,6 +864,9 @@ class Gen:
         if not vs:
             return self.s_assign()
         v = self.pick(vs)
+        if v.ty == STR and (self.loop_depth or self.closure_depth):  # s = s + s per iteration doubles it
+            self.emit(f"{v.name} = ({self.expr(v.ty)})[:40]")
+            return
         self.emit(f"{v.name} = {self.expr(v.ty)}")
 
     def s_aug(self):
@@ -854,10 +882,16 @@ class Gen:
                 op = r.choice(["//=", "%="])
                 self.emit(f"{v.name} {op} ({self.e_int(1)} or 3)")
                 return
+            if op == "*=" and (self.loop_depth or self.closure_depth):  # v *= v per iteration never ends
+                self.emit(f"{v.name} *= ({self.e_int(1)} % 5)")
+                return
             self.emit(f"{v.name} {op} {self.e_int(1)}")
         elif v.ty == FLOAT:
             self.emit(f"{v.name} {r.choice(['+=', '-=', '*='])} {self.e_float(1)}")
         elif v.ty == STR:
+            if self.loop_depth or self.closure_depth:  # s += s-based text per iteration doubles it
+                self.emit(f"{v.name} = ({v.name} + {self.e_str(1)})[:{r.choice([8, 20, 40])}]")
+                return
             self.emit(f"{v.name} += {self.e_str(1)}")
         elif v.ty == LIST:
             if self.loop_depth or self.closure_depth or r.random() < 0.8:
@@ -1315,9 +1349,13 @@ class Gen:
                   f"(1, 2)[5]", f"({i}).nope", f"'x'.nope()", f"[0] * 'a'", f"sum(['a', 'b'])",
                   f"max([])", f"min(1)", f"list(5)", f"(2 ** -1) + ''", f"abs('a')", f"sorted([1, 'a'])",
                   f"[1, 2, 3][::0]"]
-        if self.f["pending_builtins"]:  # builtins.cpp's words and str %: the lead's rewrite
+        if self.f["pending_builtins"]:  # builtins' words, str % and str.format's errors
             probes += [f"dict([1])", f"{{}}.fromkeys()", f"('%d' % 'x')", f"range(1.5)",
-                       f"[1, 2][{r.choice(['1.0', repr('a'), 'None'])}]"]
+                       f"[1, 2][{r.choice(['1.0', repr('a'), 'None'])}]", f"('%s %s' % ({i},))",
+                       f"('x' % {i})", f"'{{}}{{}}'.format({i})", f"'{{0}}{{}}'.format(1, 2)", f"chr(-1)",
+                       f"ord('ab')", f"divmod({i}, 0)", f"round('a')", f"slice(1, 2, 3, 4)",
+                       f"max([], key=abs)", f"sorted([1, 'a'], key=str)[{i}]", f"bin(1.5)",
+                       f"dict([(1, 2, 3)])", f"issubclass(1, int)", f"'{{z}}'.format(a={i})"]
         if self.f["classes"]:
             probes += ["Box(1)", "Box(1, [], 3)", "Box(1, []).nope()", "Ctx([], False).__enter__(1)"]
         if self.f["tensors"] and self.vars(TENSOR):
@@ -1620,6 +1658,10 @@ def reduce(program):
 def _worker(start, stop, step, feats):
     """Runs seeds start, start+step, ... < stop; reports on a private fd
     (the programs' own prints and kiln's logs go to /dev/null)."""
+    # A program that grows without bound (a string doubled per iteration)
+    # fails here as MemoryError or a crash, not by taking the machine's memory.
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     out = os.fdopen(os.dup(1), "w", buffering=1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)

@@ -463,3 +463,56 @@ def _formatting_program():
 
 def test_printf_and_format_and_index_messages():
     check(_formatting_program(), "a")
+
+
+def int_with_base(a):
+    out = []
+    for s, b in [("ff", 16), ("0x1f", 16), ("0x1f", 0), ("  -12_3 ", 10), ("z", 36), ("0b101", 0), ("010", 0),
+                 ("1__2", 10), ("9", 8), ("", 10), ("12", 1), ("0o17", 8), ("0", 0), ("00", 0)]:
+        try:
+            out.append(int(s, b))
+        except ValueError as e:
+            out.append(str(e))
+    try:
+        int(a, 2)
+    except TypeError as e:
+        out.append(str(e))
+    return out, int("7", base=8)
+
+
+def type_reprs(a):
+    return [str(type(x)) for x in (1, 1.5, "a", [1], (1,), {1: 2}, {1}, None, True, range(2), len, type, slice(1),
+                                   type_reprs)] + [repr(int), str(list), type(len).__name__, len(str(type(a)))]
+
+
+@pytest.mark.parametrize("fn", [int_with_base, type_reprs])
+def test_int_base_and_type_reprs(fn):
+    check(fn, 5)
+
+
+def float_pow_overflow(a):
+    out = [1e308 * 10, str(type(kiln.ones(1)))]
+    try:
+        out.append(1e10 ** a)
+    except OverflowError as e:
+        out.append(str(e))
+    return out
+
+
+def test_float_pow_overflow_raises_and_tensor_type_repr():
+    check(float_pow_overflow, 40)
+
+
+def big_int_edges(a):
+    big = 10 ** 12 ** 2
+    out = []
+    for thunk in (lambda: [1, 2][big], lambda: "ab"[big], lambda: "x" % big, lambda: int(hex(big), 16) == big):
+        try:
+            out.append(thunk())
+        except (IndexError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_big_int_as_index_format_argument_and_parsed():
+    check(big_int_edges, 0)

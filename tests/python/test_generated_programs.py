@@ -21,9 +21,9 @@ FIRST = int(os.environ.get("KILN_PROGEN_SEED", "0"))
 BATCH = 100
 
 # Seeds that still differ from CPython, each for a kiln defect reported with
-# a minimal repro (see the progen branch's report; the first line of each
-# seed's difference is kept as its reason). They must keep failing: once a
-# defect is fixed its seeds pass and this test says to remove them.
+# a minimal repro (the first line of each seed's difference is kept as its
+# reason). They must keep failing: once a defect is fixed its seeds pass
+# and this test says to remove them. None at the moment.
 KNOWN = {
 }
 
@@ -75,13 +75,13 @@ def test_a_difference_is_reported_with_seed_and_source(monkeypatch):
 
 
 def test_switchable_features():
-    """Features off leave their constructs out (the pending builtins and
-    class features are off by default)."""
+    """Features off leave their constructs out (class features are off by
+    default, the builtins table's functions on)."""
     src = "".join(progen.generate(s).source for s in range(200))
-    assert "super()" not in src and "@classmethod" not in src and "round(" not in src
-    on = progen.parse_features("+pending_builtins,+class_features")
+    assert "super()" not in src and "@classmethod" not in src and "round(" in src and ".format(" in src
+    on = progen.parse_features("-pending_builtins,+class_features")
     src_on = "".join(progen.generate(s, on).source for s in range(200))
-    assert "super()" in src_on and "@property" in src_on
+    assert "super()" in src_on and "@property" in src_on and ".format(" not in src_on
     off = progen.parse_features("-tensors,-strings")
     src_off = "".join(progen.generate(s, off).source for s in range(200))
     assert "kiln." not in src_off and ".upper()" not in src_off

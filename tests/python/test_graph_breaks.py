@@ -136,3 +136,67 @@ def test_two_sets_and_one_set_passed_twice():
     one = {3}
     check(set_two_names, {3}, {3})
     check(set_two_names, one, one)
+
+
+# -- effects before an error are kept ------------------------------------------
+
+G_DICT = {"a": 1}
+
+
+class Greeter:
+    def hello(self, s):
+        return s
+
+
+def effects_then_attribute_error(obj):
+    G_DICT["k"] = 4
+    obj.hello("ab")  # a break (a Python method): the rest is resumed
+    G_DICT.clear()
+    return "x".nope()  # raises after the clear, which must have happened
+
+
+def test_effects_before_an_attribute_error_are_replayed():
+    check(effects_then_attribute_error, Greeter(), globals_={"G_DICT": {"a": 1}})
+
+
+# -- CPython's names in messages -----------------------------------------------
+
+def arity_messages(a):
+    def g(x, y):
+        return x + y
+
+    out = []
+    for call in (lambda: g(a), lambda: g(a, a, a), lambda: [q for q in (1,)][0](1)):
+        try:
+            call()
+        except TypeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_nested_function_messages_use_the_qualname():
+    check(arity_messages, 1)
+
+
+def tensor_stored_in_a_cell_after_break(t, a):
+    a[1:] = [0]  # a break: the rest runs in a resume function over the cells
+    t2 = t * t   # a cell's new content is a graph output
+
+    def g():
+        return t2
+    return g()
+
+
+def test_a_cell_stored_after_a_break_holds_the_graphs_tensor():
+    check(tensor_stored_in_a_cell_after_break, kiln.ones(3), [1, 2])
+
+
+def lambda_reads_nonlocal_changed_after_break(a):
+    h = lambda x: a * 3  # noqa: E731  (made before the break: its cell is the frame's)
+    print(end="")
+    a ^= a << 7  # stored through the resumed frame's name of the cell
+    return h(0)
+
+
+def test_a_cell_reached_through_two_functions_is_one_tracker():
+    check(lambda_reads_nonlocal_changed_after_break, 3)

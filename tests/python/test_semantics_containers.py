@@ -873,3 +873,45 @@ def item_read_from_one_list_written_into_another(a, b):
                                       (item_read_from_one_list_written_into_another, ([1, 2, 3, 4], [0]))])
 def test_list_edits(fn, args):
     check(fn, *args)
+
+
+def dict_view_loop_changes_size(d):
+    for k, v in d.items():
+        d.pop("k", None)
+    return d
+
+
+def del_missing_key(a):
+    d = {}
+    try:
+        del d["k"]
+    except KeyError as e:
+        return str(e), e.args
+
+
+@pytest.mark.parametrize("fn, arg", [(dict_view_loop_changes_size, {"a": 1, "k": 2}), (del_missing_key, 0)])
+def test_dict_views_and_deletion(fn, arg):
+    check(fn, arg)
+
+
+G_INT = 0
+
+
+def global_from_a_list_then_rewritten(a):
+    global G_INT
+    a.reverse()
+    G_INT = a[G_INT % len(a)]  # the item the trace saw (source a[3] before the rewrite)
+    return a
+
+
+def list_extended_by_itself(a):
+    a += a  # the trace's list extended by its own items
+    return len(list(filter(None, a))), a
+
+
+def test_global_stored_from_a_rewritten_list():
+    check(global_from_a_list_then_rewritten, [5, 7, 9, 11], globals_={"G_INT": 0})
+
+
+def test_list_extended_by_itself():
+    check(list_extended_by_itself, [1, 0, 2])

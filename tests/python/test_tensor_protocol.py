@@ -386,6 +386,18 @@ def mask_after_new_axis(t):
     return t[..., None, [False, True]]
 
 
+def mask_beside_index_list(t, a):
+    a.pop()  # an effect before the raise: it must have happened
+    y = t * 1.0
+    y[[0, -1, 1], [True, False, True], 1:0] = 0.1  # [3] and the mask's [2] do not broadcast
+    return y
+
+
+def test_compiled_assignment_through_a_mask_raises_in_order():
+    from differential import check
+    check(mask_beside_index_list, kiln.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4)), [1, 2])
+
+
 @pytest.mark.parametrize("fn", [mask_too_short, mask_after_new_axis])
 def test_compiled_constant_mask_of_the_wrong_shape_raises_torchs_error(fn):
     from differential import check
