@@ -292,7 +292,7 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
       constant_mask = constant_mask || (!p.v.as_tensor().is_meta() && p.v.as_tensor().dtype() == DType::Bool);
     }
   if (constant_mask && index_tensors > 1)
-    unsupported(BreakReason::unsupported, "assignment through a constant bool mask beside other index tensors");
+    unsupported(BreakReason::tensor_mutation, "assignment through a constant bool mask beside other index tensors");
   std::vector<VT> items;
   for (const IndexPart& p : tk.parts) {
     if (p.on_new_axis) {
