@@ -45,6 +45,11 @@ namespace {
 enum class Slot : uint8_t {
   Value,     // a parameter, pushed by the prologue
   Iterator,  // a loop's iterator, passed as the list of its remaining items and re-iterated
+  // A loop's iterator over a list, passed as the list itself and the
+  // iterator's position: Python's list iterator is live (it sees what the
+  // loop body appends or removes), so it must go on over the same list.
+  // The prologue iterates the list and steps over `position` items.
+  ListIterator,
   Null,      // LOAD_METHOD's NULL under a pending call: no parameter, the prologue pushes it (PUSH_NULL)
 };
 
@@ -113,6 +118,62 @@ void copy_exception_table(CodeBuilder& b, const Code& code, const std::vector<Co
   for (const ExceptionEntry& e : code.exception_table) b.handler(at(e.start), at(e.end), at(e.target), e.depth, e.lasti);
 }
 
+// Under TOS, a list: replaces it by iter(list) advanced by local `pos`
+// items (exhausted if the list has no more), as plain KBC so that a
+// resumed trace unrolls it and the VM runs it.
+void emit_step_over(CodeBuilder& b, int32_t pos) {
+  auto loop = b.new_label(), exhausted = b.new_label(), done = b.new_label();
+  b.emit(Opcode::GET_ITER);
+  b.bind(loop);
+  b.emit(Opcode::LOAD_FAST, pos);
+  b.emit(Opcode::LOAD_CONST, b.constant(Value::integer(0)));
+  b.emit(Opcode::COMPARE_OP, int32_t(runtime::CmpOp::GT));
+  b.emit(Opcode::POP_JUMP_IF_FALSE, done);
+  b.emit(Opcode::FOR_ITER, exhausted);
+  b.emit(Opcode::POP_TOP);
+  b.emit(Opcode::LOAD_FAST, pos);
+  b.emit(Opcode::LOAD_CONST, b.constant(Value::integer(1)));
+  b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::SUB));
+  b.emit(Opcode::STORE_FAST, pos);
+  b.emit(Opcode::JUMP, loop);
+  b.bind(exhausted);  // FOR_ITER popped the iterator: an exhausted one in its place
+  b.emit(Opcode::LOAD_CONST, b.constant(runtime::make_tuple({})));
+  b.emit(Opcode::GET_ITER);
+  b.bind(done);
+}
+
+// An iterator over a list, read live as Python's list iterator is.
+bool live_list_iterator(const vars::VariableTracker& it) {
+  return it.is(VTKind::Iterator) && vars::lazy_iteration(it) == vars::LazyIteration::None &&
+         !vars::iteration_error(it) && it.iterated && it.iterated->is(VTKind::List);
+}
+
+// Iterators the resumed frame can reach other than through one stack slot
+// (a live local, a cell, a container, a second slot): these cross as one
+// real iterator object (Slot::Value), so every holder sees it advance.
+std::set<const vars::VariableTracker*> shared_iterators(const std::vector<VT>& stack, const std::vector<VT>& locals,
+                                                         const std::vector<VT>& cells) {
+  std::set<const vars::VariableTracker*> out, on_stack, visited;
+  auto walk = [&](auto&& self, const VT& v0) -> void {
+    const VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+    if (!v || !visited.insert(v.get()).second) return;
+    if (v->is(VTKind::Iterator)) out.insert(v.get());
+    for (const VT& x : v->items) self(self, x);
+  };
+  for (const VT& v : locals) walk(walk, v);
+  for (const VT& c : cells) walk(walk, c);
+  for (const VT& v0 : stack) {
+    const VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+    if (v && v->is(VTKind::Iterator) && !on_stack.insert(v.get()).second) out.insert(v.get());
+  }
+  return out;
+}
+
+Slot iterator_slot(const VT& v, const std::set<const vars::VariableTracker*>& shared) {
+  if (!v || !v->is(VTKind::Iterator) || vars::iteration_error(*v) || shared.count(v.get())) return Slot::Value;
+  return live_list_iterator(*v) ? Slot::ListIterator : Slot::Iterator;
+}
+
 // `slots[i]`: how stack slot i crosses. A loop's iterator is passed as the
 // list of its remaining items (a resumed trace can unroll a list; a live
 // iterator object it could only treat as opaque). A NULL (a call pending
@@ -140,8 +201,12 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   b.set_qualname(orig.qualname + "_resume_at_" + std::to_string(orig_target));
   auto slot = [&](size_t i) { return i < slots.size() ? slots[i] : Slot::Value; };
   size_t nparams = 0;
-  for (size_t i = 0; i < nstack; ++i)
-    if (slot(i) != Slot::Null) b.arg("__stack" + std::to_string(nparams++));
+  for (size_t i = 0; i < nstack; ++i) {
+    if (slot(i) == Slot::Null) continue;
+    b.arg("__stack" + std::to_string(nparams));
+    if (slot(i) == Slot::ListIterator) b.arg("__stack" + std::to_string(nparams) + "_pos");
+    ++nparams;
+  }
   for (const std::string& n : live) b.arg(n);
   // The frame's cells (cellvars, then freevars) are the resume function's
   // closure, in the same order, so cell operands carry over unchanged: the
@@ -158,8 +223,10 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
       b.emit(Opcode::PUSH_NULL);
       continue;
     }
-    b.emit(Opcode::LOAD_FAST, *b.find_local("__stack" + std::to_string(k++)));
+    const std::string name = "__stack" + std::to_string(k++);
+    b.emit(Opcode::LOAD_FAST, *b.find_local(name));
     if (slot(i) == Slot::Iterator) b.emit(Opcode::GET_ITER);
+    if (slot(i) == Slot::ListIterator) emit_step_over(b, *b.find_local(name + "_pos"));
   }
   b.emit(Opcode::JUMP, labels[orig_target]);
   size_t offset = b.size();
@@ -307,7 +374,8 @@ struct Residual {
     }
   }
 
-  // `as_list`: an iterator is rebuilt as the list of its remaining items.
+  // `as_list`: an iterator is rebuilt for a Slot::Iterator (the list of
+  // its remaining items) or a Slot::ListIterator (its list and position).
   void reconstruct(const VT& v0, bool as_list = false) {
     VT v = v0;
     if (v && v->is(VTKind::Lazy)) {
@@ -379,10 +447,40 @@ struct Residual {
           b.emit(Opcode::CALL, 0);
           return;
         }
+        if (live_list_iterator(*v)) {
+          // The same list, at the same position (see Slot::ListIterator).
+          if (as_list) {
+            reconstruct(v->iterated);
+            return emit_const(Value::integer(int64_t(v->pos)));
+          }
+          auto done = rebuilt.find(v.get());
+          if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+          emit_const(make_builtin_closure("iter", [](CallContext&, const CallArgs& a) {
+            Value it = runtime::get_iter(a[0]), item;
+            for (int64_t k = a[1].as_int(); k > 0 && it.as<runtime::IteratorObj>()->next(item); --k) {
+            }
+            return it;
+          }));
+          reconstruct(v->iterated);
+          emit_const(Value::integer(int64_t(v->pos)));
+          b.emit(Opcode::CALL, 2);
+          const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+          rebuilt.emplace(v.get(), tmp);
+          b.emit(Opcode::COPY, 1);
+          b.emit(Opcode::STORE_FAST, tmp);
+          return;
+        }
+        if (!as_list)
+          if (auto done = rebuilt.find(v.get()); done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
         const std::vector<VT> rest = vars::remaining_items(*v);
         for (const VT& x : rest) reconstruct(x);
         b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
-        if (!as_list) b.emit(Opcode::GET_ITER);
+        if (as_list) return;
+        b.emit(Opcode::GET_ITER);  // one object for every holder
+        const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+        rebuilt.emplace(v.get(), tmp);
+        b.emit(Opcode::COPY, 1);
+        b.emit(Opcode::STORE_FAST, tmp);
         return;
       }
       case VTKind::UserMethod:
@@ -713,6 +811,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       live_locals.push_back(tx->locals()[i]);
       live_names.push_back(code.varnames[i]);
     }
+  const auto shared = shared_iterators(tx->stack(), live_locals, tx->cells());
   if (tx->returned()) r.collect(tx->result(), outputs, seen);
   for (const VT& v : tx->stack()) r.collect(v, outputs, seen);
   if (brk)
@@ -780,9 +879,9 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       if (sv && sv->is(VTKind::GetAttr))
         unsupported(BreakReason::in_try_block, "an attribute read split from its call by the break");
       // (an iterator that raises crosses as itself: it is one already)
-      if (sv && sv->is(VTKind::Iterator) && !vars::iteration_error(*sv)) slots[i] = Slot::Iterator;
-      r.reconstruct(stack[i], slots[i] == Slot::Iterator);
-      ++passed;
+      slots[i] = iterator_slot(sv, shared);
+      r.reconstruct(stack[i], slots[i] != Slot::Value);
+      passed += slots[i] == Slot::ListIterator ? 2 : 1;
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.park_cells(tx->cells());
@@ -880,9 +979,8 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
         continue;
       }
       VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
-      bool iter = i < untouched && sv && sv->is(VTKind::Iterator) && !vars::iteration_error(*sv);
-      if (iter) slots[i] = Slot::Iterator;
-      r.reconstruct(stack[i], iter);
+      if (i < untouched) slots[i] = iterator_slot(sv, shared);
+      r.reconstruct(stack[i], i < untouched && slots[i] != Slot::Value);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.park_cells(tx->cells());
@@ -898,11 +996,11 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       // Park the stack in temporaries, then call the resume function
       // with the stack and the live locals. The NULLs are all among the
       // untouched slots, under whatever the breaking instruction pushed.
-      const size_t passed = depth - nulls;
+      std::vector<Slot> kept(slots.begin(), slots.begin() + ptrdiff_t(std::min(depth, slots.size())));
+      const size_t passed = depth - nulls + size_t(std::count(kept.begin(), kept.end(), Slot::ListIterator));
       std::vector<int32_t> temps;
       for (size_t i = 0; i < passed; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
       for (size_t i = passed; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);
-      std::vector<Slot> kept(slots.begin(), slots.begin() + ptrdiff_t(std::min(depth, slots.size())));
       Ref<FunctionObj> rf = make_resume(*fn, target, depth, live_names, kept);
       r.emit_resume_callee(rf, options);
       for (int32_t t : temps) r.b.emit(Opcode::LOAD_FAST, t);

@@ -17,11 +17,15 @@ namespace kiln::runtime {
 namespace {
 
 struct SeqIter final : IteratorObj {
-  Value seq;  // a list (read live, as Python does) or a tuple
+  Value seq;  // a list (read live, as Python does) or a tuple; null once exhausted
   size_t pos = 0;
   bool next(Value& out) override {
+    if (seq.is_null()) return false;  // as CPython's: items appended later are not seen
     const auto& items = seq.is(Kind::List) ? seq.as<ListObj>()->items : seq.as<TupleObj>()->items;
-    if (pos >= items.size()) return false;
+    if (pos >= items.size()) {
+      seq = Value::null();
+      return false;
+    }
     out = items[pos++];
     return true;
   }

@@ -200,3 +200,79 @@ def lambda_reads_nonlocal_changed_after_break(a):
 
 def test_a_cell_reached_through_two_functions_is_one_tracker():
     check(lambda_reads_nonlocal_changed_after_break, 3)
+
+
+# -- a loop's iterator crosses a break as Python's live list iterator ---------
+
+def appends_while_looping(a):
+    out = []
+    for v in a:
+        print(end="")  # the break: the loop goes on over the same list
+        out.append(v)
+        if v < 3:
+            a.append(v + 10)  # CPython's list iterator sees these
+    return out
+
+
+def removes_while_looping(a):
+    out = []
+    for v in a:
+        print(end="")
+        out.append(v)
+        if len(a) > 2:
+            a.pop()  # the loop ends early, as on CPython
+    return out
+
+
+def loop_over_a_list_made_here(a):
+    items = [a, a + 1]
+    out = []
+    for v in items:
+        print(end="")
+        if v == a:
+            items.append(v * 10)
+        out.append(v)
+    return out, items
+
+
+def iterator_held_in_a_local(a):
+    it = iter(a)
+    out = []
+    for v in it:  # the local and the loop share one iterator
+        print(end="")
+        out.append(v)
+        if v == 1:
+            out.append(next(it))
+    return out
+
+
+def iterator_exhausted_then_list_grows(a):
+    it = iter(a)
+    first = list(it)
+    print(end="")
+    a.append(99)
+    return first, list(it)  # an exhausted list iterator stays exhausted
+
+
+def tensor_loop_with_a_break(x, ws):
+    for w in ws:
+        x = x * w
+        print(end="")
+        x = x + 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [appends_while_looping, removes_while_looping, iterator_held_in_a_local,
+                                iterator_exhausted_then_list_grows])
+def test_a_list_iterator_across_a_break_is_live(fn):
+    check(fn, [0, 1, 2, 5, 7])
+
+
+def test_a_list_made_in_the_trace_is_iterated_live_across_a_break():
+    check(loop_over_a_list_made_here, 3)
+
+
+def test_a_tensor_loop_across_breaks_matches_and_stays_within_the_cache():
+    # The resumed loop is specialized on the iterator's position (a Python
+    # int): one entry per position reached, within cache_size_limit here.
+    check(tensor_loop_with_a_break, kiln.ones(3), [kiln.full((3,), 2.0), kiln.full((3,), 3.0)])
