@@ -48,8 +48,11 @@ enum class Slot : uint8_t {
   // A loop's iterator over a list, passed as the list itself and the
   // iterator's position: Python's list iterator is live (it sees what the
   // loop body appends or removes), so it must go on over the same list.
-  // The prologue iterates the list and steps over `position` items.
-  ListIterator,
+  // The prologue iterates the list and steps over `position` items, so a
+  // resumed trace unrolls the rest of the loop. (A dict's or set's iterator
+  // crosses as a real iterator, Slot::Value: it must remember the size it
+  // started with across any number of breaks; see PositionedIterator.)
+  AtPosition,
   Null,      // LOAD_METHOD's NULL under a pending call: no parameter, the prologue pushes it (PUSH_NULL)
 };
 
@@ -142,10 +145,13 @@ void emit_step_over(CodeBuilder& b, int32_t pos) {
   b.bind(done);
 }
 
-// An iterator over a list, read live as Python's list iterator is.
-bool live_list_iterator(const vars::VariableTracker& it) {
+bool at_position(Slot s) { return s == Slot::AtPosition; }
+
+// An iterator over a container the program can reach (Python's iterator
+// over it is live), rather than over items the trace computed.
+bool container_iterator(const vars::VariableTracker& it) {
   return it.is(VTKind::Iterator) && vars::lazy_iteration(it) == vars::LazyIteration::None &&
-         !vars::iteration_error(it) && it.iterated && it.iterated->is(VTKind::List);
+         !vars::iteration_error(it) && it.iterated;
 }
 
 // Iterators the resumed frame can reach other than through one stack slot
@@ -171,7 +177,8 @@ std::set<const vars::VariableTracker*> shared_iterators(const std::vector<VT>& s
 
 Slot iterator_slot(const VT& v, const std::set<const vars::VariableTracker*>& shared) {
   if (!v || !v->is(VTKind::Iterator) || vars::iteration_error(*v) || shared.count(v.get())) return Slot::Value;
-  return live_list_iterator(*v) ? Slot::ListIterator : Slot::Iterator;
+  if (!container_iterator(*v)) return Slot::Iterator;
+  return v->iterated->is(VTKind::List) ? Slot::AtPosition : Slot::Value;
 }
 
 // `slots[i]`: how stack slot i crosses. A loop's iterator is passed as the
@@ -204,7 +211,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   for (size_t i = 0; i < nstack; ++i) {
     if (slot(i) == Slot::Null) continue;
     b.arg("__stack" + std::to_string(nparams));
-    if (slot(i) == Slot::ListIterator) b.arg("__stack" + std::to_string(nparams) + "_pos");
+    if (at_position(slot(i))) b.arg("__stack" + std::to_string(nparams) + "_pos");
     ++nparams;
   }
   for (const std::string& n : live) b.arg(n);
@@ -226,7 +233,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
     const std::string name = "__stack" + std::to_string(k++);
     b.emit(Opcode::LOAD_FAST, *b.find_local(name));
     if (slot(i) == Slot::Iterator) b.emit(Opcode::GET_ITER);
-    if (slot(i) == Slot::ListIterator) emit_step_over(b, *b.find_local(name + "_pos"));
+    if (at_position(slot(i))) emit_step_over(b, *b.find_local(name + "_pos"));
   }
   b.emit(Opcode::JUMP, labels[orig_target]);
   size_t offset = b.size();
@@ -254,6 +261,37 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
 }
 
 // -------------------------------------------------------------- residual --
+
+// A container's iterator at a position, held by something other than one
+// stack slot across a break. It is made when first advanced, which is after
+// the residual replayed the trace's writes (made at once, a dict's iterator
+// would count the size before a replayed insertion). A dict or set whose
+// size is not the one the trace iterated raises then, as Python's would.
+struct PositionedIterator final : runtime::IteratorObj {
+  Value of, it = Value::null();  // it: the real iterator once made
+  vars::DictView view = vars::DictView::Keys;
+  int64_t pos = 0;
+  int64_t expected = -1;  // -1: a list (no size check)
+  bool of_a_set = false;
+  bool next(Value& out) override {
+    if (it.is_null()) {
+      if (expected >= 0 && runtime::length(of) != expected)
+        throw_error(ErrorKind::RuntimeError, of_a_set ? "Set changed size during iteration"
+                                                      : "dictionary changed size during iteration");
+      Value src = of;
+      if (view != vars::DictView::Keys) {
+        static const Ref<StrObj> values = intern("values"), items = intern("items");
+        CallContext& c = *CallContext::current();
+        src = c.call(runtime::get_attr(c, src, view == vars::DictView::Values ? values.get() : items.get()), {});
+      }
+      it = runtime::get_iter(src);
+      Value skipped;
+      for (; pos > 0 && it.as<runtime::IteratorObj>()->next(skipped); --pos) {
+      }
+    }
+    return it.as<runtime::IteratorObj>()->next(out);
+  }
+};
 
 // The iterator of a dict or set that changed size while a loop ran over it:
 // its next step raises CPython's RuntimeError, and every one after.
@@ -375,7 +413,7 @@ struct Residual {
   }
 
   // `as_list`: an iterator is rebuilt for a Slot::Iterator (the list of
-  // its remaining items) or a Slot::ListIterator (its list and position).
+  // its remaining items) or an AtPosition slot (its container and position).
   void reconstruct(const VT& v0, bool as_list = false) {
     VT v = v0;
     if (v && v->is(VTKind::Lazy)) {
@@ -447,19 +485,29 @@ struct Residual {
           b.emit(Opcode::CALL, 0);
           return;
         }
-        if (live_list_iterator(*v)) {
-          // The same list, at the same position (see Slot::ListIterator).
+        if (container_iterator(*v)) {
+          // The same container, at the same position (see Slot::AtPosition);
+          // off the stack, one real iterator per tracker, made when first
+          // advanced (after the residual's writes: PositionedIterator).
           if (as_list) {
             reconstruct(v->iterated);
             return emit_const(Value::integer(int64_t(v->pos)));
           }
           auto done = rebuilt.find(v.get());
           if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
-          emit_const(make_builtin_closure("iter", [](CallContext&, const CallArgs& a) {
-            Value it = runtime::get_iter(a[0]), item;
-            for (int64_t k = a[1].as_int(); k > 0 && it.as<runtime::IteratorObj>()->next(item); --k) {
-            }
-            return it;
+          const vars::DictView view = v->iterated->is(VTKind::ConstDict) ? v->view : vars::DictView::Keys;
+          // A list's iterator checks no size; a dict's or set's expects the
+          // size the trace iterated (equal after the replay, else iteration_error).
+          const int64_t expected = v->iterated->is(VTKind::List) ? -1 : int64_t(v->iterated_size);
+          const bool of_a_set = !v->iterated->is(VTKind::List) && !v->iterated->is(VTKind::ConstDict);
+          emit_const(make_builtin_closure("iter", [view, expected, of_a_set](CallContext&, const CallArgs& a) {
+            auto it = make_ref<PositionedIterator>();
+            it->of = a[0];
+            it->view = view;
+            it->pos = a[1].as_int();
+            it->expected = expected;
+            it->of_a_set = of_a_set;
+            return Value::object(Kind::Iterator, it);
           }));
           reconstruct(v->iterated);
           emit_const(Value::integer(int64_t(v->pos)));
@@ -881,7 +929,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       // (an iterator that raises crosses as itself: it is one already)
       slots[i] = iterator_slot(sv, shared);
       r.reconstruct(stack[i], slots[i] != Slot::Value);
-      passed += slots[i] == Slot::ListIterator ? 2 : 1;
+      passed += at_position(slots[i]) ? 2 : 1;
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.park_cells(tx->cells());
@@ -997,7 +1045,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       // with the stack and the live locals. The NULLs are all among the
       // untouched slots, under whatever the breaking instruction pushed.
       std::vector<Slot> kept(slots.begin(), slots.begin() + ptrdiff_t(std::min(depth, slots.size())));
-      const size_t passed = depth - nulls + size_t(std::count(kept.begin(), kept.end(), Slot::ListIterator));
+      const size_t passed = depth - nulls + size_t(std::count_if(kept.begin(), kept.end(), at_position));
       std::vector<int32_t> temps;
       for (size_t i = 0; i < passed; ++i) temps.push_back(r.b.local("__resume_arg" + std::to_string(i)));
       for (size_t i = passed; i-- > 0;) r.b.emit(Opcode::STORE_FAST, temps[i]);

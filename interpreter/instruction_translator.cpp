@@ -497,11 +497,15 @@ void InstructionTranslator::op_CALL_EX(const Instr& i) {
 void InstructionTranslator::op_GET_ITER(const Instr&) {
   VT v = realize(pop());
   if (v->is(VTKind::Iterator)) return push(v);
-  VT it = variables::make_iterator(unpack(v));
-  if (v->iterated) {  // a dict view: the dict is what must not change size
+  if (v->iterated) {  // a dict view: the dict as it is now, which must not change size from here
+    VT it = variables::make_iterator(variables::dict_view_items(*v->iterated, v->view));
     it->iterated = v->iterated;
-    it->iterated_size = v->iterated_size;
-  } else if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
+    it->iterated_size = variables::container_size(*v->iterated);
+    it->view = v->view;
+    return push(it);
+  }
+  VT it = variables::make_iterator(unpack(v));
+  if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
     it->iterated = v;
     it->iterated_size = n;
   }
@@ -523,6 +527,11 @@ void InstructionTranslator::op_FOR_ITER(const Instr& i) {
 bool InstructionTranslator::next_item(const VT& it, VT& out) {
   if (const char* error = variables::iteration_error(*it))
     unsupported(BreakReason::python_error, error);  // the residual's iterator raises it (reconstruct)
+  if (it->iterated && it->iterated->is(VTKind::ConstDict)) {  // the dict as it is now (its size is checked above)
+    if (it->pos >= it->iterated->keys.size()) return false;
+    out = variables::dict_view_item(*it->iterated, it->view, it->pos++);
+    return true;
+  }
   if (it->iterated && it->iterated->is(VTKind::List)) {  // live, as Python's list iterator
     const std::vector<VT>& items = it->iterated->items;
     if (it->pos >= items.size()) return false;

@@ -221,16 +221,15 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
   VT d = args[0];
   auto mutated = [&] { ctx_.side_effects.mark_mutated(d); };
   if (m == "keys" || m == "values" || m == "items") {
-    std::vector<VT> out;
-    for (size_t i = 0; i < d->keys.size(); ++i) {
-      if (m == "keys") out.push_back(const_vt(d->keys[i]));
-      else if (m == "values") out.push_back(d->items[i]);
-      else out.push_back(vars::make_tuple({const_vt(d->keys[i]), d->items[i]}));
-    }
-    // A view (as a list): a loop over it raises if the dict changes size.
-    VT view = vars::make_list(std::move(out));
+    const vars::DictView kind = m == "keys" ? vars::DictView::Keys
+                                : m == "values" ? vars::DictView::Values
+                                                : vars::DictView::Items;
+    // A view (as a list of its items now): iter() reads the dict again,
+    // and a loop over it raises if the dict then changes size.
+    VT view = vars::make_list(vars::dict_view_items(*d, kind));
     view->iterated = d;
     view->iterated_size = d->keys.size();
+    view->view = kind;
     return view;
   }
   auto find = [&](const Value& k) -> int {

@@ -124,6 +124,17 @@ const char* iteration_error(const VariableTracker& it) {
                                             : "Set changed size during iteration";
 }
 
+VT dict_view_item(const VariableTracker& d, DictView view, size_t i) {
+  if (view == DictView::Keys) return make_constant(d.keys[i]);
+  if (view == DictView::Values) return d.items[i];
+  return make_tuple({make_constant(d.keys[i]), d.items[i]});
+}
+std::vector<VT> dict_view_items(const VariableTracker& d, DictView view) {
+  std::vector<VT> out;
+  for (size_t i = 0; i < d.keys.size(); ++i) out.push_back(dict_view_item(d, view, i));
+  return out;
+}
+
 std::vector<VT> remaining_items(const VariableTracker& it) {
   const std::vector<VT>& items = it.iterated && it.iterated->is(VTKind::List) ? it.iterated->items : it.items;
   if (it.pos >= items.size()) return {};

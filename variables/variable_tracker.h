@@ -58,6 +58,9 @@ enum class LazyIteration : uint8_t {
   Filter,  // the items for which self(item) is true (self None: the item's own truth)
 };
 
+// Which of a dict's views a List tracker stands for, or an Iterator walks.
+enum class DictView : uint8_t { Keys, Values, Items };
+
 struct VariableTracker {
   VTKind kind;
   SourceRef source;
@@ -78,6 +81,7 @@ struct VariableTracker {
   // Python's iterators do (iteration_error).
   VT iterated;
   size_t iterated_size = 0;
+  DictView view = DictView::Keys;  // iterated a dict: which of its views (keys also for the dict itself)
   // UserMethod: the bound self
   VT self;
   // NNModule: the qualified path from the traced root is `path_parent`'s
@@ -105,6 +109,9 @@ size_t container_size(const VariableTracker& c);
 // Python's RuntimeError message for the next step of an Iterator whose
 // dict or set changed size since iter(), or nullptr.
 const char* iteration_error(const VariableTracker& it);
+// The items of dict tracker `d`'s view, as they are now.
+std::vector<VT> dict_view_items(const VariableTracker& d, DictView view);
+VT dict_view_item(const VariableTracker& d, DictView view, size_t i);
 // What an Iterator has left to yield (a list's current tail, read live).
 std::vector<VT> remaining_items(const VariableTracker& it);
 VT make_tensor(Node* node, SourceRef source = nullptr);  // wrap_fx_proxy's core

@@ -276,3 +276,66 @@ def test_a_tensor_loop_across_breaks_matches_and_stays_within_the_cache():
     # The resumed loop is specialized on the iterator's position (a Python
     # int): one entry per position reached, within cache_size_limit here.
     check(tensor_loop_with_a_break, kiln.ones(3), [kiln.full((3,), 2.0), kiln.full((3,), 3.0)])
+
+
+# -- a dict's or set's iterator crosses as the real one: it raises if the size
+# changes after the break, and reads values as they are then ----------------
+
+def dict_grows_after_break(d):
+    out = []
+    for k, v in d.items():
+        print(end="")
+        out.append((k, v))
+        d["new" + k] = 1  # RuntimeError at the next step, as on CPython
+    return out
+
+
+def dict_value_changed_after_break(d):
+    out = []
+    for k, v in d.items():
+        print(end="")
+        out.append((k, v))
+        d["b"] = 100  # the loop reads the new value when it gets there
+    return out
+
+
+def dict_value_changed_in_the_trace(d):
+    out = []
+    for k, v in d.items():  # no break: the traced loop reads values as they are
+        d["c"] = 100
+        out.append(v)
+    return out
+
+
+def dict_keys_loop_across_break(d):
+    out = []
+    for k in d:
+        print(end="")
+        out.append(k)
+    return out
+
+
+def view_made_before_the_dict_grows(d):
+    v = d.items()
+    d["z"] = 3  # a view is live: iterating it later sees "z", and no error
+    return [kv for kv in v]
+
+
+def set_grows_after_break(s):
+    out = []
+    for x in s:
+        print(end="")
+        out.append(x)
+        s.add(x + 100)
+    return out
+
+
+@pytest.mark.parametrize("fn", [dict_grows_after_break, dict_value_changed_after_break, dict_value_changed_in_the_trace,
+                                dict_keys_loop_across_break,
+                                view_made_before_the_dict_grows])
+def test_a_dict_iterator_across_a_break_is_the_real_one(fn):
+    check(fn, {"a": 1, "b": 2, "c": 3})
+
+
+def test_a_set_iterator_across_a_break_raises_when_the_set_grows():
+    check(set_grows_after_break, {1})
