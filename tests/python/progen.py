@@ -17,11 +17,9 @@ before anything else. Some programs raise (IndexError, KeyError,
 ZeroDivisionError, TypeError, ValueError, AttributeError, user exception
 classes), unguarded or caught, so error paths are compared too.
 
-Features (`--features +name,-name`) switch families of constructs; two are
+Features (`--features +name,-name`) switch families of constructs; one is
 off by default: `set_order` (a set's iteration order printed or indexed:
-kiln's sets keep insertion order, CPython's follow its hash table) and
-`class_features` (super(), classmethod, staticmethod, property, del of an
-attribute, __class__: another branch's work).
+kiln's sets keep insertion order, CPython's follow its hash table).
 
 The command line runs N programs on J worker processes, each worker a
 separate interpreter restarted after a crash or a hang, and prints the
@@ -57,11 +55,10 @@ FEATURES = {
     "native_to_python": True,   # a list made in compiled code handed to Python code that mutates it
     "arity_errors": True,       # a nested function called with too few arguments (its qualname in the message)
     "bigints": True,            # int literals near and past 2**63 (past int64: Python's ints)
+    "class_features": True,     # super(), classmethod, staticmethod, property, del attr, __class__
     # Off by default: set_order is a known deviation (kiln's sets iterate in
-    # insertion order, CPython's in hash-table order: runtime/value.h
-    # SetObj); class_features is another helper's work in progress.
+    # insertion order, CPython's in hash-table order: runtime/value.h SetObj).
     "set_order": False,         # a set's iteration order seen
-    "class_features": False,    # super(), classmethod, staticmethod, property, del attr, __class__
 }
 
 
