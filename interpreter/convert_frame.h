@@ -61,7 +61,4 @@ TraceOutcome convert_frame(const runtime::Ref<runtime::FunctionObj>& fn, const s
 // A function's compiled form as a callable Value (eval_frame.cpp).
 runtime::Value compiled_value(const runtime::Ref<runtime::FunctionObj>& fn, const Options& options);
 
-// Drops the cached resume functions (kiln::reset).
-void reset_resume_functions();
-
 }  // namespace kiln::interpreter

@@ -13,6 +13,7 @@
 
 #include "collectives/all_gather_object.h"
 #include "interpreter/convert_frame.h"
+#include "interpreter/resume_execution.h"
 #include "interpreter/guard_tree.h"
 #include "interpreter/kiln_api.h"
 #include "output_graph/backend.h"

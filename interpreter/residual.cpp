@@ -1,0 +1,547 @@
+// The residual code of a traced frame: see residual.h.
+#include "interpreter/residual.h"
+
+#include <algorithm>
+
+#include "runtime/builtins.h"
+#include "runtime/set_ops.h"
+#include "runtime/module.h"
+#include "runtime/name_map.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+using output_graph::Node;
+using output_graph::NodeOp;
+using output_graph::SourceKind;
+using output_graph::SourceRef;
+namespace vars = kiln::variables;
+
+namespace {
+
+// An iterator over a container the program can reach (Python's iterator
+// over it is live), rather than over items the trace computed.
+bool container_iterator(const vars::VariableTracker& it) {
+  return it.is(VTKind::Iterator) && vars::lazy_iteration(it) == vars::LazyIteration::None &&
+         !vars::iteration_error(it) && it.iterated;
+}
+
+// A container's iterator at a position, held by something other than one
+// stack slot across a break. It is made when first advanced, which is after
+// the residual replayed the trace's writes (made at once, a dict's iterator
+// would count the size before a replayed insertion). A dict or set whose
+// size is not the one the trace iterated raises then, as Python's would.
+struct PositionedIterator final : runtime::IteratorObj {
+  Value of, it = Value::null();  // it: the real iterator once made
+  vars::DictView view = vars::DictView::Keys;
+  int64_t pos = 0;
+  int64_t expected = -1;  // -1: a list (no size check)
+  bool of_a_set = false;
+  bool next(Value& out) override {
+    if (it.is_null()) {
+      if (expected >= 0 && runtime::length(of) != expected)
+        throw_error(ErrorKind::RuntimeError, of_a_set ? "Set changed size during iteration"
+                                                      : "dictionary changed size during iteration");
+      Value src = of;
+      if (view != vars::DictView::Keys) {
+        static const Ref<StrObj> values = intern("values"), items = intern("items");
+        CallContext& c = *CallContext::current();
+        src = c.call(runtime::get_attr(c, src, view == vars::DictView::Values ? values.get() : items.get()), {});
+      }
+      it = runtime::get_iter(src);
+      Value skipped;
+      for (; pos > 0 && it.as<runtime::IteratorObj>()->next(skipped); --pos) {
+      }
+    }
+    return it.as<runtime::IteratorObj>()->next(out);
+  }
+};
+
+// The iterator of a dict or set that changed size while a loop ran over it:
+// its next step raises CPython's RuntimeError, and every one after.
+struct RaisingIterator final : runtime::IteratorObj {
+  explicit RaisingIterator(std::string m) : message(std::move(m)) {}
+  std::string message;
+  bool next(Value&) override { throw_error(ErrorKind::RuntimeError, message); }
+};
+
+}  // namespace
+
+std::set<const vars::VariableTracker*> shared_iterators(const std::vector<VT>& stack, const std::vector<VT>& locals,
+                                                         const std::vector<VT>& cells) {
+  std::set<const vars::VariableTracker*> out, on_stack, visited;
+  auto walk = [&](auto&& self, const VT& v0) -> void {
+    const VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+    if (!v || !visited.insert(v.get()).second) return;
+    if (v->is(VTKind::Iterator)) out.insert(v.get());
+    for (const VT& x : v->items) self(self, x);
+  };
+  for (const VT& v : locals) walk(walk, v);
+  for (const VT& c : cells) walk(walk, c);
+  for (const VT& v0 : stack) {
+    const VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+    if (v && v->is(VTKind::Iterator) && !on_stack.insert(v.get()).second) out.insert(v.get());
+  }
+  return out;
+}
+
+Slot iterator_slot(const VT& v, const std::set<const vars::VariableTracker*>& shared) {
+  if (!v || !v->is(VTKind::Iterator) || vars::iteration_error(*v) || shared.count(v.get())) return Slot::Value;
+  if (!container_iterator(*v)) return Slot::Iterator;
+  return v->iterated->is(VTKind::List) ? Slot::AtPosition : Slot::Value;
+}
+
+// -------------------------------------------------------------- residual --
+
+Value compile_when_called(const Options& options) {
+  return make_builtin_closure("kiln.compile", [options](CallContext&, const CallArgs& a) {
+    if (a.nargs != 1 || !a[0].is(Kind::Function)) throw_error(ErrorKind::TypeError, "kiln.compile expects a function");
+    return compiled_value(Ref<FunctionObj>(a[0].as<FunctionObj>()), options);
+  });
+}
+
+void count_trace_cells(const VT& v0, std::set<const vars::VariableTracker*>& seen, size_t& n) {
+  VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+  if (!v || !seen.insert(v.get()).second) return;
+  if (v->is(VTKind::Cell) && !v->source) ++n;
+  for (const VT& x : v->items) count_trace_cells(x, seen, n);
+  if (v->self) count_trace_cells(v->self, seen, n);
+}
+
+Residual::Residual(const Code& code, TraceContext& ctx, size_t trace_cells)
+    : code(code), ctx(ctx), b(code.name, code.filename), trace_cells(trace_cells) {
+  b.set_qualname(code.qualname);
+  b.set_first_line(code.first_line);
+  // Same parameters and locals, in the same order: local indices carry over.
+  for (int32_t i = 0; i < code.argcount; ++i) {
+    b.arg(code.varnames[size_t(i)]);
+    if (i + 1 == code.posonlyargcount) b.posonly_marker();
+  }
+  size_t next = size_t(code.argcount);
+  size_t kw_end = next + size_t(code.kwonlyargcount);
+  if (code.flags & kVarArgs) b.var_args(code.varnames[kw_end]);
+  for (size_t i = next; i < kw_end; ++i) b.kwonly_arg(code.varnames[i], Value::none());
+  if (code.flags & kVarKw) b.var_kw(code.varnames[kw_end + ((code.flags & kVarArgs) ? 1 : 0)]);
+  for (size_t i = 0; i < trace_cells; ++i) b.cellvar("__cell" + std::to_string(i));
+  for (const std::string& n : code.freevars) b.freevar(n);
+  for (const std::string& n : code.varnames) b.local(n);
+  graph_out = b.local("__graph_out");
+}
+
+void Residual::park_cells(const std::vector<VT>& cells) {
+  if (cells.empty()) return;
+  for (const VT& c : cells) emit_cell(c);
+  b.emit(Opcode::BUILD_TUPLE, int32_t(cells.size()));
+  resume_cells = b.local("__resume_cells");
+  b.emit(Opcode::STORE_FAST, resume_cells);
+}
+
+void Residual::emit_resume_callee(const Ref<FunctionObj>& rf, const Options& options) {
+  if (resume_cells < 0) return emit_const(compiled_value(rf, options));
+  emit_const(compile_when_called(options));
+  b.emit(Opcode::LOAD_FAST, resume_cells);
+  emit_const(Value::object(Kind::Code, rf->code));
+  b.emit(Opcode::MAKE_FUNCTION, 4);
+  b.emit(Opcode::CALL, 1);
+}
+
+void Residual::emit_source(const SourceRef& s) {
+  switch (s->kind) {
+    case SourceKind::Local: b.emit(Opcode::LOAD_FAST, s->local_index); return;
+    case SourceKind::Global:
+      if (s->globals) {
+        // Another namespace's global: a constant reader of that namespace
+        // (LOAD_GLOBAL would read the frame's own).
+        emit_const(runtime::make_builtin_closure(
+            "G*['" + s->name + "']", [ns = s->globals, name = runtime::intern(s->name)](runtime::CallContext&,
+                                                                                 const runtime::CallArgs&) {
+              const Value* v = ns->map.find(name.get());
+              if (!v) throw_error(ErrorKind::NameError, "name '" + name->s + "' is not defined");
+              return *v;
+            }));
+        b.emit(Opcode::CALL, 0);
+        return;
+      }
+      b.emit(Opcode::LOAD_GLOBAL, b.name(s->name));
+      return;
+    case SourceKind::Attr:
+      emit_source(s->base);
+      b.emit(Opcode::LOAD_ATTR, b.name(s->name));
+      return;
+    case SourceKind::Item:
+      emit_source(s->base);
+      emit_const(s->key);
+      b.emit(Opcode::BINARY_SUBSCR);
+      return;
+    case SourceKind::Cell:
+      if (s->base) unsupported(BreakReason::resume_state, "reloading another function's closure cell");
+      b.emit(Opcode::LOAD_DEREF, int32_t(trace_cells) + s->local_index);
+      return;
+  }
+}
+
+void Residual::reconstruct(const VT& v0, bool as_list) {
+  VT v = v0;
+  if (v && v->is(VTKind::Lazy)) {
+    if (!v->realized) return emit_source(v->source);
+    v = v->realized;
+  }
+  if (!v) unsupported(BreakReason::resume_state, "a method call split across the break");
+  switch (v->kind) {
+    case VTKind::Tensor:
+      // An input (the graph may not even take it, if it was only guarded).
+      if (v->node->op == NodeOp::Placeholder) return emit_source(v->source);
+      if (v->node->op == NodeOp::GetAttr) return emit_const(*ctx.out.graph().attr(v->node->target));
+      b.emit(Opcode::LOAD_FAST, graph_out);
+      emit_const(Value::integer(output_index.at(v->node)));
+      b.emit(Opcode::BINARY_SUBSCR);
+      return;
+    case VTKind::Constant:
+      if (v->value.is(Kind::Set)) {
+        // A mutable set: the caller's own object, or a fresh one per run
+        // (a constant would be one object shared by every call).
+        if (v->source) return emit_source(v->source);
+        auto done = rebuilt.find(v.get());
+        if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+        emit_const(runtime::set_copy(v->value, true));
+        b.emit(Opcode::BUILD_SET, 0);
+        b.emit(Opcode::SWAP, 2);
+        b.emit(Opcode::SET_UPDATE, 1);
+        int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+        rebuilt.emplace(v.get(), tmp);
+        b.emit(Opcode::COPY, 1);
+        b.emit(Opcode::STORE_FAST, tmp);
+        return;
+      }
+      return emit_const(v->value);
+    case VTKind::List:
+    case VTKind::ConstDict: {
+      if (v->source) return emit_source(v->source);
+      auto done = rebuilt.find(v.get());
+      if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+      if (v->is(VTKind::List)) {
+        for (const VT& x : v->items) reconstruct(x);
+        b.emit(Opcode::BUILD_LIST, int32_t(v->items.size()));
+      } else {
+        for (size_t i = 0; i < v->keys.size(); ++i) {
+          emit_const(v->keys[i]);
+          reconstruct(v->items[i]);
+        }
+        b.emit(Opcode::BUILD_DICT, int32_t(v->keys.size()));
+      }
+      int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+      rebuilt.emplace(v.get(), tmp);
+      b.emit(Opcode::COPY, 1);
+      b.emit(Opcode::STORE_FAST, tmp);
+      return;
+    }
+    case VTKind::Tuple:
+      for (const VT& x : v->items) reconstruct(x);
+      b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
+      return;
+    case VTKind::Iterator: {
+      if (vars::lazy_iteration(*v) != vars::LazyIteration::None)
+        unsupported(BreakReason::resume_state, "a map() or filter() iterator held across the break");
+      if (const char* error = vars::iteration_error(*v)) {
+        // Its dict or set changed size: an iterator whose next step
+        // raises, as Python's (GET_ITER of an iterator is itself).
+        emit_const(make_builtin_closure("iter", [message = std::string(error)](CallContext&, const CallArgs&) {
+          return Value::object(Kind::Iterator, make_ref<RaisingIterator>(message));
+        }));
+        b.emit(Opcode::CALL, 0);
+        return;
+      }
+      if (container_iterator(*v)) {
+        // The same container, at the same position (see Slot::AtPosition);
+        // off the stack, one real iterator per tracker, made when first
+        // advanced (after the residual's writes: PositionedIterator).
+        if (as_list) {
+          reconstruct(v->iterated);
+          return emit_const(Value::integer(int64_t(v->pos)));
+        }
+        auto done = rebuilt.find(v.get());
+        if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+        const vars::DictView view = v->iterated->is(VTKind::ConstDict) ? v->view : vars::DictView::Keys;
+        // A list's iterator checks no size; a dict's or set's expects the
+        // size the trace iterated (equal after the replay, else iteration_error).
+        const int64_t expected = v->iterated->is(VTKind::List) ? -1 : int64_t(v->iterated_size);
+        const bool of_a_set = !v->iterated->is(VTKind::List) && !v->iterated->is(VTKind::ConstDict);
+        emit_const(make_builtin_closure("iter", [view, expected, of_a_set](CallContext&, const CallArgs& a) {
+          auto it = make_ref<PositionedIterator>();
+          it->of = a[0];
+          it->view = view;
+          it->pos = a[1].as_int();
+          it->expected = expected;
+          it->of_a_set = of_a_set;
+          return Value::object(Kind::Iterator, it);
+        }));
+        reconstruct(v->iterated);
+        emit_const(Value::integer(int64_t(v->pos)));
+        b.emit(Opcode::CALL, 2);
+        const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+        rebuilt.emplace(v.get(), tmp);
+        b.emit(Opcode::COPY, 1);
+        b.emit(Opcode::STORE_FAST, tmp);
+        return;
+      }
+      if (!as_list)
+        if (auto done = rebuilt.find(v.get()); done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+      const std::vector<VT> rest = vars::remaining_items(*v);
+      for (const VT& x : rest) reconstruct(x);
+      b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
+      if (as_list) return;
+      b.emit(Opcode::GET_ITER);  // one object for every holder
+      const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+      rebuilt.emplace(v.get(), tmp);
+      b.emit(Opcode::COPY, 1);
+      b.emit(Opcode::STORE_FAST, tmp);
+      return;
+    }
+    case VTKind::UserMethod:
+      unsupported(BreakReason::resume_state, "a bound method held across the break");
+    case VTKind::GetAttr:
+      reconstruct(v->self);
+      b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
+      return;
+    case VTKind::NestedFunction: {
+      // MAKE_FUNCTION again, over real cells: [defaults] (cells...) code.
+      int32_t flags = 4;
+      if (v->self) {
+        reconstruct(v->self);
+        flags |= 1;
+      }
+      for (const VT& c : v->items) emit_cell(c);
+      b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
+      emit_const(v->value);
+      b.emit(Opcode::MAKE_FUNCTION, flags);
+      return;
+    }
+    case VTKind::Cell:
+      unsupported(BreakReason::resume_state, "a closure cell held across the break");
+    case VTKind::Opaque:
+      if (v->value.is(Kind::Super) && v->self && !v->source) {
+        // super(type, obj) again, over the obj this run has (a baked-in
+        // super object would hold on to the traced call's module).
+        emit_const(*runtime::builtins().find("super"));
+        reconstruct(v->items[0]);
+        reconstruct(v->self);
+        b.emit(Opcode::CALL, 2);
+        return;
+      }
+      [[fallthrough]];
+    default:
+      if (v->source) return emit_source(v->source);
+      return emit_const(v->value);
+  }
+}
+
+void Residual::emit_cell(const VT& c) {
+  if (c->source) {
+    if (c->source->base) unsupported(BreakReason::resume_state, "another function's closure cell");
+    b.emit(Opcode::LOAD_CLOSURE, int32_t(trace_cells) + c->source->local_index);
+    return;
+  }
+  auto it = cell_slot.find(c.get());
+  if (it == cell_slot.end()) {
+    int32_t slot = int32_t(cell_slot.size());
+    if (size_t(slot) >= trace_cells) unsupported(BreakReason::resume_state, "an uncounted closure cell");
+    it = cell_slot.emplace(c.get(), slot).first;
+    if (c->items[0]) {
+      reconstruct(c->items[0]);
+      b.emit(Opcode::STORE_DEREF, slot);
+    }
+  }
+  b.emit(Opcode::LOAD_CLOSURE, it->second);
+}
+
+void Residual::collect(const VT& v0, std::vector<Node*>& out, std::set<const vars::VariableTracker*>& seen) {
+  VT v = v0;
+  if (!v) return;
+  if (v->is(VTKind::Lazy)) v = v->realized;
+  if (!v || !seen.insert(v.get()).second) return;
+  if (v->is(VTKind::Tensor)) {
+    NodeOp op = v->node->op;
+    if (op != NodeOp::Placeholder && op != NodeOp::GetAttr && !output_index.count(v->node)) {
+      output_index[v->node] = int64_t(out.size());
+      out.push_back(v->node);
+    }
+    return;
+  }
+  for (const VT& x : v->items) collect(x, out, seen);
+  if (v->self) collect(v->self, out, seen);
+}
+
+std::vector<int32_t> Residual::park_live_locals(const std::vector<VT>& live_locals) {
+  std::vector<int32_t> temps;
+  for (size_t i = 0; i < live_locals.size(); ++i) {
+    reconstruct(live_locals[i]);
+    temps.push_back(b.local("__live" + std::to_string(i)));
+    b.emit(Opcode::STORE_FAST, temps.back());
+  }
+  return temps;
+}
+
+bool Residual::is_original_item(const VT& list, size_t i) {
+  const VT& x = list->items[i];
+  const output_graph::Source* s = x ? x->source.get() : nullptr;
+  return s && s->kind == SourceKind::Item && s->base.get() == list->source.get() && s->key.is(Kind::Int) &&
+         s->key.as_int() == int64_t(i);
+}
+
+void Residual::replay_side_effects() {
+  // Deepest sources first: L['acc'][0] must still be the list the trace
+  // mutated when its contents are written, before L['acc'] itself is
+  // rewritten (which may put another object at [0]).
+  // What the frame's cells end up holding is read first too (parked):
+  // a value whose source is an item of a list the frame then cleared.
+  // The residual shares the frame's closure. A store made by an inlined
+  // function names the cell by that function's numbering: the cell's
+  // source has the frame's own. One store per cell: its final content.
+  std::vector<std::pair<int32_t, int32_t>> cell_values;  // (cell operand, temp)
+  std::set<const vars::VariableTracker*> stored_cells;
+  for (const auto& s : ctx.side_effects.cell_stores) {
+    if (!stored_cells.insert(s.cell.get()).second) continue;
+    reconstruct(s.cell->items[0]);
+    int32_t tmp = b.local("__cell_value" + std::to_string(cell_values.size()));
+    b.emit(Opcode::STORE_FAST, tmp);
+    cell_values.push_back({int32_t(trace_cells) + s.cell->source->local_index, tmp});
+  }
+  // So are attribute and global stores' values and objects (G = a[1]
+  // after a.reverse() stores the item the trace saw, not the one the
+  // rewritten list has there).
+  std::vector<std::pair<int32_t, int32_t>> attr_parked;  // (value, object)
+  for (const auto& s : ctx.side_effects.attr_stores) {
+    const int32_t value = b.local("__store_value" + std::to_string(attr_parked.size()));
+    if (s.value) {  // null: a deletion, nothing to park
+      reconstruct(s.value);
+      b.emit(Opcode::STORE_FAST, value);
+    }
+    emit_source(s.object->source);
+    const int32_t object = b.local("__store_object" + std::to_string(attr_parked.size()));
+    b.emit(Opcode::STORE_FAST, object);
+    attr_parked.push_back({value, object});
+  }
+  std::vector<int32_t> global_parked;
+  for (const auto& s : ctx.side_effects.global_stores) {
+    reconstruct(s.value);
+    global_parked.push_back(b.local("__global_value" + std::to_string(global_parked.size())));
+    b.emit(Opcode::STORE_FAST, global_parked.back());
+  }
+  std::vector<VT> mutated = ctx.side_effects.mutated;
+  std::stable_sort(mutated.begin(), mutated.end(),
+                   [](const VT& a, const VT& b) { return a->source->depth > b->source->depth; });
+  // Two phases: every container's object and new contents are read
+  // first (an item of one may be read by its source from another the
+  // trace also changed: a1.extend(v) with v holding a3[3] after del
+  // a3[0]), then they are all written.
+  struct Write {
+    const VT* c;
+    int32_t target, contents;
+    size_t keep;  // a list: the first `keep` items stay
+  };
+  std::vector<Write> writes;
+  for (const VT& c : mutated) {
+    Write w{&c, b.local("__target" + std::to_string(writes.size())),
+            b.local("__contents" + std::to_string(writes.size())), 0};
+    emit_source(c->source);
+    b.emit(Opcode::STORE_FAST, w.target);
+    if (c->is(VTKind::List)) {  // list[k:] = new contents after the unchanged first k items
+      // Items the trace left where they were stay the caller's very
+      // objects (an append only appends, as in Python).
+      while (w.keep < c->items.size() && is_original_item(c, w.keep)) ++w.keep;
+      for (size_t i = w.keep; i < c->items.size(); ++i) reconstruct(c->items[i]);
+      b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - w.keep));
+    } else {  // dict: the new contents (reading the old), then clear, update
+      for (size_t i = 0; i < c->keys.size(); ++i) {
+        emit_const(c->keys[i]);
+        reconstruct(c->items[i]);
+      }
+      b.emit(Opcode::BUILD_DICT, int32_t(c->keys.size()));
+    }
+    b.emit(Opcode::STORE_FAST, w.contents);
+    writes.push_back(w);
+  }
+  for (const Write& w : writes) {
+    if ((*w.c)->is(VTKind::List)) {
+      b.emit(Opcode::LOAD_FAST, w.contents);
+      b.emit(Opcode::LOAD_FAST, w.target);
+      emit_const(w.keep ? Value::integer(int64_t(w.keep)) : Value::none());
+      emit_const(Value::none());
+      b.emit(Opcode::BUILD_SLICE, 2);
+      b.emit(Opcode::STORE_SUBSCR);
+    } else {
+      b.emit(Opcode::LOAD_FAST, w.target);
+      b.emit(Opcode::LOAD_METHOD, b.name("clear"));
+      b.emit(Opcode::CALL_METHOD, 0);
+      b.emit(Opcode::POP_TOP);
+      b.emit(Opcode::LOAD_FAST, w.target);
+      b.emit(Opcode::LOAD_METHOD, b.name("update"));
+      b.emit(Opcode::LOAD_FAST, w.contents);
+      b.emit(Opcode::CALL_METHOD, 1);
+      b.emit(Opcode::POP_TOP);
+    }
+  }
+  for (size_t i = 0; i < ctx.side_effects.attr_stores.size(); ++i) {
+    const auto& s = ctx.side_effects.attr_stores[i];
+    if (s.value) b.emit(Opcode::LOAD_FAST, attr_parked[i].first);
+    b.emit(Opcode::LOAD_FAST, attr_parked[i].second);
+    b.emit(s.value ? Opcode::STORE_ATTR : Opcode::DELETE_ATTR, b.name(s.name));
+  }
+  for (size_t i = 0; i < ctx.side_effects.global_stores.size(); ++i) {
+    b.emit(Opcode::LOAD_FAST, global_parked[i]);
+    b.emit(Opcode::STORE_GLOBAL, b.name(ctx.side_effects.global_stores[i].name));
+  }
+  for (const auto& [cell, tmp] : cell_values) {
+    b.emit(Opcode::LOAD_FAST, tmp);
+    b.emit(Opcode::STORE_DEREF, cell);
+  }
+}
+
+bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t nparams, ResultTemplate& t) {
+  VT v = v0;
+  if (v && v->is(VTKind::Lazy)) {
+    if (!v->realized) {
+      if (v->source->kind != SourceKind::Local || v->source->local_index >= nparams) return false;
+      t.kind = ResultTemplate::Kind::Param;
+      t.index = size_t(v->source->local_index);
+      return true;
+    }
+    v = v->realized;
+  }
+  if (!v) return false;
+  switch (v->kind) {
+    case VTKind::Tensor:
+      if (v->node->op == NodeOp::Placeholder) {
+        if (v->source->kind != SourceKind::Local || v->source->local_index >= nparams) return false;
+        t.kind = ResultTemplate::Kind::Param;
+        t.index = size_t(v->source->local_index);
+        return true;
+      }
+      if (v->node->op == NodeOp::GetAttr) {
+        t.kind = ResultTemplate::Kind::Const;
+        t.value = *ctx.out.graph().attr(v->node->target);
+        return true;
+      }
+      t.kind = ResultTemplate::Kind::Output;
+      t.index = size_t(r.output_index.at(v->node));
+      return true;
+    case VTKind::Constant:
+      if (v->value.is(Kind::Set)) return false;  // a fresh set per call: the residual builds it
+      t.kind = ResultTemplate::Kind::Const;
+      t.value = v->value;
+      return true;
+    case VTKind::Tuple:
+    case VTKind::List:
+      if (v->is(VTKind::List) && v->source) return false;  // the caller's own list: identity matters
+      t.kind = v->is(VTKind::Tuple) ? ResultTemplate::Kind::Tuple : ResultTemplate::Kind::List;
+      for (const VT& x : v->items) {
+        t.items.emplace_back();
+        if (!result_template(x, r, ctx, nparams, t.items.back())) return false;
+      }
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace kiln::interpreter

@@ -1,0 +1,98 @@
+// The residual: the KBC a traced frame runs instead of its own code. It
+// calls the compiled graph, rebuilds the values the rest of the frame needs
+// (reconstruct: from sources, graph outputs, constants), replays the
+// trace's side effects on the real objects in program order, runs the
+// breaking instruction on the VM and calls the resume function
+// (resume_execution.h) with the saved stack and live locals.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "interpreter/code_builder.h"
+#include "interpreter/convert_frame.h"
+#include "interpreter/instruction_translator.h"
+#include "interpreter/resume_execution.h"
+
+namespace kiln::interpreter {
+
+struct Residual {
+  Residual(const Code& code, TraceContext& ctx, size_t trace_cells);
+
+  const Code& code;
+  TraceContext& ctx;
+  CodeBuilder b;
+  size_t trace_cells;  // the residual's own cellvars: trace-made cells, then the frame's freevars
+  std::unordered_map<const variables::VariableTracker*, int32_t> cell_slot;
+  int32_t graph_out;
+  std::unordered_map<const output_graph::Node*, int64_t> output_index;
+  // Containers made during the trace, already rebuilt into a temporary:
+  // one object, however many places (stack, locals) refer to it.
+  std::unordered_map<const variables::VariableTracker*, int32_t> rebuilt;
+
+  void emit_const(const Value& v) { b.emit(Opcode::LOAD_CONST, b.constant(v)); }
+
+  // The frame's cells as one tuple in a temporary, made before any branch
+  // (emit_cell fills a trace-made cell only the first time, which a
+  // branch's other edge would skip). -1 when the frame has no cells.
+  int32_t resume_cells = -1;
+  void park_cells(const std::vector<VT>& cells);
+  // Pushes the compiled resume function: a constant, or, for a frame with
+  // cells, a function made now over the parked cells, compiled when called.
+  void emit_resume_callee(const Ref<FunctionObj>& rf, const Options& options);
+
+  void emit_source(const output_graph::SourceRef& s);
+
+  // `as_list`: an iterator is rebuilt for a Slot::Iterator (the list of
+  // its remaining items) or an AtPosition slot (its container and position).
+  void reconstruct(const VT& v0, bool as_list = false);
+
+  // Pushes a real cell for a Cell tracker: the frame's own closure cell,
+  // or one of the residual's cellvars filled (once) with the content.
+  void emit_cell(const VT& c);
+
+  // Every tensor the residual code needs from the graph.
+  void collect(const VT& v0, std::vector<output_graph::Node*>& out, std::set<const variables::VariableTracker*>& seen);
+
+  // The live locals rebuilt into temporaries (before side effects are
+  // replayed, which may rebind what their sources name); their slots.
+  std::vector<int32_t> park_live_locals(const std::vector<VT>& live_locals);
+
+  // Is item i of a traced list still the list's own item i from when the
+  // frame started (its source is list[i])?
+  static bool is_original_item(const VT& list, size_t i);
+
+  // Container contents first: their sources are paths as they were when
+  // the frame started, which a replayed attribute/global store may rebind.
+  void replay_side_effects();
+};
+
+// How stack slot `v` crosses into the resume function: a loop's iterator
+// as its remaining items or its list and position, anything else (and an
+// iterator in `shared`) as a value.
+Slot iterator_slot(const VT& v, const std::set<const variables::VariableTracker*>& shared);
+
+// Iterators the resumed frame can reach other than through one stack slot
+// (a live local, a cell, a container, a second slot): these cross as one
+// real iterator object (Slot::Value), so every holder sees it advance.
+std::set<const variables::VariableTracker*> shared_iterators(const std::vector<VT>& stack,
+                                                              const std::vector<VT>& locals,
+                                                              const std::vector<VT>& cells);
+
+// Cells made during the trace (a closure's captured variables) that the
+// residual code must turn into real cells: counted before any code is
+// emitted, because cellvars are declared first.
+void count_trace_cells(const VT& v, std::set<const variables::VariableTracker*>& seen, size_t& n);
+
+// kiln.compile as a KBC callable: for functions the residual makes at run
+// time (a closure made in the trace, a resume function over its cells).
+runtime::Value compile_when_called(const Options& options);
+
+// The result as a template over graph outputs, parameters and constants;
+// false when it needs anything else (a source that is not a parameter, a
+// container that must keep its identity, ...).
+bool result_template(const VT& v, const Residual& r, TraceContext& ctx, int32_t nparams, ResultTemplate& t);
+
+}  // namespace kiln::interpreter
