@@ -1,0 +1,358 @@
+"""The frontend's opcode table: one row per CPython 3.11 opcode it translates
+(kiln/_frontend.py walks a function's instructions and asks this table)."""
+from __future__ import annotations
+
+import dis
+from dataclasses import dataclass
+
+from ._frontend import _CONDITIONAL, _JUMPS, _NB_SYMBOLS, _UNARY, _VALUE
+
+# -- the opcode table -----------------------------------------------------------
+#
+# One row per CPython 3.11 opcode the frontend translates: its translation
+# (f, k, ins, st, emit) -> (fall-through stack, jump stack), and CPython's
+# stack effect as a function of the oparg on each edge (tests check every
+# row against dis.stack_effect). _step checks after each translation that
+# the abstract stack moved by exactly the declared effect, except for the
+# two rows that split one call between them (PRECALL's effect is its
+# CALL's in the abstract stack). Adding an opcode is adding a row.
+
+
+@dataclass(frozen=True)
+class _Row:
+    translate: object
+    effect: object  # oparg -> CPython's stack effect on the fall-through edge
+    jump_effect: object = None  # oparg -> the effect on the taken edge (jumps only)
+    checked: bool = True
+
+
+_ROWS: dict = {}
+
+
+def _row(*names, effect, jump_effect=None, checked=True):
+    def add(translate):
+        for name in names:
+            assert name not in _ROWS, name
+            _ROWS[name] = _Row(translate, effect, jump_effect, checked)
+        return translate
+    return add
+
+
+def _const(n):
+    return lambda arg: n
+
+
+@_row("RESUME", "NOP", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "KW_NAMES", effect=_const(0))
+def _silent(f, k, ins, st, emit):
+    # Bookkeeping only in CPython: frame setup, cells made at entry,
+    # EXTENDED_ARG (dis folds it into the next oparg), KW_NAMES (paired
+    # with its CALL by _pair_kw_names).
+    return st, None
+
+
+@_row("PRECALL", effect=lambda n: -n, checked=False)
+def _precall(f, k, ins, st, emit):
+    return st, None  # the call's whole effect is CALL's in the abstract stack
+
+
+def _same(pops, pushes, operand=None):
+    """An opcode with the same meaning and name in KBC."""
+    def translate(f, k, ins, st, emit):
+        f._pop(st, pops, ins)
+        st += ["v"] * pushes
+        if operand == "global":
+            f.program.use_global(ins.argval, stored=True)
+            emit(f"  {ins.opname} {f.name_operand(ins.argval)}")
+        elif operand == "local":
+            emit(f"  {ins.opname} {f.rename[ins.argval]}")
+        elif operand == "name":
+            emit(f"  {ins.opname} {f.name_operand(ins.argval)}")
+        else:
+            emit(f"  {ins.opname}")
+        return st, None
+    return translate
+
+
+for _name, _pops, _pushes, _operand in [
+        ("POP_TOP", 1, 0, None), ("BINARY_SUBSCR", 2, 1, None), ("STORE_SUBSCR", 3, 0, None),
+        ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None), ("LOAD_ATTR", 1, 1, "name"),
+        ("STORE_ATTR", 2, 0, "name"), ("DELETE_ATTR", 1, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"),
+        ("STORE_FAST", 1, 0, "local"),
+        ("STORE_DEREF", 1, 0, "local"),
+        # Exception handling: KBC shares CPython 3.11's model.
+        ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),
+        ("BEFORE_WITH", 1, 2, None)]:
+    _row(_name, effect=_const(_pushes - _pops))(_same(_pops, _pushes, _operand))
+
+
+@_row(*_UNARY, effect=_const(0))
+def _unary(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st.append("v")
+    emit(f"  UNARY_OP {_UNARY[ins.opname]}")
+    return st, None
+
+
+@_row("RETURN_VALUE", effect=_const(-1))
+def _return(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    emit("  RETURN_VALUE")
+    return None, None
+
+
+@_row("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", effect=_const(1))
+def _load_local(f, k, ins, st, emit):
+    st.append("v")
+    emit(f"  {ins.opname} {f.rename[ins.argval]}")
+    return st, None
+
+
+@_row("DELETE_FAST", effect=_const(0))
+def _delete_fast(f, k, ins, st, emit):
+    emit(f"  DELETE_FAST {f.rename[ins.argval]}")
+    return st, None
+
+
+@_row("LOAD_CONST", effect=_const(1))
+def _load_const(f, k, ins, st, emit):
+    st.append("v")
+    emit(f"  LOAD_CONST {f._constant(ins.argval)}")
+    return st, None
+
+
+@_row("LOAD_GLOBAL", effect=lambda arg: 1 + (arg & 1))
+def _load_global(f, k, ins, st, emit):
+    if ins.arg & 1:
+        st.append("N")
+    st.append("v")
+    f.program.use_global(ins.argval)
+    emit(f"  LOAD_GLOBAL {f.name_operand(ins.argval)}")
+    return st, None
+
+
+@_row("PUSH_NULL", effect=_const(1))
+def _push_null(f, k, ins, st, emit):
+    st.append("N")
+    return st, None
+
+
+@_row("LOAD_METHOD", effect=_const(1))
+def _load_method(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st += ["M", "S"]
+    emit(f"  LOAD_METHOD {f.name_operand(ins.argval)}")
+    return st, None
+
+
+@_row("BINARY_OP", effect=_const(-1))
+def _binary_op(f, k, ins, st, emit):
+    f._pop(st, 2, ins)
+    st.append("v")
+    arg = ins.arg
+    emit(f"  BINARY_OP {_NB_SYMBOLS[arg] if arg < 13 else _NB_SYMBOLS[arg - 13] + '='}")
+    return st, None
+
+
+@_row("COMPARE_OP", "IS_OP", "CONTAINS_OP", effect=_const(-1))
+def _compare(f, k, ins, st, emit):
+    f._pop(st, 2, ins)
+    st.append("v")
+    op = ins.opname
+    if op == "COMPARE_OP":
+        symbol = ins.argval
+    elif op == "IS_OP":
+        symbol = "is not" if ins.arg else "is"
+    else:
+        symbol = "not in" if ins.arg else "in"
+    emit(f"  COMPARE_OP {symbol}")
+    return st, None
+
+
+@_row("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SET", effect=lambda n: 1 - n)
+@_row("BUILD_SLICE", effect=lambda n: -2 if n == 3 else -1)  # 2 or 3 items
+@_row("BUILD_MAP", effect=lambda n: 1 - 2 * n)
+def _build(f, k, ins, st, emit):
+    op, n = ins.opname, ins.arg
+    f._pop(st, 2 * n if op == "BUILD_MAP" else n, ins)
+    st.append("v")
+    emit(f"  {'BUILD_DICT' if op == 'BUILD_MAP' else op} {n}")
+    return st, None
+
+
+@_row("BUILD_CONST_KEY_MAP", effect=lambda n: -n)
+def _build_const_key_map(f, k, ins, st, emit):
+    return f._build_const_key_map(k, st, emit)
+
+
+@_row("LIST_APPEND", "LIST_EXTEND", "SET_ADD", "SET_UPDATE", effect=_const(-1))
+def _container_add(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    emit(f"  {ins.opname} {f._depth(st, ins.arg, ins)}")
+    return st, None
+
+
+@_row("LIST_TO_TUPLE", effect=_const(0))
+def _list_to_tuple(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st.append("v")
+    f.program.use_builtin("tuple")
+    emit("  LOAD_GLOBAL tuple")
+    emit("  SWAP 2")
+    emit("  CALL 1")
+    return st, None
+
+
+@_row("MAP_ADD", effect=_const(-2))
+def _map_add(f, k, ins, st, emit):
+    # dict[key] = value, the dict fetched from under the pair.
+    f._pop(st, 2, ins)
+    d = f._depth(st, ins.arg, ins)
+    emit(f"  COPY {d + 2}")      # key value dict
+    emit("  SWAP 2")            # key dict value
+    emit("  SWAP 3")            # value dict key
+    emit("  STORE_SUBSCR")
+    return st, None
+
+
+@_row("DICT_UPDATE", effect=_const(-1))
+def _dict_update(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    d = f._depth(st, ins.arg, ins)
+    emit(f"  COPY {d + 1}")      # mapping dict
+    emit("  LOAD_METHOD update")  # mapping method self
+    emit("  SWAP 2")
+    emit("  SWAP 3")            # method self mapping
+    emit("  CALL_METHOD 1")
+    emit("  POP_TOP")
+    return st, None
+
+
+@_row("DICT_MERGE", effect=_const(-1))
+def _dict_merge(f, k, ins, st, emit):
+    # f(**m), f(k=1, **m), f(**a, **b): CPython's own instruction (the
+    # callable sits two slots under the dict, for its errors).
+    f._pop(st, 1, ins)
+    emit(f"  DICT_MERGE {f._depth(st, ins.arg, ins)}")
+    return st, None
+
+
+@_row("LOAD_ASSERTION_ERROR", effect=_const(1))
+def _load_assertion_error(f, k, ins, st, emit):
+    st.append("v")
+    emit("  LOAD_ASSERTION_ERROR")
+    return st, None
+
+
+@_row("UNPACK_SEQUENCE", effect=lambda n: n - 1)
+def _unpack_sequence(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st += ["v"] * ins.arg
+    emit(f"  UNPACK_SEQUENCE {ins.arg}")
+    return st, None
+
+
+@_row("UNPACK_EX", effect=lambda arg: (arg & 0xFF) + (arg >> 8))
+def _unpack_ex(f, k, ins, st, emit):
+    return f._unpack_ex(ins, st, emit)
+
+
+@_row("FORMAT_VALUE", effect=lambda arg: -1 if arg & 4 else 0)
+def _format_value(f, k, ins, st, emit):
+    return f._format_value(ins, st, emit)
+
+
+@_row("COPY", effect=_const(1))
+def _copy(f, k, ins, st, emit):
+    src = st[-ins.arg] if 0 < ins.arg <= len(st) else None
+    if src not in _VALUE:
+        f.fail("unexpected stack layout at COPY")
+    emit(f"  COPY {f._depth(st, ins.arg, ins)}")
+    st.append("v")
+    return st, None
+
+
+@_row("SWAP", effect=_const(0))
+def _swap(f, k, ins, st, emit):
+    n = ins.arg
+    if n > len(st) or st[-1] not in _VALUE or st[-n] not in _VALUE:
+        f.fail("unexpected stack layout at SWAP")
+    emit(f"  SWAP {f._depth(st, n, ins)}")
+    st[-1], st[-n] = st[-n], st[-1]
+    return st, None
+
+
+@_row("CALL", effect=_const(-1), checked=False)  # with its PRECALL: -(n + 1)
+def _call(f, k, ins, st, emit):
+    return f._call(k, st, emit)
+
+
+@_row("CALL_FUNCTION_EX", effect=lambda flags: -2 - (flags & 1))
+def _call_ex(f, k, ins, st, emit):
+    has_kw = ins.arg & 1
+    if has_kw:
+        f._pop(st, 1, ins)
+    f._pop(st, 2, ins)
+    f._pop(st, 1, ins, accept=("N",))
+    st.append("v")
+    emit(f"  CALL_EX {has_kw}")
+    return st, None
+
+
+@_row("MAKE_FUNCTION", effect=lambda flags: -bin(flags & 0xF).count("1"))
+def _make_function(f, k, ins, st, emit):
+    return f._make_function(k, st, emit)
+
+
+@_row("RAISE_VARARGS", effect=lambda n: -n)
+def _raise(f, k, ins, st, emit):
+    f._pop(st, ins.arg, ins)
+    emit(f"  RAISE {ins.arg}")
+    return None, None
+
+
+@_row("RERAISE", effect=_const(-1))
+def _reraise(f, k, ins, st, emit):
+    # oparg: how deep the handler's lasti sits under the exception (no
+    # NULL can be between them: both come from the handler).
+    f._pop(st, 1, ins)
+    emit(f"  RERAISE {ins.arg}")
+    return None, None
+
+
+@_row("WITH_EXCEPT_START", effect=_const(1))
+def _with_except_start(f, k, ins, st, emit):
+    # exit lasti prev exc -> ... res (CPython reads the four in place)
+    f._pop(st, 4, ins)
+    st += ["v"] * 5
+    emit("  WITH_EXCEPT_START")
+    return st, None
+
+
+@_row(*_JUMPS, effect=_const(0), jump_effect=_const(0))
+def _jump(f, k, ins, st, emit):
+    emit(f"  JUMP L{ins.argval}")
+    return None, st
+
+
+@_row(*_CONDITIONAL, effect=_const(-1), jump_effect=_const(-1))
+def _conditional(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    emit(f"  {_CONDITIONAL[ins.opname]} L{ins.argval}")
+    return st, list(st)
+
+
+@_row("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", effect=_const(-1), jump_effect=_const(0))
+def _jump_or_pop(f, k, ins, st, emit):
+    kept = list(st)
+    f._pop(st, 1, ins)
+    emit(f"  {ins.opname} L{ins.argval}")
+    return st, kept
+
+
+@_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1))
+def _for_iter(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    exhausted = list(st)
+    st += ["v", "v"]
+    emit(f"  FOR_ITER L{ins.argval}")
+    return st, exhausted
