@@ -177,6 +177,10 @@ Value native_container(const Value& v) {
       return d;
     }
     case Kind::Set: {
+      // With the same table as the Python set, when the seam can read it:
+      // iteration order and every later operation depend on it.
+      auto* f = v.as<ForeignObj>();
+      if (f->vt->set_snapshot) return f->vt->set_snapshot(f->handle);
       Value s = make_set();
       for (const Value& x : to_vector(v)) s.as<SetObj>()->add(x);
       return s;
@@ -206,7 +210,7 @@ int64_t length(const Value& v) {
     case Kind::Tuple: return int64_t(v.as<TupleObj>()->items.size());
     case Kind::Dict: return int64_t(v.as<DictObj>()->entries.size());
     case Kind::Set:
-    case Kind::FrozenSet: return int64_t(v.as<SetObj>()->items.size());
+    case Kind::FrozenSet: return v.as<SetObj>()->size();
     case Kind::Range: return v.as<RangeObj>()->length();
     case Kind::Tensor: {
       Tensor t = v.as_tensor();
@@ -237,7 +241,7 @@ bool contains(const Value& container, const Value& item) {
     }
     case Kind::Dict: return container.as<DictObj>()->find(item) != nullptr;
     case Kind::Set:
-    case Kind::FrozenSet: return container.as<SetObj>()->contains(item);  // TypeError if unhashable
+    case Kind::FrozenSet: return set_contains(container, item);  // TypeError if unhashable
     case Kind::Range: {
       if (!item.is(Kind::Int) && !item.is(Kind::Bool)) return false;
       auto* r = container.as<RangeObj>();

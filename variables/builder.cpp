@@ -110,9 +110,10 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       return make_constant(v, source);
     case Kind::Set:
     case Kind::FrozenSet: {
-      // Guarded by contents, against a snapshot: the caller may mutate its
-      // set between calls. The trace only reads it (a mutation breaks).
-      add_guard(source, GuardKind::ConstantMatch, runtime::set_copy(v, v.is(Kind::FrozenSet)));
+      // Guarded by contents and table (guard_tree.cpp), against an exact
+      // snapshot: the caller may mutate its set between calls. The trace
+      // only reads it (a mutation breaks).
+      add_guard(source, GuardKind::ConstantMatch, runtime::set_clone(v, v.is(Kind::FrozenSet)));
       VT set = make_constant(v, source);
       return v.is(Kind::Set) ? remember_container(v, set, source) : set;
     }
@@ -218,7 +219,7 @@ VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value,
 // source makes residual code hand back the caller's own object.
 VT VariableBuilder::wrap_set(const Value& snapshot, const SourceRef& source) {
   add_guard(source, GuardKind::ConstantMatch, snapshot);
-  return make_constant(runtime::set_copy(snapshot, false), source);
+  return make_constant(runtime::set_clone(snapshot, false), source);
 }
 
 }  // namespace kiln::variables
