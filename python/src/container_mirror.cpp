@@ -103,7 +103,7 @@ void push_set(Mirror& m, std::vector<Value> now) {
   const auto* s = m.native.as<runtime::SetObj>();
   std::vector<py::object> keys(now.size());
   std::vector<std::pair<Value, py::object>> pairs;
-  for (size_t i = 0; i < now.size(); ++i) {
+  for (size_t i = 0; i < now.size() && int64_t(i) < s->capacity(); ++i) {
     if (!s->table()[i].active()) continue;
     auto it = now[i].is_heap() ? kept.find(now[i].obj()) : kept.end();
     keys[i] = it != kept.end() ? py::reinterpret_borrow<py::object>(it->second) : to_py(now[i]);
@@ -128,7 +128,7 @@ void pull_set(Mirror& m, const std::vector<PyObject*>& now) {
     return it != kept.end() ? it->second : to_value_shared(p);
   });
   std::vector<std::pair<Value, py::object>> pairs;
-  for (size_t i = 0; i < now.size(); ++i)
+  for (size_t i = 0; i < now.size() && i < table.entries.size(); ++i)
     if (table.entries[i].active()) pairs.emplace_back(table.entries[i].key, py::reinterpret_borrow<py::object>(now[i]));
   assign_py_set(*m.native.as<runtime::SetObj>(), std::move(table));
   m.kiln_items = kiln_slots(m.native);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "runtime/hash.h"
 #include "runtime/value_ops.h"
@@ -74,6 +75,7 @@ void write_py_set(PyObject* o, const SetObj& s, const std::vector<py::object>& k
     throw std::logic_error("write_py_set: the Python set is not empty");
   const SetObj::Entry* t = s.table();
   const int64_t n = s.capacity();
+  if (keys.size() != size_t(n)) throw std::logic_error("write_py_set: one key slot per table entry expected");
   bool exact = true;
   for (int64_t i = 0; i < n && exact; ++i) {
     if (!t[i].active()) continue;
