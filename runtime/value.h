@@ -440,7 +440,8 @@ struct ForeignVTable {
   // id other than NOT, which is truth).
   Value (*unary_op)(void* handle, int op) = nullptr;
   // Optional, for a set: a native set with the same table (slots, dummies,
-  // finger) and so the same order (nullptr: rebuilt in iteration order).
+  // finger) and so the same order; Null when it has none (an element kiln
+  // hashes otherwise than its owner: an object hashed by its address).
   Value (*set_snapshot)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {

@@ -179,14 +179,19 @@ Value native_container(const Value& v) {
     case Kind::Set: {
       // With the same table as the Python set, when the seam can read it:
       // iteration order and every later operation depend on it.
-      auto* f = v.as<ForeignObj>();
-      if (f->vt->set_snapshot) return f->vt->set_snapshot(f->handle);
+      if (Value exact = exact_set_snapshot(v); !exact.is_null()) return exact;
       Value s = make_set();
       for (const Value& x : to_vector(v)) s.as<SetObj>()->add(x);
       return s;
     }
     default: return v;
   }
+}
+
+Value exact_set_snapshot(const Value& v) {
+  if (foreign_container(v) != Kind::Set) return Value::null();
+  auto* f = v.as<ForeignObj>();
+  return f->vt->set_snapshot ? f->vt->set_snapshot(f->handle) : Value::null();
 }
 
 Value native_sequences(const Value& v) {

@@ -145,7 +145,14 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
           for (const Value& k : runtime::to_vector(v)) entries.emplace_back(k, runtime::get_item(v, k));
           return remember_container(v, wrap_dict(v, entries, source), source);
         }
-        case Kind::Set: return remember_container(v, wrap_set(runtime::native_container(v), source), source);
+        case Kind::Set: {
+          // Traced as a snapshot with the set's own table. Without one (an
+          // element kiln hashes otherwise than Python: a tensor, an object),
+          // the set stays opaque and the VM iterates it in Python's order.
+          Value snapshot = runtime::exact_set_snapshot(v);
+          if (snapshot.is_null()) break;
+          return remember_container(v, wrap_set(snapshot, source), source);
+        }
         default: break;
       }
       [[fallthrough]];

@@ -294,11 +294,14 @@ bool foreign_contains(void* h, const Value& item) {
   });
 }
 std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
-// The caller's set read with its table (set_layout.h): what it holds stays shared.
+// The caller's set read with its table (set_layout.h), or Null when that
+// table is not kiln's: what it holds stays shared.
 Value foreign_set_snapshot(void* h) {
   return calling_python([&] {
+    PySetTable table = read_py_set(handle_of(h), [](py::handle i) { return to_value_shared(i); });
+    if (!table.exact) return Value::null();
     Value s = runtime::make_set(false);
-    assign_py_set(*s.as<runtime::SetObj>(), read_py_set(handle_of(h), [](py::handle i) { return to_value_shared(i); }));
+    assign_py_set(*s.as<runtime::SetObj>(), std::move(table));
     return s;
   });
 }
