@@ -824,8 +824,12 @@ Value to_value(py::handle obj) {
     return d;
   }
   if (PyAnySet_CheckExact(o)) {  // with the same table (set_layout.h)
+    PySetTable table = read_py_set(o, [](py::handle i) { return to_value(i); });
+    // No kiln table gives its order (an element hashed by its address):
+    // Python's own object, iterated by Python.
+    if (!table.exact) return foreign(obj);
     Value s = runtime::make_set(PyFrozenSet_CheckExact(o));
-    assign_py_set(*s.as<runtime::SetObj>(), read_py_set(o, [](py::handle i) { return to_value(i); }));
+    assign_py_set(*s.as<runtime::SetObj>(), std::move(table));
     return s;
   }
   if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));

@@ -12,9 +12,9 @@
 // the interpreter's str hash and hash(None) installed here). When an
 // element's hashes differ (a NaN, a kiln object hashed by its address), the
 // set is rebuilt element by element in the source's order instead: the
-// same elements, an order CPython itself would not reproduce either. (The
-// caller's set read by traced code is then left to Python: the VM iterates
-// it in its own order; ForeignVTable::set_snapshot gives Null.)
+// same elements, an order CPython itself would not reproduce either. (A
+// Python set is then not copied at all: it stays Python's object, which the
+// VM iterates in its own order; ForeignVTable::set_snapshot gives Null.)
 //
 // Also here: the embedder's hashes (install_python_hashes).
 #pragma once
