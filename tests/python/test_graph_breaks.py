@@ -360,3 +360,18 @@ def set_loop_held_in_a_local_across_a_break(s):
 def test_a_set_loop_across_breaks_keeps_cpythons_order(s):
     check(set_loop_across_breaks, s)
     check(set_loop_held_in_a_local_across_a_break, s)
+
+
+def set_same_size_change_after_break(s):
+    out = []
+    for x in s:
+        print(end="")
+        out.append(x)
+        if x == 1:
+            s.discard(9)  # same size: no error, and the loop sees 5 where CPython's table puts it
+            s.add(5)
+    return out
+
+
+def test_a_set_loop_sees_a_same_size_change_after_a_break():
+    check(set_same_size_change_after_break, {1, 9, 3})
