@@ -164,7 +164,10 @@ class InstructionTranslator {
 #undef KILN_DECLARE_Fold
 #undef KILN_DECLARE_Effect
   VT reads_tensor_value(BuiltinCall& call);
-  std::vector<VT> zipped(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
+  // iter(v) as GET_ITER makes it (an iterator is itself).
+  VT iter_of(const VT& v);
+  // iter() of each of [first, last), for a lazy iterator over them.
+  std::vector<VT> iters_of(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
   VT getattr_or_hasattr(BuiltinCall& call, bool has);
   runtime::Value type_sample(const VT& v);
   // Methods of built-in types (translator_methods.cpp): answer or break.
