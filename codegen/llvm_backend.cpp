@@ -282,7 +282,24 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
     const Tensor t = owners[i].as_tensor();
     bufs[i] = t.numel() ? static_cast<char*>(t.raw_data()) : nullptr;
   };
-  for (size_t i = 0; i < nb; ++i) bind(i);
+  // An output or temporary sized by an eager step's result (a kernel over
+  // cat's output, in a program with dynamic sizes) is allocated once that
+  // step has run: before, its symbols are unknown.
+  auto sized_by_known = [&](size_t i) {
+    for (const Dim& d : p_.buffers[i].sizes)
+      for (int s : d.syms)
+        if (!known[size_t(s)]) return false;
+    return true;
+  };
+  std::vector<bool> bound(nb, false);
+  auto bind_ready = [&] {
+    for (size_t i = 0; i < nb; ++i)
+      if (!bound[i] && p_.buffers[i].kind != Buffer::Kind::Eager && sized_by_known(i)) {
+        bind(i);
+        bound[i] = true;
+      }
+  };
+  bind_ready();
 
   std::vector<Value> eager_results(p_.eager.size());
   for (const Step& st : p_.steps) {
@@ -323,6 +340,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
                                                      ", not the traced shape");
           owners[size_t(s.result)] = r;
           bufs[size_t(s.result)] = t.numel() ? static_cast<char*>(t.raw_data()) : nullptr;
+          bind_ready();
         }
         break;
       }

@@ -1294,6 +1294,24 @@ TEST_CASE("codegen dynamic shapes: one compiled program serves many sizes", "[co
     b.out(b.call(OpId::gelu, {N(b.call(OpId::linear, {N(x), N(w), N(bias)}))}), "gelu(linear(x))");
     check_sizes(b, make, kDynSizes, Tol{kGemm32.rtol + kGelu32.rtol, 2 * kGemm32.atol + kGelu32.atol}, 1);
   }
+  SECTION("kernels over eager steps' results, sized when the steps have run") {
+    // cat's and conv2d's results follow the dynamic batch; the kernels
+    // consuming them, and their outputs, are sized by the steps' results
+    // (allocating those outputs before the steps ran wrote out of bounds).
+    auto make = [](int64_t n) {
+      return std::vector<Value>{Value::tensor(rand_tensor({n, 2, 5, 5}, DType::Float32)),
+                                Value::tensor(rand_tensor({3, 2, 5, 5}, DType::Float32))};
+    };
+    GraphBuilder b;
+    std::vector<Value> ex = make(4);
+    Node* x = b.input(ex[0].as_tensor(), {true, false, false, false});
+    Node* y = b.input(ex[1].as_tensor());
+    Node* w = b.param("conv.weight", rand_tensor({4, 2, 3, 3}, DType::Float32, -1, 1));
+    b.out(b.call(OpId::add, {N(b.call(OpId::cat, {Arg::list({N(x), N(y)})})), I(1)}), "cat(x, y) + 1");
+    Node* conv = b.call(OpId::conv2d, {N(x), N(w)}, {{"padding", I(1)}});
+    b.out(b.call(OpId::relu, {N(b.call(OpId::mul, {N(conv), F(2.0)}))}), "relu(conv2d(x) * 2)");
+    check_sizes(b, make, {4, 7, 1, 30, 2, 9}, kExact, 2);
+  }
   SECTION("two dynamic inputs sharing a broadcast dim, integer ops") {
     auto make = [](int64_t n) {
       return std::vector<Value>{Value::tensor(rand_tensor({n, 6}, DType::Int64, -50, 50)),
