@@ -630,6 +630,7 @@ def _inputs():
 TRACED = {
     "masked_fill": lambda x, m, idx, img, w: x.masked_fill(m, float("-inf")) * 2,
     "clamp": lambda x, m, idx, img, w: kiln.clamp(x, -0.5, 0.5) + x.clamp(min=0),
+    "clip": lambda x, m, idx, img, w: kiln.clip(x, max=0.2) * x.clip(-1, 1) + kiln.clamp_max(x, 0),
     "tril_triu": lambda x, m, idx, img, w: kiln.tril(x, 1) - x.triu(-1),
     "split": lambda x, m, idx, img, w: [p * 2 for p in x.split([2, 4], 1)],
     "chunk_unbind": lambda x, m, idx, img, w: x.chunk(3, 1)[2] + kiln.unbind(x, 1)[1].unsqueeze(1),
@@ -641,6 +642,8 @@ TRACED = {
     "gelu": lambda x, m, idx, img, w: F.gelu(x, approximate="tanh") + F.gelu(x),
     "dropout_eval": lambda x, m, idx, img, w: F.dropout(x, 0.5, training=False) + 1,
     "like": lambda x, m, idx, img, w: kiln.zeros_like(x) + kiln.ones_like(x) + kiln.full_like(x, 2.0),
+    "empty": lambda x, m, idx, img, w: (kiln.empty_like(x, dtype=kiln.long) * 0, kiln.empty(2, 3) * 0,
+                                        x + kiln.zeros(6, device="cpu")),
     "sdpa": lambda x, m, idx, img, w: F.scaled_dot_product_attention(
         x.view(2, 2, 6), x.view(2, 2, 6), x.view(2, 2, 6), is_causal=True),
     "sdpa_mask": lambda x, m, idx, img, w: F.scaled_dot_product_attention(
@@ -675,6 +678,22 @@ def test_traced_dropout_in_training_draws_like_eager():
         got = np.asarray(g(x))
         kiln.manual_seed(11)
         assert np.array_equal(got, np.asarray(f(x)))
+
+
+def test_traced_rand_like_draws_like_eager():
+    def f(x):
+        return kiln.rand_like(x) + kiln.randn_like(x, dtype=kiln.double)
+    x = kiln.zeros(30, 20)
+    for backend in ("eager", "llvm"):
+        kiln.reset()
+        e = kiln.explain(f, backend=backend)(x)
+        assert (e.graph_count, e.graph_break_count) == (1, 0)
+        g = kiln.compile(f, backend=backend)
+        g(x)
+        kiln.manual_seed(12)
+        got = np.asarray(g(x))
+        kiln.manual_seed(12)
+        assert got.dtype == np.float64 and np.array_equal(got, np.asarray(f(x)))
 
 
 def test_traced_batch_norm_training_updates_the_buffers_in_place():
