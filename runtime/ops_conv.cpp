@@ -1,5 +1,5 @@
-// Convolutions (conv1d, conv2d) and 2-d pooling (max, average, adaptive
-// average), torch's semantics and output sizes. Everything works on a 2-d
+// Convolutions (conv1d, conv2d) and pooling (max, average, adaptive
+// average; 1-d and 2-d), torch's semantics and output sizes. Everything works on a 2-d
 // spatial layout: a 1-d op is the 2-d one with a height of 1 (kernel 1,
 // stride 1, no padding), so there is one kernel per operation.
 //
@@ -263,7 +263,7 @@ PoolPlan plan_pool(const OpArgs& args) {
     throw_error(ErrorKind::NotImplementedError, op + "(): return_indices=True is not supported by kiln");
   if (!is_max) {
     p.count_include_pad = truth(args[5]);
-    if (!args.is_none(6)) {
+    if (args.size() > 6 && !args.is_none(6)) {  // avg_pool1d has no divisor_override
       p.divisor = args.integer(6);
       if (p.divisor == 0) throw_error(ErrorKind::RuntimeError, op + "(): divisor must be not zero");
     }

@@ -581,6 +581,20 @@ def test_pools_match_torch(case):
     same(F.max_pool2d(X, 3, 1, 1, dilation=2), TF.max_pool2d(x, 3, 1, 1, dilation=2))
 
 
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=4, stride=3, ceil_mode=True), dict(kernel_size=2, padding=1)])
+def test_pools_1d_match_torch(kw):
+    x = rand((2, 3, 11), seed=49)
+    X = t2k(x)
+    same(F.max_pool1d(X, **kw), TF.max_pool1d(x, **kw))
+    same(F.max_pool1d(X[0], **kw), TF.max_pool1d(x[0], **kw))
+    same(F.avg_pool1d(X, **kw), TF.avg_pool1d(x, **kw))
+    same(F.avg_pool1d(X.transpose(0, 1), count_include_pad=False, **kw),
+         TF.avg_pool1d(x.transpose(0, 1), count_include_pad=False, **kw))
+    for size in (1, 4, 11, 13):
+        same(F.adaptive_avg_pool1d(X, size), TF.adaptive_avg_pool1d(x, size))
+
+
 def test_pool_errors_match_torch():
     x = torch.ones(1, 1, 4, 4)
     raises_like_torch(lambda: F.max_pool2d(t2k(x), 3, padding=2), lambda: TF.max_pool2d(x, 3, padding=2))
@@ -654,6 +668,8 @@ TRACED = {
     "conv1d": lambda x, m, idx, img, w: F.conv1d(img[:, :, 0], w[:, :, 0], stride=2),
     "pools": lambda x, m, idx, img, w: (F.max_pool2d(img, 3, 2, 1), F.avg_pool2d(img, 2, ceil_mode=True),
                                         F.adaptive_avg_pool2d(img, (3, 2))),
+    "pools_1d": lambda x, m, idx, img, w: (F.max_pool1d(x, 2), F.avg_pool1d(x.unsqueeze(0), 3, 2, 1),
+                                           F.adaptive_avg_pool1d(x, 4)),
     "batch_norm_eval": lambda x, m, idx, img, w: F.batch_norm(img, kiln.zeros(3), kiln.ones(3)) * 2,
     "pad": lambda x, m, idx, img, w: F.pad(x, (1, 2), value=-1.0) + F.pad(img, (1, 1, 2, 0), mode="reflect").sum(),
 }

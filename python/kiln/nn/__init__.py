@@ -30,8 +30,8 @@ from .._compile import _as_kbc
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout",
            "Sequential", "ModuleList", "ModuleDict", "LazyLinear", "Identity", "Flatten", "Tanh", "Sigmoid",
-           "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d", "AvgPool2d",
-           "AdaptiveAvgPool2d", "functional", "init"]
+           "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool1d", "MaxPool2d",
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "functional", "init"]
 
 _MODULE = _C.module_class("Module")
 
@@ -535,7 +535,7 @@ class BatchNorm2d(_BatchNorm):
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
 
 
-class MaxPool2d(Module):
+class _MaxPoolNd(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size = kernel_size
@@ -543,9 +543,29 @@ class MaxPool2d(Module):
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
+
+class MaxPool1d(_MaxPoolNd):
+    def forward(self, input):
+        return _C.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool2d(_MaxPoolNd):
     def forward(self, input):
         return _C.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return _C.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad)
 
 
 class AvgPool2d(Module):
@@ -560,6 +580,15 @@ class AvgPool2d(Module):
     def forward(self, input):
         return _C.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                              self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool1d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return _C.adaptive_avg_pool1d(input, self.output_size)
 
 
 class AdaptiveAvgPool2d(Module):

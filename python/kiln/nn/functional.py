@@ -15,7 +15,8 @@ from .. import _C
 __all__ = [
     "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "layer_norm", "linear", "embedding",
     "dropout", "scaled_dot_product_attention", "cross_entropy", "binary_cross_entropy", "mse_loss", "conv1d",
-    "conv2d", "batch_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad"]
+    "conv2d", "batch_norm", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "pad"]
 
 # The ops whose signatures are torch's own.
 gelu = _C.gelu
@@ -31,8 +32,11 @@ mse_loss = _C.mse_loss
 conv1d = _C.conv1d
 conv2d = _C.conv2d
 batch_norm = _C.batch_norm
+max_pool1d = _C.max_pool1d
 max_pool2d = _C.max_pool2d
+avg_pool1d = _C.avg_pool1d
 avg_pool2d = _C.avg_pool2d
+adaptive_avg_pool1d = _C.adaptive_avg_pool1d
 adaptive_avg_pool2d = _C.adaptive_avg_pool2d
 pad = _C.pad
 
