@@ -329,15 +329,13 @@ Value topk_indices_eager(const OpArgs& args) {
   const int64_t n = x.sizes()[size_t(p.dim)], step = x.strides()[size_t(p.dim)];
   const int64_t ostep = out.strides()[size_t(p.dim)];
   int64_t* o = out.data<int64_t>();
-  // The lanes of x and of out, visited together: out has k where x has n.
-  Shape lane_sizes = x.sizes();
-  lane_sizes[size_t(p.dim)] = 1;
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       const T* in = x.data<T>();
       std::vector<std::pair<T, int64_t>> q;
-      for_each_lane<2>(lane_sizes, {&x.strides(), &out.strides()}, p.dim, [&](const std::array<int64_t, 2>& off) {
+      // x's and out's lanes side by side (out has k where x has n along dim).
+      for_each_lane<2>(x.sizes(), {&x.strides(), &out.strides()}, p.dim, [&](const std::array<int64_t, 2>& off) {
         if (p.largest) topk_lane<T, Descending<T>>(q, in + off[0], n, step, p.k, p.sorted);
         else topk_lane<T, Ascending<T>>(q, in + off[0], n, step, p.k, p.sorted);
         for (int64_t j = 0; j < p.k; ++j) o[off[1] + j * ostep] = q[size_t(j)].second;

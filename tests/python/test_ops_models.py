@@ -629,6 +629,21 @@ def test_pad_matches_torch(mode):
         same(F.pad(t2k(x).to(kiln.long), (1, 1)), TF.pad(x.long(), (1, 1)))
 
 
+def test_tensor_methods_like_torchs():
+    x = rand((4, 5), seed=50)
+    X = t2k(x)
+    idx = torch.tensor([[0, 1, 2, 3, 0]])
+    for name, args, kwargs in [("masked_fill", (x > 0, 0.0), {}), ("tril", (), {}), ("triu", (1,), {}),
+                               ("split", (2,), {}), ("chunk", (2, 1), {}), ("unbind", (), {}),
+                               ("clamp", (-1, 1), {}), ("clip", (), {"min": 0}), ("clamp_min", (0,), {}),
+                               ("roll", (1, 0), {}), ("argmax", (), {"dim": 1}), ("argmin", (0,), {}),
+                               ("topk", (2,), {"largest": False}), ("sort", (), {"descending": True}),
+                               ("argsort", (0,), {}), ("gather", (0, idx), {})]:
+        kargs = tuple(t2k(a) if isinstance(a, torch.Tensor) else a for a in args)
+        want = getattr(x, name)(*args, **kwargs)
+        same(getattr(X, name)(*kargs, **kwargs), tuple(want) if isinstance(want, tuple) else want)
+
+
 # --------------------------------------------- every op traced, both backends --
 
 def _inputs():
