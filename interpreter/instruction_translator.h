@@ -184,6 +184,10 @@ class InstructionTranslator {
   // The truth of a tracker known at trace time; a tensor's is data (a break).
   bool truth_of(const VT& v);
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
+  // A composite op (ops.def's KILN_DECOMPOSE) traced as the parts its
+  // decomposition emits; null when this call is the op itself
+  // (translator_decompose.cpp).
+  VT decomposed_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT get_attr(const VT& obj, const std::string& name);
   VT module_getattr(const VT& module, const std::string& name);
   // An UnspecializedNNModule's attribute: an instance entry wrapped at its
