@@ -130,6 +130,13 @@ Residual::Residual(const Code& code, TraceContext& ctx, size_t trace_cells)
   graph_out = b.local("__graph_out");
 }
 
+void Residual::keep_rebuilt(const VT& v) {
+  const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+  rebuilt.emplace(v.get(), tmp);
+  b.emit(Opcode::COPY, 1);
+  b.emit(Opcode::STORE_FAST, tmp);
+}
+
 void Residual::park_cells(const std::vector<VT>& cells) {
   if (cells.empty()) return;
   for (const VT& c : cells) emit_cell(c);
@@ -212,10 +219,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
           return runtime::set_clone(snapshot, false);
         }));
         b.emit(Opcode::CALL, 0);
-        int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-        rebuilt.emplace(v.get(), tmp);
-        b.emit(Opcode::COPY, 1);
-        b.emit(Opcode::STORE_FAST, tmp);
+        keep_rebuilt(v);
         return;
       }
       return emit_const(v->value);
@@ -234,10 +238,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         }
         b.emit(Opcode::BUILD_DICT, int32_t(v->keys.size()));
       }
-      int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-      rebuilt.emplace(v.get(), tmp);
-      b.emit(Opcode::COPY, 1);
-      b.emit(Opcode::STORE_FAST, tmp);
+      keep_rebuilt(v);
       return;
     }
     case VTKind::Tuple:
@@ -256,10 +257,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         for (const VT& inner : v->items) reconstruct(inner);
         if (lazy == vars::LazyIteration::Enumerate) emit_const(v->value);
         b.emit(Opcode::CALL, int32_t(v->items.size() + (lazy == vars::LazyIteration::Enumerate ? 1 : 0)));
-        const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-        rebuilt.emplace(v.get(), tmp);
-        b.emit(Opcode::COPY, 1);
-        b.emit(Opcode::STORE_FAST, tmp);
+        keep_rebuilt(v);
         return;
       }
       if (const char* error = vars::iteration_error(*v)) {
@@ -298,10 +296,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         reconstruct(v->iterated);
         emit_const(Value::integer(int64_t(vars::items_yielded(*v))));
         b.emit(Opcode::CALL, 2);
-        const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-        rebuilt.emplace(v.get(), tmp);
-        b.emit(Opcode::COPY, 1);
-        b.emit(Opcode::STORE_FAST, tmp);
+        keep_rebuilt(v);
         return;
       }
       if (!as_list)
@@ -311,10 +306,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
       if (as_list) return;
       b.emit(Opcode::GET_ITER);  // one object for every holder
-      const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-      rebuilt.emplace(v.get(), tmp);
-      b.emit(Opcode::COPY, 1);
-      b.emit(Opcode::STORE_FAST, tmp);
+      keep_rebuilt(v);
       return;
     }
     case VTKind::UserMethod:
