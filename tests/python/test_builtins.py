@@ -578,3 +578,17 @@ def float_pow_overflow_args(a):
 def test_python_ints_past_int64_as_indices_and_overflow_args():
     check(big_int_arguments, [1, 2, 3])
     check(float_pow_overflow_args, 2.0)
+
+
+def int_of_non_finite_floats(a):
+    out = []
+    for x in (a, -a, a - a):  # inf, -inf, nan
+        try:
+            out.append(int(x))
+        except (OverflowError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_int_of_inf_and_nan_raise_cpythons_errors():
+    check(int_of_non_finite_floats, float("inf"))
