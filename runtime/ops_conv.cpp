@@ -435,26 +435,28 @@ Tensor pool_shape(const OpArgs& args) {
   return Tensor::meta(p.g.out_sizes(p.g.C), args.tensor(0).dtype());
 }
 
+namespace {
+// A pooling op's output over x (its geometry g): `run(in, out)` writes every
+// output element from x laid out as contiguous NCHW, in x's own dtype.
+template <class Run>
+Value pool_eager(const Geometry& g, const Tensor& x, Run run) {
+  Tensor out = Tensor::uninitialized(g.out_sizes(g.C), x.dtype());
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(x, g, x.dtype());
+  if (x.dtype() == DType::Float32) run(x4.data<float>(), out.data<float>());
+  else run(x4.data<double>(), out.data<double>());
+  return Value::tensor(out);
+}
+}  // namespace
+
 Value max_pool_eager(const OpArgs& args) {
   const PoolPlan p = plan_pool(args);
-  const Tensor x = args.tensor(0);
-  Tensor out = Tensor::uninitialized(p.g.out_sizes(p.g.C), x.dtype());
-  if (out.numel() == 0) return Value::tensor(out);
-  const Tensor x4 = as_nchw(x, p.g, x.dtype());
-  if (x.dtype() == DType::Float32) max_pool_run<float>(p.g, x4.data<float>(), out.data<float>());
-  else max_pool_run<double>(p.g, x4.data<double>(), out.data<double>());
-  return Value::tensor(out);
+  return pool_eager(p.g, args.tensor(0), [&](const auto* in, auto* out) { max_pool_run(p.g, in, out); });
 }
 
 Value avg_pool_eager(const OpArgs& args) {
   const PoolPlan p = plan_pool(args);
-  const Tensor x = args.tensor(0);
-  Tensor out = Tensor::uninitialized(p.g.out_sizes(p.g.C), x.dtype());
-  if (out.numel() == 0) return Value::tensor(out);
-  const Tensor x4 = as_nchw(x, p.g, x.dtype());
-  if (x.dtype() == DType::Float32) avg_pool_run<float>(p, x4.data<float>(), out.data<float>());
-  else avg_pool_run<double>(p, x4.data<double>(), out.data<double>());
-  return Value::tensor(out);
+  return pool_eager(p.g, args.tensor(0), [&](const auto* in, auto* out) { avg_pool_run(p, in, out); });
 }
 
 Tensor adaptive_pool_shape(const OpArgs& args) {
@@ -464,13 +466,7 @@ Tensor adaptive_pool_shape(const OpArgs& args) {
 
 Value adaptive_avg_pool_eager(const OpArgs& args) {
   const AdaptivePlan p = plan_adaptive(args);
-  const Tensor x = args.tensor(0);
-  Tensor out = Tensor::empty(p.g.out_sizes(p.g.C), x.dtype());
-  if (out.numel() == 0) return Value::tensor(out);
-  const Tensor x4 = as_nchw(x, p.g, x.dtype());
-  if (x.dtype() == DType::Float32) adaptive_run<float>(p.g, x4.data<float>(), out.data<float>());
-  else adaptive_run<double>(p.g, x4.data<double>(), out.data<double>());
-  return Value::tensor(out);
+  return pool_eager(p.g, args.tensor(0), [&](const auto* in, auto* out) { adaptive_run(p.g, in, out); });
 }
 
 }  // namespace kiln::runtime
