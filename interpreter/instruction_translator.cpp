@@ -500,8 +500,8 @@ void InstructionTranslator::op_GET_ITER(const Instr&) { push(iter_of(pop())); }
 VT InstructionTranslator::iter_of(const VT& v0) {
   VT v = realize(v0);
   if (v->is(VTKind::Iterator)) return v;
-  if (v->iterated) {  // a dict view: the dict as it is now, which must not change size from here
-    VT it = variables::make_iterator(variables::dict_view_items(*v->iterated, v->view));
+  if (v->iterated) {  // a dict view (realize read it fresh): its dict must not change size from here
+    VT it = variables::make_iterator(v->items);
     it->iterated = v->iterated;
     it->iterated_size = variables::container_size(*v->iterated);
     it->view = v->view;

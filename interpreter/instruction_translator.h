@@ -135,9 +135,13 @@ class InstructionTranslator {
   // marker, which verified code may still hand to another instruction
   // (the verifier does not type the stack): that is not traceable, and the
   // VM will raise whatever the real program raises.
+  // A dict view (a List over `iterated`) is read as its dict is now: views
+  // are live in Python (d.keys() taken before d['z'] = 1 has 'z').
   VT realize(const VT& v) {
     if (!v) unsupported(BreakReason::untraced_object, "LOAD_METHOD's NULL used as a value");
-    return ctx_.builder.realize(v);
+    VT r = ctx_.builder.realize(v);
+    if (r->is(VTKind::List) && r->iterated) r->items = variables::dict_view_items(*r->iterated, r->view);
+    return r;
   }
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,

@@ -965,3 +965,14 @@ def zip_loop_across_a_break(a):
                                 map_and_filter_see_appends, zip_loop_across_a_break])
 def test_lazy_iterators_read_live(fn):
     check(fn, [1, 2, 3, 4])
+
+
+def views_taken_before_the_dict_changes(d):
+    items, keys, values = d.items(), d.keys(), d.values()
+    d["z"] = 3
+    d["a"] = 7
+    return list(items), len(keys), "z" in keys, sorted(keys), list(values), [v for v in values]
+
+
+def test_dict_views_are_live():
+    check(views_taken_before_the_dict_changes, {"a": 1})
