@@ -132,9 +132,9 @@ class InstructionTranslator {
   // calls (translator_calls.cpp)
  public:
   // Every operand goes through here. A null tracker is LOAD_METHOD's NULL
-  // marker, which verified code may still hand to another instruction
-  // (the verifier does not type the stack): that is not traceable, and the
-  // VM will raise whatever the real program raises.
+  // marker; the verifier rejects code that hands it to another instruction
+  // (issue 15), and this stays the translator's own guard: not traceable,
+  // the VM runs it.
   VT realize(const VT& v) {
     if (!v) unsupported(BreakReason::untraced_object, "LOAD_METHOD's NULL used as a value");
     return ctx_.builder.realize(v);
@@ -202,6 +202,10 @@ class InstructionTranslator {
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
   bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)
+  // Breaks (untraced_object) when storing `value` into `container` would
+  // make a container that holds itself (l.append(l)): the trackers' walks
+  // (constants, guards, residual code) assume a tree; the VM has the cycle.
+  void refuse_cycle(const VT& container, const VT& value);
   VT fold_pure_foreign_call(const runtime::Value& fn, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   runtime::Value constant_value(const VT& v);
   // A global of this frame's function, wrapped lazily once per trace.
