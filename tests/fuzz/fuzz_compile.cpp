@@ -1,0 +1,107 @@
+// The translator and a backend (KILN_FUZZ_BACKEND: "eager" or "llvm") on
+// verified programs, against the VM.
+//
+// Invariant (issue 15): for a program the VM runs within its budget, the
+// compiled function, on its first (traced) and second (cached) call, gives
+// the VM's result, or the VM's exact error (type and message), prints what
+// the VM prints and leaves the arguments as the VM leaves them. A graph
+// break is fine (the VM runs the rest); a crash, a sanitizer report, a run
+// far past the VM's budget or a different outcome is not. Results compare
+// bit for bit on the eager backend (the VM's own kernels), and number by
+// number within float32 tolerance on llvm.
+#include <cmath>
+#include <regex>
+
+#include "fuzz_common.h"
+#include "kbc_mutator.h"
+
+#ifndef KILN_FUZZ_BACKEND
+#error "KILN_FUZZ_BACKEND must name the backend"
+#endif
+
+namespace {
+
+bool close(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  if (std::isinf(x) || std::isinf(y)) return x == y;
+  return std::abs(x - y) <= 1e-4 + 1e-3 * std::abs(y);  // printed with 4 digits
+}
+
+// Equal, or on llvm equal apart from numbers that are close.
+bool texts_close(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  if (std::string_view(KILN_FUZZ_BACKEND) != "llvm") return false;
+  static const std::regex number(R"([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|nan|inf)");
+  auto split = [](const std::string& s, std::vector<std::string>& words, std::vector<double>& nums) {
+    size_t last = 0;
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), number); it != std::sregex_iterator(); ++it) {
+      words.push_back(s.substr(last, size_t(it->position()) - last));
+      nums.push_back(std::strtod(it->str().c_str(), nullptr));
+      last = size_t(it->position() + it->length());
+    }
+    words.push_back(s.substr(last));
+  };
+  std::vector<std::string> wa, wb;
+  std::vector<double> na, nb;
+  split(a, wa, na);
+  split(b, wb, nb);
+  if (wa != wb || na.size() != nb.size()) return false;
+  for (size_t i = 0; i < na.size(); ++i)
+    if (!close(na[i], nb[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  setenv("KILN_CACHE_DIR", "off", 1);  // kernels in memory only: no disk state between inputs
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::optional<kiln::Program> p = kiln_fuzz::assemble_input(data, size);
+  if (!p) return 0;
+  std::optional<kiln_fuzz::Entry> e = kiln_fuzz::entry_of(*p);
+  if (!e) return 0;
+  std::string out;
+  kiln::interpreter::VMOptions vo;
+  vo.stdout_sink = [&out](std::string_view s) {
+    if (out.size() < (1u << 20)) out += s;
+  };
+  kiln::interpreter::VM vm(vo);
+  uint64_t used = 0;
+  kiln_fuzz::Outcome expected = kiln_fuzz::run_entry(
+      vm, *e, kiln_fuzz::kVmSteps,
+      [&](const std::vector<kiln::Value>& args) {
+        return vm.call(e->fn, kiln::runtime::CallArgs{args.data(), args.size(), nullptr});
+      },
+      &used);
+  expected.out = std::move(out);
+  out.clear();
+  if (expected.exhausted) return 0;
+
+  kiln::reset();
+  kiln::Options options;
+  options.backend = KILN_FUZZ_BACKEND;
+  options.stdout_sink = vo.stdout_sink;
+  kiln::CompiledFunction compiled = kiln::compile(e->fn, options);
+  // Tracing walks the code like the VM does, once per attempt and per
+  // resume function: a generous multiple of the VM's steps, never unbounded.
+  const uint64_t steps = 50 * used + 50000;
+  for (const char* which : {"first (traced) call", "second (cached) call"}) {
+    kiln_fuzz::Outcome got = kiln_fuzz::run_entry(vm, *e, steps, [&](const std::vector<kiln::Value>& args) {
+      return compiled(args);
+    });
+    got.out = std::move(out);
+    out.clear();
+    if (got.exhausted)
+      kiln_fuzz::fail(std::string(which) + " ran past " + std::to_string(steps) + " steps; the VM took " +
+                      std::to_string(used));
+    if (got.error != expected.error || !texts_close(got.result, expected.result) ||
+        !texts_close(got.out, expected.out) || !texts_close(got.args, expected.args))
+      kiln_fuzz::fail(std::string(which) + " on " KILN_FUZZ_BACKEND " differs from the VM:\nVM:       " +
+                      kiln_fuzz::describe(expected) + "\ncompiled: " + kiln_fuzz::describe(got));
+  }
+  kiln::reset();
+  return 0;
+}

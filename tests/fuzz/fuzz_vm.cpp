@@ -1,0 +1,34 @@
+// The VM on verified programs, under a step and a memory budget.
+//
+// Invariant: a program that assembles runs to a result or a kiln::Error
+// (never a crash, a sanitizer report, or another C++ exception), and runs
+// the same way twice (same seed): a difference would be uninitialised
+// memory or an order that depends on addresses.
+#include "fuzz_common.h"
+#include "kbc_mutator.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::optional<kiln::Program> p = kiln_fuzz::assemble_input(data, size);
+  if (!p) return 0;
+  std::optional<kiln_fuzz::Entry> e = kiln_fuzz::entry_of(*p);
+  if (!e) return 0;
+  std::string out;
+  kiln::interpreter::VMOptions vo;
+  vo.stdout_sink = [&out](std::string_view s) {
+    if (out.size() < (1u << 20)) out += s;
+  };
+  kiln::interpreter::VM vm(vo);
+  auto call = [&](const std::vector<kiln::Value>& args) {
+    return vm.call(e->fn, kiln::runtime::CallArgs{args.data(), args.size(), nullptr});
+  };
+  kiln_fuzz::Outcome first = kiln_fuzz::run_entry(vm, *e, kiln_fuzz::kVmSteps, call);
+  first.out = std::move(out);
+  out.clear();
+  if (first.exhausted) return 0;
+  kiln_fuzz::Outcome second = kiln_fuzz::run_entry(vm, *e, kiln_fuzz::kVmSteps, call);
+  second.out = std::move(out);
+  if (second.exhausted || kiln_fuzz::describe(first) != kiln_fuzz::describe(second))
+    kiln_fuzz::fail("two runs of one program differ:\n" + kiln_fuzz::describe(first) + "\n" +
+                    (second.exhausted ? std::string("(budget exhausted)") : kiln_fuzz::describe(second)));
+  return 0;
+}
