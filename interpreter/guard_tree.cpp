@@ -5,6 +5,7 @@
 
 #include "runtime/module.h"
 #include "runtime/name_map.h"
+#include "runtime/set_ops.h"
 #include "runtime/super.h"
 #include "runtime/value_ops.h"
 
@@ -130,6 +131,22 @@ static Kind guarded_kind(const Value& v) {
   return container == Kind::Null ? k : container;
 }
 
+// A constant guard's comparison: Python's ==, except that a set must also
+// have the snapshot's table (its order and what later operations do with
+// it depend on that, not only on its elements), at any depth in tuples.
+static bool same_constant(const Value& v, const Value& expected) {
+  if (is_set_like(v) && is_set_like(expected)) return sets_same_layout(v, expected);
+  if (v.is(Kind::Tuple) && expected.is(Kind::Tuple)) {
+    const auto& a = v.as<TupleObj>()->items;
+    const auto& b = expected.as<TupleObj>()->items;
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_constant(a[i], b[i])) return false;
+    return true;
+  }
+  return values_equal(v, expected);
+}
+
 static bool holds(const Guard& g, const Value& v) {
   switch (g.kind) {
     case GuardKind::TypeMatch:
@@ -138,8 +155,8 @@ static bool holds(const Guard& g, const Value& v) {
     case GuardKind::IdMatch: return v.is_same(g.expected);
     case GuardKind::ConstantMatch:
       if (v.is(Kind::Foreign) && guarded_kind(v) == Kind::Set && g.expected.is(Kind::Set))
-        return values_equal(native_container(v), g.expected);  // the caller's Python set vs the trace's snapshot
-      return v.kind() == g.expected.kind() && values_equal(v, g.expected);
+        return same_constant(native_container(v), g.expected);  // the caller's Python set vs the trace's snapshot
+      return v.kind() == g.expected.kind() && same_constant(v, g.expected);
     case GuardKind::TensorMatch: {
       if (!v.is(Kind::Tensor)) return false;
       auto* t = v.as<TensorImpl>();

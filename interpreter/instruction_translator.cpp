@@ -9,6 +9,7 @@
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
+#include "runtime/set_ops.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
@@ -544,7 +545,8 @@ void InstructionTranslator::op_GET_ITER(const Instr&) {
     it->view = v->view;
     return push(it);
   }
-  VT it = variables::make_iterator(unpack(v));
+  const bool set = v->is(VTKind::Constant) && is_set_like(v->value);  // read live by next_item
+  VT it = variables::make_iterator(set ? std::vector<VT>{} : unpack(v));
   if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
     it->iterated = v;
     it->iterated_size = n;
@@ -576,6 +578,17 @@ bool InstructionTranslator::next_item(const VT& it, VT& out) {
     const std::vector<VT>& items = it->iterated->items;
     if (it->pos >= items.size()) return false;
     out = items[it->pos++];
+    return true;
+  }
+  if (variables::iterates_set(*it)) {  // live, as Python's set iterator: the table from pos on
+    const auto* s = it->iterated->value.as<SetObj>();
+    while (it->pos < size_t(s->capacity()) && !s->table()[it->pos].active()) ++it->pos;
+    if (it->pos >= size_t(s->capacity())) {
+      it->iterated = nullptr;  // exhausted for good, as CPython's (no size check after)
+      it->pos = 0;
+      return false;
+    }
+    out = from_value(s->table()[it->pos++].key);
     return true;
   }
   while (it->pos < it->items.size()) {

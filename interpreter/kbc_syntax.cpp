@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/set_ops.h"
 #include "runtime/tensor_index.h"
+#include "runtime/value_ops.h"
 
 namespace kiln::interpreter::kbc {
 
@@ -94,16 +96,37 @@ bool render(const Value& v, const std::function<std::string(const runtime::Code&
       return true;
     }
     case Kind::FrozenSet: {
-      // frozenset() or frozenset({a, b}), items in the set's (insertion) order
-      const auto& items = v.as<runtime::SetObj>()->items;
-      out += "frozenset(";
-      if (!items.empty()) out += '{';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += ", ";
-        if (!render(items[i], code_text, out)) return false;
+      // frozenset() or frozenset({a, b}), items in the set's table order,
+      // when adding them in that order gives this very table; else the
+      // table itself: frozenset[N]({i: a, j: dummy, ...}).
+      auto* s = v.as<runtime::SetObj>();
+      const std::vector<Value> items = s->items();
+      Value rebuilt = runtime::make_set(true);
+      for (const Value& x : items) rebuilt.as<runtime::SetObj>()->add(x);
+      if (runtime::sets_same_layout(rebuilt, v)) {
+        out += "frozenset(";
+        if (!items.empty()) out += '{';
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i) out += ", ";
+          if (!render(items[i], code_text, out)) return false;
+        }
+        if (!items.empty()) out += '}';
+        out += ')';
+        return true;
       }
-      if (!items.empty()) out += '}';
-      out += ')';
+      out += "frozenset[" + std::to_string(s->capacity()) + "]({";
+      bool first = true;
+      for (int64_t i = 0; i < s->capacity(); ++i) {
+        const runtime::SetObj::Entry& e = s->table()[i];
+        if (!e.active() && !e.dummy()) continue;
+        out += (first ? "" : ", ") + std::to_string(i) + ": ";
+        first = false;
+        if (e.dummy())
+          out += "dummy";
+        else if (!render(e.key, code_text, out))
+          return false;
+      }
+      out += "})";
       return true;
     }
     default: return false;
@@ -357,10 +380,14 @@ class LiteralParser {
   }
 
   // frozenset() or frozenset({c1, c2, ...}): the constant Python's compiler
-  // makes of `x in {"a", "b"}`. An unhashable item is refused here.
+  // makes of `x in {"a", "b"}`, its items added in the order written. An
+  // unhashable item is refused here. frozenset[N]({i: c, j: dummy, ...}):
+  // the frozenset whose table has N entries, c at entry i, a deleted
+  // entry at j (the table decides the order: runtime/value.h SetObj).
   Value frozenset(int depth) {
     if (depth >= kMaxTupleDepth)
       c_.fail("constant tuple nested deeper than " + std::to_string(kMaxTupleDepth) + " levels");
+    if (c_.eat('[')) return frozenset_table(depth);
     if (!c_.eat('(')) c_.fail("expected '(' after frozenset, got " + c_.next_token_text());
     Value set = runtime::make_set(true);
     if (c_.eat(')')) return set;
@@ -379,6 +406,59 @@ class LiteralParser {
       c_.fail("expected ',' or '}' in a frozenset constant, got " + c_.next_token_text());
     }
     if (!c_.eat(')')) c_.fail("expected ')' after a frozenset's items, got " + c_.next_token_text());
+    return set;
+  }
+
+  Value frozenset_table(int depth) {
+    const Value n = constant(depth + 1);
+    if (!n.is(Kind::Int) || n.as_int() < runtime::SetObj::kMinSize || n.as_int() > (int64_t(1) << 30) ||
+        (n.as_int() & (n.as_int() - 1)) != 0)
+      c_.fail("frozenset[N]: N must be a power of two from 8, got " + runtime::repr(n));
+    const int64_t size = n.as_int();
+    if (!c_.eat(']')) c_.fail("expected ']' after frozenset[N, got " + c_.next_token_text());
+    if (!c_.eat('(') || !c_.eat('{')) c_.fail("expected '({' after frozenset[N], got " + c_.next_token_text());
+    std::vector<runtime::SetObj::Entry> table(static_cast<size_t>(size));
+    std::vector<bool> taken(static_cast<size_t>(size));
+    int64_t filled = 0;
+    while (!c_.eat('}')) {
+      if (c_.at_end()) c_.fail("unterminated frozenset constant (missing '}')");
+      const Value slot = constant(depth + 1);
+      if (!slot.is(Kind::Int) || slot.as_int() < 0 || slot.as_int() >= size)
+        c_.fail("frozenset[" + std::to_string(size) + "]: entry " + runtime::repr(slot) + " is not in 0.." +
+                std::to_string(size - 1));
+      const auto i = static_cast<size_t>(slot.as_int());
+      if (taken[i]) c_.fail("frozenset[" + std::to_string(size) + "]: entry " + std::to_string(i) + " given twice");
+      taken[i] = true;
+      ++filled;
+      if (!c_.eat(':')) c_.fail("expected ':' after a frozenset entry's index, got " + c_.next_token_text());
+      const size_t at = c_.pos_;
+      if (c_.identifier() == "dummy") {
+        table[i].hash = -1;
+      } else {
+        c_.pos_ = at;
+        table[i].key = constant(depth + 1);
+        try {
+          table[i].hash = int64_t(runtime::value_hash(table[i].key));
+        } catch (const Error& e) {
+          c_.fail(std::string("frozenset constant: ") + e.what());
+        }
+      }
+      if (c_.eat(',')) continue;
+      if (c_.eat('}')) break;
+      c_.fail("expected ',' or '}' in a frozenset constant, got " + c_.next_token_text());
+    }
+    if (!c_.eat(')')) c_.fail("expected ')' after a frozenset's items, got " + c_.next_token_text());
+    if (filled >= size) c_.fail("frozenset[" + std::to_string(size) + "]: no entry left unused");
+    Value set = runtime::make_set(true);
+    auto* s = set.as<runtime::SetObj>();
+    std::vector<Value> keys;
+    for (const auto& e : table) keys.push_back(e.key);
+    s->assign_table(std::move(table), 0);
+    // Every item where CPython's probing finds it (no duplicates either).
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (!keys[i].is_null() && s->find_slot(keys[i], int64_t(runtime::value_hash(keys[i]))) != int64_t(i))
+        c_.fail("frozenset[" + std::to_string(size) + "]: " + runtime::repr(keys[i]) + " at entry " +
+                std::to_string(i) + " is not where CPython's set would look for it");
     return set;
   }
 

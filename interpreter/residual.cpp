@@ -204,10 +204,13 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         if (v->source) return emit_source(v->source);
         auto done = rebuilt.find(v.get());
         if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
-        emit_const(runtime::set_copy(v->value, true));
-        b.emit(Opcode::BUILD_SET, 0);
-        b.emit(Opcode::SWAP, 2);
-        b.emit(Opcode::SET_UPDATE, 1);
+        // An exact copy of the trace's set (its table: the order the VM's
+        // set would have), made anew by each run.
+        emit_const(make_builtin_closure("set", [snapshot = runtime::set_clone(v->value, true)](
+                                                   CallContext&, const CallArgs&) {
+          return runtime::set_clone(snapshot, false);
+        }));
+        b.emit(Opcode::CALL, 0);
         int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
         rebuilt.emplace(v.get(), tmp);
         b.emit(Opcode::COPY, 1);
@@ -258,7 +261,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         // advanced (after the residual's writes: PositionedIterator).
         if (as_list) {
           reconstruct(v->iterated);
-          return emit_const(Value::integer(int64_t(v->pos)));
+          return emit_const(Value::integer(int64_t(vars::items_yielded(*v))));
         }
         auto done = rebuilt.find(v.get());
         if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
@@ -277,7 +280,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
           return Value::object(Kind::Iterator, it);
         }));
         reconstruct(v->iterated);
-        emit_const(Value::integer(int64_t(v->pos)));
+        emit_const(Value::integer(int64_t(vars::items_yielded(*v))));
         b.emit(Opcode::CALL, 2);
         const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
         rebuilt.emplace(v.get(), tmp);

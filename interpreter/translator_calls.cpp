@@ -383,9 +383,10 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
     // (every name bound to the set holds this tracker, so all see it)
     if (a->source) unsupported(BreakReason::outside_mutation, std::string("operator ") + binop_symbol(op) +
                                                            "= on a set the function did not make");
-    Value copy = set_copy(a->value, false);
+    Value copy = set_clone(a->value, false);  // the same table: s changes as the VM's would
+    Value other = constant_value(b);
     try {
-      binary_op(op, copy, constant_value(b), true);
+      binary_op(op, copy, other.is_same(a->value) ? copy : other, true);
     } catch (const Error&) {
       unsupported(BreakReason::python_error, std::string("operator ") + binop_symbol(op) + " raising an error");
     }

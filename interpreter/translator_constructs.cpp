@@ -3,9 +3,11 @@
 // f(**m) (DICT_MERGE) and assert (LOAD_ASSERTION_ERROR).
 //
 // A set in a trace is a Constant tracker holding a SetObj of constants. It
-// is never mutated in place: an update replaces the tracker's value with a
-// new set, so a SetObj that some real object or guard also holds stays as
-// it was; every alias of the tracker (it is shared) sees the new value. A
+// is never mutated in place: an update replaces the tracker's value with an
+// exact copy (set_clone: the same table, so the same order as the VM's set
+// mutated in place) changed as the VM changes it, so a SetObj that some
+// real object or guard also holds stays as it was; every alias of the
+// tracker (it is shared) sees the new value. A
 // set that came from outside (it has a source) is only read: mutating it
 // breaks, and the VM does it. Anything the VM would raise (an unhashable
 // item, a duplicate keyword, a bad spec) breaks too, so the VM raises it.
@@ -35,14 +37,19 @@ std::vector<Value> constant_items(InstructionTranslator& tx, const std::vector<V
   return out;
 }
 
-// Adds `items` to a copy of the set tracker's value and makes that its value.
-void set_add_all(const VT& set, const std::vector<Value>& items, const char* what) {
+// set.update(items) (SET_UPDATE: set_update_internal, which merges a set's
+// table and pre-sizes for a dict) or set.add(item) on an exact copy of the
+// set tracker's value, which becomes its value.
+void set_change(const VT& set, const Value& items, bool update, const char* what) {
   if (!set->is(VTKind::Constant) || !set->value.is(Kind::Set))
     unsupported(BreakReason::untraced_object, std::string(what) + " to " + set->str());
   if (set->source) unsupported(BreakReason::outside_mutation, std::string(what) + " to a set the function did not make");
-  Value next = set_copy(set->value, false);
+  Value next = set_clone(set->value, false);
   try {
-    for (const Value& v : items) next.as<SetObj>()->add(v);
+    if (update)
+      set_update(next, items.is_same(set->value) ? next : items);
+    else
+      next.as<SetObj>()->add(items);
   } catch (const Error& e) {
     unsupported(BreakReason::python_error, std::string(what) + " raising " + e.what());
   }
@@ -64,13 +71,24 @@ void InstructionTranslator::op_BUILD_SET(const Instr& i) {
 
 void InstructionTranslator::op_SET_ADD(const Instr& i) {
   VT item = pop();
-  set_add_all(realize(stack_[stack_.size() - size_t(i.a)]), constant_items(*this, {item}, "a set"), "SET_ADD");
+  set_change(realize(stack_[stack_.size() - size_t(i.a)]), constant_items(*this, {item}, "a set")[0], false,
+             "SET_ADD");
 }
 
 void InstructionTranslator::op_SET_UPDATE(const Instr& i) {
   VT items = realize(pop());
-  set_add_all(realize(stack_[stack_.size() - size_t(i.a)]), constant_items(*this, unpack(items), "a set"),
-              "SET_UPDATE");
+  // What set_update_internal sees: a set or any constant as itself, a
+  // dict's keys as a dict (its path sizes the table first), else the items.
+  Value source;
+  if (items->is(VTKind::Constant)) {
+    source = items->value;
+  } else if (items->is(VTKind::ConstDict)) {
+    source = make_dict();
+    for (const Value& k : items->keys) source.as<DictObj>()->set(k, Value::none());
+  } else {
+    source = make_list(constant_items(*this, unpack(items), "a set"));
+  }
+  set_change(realize(stack_[stack_.size() - size_t(i.a)]), source, true, "SET_UPDATE");
 }
 
 void InstructionTranslator::op_FORMAT_VALUE(const Instr& i) {

@@ -298,10 +298,13 @@ VT InstructionTranslator::trace_set_method(BuiltinCall& c, std::string_view) {
   if (args.empty() || !args[0]->is(VTKind::Constant) || !args[0]->value.is(Kind::Set)) return nullptr;
   VT set = args[0];
   if (set->source) unsupported(BreakReason::outside_mutation, c.b.name + "() on a set the function did not make");
-  std::vector<Value> values{set_copy(set->value, false)};
+  // An exact copy (set_clone), changed as the VM changes the set itself;
+  // the set passed to its own method (s.update(s)) is that copy too.
+  std::vector<Value> values{set_clone(set->value, false)};
   for (size_t i = 1; i < args.size(); ++i) {
     if (!is_constant(args[i])) unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() of " + args[i]->str());
-    values.push_back(constant_value(args[i]));
+    Value v = constant_value(args[i]);
+    values.push_back(v.is_same(set->value) ? values[0] : v);
   }
   Value result;
   try {

@@ -23,6 +23,7 @@
 #include "runtime/log.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
+#include "runtime/set_ops.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
@@ -677,11 +678,8 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     NEXT();
   op_SET_UPDATE:
     if (!sp[-1 - ip->a].is(Kind::Set)) throw_error(ErrorKind::TypeError, "SET_UPDATE target is not a set");
-    {
-      auto* set = sp[-1 - ip->a].as<SetObj>();
-      for (const Value& v : to_vector(sp[-1])) set->add(v);
-      *--sp = Value();
-    }
+    set_update(sp[-1 - ip->a], sp[-1]);  // set_update_internal: a set's table is merged
+    *--sp = Value();
     NEXT();
   op_DICT_MERGE:
     if (!sp[-1 - ip->a].is(Kind::Dict)) throw_error(ErrorKind::TypeError, "DICT_MERGE target is not a dict");

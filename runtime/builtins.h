@@ -46,6 +46,9 @@ Value op_builtin(int op_id);
 // Native methods of built-in types (list.append, dict.items, str.join,
 // tensor.size, ...): a Builtin taking self as its first argument, or Null.
 Value type_method(Kind k, const StrObj* name);
+// A type's classmethod reached through the type (dict.fromkeys), bound to
+// it as CPython's are; Null when `name` is none of k's classmethods.
+Value type_classmethod(Kind k, const StrObj* name);
 
 // What LOAD_ASSERTION_ERROR pushes: the builtin AssertionError, whatever a
 // program's globals bind that name to.

@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "runtime/format.h"
+#include "runtime/hash.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::runtime {
@@ -103,7 +104,7 @@ const std::array<ForeignVTable, kNumKinds>& vtables() {
       vt.getattr = exc_getattr;
       vt.setattr = exc_setattr;
       vt.repr = exc_repr;
-      vt.hash = [](void* h) { return std::hash<void*>()(h); };
+      vt.hash = [](void* h) { return size_t(hash_pointer(h)); };
       vt.format = exc_format;
     }
     return a;

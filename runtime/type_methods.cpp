@@ -469,6 +469,20 @@ NameMap build(Kind kind, const char* type, BuiltinHow how, std::initializer_list
 
 }  // namespace
 
+Value type_classmethod(Kind k, const StrObj* name) {
+  if (k != Kind::Dict || name->s != "fromkeys") return Value::null();
+  static const Value* fromkeys = [] {
+    Value b = make_builtin_closure("fromkeys", [](CallContext& ctx, const CallArgs& a) {
+      if (a.nkw() > 0) throw_error(ErrorKind::TypeError, "dict.fromkeys() takes no keyword arguments");
+      std::vector<Value> bound{make_dict(), make_tuple(std::vector<Value>(a.args, a.args + a.nargs))};
+      return d_fromkeys(ctx, bound);
+    });
+    b.as<BuiltinObj>()->how = BuiltinHow::Fold;  // a new dict from known values
+    return new Value(std::move(b));
+  }();
+  return *fromkeys;
+}
+
 Value type_method(Kind k, const StrObj* name) {
   static const NameMap list_methods = build(
       Kind::List, "list", BuiltinHow::Trace, {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},

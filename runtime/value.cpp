@@ -25,7 +25,7 @@ bool Value::same_foreign(const Value& o) const noexcept {
   return a->vt == b->vt && a->handle == b->handle;
 }
 
-StrObj::StrObj(std::string v) : s(std::move(v)), hash(std::hash<std::string>{}(s)) {}
+StrObj::StrObj(std::string v) : s(std::move(v)) {}
 
 Ref<StrObj> intern(std::string_view s) {
   // Interned strings are immortal: the table holds a reference forever.

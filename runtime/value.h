@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -139,7 +140,7 @@ static_assert(sizeof(Value) == 16, "Value must stay two words: it is copied on e
 struct StrObj final : Object {
   explicit StrObj(std::string v);
   std::string s;
-  size_t hash;
+  int64_t hash = -1;  // CPython's hash of s (runtime/hash.h), computed on first use; -1: not yet
   bool interned = false;
 };
 // Interned strings are unique per content and live forever; maps keyed by
@@ -175,19 +176,96 @@ struct DictObj final : Object {
   bool erase(const Value& key);
 };
 
-// set and frozenset (Kind::Set / Kind::FrozenSet share this object): Python
-// element semantics (1 == 1.0 == True are one element, the first one added
-// is kept). Iterates in insertion order, which is deterministic but not
-// CPython's hash order: code that prints a set may differ, code that tests
-// membership, sizes or sorted contents does not.
+// set and frozenset (Kind::Set / Kind::FrozenSet share this object):
+// CPython 3.11's hash table (Objects/setobject.c), slot for slot, so that
+// a set iterates, prints and pops in CPython's order. That order is the
+// table's, so it depends on every step of the set's history: the probe
+// sequence (LINEAR_PROBES 9 neighbours, then perturbation by PERTURB_SHIFT
+// 5), where a deleted element leaves a dummy, when the table resizes and to
+// what size, and which path each operation takes (runtime/set_ops.cpp
+// follows CPython's functions one by one). Element hashes are CPython's
+// (runtime/hash.h); elements compare as dict keys do (1, 1.0 and True are
+// one element, the first added is kept).
+//
+// An entry is unused (key Null, hash 0), a dummy left by a deletion (key
+// Null, hash -1) or active. TRAP: a moved-from Value is None, not Null:
+// entries are emptied with reset(), never left moved-from.
 struct SetObj final : Object {
+  struct Entry {
+    Value key = Value::null();
+    int64_t hash = 0;
+    bool active() const noexcept { return !key.is_null(); }
+    bool dummy() const noexcept { return key.is_null() && hash == -1; }
+    void reset() noexcept { key = Value::null(); hash = 0; }
+  };
+  static constexpr int64_t kMinSize = 8;  // PySet_MINSIZE: the table inside the object
+
+  SetObj() = default;
   ~SetObj() override;
-  std::vector<Value> items;
-  std::unordered_map<Value, size_t, ValueHash, ValueEq> index;
-  bool contains(const Value& v) const { return index.count(v) != 0; }  // TypeError if unhashable
-  bool add(const Value& v);    // false when an equal element is there already
-  bool erase(const Value& v);  // false when absent
-  void clear();
+  SetObj(const SetObj&) = delete;
+  SetObj& operator=(const SetObj&) = delete;
+
+  int64_t size() const noexcept { return used_; }
+  bool empty() const noexcept { return used_ == 0; }
+
+  // One element, by Python's rules (value_hash: TypeError if unhashable).
+  bool contains(const Value& v);
+  bool add(const Value& v);      // false when an equal element is there already
+  bool discard(const Value& v);  // false when absent
+  // The same with the element's hash known (CPython's *_entry functions).
+  bool contains_entry(const Value& key, int64_t hash);
+  bool add_entry(const Value& key, int64_t hash);
+  bool discard_entry(const Value& key, int64_t hash);
+  int64_t find_slot(const Value& key, int64_t hash);  // the entry holding key, or -1
+  Value pop();  // set.pop(): from the search finger on; KeyError when empty
+  void clear();  // back to the table inside the object (the finger stays)
+
+  // set_merge: other's elements added in its table order, with CPython's
+  // fast paths (copy the layout into an empty table of the same size).
+  void merge(const SetObj& other);
+  // set_update_internal's dict path: one resize for `incoming` more, first.
+  void reserve_for(int64_t incoming);
+  // set_table_resize: a table of the smallest power of two > minused,
+  // reinserting in table order (dummies dropped).
+  void resize(int64_t minused);
+  // set_swap_bodies: exchanges tables and counts (not the fingers).
+  void swap_bodies(SetObj& other);
+  // An exact copy: table, counts, dummies, finger (what Python's copy is
+  // not: set(s) may lay its elements out differently).
+  Ref<SetObj> clone() const;
+
+  // The table (python/ copies layouts across the seam; guards compare them).
+  const Entry* table() const noexcept { return table_; }
+  int64_t capacity() const noexcept { return mask_ + 1; }
+  int64_t fill() const noexcept { return fill_; }
+  int64_t finger() const noexcept { return finger_; }
+  // Replaces the contents by this table (capacity a power of two >= 8,
+  // some entry unused, active hashes the keys' value_hash).
+  void assign_table(std::vector<Entry> table, int64_t finger);
+  // The hash a frozenset of these elements has (cached until a change).
+  int64_t frozen_hash();
+
+  // The active elements in table order: what iteration gives.
+  std::vector<Value> items() const;
+  template <class F>
+  void for_each(F&& f) const {
+    for (int64_t i = 0; i <= mask_; ++i)
+      if (table_[i].active()) f(table_[i]);
+  }
+
+ private:
+  Entry* lookkey(const Value& key, int64_t hash);
+  void insert_clean(Entry* table, int64_t mask, Value key, int64_t hash);
+  void reset_to_small();
+
+  int64_t fill_ = 0;  // active + dummy entries
+  int64_t used_ = 0;  // active entries
+  int64_t mask_ = kMinSize - 1;
+  int64_t finger_ = 0;
+  int64_t hash_ = -1;  // frozen_hash() of the current contents, -1: not computed
+  Entry* table_ = small_;
+  std::unique_ptr<Entry[]> big_;  // the table when larger than small_
+  Entry small_[kMinSize];
 };
 
 struct SliceObj final : Object { Value start, stop, step; };
@@ -361,6 +439,10 @@ struct ForeignVTable {
   // Optional: -obj, +obj, ~obj by the object's own operators (op: a UnOp
   // id other than NOT, which is truth).
   Value (*unary_op)(void* handle, int op) = nullptr;
+  // Optional, for a set: a native set with the same table (slots, dummies,
+  // finger) and so the same order; Null when it has none (an element kiln
+  // hashes otherwise than its owner: an object hashed by its address).
+  Value (*set_snapshot)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

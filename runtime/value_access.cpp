@@ -185,12 +185,21 @@ Value native_container(const Value& v) {
       return d;
     }
     case Kind::Set: {
+      // With the same table as the Python set, when the seam can read it:
+      // iteration order and every later operation depend on it.
+      if (Value exact = exact_set_snapshot(v); !exact.is_null()) return exact;
       Value s = make_set();
       for (const Value& x : to_vector(v)) s.as<SetObj>()->add(x);
       return s;
     }
     default: return v;
   }
+}
+
+Value exact_set_snapshot(const Value& v) {
+  if (foreign_container(v) != Kind::Set) return Value::null();
+  auto* f = v.as<ForeignObj>();
+  return f->vt->set_snapshot ? f->vt->set_snapshot(f->handle) : Value::null();
 }
 
 Value native_sequences(const Value& v) {
@@ -214,7 +223,7 @@ int64_t length(const Value& v) {
     case Kind::Tuple: return int64_t(v.as<TupleObj>()->items.size());
     case Kind::Dict: return int64_t(v.as<DictObj>()->entries.size());
     case Kind::Set:
-    case Kind::FrozenSet: return int64_t(v.as<SetObj>()->items.size());
+    case Kind::FrozenSet: return v.as<SetObj>()->size();
     case Kind::Range: return v.as<RangeObj>()->length();
     case Kind::Tensor: {
       Tensor t = v.as_tensor();
@@ -245,7 +254,7 @@ bool contains(const Value& container, const Value& item) {
     }
     case Kind::Dict: return container.as<DictObj>()->find(item) != nullptr;
     case Kind::Set:
-    case Kind::FrozenSet: return container.as<SetObj>()->contains(item);  // TypeError if unhashable
+    case Kind::FrozenSet: return set_contains(container, item);  // TypeError if unhashable
     case Kind::Range: {
       if (!item.is(Kind::Int) && !item.is(Kind::Bool)) return false;
       auto* r = container.as<RangeObj>();
@@ -509,7 +518,9 @@ Value get_attr_or_null(CallContext& ctx, const Value& obj, const StrObj* name) {
       // A type's method, unbound (str.upper, list.append): the method
       // builtin itself, which takes self first.
       const Kind type_of = obj.as<BuiltinObj>()->type_of;
-      if (type_of != Kind::Null) return type_method(type_of, name);
+      if (type_of == Kind::Null) return Value::null();
+      if (Value cm = type_classmethod(type_of, name); !cm.is_null()) return cm;
+      return type_method(type_of, name);
       return Value::null();
     }
     case Kind::BoundMethod:

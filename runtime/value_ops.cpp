@@ -13,8 +13,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <algorithm>
 
+#include "runtime/hash.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
 #include "runtime/set_ops.h"
@@ -105,10 +107,52 @@ static std::string float_repr(double d) {
   return neg ? "-" + out : out;
 }
 
+namespace {
+struct CodeRange {
+  uint32_t first, last;
+};
+constexpr CodeRange kNonPrintable[] = {
+#define KILN_NONPRINTABLE(first, last) {first, last},
+#include "runtime/unicode_nonprintable.def"
+#undef KILN_NONPRINTABLE
+};
+constexpr bool sorted_and_disjoint() {
+  for (size_t i = 0; i < std::size(kNonPrintable); ++i)
+    if (kNonPrintable[i].first > kNonPrintable[i].last || (i > 0 && kNonPrintable[i - 1].last >= kNonPrintable[i].first))
+      return false;
+  return true;
+}
+static_assert(sorted_and_disjoint(), "unicode_nonprintable.def must be sorted, disjoint ranges (binary search)");
+
+// str.isprintable() for one code point, as CPython's unicode database has it.
+bool printable(uint32_t cp) {
+  const CodeRange* r = std::upper_bound(std::begin(kNonPrintable), std::end(kNonPrintable), cp,
+                                        [](uint32_t c, const CodeRange& x) { return c < x.first; });
+  return r == std::begin(kNonPrintable) || cp > (r - 1)->last;
+}
+}  // namespace
+
+// CPython's repr of a str: its quote choice, the escapes for \n \t \r \\
+// and the quote, and \xhh / \uhhhh / \Uhhhhhhhh for what is not printable.
 static std::string str_repr(const std::string& s) {
   char q = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
   std::string out(1, q);
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {  // a UTF-8 sequence: copied, or escaped when not printable
+      const size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      uint32_t cp = n == 1 ? c : c & (0xFF >> (n + 1));
+      for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+      if (printable(cp)) {
+        out.append(s, i, n);
+      } else {
+        char b[16];
+        std::snprintf(b, sizeof b, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", unsigned(cp));
+        out += b;
+      }
+      i += n - 1;
+      continue;
+    }
     switch (c) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
@@ -235,7 +279,7 @@ bool truth(const Value& v) {
     case Kind::List: return !v.as<ListObj>()->items.empty();
     case Kind::Dict: return !v.as<DictObj>()->entries.empty();
     case Kind::Set:
-    case Kind::FrozenSet: return !v.as<SetObj>()->items.empty();
+    case Kind::FrozenSet: return !v.as<SetObj>()->empty();
     case Kind::Range: return v.as<RangeObj>()->length() != 0;
     case Kind::Tensor: {
       Tensor t = v.as_tensor();
@@ -319,38 +363,54 @@ bool values_equal(const Value& a, const Value& b) {
   }
 }
 
+// CPython's hash of every kind kiln owns (runtime/hash.h says which are
+// exact and which only the embedder knows).
 size_t value_hash(const Value& v) {
   switch (v.kind()) {
-    case Kind::None: return 0x9e3779b97f4a7c15ULL;
+    case Kind::None: return size_t(hash_none());
     case Kind::Bool:
-    case Kind::Int: return std::hash<int64_t>{}(v.as_int());
-    case Kind::Float: {
-      double d = v.as_float();
-      // Equal numbers hash equal: 1.0 and 1 are the same key.
-      if (d == std::floor(d) && std::fabs(d) < 9.2e18) return std::hash<int64_t>{}(int64_t(d));
-      return std::hash<double>{}(d);
+    case Kind::Int: return size_t(hash_int(v.as_int()));
+    case Kind::Float: return size_t(hash_double(v.as_float()));
+    case Kind::Str: {
+      auto* s = v.as<StrObj>();
+      if (s->hash == -1) s->hash = hash_str(s->s);
+      return size_t(s->hash);
     }
-    case Kind::Str: return v.as<StrObj>()->hash;
     case Kind::Tuple: {
       NestingGuard guard;
-      size_t h = 0x345678;
-      for (const auto& x : v.as<TupleObj>()->items) h = (h ^ value_hash(x)) * 1000003;
-      return h;
+      TupleHash h;
+      for (const auto& x : v.as<TupleObj>()->items) h.add(int64_t(value_hash(x)));
+      return size_t(h.finish());
     }
-    case Kind::FrozenSet: {
-      NestingGuard guard;
-      return frozenset_hash(v);
+    case Kind::FrozenSet: return size_t(frozenset_hash(v));
+    case Kind::Range: {
+      // hash((len, None, None)), hash((len, start, None)) or hash((len, start, step))
+      auto* r = v.as<RangeObj>();
+      const int64_t n = r->length();
+      TupleHash h;
+      h.add(hash_int(n));
+      h.add(n == 0 ? hash_none() : hash_int(r->start));
+      h.add(n <= 1 ? hash_none() : hash_int(r->step));
+      return size_t(h.finish());
+    }
+    case Kind::BoundMethod: {
+      // method_hash: self by identity, the function by its hash
+      auto* m = v.as<BoundMethodObj>();
+      const int64_t self = m->self.is_heap() ? hash_pointer(object_identity(m->self)) : int64_t(value_hash(m->self));
+      const int64_t x = self ^ int64_t(value_hash(m->func));
+      return size_t(x == -1 ? -2 : x);
     }
     case Kind::List:
     case Kind::Dict:
     case Kind::Set:
+    case Kind::Slice:  // unhashable until CPython 3.12
       throw_error(ErrorKind::TypeError, "unhashable type: '" + type_name(v) + "'");
     case Kind::Foreign: {
       auto* f = v.as<ForeignObj>();
       if (f->vt->hash) return f->vt->hash(f->handle);
-      return std::hash<const void*>{}(f);
+      return size_t(hash_pointer(f));
     }
-    default: return std::hash<const void*>{}(v.obj());
+    default: return size_t(hash_pointer(v.obj()));  // identity, as CPython's object.__hash__
   }
 }
 
@@ -564,6 +624,9 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
     if (id < 0) unsupported(binop_symbol(op), inplace, a, b);
     return call_op(OpId(id), {a, b});
   }
+  // A set op the caller's Python set: CPython's set_or & co. take any set
+  // as `other`, and s op= t must change kiln's s itself.
+  if (is_set_like(a) && foreign_container(b) == Kind::Set) return set_binary(op, a, b, inplace);
   if (a.is(Kind::Foreign)) {
     auto* f = a.as<ForeignObj>();
     if (f->vt->binary_op) {

@@ -86,8 +86,14 @@ const void* object_identity(const Value& v);
 // or mutate them. Anything else is returned as it is.
 Value native_sequences(const Value& v);
 // A caller's Python list, dict or set as a native one holding the same items
-// (one level: what it holds stays as it is); anything else unchanged.
+// (one level: what it holds stays as it is); anything else unchanged. A set
+// has the Python set's table when exact_set_snapshot gives it, else its
+// elements are added in the Python set's order.
 Value native_container(const Value& v);
+// The caller's Python set as a native set with its very table (the same
+// order, the same result of every later operation), or Null when the seam
+// cannot give one (ForeignVTable::set_snapshot).
+Value exact_set_snapshot(const Value& v);
 
 // Python's int / float conversions with range checks; errors name `what`.
 int64_t to_index(const Value& v, const char* what);

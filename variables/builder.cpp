@@ -110,9 +110,10 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       return make_constant(v, source);
     case Kind::Set:
     case Kind::FrozenSet: {
-      // Guarded by contents, against a snapshot: the caller may mutate its
-      // set between calls. The trace only reads it (a mutation breaks).
-      add_guard(source, GuardKind::ConstantMatch, runtime::set_copy(v, v.is(Kind::FrozenSet)));
+      // Guarded by contents and table (guard_tree.cpp), against an exact
+      // snapshot: the caller may mutate its set between calls. The trace
+      // only reads it (a mutation breaks).
+      add_guard(source, GuardKind::ConstantMatch, runtime::set_clone(v, v.is(Kind::FrozenSet)));
       VT set = make_constant(v, source);
       return v.is(Kind::Set) ? remember_container(v, set, source) : set;
     }
@@ -144,7 +145,14 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
           for (const Value& k : runtime::to_vector(v)) entries.emplace_back(k, runtime::get_item(v, k));
           return remember_container(v, wrap_dict(v, entries, source), source);
         }
-        case Kind::Set: return remember_container(v, wrap_set(runtime::native_container(v), source), source);
+        case Kind::Set: {
+          // Traced as a snapshot with the set's own table. Without one (an
+          // element kiln hashes otherwise than Python: a tensor, an object),
+          // the set stays opaque and the VM iterates it in Python's order.
+          Value snapshot = runtime::exact_set_snapshot(v);
+          if (snapshot.is_null()) break;
+          return remember_container(v, wrap_set(snapshot, source), source);
+        }
         default: break;
       }
       [[fallthrough]];
@@ -218,7 +226,7 @@ VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value,
 // source makes residual code hand back the caller's own object.
 VT VariableBuilder::wrap_set(const Value& snapshot, const SourceRef& source) {
   add_guard(source, GuardKind::ConstantMatch, snapshot);
-  return make_constant(runtime::set_copy(snapshot, false), source);
+  return make_constant(runtime::set_clone(snapshot, false), source);
 }
 
 }  // namespace kiln::variables

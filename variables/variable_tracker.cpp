@@ -114,7 +114,7 @@ VT make_child_module(Value module, const VT& parent, std::string name, SourceRef
 size_t container_size(const VariableTracker& c) {
   if (c.is(VTKind::List) || c.is(VTKind::ConstDict)) return c.items.size();
   if (c.is(VTKind::Constant) && (c.value.is(runtime::Kind::Set) || c.value.is(runtime::Kind::FrozenSet)))
-    return c.value.as<runtime::SetObj>()->items.size();
+    return size_t(c.value.as<runtime::SetObj>()->size());
   return SIZE_MAX;
 }
 
@@ -135,7 +135,27 @@ std::vector<VT> dict_view_items(const VariableTracker& d, DictView view) {
   return out;
 }
 
+bool iterates_set(const VariableTracker& it) {
+  return it.iterated && it.iterated->is(VTKind::Constant) &&
+         (it.iterated->value.is(runtime::Kind::Set) || it.iterated->value.is(runtime::Kind::FrozenSet));
+}
+
+size_t items_yielded(const VariableTracker& it) {
+  if (!iterates_set(it)) return it.pos;
+  const auto* s = it.iterated->value.as<runtime::SetObj>();
+  size_t n = 0;
+  for (int64_t i = 0; i < int64_t(it.pos) && i < s->capacity(); ++i) n += s->table()[i].active() ? 1 : 0;
+  return n;
+}
+
 std::vector<VT> remaining_items(const VariableTracker& it) {
+  if (iterates_set(it)) {  // the set's table from the position on
+    const auto* s = it.iterated->value.as<runtime::SetObj>();
+    std::vector<VT> out;
+    for (int64_t i = int64_t(it.pos); i < s->capacity(); ++i)
+      if (s->table()[i].active()) out.push_back(make_constant(s->table()[i].key));
+    return out;
+  }
   const std::vector<VT>& items = it.iterated && it.iterated->is(VTKind::List) ? it.iterated->items : it.items;
   if (it.pos >= items.size()) return {};
   return std::vector<VT>(items.begin() + ptrdiff_t(it.pos), items.end());

@@ -77,7 +77,7 @@ struct VariableTracker {
   bool mutated = false;  // List / ConstDict with a source: changed during the trace
   // Iterator made by iter() of a list, dict or set tracker: that container
   // and its size then (a List standing for a dict view: its dict). A list is read live (Python's list iterator sees
-  // appends and removals); a dict or set whose size changed raises, as
+  // appends and removals), so is a set (iterates_set); a dict or set whose size changed raises, as
   // Python's iterators do (iteration_error).
   VT iterated;
   size_t iterated_size = 0;
@@ -114,6 +114,13 @@ std::vector<VT> dict_view_items(const VariableTracker& d, DictView view);
 VT dict_view_item(const VariableTracker& d, DictView view, size_t i);
 // What an Iterator has left to yield (a list's current tail, read live).
 std::vector<VT> remaining_items(const VariableTracker& it);
+// An Iterator over a set tracker: read live, as Python's set iterator
+// (`pos` is the next table entry; the tracker's value is the set as it is
+// now, with the VM's table: runtime/value.h SetObj).
+bool iterates_set(const VariableTracker& it);
+// How many items an Iterator has yielded (`pos`, except for a set, whose
+// `pos` is a table slot).
+size_t items_yielded(const VariableTracker& it);
 VT make_tensor(Node* node, SourceRef source = nullptr);  // wrap_fx_proxy's core
 VT make_list(std::vector<VT> items, SourceRef source = nullptr);
 VT make_tuple(std::vector<VT> items, SourceRef source = nullptr);

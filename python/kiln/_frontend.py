@@ -278,7 +278,18 @@ def _literal(value) -> str | None:
         items = [_literal(v) for v in value]
         if any(i is None for i in items):
             return None
-        return "frozenset({" + ", ".join(items) + "})" if items else "frozenset()"
+        # The items in table order, when adding them in that order rebuilds
+        # this table (CPython's frozenset() adds as KBC's assembler does);
+        # else the table itself: the order of every set made from it
+        # depends on where each item sits (kiln/runtime/value.h SetObj).
+        from . import _C
+        size, active, dummies = _C._set_slots(value)
+        rsize, ractive, rdummies = _C._set_slots(frozenset(list(value)))
+        if (rsize, rdummies) == (size, dummies) and len(ractive) == len(active) and all(
+                i == j and a is b for (i, a), (j, b) in zip(active, ractive)):
+            return "frozenset({" + ", ".join(items) + "})" if items else "frozenset()"
+        entries = [(i, _literal(v)) for i, v in active] + [(j, "dummy") for j in dummies]
+        return f"frozenset[{size}]({{" + ", ".join(f"{i}: {text}" for i, text in sorted(entries)) + "})"
     return None
 
 

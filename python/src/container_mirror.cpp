@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "python/src/convert.h"
+#include "python/src/set_layout.h"
 
 namespace kiln::python {
 
@@ -14,12 +15,18 @@ using runtime::Value;
 namespace {
 
 // One kiln container and its Python object, with the state both had at
-// the last sync, slot by slot (a dict's slots are key, value, key, ...).
+// the last sync, slot by slot (a dict's slots are key, value, key, ...; a
+// set's are its table's, empty and dummy entries included: the table is
+// what is synced, set_layout.h).
 struct Mirror {
   Value native;
   py::object obj;
   std::vector<Value> kiln_items;
   std::vector<py::object> py_items;
+  // Sets: the kiln table's hashes (a dummy and an unused entry both hold
+  // Null), and each element with its Python object at the last sync.
+  std::vector<int64_t> kiln_hashes;
+  std::vector<std::pair<Value, py::object>> set_pairs;
   bool busy = false;  // being synced: a container holding itself converts to itself
 };
 struct Busy {
@@ -43,7 +50,12 @@ Registry& registry() {
 std::vector<Value> kiln_slots(const Value& v) {
   switch (v.kind()) {
     case Kind::List: return v.as<runtime::ListObj>()->items;
-    case Kind::Set: return v.as<runtime::SetObj>()->items;
+    case Kind::Set: {
+      const auto* s = v.as<runtime::SetObj>();
+      std::vector<Value> out;
+      for (int64_t i = 0; i < s->capacity(); ++i) out.push_back(s->table()[i].key);
+      return out;
+    }
     case Kind::Dict: {
       std::vector<Value> out;
       for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) {
@@ -67,13 +79,63 @@ std::vector<PyObject*> py_slots(PyObject* o) {  // borrowed
       out.push_back(k);
       out.push_back(x);
     }
-  } else {
-    Py_ssize_t pos = 0;
-    PyObject* k;
-    Py_hash_t h;
-    while (_PySet_NextEntry(o, &pos, &k, &h)) out.push_back(k);
+  } else {  // the table: nullptr for an unused entry, CPython's dummy for a deleted one
+    auto* so = reinterpret_cast<PySetObject*>(o);
+    for (Py_ssize_t i = 0; i <= so->mask; ++i) out.push_back(so->table[i].key);
   }
   return out;
+}
+
+std::vector<int64_t> kiln_hashes(const Value& v) {
+  std::vector<int64_t> out;
+  if (!v.is(Kind::Set)) return out;
+  const auto* s = v.as<runtime::SetObj>();
+  for (int64_t i = 0; i < s->capacity(); ++i) out.push_back(s->table()[i].hash);
+  return out;
+}
+
+// A set's push: its table written into the Python set; each element keeps
+// the Python object it had at the last sync.
+void push_set(Mirror& m, std::vector<Value> now) {
+  std::unordered_map<const runtime::Object*, PyObject*> kept;
+  for (const auto& [k, p] : m.set_pairs)
+    if (k.is_heap()) kept.emplace(k.obj(), p.ptr());
+  const auto* s = m.native.as<runtime::SetObj>();
+  std::vector<py::object> keys(now.size());
+  std::vector<std::pair<Value, py::object>> pairs;
+  for (size_t i = 0; i < now.size() && int64_t(i) < s->capacity(); ++i) {
+    if (!s->table()[i].active()) continue;
+    auto it = now[i].is_heap() ? kept.find(now[i].obj()) : kept.end();
+    keys[i] = it != kept.end() ? py::reinterpret_borrow<py::object>(it->second) : to_py(now[i]);
+    pairs.emplace_back(now[i], keys[i]);
+  }
+  PyObject* o = m.obj.ptr();
+  if (PySet_Clear(o) < 0) throw py::error_already_set();
+  write_py_set(o, *s, keys);
+  m.kiln_items = std::move(now);
+  m.kiln_hashes = kiln_hashes(m.native);
+  m.py_items.clear();
+  for (PyObject* p : py_slots(o)) m.py_items.push_back(py::reinterpret_borrow<py::object>(p));
+  m.set_pairs = std::move(pairs);
+}
+
+// A set's pull: the Python set's table read into the kiln set.
+void pull_set(Mirror& m, const std::vector<PyObject*>& now) {
+  std::unordered_map<PyObject*, Value> kept;
+  for (const auto& [k, p] : m.set_pairs) kept.emplace(p.ptr(), k);
+  PySetTable table = read_py_set(m.obj.ptr(), [&](py::handle p) {
+    auto it = kept.find(p.ptr());
+    return it != kept.end() ? it->second : to_value_shared(p);
+  });
+  std::vector<std::pair<Value, py::object>> pairs;
+  for (size_t i = 0; i < now.size() && i < table.entries.size(); ++i)
+    if (table.entries[i].active()) pairs.emplace_back(table.entries[i].key, py::reinterpret_borrow<py::object>(now[i]));
+  assign_py_set(*m.native.as<runtime::SetObj>(), std::move(table));
+  m.kiln_items = kiln_slots(m.native);
+  m.kiln_hashes = kiln_hashes(m.native);
+  m.py_items.clear();
+  for (PyObject* p : now) m.py_items.push_back(py::reinterpret_borrow<py::object>(p));
+  m.set_pairs = std::move(pairs);
 }
 
 bool same_kiln(const std::vector<Value>& a, const std::vector<Value>& b) {
@@ -93,8 +155,9 @@ bool same_py(const std::vector<PyObject*>& a, const std::vector<py::object>& b) 
 // kiln -> Python: the Python object rewritten when the kiln one changed.
 void push(Mirror& m) {
   std::vector<Value> now = kiln_slots(m.native);
-  if (m.busy || same_kiln(now, m.kiln_items)) return;
+  if (m.busy || (same_kiln(now, m.kiln_items) && kiln_hashes(m.native) == m.kiln_hashes)) return;
   Busy busy(m);
+  if (m.native.is(Kind::Set)) return push_set(m, std::move(now));
   // What stayed keeps its Python counterpart (no new copy of a nested
   // container, no new wrapper of a kiln function).
   std::unordered_map<const runtime::Object*, PyObject*> kept;
@@ -115,10 +178,6 @@ void push(Mirror& m) {
     PyDict_Clear(o);
     for (size_t i = 0; i + 1 < items.size(); i += 2)
       if (PyDict_SetItem(o, items[i].ptr(), items[i + 1].ptr()) < 0) throw py::error_already_set();
-  } else {
-    if (PySet_Clear(o) < 0) throw py::error_already_set();
-    for (const py::object& x : items)
-      if (PySet_Add(o, x.ptr()) < 0) throw py::error_already_set();
   }
   m.kiln_items = std::move(now);
   m.py_items = std::move(items);
@@ -129,6 +188,7 @@ void pull(Mirror& m) {
   std::vector<PyObject*> now = py_slots(m.obj.ptr());
   if (m.busy || same_py(now, m.py_items)) return;
   Busy busy(m);
+  if (m.native.is(Kind::Set)) return pull_set(m, now);
   std::unordered_map<PyObject*, const Value*> kept;
   for (size_t i = 0; i < m.py_items.size(); ++i) kept.emplace(m.py_items[i].ptr(), &m.kiln_items[i]);
   std::vector<Value> items;
@@ -142,12 +202,6 @@ void pull(Mirror& m) {
   }
   switch (m.native.kind()) {
     case Kind::List: m.native.as<runtime::ListObj>()->items = items; break;
-    case Kind::Set: {
-      auto* s = m.native.as<runtime::SetObj>();
-      s->clear();
-      for (const Value& x : items) s->add(x);
-      break;
-    }
     default: {
       auto* d = m.native.as<runtime::DictObj>();
       d->entries.clear();

@@ -4,6 +4,7 @@
 
 #include "interpreter/vm.h"
 #include "python/src/nn.h"
+#include "python/src/set_layout.h"
 
 #include <pybind11/numpy.h>
 
@@ -293,6 +294,17 @@ bool foreign_contains(void* h, const Value& item) {
   });
 }
 std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
+// The caller's set read with its table (set_layout.h), or Null when that
+// table is not kiln's: what it holds stays shared.
+Value foreign_set_snapshot(void* h) {
+  return calling_python([&] {
+    PySetTable table = read_py_set(handle_of(h), [](py::handle i) { return to_value_shared(i); });
+    if (!table.exact) return Value::null();
+    Value s = runtime::make_set(false);
+    assign_py_set(*s.as<runtime::SetObj>(), std::move(table));
+    return s;
+  });
+}
 // Pure functions the tracer may call on known values: Python's math
 // module, and Python's own builtins whose row in runtime/builtins.def says
 // Fold (hash, bytes, complex, ...).
@@ -409,6 +421,7 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
     foreign_type_name,
     foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_plain_attr, foreign_unary,
+    foreign_set_snapshot,
 };
 
 // ---------------------------------------------------------- namespaces --
@@ -810,9 +823,13 @@ Value to_value(py::handle obj) {
     for (auto [k, v] : py::reinterpret_borrow<py::dict>(obj)) runtime::set_item(d, to_value(k), to_value(v));
     return d;
   }
-  if (PyAnySet_CheckExact(o)) {
+  if (PyAnySet_CheckExact(o)) {  // with the same table (set_layout.h)
+    PySetTable table = read_py_set(o, [](py::handle i) { return to_value(i); });
+    // No kiln table gives its order (an element hashed by its address):
+    // Python's own object, iterated by Python.
+    if (!table.exact) return foreign(obj);
     Value s = runtime::make_set(PyFrozenSet_CheckExact(o));
-    for (py::handle i : obj) s.as<runtime::SetObj>()->add(to_value(i));
+    assign_py_set(*s.as<runtime::SetObj>(), std::move(table));
     return s;
   }
   if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));
@@ -898,11 +915,16 @@ py::object to_py(const Value& v) {
     case Kind::FrozenSet: {
       if (v.is(Kind::Set))
         if (py::object mirrored = mirror_to_py(v)) return mirrored;
-      py::list items;
-      for (const Value& i : v.as<runtime::SetObj>()->items) items.append(to_py(i));
-      PyObject* set = v.is(Kind::FrozenSet) ? PyFrozenSet_New(items.ptr()) : PySet_New(items.ptr());
+      // With the same table (set_layout.h).
+      const auto* s = v.as<runtime::SetObj>();
+      std::vector<py::object> keys(size_t(s->capacity()));
+      for (int64_t i = 0; i < s->capacity(); ++i)
+        if (s->table()[i].active()) keys[size_t(i)] = to_py(s->table()[i].key);
+      PyObject* set = v.is(Kind::FrozenSet) ? PyFrozenSet_New(nullptr) : PySet_New(nullptr);
       if (!set) throw py::error_already_set();
-      return py::reinterpret_steal<py::object>(set);
+      py::object out = py::reinterpret_steal<py::object>(set);
+      write_py_set(set, *s, keys);
+      return out;
     }
     case Kind::Foreign:
       if (PyObject* o = foreign_object(v)) return py::reinterpret_borrow<py::object>(o);

@@ -12,6 +12,7 @@
 #include "python/src/functions.h"
 #include "python/src/fx.h"
 #include "python/src/nn.h"
+#include "python/src/set_layout.h"
 #include "runtime/builtins.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_index.h"
@@ -267,6 +268,7 @@ void bind_ops(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "kiln's C++ core: tensors, ops, KBC, the tracer and its backends";
+  install_python_hashes();  // first: nothing may be hashed before (runtime/hash.h)
   install_python_ints();
   // GC support: a module's Python wrapper holds its kiln value here, and the
   // value may hold Python objects that hold the wrapper (visit_python_refs).
@@ -294,6 +296,7 @@ PYBIND11_MODULE(_C, m) {
           return to_py(python_vm().call(v, a.call_args()));
         });
       });
+  m.def("_set_slots", &py_set_slots, "(N, [(i, element)], [dummy i]): a set's table (kiln._frontend)");
   m.def("builtin", [](const std::string& name) {
     return guarded([&] {
       const Value* b = runtime::builtins().find(name);

@@ -45,6 +45,59 @@ check "runtime error has a traceback" 1 "Traceback (most recent call last)" "$KI
 check "no subcommand" 2 "" "$KILN"
 check "bad option" 2 "" "$KILN" run --frobnicate
 
+# Sets of strs in CPython's order without an embedder: kiln hashes a str
+# with siphash13 and the zero key, which is CPython under PYTHONHASHSEED=0
+# (runtime/hash.h), so `kiln run` prints what that CPython prints.
+cat >"$tmp/sets.kbc" <<'KBC'
+.func main()
+  .locals s t
+    LOAD_CONST "apple"
+    LOAD_CONST "banana"
+    LOAD_CONST "cherry"
+    LOAD_CONST "date"
+    LOAD_CONST "egg"
+    LOAD_CONST "fig"
+    BUILD_SET 6
+    STORE_FAST s
+    LOAD_FAST s
+    LOAD_METHOD discard
+    LOAD_CONST "cherry"
+    CALL_METHOD 1
+    POP_TOP
+    LOAD_FAST s
+    LOAD_METHOD add
+    LOAD_CONST "grape"
+    CALL_METHOD 1
+    POP_TOP
+    BUILD_SET 0
+    LOAD_CONST frozenset({"x", "y", "z", "w", "caf\xe9", "€", "😀"})
+    SET_UPDATE 1
+    STORE_FAST t
+    LOAD_FAST s
+    LOAD_METHOD pop
+    CALL_METHOD 0
+    LOAD_FAST s
+    LOAD_FAST t
+    BINARY_OP |
+    LOAD_FAST t
+    BUILD_TUPLE 3
+    RETURN_VALUE
+.end
+KBC
+want=$(PYTHONHASHSEED=0 python3 -c '
+s = set()
+for w in ("apple", "banana", "cherry", "date", "egg", "fig"):
+    s.add(w)
+s.discard("cherry")
+s.add("grape")
+t = set()
+t.update(frozenset(("x", "y", "z", "w", "caf\xe9", "€", "😀")))
+print((s.pop(), s | t, t))')
+for mode in "" "--compile"; do
+  check "set order $mode" 0 "" "$KILN" run $mode "$tmp/sets.kbc"
+  [ "$LAST_OUT" = "$want" ] || { echo "FAIL set order $mode: printed '$LAST_OUT', CPython (PYTHONHASHSEED=0) '$want'"; fails=$((fails + 1)); }
+done
+
 # The llvm backend's disk cache, across processes: a cold run compiles and
 # writes an entry, a warm run loads it without compiling, a corrupted entry
 # is rejected and recompiled (never loaded), and the directory is owner-only.

@@ -64,9 +64,9 @@ class StructuralEq {
         return true;
       }
       case Kind::FrozenSet: {
-        // Items in the same (insertion) order: the canonical text keeps it.
-        const auto& x = a.as<runtime::SetObj>()->items;
-        const auto& y = b.as<runtime::SetObj>()->items;
+        // Items in the same (table) order: the canonical text keeps it.
+        const std::vector<runtime::Value> x = a.as<runtime::SetObj>()->items();
+        const std::vector<runtime::Value> y = b.as<runtime::SetObj>()->items();
         if (x.size() != y.size()) return no("frozenset sizes differ");
         for (size_t i = 0; i < x.size(); ++i)
           if (!values(x[i], y[i])) return false;

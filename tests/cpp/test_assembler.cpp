@@ -64,6 +64,10 @@ const std::map<std::string, std::string> kCorpus = {
   LOAD_CONST frozenset({1, "x", (2.5,)})
   COMPARE_OP in
   POP_JUMP_IF_TRUE ok
+  LOAD_FAST c
+  LOAD_CONST frozenset[8]({0: 3, 3: 35, 4: 4, 6: dummy})
+  COMPARE_OP in
+  POP_JUMP_IF_TRUE ok
   LOAD_ASSERTION_ERROR
   RAISE 1
 ok:

@@ -114,7 +114,7 @@ TEST_CASE("ascii() escapes what repr() keeps", "[format]") {
 TEST_CASE("sets: Python element semantics, order-free equality and hashing", "[sets]") {
   Value s = set_of({I(1), F(1.0), B(true), S("a")});
   REQUIRE(length(s) == 2);
-  CHECK(repr(s.as<SetObj>()->items[0]) == "1");  // the first of 1 == 1.0 == True is kept
+  CHECK(repr(s.as<SetObj>()->items()[0]) == "1");  // the first of 1 == 1.0 == True is kept
   Value a = set_of({I(1), I(2), I(3)}, true), b = set_of({I(3), I(2), I(1)}, true);
   CHECK(values_equal(a, b));
   CHECK(value_hash(a) == value_hash(b));

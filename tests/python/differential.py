@@ -5,7 +5,8 @@ backend, twice: the traced call and the cached call), every run on fresh
 copies of the same inputs, and compares
 
 - the return value (tensors: dtype, shape and values; containers
-  structurally), and which argument it *is* when it is one of them,
+  structurally, sets in their iteration order), and which argument it *is*
+  when it is one of them,
 - the exception: its type and its message,
 - the state of every argument after the call (a mutation is part of what a
   program means), and
@@ -70,6 +71,15 @@ def _same(a, b, path, tol):
             d = _same(x, y, f"{path}[{i}]", tol)
             if d:
                 return d
+        return None
+    if isinstance(a, (set, frozenset)):
+        # By order too: kiln's sets iterate in CPython's order (runtime/value.h SetObj).
+        if len(a) != len(b) or a != b:
+            return f"{path}: {a!r} vs {b!r}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = _same(x, y, f"{path} (iterated)[{i}]", tol)
+            if d:
+                return f"{d}: {a!r} vs {b!r} iterate in another order"
         return None
     if isinstance(a, dict):
         if list(a.keys()) != list(b.keys()):

@@ -17,9 +17,10 @@ before anything else. Some programs raise (IndexError, KeyError,
 ZeroDivisionError, TypeError, ValueError, AttributeError, user exception
 classes), unguarded or caught, so error paths are compared too.
 
-Features (`--features +name,-name`) switch families of constructs; one is
-off by default: `set_order` (a set's iteration order printed or indexed:
-kiln's sets keep insertion order, CPython's follow its hash table).
+Features (`--features +name,-name`) switch families of constructs; all are
+on by default. `set_order` lets a set's iteration order show (repr of a
+set, loops over a set, list(s), s.pop()): kiln's sets are CPython's hash
+table (runtime/value.h SetObj), so they iterate in CPython's order.
 
 The command line runs N programs on J worker processes, each worker a
 separate interpreter restarted after a crash or a hang, and prints the
@@ -56,9 +57,7 @@ FEATURES = {
     "arity_errors": True,       # a nested function called with too few arguments (its qualname in the message)
     "bigints": True,            # int literals near and past 2**63 (past int64: Python's ints)
     "class_features": True,     # super(), classmethod, staticmethod, property, del attr, __class__
-    # Off by default: set_order is a known deviation (kiln's sets iterate in
-    # insertion order, CPython's in hash-table order: runtime/value.h SetObj).
-    "set_order": False,         # a set's iteration order seen
+    "set_order": True,          # a set's iteration order seen: repr, loops, list(s), pop()
 }
 
 
@@ -302,6 +301,13 @@ class Gen:
 
     def small_int(self):
         return str(self.r.choice([0, 1, 2, 3, -1, -2, 5, 7, 10, 4]))
+
+    def set_int(self):
+        """An int for a set display: with set_order, values that collide in
+        a table of 8 or 32 (their order is the table's, not sorted)."""
+        if not self.f["set_order"]:
+            return self.small_int()
+        return str(self.r.choice([0, 1, 2, 3, -1, -2, 5, 7, 10, 4, 8, 9, 16, 17, 33, 35, 40, 64]))
 
     def e_int(self, d):
         r = self.r
@@ -560,8 +566,7 @@ class Gen:
                 return f"{self.pick(['/', ''])!r}.join(sorted({self.e_dict(d + 1)}))"
             return f"'-'.join([{e()}, {e()}])"
         if k == "repr":
-            # not of a set unless set_order: kiln's sets iterate in insertion
-            # order (runtime/value.h SetObj), CPython's in hash order
+            # not of a set without set_order (the order a set prints in)
             e = self.any_expr(d + 1)
             while not self.f["set_order"] and self.expr_is_set(e):
                 e = self.any_expr(d + 1)
@@ -655,6 +660,8 @@ class Gen:
         if k == "dictvals":
             return f"list({self.e_dict(d + 1)}.values())"
         if k == "fromset":
+            if self.f["set_order"] and r.random() < 0.5:
+                return f"list({self.e_set(d + 1)})"
             return f"sorted({self.e_set(d + 1)})"
         if k == "comp":
             x = self.fresh("x")
@@ -703,10 +710,11 @@ class Gen:
             if v and r.random() < 0.7:
                 return v.name
             n = r.randint(0, 3)
-            return "{" + ", ".join(self.small_int() for _ in range(n)) + "}" if n else "set()"
+            return "{" + ", ".join(self.set_int() for _ in range(n)) + "}" if n else "set()"
         k = r.choice(["lit", "fromlist", "op", "comp"] if self.f["comprehensions"] else ["lit", "fromlist", "op"])
         if k == "lit":
-            return "{" + ", ".join(self.e_int(d + 1) for _ in range(r.randint(1, 3))) + "}"
+            return "{" + ", ".join(self.e_int(d + 1) if r.random() < 0.6 else self.set_int()
+                                   for _ in range(r.randint(1, 4))) + "}"
         if k == "fromlist":
             return f"set({self.e_list(d + 1)})"
         if k == "op":
@@ -810,7 +818,7 @@ class Gen:
         opts = [("assign", 6), ("reassign", 3), ("aug", 3), ("log", 4), ("if", 3)]
         f = self.f
         if f["containers"]:
-            opts += [("list_mut", 6), ("dict_mut", 4), ("set_mut", 3), ("unpack", 1)]
+            opts += [("list_mut", 6), ("dict_mut", 4), ("set_mut", 5 if f["set_order"] else 3), ("unpack", 1)]
         if f["loops"]:
             opts += [("for", 3), ("while", 1)]
             if self.loop_depth:
@@ -997,9 +1005,16 @@ class Gen:
         n, r = v.name, self.r
         err = self.f["errors"] and r.random() < 0.1
         x = self.e_int(1)
-        k = r.choice(["add", "add", "discard", "remove", "update", "ior", "isub", "clear", "pop"])
+        kinds = ["add", "add", "discard", "remove", "update", "ior", "isub", "clear", "pop"]
+        if self.f["set_order"]:
+            kinds += ["show", "show", "pop", "add_wide"]
+        k = r.choice(kinds)
         if k == "add":
             self.emit(f"{n}.add({x})")
+        elif k == "add_wide":
+            self.emit(f"{n}.add({self.set_int()})")
+        elif k == "show":  # the set's order itself
+            self.emit(f"log.append({r.choice([f'list({n})', f'str({n})', f'[x for x in {n}]', f'tuple({n})'])})")
         elif k == "discard":
             self.emit(f"{n}.discard({x})")
         elif k == "remove":
@@ -1012,9 +1027,10 @@ class Gen:
             self.emit(f"{n}.difference_update({self.e_set(1)})" if v.readonly else f"{n} -= {self.e_set(1)}")
         elif k == "clear":
             self.emit(f"{n}.clear()")
+        elif self.f["set_order"]:
+            # set.pop's choice is CPython's hash order (and its finger)
+            self.emit(f"log.append({n}.pop())" if err else f"if {n}:\n{'    ' * (self.ind + 1)}log.append({n}.pop())")
         else:
-            # set.pop's choice is CPython's hash order: only for ints < 8 it is
-            # the smallest element, which both must agree on.
             self.emit(f"log.append(sorted({n}))")
 
     def s_unpack(self):
@@ -1070,7 +1086,10 @@ class Gen:
             sv = self.var(SET)
             if sv is None:
                 return self.s_assign()
-            head, binds = f"for {x} in sorted({sv.name}):", [(x, INT)]
+            order = self.f["set_order"] and self.r.random() < 0.6
+            if order:  # over the set itself: the body must not change it
+                frozen = sv.group
+            head, binds = f"for {x} in {sv.name if order else f'sorted({sv.name})'}:", [(x, INT)]
         else:
             if not self.f["strings"]:
                 return self.s_assign()
@@ -1410,7 +1429,9 @@ class Gen:
             keys = r.sample(KEYS, r.randint(0, 4))
             return "{" + ", ".join(f"{k!r}: {r.randint(-2, 9)}" for k in keys) + "}"
         if ty == SET:
-            vals = sorted({r.randint(-2, 9) for _ in range(r.randint(0, 4))})
+            # With set_order, wider values: colliding entries show the order.
+            hi = 40 if self.f["set_order"] else 9
+            vals = sorted({r.randint(-2, hi) for _ in range(r.randint(0, 4 if hi == 9 else 7))})
             return "{" + ", ".join(map(str, vals)) + "}" if vals else "set()"
         if ty == TUPLE:
             vals = [r.randint(-3, 9) for _ in range(r.randint(0, 3))]

@@ -516,3 +516,41 @@ def big_int_edges(a):
 
 def test_big_int_as_index_format_argument_and_parsed():
     check(big_int_edges, 0)
+
+
+def reprs(chars):
+    return [repr(c) for c in chars]
+
+
+def test_repr_escapes_what_cpython_calls_non_printable():
+    # Every edge of every range CPython's str.isprintable() rejects (the
+    # generated runtime/unicode_nonprintable.def), and the code points next to them.
+    edges = set()
+    prev_printable = True
+    for cp in range(0x110000):
+        p = chr(cp).isprintable()
+        if p != prev_printable:
+            edges.update({cp - 1, cp})
+        prev_printable = p
+    chars = [chr(cp) for cp in sorted(edges) if 0 <= cp < 0x110000 and not 0xD800 <= cp <= 0xDFFF]
+    assert len(chars) > 1000
+    check(reprs, chars)
+
+
+def fromkeys_through_the_type(a):
+    return dict.fromkeys(a), dict.fromkeys("ab", 0), dict.fromkeys(a, [])
+
+
+def fromkeys_errors(a):
+    out = []
+    for thunk in (lambda: dict.fromkeys(), lambda: dict.fromkeys(a, 1, 2), lambda: dict.fromkeys(5)):
+        try:
+            out.append(thunk())
+        except TypeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_dict_fromkeys_through_the_type():
+    check(fromkeys_through_the_type, [1, 2, 1])
+    check(fromkeys_errors, [1])

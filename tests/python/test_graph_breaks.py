@@ -339,3 +339,39 @@ def test_a_dict_iterator_across_a_break_is_the_real_one(fn):
 
 def test_a_set_iterator_across_a_break_raises_when_the_set_grows():
     check(set_grows_after_break, {1})
+
+
+def set_loop_across_breaks(s):
+    out = []
+    for x in s:  # the iterator's position is a table slot; it crosses as a count of items
+        print(end="")
+        out.append(x)
+    return out
+
+
+def set_loop_held_in_a_local_across_a_break(s):
+    it = iter(s)
+    first = next(it)
+    print(end="")
+    return first, list(it)
+
+
+@pytest.mark.parametrize("s", [{5, 1, 33, 17, 2}, {-1, -2, 40, 8, 16, 24}, {"a", "bc", "d"}])
+def test_a_set_loop_across_breaks_keeps_cpythons_order(s):
+    check(set_loop_across_breaks, s)
+    check(set_loop_held_in_a_local_across_a_break, s)
+
+
+def set_same_size_change_after_break(s):
+    out = []
+    for x in s:
+        print(end="")
+        out.append(x)
+        if x == 1:
+            s.discard(9)  # same size: no error, and the loop sees 5 where CPython's table puts it
+            s.add(5)
+    return out
+
+
+def test_a_set_loop_sees_a_same_size_change_after_a_break():
+    check(set_same_size_change_after_break, {1, 9, 3})
