@@ -54,7 +54,8 @@ for t in "${TARGETS[@]}"; do
     set +e
     # -timeout: one input may take this long (the llvm target compiles);
     # the step budget stops programs long before (runtime/budget.h).
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1} \
+    # (LeakSanitizer's own check at exit too, not only libFuzzer's per input.)
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=$leaks:allocator_may_return_null=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
       nice -n "$NICE" "$exe" -max_total_time="$SECONDS_EACH" -timeout=60 -rss_limit_mb=3072 -max_len="$max_len" \
       -detect_leaks="$leaks" -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-artifacts/$t/" \
