@@ -294,21 +294,23 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
   try {
     method = get_attr(obj, name);
   } catch (const Unsupported&) {
-    // A plain value without that attribute: the lookup itself raises
-    // (AttributeError), so the break stays here, where the residual runs
-    // it after replaying the trace's effects.
-    // A tensor's attributes are known (get_attr lists them): one it lacks
-    // raises here on the VM. Deferred, the error would be lost if nothing
-    // called the method (found by tests/fuzz).
-    if (obj->is(VTKind::Tensor)) throw;
+    // A plain value without that attribute: the lookup raises here on the
+    // VM (AttributeError); explain() says so in the VM's words.
     if (is_constant(obj)) {
       const Value v = constant_value(obj);
       const bool plain = v.is(Kind::Str) || v.is_number() || v.is_none() || v.is(Kind::Tuple);
       if (plain && get_attr_or_null(ctx_.vm, v, intern(name).get()).is_null())
         unsupported(BreakReason::attribute_error, "'" + type_name(v) + "' object has no attribute '" + name + "'");
     }
-    // Defer the lookup to the call, so a break lands on CALL_METHOD
-    // (whose stack the residual code can rebuild) rather than here.
+    // Only a module's or a foreign object's attributes depend on what they
+    // hold when the code runs: their lookup is deferred to the call, so the
+    // arguments between are traced first and the break lands on
+    // CALL_METHOD. Every other tracker's attributes are all get_attr knows
+    // (a tensor's, a list's, an iterator's, ...): the lookup raises here on
+    // the VM, and deferred, that error was lost when nothing called the
+    // method (found by tests/fuzz). The break stays here; the residual runs
+    // the lookup (convert_frame: LOAD_ATTR and a NULL).
+    if (!obj->is_module() && !obj->is(VTKind::Opaque) && !obj->is(VTKind::GetAttr)) throw;
     push(variables::make_getattr(obj, name));
     push(nullptr);
     return;

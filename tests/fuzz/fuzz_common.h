@@ -8,7 +8,9 @@
 // seed reset, so each run starts from equal arguments.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -68,11 +70,66 @@ inline std::optional<Entry> entry_of(const Program& p) {
 // afterwards (a mutation the compiled code lost shows there).
 struct Outcome {
   std::string result, error, out, args;
+  std::string traceback;   // the error's, for the report only: frames differ by design
   bool exhausted = false;  // the budget ran out: nothing to compare
 };
 
+// A set's items in a canonical order. The order of a set of objects hashed
+// by identity (tensors, iterators) depends on their addresses, in CPython as
+// in kiln: two runs, or the VM's run and the compiled one, make other
+// objects and may print them in another order. Sets compare unordered.
+inline std::string unordered_sets(const std::string& s) {
+  std::string out;
+  size_t i = 0;
+  std::function<std::string(size_t&, char)> group = [&](size_t& k, char close) {
+    // s[k] is just after an opener; returns the group's text up to and
+    // including `close`, its own set items sorted when it is a set.
+    std::vector<std::string> items(1);
+    bool dict = false;
+    char quote = 0;
+    for (; k < s.size(); ++k) {
+      const char c = s[k];
+      if (quote) {
+        items.back() += c;
+        if (c == '\\' && k + 1 < s.size()) items.back() += s[++k];
+        else if (c == quote) quote = 0;
+        continue;
+      }
+      if (c == '\'' || c == '"') {
+        quote = c;
+        items.back() += c;
+      } else if (c == '{' || c == '[' || c == '(') {
+        ++k;
+        items.back() += c + group(k, c == '{' ? '}' : c == '[' ? ']' : ')');
+      } else if (c == close) {
+        break;
+      } else if (c == ',' && close == '}') {
+        items.emplace_back();
+        if (k + 1 < s.size() && s[k + 1] == ' ') ++k;
+      } else {
+        if (c == ':' && close == '}') dict = true;
+        items.back() += c;
+      }
+    }
+    if (close == '}' && !dict) std::sort(items.begin(), items.end());
+    std::string text;
+    for (size_t j = 0; j < items.size(); ++j) text += (j ? (close == '}' ? ", " : "") : "") + items[j];
+    return text + (k < s.size() ? std::string(1, close) : std::string());
+  };
+  for (; i < s.size(); ++i) {
+    if (s[i] == '{') {
+      size_t k = i + 1;
+      out += '{' + group(k, '}');
+      i = k;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 inline std::string describe(const Outcome& o) {
-  return "result=" + o.result + " error=" + o.error + " stdout=" + o.out + " args=" + o.args;
+  return unordered_sets("result=" + o.result + " error=" + o.error + " stdout=" + o.out + " args=" + o.args);
 }
 
 // Runs `call(args)` after making the arguments; everything under one budget.
@@ -86,7 +143,15 @@ Outcome run_entry(kiln::interpreter::VM& vm, const Entry& e, uint64_t steps, Cal
     std::vector<Value> args;
     if (!e.inputs.is_null()) {
       try {
-        args = kiln::runtime::to_vector(vm.call(e.inputs, kiln::runtime::CallArgs{nullptr, 0, nullptr}));
+        Value in = vm.call(e.inputs, kiln::runtime::CallArgs{nullptr, 0, nullptr});
+        // Arguments in an order of their own: a set's follows its items'
+        // addresses (tensors hash by identity), so two runs would not get
+        // equal arguments.
+        if (!in.is(kiln::runtime::Kind::Tuple) && !in.is(kiln::runtime::Kind::List)) {
+          o.exhausted = true;
+          return o;
+        }
+        args = kiln::runtime::to_vector(in);
       } catch (const kiln::Error&) {
         o.exhausted = true;  // no arguments to run with: nothing to compare
         return o;
@@ -96,6 +161,7 @@ Outcome run_entry(kiln::interpreter::VM& vm, const Entry& e, uint64_t steps, Cal
       o.result = kiln::runtime::repr(call(args));
     } catch (const kiln::Error& err) {
       o.error = err.what();
+      o.traceback = err.full();
     }
     Value tuple = kiln::runtime::make_tuple(args);
     o.args = kiln::runtime::repr(tuple);

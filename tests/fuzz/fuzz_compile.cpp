@@ -97,10 +97,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (got.exhausted)
       kiln_fuzz::fail(std::string(which) + " ran past " + std::to_string(steps) + " steps; the VM took " +
                       std::to_string(used));
-    if (got.error != expected.error || !texts_close(got.result, expected.result) ||
-        !texts_close(got.out, expected.out) || !texts_close(got.args, expected.args))
+    using kiln_fuzz::unordered_sets;
+    if (got.error != expected.error || !texts_close(unordered_sets(got.result), unordered_sets(expected.result)) ||
+        !texts_close(unordered_sets(got.out), unordered_sets(expected.out)) ||
+        !texts_close(unordered_sets(got.args), unordered_sets(expected.args)))
       kiln_fuzz::fail(std::string(which) + " on " KILN_FUZZ_BACKEND " differs from the VM:\nVM:       " +
-                      kiln_fuzz::describe(expected) + "\ncompiled: " + kiln_fuzz::describe(got));
+                      kiln_fuzz::describe(expected) + "\ncompiled: " + kiln_fuzz::describe(got) +
+                      "\nVM traceback:\n" + expected.traceback + "\ncompiled traceback:\n" + got.traceback);
   }
   kiln::reset();
   return 0;
