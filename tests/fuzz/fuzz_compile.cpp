@@ -58,52 +58,62 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+// A program's runs change its own state (globals, class attributes): the VM
+// and the compiled function each get their own instance of the program, and
+// their first calls compare, then their second calls.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::optional<kiln::Program> p = kiln_fuzz::assemble_input(data, size);
-  if (!p) return 0;
-  std::optional<kiln_fuzz::Entry> e = kiln_fuzz::entry_of(*p);
-  if (!e) return 0;
+  std::optional<kiln::Program> p_vm = kiln_fuzz::assemble_input(data, size);
+  if (!p_vm) return 0;
+  std::optional<kiln_fuzz::Entry> e_vm = kiln_fuzz::entry_of(*p_vm);
+  if (!e_vm) return 0;
+  std::optional<kiln::Program> p_c = kiln_fuzz::assemble_input(data, size);
+  std::optional<kiln_fuzz::Entry> e_c = kiln_fuzz::entry_of(*p_c);
   std::string out;
   kiln::interpreter::VMOptions vo;
   vo.stdout_sink = [&out](std::string_view s) {
     if (out.size() < (1u << 20)) out += s;
   };
   kiln::interpreter::VM vm(vo);
-  uint64_t used = 0;
-  kiln_fuzz::Outcome expected = kiln_fuzz::run_entry(
-      vm, *e, kiln_fuzz::kVmSteps,
-      [&](const std::vector<kiln::Value>& args) {
-        return vm.call(e->fn, kiln::runtime::CallArgs{args.data(), args.size(), nullptr});
-      },
-      &used);
-  expected.out = std::move(out);
-  out.clear();
-  if (expected.exhausted) return 0;
+  kiln_fuzz::Outcome expected[2];
+  uint64_t used[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    expected[k] = kiln_fuzz::run_entry(
+        vm, *e_vm, kiln_fuzz::kVmSteps,
+        [&](const std::vector<kiln::Value>& args) {
+          return vm.call(e_vm->fn, kiln::runtime::CallArgs{args.data(), args.size(), nullptr});
+        },
+        &used[k]);
+    expected[k].out = std::move(out);
+    out.clear();
+    if (expected[k].exhausted) return 0;
+  }
 
   kiln::reset();
   kiln::Options options;
   options.backend = KILN_FUZZ_BACKEND;
   options.stdout_sink = vo.stdout_sink;
-  kiln::CompiledFunction compiled = kiln::compile(e->fn, options);
-  // Tracing walks the code like the VM does, once per attempt and per
-  // resume function: a generous multiple of the VM's steps, never unbounded.
-  const uint64_t steps = 50 * used + 50000;
-  for (const char* which : {"first (traced) call", "second (cached) call"}) {
-    kiln_fuzz::Outcome got = kiln_fuzz::run_entry(vm, *e, steps, [&](const std::vector<kiln::Value>& args) {
+  kiln::CompiledFunction compiled = kiln::compile(e_c->fn, options);
+  const char* which[2] = {"first (traced) call", "second (cached) call"};
+  for (int k = 0; k < 2; ++k) {
+    // Tracing walks the code like the VM does, once per attempt and per
+    // resume function: a generous multiple of the VM's steps, never unbounded.
+    const uint64_t steps = 50 * used[k] + 50000;
+    kiln_fuzz::Outcome got = kiln_fuzz::run_entry(vm, *e_c, steps, [&](const std::vector<kiln::Value>& args) {
       return compiled(args);
     });
     got.out = std::move(out);
     out.clear();
     if (got.exhausted)
-      kiln_fuzz::fail(std::string(which) + " ran past " + std::to_string(steps) + " steps; the VM took " +
-                      std::to_string(used));
+      kiln_fuzz::fail(std::string(which[k]) + " ran past " + std::to_string(steps) + " steps; the VM took " +
+                      std::to_string(used[k]));
     using kiln_fuzz::unordered_sets;
-    if (got.error != expected.error || !texts_close(unordered_sets(got.result), unordered_sets(expected.result)) ||
-        !texts_close(unordered_sets(got.out), unordered_sets(expected.out)) ||
-        !texts_close(unordered_sets(got.args), unordered_sets(expected.args)))
-      kiln_fuzz::fail(std::string(which) + " on " KILN_FUZZ_BACKEND " differs from the VM:\nVM:       " +
-                      kiln_fuzz::describe(expected) + "\ncompiled: " + kiln_fuzz::describe(got) +
-                      "\nVM traceback:\n" + expected.traceback + "\ncompiled traceback:\n" + got.traceback);
+    const kiln_fuzz::Outcome& want = expected[k];
+    if (got.error != want.error || !texts_close(unordered_sets(got.result), unordered_sets(want.result)) ||
+        !texts_close(unordered_sets(got.out), unordered_sets(want.out)) ||
+        !texts_close(unordered_sets(got.args), unordered_sets(want.args)))
+      kiln_fuzz::fail(std::string(which[k]) + " on " KILN_FUZZ_BACKEND " differs from the VM:\nVM:       " +
+                      kiln_fuzz::describe(want) + "\ncompiled: " + kiln_fuzz::describe(got) +
+                      "\nVM traceback:\n" + want.traceback + "\ncompiled traceback:\n" + got.traceback);
   }
   kiln::reset();
   return 0;
