@@ -293,7 +293,7 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
   VT method;
   try {
     method = get_attr(obj, name);
-  } catch (const Unsupported&) {
+  } catch (const Unsupported& u) {
     // A plain value without that attribute: the lookup raises here on the
     // VM (AttributeError); explain() says so in the VM's words.
     if (is_constant(obj)) {
@@ -311,6 +311,9 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
     // method (found by tests/fuzz). The break stays here; the residual runs
     // the lookup (convert_frame: LOAD_ATTR and a NULL).
     if (!obj->is_module() && !obj->is(VTKind::Opaque) && !obj->is(VTKind::GetAttr)) throw;
+    // A module that lacks the name (its dicts, class and __getattr__ say
+    // so, under its version guard) raises here too (found by tests/fuzz).
+    if (u.reason == BreakReason::attribute_error) throw;
     push(variables::make_getattr(obj, name));
     push(nullptr);
     return;
