@@ -55,7 +55,20 @@ constexpr int64_t kGrainElements = 32768;
 class CompiledProgram {
  public:
   CompiledProgram(std::shared_ptr<const Graph> graph, Program p, CompiledKernels k, CompiledGraph eager)
-      : graph_(std::move(graph)), p_(std::move(p)), k_(std::move(k)), eager_(std::move(eager)) {}
+      : graph_(std::move(graph)), p_(std::move(p)), k_(std::move(k)), eager_(std::move(eager)) {
+    // Outputs and temporaries sized by an eager step's result (a kernel over
+    // cat's output, in a program with dynamic sizes) are allocated once that
+    // step has run: before, their symbols are unknown.
+    late_.assign(p_.buffers.size(), false);
+    for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      const Buffer& b = p_.buffers[i];
+      if (b.kind != Buffer::Kind::Output && b.kind != Buffer::Kind::Temp) continue;
+      for (const Dim& d : b.sizes)
+        for (int sym : d.syms)
+          if (p_.syms[size_t(sym)].from == SymSource::From::Step) late_[i] = true;
+      if (late_[i]) late_buffers_.push_back(i);
+    }
+  }
 
   std::vector<Value> operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs);
 
@@ -78,6 +91,8 @@ class CompiledProgram {
   CompiledGraph eager_;
   std::mutex arena_mu_;
   runtime::Ref<runtime::Storage> arena_;
+  std::vector<bool> late_;           // per buffer: sized by an eager step's result
+  std::vector<size_t> late_buffers_;  // those buffers
 };
 
 bool CompiledProgram::checks_hold(const std::vector<int64_t>& dyn, const std::vector<bool>& known,
@@ -282,7 +297,19 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
     const Tensor t = owners[i].as_tensor();
     bufs[i] = t.numel() ? static_cast<char*>(t.raw_data()) : nullptr;
   };
-  for (size_t i = 0; i < nb; ++i) bind(i);
+  for (size_t i = 0; i < nb; ++i)
+    if (!late_[i]) bind(i);
+  // A late buffer is bound after the eager step that makes its last symbol
+  // known (a temporary's pointer or an output's tensor marks it bound).
+  auto bind_late = [&] {
+    for (size_t i : late_buffers_) {
+      if (bufs[i] || owners[i].is(Kind::Tensor)) continue;
+      bool ready = true;
+      for (const Dim& d : p_.buffers[i].sizes)
+        for (int sym : d.syms) ready = ready && known[size_t(sym)];
+      if (ready) bind(i);
+    }
+  };
 
   std::vector<Value> eager_results(p_.eager.size());
   for (const Step& st : p_.steps) {
@@ -323,6 +350,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
                                                      ", not the traced shape");
           owners[size_t(s.result)] = r;
           bufs[size_t(s.result)] = t.numel() ? static_cast<char*>(t.raw_data()) : nullptr;
+          if (!late_buffers_.empty()) bind_late();
         }
         break;
       }

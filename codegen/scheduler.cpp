@@ -123,6 +123,7 @@ class Scheduler {
   void matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void eager(const Node& n, const std::string& why);
+  void before_mutation(const Node& n, const EagerStep& s);
   void output(const Node& n);
 
   const Graph& g_;
@@ -493,6 +494,7 @@ void Scheduler::eager(const Node& n, const std::string& why) {
   };
   for (const Arg& a : n.args) walk(a);
   for (const auto& kv : n.kwargs) walk(kv.second);
+  if (n.op == NodeOp::CallFunction && runtime::op_def(OpId(n.op_id)).mutates) before_mutation(n, s);
   const int step = int(prog_.eager.size());
   Val v;
   if (n.meta) {
@@ -521,6 +523,40 @@ void Scheduler::eager(const Node& n, const std::string& why) {
   prog_.eager.push_back(std::move(s));
   prog_.steps.push_back({Step::Kind::Eager, step});
   val(&n) = std::move(v);
+}
+
+// An op that writes into its tensor arguments (batch_norm's running
+// statistics) runs as an eager step, in graph order. A pending value that
+// reads one of those buffers was made by an earlier node, so it must see
+// the old contents: it is computed now, before the write. (A materialized
+// view reads the memory when its consumer runs, after the write, as eager
+// does.) In a program with dynamic sizes a failed check after an eager step
+// reruns the whole graph eagerly, which would write twice: such a graph
+// runs on the eager backend.
+void Scheduler::before_mutation(const Node& n, const EagerStep& s) {
+  if (!prog_.syms.empty())
+    unsupported(std::string(runtime::op_def(OpId(n.op_id)).name) + " writes its arguments in a program with dynamic sizes");
+  std::vector<int> written;
+  for (const Access& a : s.tensor_args)
+    if (a.buffer >= 0) written.push_back(a.buffer);
+  auto reads = [&](const std::vector<Access>& accesses) {
+    for (const Access& a : accesses)
+      if (std::find(written.begin(), written.end(), a.buffer) != written.end()) return true;
+    return false;
+  };
+  for (const auto& np : g_.nodes()) {
+    const Node& m = *np;
+    if (m.index >= n.index) break;
+    Val& v = val(&m);
+    if (!v.tensor || v.materialized) continue;
+    // Only a value some later node still reads is live (an open reduction
+    // belongs to its latest consumer).
+    bool live = false;
+    for (const Node* u : m.users) live = live || u->index > n.index;
+    if (!live) continue;
+    if (reads(v.arena.accesses) || (v.open >= 0 && reads(open_[size_t(v.open)].kernel.accesses)))
+      materialize(v, "read before " + n.name + " writes its arguments");
+  }
 }
 
 void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {

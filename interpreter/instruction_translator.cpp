@@ -540,15 +540,17 @@ void InstructionTranslator::op_CALL_EX(const Instr& i) {
   push(call_function(callee, std::move(all), names.is(Kind::Tuple) ? names.as<TupleObj>() : nullptr));
 }
 
-void InstructionTranslator::op_GET_ITER(const Instr&) {
-  VT v = realize(pop());
-  if (v->is(VTKind::Iterator)) return push(v);
+void InstructionTranslator::op_GET_ITER(const Instr&) { push(iter_of(pop())); }
+
+VT InstructionTranslator::iter_of(const VT& v0) {
+  VT v = realize(v0);
+  if (v->is(VTKind::Iterator)) return v;
   if (v->iterated) {  // a dict view: the dict as it is now, which must not change size from here
     VT it = variables::make_iterator(variables::dict_view_items(*v->iterated, v->view));
     it->iterated = v->iterated;
     it->iterated_size = variables::container_size(*v->iterated);
     it->view = v->view;
-    return push(it);
+    return it;
   }
   const bool set = v->is(VTKind::Constant) && is_set_like(v->value);  // read live by next_item
   VT it = variables::make_iterator(set ? std::vector<VT>{} : unpack(v));
@@ -556,7 +558,7 @@ void InstructionTranslator::op_GET_ITER(const Instr&) {
     it->iterated = v;
     it->iterated_size = n;
   }
-  push(it);
+  return it;
 }
 
 void InstructionTranslator::op_FOR_ITER(const Instr& i) {
@@ -596,12 +598,34 @@ bool InstructionTranslator::next_item(const VT& it, VT& out) {
     out = from_value(s->table()[it->pos++].key);
     return true;
   }
-  while (it->pos < it->items.size()) {
-    VT x = it->items[it->pos++];
-    switch (vars::lazy_iteration(*it)) {
-      case vars::LazyIteration::None: out = std::move(x); return true;
-      case vars::LazyIteration::Map: out = call_function(it->self, x->items, nullptr); return true;
-      case vars::LazyIteration::Filter: {
+  switch (vars::lazy_iteration(*it)) {
+    case vars::LazyIteration::None:
+      if (it->pos >= it->items.size()) return false;
+      out = it->items[it->pos++];
+      return true;
+    case vars::LazyIteration::Zip:
+    case vars::LazyIteration::Map: {
+      if (it->items.empty()) return false;  // zip(): nothing (map needs one: trace_map)
+      std::vector<VT> row;
+      for (const VT& inner : it->items) {
+        VT x;
+        if (!next_item(inner, x)) return false;  // what earlier ones gave is lost, as in Python
+        row.push_back(std::move(x));
+      }
+      out = vars::lazy_iteration(*it) == vars::LazyIteration::Zip ? vars::make_tuple(std::move(row))
+                                                                  : call_function(it->self, std::move(row), nullptr);
+      return true;
+    }
+    case vars::LazyIteration::Enumerate: {
+      VT x;
+      if (!next_item(it->items[0], x)) return false;
+      out = vars::make_tuple({vars::make_constant(it->value), std::move(x)});
+      it->value = binary_op(BinOp::ADD, it->value, Value::integer(1));
+      return true;
+    }
+    case vars::LazyIteration::Filter: {
+      VT x;
+      while (next_item(it->items[0], x)) {
         const bool keep = it->self->is(VTKind::Constant) && it->self->value.is_none()
                               ? truth_of(x)
                               : truth_of(realize(call_function(it->self, {x}, nullptr)));
@@ -609,8 +633,8 @@ bool InstructionTranslator::next_item(const VT& it, VT& out) {
           out = std::move(x);
           return true;
         }
-        break;
       }
+      return false;
     }
   }
   return false;

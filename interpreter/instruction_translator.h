@@ -164,7 +164,10 @@ class InstructionTranslator {
 #undef KILN_DECLARE_Fold
 #undef KILN_DECLARE_Effect
   VT reads_tensor_value(BuiltinCall& call);
-  std::vector<VT> zipped(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
+  // iter(v) as GET_ITER makes it (an iterator is itself).
+  VT iter_of(const VT& v);
+  // iter() of each of [first, last), for a lazy iterator over them.
+  std::vector<VT> iters_of(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
   VT getattr_or_hasattr(BuiltinCall& call, bool has);
   runtime::Value type_sample(const VT& v);
   // Methods of built-in types (translator_methods.cpp): answer or break.
@@ -181,6 +184,10 @@ class InstructionTranslator {
   // The truth of a tracker known at trace time; a tensor's is data (a break).
   bool truth_of(const VT& v);
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
+  // A composite op (ops.def's KILN_DECOMPOSE) traced as the parts its
+  // decomposition emits; null when this call is the op itself
+  // (translator_decompose.cpp).
+  VT decomposed_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT get_attr(const VT& obj, const std::string& name);
   VT module_getattr(const VT& module, const std::string& name);
   // An UnspecializedNNModule's attribute: an instance entry wrapped at its

@@ -88,6 +88,7 @@ std::set<const vars::VariableTracker*> shared_iterators(const std::vector<VT>& s
 
 Slot iterator_slot(const VT& v, const std::set<const vars::VariableTracker*>& shared) {
   if (!v || !v->is(VTKind::Iterator) || vars::iteration_error(*v) || shared.count(v.get())) return Slot::Value;
+  if (vars::lazy_iteration(*v) != vars::LazyIteration::None) return Slot::Value;  // a real zip / enumerate
   if (!container_iterator(*v)) return Slot::Iterator;
   return v->iterated->is(VTKind::List) ? Slot::AtPosition : Slot::Value;
 }
@@ -127,6 +128,13 @@ Residual::Residual(const Code& code, TraceContext& ctx, size_t trace_cells)
   for (const std::string& n : code.freevars) b.freevar(n);
   for (const std::string& n : code.varnames) b.local(n);
   graph_out = b.local("__graph_out");
+}
+
+void Residual::keep_rebuilt(const VT& v) {
+  const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
+  rebuilt.emplace(v.get(), tmp);
+  b.emit(Opcode::COPY, 1);
+  b.emit(Opcode::STORE_FAST, tmp);
 }
 
 void Residual::park_cells(const std::vector<VT>& cells) {
@@ -211,10 +219,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
           return runtime::set_clone(snapshot, false);
         }));
         b.emit(Opcode::CALL, 0);
-        int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-        rebuilt.emplace(v.get(), tmp);
-        b.emit(Opcode::COPY, 1);
-        b.emit(Opcode::STORE_FAST, tmp);
+        keep_rebuilt(v);
         return;
       }
       return emit_const(v->value);
@@ -233,10 +238,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         }
         b.emit(Opcode::BUILD_DICT, int32_t(v->keys.size()));
       }
-      int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-      rebuilt.emplace(v.get(), tmp);
-      b.emit(Opcode::COPY, 1);
-      b.emit(Opcode::STORE_FAST, tmp);
+      keep_rebuilt(v);
       return;
     }
     case VTKind::Tuple:
@@ -244,8 +246,20 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
       return;
     case VTKind::Iterator: {
-      if (vars::lazy_iteration(*v) != vars::LazyIteration::None)
+      const vars::LazyIteration lazy = vars::lazy_iteration(*v);
+      if (lazy == vars::LazyIteration::Map || lazy == vars::LazyIteration::Filter)
         unsupported(BreakReason::resume_state, "a map() or filter() iterator held across the break");
+      if (lazy == vars::LazyIteration::Zip || lazy == vars::LazyIteration::Enumerate) {
+        // Python's own zip / enumerate over the real iterators, one object
+        // per tracker (its inner iterators go on where the trace left them).
+        if (auto done = rebuilt.find(v.get()); done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+        emit_const(*runtime::builtins().find(lazy == vars::LazyIteration::Zip ? "zip" : "enumerate"));
+        for (const VT& inner : v->items) reconstruct(inner);
+        if (lazy == vars::LazyIteration::Enumerate) emit_const(v->value);
+        b.emit(Opcode::CALL, int32_t(v->items.size() + (lazy == vars::LazyIteration::Enumerate ? 1 : 0)));
+        keep_rebuilt(v);
+        return;
+      }
       if (const char* error = vars::iteration_error(*v)) {
         // Its dict or set changed size: an iterator whose next step
         // raises, as Python's (GET_ITER of an iterator is itself).
@@ -282,10 +296,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         reconstruct(v->iterated);
         emit_const(Value::integer(int64_t(vars::items_yielded(*v))));
         b.emit(Opcode::CALL, 2);
-        const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-        rebuilt.emplace(v.get(), tmp);
-        b.emit(Opcode::COPY, 1);
-        b.emit(Opcode::STORE_FAST, tmp);
+        keep_rebuilt(v);
         return;
       }
       if (!as_list)
@@ -295,10 +306,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
       if (as_list) return;
       b.emit(Opcode::GET_ITER);  // one object for every holder
-      const int32_t tmp = b.local("__rebuilt" + std::to_string(rebuilt.size()));
-      rebuilt.emplace(v.get(), tmp);
-      b.emit(Opcode::COPY, 1);
-      b.emit(Opcode::STORE_FAST, tmp);
+      keep_rebuilt(v);
       return;
     }
     case VTKind::UserMethod:

@@ -31,6 +31,9 @@ struct Residual {
   // Containers made during the trace, already rebuilt into a temporary:
   // one object, however many places (stack, locals) refer to it.
   std::unordered_map<const variables::VariableTracker*, int32_t> rebuilt;
+  // The object on top of the stack, just rebuilt for `v`, into a temporary
+  // of `rebuilt` (it stays on the stack).
+  void keep_rebuilt(const VT& v);
 
   void emit_const(const Value& v) { b.emit(Opcode::LOAD_CONST, b.constant(v)); }
 

@@ -237,35 +237,26 @@ VT InstructionTranslator::trace_iter(BuiltinCall& c) {
 }
 
 VT InstructionTranslator::trace_enumerate(BuiltinCall& c) {
-  if (c.nkw || c.args.empty() || c.args[0]->is(VTKind::Constant)) return nullptr;
+  if (c.nkw || c.args.empty() || c.args.size() > 2 || c.args[0]->is(VTKind::Constant)) return nullptr;
   if (c.args.size() > 1 && !is_constant(c.args[1])) return nullptr;
   int64_t start = c.args.size() > 1 ? to_index(constant_value(c.args[1]), "enumerate start") : 0;
-  std::vector<VT> out;
-  for (VT& v : unpack(c.args[0])) out.push_back(vars::make_tuple({const_vt(Value::integer(start++)), v}));
-  return vars::make_iterator(std::move(out));
+  VT it = vars::make_lazy_iterator(iters_of(c.args.begin(), c.args.begin() + 1), nullptr, vars::LazyIteration::Enumerate);
+  it->value = Value::integer(start);
+  return it;
 }
 
 VT InstructionTranslator::trace_zip(BuiltinCall& c) {
   if (c.nkw) return nullptr;
   for (const VT& a : c.args)
     if (a->is(VTKind::Tensor)) return nullptr;
-  return vars::make_iterator(zipped(c.args.begin(), c.args.end()));
+  return vars::make_lazy_iterator(iters_of(c.args.begin(), c.args.end()), nullptr, vars::LazyIteration::Zip);
 }
 
-// The items of zip(*seqs): Tuple trackers, as many as the shortest has.
-std::vector<VT> InstructionTranslator::zipped(std::vector<VT>::const_iterator first,
-                                              std::vector<VT>::const_iterator last) {
-  std::vector<std::vector<VT>> seqs;
-  for (auto it = first; it != last; ++it) seqs.push_back(unpack(*it));
-  size_t n = seqs.empty() ? 0 : SIZE_MAX;
-  for (auto& s : seqs) n = std::min(n, s.size());
-  std::vector<VT> rows;
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<VT> row;
-    for (auto& s : seqs) row.push_back(s[i]);
-    rows.push_back(vars::make_tuple(std::move(row)));
-  }
-  return rows;
+std::vector<VT> InstructionTranslator::iters_of(std::vector<VT>::const_iterator first,
+                                                std::vector<VT>::const_iterator last) {
+  std::vector<VT> out;
+  for (auto it = first; it != last; ++it) out.push_back(iter_of(*it));
+  return out;
 }
 
 VT InstructionTranslator::trace_reversed(BuiltinCall& c) {
@@ -275,16 +266,16 @@ VT InstructionTranslator::trace_reversed(BuiltinCall& c) {
   return vars::make_iterator(std::move(items));
 }
 
-// map(f, xs, ...) and filter(f, xs): lazy iterators over known items; the
-// function is called (inlined) as the loop advances, so its effects
-// interleave with the loop body's as in Python (translator: next_item).
+// map(f, xs, ...) and filter(f, xs): lazy iterators over their arguments'
+// iterators; the function is called (inlined) as the loop advances, so its
+// effects interleave with the loop body's as in Python (next_item).
 VT InstructionTranslator::trace_map(BuiltinCall& c) {
   if (c.nkw || c.args.size() < 2) return nullptr;
-  return vars::make_lazy_iterator(zipped(c.args.begin() + 1, c.args.end()), c.args[0], vars::LazyIteration::Map);
+  return vars::make_lazy_iterator(iters_of(c.args.begin() + 1, c.args.end()), c.args[0], vars::LazyIteration::Map);
 }
 VT InstructionTranslator::trace_filter(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 2) return nullptr;
-  return vars::make_lazy_iterator(unpack(c.args[1]), c.args[0], vars::LazyIteration::Filter);
+  return vars::make_lazy_iterator(iters_of(c.args.begin() + 1, c.args.end()), c.args[0], vars::LazyIteration::Filter);
 }
 
 VT InstructionTranslator::trace_getattr(BuiltinCall& c) { return getattr_or_hasattr(c, false); }

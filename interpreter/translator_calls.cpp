@@ -160,6 +160,8 @@ static const output_graph::Node* alias_root(const output_graph::Node* m) {
 }
 
 VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
+  if (op_def(op).decompose)
+    if (VT r = decomposed_op(op, args, kwnames)) return r;
   size_t nkw = kwnames ? kwnames->items.size() : 0;
   std::vector<Arg> pos;
   std::vector<std::pair<std::string, Arg>> kw;

@@ -332,7 +332,7 @@ VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool un
       out = tensor_op(OpId::linear, {x, module_getattr(module, "weight"), module_getattr(module, "bias")});
       break;
     case BuiltinModule::ReLU: out = tensor_op(OpId::relu, {x}); break;
-    case BuiltinModule::GELU: out = tensor_op(OpId::gelu, {x}); break;
+    case BuiltinModule::GELU: out = tensor_op(OpId::gelu, {x, module_getattr(module, "approximate")}); break;
     case BuiltinModule::LayerNorm:
       out = tensor_op(OpId::layer_norm, {x, module_getattr(module, "normalized_shape"), module_getattr(module, "weight"),
                                          module_getattr(module, "bias"), module_getattr(module, "eps")});

@@ -262,7 +262,8 @@ Value b_int(CallContext&, const std::vector<Value>& a) {
   if (x.is(Kind::Bool)) return Value::integer(x.as_int());
   if (x.is(Kind::Float)) {
     double d = x.as_float();
-    if (!std::isfinite(d)) throw_error(ErrorKind::ValueError, "cannot convert float " + repr(x) + " to integer");
+    if (std::isnan(d)) throw_error(ErrorKind::ValueError, "cannot convert float NaN to integer");
+    if (std::isinf(d)) throw_error(ErrorKind::OverflowError, "cannot convert float infinity to integer");
     if (std::fabs(d) >= 9.223372036854775807e18) {
       if (const BigIntHooks* h = bigint_hooks()) return h->from_double(d);
       throw_error(ErrorKind::OverflowError, "int too large for kiln");

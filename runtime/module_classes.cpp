@@ -180,12 +180,14 @@ Value lazy_linear_init(CallContext&, const std::vector<Value>& a) {
 }
 Value relu_forward(CallContext&, const std::vector<Value>& a) { return call_op(OpId::relu, {a[1]}); }
 Value gelu_init(CallContext&, const std::vector<Value>& a) {
-  if (!a[1].is(Kind::Str) || a[1].as_str() != "none")
-    throw_error(ErrorKind::ValueError, "GELU: only approximate='none' is supported, got " + repr(a[1]));
+  if (!a[1].is(Kind::Str) || (a[1].as_str() != "none" && a[1].as_str() != "tanh"))
+    throw_error(ErrorKind::ValueError, "GELU: approximate must be 'none' or 'tanh', got " + repr(a[1]));
   self_of(a)->attrs.set("approximate", a[1]);
   return Value::none();
 }
-Value gelu_forward(CallContext&, const std::vector<Value>& a) { return call_op(OpId::gelu, {a[1]}); }
+Value gelu_forward(CallContext&, const std::vector<Value>& a) {
+  return call_op(OpId::gelu, {a[1], attr(self_of(a), "approximate")});
+}
 Value layer_norm_init(CallContext&, const std::vector<Value>& a) {
   ModuleObj* m = self_of(a);
   Value shape = a[1].is(Kind::Int) ? make_tuple({a[1]}) : make_tuple(to_vector(a[1]));

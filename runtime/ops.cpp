@@ -29,6 +29,13 @@ struct Registry {
                        KILN_EAGER_PTR_##KIND(NAME, EAGER), Signature(#NAME, SIGNATURE, true)});
 #include "runtime/ops.def"
 #undef KILN_OP
+#define KILN_OP(...)
+#define KILN_DECOMPOSE(NAME, FN) defs[size_t(OpId::NAME)].decompose = &FN;
+#define KILN_MUTATES(NAME) defs[size_t(OpId::NAME)].mutates = true;
+#include "runtime/ops.def"
+#undef KILN_OP
+#undef KILN_DECOMPOSE
+#undef KILN_MUTATES
     for (const OpDef& d : defs) by_name.emplace(d.name, &d);
   }
 };
@@ -72,9 +79,36 @@ OpArgs bind_op_args(const OpDef& op, const CallArgs& args) {
   return out;
 }
 
+namespace {
+
+// Each part of a composite runs its kernel.
+struct EagerEmitter final : OpEmitter {
+  Value call(OpId op, const CallArgs& args) override { return call_op(op, args); }
+};
+
+// Each part is typed by its shape rule: a composite's own shape rule.
+struct MetaEmitter final : OpEmitter {
+  Value call(OpId op, const CallArgs& args) override { return Value::tensor(infer_meta(op, args)); }
+};
+
+}  // namespace
+
+Value OpEmitter::call(OpId op, std::initializer_list<Value> positional) {
+  CallArgs args;
+  args.args = positional.begin();
+  args.nargs = positional.size();
+  return call(op, args);
+}
+
 Value call_op(OpId id, const CallArgs& args) {
   const OpDef& op = op_def(id);
-  return op.eager(bind_op_args(op, args));
+  OpArgs bound = bind_op_args(op, args);
+  if (op.decompose) {
+    EagerEmitter e;
+    Value r = op.decompose(bound, e);
+    if (!r.is_null()) return r;
+  }
+  return op.eager(bound);
 }
 
 Value call_op(OpId id, std::initializer_list<Value> positional) {
@@ -86,7 +120,32 @@ Value call_op(OpId id, std::initializer_list<Value> positional) {
 
 Tensor infer_meta(OpId id, const CallArgs& args) {
   const OpDef& op = op_def(id);
-  return op.shape(bind_op_args(op, args));
+  OpArgs bound = bind_op_args(op, args);
+  if (op.decompose) {
+    MetaEmitter e;
+    Value r = op.decompose(bound, e);
+    if (r.is(Kind::Tensor)) return r.as_tensor();
+    if (!r.is_null())
+      throw_error(ErrorKind::TypeError, std::string(op.name) + "() returns " + kind_name(r.kind()) +
+                                            ", not one tensor: its result has no single shape");
+  }
+  return op.shape(bound);
+}
+
+// The shape and eager kernel of a row whose every call decomposes
+// (call_op and infer_meta run the decomposition first); reached only by a
+// direct OpDef::shape/eager call, which then decomposes too.
+Tensor decomposed_shape(const OpArgs& args) {
+  MetaEmitter e;
+  Value r = args.op->decompose(args, e);
+  if (!r.is(Kind::Tensor))
+    throw_error(ErrorKind::TypeError, std::string(args.op->name) + "() does not return one tensor");
+  return r.as_tensor();
+}
+
+Value decomposed_eager(const OpArgs& args) {
+  EagerEmitter e;
+  return args.op->decompose(args, e);
 }
 
 // ----- OpArgs getters ----------------------------------------------------------

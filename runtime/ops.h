@@ -25,6 +25,8 @@ enum class PwRule : uint8_t {
   Compare,   // compute: promoted; result: bool
   Integral,  // bool/int64 only (bitwise ops); compute and result: promoted
   Where,     // operand 0 is the bool condition; compute/result from operands 1, 2
+  Fill,      // masked_fill: compute and result are operand 0's dtype (a tensor);
+             // operand 1 a bool tensor, operand 2 a number or a 0-d tensor
 };
 
 enum class OpId : uint16_t {
@@ -66,6 +68,27 @@ struct OpArgs {
 using ShapeFn = Tensor (*)(const OpArgs&);
 using EagerFn = Value (*)(const OpArgs&);
 
+// Where the parts of a composite op go: each part is a call of another
+// registry op. Eagerly a part runs its kernel (call_op); in a trace it
+// becomes a graph node, and the OpArgs the decomposition reads hold meta
+// tensors. A decomposition reads only metadata, never tensor data, and
+// makes every tensor it returns through call().
+class OpEmitter {
+ public:
+  virtual ~OpEmitter() = default;
+  virtual Value call(OpId op, const CallArgs& args) = 0;
+  Value call(OpId op, std::initializer_list<Value> positional);
+  // Set by a decomposition whose parts depend on its inputs' sizes (split
+  // points, a causal mask's shape): the tracer then specializes every
+  // dimension, as it does when a program reads a shape.
+  bool sizes_read = false;
+};
+// A composite op's decomposition (ops.def's KILN_DECOMPOSE rows): the
+// result of the call (a tensor, or a tuple of tensors for split, topk, ...),
+// or Null when this call is the op itself (gelu with approximate='none'
+// runs and is recorded as gelu).
+using DecomposeFn = Value (*)(const OpArgs&, OpEmitter&);
+
 struct OpDef {
   OpId id;
   const char* name;
@@ -76,6 +99,11 @@ struct OpDef {
   ShapeFn shape;
   EagerFn eager;
   Signature sig;  // `signature` parsed once, at startup
+  DecomposeFn decompose = nullptr;  // composite ops only
+  // The op writes into some of its tensor arguments (batch_norm's running
+  // statistics when training): codegen keeps it an eager step and orders
+  // every read of those arguments around it.
+  bool mutates = false;
 };
 
 const OpDef& op_def(OpId id);

@@ -26,6 +26,13 @@ Value pointwise_eager(const OpArgs& args);
   KILN_DECLARE_EAGER_##KIND(EAGER)
 #include "runtime/ops.def"
 #undef KILN_OP
+#define KILN_OP(...)
+#define KILN_DECOMPOSE(NAME, FN) Value FN(const OpArgs&, OpEmitter&);
+#define KILN_MUTATES(NAME)
+#include "runtime/ops.def"
+#undef KILN_OP
+#undef KILN_DECOMPOSE
+#undef KILN_MUTATES
 
 // Compile-time facts about each row, for templates instantiated per op.
 constexpr int op_arity(OpId id) {

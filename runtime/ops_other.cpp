@@ -1,5 +1,6 @@
 // Copies and conversions (contiguous, clone, to), cat, embedding, and the
-// tensor constructors (zeros, ones, full, arange, rand, randn).
+// tensor constructors (zeros, ones, empty, full, arange, rand, randn and
+// their *_like forms).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
+#include "runtime/value_ops.h"
 
 namespace kiln::runtime {
 
@@ -136,6 +138,19 @@ Value embedding_eager(const OpArgs& args) {
 
 namespace {
 
+// device=: kiln tensors live on the CPU. None, "cpu", "cpu:0" or an object
+// whose str() is one of those (kiln.device, a torch.device) is accepted.
+void check_device(const OpArgs& args, size_t i) {
+  const Value& d = args[i];
+  if (d.is_none()) return;
+  if (!d.is(Kind::Str) && !d.is(Kind::Foreign))
+    throw_error(ErrorKind::TypeError, std::string(args.op->name) + "(): argument 'device' must be a device or a str, not " +
+                                          kind_name(d.kind()));
+  const std::string s = to_str(d);
+  if (s != "cpu" && s != "cpu:0")
+    throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): kiln has only the cpu device, not '" + s + "'");
+}
+
 Shape size_arg(const OpArgs& args, size_t i) {
   Shape s = args.int_list(i);
   for (int64_t d : s)
@@ -147,12 +162,13 @@ Shape size_arg(const OpArgs& args, size_t i) {
 
 }  // namespace
 
-// zeros, ones, rand, randn: "*size, dtype=None".
+// zeros, ones, empty, rand, randn: "*size, dtype=None, device=None".
 Tensor constructor_shape(const OpArgs& args) {
   const DType d = dtype_arg(args, 1, kDefaultFloat);
+  check_device(args, 2);
   const OpId id = args.op->id;
   if ((id == OpId::rand || id == OpId::randn) && !is_floating(d))
-    throw_error(ErrorKind::TypeError, std::string(args.op->name) + "(): only floating point dtypes are supported, got " +
+    throw_error(ErrorKind::NotImplementedError, std::string(args.op->name) + "(): only floating point dtypes are supported, got " +
                                           dtype_name(d));
   return Tensor::meta(size_arg(args, 0), d);
 }
@@ -191,6 +207,7 @@ Tensor full_shape(const OpArgs& args) {
     throw_error(ErrorKind::TypeError,
                 std::string("full(): argument 'fill_value' must be a number, not ") + kind_name(fill.kind()));
   const DType natural = fill.is(Kind::Bool) ? DType::Bool : fill.is(Kind::Int) ? DType::Int64 : kDefaultFloat;
+  check_device(args, 3);
   return Tensor::meta(size_arg(args, 0), dtype_arg(args, 2, natural));
 }
 
@@ -226,6 +243,7 @@ ArangePlan plan_arange(const OpArgs& args) {
   const Value end = one_arg ? args[0] : args[1];
   const Value& step = args[2];
   ArangePlan p;
+  check_device(args, 4);
   p.integral = !start.is(Kind::Float) && !end.is(Kind::Float) && !step.is(Kind::Float);
   p.dtype = dtype_arg(args, 3, p.integral ? DType::Int64 : kDefaultFloat);
   const auto num = [](const Value& v) {
@@ -287,6 +305,61 @@ Value arange_eager(const OpArgs& args) {
         out[i] = convert<T>(p.fstart + double(i) * p.fstep);  // in double, then rounded once, like torch
     }
   });
+  return Value::tensor(t);
+}
+
+// ----- *_like: input's shape, input's dtype unless dtype says otherwise --------
+
+// zeros_like, ones_like, empty_like, rand_like, randn_like: "input, *,
+// dtype=None, device=None"; full_like: "input, fill_value, *, dtype=None,
+// device=None". The result is contiguous (torch keeps a dense input's
+// strides; the values are the same).
+Tensor like_shape(const OpArgs& args) {
+  const Tensor x = args.tensor(0);
+  const OpId id = args.op->id;
+  const size_t at = id == OpId::full_like ? 2 : 1;
+  const DType d = dtype_arg(args, at, x.dtype());
+  check_device(args, at + 1);
+  if ((id == OpId::rand_like || id == OpId::randn_like) && !is_floating(d))
+    throw_error(ErrorKind::NotImplementedError, std::string(args.op->name) + "(): only floating point dtypes are supported, got " +
+                                          dtype_name(d));
+  if (id == OpId::full_like && !args[1].is_number())
+    throw_error(ErrorKind::TypeError,
+                std::string("full_like(): argument 'fill_value' must be a number, not ") + kind_name(args[1].kind()));
+  return Tensor::meta(x.sizes(), d);
+}
+
+Value zeros_like_eager(const OpArgs& args) {
+  const Tensor m = like_shape(args);
+  return Value::tensor(Tensor::empty(m.sizes(), m.dtype()));
+}
+
+Value ones_like_eager(const OpArgs& args) {
+  const Tensor m = like_shape(args);
+  Tensor t = Tensor::empty(m.sizes(), m.dtype());
+  fill_tensor(t, int64_t(1));
+  return Value::tensor(t);
+}
+
+Value full_like_eager(const OpArgs& args) {
+  const Tensor m = like_shape(args);
+  Tensor t = Tensor::empty(m.sizes(), m.dtype());
+  if (args[1].is(Kind::Float)) fill_tensor(t, args[1].as_float());
+  else fill_tensor(t, args[1].as_int());
+  return Value::tensor(t);
+}
+
+Value rand_like_eager(const OpArgs& args) {
+  const Tensor m = like_shape(args);
+  Tensor t = Tensor::empty(m.sizes(), m.dtype());
+  fill_uniform(t);
+  return Value::tensor(t);
+}
+
+Value randn_like_eager(const OpArgs& args) {
+  const Tensor m = like_shape(args);
+  Tensor t = Tensor::empty(m.sizes(), m.dtype());
+  fill_normal(t);
   return Value::tensor(t);
 }
 

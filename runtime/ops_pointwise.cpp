@@ -78,6 +78,21 @@ PwPlan plan_pointwise(const OpArgs& args) {
       plan.compute = plan.result = operand_dtype(args, 1, arity);
       break;
     }
+    case PwRule::Fill: {
+      // torch's masked_fill: the input keeps its dtype whatever the value's.
+      if (!args[0].is(Kind::Tensor))
+        throw_error(ErrorKind::TypeError, name + "(): argument 'input' must be Tensor, not " + kind_name(args[0].kind()));
+      if (!args[1].is(Kind::Tensor) || args[1].as_tensor().dtype() != DType::Bool)
+        throw_error(args[1].is(Kind::Tensor) ? ErrorKind::RuntimeError : ErrorKind::TypeError,
+                    name + "(): only supports boolean masks, but got " +
+                        (args[1].is(Kind::Tensor) ? "a mask of dtype " + std::string(dtype_name(args[1].as_tensor().dtype()))
+                                                  : kind_name(args[1].kind())));
+      if (args[2].is(Kind::Tensor) && args[2].as_tensor().dim() != 0)
+        throw_error(ErrorKind::RuntimeError, name + "(): only supports a 0-dimensional value tensor, but got a tensor with " +
+                                                 std::to_string(args[2].as_tensor().dim()) + " dimension(s)");
+      plan.compute = plan.result = args[0].as_tensor().dtype();
+      break;
+    }
     case PwRule::Float:
       plan.compute = plan.result = operand_dtype(args, 0, arity);
       if (is_integral(plan.compute)) plan.compute = plan.result = kDefaultFloat;

@@ -279,6 +279,14 @@ bool contains(const Value& container, const Value& item) {
 
 int64_t to_index(const Value& v, const char* what) {
   if (v.is(Kind::Int) || v.is(Kind::Bool)) return v.as_int();
+  if (const BigIntHooks* h = bigint_hooks(); h && v.is(Kind::Foreign) && h->is_big(v)) {
+    // A Python int past int64: slice bounds clamp (PySlice_Unpack; 2**62
+    // clamps every position a kiln sequence can have and leaves room for
+    // `x + n`); everything else is CPython's Py_ssize_t conversion error.
+    if (std::string_view(what).rfind("slice", 0) == 0)
+      return truth(compare_op(CmpOp::LT, v, Value::integer(0))) ? -(int64_t(1) << 62) : int64_t(1) << 62;
+    throw_error(ErrorKind::OverflowError, "Python int too large to convert to C ssize_t");
+  }
   throw_error(ErrorKind::TypeError, std::string(what) + " must be an integer, not " + type_name(v));
 }
 

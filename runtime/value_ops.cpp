@@ -16,6 +16,7 @@
 #include <iterator>
 #include <algorithm>
 
+#include "runtime/exceptions.h"
 #include "runtime/hash.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
@@ -584,7 +585,9 @@ static Value float_binop(BinOp op, double x, double y) {
         const double r = std::pow(x, y);
         // CPython's float_pow raises on overflow (errno ERANGE), as * does not
         if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
-          throw_error(ErrorKind::OverflowError, "(34, 'Numerical result out of range')");
+          raise_exception(make_exception(ErrorKind::OverflowError,  // args (errno, strerror), as CPython's
+                                         {Value::integer(34), Value::str("Numerical result out of range")}),
+                          Value::null());
         return Value::floating(r);
       }
     default: return Value::null();

@@ -50,12 +50,16 @@ const char* vt_kind_name(VTKind k);
 struct VariableTracker;
 using VT = std::shared_ptr<VariableTracker>;
 
-// What an Iterator tracker yields: its items, or (map/filter) the result
-// of calling `self` on each item as the iteration reaches it.
+// What an Iterator tracker yields: its items, or, lazily as Python's
+// zip/enumerate/map/filter objects do, what it makes from the iterators in
+// `items` (each advanced only when the loop gets there, so a loop body that
+// changes a list being zipped is seen, as in Python).
 enum class LazyIteration : uint8_t {
-  None,    // the items themselves
-  Map,     // self(*item): each item is a Tuple of the arguments
-  Filter,  // the items for which self(item) is true (self None: the item's own truth)
+  None,       // the items themselves
+  Map,        // self(next of each of items)
+  Filter,     // the next items[0] for which self(item) is true (self None: the item's own truth)
+  Zip,        // (next of each of items): stops at the first exhausted
+  Enumerate,  // (value, next of items[0]); value: the next count (an Int)
 };
 
 // Which of a dict's views a List tracker stands for, or an Iterator walks.

@@ -5,7 +5,7 @@
     y = kiln.softmax(x @ x.T, 1)
 """
 from . import _C
-from ._C import Tensor, from_numpy, tensor, manual_seed
+from ._C import Tensor, from_numpy, manual_seed
 from ._compile import compile, explain, reset, mark_dynamic, disable, config
 from . import nn, distributed
 from . import fx
@@ -18,6 +18,54 @@ del _name
 
 float32, float64, int64 = "float32", "float64", "int64"
 bool_ = "bool"
+# torch's other names for the same dtypes (kiln.long is torch.long's).
+long, double, float = int64, float64, float32
+bool = bool_
+
+
+def tensor(data, dtype=None, device=None):
+    """A tensor owning a copy of `data` (nested lists, numbers, an array);
+    floats become float32 and ints int64 unless dtype says otherwise."""
+    if device is not None and str(device) not in ("cpu", "cpu:0"):
+        raise RuntimeError(f"tensor(): kiln has only the cpu device, not '{device}'")
+    return _C.tensor(data, dtype)
+
+
+class no_grad:
+    """torch.no_grad for code ported from torch: kiln computes no gradients,
+    so it changes nothing. A context manager, and a decorator that returns
+    the function itself (`@kiln.no_grad()` or `@kiln.no_grad`), so a
+    decorated function compiles as it is."""
+
+    def __new__(cls, func=None):
+        if func is not None:  # @kiln.no_grad without parentheses
+            return func
+        return super().__new__(cls)
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, func):
+        return func
+
+
+class inference_mode(no_grad):
+    """torch.inference_mode: as no_grad (`mode` is accepted and ignored)."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):
+            return mode
+        return object.__new__(cls)
+
+    def __init__(self, mode=True):
+        pass
+
+
+class enable_grad(no_grad):
+    """torch.enable_grad: as no_grad, nothing to change."""
 
 
 def from_dlpack(obj):

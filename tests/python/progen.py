@@ -1673,6 +1673,9 @@ def reduce(program):
 
 # ------------------------------------------------------------------ command --
 
+RECYCLE = 1000
+
+
 def _worker(start, stop, step, feats):
     """Runs seeds start, start+step, ... < stop; reports on a private fd
     (the programs' own prints and kiln's logs go to /dev/null)."""
@@ -1686,7 +1689,10 @@ def _worker(start, stop, step, feats):
     sys.stdout = open(os.devnull, "w")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import kiln  # noqa: F401  (the import cost is not a program's)
-    for seed in range(start, stop, step):
+    # A worker ends after RECYCLE programs and a fresh one goes on from the
+    # next seed: a process that has compiled tens of thousands of programs
+    # holds their caches and slows down several times over.
+    for seed in list(range(start, stop, step))[:RECYCLE]:
         out.write(f"S {seed}\n")
         prog = generate(seed, feats)
         try:
@@ -1730,12 +1736,16 @@ def run_many(count, seed, jobs, feats, timeout, show, quiet=False):
             w["current"], w["since"] = int(line.split()[1]), time.time()
         elif line.startswith("K "):
             _, s, kind, tr = line.split()
+            w["last"] = int(s)
             stats["programs"] += 1
             stats[kind] += 1
             stats["translated"] += int(tr)
             w["current"] = None
         elif line.startswith("F "):
             rec = json.loads(line[2:])
+            w["last"] = rec["seed"]
+            if not quiet:
+                print(f"FAILED seed {rec['seed']}: {rec['report'].splitlines()[0][:200]}", file=sys.stderr, flush=True)
             stats["programs"] += 1
             stats["differences"] += 1
             failures.append(rec)
@@ -1744,10 +1754,16 @@ def run_many(count, seed, jobs, feats, timeout, show, quiet=False):
             sel.unregister(w["p"].stdout)
             w["p"].wait()
             workers.remove(w)
+            if line.startswith("D") and w.get("last") is not None and w["last"] + w["step"] < seed + count:
+                nw = spawn(w["last"] + w["step"], w["step"])  # recycled (RECYCLE): a fresh worker goes on
+                workers.append(nw)
+                sel.register(nw["p"].stdout, selectors.EVENT_READ, nw)
             if line == "" and w["current"] is not None:  # crashed mid-program
                 s = w["current"]
                 stats["programs"] += 1
                 stats["crashes"] += 1
+                if not quiet:
+                    print(f"FAILED seed {s}: worker died (exit {w['p'].returncode})", file=sys.stderr, flush=True)
                 failures.append({"seed": s, "report": f"worker died (exit {w['p'].returncode}) running it\n"
                                                       f"--- program {generate(s, feats).describe()}"})
                 if s + w["step"] < seed + count:
@@ -1776,6 +1792,8 @@ def run_many(count, seed, jobs, feats, timeout, show, quiet=False):
                 w["p"].kill()  # reported as a hang; the EOF path then skips it
                 stats["programs"] += 1
                 stats["hangs"] += 1
+                if not quiet:
+                    print(f"FAILED seed {s}: no result after {timeout:.0f}s (hang)", file=sys.stderr, flush=True)
                 failures.append({"seed": s, "report": f"no result after {timeout:.0f}s (hang)\n"
                                                       f"--- program {generate(s, feats).describe()}"})
                 sel.unregister(w["p"].stdout)

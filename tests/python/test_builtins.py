@@ -554,3 +554,41 @@ def fromkeys_errors(a):
 def test_dict_fromkeys_through_the_type():
     check(fromkeys_through_the_type, [1, 2, 1])
     check(fromkeys_errors, [1])
+
+
+def big_int_arguments(a):
+    big = 10 ** 30
+    out = []
+    for thunk in (lambda: a.insert(big, 0), lambda: a.pop(big), lambda: "x".zfill(big), lambda: a[big:],
+                  lambda: a[::big], lambda: a[-big::-big], lambda: a[-big:big]):
+        try:
+            out.append(thunk())
+        except (OverflowError, IndexError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out, a
+
+
+def float_pow_overflow_args(a):
+    try:
+        return a ** 5000.0
+    except OverflowError as e:
+        return e.args, str(e)
+
+
+def test_python_ints_past_int64_as_indices_and_overflow_args():
+    check(big_int_arguments, [1, 2, 3])
+    check(float_pow_overflow_args, 2.0)
+
+
+def int_of_non_finite_floats(a):
+    out = []
+    for x in (a, -a, a - a):  # inf, -inf, nan
+        try:
+            out.append(int(x))
+        except (OverflowError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_int_of_inf_and_nan_raise_cpythons_errors():
+    check(int_of_non_finite_floats, float("inf"))

@@ -915,3 +915,53 @@ def test_global_stored_from_a_rewritten_list():
 
 def test_list_extended_by_itself():
     check(list_extended_by_itself, [1, 0, 2])
+
+
+# -- zip / enumerate / map / filter advance their iterators lazily, as Python's
+
+def zip_over_a_list_the_loop_shrinks(a):
+    out = []
+    for x, y in zip(list(a), a):
+        out.append((x, y))
+        if a:
+            del a[-1]  # zip reads a's live iterator: the loop ends early
+    return out, a
+
+
+def enumerate_over_a_list_the_loop_grows(a):
+    out = []
+    for i, x in enumerate(a, 10):
+        out.append((i, x))
+        if x < 3:
+            a.append(x + 5)
+    return out
+
+
+def map_and_filter_see_appends(a):
+    out = []
+    for x in map(lambda v: v * 2, a):
+        out.append(x)
+        if x < 4:
+            a.append(x)
+    kept = []
+    for x in filter(None, a):
+        kept.append(x)
+        if len(a) < 12:
+            a.append(0)
+    return out, kept, a
+
+
+def zip_loop_across_a_break(a):
+    out = []
+    for i, (x, y) in enumerate(zip(a, a[1:])):
+        print(end="")  # the zip and enumerate cross as Python's own, over the same list
+        out.append((i, x, y))
+        if i == 0:
+            a.append(99)
+    return out
+
+
+@pytest.mark.parametrize("fn", [zip_over_a_list_the_loop_shrinks, enumerate_over_a_list_the_loop_grows,
+                                map_and_filter_see_appends, zip_loop_across_a_break])
+def test_lazy_iterators_read_live(fn):
+    check(fn, [1, 2, 3, 4])

@@ -25,11 +25,13 @@ reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
 """
 import abc
 
-from . import _C
-from ._compile import _as_kbc
+from .. import _C
+from .._compile import _as_kbc
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout",
-           "Sequential", "ModuleList", "ModuleDict", "LazyLinear"]
+           "Sequential", "ModuleList", "ModuleDict", "LazyLinear", "Identity", "Flatten", "Tanh", "Sigmoid",
+           "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool1d", "MaxPool2d",
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "functional", "init"]
 
 _MODULE = _C.module_class("Module")
 
@@ -258,6 +260,26 @@ class Module(metaclass=_ModuleType):
         """hook(module, args, output) -> None or new output, after forward."""
         return _C.call(self._method("register_forward_hook"), hook)
 
+    def apply(self, fn):
+        """fn(m) for every submodule, children first, then this one (torch's
+        order; the way models run their weight initialization)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, **kwargs):
+        """Module.to(device): kiln's only device is the cpu, where the module
+        is already; other devices and dtype conversions are refused."""
+        for a in list(args) + list(kwargs.values()):
+            if a is None or str(a) in ("cpu", "cpu:0"):
+                continue
+            if isinstance(a, str) and a in ("float32", "float64", "int64", "bool"):
+                raise NotImplementedError("Module.to(dtype) is not supported by kiln: convert the tensors "
+                                          "before building the module")
+            raise RuntimeError(f"kiln has only the cpu device, not '{a}'")
+        return self
+
     def __repr__(self):
         return _C.repr(self)
 
@@ -334,3 +356,245 @@ def _wrap(value):
 
 _C._set_module_wrapper_factory(_wrap)
 _C._set_module_base(Module)
+
+# ---- modules written in Python over kiln.nn.functional: one forward serves
+# eager calls (the VM) and compiled ones (the tracer inlines it) -------------
+
+import math  # noqa: E402
+
+from . import functional as F  # noqa: E402
+from . import init  # noqa: E402
+
+
+def _ntuple(x, n):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Flatten(Module):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input):
+        return _C.flatten(input, self.start_dim, self.end_dim)
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return _C.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return _C.sigmoid(input)
+
+
+class SiLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.silu(input, self.inplace)
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim)
+
+
+class _ConvNd(Module):
+    _rank = 0  # spatial dims
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        n = self._rank
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ('zeros', 'reflect', 'replicate', 'circular'), "
+                             f"but got padding_mode='{padding_mode}'")
+        kernel_size, stride, dilation = _ntuple(kernel_size, n), _ntuple(stride, n), _ntuple(dilation, n)
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+            if padding == "same" and any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        else:
+            padding = _ntuple(padding, n)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self.groups, self.padding_mode = groups, padding_mode
+        # What F.pad takes for padding_mode != 'zeros': (left, right) per dim, last dim first.
+        pads = []
+        for d, k, p in zip(reversed(dilation), reversed(kernel_size),
+                           reversed(padding if not isinstance(padding, str) else (None,) * n)):
+            if padding == "same":
+                total = d * (k - 1)
+                pads += [total // 2, total - total // 2]
+            elif padding == "valid":
+                pads += [0, 0]
+            else:
+                pads += [p, p]
+        self._reversed_padding_repeated_twice = tuple(pads)
+        self.weight = Parameter(_C.empty(out_channels, in_channels // groups, *kernel_size, dtype=dtype,
+                                         device=device))
+        if bias:
+            self.bias = Parameter(_C.empty(out_channels, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # torch's: kaiming_uniform_(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        conv = _C.conv1d if self._rank == 1 else _C.conv2d
+        if self.padding_mode != "zeros":
+            return conv(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
+                        self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv1d(_ConvNd):
+    _rank = 1
+
+
+class Conv2d(_ConvNd):
+    _rank = 2
+
+
+class _BatchNorm(Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(_C.ones(num_features, dtype=dtype, device=device))
+            self.bias = Parameter(_C.zeros(num_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _C.zeros(num_features, dtype=dtype, device=device))
+            self.register_buffer("running_var", _C.ones(num_features, dtype=dtype, device=device))
+            self.register_buffer("num_batches_tracked", _C.zeros((), dtype="int64"))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        # torch's rules: batch statistics in training, and in evaluation too
+        # when there are no running statistics; the running ones (and the
+        # counter, which momentum=None averages by) move only in training.
+        tracking = self.training and self.track_running_stats
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        use_running = not self.training or self.track_running_stats
+        return _C.batch_norm(input, self.running_mean if use_running else None,
+                             self.running_var if use_running else None, self.weight, self.bias, bn_training,
+                             self.momentum, self.eps,
+                             num_batches_tracked=self.num_batches_tracked if tracking else None)
+
+
+class BatchNorm1d(_BatchNorm):
+    def _check_input_dim(self, input):
+        if input.dim() != 2 and input.dim() != 3:
+            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    def _check_input_dim(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class _MaxPoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+
+class MaxPool1d(_MaxPoolNd):
+    def forward(self, input):
+        return _C.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool2d(_MaxPoolNd):
+    def forward(self, input):
+        return _C.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return _C.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad)
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, input):
+        return _C.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool1d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return _C.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return _C.adaptive_avg_pool2d(input, self.output_size)

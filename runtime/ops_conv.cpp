@@ -1,0 +1,476 @@
+// Convolutions (conv1d, conv2d) and pooling (max, average, adaptive
+// average; 1-d and 2-d), torch's semantics and output sizes. Everything works on a 2-d
+// spatial layout: a 1-d op is the 2-d one with a height of 1 (kernel 1,
+// stride 1, no padding), so there is one kernel per operation.
+//
+// Convolution is im2col + BLAS: per sample and group, the input patches
+// become a [C_in/groups * kernel, out positions] matrix multiplied by the
+// group's weight rows (matmul_tensors, OpenBLAS for float32/float64).
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "runtime/ops_kernels.h"
+#include "runtime/strided.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::runtime {
+namespace {
+
+// Spatial rank of a row: 1 for *1d, 2 for *2d.
+int spatial_rank(const OpArgs& args) {
+  const std::string n = args.op->name;
+  return n.find("1d") != std::string::npos ? 1 : 2;
+}
+
+std::string join(const std::vector<int64_t>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+// An int, or a tuple/list of R ints (torch's _pair / _single).
+std::vector<int64_t> spatial_arg(const OpArgs& args, size_t i, int R) {
+  const std::vector<int64_t> v = args.int_list(i);
+  if (args[i].is(Kind::Int) || args[i].is(Kind::Bool)) return std::vector<int64_t>(size_t(R), v[0]);
+  if (v.size() == 1) return std::vector<int64_t>(size_t(R), v[0]);
+  if (int(v.size()) != R)
+    throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): " + args.param_name(i) + " must be an int or " +
+                                             std::to_string(R) + " ints, got " + shape_str(v));
+  return v;
+}
+
+// The geometry every op here shares: input [N, C, H, W] (a 1-d op and an
+// unbatched input add size-1 dims), window, stride, padding, dilation.
+struct Geometry {
+  int R = 2;
+  bool batched = true;
+  int64_t N = 1, C = 0, H = 1, W = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t ph_lo = 0, ph_hi = 0, pw_lo = 0, pw_hi = 0;
+  int64_t oh = 1, ow = 1;
+  // The result's sizes with channels `c` (batched / unbatched, 1-d / 2-d).
+  Shape out_sizes(int64_t c) const {
+    Shape s;
+    if (batched) s.push_back(N);
+    s.push_back(c);
+    if (R == 2) s.push_back(oh);
+    s.push_back(ow);
+    return s;
+  }
+};
+
+// Reads input dims into g; the input must be (C, *spatial) or (N, C, *spatial).
+void read_input(const OpArgs& args, const Tensor& x, Geometry& g) {
+  const int R = g.R;
+  if (x.dim() != R + 1 && x.dim() != R + 2)
+    throw_error(ErrorKind::RuntimeError, "Expected " + std::to_string(R + 1) + "D (unbatched) or " +
+                                             std::to_string(R + 2) + "D (batched) input to " + args.op->name +
+                                             ", but got input of size: " + shape_str(x.sizes()));
+  g.batched = x.dim() == R + 2;
+  const size_t b = g.batched ? 1 : 0;
+  g.N = g.batched ? x.sizes()[0] : 1;
+  g.C = x.sizes()[b];
+  g.H = R == 2 ? x.sizes()[b + 1] : 1;
+  g.W = x.sizes().back();
+}
+
+// The input as a contiguous [N, C, H, W] tensor.
+Tensor as_nchw(const Tensor& x, const Geometry& g, DType dt) {
+  const Tensor c = x.to(dt).contiguous();  // may be x itself: a view keeps its offset
+  return c.as_strided({g.N, g.C, g.H, g.W}, contiguous_strides({g.N, g.C, g.H, g.W}), c.offset());
+}
+
+void check_floating(const OpArgs& args, const Tensor& x) {
+  if (!is_floating(x.dtype()))
+    throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): expected a floating point input, got " +
+                                             dtype_name(x.dtype()));
+}
+
+// ----- convolution ----------------------------------------------------------------
+
+struct ConvPlan {
+  Geometry g;
+  int64_t cout = 0, groups = 1;
+  DType dtype;
+};
+
+ConvPlan plan_conv(const OpArgs& args) {
+  ConvPlan p;
+  Geometry& g = p.g;
+  g.R = spatial_rank(args);
+  const int R = g.R;
+  const std::string op = args.op->name;
+  const Tensor x = args.tensor(0), w = args.tensor(1);
+  read_input(args, x, g);
+  if (w.dim() != R + 2)
+    throw_error(ErrorKind::RuntimeError, op + "(): weight must be " + std::to_string(R + 2) +
+                                             "-D (out_channels, in_channels / groups, kernel...), got shape " +
+                                             shape_str(w.sizes()));
+  p.groups = args.integer(6);
+  if (p.groups <= 0) throw_error(ErrorKind::RuntimeError, op + "(): non-positive groups is not supported");
+  p.cout = w.sizes()[0];
+  if (p.cout % p.groups != 0)
+    throw_error(ErrorKind::RuntimeError, "Given groups=" + std::to_string(p.groups) + ", expected weight to be divisible by " +
+                                             std::to_string(p.groups) + " at dimension 0, but got weight of size " +
+                                             shape_str(w.sizes()) + " instead");
+  if (w.sizes()[1] * p.groups != g.C)
+    throw_error(ErrorKind::RuntimeError, "Given groups=" + std::to_string(p.groups) + ", weight of size " +
+                                             shape_str(w.sizes()) + ", expected input" + shape_str(x.sizes()) +
+                                             " to have " + std::to_string(w.sizes()[1] * p.groups) +
+                                             " channels, but got " + std::to_string(g.C) + " channels instead");
+  if (!args.is_none(2)) {
+    const Tensor b = args.tensor(2);
+    if (b.dim() != 1 || b.sizes()[0] != p.cout)
+      throw_error(ErrorKind::RuntimeError, "Given weight of size " + shape_str(w.sizes()) +
+                                               ", expected bias to be 1-dimensional with " + std::to_string(p.cout) +
+                                               " elements, but got bias of size " + shape_str(b.sizes()) + " instead");
+  }
+  p.dtype = x.dtype();
+  check_floating(args, x);
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (i == 2 && args.is_none(2)) continue;
+    const DType d = args.tensor(i).dtype();
+    if (d != p.dtype)
+      throw_error(ErrorKind::RuntimeError, op + "(): input (" + dtype_name(p.dtype) + ") and " + args.param_name(i) +
+                                               " (" + dtype_name(d) + ") must have the same dtype");
+  }
+  const std::vector<int64_t> stride = spatial_arg(args, 3, R), dil = spatial_arg(args, 5, R);
+  std::vector<int64_t> k(w.sizes().begin() + 2, w.sizes().end());
+  for (int64_t s : stride)
+    if (s <= 0) throw_error(ErrorKind::RuntimeError, op + "(): non-positive stride is not supported");
+  for (int64_t d : dil)
+    if (d <= 0) throw_error(ErrorKind::RuntimeError, op + "(): dilation should be greater than zero");
+  std::vector<int64_t> lo(size_t(R), 0), hi(size_t(R), 0);
+  if (args[4].is(Kind::Str)) {
+    const std::string mode = args[4].as_str();
+    if (mode == "same") {
+      for (int64_t s : stride)
+        if (s != 1) throw_error(ErrorKind::RuntimeError, op + "(): padding='same' is not supported for strided convolutions");
+      // torch pads the extra element of an odd total on the right.
+      for (int r = 0; r < R; ++r) {
+        const int64_t total = dil[size_t(r)] * (k[size_t(r)] - 1);
+        lo[size_t(r)] = total / 2;
+        hi[size_t(r)] = total - total / 2;
+      }
+    } else if (mode != "valid") {
+      throw_error(ErrorKind::RuntimeError, op + "(): invalid padding string '" + mode + "' (expected 'same' or 'valid')");
+    }
+  } else {
+    lo = hi = spatial_arg(args, 4, R);
+    for (int64_t v : lo)
+      if (v < 0) throw_error(ErrorKind::RuntimeError, op + "(): negative padding is not supported");
+  }
+  // 2-d: entry 0 is the height, 1 the width; 1-d: the one entry is the width.
+  auto h = [&](const std::vector<int64_t>& v, int64_t dflt) { return R == 2 ? v[0] : dflt; };
+  g.kh = h(k, 1), g.kw = k.back(), g.sh = h(stride, 1), g.sw = stride.back(), g.dh = h(dil, 1), g.dw = dil.back();
+  g.ph_lo = h(lo, 0), g.ph_hi = h(hi, 0), g.pw_lo = lo.back(), g.pw_hi = hi.back();
+  const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;  // effective kernel
+  const int64_t ih = g.H + g.ph_lo + g.ph_hi, iw = g.W + g.pw_lo + g.pw_hi;
+  if (ih < eh || iw < ew) {
+    std::vector<int64_t> in{ih, iw}, ke{eh, ew};
+    if (R == 1) in = {iw}, ke = {ew};
+    throw_error(ErrorKind::RuntimeError, "Calculated padded input size per channel: (" + join(in, " x ") +
+                                             "). Kernel size: (" + join(ke, " x ") +
+                                             "). Kernel size can't be greater than actual input size");
+  }
+  g.oh = (ih - eh) / g.sh + 1;
+  g.ow = (iw - ew) / g.sw + 1;
+  return p;
+}
+
+template <class T>
+void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  const Geometry& g = p.g;
+  const int64_t cin_g = g.C / p.groups, cout_g = p.cout / p.groups;
+  const int64_t kk = g.kh * g.kw, P = g.oh * g.ow, K = cin_g * kk;
+  const T* in = x4.data<T>();
+  T* o = out.data<T>();
+  // weight viewed as [groups][cout_g, K] (contiguous)
+  const Tensor wc = w.contiguous();
+  Tensor cols = Tensor::uninitialized({K, P}, dtype_of<T>::value);
+  T* cp = cols.data<T>();
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t grp = 0; grp < p.groups; ++grp) {
+      for (int64_t c = 0; c < cin_g; ++c) {
+        const T* plane = in + ((n * g.C) + grp * cin_g + c) * g.H * g.W;
+        for (int64_t ki = 0; ki < g.kh; ++ki)
+          for (int64_t kj = 0; kj < g.kw; ++kj) {
+            T* row = cp + (c * kk + ki * g.kw + kj) * P;
+            for (int64_t oi = 0; oi < g.oh; ++oi) {
+              const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
+              for (int64_t oj = 0; oj < g.ow; ++oj) {
+                const int64_t jj = oj * g.sw - g.pw_lo + kj * g.dw;
+                row[oi * g.ow + oj] = (ii >= 0 && ii < g.H && jj >= 0 && jj < g.W) ? plane[ii * g.W + jj] : T(0);
+              }
+            }
+          }
+      }
+      const Tensor wg = wc.as_strided({cout_g, K}, {K, 1}, wc.offset() + grp * cout_g * K);
+      const Tensor r = matmul_tensors(p.g.R == 1 ? "conv1d" : "conv2d", wg, cols);  // [cout_g, P]
+      T* dst = o + (n * p.cout + grp * cout_g) * P;
+      if (K == 0) std::memset(dst, 0, size_t(cout_g * P) * sizeof(T));
+      else std::memcpy(dst, r.data<T>(), size_t(cout_g * P) * sizeof(T));
+    }
+  }
+  if (bias.defined()) {
+    const Tensor b = bias.contiguous();
+    const T* bp = b.data<T>();
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t c = 0; c < p.cout; ++c) {
+        T* dst = o + (n * p.cout + c) * P;
+        for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
+      }
+  }
+}
+
+// ----- pooling --------------------------------------------------------------------
+
+struct PoolPlan {
+  Geometry g;
+  bool ceil_mode = false, count_include_pad = true;
+  int64_t divisor = 0;  // divisor_override, 0: none
+};
+
+bool is_max_pool(const OpArgs& args) { return std::string(args.op->name).rfind("max_pool", 0) == 0; }
+
+// torch's pooling_output_shape.
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t o = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (o - 1) * stride >= in + pad) --o;
+  return o;
+}
+
+PoolPlan plan_pool(const OpArgs& args) {
+  PoolPlan p;
+  Geometry& g = p.g;
+  g.R = spatial_rank(args);
+  const int R = g.R;
+  const std::string op = args.op->name;
+  const bool is_max = is_max_pool(args);
+  const Tensor x = args.tensor(0);
+  read_input(args, x, g);
+  check_floating(args, x);
+  const std::vector<int64_t> k = spatial_arg(args, 1, R);
+  const bool default_stride = args.is_none(2) || (args[2].is(Kind::Tuple) && args[2].as<TupleObj>()->items.empty()) ||
+                              (args[2].is(Kind::List) && args[2].as<ListObj>()->items.empty());
+  const std::vector<int64_t> stride = default_stride ? k : spatial_arg(args, 2, R);
+  const std::vector<int64_t> pad = spatial_arg(args, 3, R);
+  const std::vector<int64_t> dil = is_max ? spatial_arg(args, 4, R) : std::vector<int64_t>(size_t(R), 1);
+  p.ceil_mode = truth(args[is_max ? 5 : 4]);
+  if (is_max && truth(args[6]))
+    throw_error(ErrorKind::NotImplementedError, op + "(): return_indices=True is not supported by kiln");
+  if (!is_max) {
+    p.count_include_pad = truth(args[5]);
+    if (args.size() > 6 && !args.is_none(6)) {  // avg_pool1d has no divisor_override
+      p.divisor = args.integer(6);
+      if (p.divisor == 0) throw_error(ErrorKind::RuntimeError, op + "(): divisor must be not zero");
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const size_t i = size_t(r);
+    if (k[i] <= 0) throw_error(ErrorKind::RuntimeError, op + "(): kernel size should be greater than zero, but got " + shape_str(k));
+    if (stride[i] <= 0) throw_error(ErrorKind::RuntimeError, op + "(): stride should be greater than zero, but got " + shape_str(stride));
+    if (dil[i] <= 0) throw_error(ErrorKind::RuntimeError, op + "(): dilation should be greater than zero, but got " + shape_str(dil));
+    if (pad[i] < 0) throw_error(ErrorKind::RuntimeError, op + "(): pad must be non-negative, but got " + shape_str(pad));
+    const int64_t half = is_max ? ((k[i] - 1) * dil[i] + 1) / 2 : k[i] / 2;
+    if (pad[i] > half)
+      throw_error(ErrorKind::RuntimeError, op + "(): pad should be at most half of " +
+                                               (is_max ? "effective kernel size" : "kernel size") + ", but got pad=" +
+                                               std::to_string(pad[i]) + ", kernel_size=" + std::to_string(k[i]) +
+                                               (is_max ? " and dilation=" + std::to_string(dil[i]) : std::string()));
+  }
+  auto h = [&](const std::vector<int64_t>& v, int64_t dflt) { return R == 2 ? v[0] : dflt; };
+  g.kh = h(k, 1), g.kw = k.back(), g.sh = h(stride, 1), g.sw = stride.back();
+  g.dh = h(dil, 1), g.dw = dil.back();
+  g.ph_lo = g.ph_hi = h(pad, 0);
+  g.pw_lo = g.pw_hi = pad.back();
+  g.oh = R == 2 ? pool_out(g.H, g.kh, g.ph_lo, g.sh, g.dh, p.ceil_mode) : 1;
+  g.ow = pool_out(g.W, g.kw, g.pw_lo, g.sw, g.dw, p.ceil_mode);
+  if (g.oh < 1 || g.ow < 1 || g.H < 1 || g.W < 1) {
+    std::vector<int64_t> in{g.C, g.H, g.W}, o{g.C, g.oh, g.ow};
+    if (R == 1) in = {g.C, g.W}, o = {g.C, g.ow};
+    throw_error(ErrorKind::RuntimeError, "Given input size: (" + join(in, "x") + "). Calculated output size: (" +
+                                             join(o, "x") + "). Output size is too small");
+  }
+  return p;
+}
+
+template <class T>
+void max_pool_run(const Geometry& g, const T* in, T* o) {
+  for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
+    const T* src = in + plane * g.H * g.W;
+    for (int64_t oi = 0; oi < g.oh; ++oi)
+      for (int64_t oj = 0; oj < g.ow; ++oj) {
+        T best = -std::numeric_limits<T>::infinity();
+        for (int64_t ki = 0; ki < g.kh; ++ki) {
+          const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
+          if (ii < 0 || ii >= g.H) continue;
+          for (int64_t kj = 0; kj < g.kw; ++kj) {
+            const int64_t jj = oj * g.sw - g.pw_lo + kj * g.dw;
+            if (jj < 0 || jj >= g.W) continue;
+            const T v = src[ii * g.W + jj];
+            if (v > best || std::isnan(v)) best = v;  // torch's rule: a NaN wins
+            if (std::isnan(best)) break;
+          }
+          if (std::isnan(best)) break;
+        }
+        o[(plane * g.oh + oi) * g.ow + oj] = best;
+      }
+  }
+}
+
+// torch's AvgPool kernel: the window is clipped to the padded input for
+// count_include_pad's divisor, then to the input for the sum.
+template <class T>
+void avg_pool_run(const PoolPlan& p, const T* in, T* o) {
+  const Geometry& g = p.g;
+  for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
+    const T* src = in + plane * g.H * g.W;
+    for (int64_t oi = 0; oi < g.oh; ++oi)
+      for (int64_t oj = 0; oj < g.ow; ++oj) {
+        int64_t i0 = oi * g.sh - g.ph_lo, j0 = oj * g.sw - g.pw_lo;
+        int64_t i1 = std::min(i0 + g.kh, g.H + g.ph_lo), j1 = std::min(j0 + g.kw, g.W + g.pw_lo);
+        const int64_t pool_size = (i1 - i0) * (j1 - j0);
+        i0 = std::max<int64_t>(i0, 0), j0 = std::max<int64_t>(j0, 0);
+        i1 = std::min(i1, g.H), j1 = std::min(j1, g.W);
+        T& dst = o[(plane * g.oh + oi) * g.ow + oj];
+        if (i0 >= i1 || j0 >= j1) {
+          dst = T(0);
+          continue;
+        }
+        double sum = 0;
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) sum += double(src[i * g.W + j]);
+        const int64_t div = p.divisor ? p.divisor : p.count_include_pad ? pool_size : (i1 - i0) * (j1 - j0);
+        dst = T(sum / double(div));
+      }
+  }
+}
+
+// ----- adaptive average pooling ------------------------------------------------------
+
+struct AdaptivePlan {
+  Geometry g;
+};
+
+AdaptivePlan plan_adaptive(const OpArgs& args) {
+  AdaptivePlan p;
+  Geometry& g = p.g;
+  g.R = spatial_rank(args);
+  const int R = g.R;
+  const Tensor x = args.tensor(0);
+  read_input(args, x, g);
+  check_floating(args, x);
+  for (int64_t d = g.batched ? 1 : 0; d < x.dim(); ++d)
+    if (x.sizes()[size_t(d)] == 0)
+      throw_error(ErrorKind::RuntimeError, std::string(args.op->name) +
+                                               "(): expected input to have non-zero size for non-batch dimensions, "
+                                               "but input has sizes " + shape_str(x.sizes()));
+  // output_size: an int, or R entries where None keeps the input's size.
+  std::vector<int64_t> out;
+  const Value& os = args[1];
+  const std::vector<int64_t> in_sp = R == 2 ? std::vector<int64_t>{g.H, g.W} : std::vector<int64_t>{g.W};
+  if (os.is(Kind::Int)) {
+    out.assign(size_t(R), os.as_int());
+  } else if (os.is(Kind::Tuple) || os.is(Kind::List)) {
+    const std::vector<Value>& items = os.is(Kind::Tuple) ? os.as<TupleObj>()->items : os.as<ListObj>()->items;
+    if (int(items.size()) != R)
+      throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): output_size must be " + std::to_string(R) +
+                                               " values, got " + repr(os));
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].is_none()) out.push_back(in_sp[i]);
+      else if (items[i].is(Kind::Int)) out.push_back(items[i].as_int());
+      else throw_error(ErrorKind::TypeError, std::string(args.op->name) + "(): output_size entries must be int or None");
+    }
+  } else {
+    throw_error(ErrorKind::TypeError, std::string(args.op->name) + "(): output_size must be an int or a tuple, not " +
+                                          kind_name(os.kind()));
+  }
+  for (int64_t v : out)
+    if (v < 0) throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): output_size must be non-negative");
+  g.oh = R == 2 ? out[0] : 1;
+  g.ow = out.back();
+  return p;
+}
+
+template <class T>
+void adaptive_run(const Geometry& g, const T* in, T* o) {
+  for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
+    const T* src = in + plane * g.H * g.W;
+    for (int64_t oi = 0; oi < g.oh; ++oi) {
+      const int64_t i0 = (oi * g.H) / g.oh, i1 = ((oi + 1) * g.H + g.oh - 1) / g.oh;
+      for (int64_t oj = 0; oj < g.ow; ++oj) {
+        const int64_t j0 = (oj * g.W) / g.ow, j1 = ((oj + 1) * g.W + g.ow - 1) / g.ow;
+        double sum = 0;
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) sum += double(src[i * g.W + j]);
+        o[(plane * g.oh + oi) * g.ow + oj] = T(sum / double((i1 - i0) * (j1 - j0)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor conv_shape(const OpArgs& args) {
+  const ConvPlan p = plan_conv(args);
+  return Tensor::meta(p.g.out_sizes(p.cout), p.dtype);
+}
+
+Value conv_eager(const OpArgs& args) {
+  const ConvPlan p = plan_conv(args);
+  Tensor out = Tensor::uninitialized(p.g.out_sizes(p.cout), p.dtype);
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(args.tensor(0), p.g, p.dtype);
+  const Tensor bias = args.is_none(2) ? Tensor() : args.tensor(2);
+  if (p.dtype == DType::Float32) conv_run<float>(p, x4, args.tensor(1), bias, out);
+  else conv_run<double>(p, x4, args.tensor(1), bias, out);
+  return Value::tensor(out);
+}
+
+Tensor pool_shape(const OpArgs& args) {
+  const PoolPlan p = plan_pool(args);
+  return Tensor::meta(p.g.out_sizes(p.g.C), args.tensor(0).dtype());
+}
+
+Value max_pool_eager(const OpArgs& args) {
+  const PoolPlan p = plan_pool(args);
+  const Tensor x = args.tensor(0);
+  Tensor out = Tensor::uninitialized(p.g.out_sizes(p.g.C), x.dtype());
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(x, p.g, x.dtype());
+  if (x.dtype() == DType::Float32) max_pool_run<float>(p.g, x4.data<float>(), out.data<float>());
+  else max_pool_run<double>(p.g, x4.data<double>(), out.data<double>());
+  return Value::tensor(out);
+}
+
+Value avg_pool_eager(const OpArgs& args) {
+  const PoolPlan p = plan_pool(args);
+  const Tensor x = args.tensor(0);
+  Tensor out = Tensor::uninitialized(p.g.out_sizes(p.g.C), x.dtype());
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(x, p.g, x.dtype());
+  if (x.dtype() == DType::Float32) avg_pool_run<float>(p, x4.data<float>(), out.data<float>());
+  else avg_pool_run<double>(p, x4.data<double>(), out.data<double>());
+  return Value::tensor(out);
+}
+
+Tensor adaptive_pool_shape(const OpArgs& args) {
+  const AdaptivePlan p = plan_adaptive(args);
+  return Tensor::meta(p.g.out_sizes(p.g.C), args.tensor(0).dtype());
+}
+
+Value adaptive_avg_pool_eager(const OpArgs& args) {
+  const AdaptivePlan p = plan_adaptive(args);
+  const Tensor x = args.tensor(0);
+  Tensor out = Tensor::empty(p.g.out_sizes(p.g.C), x.dtype());
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(x, p.g, x.dtype());
+  if (x.dtype() == DType::Float32) adaptive_run<float>(p.g, x4.data<float>(), out.data<float>());
+  else adaptive_run<double>(p.g, x4.data<double>(), out.data<double>());
+  return Value::tensor(out);
+}
+
+}  // namespace kiln::runtime
