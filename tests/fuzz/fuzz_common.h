@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <regex>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -128,8 +129,15 @@ inline std::string unordered_sets(const std::string& s) {
   return out;
 }
 
+// What a repr may show that differs between runs by design: a hook
+// handle's id (a process-wide counter) and object addresses.
+inline std::string without_ids(const std::string& s) {
+  static const std::regex ids(R"(id=\d+|0x[0-9a-fA-F]+)");
+  return std::regex_replace(s, ids, "#");
+}
+
 inline std::string describe(const Outcome& o) {
-  return unordered_sets("result=" + o.result + " error=" + o.error + " stdout=" + o.out + " args=" + o.args);
+  return without_ids(unordered_sets("result=" + o.result + " error=" + o.error + " stdout=" + o.out + " args=" + o.args));
 }
 
 // Runs `call(args)` after making the arguments; everything under one budget.

@@ -4,19 +4,9 @@
 // (never a crash, a sanitizer report, or another C++ exception), and runs
 // the same way twice (same seed): a difference would be uninitialised
 // memory or an order that depends on addresses.
-#include <regex>
-
 #include "fuzz_common.h"
 #include "kbc_mutator.h"
 
-namespace {
-// What a repr may show that differs between runs by design: a hook
-// handle's id (a process-wide counter) and object addresses.
-std::string without_ids(std::string s) {
-  static const std::regex ids(R"(id=\d+|0x[0-9a-fA-F]+)");
-  return std::regex_replace(s, ids, "#");
-}
-}  // namespace
 
 // Each run gets its own instance of the program: a run changes the
 // program's state (globals, class attributes), which must not reach the next.
@@ -39,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     runs[k].out = std::move(out);
     if (k == 0 && runs[k].exhausted) return 0;
   }
-  if (runs[1].exhausted || without_ids(kiln_fuzz::describe(runs[0])) != without_ids(kiln_fuzz::describe(runs[1])))
+  if (runs[1].exhausted || kiln_fuzz::without_ids(kiln_fuzz::describe(runs[0])) != kiln_fuzz::without_ids(kiln_fuzz::describe(runs[1])))
     kiln_fuzz::fail("two runs of one program differ:\n" + kiln_fuzz::describe(runs[0]) + "\n" +
                     (runs[1].exhausted ? std::string("(budget exhausted)") : kiln_fuzz::describe(runs[1])));
   return 0;
