@@ -26,9 +26,11 @@ for t in fuzz_kbc_text fuzz_vm fuzz_compile_eager fuzz_compile_llvm fuzz_collect
   esac
   dirs=("${seeds[@]}")
   [ -d "$FUZZ/fuzz-corpus/$t" ] && dirs=("$FUZZ/fuzz-corpus/$t" "${dirs[@]}")
-  KILN_CACHE_DIR=off LLVM_PROFILE_FILE="$OUT/$t.profraw" \
+  KILN_CACHE_DIR=off KILN_FUZZ_KEEP_GOING=1 LLVM_PROFILE_FILE="$OUT/$t.profraw" \
     "$COV/tests/fuzz/$t" -runs=0 -timeout=60 -rss_limit_mb=4096 "${dirs[@]}" >"$OUT/$t.log" 2>&1 ||
     { echo "coverage: $t failed on its corpus (see $OUT/$t.log)"; exit 1; }
+  broken=$(grep -c "kiln fuzz invariant broken" "$OUT/$t.log" || true)
+  echo "coverage: $t replayed its corpus; inputs breaking an invariant: $broken"
   llvm-profdata-19 merge -sparse "$OUT/$t.profraw" -o "$OUT/$t.profdata"
   objects+=(-object "$COV/tests/fuzz/$t")
 done

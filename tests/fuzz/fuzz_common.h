@@ -37,10 +37,13 @@ inline constexpr uint64_t kVmSteps = 20000;
 inline constexpr size_t kMaxAllocBytes = size_t(64) << 20;
 
 // A crash with a message: libFuzzer saves the input (abort is a crash).
-[[noreturn]] inline void fail(const std::string& what) {
+// KILN_FUZZ_KEEP_GOING (tests/fuzz/coverage.sh, replaying a corpus for its
+// coverage) reports and goes on instead.
+inline void fail(const std::string& what) {
   std::fprintf(stderr, "\n*** kiln fuzz invariant broken: %s\n", what.c_str());
   std::fflush(stderr);
-  std::abort();
+  static const bool keep_going = std::getenv("KILN_FUZZ_KEEP_GOING") != nullptr;
+  if (!keep_going) std::abort();
 }
 
 inline std::optional<Program> assemble_input(const uint8_t* data, size_t size) {
