@@ -2,10 +2,12 @@
 # Both install what is missing (scripts/install.sh, idempotent) and build.
 BUILD   ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 SHARED  ?= ../shared
 JOBS    ?= $(shell nproc)
 
-.PHONY: all install configure build python test demo bench sanitize clean
+.PHONY: all install configure build python test demo bench sanitize fuzz fuzz-build fuzz-coverage clean
 
 all: build
 
@@ -31,6 +33,7 @@ test: python
 	python3 -m pytest tests/python -q
 	python3 $(SHARED)/tools/check_layering.py .
 	bash tests/install/test_install.sh $(BUILD)
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
 
 demo: python
 	@bash examples/demo.sh $(BUILD)
@@ -53,5 +56,29 @@ sanitize: install $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	bash tests/sanitize/run.sh $(ASAN_BUILD) $(JOBS)
 
+# libFuzzer targets with ASan+UBSan (cmake/fuzz.cmake, tests/fuzz/): a clang
+# tree of its own with only the core libraries, then every target for
+# FUZZ_SECONDS each from the checked-in corpus (`make test` runs 10 s each).
+$(FUZZ_BUILD)/build.ninja:
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_FUZZ=ON \
+	  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+
+fuzz-build: install $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: fuzz-build python
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# Line coverage the fuzz corpora reach (tests/fuzz/coverage.sh): the targets
+# again with clang's source-based coverage, run once over what `make fuzz` kept.
+FUZZ_COV_BUILD ?= build-fuzz-cov
+$(FUZZ_COV_BUILD)/build.ninja:
+	cmake -S . -B $(FUZZ_COV_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_FUZZ=ON -DKILN_FUZZ_COVERAGE=ON \
+	  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+
+fuzz-coverage: install $(FUZZ_COV_BUILD)/build.ninja
+	cmake --build $(FUZZ_COV_BUILD) -j $(JOBS)
+	bash tests/fuzz/coverage.sh $(FUZZ_COV_BUILD) $(FUZZ_BUILD)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(FUZZ_COV_BUILD)

@@ -626,6 +626,17 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   gm.lda = lda;
   gm.m = ma;
   gm.k = a.sizes.back();
+  // The contraction dims were equal when traced (the shape rule accepted
+  // them); with dynamic sizes a call where they differ must run eagerly,
+  // where the kernel raises the op's own error, never reach BLAS with a
+  // leading dimension that does not fit (found by tests/fuzz: OpenBLAS
+  // refused the call and the output stayed unwritten).
+  {
+    const Dim& kb = linear ? b.sizes[1] : b.sizes[0];
+    if (!(gm.k == kb))
+      prog_.checks.push_back({gm.k, kb, false, std::string(linear ? "linear" : "matmul") + ": contraction dims " +
+                                                   gm.k.str() + " and " + kb.str()});
+  }
   if (linear) {
     // out = A @ W^T with W [N, K]: W row-major is B transposed.
     Dim rows, ld;

@@ -193,6 +193,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     const size_t untouched = stack.size() - size_t(pops);  // slots the breaking instruction leaves alone
     std::vector<Slot> slots(untouched, Slot::Value);
     size_t nulls = 0;  // NULLs among them: the resume function's prologue pushes them again
+    size_t operands_emitted = 0;  // the breaking instruction's own operands rebuilt below
     for (size_t i = 0; i < stack.size(); ++i) {
       if (i == callee_slot) {
         // The callee broke while inlined: it runs as its own compiled frame.
@@ -259,6 +260,18 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       VT sv = stack[i] && stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
       if (i < untouched) slots[i] = iterator_slot(sv, shared);
       r.reconstruct(stack[i], i < untouched && slots[i] != Slot::Value);
+      if (i >= untouched) ++operands_emitted;
+    }
+    // An instruction the trace knows raises, and MAKE_FUNCTION whatever the
+    // reason, runs on operands parked in temporaries: rebuilt in place (a
+    // constant that is not code, BUILD_TUPLE 0 for a closure) they could be
+    // what the verifier rejects statically, and the residual would not
+    // verify where the VM raises.
+    if ((why->reason == BreakReason::python_error || brk->op == Opcode::MAKE_FUNCTION) && operands_emitted) {
+      std::vector<int32_t> parked;
+      for (size_t k = 0; k < operands_emitted; ++k) parked.push_back(r.b.local("__raising_operand" + std::to_string(k)));
+      for (size_t k = operands_emitted; k-- > 0;) r.b.emit(Opcode::STORE_FAST, parked[k]);
+      for (int32_t t : parked) r.b.emit(Opcode::LOAD_FAST, t);
     }
     std::vector<int32_t> live_temps = r.park_live_locals(live_locals);
     r.park_cells(tx->cells());
@@ -297,6 +310,17 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       // The taken edge has its own effect (JUMP_IF_TRUE_OR_POP keeps TOS).
       resume(size_t(brk->a), stack.size() - size_t(opcode_jump_pops(brk->op, brk->a, brk->b)) +
                                  size_t(opcode_jump_pushes(brk->op, brk->a, brk->b)));
+    } else if (brk->op == Opcode::LOAD_METHOD) {
+      // Its second slot may be the NULL of a method call, which no
+      // temporary can hold (the verifier refuses to store one): run it as
+      // CPython's own fallback, the attribute (bound, when a method) and a
+      // NULL, which CALL_METHOD calls alike. The NULL crosses like the
+      // pending calls' NULLs: the resume function's prologue pushes it.
+      r.b.emit(Opcode::LOAD_ATTR, operand(info.a, brk->a));
+      slots.push_back(Slot::Value);
+      slots.push_back(Slot::Null);
+      ++nulls;
+      resume(tx->pc() + 1, base + 2);
     } else {
       r.b.emit(op, operand(info.a, brk->a) + extra_args, b_operand);
       if (info.flow == Flow::Next)

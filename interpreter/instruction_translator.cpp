@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "runtime/budget.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
@@ -133,6 +134,7 @@ void InstructionTranslator::run(int64_t stop_at_step) {
 }
 
 void InstructionTranslator::step() {
+  runtime::spend_step();  // an unrolled loop is as long as the VM's (runtime/budget.h)
   const Instr& ins = code_->instrs[pc_];
   jumped_ = false;
   try {
@@ -228,16 +230,43 @@ void InstructionTranslator::op_STORE_DEREF(const Instr& i) {
   if (cell->source) ctx_.side_effects.cell_stores.push_back({cell, size_t(i.a)});
 }
 void InstructionTranslator::op_LOAD_CLOSURE(const Instr& i) { push(cells_.at(size_t(i.a))); }
+// The VM's checks, in its order, as breaks: a function made with the wrong
+// closure must not be traced into (its LOAD_DEREFs would read cells that are
+// not there); the VM raises the TypeError at this instruction instead. The
+// verifier rejects the cases it can see (a closure tuple built in place).
 void InstructionTranslator::op_MAKE_FUNCTION(const Instr& i) {
   VT code = pop();
-  if (!code->is(VTKind::Constant) || !code->value.is(Kind::Code))
+  if (!code->is(VTKind::Constant) || !code->value.is(Kind::Code)) {
+    if (is_constant(code)) unsupported(BreakReason::python_error, "MAKE_FUNCTION expects a code object");
     unsupported(BreakReason::untraced_object, "MAKE_FUNCTION of " + code->str());
+  }
+  const Code* body = code->value.as<Code>();
   std::vector<VT> closure;
-  if (i.a & 4) closure = realize(pop())->items;
+  if (i.a & 4) {
+    VT cells = realize(pop());
+    if (cells->is(VTKind::Tuple) || cells->is(VTKind::List)) {
+      closure = cells->items;
+    } else if (is_constant(cells)) {
+      // A constant holds no cells: only an empty one can be a closure.
+      std::vector<Value> items;
+      try {
+        items = to_vector(constant_value(cells));
+      } catch (const Error& e) {
+        unsupported(BreakReason::python_error, std::string("MAKE_FUNCTION: ") + e.what());
+      }
+      if (!items.empty()) unsupported(BreakReason::python_error, "closure items must be cells");
+    } else {
+      unsupported(BreakReason::untraced_object, "a closure that is not a tuple of cells: " + cells->str());
+    }
+    for (const VT& c : closure)
+      if (!c || !c->is(VTKind::Cell)) unsupported(BreakReason::python_error, "closure items must be cells");
+  }
+  if (closure.size() != body->freevars.size())
+    unsupported(BreakReason::python_error, body->qualname + " requires a closure of " +
+                                               std::to_string(body->freevars.size()) + " cells, got " +
+                                               std::to_string(closure.size()));
   if (i.a & 2) unsupported(BreakReason::untraced_object, "keyword-only defaults of a function made in the trace");
   VT defaults = (i.a & 1) ? realize(pop()) : nullptr;
-  for (const VT& c : closure)
-    if (!c->is(VTKind::Cell)) unsupported(BreakReason::untraced_object, "a closure of non-cells");
   push(variables::make_nested_function(code->value, std::move(closure), defaults));
 }
 
@@ -264,17 +293,27 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
   VT method;
   try {
     method = get_attr(obj, name);
-  } catch (const Unsupported&) {
-    // A plain value without that attribute: the lookup itself raises
-    // (AttributeError), so the break stays here, where the residual runs
-    // it after replaying the trace's effects.
+  } catch (const Unsupported& u) {
+    // A plain value without that attribute: the lookup raises here on the
+    // VM (AttributeError); explain() says so in the VM's words.
     if (is_constant(obj)) {
       const Value v = constant_value(obj);
       const bool plain = v.is(Kind::Str) || v.is_number() || v.is_none() || v.is(Kind::Tuple);
-      if (plain && get_attr_or_null(ctx_.vm, v, intern(name).get()).is_null()) throw;
+      if (plain && get_attr_or_null(ctx_.vm, v, intern(name).get()).is_null())
+        unsupported(BreakReason::attribute_error, "'" + type_name(v) + "' object has no attribute '" + name + "'");
     }
-    // Defer the lookup to the call, so a break lands on CALL_METHOD
-    // (whose stack the residual code can rebuild) rather than here.
+    // Only a module's or a foreign object's attributes depend on what they
+    // hold when the code runs: their lookup is deferred to the call, so the
+    // arguments between are traced first and the break lands on
+    // CALL_METHOD. Every other tracker's attributes are all get_attr knows
+    // (a tensor's, a list's, an iterator's, ...): the lookup raises here on
+    // the VM, and deferred, that error was lost when nothing called the
+    // method (found by tests/fuzz). The break stays here; the residual runs
+    // the lookup (convert_frame: LOAD_ATTR and a NULL).
+    if (!obj->is_module() && !obj->is(VTKind::Opaque) && !obj->is(VTKind::GetAttr)) throw;
+    // A module that lacks the name (its dicts, class and __getattr__ say
+    // so, under its version guard) raises here too (found by tests/fuzz).
+    if (u.reason == BreakReason::attribute_error) throw;
     push(variables::make_getattr(obj, name));
     push(nullptr);
     return;
@@ -305,12 +344,14 @@ void InstructionTranslator::op_STORE_SUBSCR(const Instr&) {
     int64_t n = int64_t(obj->items.size());
     if (k < 0) k += n;
     if (k < 0 || k >= n) unsupported(BreakReason::python_error, "list index out of range");
+    refuse_cycle(obj, value);
     obj->items[size_t(k)] = value;
     ctx_.side_effects.mark_mutated(obj);
     return;
   }
   if (obj->is(VTKind::ConstDict) && is_constant(key) && variables::is_literal(constant_value(key))) {
     Value k = constant_value(key);
+    refuse_cycle(obj, value);
     for (size_t j = 0; j < obj->keys.size(); ++j)
       if (values_equal(obj->keys[j], k)) {
         obj->items[j] = value;
@@ -429,6 +470,7 @@ void InstructionTranslator::op_LIST_APPEND(const Instr& i) {
   VT item = pop();
   VT list = realize(stack_[stack_.size() - size_t(i.a)]);
   if (!list->is(VTKind::List)) unsupported(BreakReason::untraced_object, "LIST_APPEND to " + list->str());
+  refuse_cycle(list, item);
   list->items.push_back(item);
   ctx_.side_effects.mark_mutated(list);
 }
@@ -437,7 +479,10 @@ void InstructionTranslator::op_LIST_EXTEND(const Instr& i) {
   VT items = realize(pop());
   VT list = realize(stack_[stack_.size() - size_t(i.a)]);
   if (!list->is(VTKind::List)) unsupported(BreakReason::untraced_object, "LIST_EXTEND to " + list->str());
-  for (VT& v : unpack(items)) list->items.push_back(v);
+  for (VT& v : unpack(items)) {
+    refuse_cycle(list, v);
+    list->items.push_back(v);
+  }
   ctx_.side_effects.mark_mutated(list);
 }
 

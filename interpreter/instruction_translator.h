@@ -132,9 +132,9 @@ class InstructionTranslator {
   // calls (translator_calls.cpp)
  public:
   // Every operand goes through here. A null tracker is LOAD_METHOD's NULL
-  // marker, which verified code may still hand to another instruction
-  // (the verifier does not type the stack): that is not traceable, and the
-  // VM will raise whatever the real program raises.
+  // marker; the verifier rejects code that hands it to another instruction
+  // (issue 15), and this stays the translator's own guard: not traceable,
+  // the VM runs it.
   // A dict view (a List over `iterated`) is read as its dict is now: views
   // are live in Python (d.keys() taken before d['z'] = 1 has 'z').
   VT realize(const VT& v) {
@@ -213,6 +213,10 @@ class InstructionTranslator {
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
   bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)
+  // Breaks (untraced_object) when storing `value` into `container` would
+  // make a container that holds itself (l.append(l)): the trackers' walks
+  // (constants, guards, residual code) assume a tree; the VM has the cycle.
+  void refuse_cycle(const VT& container, const VT& value);
   VT fold_pure_foreign_call(const runtime::Value& fn, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   runtime::Value constant_value(const VT& v);
   // A global of this frame's function, wrapped lazily once per trace.

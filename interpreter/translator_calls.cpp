@@ -26,15 +26,44 @@ static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
 // ----------------------------------------------------------- constants --
 
-bool InstructionTranslator::is_constant(const VT& v) {
-  VT r = realize(v);
+namespace {
+// A tracker graph may still hold a cycle through an input that contains
+// itself (the builder maps one object to one tracker): such a container is
+// not a constant, and the walk must end.
+bool constant_walk(InstructionTranslator& tx, const VT& v, std::vector<const vars::VariableTracker*>& path) {
+  VT r = tx.realize(v);
   if (r->is(VTKind::Constant)) return true;
-  if (r->is(VTKind::Tuple) || r->is(VTKind::List)) {
-    for (const VT& x : r->items)
-      if (!is_constant(x)) return false;
-    return true;
-  }
+  if (!r->is(VTKind::Tuple) && !r->is(VTKind::List)) return false;
+  if (std::find(path.begin(), path.end(), r.get()) != path.end()) return false;
+  path.push_back(r.get());
+  for (const VT& x : r->items)
+    if (!constant_walk(tx, x, path)) return false;
+  path.pop_back();
+  return true;
+}
+
+bool holds(const VT& v, const vars::VariableTracker* target, std::vector<const vars::VariableTracker*>& seen) {
+  if (!v) return false;
+  const VT& r = v->is(VTKind::Lazy) && v->realized ? v->realized : v;
+  if (r.get() == target) return true;
+  if (!r->is(VTKind::List) && !r->is(VTKind::Tuple) && !r->is(VTKind::ConstDict)) return false;
+  if (std::find(seen.begin(), seen.end(), r.get()) != seen.end()) return false;
+  seen.push_back(r.get());
+  for (const VT& x : r->items)
+    if (holds(x, target, seen)) return true;
   return false;
+}
+}  // namespace
+
+bool InstructionTranslator::is_constant(const VT& v) {
+  std::vector<const vars::VariableTracker*> path;
+  return constant_walk(*this, v, path);
+}
+
+void InstructionTranslator::refuse_cycle(const VT& container, const VT& value) {
+  std::vector<const vars::VariableTracker*> seen;
+  if (holds(value, container.get(), seen))
+    unsupported(BreakReason::untraced_object, "a container that holds itself (" + container->str() + ")");
 }
 
 Value InstructionTranslator::constant_value(const VT& v) {
@@ -339,7 +368,10 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
   if (op == BinOp::MUL && (a->is(VTKind::List) || a->is(VTKind::Tuple)) && is_constant(b) &&
       constant_value(b).is(Kind::Int)) {
     std::vector<VT> items;
-    for (int64_t k = 0; k < constant_value(b).as_int(); ++k) items.insert(items.end(), a->items.begin(), a->items.end());
+    const int64_t n = constant_value(b).as_int();
+    items.reserve(runtime::repeated_length(a->items.size(), n, sizeof(VT), "a traced sequence"));
+    if (!a->items.empty())
+      for (int64_t k = 0; k < n; ++k) items.insert(items.end(), a->items.begin(), a->items.end());
     if (inplace && a->is(VTKind::List)) {  // l *= n: the same list (aliases see it)
       a->items = std::move(items);
       ctx_.side_effects.mark_mutated(a);

@@ -508,7 +508,9 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         return vars::make_user_method(op_builtin(int(op->id)), obj);
       Value m = type_method(Kind::Tensor, intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);
-      unsupported(BreakReason::untraced_object, "Tensor attribute '" + name + "'");
+      // The names above are all a tensor has (runtime/value_access.cpp):
+      // the VM raises here.
+      unsupported(BreakReason::attribute_error, "'Tensor' object has no attribute '" + name + "'");
     }
     case VTKind::List:
     case VTKind::Tuple:

@@ -167,11 +167,15 @@ VT InstructionTranslator::trace_list_method(BuiltinCall& c, std::string_view m) 
     return none_vt();
   };
   if (m == "append" && args.size() == 2) {
+    refuse_cycle(list, args[1]);
     list->items.push_back(args[1]);
     return mutated();
   }
   if (m == "extend" && args.size() == 2) {
-    for (VT& v : unpack(args[1])) list->items.push_back(v);
+    for (VT& v : unpack(args[1])) {
+      refuse_cycle(list, v);
+      list->items.push_back(v);
+    }
     return mutated();
   }
   if (m == "pop" && args.size() <= 2 && !list->items.empty()) {
@@ -189,6 +193,7 @@ VT InstructionTranslator::trace_list_method(BuiltinCall& c, std::string_view m) 
     int64_t n = int64_t(list->items.size());
     int64_t i = to_index(constant_value(args[1]), "insert index");
     if (i < 0) i = std::max<int64_t>(0, i + n);
+    refuse_cycle(list, args[2]);
     list->items.insert(list->items.begin() + std::min(i, n), args[2]);
     return mutated();
   }
@@ -239,6 +244,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
   };
   if (m == "copy" && args.size() == 1) return vars::make_const_dict(d->keys, d->items);
   if (m == "update" && args.size() == 2 && args[1]->is(VTKind::ConstDict)) {
+    refuse_cycle(d, args[1]);
     for (size_t i = 0; i < args[1]->keys.size(); ++i) {
       int at = find(args[1]->keys[i]);
       if (at >= 0) d->items[size_t(at)] = args[1]->items[i];
@@ -255,6 +261,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     int at = find(k);
     if (m == "setdefault") {
       if (at >= 0) return d->items[size_t(at)];
+      if (args.size() == 3) refuse_cycle(d, args[2]);
       d->keys.push_back(k);
       d->items.push_back(args.size() == 3 ? args[2] : none_vt());
       mutated();

@@ -192,34 +192,238 @@ class Verifier {
       fail_at(pc, std::to_string(items.size()) + " keyword names for " + std::to_string(ins.a) + " arguments");
   }
 
+  // ---- the abstract stack ------------------------------------------------
+  //
+  // Beside each depth, flow() knows a little about what each stack slot
+  // holds: whether it may be the NULL of a method call (LOAD_METHOD's
+  // second slot, PUSH_NULL), and for closures, a cell (LOAD_CLOSURE), a
+  // constant (LOAD_CONST) or a tuple of known size (BUILD_TUPLE). That is
+  // enough to reject, before anything runs, the two things the VM and the
+  // tracer cannot survive: a NULL used as a value (only CALL_METHOD's self
+  // slot may hold one, and stack shuffles may move it), and MAKE_FUNCTION
+  // wrapping a known code constant in a closure of the wrong size.
+  //
+  // Stacks are persistent lists (a node per push, sharing their tails), so
+  // keeping one per instruction costs what the pushes cost, not depth times
+  // instructions. A slot only ever widens (a known constant to "a value",
+  // NULL-or-not to "maybe NULL"), so the fixpoint is reached in a few
+  // visits per instruction.
+  enum class Null : uint8_t { No, Yes, Maybe };
+  enum class What : uint8_t { Value, Cell, Const, Tuple };
+  struct Slot {
+    What what = What::Value;
+    Null null = Null::No;
+    int32_t n = 0;     // the constant's index, or the tuple's size
+    int32_t from = 0;  // the instruction that pushed it (for messages)
+    bool operator==(const Slot&) const = default;
+  };
+  struct Node {
+    Slot slot;
+    int32_t next;  // index into nodes_, -1 = the empty stack
+  };
+  static Slot value_slot(size_t pc) { return Slot{What::Value, Null::No, 0, int32_t(pc)}; }
+  static Slot join_slot(const Slot& a, const Slot& b) {
+    if (a == b) return a;
+    Slot j = a;
+    if (a.what != b.what || a.n != b.n) {
+      j.what = What::Value;
+      j.n = 0;
+    }
+    if (a.null != b.null) j.null = Null::Maybe;
+    if (a.null == Null::No && b.null != Null::No) j.from = b.from;  // name the NULL in messages
+    return j;
+  }
+  int32_t push_slot(int32_t top, const Slot& s) {
+    nodes_.push_back(Node{s, top});
+    return int32_t(nodes_.size() - 1);
+  }
+  // The top `n` slots of `top`, deepest first; `rest` gets what is under them.
+  std::vector<Slot> take(int32_t top, size_t n, int32_t& rest) const {
+    std::vector<Slot> out(n);
+    for (size_t i = n; i-- > 0;) {
+      out[i] = nodes_[size_t(top)].slot;
+      top = nodes_[size_t(top)].next;
+    }
+    rest = top;
+    return out;
+  }
+  int32_t drop(int32_t top, size_t n) const {
+    for (size_t i = 0; i < n; ++i) top = nodes_[size_t(top)].next;
+    return top;
+  }
+  // The join of two stacks of one depth; `changed` says whether it differs
+  // from `a` (then it is a new list over their common tail).
+  int32_t join(int32_t a, int32_t b, bool& changed) {
+    std::vector<Slot> joined;
+    int32_t x = a, y = b;
+    changed = false;
+    while (x != y) {
+      const Slot& sa = nodes_[size_t(x)].slot;
+      Slot j = join_slot(sa, nodes_[size_t(y)].slot);
+      if (!(j == sa)) changed = true;
+      joined.push_back(j);
+      x = nodes_[size_t(x)].next;
+      y = nodes_[size_t(y)].next;
+    }
+    if (!changed) return a;
+    for (size_t i = joined.size(); i-- > 0;) x = push_slot(x, joined[i]);
+    return x;
+  }
+
+  // An item the instruction uses as a value must not be a method call's NULL.
+  // `pos` counts from the top of the stack (1 = TOS).
+  void require_value(size_t pc, const Slot& s, size_t pos) const {
+    if (s.null == Null::No) return;
+    const Instr& origin = code_.instrs[size_t(s.from)];
+    fail_at(pc, std::string("stack item ") + std::to_string(pos) + " (1 = top) " +
+                    (s.null == Null::Yes ? "is" : "may be") + " the NULL of a method call, pushed by instruction " +
+                    std::to_string(s.from) + " (" + opname(origin) +
+                    "), used as a value: only CALL_METHOD's self slot may hold it");
+  }
+
+  // MAKE_FUNCTION of a code constant: its closure must have one cell per
+  // free variable (the VM checks it again for closures built elsewhere).
+  void check_make_function(size_t pc, const Instr& ins, const std::vector<Slot>& in) const {
+    const Slot& code_slot = in.back();
+    if (code_slot.what != What::Const) return;
+    const runtime::Value& c = code_.consts[size_t(code_slot.n)];
+    if (!c.is(Kind::Code)) fail_at(pc, "the function's code is constant " + std::to_string(code_slot.n) + ", not a code object");
+    const Code* inner = c.as<Code>();
+    const size_t nfree = inner->freevars.size();
+    const std::string who = "'" + (inner->qualname.empty() ? inner->name : inner->qualname) + "' has " +
+                            std::to_string(nfree) + " free variable(s)";
+    if (!(ins.a & 4)) {
+      if (nfree) fail_at(pc, "no closure (flag 4) but " + who);
+      return;
+    }
+    const Slot& closure = in[in.size() - 2];
+    if (closure.what == What::Tuple && size_t(closure.n) != nfree)
+      fail_at(pc, "a closure of " + std::to_string(closure.n) + " cell(s) but " + who);
+    if (closure.what == What::Const || closure.what == What::Cell)
+      fail_at(pc, "the closure is not a tuple of cells (pushed by instruction " + std::to_string(closure.from) + ")");
+  }
+
+  // What instruction `pc` does to the abstract stack on its fall-through
+  // edge: checks the items it uses and returns the stack it leaves.
+  int32_t transfer(size_t pc, int32_t top, int64_t pops) {
+    const Instr& ins = code_.instrs[pc];
+    int32_t rest = -1;
+    std::vector<Slot> in = take(top, size_t(pops), rest);
+    const size_t n = in.size();
+    auto all_values = [&] {
+      for (size_t k = 0; k < n; ++k) require_value(pc, in[k], n - k);
+    };
+    std::vector<Slot> out;
+    switch (ins.op) {
+      // Stack shuffles may move a NULL; they never use it.
+      case Opcode::POP_TOP: break;
+      case Opcode::COPY:
+        out = in;
+        out.push_back(in[0]);
+        break;
+      case Opcode::SWAP:
+        out = in;
+        std::swap(out.front(), out.back());
+        break;
+      case Opcode::LOAD_CONST: out.push_back(Slot{What::Const, Null::No, ins.a, int32_t(pc)}); break;
+      case Opcode::LOAD_CLOSURE: out.push_back(Slot{What::Cell, Null::No, 0, int32_t(pc)}); break;
+      case Opcode::PUSH_NULL: out.push_back(Slot{What::Value, Null::Yes, 0, int32_t(pc)}); break;
+      case Opcode::LOAD_METHOD:
+        all_values();
+        out = {value_slot(pc), Slot{What::Value, Null::Maybe, 0, int32_t(pc)}};
+        break;
+      case Opcode::BUILD_TUPLE:
+        all_values();
+        out.push_back(Slot{What::Tuple, Null::No, ins.a, int32_t(pc)});
+        break;
+      // method self-or-NULL args...
+      case Opcode::CALL_METHOD:
+      case Opcode::CALL_METHOD_KW:
+        for (size_t k = 0; k < n; ++k)
+          if (k != 1) require_value(pc, in[k], n - k);
+        out.push_back(value_slot(pc));
+        break;
+      // The container a items under TOS, and TOS; what lies between stays.
+      case Opcode::LIST_APPEND:
+      case Opcode::LIST_EXTEND:
+      case Opcode::SET_ADD:
+      case Opcode::SET_UPDATE:
+        require_value(pc, in[0], n);
+        require_value(pc, in[n - 1], 1);
+        out.assign(in.begin(), in.end() - 1);
+        break;
+      // callable _ dict ... mapping: the callable is read for its name.
+      case Opcode::DICT_MERGE:
+        require_value(pc, in[0], n);
+        require_value(pc, in[2], n - 2);
+        require_value(pc, in[n - 1], 1);
+        out.assign(in.begin(), in.end() - 1);
+        break;
+      case Opcode::MAKE_FUNCTION:
+        all_values();
+        check_make_function(pc, ins, in);
+        out.push_back(value_slot(pc));
+        break;
+      default: {
+        all_values();
+        // Instructions that leave (part of) what they read in place.
+        int64_t pushes = runtime::opcode_pushes(ins.op, ins.a, ins.b);
+        size_t kept = 0;
+        if (ins.op == Opcode::FOR_ITER || ins.op == Opcode::CHECK_EXC_MATCH) kept = 1;
+        if (ins.op == Opcode::WITH_EXCEPT_START) kept = 4;
+        out.assign(in.begin(), in.begin() + ptrdiff_t(kept));
+        while (int64_t(out.size()) < pushes) out.push_back(value_slot(pc));
+        break;
+      }
+    }
+    for (const Slot& s : out) rest = push_slot(rest, s);
+    return rest;
+  }
+
   // Worklist dataflow over instruction indices: depth_[pc] is the stack
-  // depth on entry to pc (-1: not reached yet). Each instruction is visited
-  // once, when first reached; a second edge into it only has to agree.
+  // depth on entry to pc (-1: not reached yet) and stack_[pc] the abstract
+  // stack there. An instruction is visited when first reached and again
+  // only when a later edge widens its abstract stack; every edge into it
+  // must agree on the depth.
   int32_t flow() {
     const auto& instrs = code_.instrs;
     depth_.assign(instrs.size(), -1);
+    stack_.assign(instrs.size(), -1);
+    nodes_.clear();
     std::vector<size_t> work;
+    std::vector<char> queued(instrs.size(), 0);
     int32_t max_depth = 0;
-    auto reach = [&](size_t from, size_t to, int64_t d) {
+    auto reach = [&](size_t from, size_t to, int64_t d, int32_t st) {
       if (d > kMaxStackDepth)
         fail_at(from, "stack depth " + std::to_string(d) + " exceeds the limit of " + std::to_string(kMaxStackDepth));
       max_depth = std::max(max_depth, int32_t(d));
       if (depth_[to] < 0) {
         depth_[to] = int32_t(d);
-        work.push_back(to);
+        stack_[to] = st;
       } else if (depth_[to] != d) {
         fail_at(from, "stack depth mismatch at instruction " + std::to_string(to) + ": " + std::to_string(d) +
                           " on this path, " + std::to_string(depth_[to]) + " on another");
+      } else {
+        bool changed = false;
+        stack_[to] = join(stack_[to], st, changed);
+        if (!changed) return;
+      }
+      if (!queued[to]) {
+        queued[to] = 1;
+        work.push_back(to);
       }
     };
     depth_[0] = 0;
     work.push_back(0);
+    queued[0] = 1;
     while (!work.empty()) {
       size_t pc = work.back();
       work.pop_back();
+      queued[pc] = 0;
       const Instr& ins = instrs[pc];
       const auto& info = runtime::opcode_info(ins.op);
       int64_t d = depth_[pc];
+      const int32_t st = stack_[pc];
       // Operands are range-checked, so these stay small (<= 2 * kMaxCountOperand + 2).
       int64_t pops = runtime::opcode_pops(ins.op, ins.a, ins.b);
       int64_t pushes = runtime::opcode_pushes(ins.op, ins.a, ins.b);
@@ -227,16 +431,19 @@ class Verifier {
       // COPY n reads n deep and pushes n+1 before popping n: the peak is
       // what the VM's stack must hold.
       int64_t peak = d - pops + pushes;
+      const int32_t next_st = transfer(pc, st, pops);
       if (info.flow == Flow::Jump || info.flow == Flow::Branch) {
         int64_t jpops = runtime::opcode_jump_pops(ins.op, ins.a, ins.b);
         int64_t jpushes = runtime::opcode_jump_pushes(ins.op, ins.a, ins.b);
         if (d < jpops)
           fail_at(pc, "stack underflow on the jump (needs " + std::to_string(jpops) + ", has " + std::to_string(d) + ")");
-        reach(pc, size_t(ins.a), d - jpops + jpushes);
+        int32_t jst = drop(st, size_t(jpops));
+        for (int64_t k = 0; k < jpushes; ++k) jst = push_slot(jst, value_slot(pc));
+        reach(pc, size_t(ins.a), d - jpops + jpushes, jst);
       }
       if (info.flow == Flow::Next || info.flow == Flow::Branch) {
         if (pc + 1 >= instrs.size()) fail_at(pc, "execution falls off the end of the function");
-        reach(pc, pc + 1, peak);
+        reach(pc, pc + 1, peak, next_st);
       }
       max_depth = std::max(max_depth, int32_t(std::min<int64_t>(peak, kMaxStackDepth)));
       // The exception edge: any instruction may raise. Its handler gets the
@@ -245,7 +452,10 @@ class Verifier {
         if (h->depth > d)
           fail_at(pc, "exception handler depth " + std::to_string(h->depth) + " exceeds the stack depth " +
                           std::to_string(d) + " here");
-        reach(pc, size_t(h->target), int64_t(h->depth) + (h->lasti ? 1 : 0) + 1);
+        int32_t hst = drop(st, size_t(d - h->depth));
+        if (h->lasti) hst = push_slot(hst, value_slot(pc));
+        hst = push_slot(hst, value_slot(pc));
+        reach(pc, size_t(h->target), int64_t(h->depth) + (h->lasti ? 1 : 0) + 1, hst);
       }
     }
     return max_depth;
@@ -275,6 +485,8 @@ class Verifier {
   Code& code_;
   std::unordered_set<const Code*>& in_progress_;
   std::vector<int32_t> depth_;
+  std::vector<int32_t> stack_;  // the abstract stack on entry to each instruction (a node index)
+  std::vector<Node> nodes_;
 };
 
 }  // namespace

@@ -7,6 +7,8 @@
 // and only clears what it used.
 #include "interpreter/vm.h"
 
+#include "runtime/budget.h"
+
 #include "interpreter/stack_guard.h"
 
 #include <cstdio>
@@ -25,6 +27,15 @@
 #include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
+
+namespace {
+// CPython's words, and only those: which frame or which check (the depth or
+// the C stack) trips first depends on how many frames the callers took, and
+// a compiled caller's residual and resume frames count too, so naming either
+// would make a compiled run's error differ from the VM's (found by
+// tests/fuzz). The traceback says where it happened.
+[[noreturn]] void recursion_error() { throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded"); }
+}  // namespace
 
 using namespace kiln::runtime;
 using runtime::ExceptionEntry;
@@ -205,7 +216,7 @@ Value VM::call(const Value& callee, const CallArgs& args) {
     case Kind::Module: {
       if (++depth_ > options_.recursion_limit) {
         --depth_;
-        throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded");
+        recursion_error();
       }
       struct Leave {
         int& d;
@@ -227,11 +238,8 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
   Code* code = fn->code.get();
   if (!code->verified)
     throw_error(ErrorKind::VerifyError, "function '" + code->qualname + "' has not been verified");
-  if (depth_ >= options_.recursion_limit)
-    throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded while calling '" + code->qualname + "'");
-  if (stack_nearly_exhausted())
-    throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded (C stack nearly exhausted) while calling '" +
-                                               code->qualname + "'");
+  kiln::runtime::spend_step();
+  if (depth_ >= options_.recursion_limit || stack_nearly_exhausted()) recursion_error();
 
   if (fn->closure.size() != code->freevars.size())
     throw_error(ErrorKind::TypeError, code->qualname + "() needs a closure of " +
@@ -414,10 +422,14 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     ++ip;       \
     DISPATCH(); \
   } while (0)
-#define JUMP_TO(target)    \
-  do {                     \
-    ip = begin + (target); \
-    DISPATCH();            \
+// A backward jump spends a step of the run's budget (runtime/budget.h):
+// every loop passes one.
+#define JUMP_TO(target)                            \
+  do {                                             \
+    const Instr* to_ = begin + (target);           \
+    if (to_ <= ip) kiln::runtime::spend_step();    \
+    ip = to_;                                      \
+    DISPATCH();                                    \
   } while (0)
 #define POP() (std::move(*--sp))
 #define TOP() (sp[-1])
@@ -763,6 +775,12 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     *--sp = Value();
     NEXT();
   op_RETURN_VALUE:
+    // A frame's handled exception never outlives it: KBC may return from
+    // inside a handler without the POP_EXCEPT CPython's compiler always
+    // emits, and the caller must not find the callee's exception "being
+    // handled" (found by tests/fuzz: a bare raise, or the next
+    // PUSH_EXC_INFO, saw it).
+    handled_ = handled_on_entry;
     return POP();
   op_RAISE:
     if (ip->a == 0) {
@@ -821,6 +839,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
       if (h->lasti) *sp++ = Value::integer(int64_t(pc));
       *sp++ = std::move(exc);
       ip = begin + h->target;
+      kiln::runtime::spend_step();  // a handler may loop back without a jump
       continue;
     }
     handled_ = handled_on_entry;

@@ -301,7 +301,9 @@ Ref<ClassObj> build_class(const char* name, Ref<ClassObj> base, BuiltinModule ki
   c->base = std::move(base);
   c->builtin = kind;
   for (const MethodDef& m : methods) {
-    Value b = make_native(std::string(name) + "." + m.name, m.signature, m.fn);
+    // A method: the receiver is checked before the native casts it (found
+    // by tests/fuzz: Module.eval called on a builtin read it as a module).
+    Value b = make_native_method(Kind::Module, name, m.name, m.signature, m.fn);
     // The module-tree walkers are answered by the translator; every other
     // method changes a module (register_*, train, load_state_dict, ...) or
     // is a forward the translator calls as a module.

@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include "runtime/budget.h"
+
 #include <sys/mman.h>
 
 #include <map>
@@ -125,6 +127,7 @@ LargeBlockCache& large_blocks() {
 }  // namespace
 
 Ref<Storage> Storage::allocate(size_t nbytes, bool zero) {
+  check_allocation(nbytes, "a tensor's storage");
   // Round up so aligned_alloc's size requirement holds; never 0 so that an
   // empty tensor still has a valid data pointer.
   size_t bytes = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;

@@ -1,6 +1,7 @@
 // Attribute, subscript and iteration access on Values (Python semantics).
 #include <algorithm>
 
+#include "runtime/budget.h"
 #include "runtime/builtins.h"
 #include "runtime/descriptors.h"
 #include "runtime/exceptions.h"
@@ -158,7 +159,10 @@ std::vector<Value> to_vector(const Value& iterable) {
   std::vector<Value> out;
   Value it = get_iter(iterable);
   Value item;
-  while (it.as<IteratorObj>()->next(item)) out.push_back(item);
+  while (it.as<IteratorObj>()->next(item)) {
+    if (out.size() == out.capacity()) check_allocation(2 * (out.size() + 1) * sizeof(Value), "a sequence");
+    out.push_back(item);
+  }
   return out;
 }
 

@@ -8,6 +8,8 @@
 // silently wrapped result.
 #include "runtime/value_ops.h"
 
+#include "runtime/budget.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -592,10 +594,23 @@ static Value float_binop(BinOp op, double x, double y) {
   }
 }
 
+// The result's size is known before anything is copied: an empty sequence
+// repeated 10**18 times is empty at once (it looped that often), and one too
+// large to hold is MemoryError, as in CPython, not an allocator failure.
+size_t repeated_length(size_t len, int64_t n, size_t item_bytes, const char* what) {
+  if (len == 0 || n <= 0) return 0;
+  if (len > (SIZE_MAX / item_bytes) / size_t(n)) throw_error(ErrorKind::MemoryError, "");
+  check_allocation(len * size_t(n) * item_bytes, what);
+  if (len * size_t(n) > size_t(1) << 40) throw_error(ErrorKind::MemoryError, "");
+  return len * size_t(n);
+}
+
 template <class Seq>
 static Value repeat(const std::vector<Value>& items, int64_t n, Kind k) {
   std::vector<Value> out;
-  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
+  out.reserve(repeated_length(items.size(), n, sizeof(Value), k == Kind::List ? "a list" : "a tuple"));
+  if (!items.empty())
+    for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   return k == Kind::List ? make_list(std::move(out)) : make_tuple(std::move(out));
 }
 
@@ -675,7 +690,9 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
       int64_t count = std::max<int64_t>(0, n->as_int());
       if (seq->is(Kind::Str)) {
         std::string out;
-        for (int64_t i = 0; i < count; ++i) out += seq->as_str();
+        out.reserve(repeated_length(seq->as_str().size(), count, 1, "a str"));
+        if (!seq->as_str().empty())
+          for (int64_t i = 0; i < count; ++i) out += seq->as_str();
         return Value::str(out);
       }
       if (seq->is(Kind::List)) {

@@ -69,6 +69,10 @@ Value get_iter(const Value& v);
 int64_t length(const Value& v);
 // Materialises any iterable into a vector (tuples/lists directly).
 std::vector<Value> to_vector(const Value& iterable);
+// The length of `len` items repeated n times (seq * n; 0 when n <= 0), known
+// before anything is copied: MemoryError, as in CPython, for what could not
+// be held (or is over the run's memory budget: runtime/budget.h).
+size_t repeated_length(size_t len, int64_t n, size_t item_bytes, const char* what);
 // dict(x) / d.update(x): another dict's entries or (key, value) pairs.
 void dict_update(DictObj* into, const Value& other);
 // What a Foreign object is, when it is exactly a built-in list, dict or set

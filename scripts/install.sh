@@ -7,6 +7,7 @@ DEBS=(
   llvm-19-dev libspdlog-dev catch2 libopenmpi-dev openmpi-bin libopenblas-dev
   ninja-build ccache libcli11-dev libxxhash-dev libsleef-dev libmsgpack-cxx-dev
   zlib1g-dev libzstd-dev libedit-dev libffi-dev libxml2-dev pkgconf
+  clang-19 libclang-rt-19-dev  # the fuzz targets (libFuzzer, ASan, UBSan): cmake/fuzz.cmake
 )
 PIPS=(numpy pytest pybind11 scikit-build-core)
 

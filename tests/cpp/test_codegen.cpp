@@ -1330,6 +1330,41 @@ TEST_CASE("codegen dynamic shapes: one compiled program serves many sizes", "[co
   }
 }
 
+TEST_CASE("codegen dynamic shapes: contraction dims that differ at run time raise as eager does", "[codegen]") {
+  // Traced with equal K; called with two dynamic Ks that differ. The
+  // program must not hand BLAS a leading dimension that does not fit (found
+  // by tests/fuzz: OpenBLAS refused the call, the output stayed unwritten,
+  // and the compiled function went on with garbage): it runs eagerly, and
+  // the kernel raises linear's own error.
+  for (bool linear : {true, false}) {
+    INFO((linear ? "linear" : "matmul"));
+    GraphBuilder b;
+    Tensor x0 = rand_tensor({4, 8}, DType::Float32, -1, 1);
+    Tensor w0 = rand_tensor(linear ? Shape{3, 8} : Shape{8, 3}, DType::Float32, -1, 1);
+    Node* x = b.input(x0, {false, true});
+    Node* w = b.input(w0, linear ? std::vector<bool>{false, true} : std::vector<bool>{true, false});
+    b.out(b.call(linear ? OpId::linear : OpId::matmul, {N(x), N(w)}), linear ? "linear(x, w)" : "x @ w");
+    b.finish();
+    output_graph::CompiledGraph compiled = codegen::llvm_backend(b.g, b.inputs);
+    output_graph::CompiledGraph eager = output_graph::eager_backend(b.g, b.inputs);
+    const std::vector<Value> in = {Value::tensor(rand_tensor({4, 6}, DType::Float32, -1, 1)),
+                                   Value::tensor(rand_tensor(linear ? Shape{3, 5} : Shape{5, 3}, DType::Float32, -1, 1))};
+    std::string want, got;
+    try {
+      eager(vm(), in);
+    } catch (const Error& e) {
+      want = e.what();
+    }
+    try {
+      compiled(vm(), in);
+    } catch (const Error& e) {
+      got = e.what();
+    }
+    CHECK_FALSE(want.empty());
+    CHECK(got == want);
+  }
+}
+
 TEST_CASE("codegen dynamic shapes: a non-contiguous dynamic input", "[codegen]") {
   // x arrives transposed: a [n, 12] view of a [12, n] tensor, strides [1, n].
   // Its strides depend on the dynamic size, which the program must not

@@ -1,0 +1,136 @@
+// The run budget (runtime/budget.h) the fuzz targets run programs under,
+// and the sequence repetition that must not ask for more than it can hold.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "interpreter/assembler.h"
+#include "interpreter/vm.h"
+#include "runtime/budget.h"
+#include "runtime/value_ops.h"
+
+using namespace kiln;
+using namespace kiln::runtime;
+
+namespace {
+
+// while True: try: raise ValueError except Exception: pass  -- a loop only
+// a budget that no handler can catch ends.
+const char* kCatchingLoop = R"(
+.func main()
+top:
+    LOAD_GLOBAL ValueError
+    RAISE 1
+handler:
+    POP_TOP
+    JUMP top
+.except top handler handler 0
+.end
+)";
+
+// f(n) = f(n - 1) + f(n - 1): 2**40 calls, 40 deep, no backward jump.
+const char* kRecursion = R"(
+.func f(n)
+    LOAD_FAST n
+    LOAD_CONST 0
+    COMPARE_OP ==
+    POP_JUMP_IF_FALSE rec
+    LOAD_CONST 1
+    RETURN_VALUE
+rec:
+    LOAD_GLOBAL f
+    LOAD_FAST n
+    LOAD_CONST 1
+    BINARY_OP -
+    CALL 1
+    LOAD_GLOBAL f
+    LOAD_FAST n
+    LOAD_CONST 1
+    BINARY_OP -
+    CALL 1
+    BINARY_OP +
+    RETURN_VALUE
+.end
+
+.func main()
+    LOAD_GLOBAL f
+    LOAD_CONST 40
+    CALL 1
+    RETURN_VALUE
+.end
+)";
+
+
+}  // namespace
+
+TEST_CASE("a step budget stops a loop that catches every error", "[budget]") {
+  auto p = interpreter::assemble(kCatchingLoop, "loop.kbc");
+  interpreter::VM vm;
+  ScopedBudget budget(10000, 0);
+  CHECK_THROWS_AS(vm.run(p, "main"), BudgetExceeded);
+  CHECK(budget.steps_used() == 10001);
+}
+
+TEST_CASE("a step budget stops exponential recursion without loops", "[budget]") {
+  auto p = interpreter::assemble(kRecursion, "rec.kbc");
+  interpreter::VM vm;
+  ScopedBudget budget(5000, 0);
+  CHECK_THROWS_AS(vm.run(p, "main"), BudgetExceeded);
+  CHECK(budget.steps_used() == 5001);
+}
+
+TEST_CASE("without a budget nothing is counted; after one, nothing is left over", "[budget]") {
+  auto p = interpreter::assemble(R"(
+.func main()
+  .locals i
+    LOAD_CONST 0
+    STORE_FAST i
+loop:
+    LOAD_FAST i
+    LOAD_CONST 100
+    COMPARE_OP <
+    POP_JUMP_IF_FALSE done
+    LOAD_FAST i
+    LOAD_CONST 1
+    BINARY_OP +
+    STORE_FAST i
+    JUMP loop
+done:
+    LOAD_FAST i
+    RETURN_VALUE
+.end
+)", "count.kbc");
+  interpreter::VM vm;
+  {
+    ScopedBudget budget(1000, 0);
+    CHECK(repr(vm.run(p, "main")) == "100");
+    CHECK(budget.steps_used() == 101);  // the call and 100 backward jumps
+  }
+  CHECK(repr(vm.run(p, "main")) == "100");  // the budget went with its scope
+}
+
+TEST_CASE("the memory budget makes a too-large allocation MemoryError", "[budget]") {
+  ScopedBudget budget(0, 1 << 20);
+  CHECK_THROWS_WITH(binary_op(BinOp::MUL, make_list({Value::integer(0)}), Value::integer(1 << 20)),
+                    Catch::Contains("MemoryError: a list of 16777216 bytes is over this run's memory budget"));
+  CHECK(repr(binary_op(BinOp::MUL, make_list({Value::integer(0)}), Value::integer(1000))).size() > 0);
+}
+
+TEST_CASE("repeating a sequence past what memory holds is MemoryError, an empty one is instant", "[budget]") {
+  const Value huge = Value::integer(int64_t(1) << 62);
+  for (const Value& seq : {make_list({Value::integer(0)}), make_tuple({Value::integer(1), Value::integer(2)}),
+                           Value::str("ab")}) {
+    INFO(repr(seq));
+    try {
+      binary_op(BinOp::MUL, seq, huge);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::MemoryError);
+      CHECK(e.message().empty());  // CPython's MemoryError has no words either
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(repr(binary_op(BinOp::MUL, make_list({}), huge)) == "[]");
+  CHECK(repr(binary_op(BinOp::MUL, Value::str(""), huge)) == "''");
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+}
