@@ -202,7 +202,20 @@ void InstructionTranslator::op_LOAD_GLOBAL(const Instr& i) {
     }
   }
   const NameMap& b = fn_->globals && fn_->globals->builtins ? *fn_->globals->builtins : builtins();
-  if (const Value* v = b.find(key)) return push(from_value(*v));
+  if (const Value* v = b.find(key)) {
+    VT vt = from_value(*v);
+    if (fn_->globals) {
+      // The builtin holds only while no global of its name shadows it: the
+      // program (or Python) may store one later, and a cached entry must
+      // then recompile rather than call the builtin. Remembered like a
+      // global, so the name is guarded once per trace.
+      const bool own = fn_->globals.get() == ctx_.root_globals;
+      ctx_.builder.absent_guard(own ? global_source(name) : global_source(name, fn_->globals));
+      if (own) ctx_.globals[name] = vt;
+      else ctx_.foreign_globals[std::make_pair(static_cast<const void*>(fn_->globals.get()), name)] = vt;
+    }
+    return push(vt);
+  }
   unsupported(BreakReason::python_error, "name '" + name + "' is not defined");
 }
 

@@ -48,6 +48,7 @@ std::string Guard::str() const {
     }
     case GuardKind::ModuleChildren: return s + " children == " + runtime::repr(expected);
     case GuardKind::Aliasing: return s + " is container #" + std::to_string(length);
+    case GuardKind::Absent: return s + " is not defined (the builtin is used)";
   }
   return s;
 }

@@ -21,7 +21,8 @@ namespace kiln::output_graph {
   X(ModuleVersion)  /* this module, structurally unchanged (its version)   */  \
   X(ModuleHooks)    /* this module's pre-hooks and hooks: the same functions, in order */ \
   X(ModuleChildren) /* the names in this module's _modules, in order       */  \
-  X(Aliasing)       /* mutable containers: the same object iff same class  */
+  X(Aliasing)       /* mutable containers: the same object iff same class  */  \
+  X(Absent)         /* no such name: a builtin read through the globals    */
 
 enum class GuardKind : uint8_t {
 #define KILN_GUARD_ENUM(k) k,

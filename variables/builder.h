@@ -64,6 +64,9 @@ class VariableBuilder {
   VT wrap(const Value& v, const SourceRef& source);
   // A Lazy tracker realized (memoized); other trackers unchanged.
   VT realize(const VT& vt);
+  // A global name read as a builtin: the entry holds while `source` stays
+  // undefined (a global of that name stored later shadows the builtin).
+  void absent_guard(const SourceRef& source) { add_guard(source, output_graph::GuardKind::Absent, Value()); }
 
   // Which tensor dimensions enter the trace dynamic: every one, those the
   // cache marked for a source path (a size change forced a recompile), and

@@ -190,6 +190,61 @@ TEST_CASE("module attributes, globals, list lengths and closure cells are guarde
   both();  // and unchanged again: a cache hit gives the same
 }
 
+// A builtin read through LOAD_GLOBAL is the builtin only while no global of
+// its name exists (found by tests/fuzz: the cached entry kept calling the
+// builtin after the program stored a global of that name).
+TEST_CASE("a global that shadows a builtin the trace called recompiles", "[tracer][guards]") {
+  reset();
+  Program p = program(R"(
+.func f(x)
+    LOAD_GLOBAL len
+    LOAD_FAST x
+    CALL 1
+    RETURN_VALUE
+.end
+.func g()
+    LOAD_GLOBAL isinstance
+    LOAD_CONST 1
+    LOAD_GLOBAL int
+    CALL 2
+    STORE_GLOBAL isinstance
+    LOAD_CONST None
+    RETURN_VALUE
+.end
+.func seven(x)
+    LOAD_CONST 7
+    RETURN_VALUE
+.end
+)");
+  interpreter::VM vm;
+  CompiledFunction f = compile(p.global("f"));
+  Value xs = make_list({Value::integer(1), Value::integer(2)});
+  CHECK(repr(f({xs})) == "2");
+  p.globals->map.set("len", p.global("seven"));  // shadowed from outside
+  CHECK(repr(f({xs})) == repr(vm.call(p.global("f"), {xs})));
+  CHECK(repr(f({xs})) == "7");
+  p.globals->map.erase(intern("len").get());  // and the builtin again
+  CHECK(repr(f({xs})) == "2");
+
+  // The program itself shadows it: its second call must fail as the VM's does.
+  CompiledFunction g = compile(p.global("g"));
+  CHECK(repr(g({})) == "None");
+  CHECK(p.global("isinstance").is(Kind::Bool));
+  std::string vm_error, compiled_error;
+  try {
+    vm.call(p.global("g"), {});
+  } catch (const Error& e) {
+    vm_error = e.what();
+  }
+  try {
+    g({});
+  } catch (const Error& e) {
+    compiled_error = e.what();
+  }
+  CHECK(vm_error.find("'bool' object is not callable") != std::string::npos);
+  CHECK(compiled_error == vm_error);
+}
+
 TEST_CASE("a closure cell changing recompiles", "[tracer][guards]") {
   reset();
   Program p = program(R"(

@@ -592,3 +592,45 @@ def int_of_non_finite_floats(a):
 
 def test_int_of_inf_and_nan_raise_cpythons_errors():
     check(int_of_non_finite_floats, float("inf"))
+
+
+# --------------------------------------------------------------- shadowing --
+
+def _len_of(xs):
+    return len(xs) + 1
+
+
+def test_a_module_global_shadowing_a_builtin_recompiles():
+    # The trace called the builtin; a global of its name defined later must
+    # be what the cached entry calls, as CPython looks the name up again.
+    cf = kiln.compile(_len_of)
+    assert cf([1, 2]) == 3
+    g = _len_of.__globals__
+    g["len"] = lambda xs: 40
+    try:
+        assert cf([1, 2]) == _len_of([1, 2]) == 41
+    finally:
+        del g["len"]
+    assert cf([1, 2]) == 3
+
+
+def _shadow_isinstance():
+    global isinstance
+    r = isinstance(1, int)
+    isinstance = r
+    return r
+
+
+def test_a_program_that_shadows_a_builtin_fails_as_cpython_on_its_next_call():
+    cf = kiln.compile(_shadow_isinstance)
+    g = _shadow_isinstance.__globals__
+    try:
+        assert cf() is True
+        with pytest.raises(TypeError, match="'bool' object is not callable"):
+            cf()
+    finally:
+        g.pop("isinstance", None)
+    assert _shadow_isinstance() is True
+    with pytest.raises(TypeError, match="'bool' object is not callable"):
+        _shadow_isinstance()
+    g.pop("isinstance", None)
