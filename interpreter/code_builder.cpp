@@ -134,6 +134,17 @@ void CodeBuilder::cellvar(std::string name) {
   code_->cellvars.push_back(std::move(name));
 }
 
+bool CodeBuilder::rename_cellvar(size_t i, const std::string& name) {
+  auto taken = [&](const std::vector<std::string>& list) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  if (name.empty() || i >= code_->cellvars.size() || taken(code_->cellvars) || taken(code_->freevars) ||
+      taken(code_->varnames))
+    return false;
+  code_->cellvars[i] = name;
+  return true;
+}
+
 void CodeBuilder::freevar(std::string name) {
   check_new_variable(name, code_->freevars, "free variable");
   if (std::find(code_->cellvars.begin(), code_->cellvars.end(), name) != code_->cellvars.end())

@@ -75,6 +75,9 @@ class CodeBuilder {
   // initialised from it).
   void cellvar(std::string name);
   void freevar(std::string name);
+  // Renames cellvar `i` (only its name: the indices already emitted stay)
+  // when no cell, free variable or local has that name; false otherwise.
+  bool rename_cellvar(size_t i, const std::string& name);
   // The LOAD_DEREF index of `name`: cellvars first, then freevars.
   std::optional<int32_t> find_deref(std::string_view name);
 

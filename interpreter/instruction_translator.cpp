@@ -74,7 +74,7 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
   // Cellvars start empty, or hold the parameter of the same name.
   for (size_t i = 0; i < code_->cellvars.size(); ++i) {
     int32_t from = i < code_->cell_from_arg.size() ? code_->cell_from_arg[i] : -1;
-    cells_.push_back(variables::make_cell(from >= 0 ? locals_[size_t(from)] : nullptr));
+    cells_.push_back(variables::make_cell(from >= 0 ? locals_[size_t(from)] : nullptr, nullptr, code_->cellvars[i]));
   }
   if (!closure.empty()) {
     cells_.insert(cells_.end(), closure.begin(), closure.end());

@@ -358,6 +358,9 @@ void Residual::emit_cell(const VT& c) {
     int32_t slot = int32_t(cell_slot.size());
     if (size_t(slot) >= trace_cells) unsupported(BreakReason::resume_state, "an uncounted closure cell");
     it = cell_slot.emplace(c.get(), slot).first;
+    // Named as the program named it where that name is free here, so an
+    // unbound read in the residual raises the VM's NameError words.
+    b.rename_cellvar(size_t(slot), c->module_path);
     if (c->items[0]) {
       reconstruct(c->items[0]);
       b.emit(Opcode::STORE_DEREF, slot);

@@ -36,8 +36,13 @@ constexpr int kMaxNesting = 1000;
 thread_local int nesting = 0;
 thread_local std::vector<const Object*> in_repr;
 
+// Each level also spends a step of the run's budget (runtime/budget.h):
+// a tuple that holds one tuple twice, nested 60 deep, is small but walks
+// 2^60 nodes (CPython too: tuple hashes are not cached), and a fuzzed
+// program must not stall in one native walk.
 struct NestingGuard {
   NestingGuard() {
+    spend_step();
     if (++nesting > kMaxNesting) {
       --nesting;
       throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded while walking a nested value");

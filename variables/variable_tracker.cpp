@@ -183,9 +183,10 @@ VT make_getattr(VT object, std::string name) {
   t->module_path = std::move(name);
   return t;
 }
-VT make_cell(VT content, SourceRef source) {
+VT make_cell(VT content, SourceRef source, std::string name) {
   VT t = make(VTKind::Cell, std::move(source));
   t->items.push_back(std::move(content));
+  t->module_path = std::move(name);
   return t;
 }
 VT make_nested_function(Value code, std::vector<VT> cells, VT defaults) {

@@ -92,7 +92,9 @@ struct VariableTracker {
   // path + "." + `module_path` (a link, not a string: building every path
   // of a deep chain would be quadratic; module_qualname builds one on
   // demand). A root has no parent and its own name (maybe ""), in
-  // module_path. GetAttr: the attribute name.
+  // module_path. GetAttr: the attribute name. Cell: the variable's name
+  // where the trace made it (the residual names its cell alike, so an
+  // unbound read there raises the VM's words).
   std::string module_path;
   VT path_parent;
   // Lazy: the realized tracker once looked at. UnspecializedNNModule: its
@@ -147,7 +149,7 @@ VT make_lazy_iterator(std::vector<VT> items, VT fn, LazyIteration how);
 inline LazyIteration lazy_iteration(const VariableTracker& it) { return it.iteration; }
 VT make_opaque(Value v, SourceRef source);
 VT make_getattr(VT object, std::string name);
-VT make_cell(VT content, SourceRef source = nullptr);
+VT make_cell(VT content, SourceRef source = nullptr, std::string name = {});
 // value: the Code; items: the closure's Cell trackers; self: the defaults (a Tuple tracker or null)
 VT make_nested_function(Value code, std::vector<VT> cells, VT defaults);
 VT make_lazy(Value v, SourceRef source);

@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="$COV/coverage"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-kbc_seeds=("$ROOT/tests/corpus/vm" "$ROOT/tests/corpus/tracer" "$ROOT/tests/corpus/malformed" "$ROOT/examples")
+source "$ROOT/tests/fuzz/kbc_seeds.sh"
 objects=()
 for t in fuzz_kbc_text fuzz_vm fuzz_compile_eager fuzz_compile_llvm fuzz_collective_codec fuzz_compile_cache; do
   case $t in

@@ -21,10 +21,10 @@ TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL[@]}")
 NICE=${FUZZ_NICE:-10}
 
-# KBC text targets start from every program of the repository; the binary
-# ones from their own seeds (tests/fuzz/seeds/TARGET, written by the target
-# itself: KILN_FUZZ_WRITE_SEEDS in its source).
-kbc_seeds=("$ROOT/tests/corpus/vm" "$ROOT/tests/corpus/tracer" "$ROOT/tests/corpus/malformed" "$ROOT/examples")
+# KBC text targets start from every program of the repository
+# (kbc_seeds.sh); the binary ones from their own seeds (tests/fuzz/seeds/
+# TARGET, written by the target itself: KILN_FUZZ_WRITE_SEEDS in its source).
+source "$ROOT/tests/fuzz/kbc_seeds.sh"
 
 status=0
 for t in "${TARGETS[@]}"; do
