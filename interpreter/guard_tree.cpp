@@ -75,14 +75,14 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       return v->is_null() ? nullptr : v;
     }
     case SourceKind::Global:
-      if (s.globals) return s.globals->map.find(s.name);
-      return fn.globals ? fn.globals->map.find(s.name) : nullptr;
+      if (s.globals) return s.globals->map.find(s.interned.get());
+      return fn.globals ? fn.globals->map.find(s.interned.get()) : nullptr;
     case SourceKind::Attr:
       // Only module dicts and foreign namespaces are read: no side
       // effects, no user code.
       if (base->is(Kind::Foreign)) {
         const auto* f = base->as<ForeignObj>();
-        if (f->vt->namespace_find) return f->vt->namespace_find(f->handle, intern(s.name).get());
+        if (f->vt->namespace_find) return f->vt->namespace_find(f->handle, s.interned.get());
         // A plain object's attribute (a config's field), read as the tracer read it.
         return f->vt->plain_attr && f->vt->plain_attr(f->handle, s.name, scratch) ? &scratch : nullptr;
       }
@@ -93,7 +93,7 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         return nullptr;
       }
       if (!base->is(Kind::Module)) return nullptr;
-      return module_instance_slot(base->as<ModuleObj>(), intern(s.name).get());
+      return module_instance_slot(base->as<ModuleObj>(), s.interned.get());
     case SourceKind::Item: {
       if (base->is(Kind::List) || base->is(Kind::Tuple)) {
         const auto& items = base->is(Kind::List) ? base->as<ListObj>()->items : base->as<TupleObj>()->items;

@@ -11,6 +11,7 @@ SourceRef make(SourceKind k, SourceRef base, std::string name, runtime::Value ke
   s->depth = base ? base->depth + 1 : 0;
   s->base = std::move(base);
   s->name = std::move(name);
+  if (k == SourceKind::Global || k == SourceKind::Attr) s->interned = runtime::intern(s->name);
   s->key = std::move(key);
   s->local_index = index;
   return s;

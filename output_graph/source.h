@@ -38,6 +38,9 @@ struct Source {
   SourceKind kind;
   SourceRef base;       // null for Local / Global
   std::string name;     // Local / Global / Attr
+  // Global / Attr: `name` interned, so a guard check looks the name up by
+  // pointer instead of interning it again on every cached call.
+  runtime::Ref<runtime::StrObj> interned;
   runtime::Value key;   // Item
   int local_index = -1; // Local: index in the frame's varnames; Cell: the cell
   // Global: the namespace it is read from when that is not the traced
