@@ -220,6 +220,30 @@ SymExpr SymExpr::min(const SymExpr& a, const SymExpr& b) {
                                     : of_atom(make_opaque(SymAtom::Kind::Min, b, a));
 }
 
+std::optional<SymExpr> SymExpr::divide_exactly(const SymExpr& d) const {
+  if (d.terms_.size() != 1 || d.terms_[0].coef == 0) return std::nullopt;
+  const Term& dt = d.terms_[0];
+  SymExpr r;
+  for (const auto& t : terms_) {
+    if (t.coef % dt.coef != 0) return std::nullopt;
+    // Remove dt's atoms from t's (both sorted by key, as multisets).
+    Term q;
+    q.coef = t.coef / dt.coef;
+    size_t i = 0;
+    for (const auto& atom : t.atoms) {
+      if (i < dt.atoms.size() && dt.atoms[i]->key == atom->key) {
+        ++i;
+        continue;
+      }
+      q.atoms.push_back(atom);
+    }
+    if (i != dt.atoms.size()) return std::nullopt;
+    for (const auto& atom : q.atoms) q.key += (q.key.empty() ? "" : "*") + atom->key;
+    r.add_term(std::move(q));
+  }
+  return r;
+}
+
 int64_t SymExpr::evaluate(const std::vector<int64_t>& values) const {
   int64_t sum = 0;
   for (const auto& t : terms_) {

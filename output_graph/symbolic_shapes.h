@@ -57,6 +57,10 @@ class SymExpr {
   std::string str() const;  // "s0*s1 + 2*s0 - 1", "(s0 + 1)//2", "max(s0, 4)"
   bool operator==(const SymExpr& o) const;
   bool operator!=(const SymExpr& o) const { return !(*this == o); }
+  // a / d when d divides a as polynomials: d a nonzero constant dividing
+  // every coefficient, or a single term whose atoms every term of a holds
+  // (s0*s1*s2 / (s0*s2) == s1). None otherwise.
+  std::optional<SymExpr> divide_exactly(const SymExpr& d) const;
   // Every symbol id the expression reads, ascending.
   std::vector<int> symbols() const;
   // Lower and upper bounds over every symbol >= 2, when the terms let them
