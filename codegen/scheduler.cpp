@@ -768,6 +768,18 @@ void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vect
 
 void Scheduler::call_function(const Node& n) {
   if (n.op_id < 0 || n.op_id >= runtime::kNumOps) unsupported("node '" + n.name + "' has no valid op id");
+  // Sizes computed from the graph's symbols at run time (issue 14): not
+  // lowered yet, so the graph runs eagerly (the eager backend evaluates them).
+  auto symbolic = [](auto& self, const Arg& a) -> bool {
+    if (a.kind == Arg::Kind::Sym) return true;
+    for (const Arg& x : a.items)
+      if (self(self, x)) return true;
+    return false;
+  };
+  for (const Arg& a : n.args)
+    if (symbolic(symbolic, a)) unsupported(std::string(runtime::op_def(OpId(n.op_id)).name) + " of sizes computed from symbols");
+  for (const auto& kv : n.kwargs)
+    if (symbolic(symbolic, kv.second)) unsupported(std::string(runtime::op_def(OpId(n.op_id)).name) + " of sizes computed from symbols");
   const runtime::OpDef& def = runtime::op_def(OpId(n.op_id));
   if (!n.meta) return eager(n, "result is not a tensor");
   // Bind the node's arguments like a call would, with meta tensors standing

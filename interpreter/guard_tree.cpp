@@ -63,6 +63,21 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   resolved_.resize(accessors_.size());
   computed_.resize(accessors_.size());
   epoch_ = module_version_epoch();
+  // A symbol's tensor has an accessor while its TensorMatch guard has a
+  // dynamic dim. Once the trace specialized every dim (specialize_all) it
+  // may have become a plain parameter check: the size is then the hint.
+  shape_guards_ = set.shapes().guards();
+  if (!shape_guards_.empty()) {
+    for (size_t i = 0; i < set.symbol_sources().size(); ++i) {
+      int found = -1;
+      for (size_t a = 0; a < accessors_.size(); ++a)
+        if (accessors_[a].source.get() == set.symbol_sources()[i].get()) found = int(a);
+      symbol_accessors_.push_back(found);
+      symbol_dims_.push_back(set.symbol_dims()[i]);
+    }
+    nguards_ += shape_guards_.size();
+    symbol_values_ = set.shapes().hints();
+  }
 }
 
 // `scratch` holds a value read through the foreign seam (an item of the
@@ -268,6 +283,19 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
         return false;
       }
   aliases_.clear();
+  if (!shape_guards_.empty()) {
+    for (size_t i = 0; i < symbol_accessors_.size(); ++i)
+      if (symbol_accessors_[i] >= 0)
+        symbol_values_[i] = resolved_[size_t(symbol_accessors_[i])]->as<TensorImpl>()->sizes[size_t(symbol_dims_[i])];
+    for (const output_graph::ShapeGuard& g : shape_guards_) {
+      if (!g.holds(symbol_values_)) {
+        if (why) *why = "failed: SHAPE " + g.str();
+        if (read_foreign)
+          for (Value& c : computed_) c = Value();
+        return false;
+      }
+    }
+  }
   // Every version guard held although some module changed: remember the
   // new epoch so the next check is one comparison again.
   if (!modules_unchanged) epoch_ = module_version_epoch();

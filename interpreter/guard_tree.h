@@ -56,6 +56,13 @@ class GuardTree {
     const output_graph::Guard* guard;
   };
   std::vector<AliasSeen> aliases_;  // during check(): the Aliasing guards' objects
+  // Symbolic sizes: symbol i is dim symbol_dims_[i] of the tensor its
+  // accessor symbol_accessors_[i] resolves to; the relations the trace
+  // relied on are checked on those values after every accessor held.
+  std::vector<int> symbol_accessors_;
+  std::vector<int> symbol_dims_;
+  std::vector<output_graph::ShapeGuard> shape_guards_;
+  std::vector<int64_t> symbol_values_;  // reused by check()
   size_t nguards_ = 0;
   uint64_t epoch_ = 0;  // module_version_epoch() when every version guard last held
 };

@@ -110,14 +110,16 @@ void for_each_node_arg(const Arg& a, F&& f) {
     for (const Arg& item : a.items) for_each_node_arg(item, f);
 }
 
-Value eval_arg(const Arg& a, const std::vector<Value>& env) {
+// syms: the graph's symbols' values for this call (Graph::symbol_values).
+Value eval_arg(const Arg& a, const std::vector<Value>& env, const std::vector<int64_t>& syms) {
   switch (a.kind) {
     case Arg::Kind::Node: return env[size_t(a.node->index)];
     case Arg::Kind::Const: return a.value;
+    case Arg::Kind::Sym: return Value::integer(a.sym.evaluate(syms));
     case Arg::Kind::List: {
       std::vector<Value> items;
       items.reserve(a.items.size());
-      for (const Arg& item : a.items) items.push_back(eval_arg(item, env));
+      for (const Arg& item : a.items) items.push_back(eval_arg(item, env, syms));
       return runtime::make_tuple(std::move(items));
     }
   }
@@ -197,12 +199,13 @@ std::vector<Value> run_plan(const Plan& plan, runtime::CallContext& ctx, const s
                                              " input" + (plan.num_inputs == 1 ? "" : "s") + ", got " +
                                              std::to_string(inputs.size()));
   std::vector<Value> env(plan.steps.size());
+  const std::vector<int64_t> syms = plan.graph->symbols.empty() ? std::vector<int64_t>() : plan.graph->symbol_values(inputs);
   std::vector<Value> argv;  // reused by every step: positional, then keyword values
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     const Node& n = *s.node;
-    for (const Arg& a : n.args) argv.push_back(eval_arg(a, env));
-    for (const auto& kv : n.kwargs) argv.push_back(eval_arg(kv.second, env));
+    for (const Arg& a : n.args) argv.push_back(eval_arg(a, env, syms));
+    for (const auto& kv : n.kwargs) argv.push_back(eval_arg(kv.second, env, syms));
     const TupleObj* kwnames = s.kwnames.is_none() ? nullptr : s.kwnames.as<TupleObj>();
     switch (n.op) {
       case NodeOp::Placeholder: env[i] = inputs[size_t(s.input)]; break;

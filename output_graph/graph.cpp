@@ -50,7 +50,9 @@ std::string TensorMeta::str() const {
     if (d) s += ", ";
     // A dynamic dimension is named after its position: the graph promises
     // nothing about its size, so printing the example size would mislead.
-    if (d < dynamic.size() && dynamic[d])
+    if (d < sym.size())
+      s += sym[d].str();
+    else if (d < dynamic.size() && dynamic[d])
       s += "s" + std::to_string(d);
     else
       s += std::to_string(sizes[d]);
@@ -121,7 +123,8 @@ template <class F>
 void for_each_node_arg(const Arg& a, F&& f) {
   switch (a.kind) {
     case Arg::Kind::Node: f(a.node); break;
-    case Arg::Kind::Const: break;
+    case Arg::Kind::Const:
+    case Arg::Kind::Sym: break;
     case Arg::Kind::List:
       for (const Arg& item : a.items) for_each_node_arg(item, f);
       break;
@@ -319,6 +322,7 @@ void append_arg(std::string& out, const Arg& a) {
   switch (a.kind) {
     case Arg::Kind::Node: out += a.node ? a.node->name : "<null>"; break;
     case Arg::Kind::Const: out += runtime::repr(a.value); break;
+    case Arg::Kind::Sym: out += a.sym.str(); break;
     case Arg::Kind::List:
       out += '[';
       for (size_t i = 0; i < a.items.size(); ++i) {
@@ -454,10 +458,27 @@ std::string Graph::code() const {
   return out;
 }
 
+std::vector<int64_t> Graph::symbol_values(const std::vector<Value>& inputs) const {
+  std::vector<int64_t> values;
+  values.reserve(symbols.size());
+  for (const Symbol& s : symbols) {
+    // Placeholders come first, in order: a placeholder's index is its input's.
+    const Value& in = inputs.at(size_t(s.placeholder->index));
+    values.push_back(in.as_tensor().sizes().at(size_t(s.dim)));
+  }
+  return values;
+}
+
+bool Graph::is_symbol_source(const Node* n) const {
+  for (const Symbol& s : symbols)
+    if (s.placeholder == n) return true;
+  return false;
+}
+
 size_t Graph::erase_unused_placeholders() {
   std::vector<std::unique_ptr<Node>> kept;
   for (auto& n : nodes_) {
-    if (n->op == NodeOp::Placeholder && n->users.empty()) erased_.push_back(std::move(n));
+    if (n->op == NodeOp::Placeholder && n->users.empty() && !is_symbol_source(n.get())) erased_.push_back(std::move(n));
     else kept.push_back(std::move(n));
   }
   size_t erased = nodes_.size() - kept.size();

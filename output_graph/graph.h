@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "output_graph/symbolic_shapes.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 #include "runtime/value.h"
@@ -43,23 +44,37 @@ struct TensorMeta {
   Shape strides;
   DType dtype = DType::Float32;
   std::vector<bool> dynamic;  // empty: all static
+  // The sizes as expressions of the graph's symbols (Graph::symbols), one
+  // per dim; empty when every size is the number in `sizes`. `sizes` keeps
+  // the hints: the sizes of the traced example.
+  std::vector<SymExpr> sym;
   std::string str() const;    // "f32[2, 3]" (dynamic dims print as s0, s1, ...)
 };
 
 struct Node;
 
 // A node argument: a reference to an earlier node, a constant Value (int,
-// float, bool, None, str, tuple of those), or a list of arguments (cat's
-// tensor list, a shape given as a mix of constants and sizes).
+// float, bool, None, str, tuple of those), a list of arguments (cat's
+// tensor list, a shape given as a mix of constants and sizes), or a
+// symbolic int (a size computed from the graph's symbols at run time;
+// `value` holds its hint).
 struct Arg {
-  enum class Kind : uint8_t { Node, Const, List } kind = Kind::Const;
+  enum class Kind : uint8_t { Node, Const, List, Sym } kind = Kind::Const;
   Node* node = nullptr;
   Value value;
   std::vector<Arg> items;
+  SymExpr sym;
 
   static Arg of(Node* n) { Arg a; a.kind = Kind::Node; a.node = n; return a; }
   static Arg constant(Value v) { Arg a; a.kind = Kind::Const; a.value = std::move(v); return a; }
   static Arg list(std::vector<Arg> items) { Arg a; a.kind = Kind::List; a.items = std::move(items); return a; }
+  static Arg symbolic(SymExpr e, int64_t hint) {
+    Arg a;
+    a.kind = Kind::Sym;
+    a.sym = std::move(e);
+    a.value = Value::integer(hint);
+    return a;
+  }
 };
 
 // A qualified module path as a link to its parent's: the modules of one
@@ -123,6 +138,19 @@ class Graph {
   const Node* output_node() const;
   // Number of call_* nodes: the ops the graph computes.
   size_t op_count() const;
+
+  // Symbol i of the ShapeEnv the graph was traced under is the size of
+  // dimension `dim` of the input `placeholder`: a backend reads the
+  // symbols' values there on every call (Arg::Kind::Sym, TensorMeta::sym).
+  // Such a placeholder stays an input even if nothing else reads it.
+  struct Symbol {
+    const Node* placeholder;
+    int dim;
+  };
+  std::vector<Symbol> symbols;
+  // The symbols' values for `inputs` (one per placeholder, in order).
+  std::vector<int64_t> symbol_values(const std::vector<Value>& inputs) const;
+  bool is_symbol_source(const Node* placeholder) const;
 
   // get_attr / call_module targets resolve here (the tensors and modules a
   // graph reads, by qualified path), like a GraphModule's attributes.

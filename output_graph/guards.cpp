@@ -53,6 +53,11 @@ std::string Guard::str() const {
   return s;
 }
 
+Guard* GuardSet::find(const Source* source, GuardKind kind) {
+  auto it = index_[size_t(kind)].find(source);
+  return it == index_[size_t(kind)].end() ? nullptr : &guards_[it->second];
+}
+
 void GuardSet::add(Guard g) {
   if (!enabled_) return;
   auto [it, inserted] = index_[size_t(g.kind)].emplace(g.source.get(), guards_.size());
@@ -64,7 +69,10 @@ void GuardSet::add(Guard g) {
 }
 
 void GuardSet::specialize_all() {
-  for (Guard& g : guards_) g.tensor.dynamic.clear();
+  for (Guard& g : guards_) {
+    g.tensor.dynamic.clear();
+    g.tensor.sym.clear();
+  }
 }
 
 bool GuardSet::has_dynamic() const {
@@ -77,7 +85,18 @@ bool GuardSet::has_dynamic() const {
 std::vector<std::string> GuardSet::strs() const {
   std::vector<std::string> out;
   for (const Guard& g : guards_) out.push_back(g.str());
+  for (size_t i = 0; i < symbol_sources_.size(); ++i)
+    out.push_back("SYMBOL s" + std::to_string(i) + " = " + symbol_sources_[i]->str() + ".size()[" +
+                  std::to_string(symbol_dims_[i]) + "]");
+  for (const ShapeGuard& g : shapes_.guards()) out.push_back("SHAPE " + g.str());
   return out;
+}
+
+SymExpr GuardSet::add_symbol(const SourceRef& tensor, int dim, int64_t hint) {
+  SymExpr s = shapes_.create_symbol(hint, tensor->str() + ".size()[" + std::to_string(dim) + "]");
+  symbol_sources_.push_back(tensor);
+  symbol_dims_.push_back(dim);
+  return s;
 }
 
 }  // namespace kiln::output_graph

@@ -9,6 +9,7 @@
 
 #include "output_graph/graph.h"
 #include "output_graph/source.h"
+#include "output_graph/symbolic_shapes.h"
 
 namespace kiln::output_graph {
 
@@ -65,6 +66,8 @@ inline bool is_module_structure_guard(GuardKind k) {
 class GuardSet {
  public:
   void add(Guard g);
+  // The guard of `kind` on `source`, if one was added.
+  Guard* find(const Source* source, GuardKind kind);
   // Symbolic tracing records no guards (nothing is cached on them).
   void disable() { enabled_ = false; }
   const std::vector<Guard>& guards() const { return guards_; }
@@ -74,11 +77,24 @@ class GuardSet {
   bool has_dynamic() const;
   size_t size() const { return guards_.size(); }
 
+  // Symbolic sizes: symbol i of `shapes()` is dimension symbol_dims()[i]
+  // of the tensor at symbol_sources()[i]. The relations the trace relied
+  // on (shapes().guards()) hold for the entry, checked with the symbols'
+  // values read from the arguments. (Symbolic tracing records none.)
+  ShapeEnv& shapes() { return shapes_; }
+  const ShapeEnv& shapes() const { return shapes_; }
+  SymExpr add_symbol(const SourceRef& tensor, int dim, int64_t hint);
+  const std::vector<SourceRef>& symbol_sources() const { return symbol_sources_; }
+  const std::vector<int>& symbol_dims() const { return symbol_dims_; }
+
  private:
   std::vector<Guard> guards_;
   // (kind, source identity) -> position: add() is O(1) and never builds a path.
   std::unordered_map<const Source*, size_t> index_[kNumGuardKinds];
   bool enabled_ = true;
+  ShapeEnv shapes_;
+  std::vector<SourceRef> symbol_sources_;
+  std::vector<int> symbol_dims_;
 };
 
 }  // namespace kiln::output_graph

@@ -1,5 +1,7 @@
 #include "output_graph/output_graph.h"
 
+#include <algorithm>
+
 #include "output_graph/compiler_collective.h"
 #include "output_graph/shared_compile.h"
 #include "runtime/value_ops.h"
@@ -35,7 +37,19 @@ Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example, con
   if (name.empty()) name = "input";
   TensorMeta meta = meta_of(example);
   meta.dynamic = dynamic;
+  // Each dynamic dim is a symbol (its size is at least 2: the builder
+  // keeps 0 and 1 static), read from this input on every call.
+  std::vector<int> symbol_dims;
+  for (size_t d = 0; d < dynamic.size() && d < meta.sizes.size(); ++d)
+    if (dynamic[d] && meta.sizes[d] >= 2) symbol_dims.push_back(int(d));
+  if (!symbol_dims.empty()) {
+    for (int64_t s : meta.sizes) meta.sym.push_back(SymExpr::constant(s));
+    for (int d : symbol_dims) meta.sym[size_t(d)] = guards_.add_symbol(source, d, meta.sizes[size_t(d)]);
+    // The input's guard prints its dims by symbol too ("f32[s1, 3]").
+    if (Guard* g = guards_.find(source.get(), GuardKind::TensorMatch)) g->tensor.sym = meta.sym;
+  }
   Node* n = graph_->placeholder(name, std::move(meta));
+  for (int d : symbol_dims) graph_->symbols.push_back({n, d});
   inputs_.push_back({source, Value::tensor(example), n});
   input_by_source_.emplace(source->str(), n);
   return n;
@@ -58,7 +72,8 @@ Node* OutputGraph::register_attr(const Value& tensor, const std::string& qualifi
 static Value meta_value(const Arg& a) {
   switch (a.kind) {
     case Arg::Kind::Node: return Value::tensor(meta_tensor(*a.node->meta));
-    case Arg::Kind::Const: return a.value;
+    case Arg::Kind::Const:
+    case Arg::Kind::Sym: return a.value;  // the hint
     case Arg::Kind::List: {
       std::vector<Value> items;
       for (const Arg& x : a.items) items.push_back(meta_value(x));
@@ -84,6 +99,7 @@ bool put_arg(std::string& key, const Arg& a) {
   switch (a.kind) {
     case Arg::Kind::Node: {
       const TensorMeta& m = *a.node->meta;
+      if (!m.sym.empty()) return false;
       put(key, char('n'));
       put(key, m.dtype);
       put(key, m.sizes.size());
@@ -98,6 +114,7 @@ bool put_arg(std::string& key, const Arg& a) {
         if (!put_arg(key, x)) return false;
       return true;
     case Arg::Kind::Const: break;
+    case Arg::Kind::Sym: return false;  // symbolic calls are typed afresh (their sizes are expressions)
   }
   const Value& v = a.value;
   put(key, v.kind());
@@ -123,7 +140,75 @@ bool put_arg(std::string& key, const Arg& a) {
   }
 }
 
+bool reads_symbols(const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::Node: return !a.node->meta->sym.empty();
+    case Arg::Kind::Sym: return true;
+    case Arg::Kind::Const: return false;
+    case Arg::Kind::List:
+      for (const Arg& x : a.items)
+        if (reads_symbols(x)) return true;
+      return false;
+  }
+  return false;
+}
+
+SymArg sym_arg(const Arg& a, std::vector<int>& symbols) {
+  switch (a.kind) {
+    case Arg::Kind::Node: {
+      const TensorMeta& m = *a.node->meta;
+      SymShape shape;
+      if (m.sym.empty())
+        for (int64_t s : m.sizes) shape.push_back(SymExpr::constant(s));
+      else
+        shape = m.sym;
+      for (const SymExpr& e : shape)
+        for (int id : e.symbols()) symbols.push_back(id);
+      return SymArg::tensor(meta_tensor(m), std::move(shape));
+    }
+    case Arg::Kind::Sym:
+      for (int id : a.sym.symbols()) symbols.push_back(id);
+      return SymArg::integer(a.sym, a.value.as_int());
+    case Arg::Kind::Const: return SymArg::constant(a.value);
+    case Arg::Kind::List: {
+      SymArg list;
+      std::vector<Value> hints;
+      for (const Arg& x : a.items) {
+        list.items.push_back(sym_arg(x, symbols));
+        hints.push_back(list.items.back().hint);
+      }
+      list.hint = runtime::make_tuple(std::move(hints));
+      return list;
+    }
+  }
+  return SymArg::constant(Value::none());
+}
+
 }  // namespace
+
+std::vector<SymExpr> OutputGraph::symbolic_sizes(runtime::OpId op, const std::vector<Arg>& args,
+                                                 const std::vector<std::pair<std::string, Arg>>& kwargs,
+                                                 const TensorMeta& meta) {
+  std::vector<int> symbols;
+  std::vector<SymArg> sargs;
+  std::vector<std::pair<std::string, SymArg>> skw;
+  for (const Arg& a : args) sargs.push_back(sym_arg(a, symbols));
+  for (const auto& [k, a] : kwargs) skw.emplace_back(k, sym_arg(a, symbols));
+  ShapeEnv& env = guards_.shapes();
+  if (auto sizes = symbolic_shape(op, sargs, skw, meta.sizes, env)) {
+    for (const SymExpr& e : *sizes)
+      if (e.has_symbols()) return *sizes;
+    return {};
+  }
+  // The op's rule cannot say (a size that depends on data, a composite):
+  // the symbols it reads take their traced values, under guards, and the
+  // result's sizes are numbers.
+  std::sort(symbols.begin(), symbols.end());
+  symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
+  for (int id : symbols)
+    env.specialize(SymExpr::symbol(id), std::string(runtime::op_def(op).name) + "() has no symbolic shape rule");
+  return {};
+}
 
 Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
                                std::vector<std::pair<std::string, Arg>> kwargs) {
@@ -153,6 +238,10 @@ Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
                          kwnames.is(Kind::Tuple) ? kwnames.as<runtime::TupleObj>() : nullptr};
   TensorMeta meta = meta_of(runtime::infer_meta(op, call));  // shape errors surface here, at trace time
   if (memo) meta_memo_.emplace(memo_key_, meta);
+  bool symbolic = false;
+  for (const Arg& a : args) symbolic = symbolic || reads_symbols(a);
+  for (const auto& kv : kwargs) symbolic = symbolic || reads_symbols(kv.second);
+  if (symbolic) meta.sym = symbolic_sizes(op, args, kwargs, meta);
   return graph_->call_function(op, std::move(args), std::move(kwargs), std::move(meta));
 }
 
@@ -165,7 +254,7 @@ CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend,
   // dropping them from inputs_.
   std::vector<GraphInput> used;
   for (GraphInput& in : inputs_)
-    if (!in.node->users.empty()) used.push_back(std::move(in));
+    if (!in.node->users.empty() || graph_->is_symbol_source(in.node)) used.push_back(std::move(in));
     else input_by_source_.erase(in.source->str());
   inputs_ = std::move(used);
   graph_->erase_unused_placeholders();

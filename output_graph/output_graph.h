@@ -15,6 +15,7 @@
 #include "output_graph/graph.h"
 #include "output_graph/guards.h"
 #include "output_graph/source.h"
+#include "output_graph/symbolic_meta.h"
 
 namespace kiln::output_graph {
 
@@ -61,6 +62,12 @@ class OutputGraph {
   void set_distributed(DistributedState* ds) { distributed_ = ds; }
 
  private:
+  // The sizes of a call's result as expressions of the symbols its
+  // arguments read (empty: numbers), by the op's symbolic rule; an op
+  // without one specializes those symbols (output_graph/symbolic_meta.h).
+  std::vector<SymExpr> symbolic_sizes(runtime::OpId op, const std::vector<Arg>& args,
+                                      const std::vector<std::pair<std::string, Arg>>& kwargs, const TensorMeta& meta);
+
   std::shared_ptr<Graph> graph_;
   std::vector<GraphInput> inputs_;
   std::unordered_map<std::string, Node*> input_by_source_;

@@ -402,6 +402,14 @@ Rel rel_negated(Rel r) {
 
 std::string ShapeGuard::str() const { return lhs.str() + " " + rel_str(rel) + " " + rhs.str(); }
 
+bool ShapeGuard::holds(const std::vector<int64_t>& values) const {
+  try {
+    return rel_holds(rel, lhs.evaluate(values), rhs.evaluate(values));
+  } catch (const kiln::Error&) {
+    return false;  // a division by zero at these sizes: not the traced case
+  }
+}
+
 SymExpr ShapeEnv::create_symbol(int64_t hint, std::string origin) {
   if (hint < 2) throw_error(ErrorKind::ValueError, "a symbolic size must be at least 2 (0 and 1 specialize), got " + std::to_string(hint));
   hints_.push_back(hint);
@@ -448,13 +456,7 @@ void ShapeEnv::add_guard(ShapeGuard g) {
 
 bool ShapeEnv::check(const std::vector<int64_t>& values, std::string* failed) const {
   for (const auto& g : guards_) {
-    bool ok;
-    try {
-      ok = rel_holds(g.rel, g.lhs.evaluate(values), g.rhs.evaluate(values));
-    } catch (const kiln::Error&) {
-      ok = false;  // a division by zero at these sizes: not the traced case
-    }
-    if (!ok) {
+    if (!g.holds(values)) {
       if (failed) *failed = g.str();
       return false;
     }

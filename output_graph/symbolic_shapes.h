@@ -92,6 +92,8 @@ struct ShapeGuard {
   Rel rel;
   SymExpr rhs;
   std::string str() const;  // "s0 <= 128"
+  // Whether it holds for these symbol values (a division by zero: no).
+  bool holds(const std::vector<int64_t>& values) const;
 };
 
 class ShapeEnv {

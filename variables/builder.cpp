@@ -60,6 +60,9 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
         for (size_t d = 0; d < dyn.size(); ++d) {
           if (it != dynamic_dims.end() && d < it->second.size() && it->second[d]) dyn[d] = true;
           if (d < 64 && (t.impl()->marked_dynamic >> d) & 1) dyn[d] = true;
+          // Sizes 0 and 1 specialize, as in torch: a symbol is at least 2,
+          // so it never broadcasts and is never empty (output_graph/symbolic_shapes.h).
+          if (t.sizes()[d] < 2) dyn[d] = false;
         }
         if (std::find(dyn.begin(), dyn.end(), true) != dyn.end()) g.tensor.dynamic = dyn;
       }

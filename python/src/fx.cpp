@@ -95,6 +95,7 @@ py::object arg_to_py(const Arg& a, py::handle owner) {
   switch (a.kind) {
     case Arg::Kind::Node: return py::cast(a.node, py::return_value_policy::reference_internal, owner);
     case Arg::Kind::Const: return to_py(a.value);
+    case Arg::Kind::Sym: return py::str(a.sym.str());  // a size computed from the graph's symbols: "s0*s1"
     case Arg::Kind::List: {
       py::list out;
       for (const Arg& x : a.items) out.append(arg_to_py(x, owner));
@@ -128,7 +129,8 @@ std::shared_ptr<Graph> rebind(const Graph& g, const py::dict& attrs) {
   std::function<Arg(const Arg&)> conv = [&](const Arg& a) -> Arg {
     switch (a.kind) {
       case Arg::Kind::Node: return Arg::of(map.at(a.node));
-      case Arg::Kind::Const: return a;
+      case Arg::Kind::Const:
+      case Arg::Kind::Sym: return a;
       case Arg::Kind::List: {
         std::vector<Arg> items;
         for (const Arg& x : a.items) items.push_back(conv(x));
@@ -173,6 +175,7 @@ std::shared_ptr<Graph> rebind(const Graph& g, const py::dict& attrs) {
     c->name = n.name;
     map.emplace(&n, c);
   }
+  for (const Graph::Symbol& s : g.symbols) out->symbols.push_back({map.at(s.placeholder), s.dim});
   return out;
 }
 

@@ -408,6 +408,49 @@ TEST_CASE("dynamic=false never generalizes; dynamic=true and mark_dynamic start 
   CHECK(cache_entries(p.global("f")) == 1);
 }
 
+TEST_CASE("dynamic dims are symbols: relations the graph relied on are guarded, sizes 0 and 1 specialize",
+          "[tracer][dynamic]") {
+  reset();
+  Program p = program(R"(
+.func f(a, b)
+    LOAD_FAST a
+    LOAD_FAST b
+    BINARY_OP +
+    RETURN_VALUE
+.end
+)");
+  Options dyn;
+  dyn.dynamic = true;
+  CompiledFunction f = compile(p.global("f"), dyn);
+  CHECK(f({ones({4}), ones({4})}).as_tensor().sizes() == Shape{4});
+  CHECK(f({ones({7}), ones({7})}).as_tensor().sizes() == Shape{7});
+  CHECK(cache_entries(p.global("f")) == 1);  // a + b broadcast two symbols: s0 == s1, any size
+  Options quiet;
+  quiet.dynamic = true;
+  quiet.stdout_sink = [](std::string_view) {};
+  ExplainReport r = explain(p.global("f"), {ones({4}), ones({4})}, quiet);
+  std::string guards;
+  for (const auto& g : r.guards) guards += g + "\n";
+  INFO(guards);
+  // b is wrapped first (BINARY_OP pops it first): s0 is b's size, s1 a's.
+  CHECK(guards.find("TensorMatch L['a'] f32[s1] contiguous") != std::string::npos);
+  CHECK(guards.find("SYMBOL s1 = L['a'].size()[0]") != std::string::npos);
+  CHECK(guards.find("SHAPE s1 == s0") != std::string::npos);
+  // Sizes that break the relation take another entry, which raises as the VM does.
+  interpreter::VM vm;
+  std::string vm_error, compiled_error;
+  try { vm.call(p.global("f"), {ones({3}), ones({5})}); } catch (const Error& e) { vm_error = e.what(); }
+  try { f({ones({3}), ones({5})}); } catch (const Error& e) { compiled_error = e.what(); }
+  CHECK(!vm_error.empty());
+  CHECK(compiled_error == vm_error);
+  // A dim of size 1 is not a symbol: it broadcasts, so its size is guarded.
+  reset();
+  CompiledFunction g = compile(p.global("f"), dyn);
+  CHECK(g({ones({1}), ones({6})}).as_tensor().sizes() == Shape{6});
+  CHECK(g({ones({1}), ones({9})}).as_tensor().sizes() == Shape{9});
+  CHECK_THROWS_AS(g({ones({5}), ones({6})}), Error);  // as the VM: 5 and 6 do not broadcast
+}
+
 TEST_CASE("a trace that reads a shape stays static, and stays correct", "[tracer][dynamic]") {
   reset();
   Program p = program(kTimesFirstDim);
