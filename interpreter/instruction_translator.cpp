@@ -414,14 +414,17 @@ void InstructionTranslator::op_BUILD_SLICE(const Instr& i) {
 }
 
 void InstructionTranslator::op_BINARY_OP(const Instr& i) {
-  VT b = realize(pop());
-  VT a = realize(pop());
-  push(binary(BinOp(i.a), a, b, i.b != 0));
+  VT b = realize_sym(pop());
+  VT a = realize_sym(pop());
+  if (VT r = symbolic_binary(BinOp(i.a), a, b)) return push(r);
+  push(binary(BinOp(i.a), realize(a), realize(b), i.b != 0));
 }
 
 void InstructionTranslator::op_UNARY_OP(const Instr& i) {
-  VT a = realize(pop());
+  VT a = realize_sym(pop());
   UnOp op = UnOp(i.a);
+  if (VT r = symbolic_unary(op, a)) return push(r);
+  a = realize(a);
   if (a->is(VTKind::Tensor)) {
     if (op == UnOp::POS) return push(a);
     if (op == UnOp::NOT) unsupported(BreakReason::data_dependent_branch, "");
@@ -437,9 +440,10 @@ void InstructionTranslator::op_UNARY_OP(const Instr& i) {
 }
 
 void InstructionTranslator::op_COMPARE_OP(const Instr& i) {
-  VT b = realize(pop());
-  VT a = realize(pop());
-  push(compare(CmpOp(i.a), a, b));
+  VT b = realize_sym(pop());
+  VT a = realize_sym(pop());
+  if (VT r = symbolic_compare(CmpOp(i.a), a, b)) return push(r);
+  push(compare(CmpOp(i.a), realize(a), realize(b)));
 }
 
 void InstructionTranslator::op_BUILD_TUPLE(const Instr& i) { push(variables::make_tuple(pop_n(size_t(i.a)))); }

@@ -137,12 +137,29 @@ class InstructionTranslator {
   // the VM runs it.
   // A dict view (a List over `iterated`) is read as its dict is now: views
   // are live in Python (d.keys() taken before d['z'] = 1 has 'z').
+  // A SymInt (a size computed from symbols) reaches only the readers that
+  // know it (realize_sym); every other reader gets its hint as a constant,
+  // specialized under a guard `expr == hint` (symbolic_shapes.h), so no
+  // code that predates symbolic sizes can take a hint for a number.
   VT realize(const VT& v) {
+    VT r = realize_sym(v);
+    return r->is(VTKind::SymInt) ? specialize(r, "used as a Python number") : r;
+  }
+  VT realize_sym(const VT& v) {
     if (!v) unsupported(BreakReason::untraced_object, "LOAD_METHOD's NULL used as a value");
     VT r = ctx_.builder.realize(v);
     if (r->is(VTKind::List) && r->iterated) r->items = variables::dict_view_items(*r->iterated, r->view);
     return r;
   }
+  // Symbolic sizes (translator_symbolic.cpp).
+  VT specialize(const VT& symint, const std::string& why);
+  VT size_of(const VT& tensor, size_t dim);  // a dim's size: a SymInt when symbolic
+  // a OP b / a CMP b / OP a where an operand is a SymInt and the rest are
+  // ints: a SymInt, or a constant bool under a guarded relation; null when
+  // the operation has no symbolic form (the caller specializes).
+  VT symbolic_binary(runtime::BinOp op, const VT& a, const VT& b);
+  VT symbolic_compare(runtime::CmpOp op, const VT& a, const VT& b);
+  VT symbolic_unary(runtime::UnOp op, const VT& a);
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});

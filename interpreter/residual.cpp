@@ -330,6 +330,11 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
     }
     case VTKind::Cell:
       unsupported(BreakReason::resume_state, "a closure cell held across the break");
+    case VTKind::SymInt:
+      // A size the code after the graph needs as a number (a result, a
+      // store, a value across a break): its traced value, under a guard.
+      return emit_const(Value::integer(
+          ctx.out.guards().shapes().specialize(v->sym, "a value the code after the graph reads")));
     case VTKind::Opaque:
       if (v->value.is(Kind::Super) && v->self && !v->source) {
         // super(type, obj) again, over the obj this run has (a baked-in

@@ -41,8 +41,11 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   // name, a built-in forward called as a method (translator_classes.cpp).
   if (VT r = trace_class_builtin(builtin, args, kwnames)) return r;
   const auto* b = builtin.as<BuiltinObj>();
-  for (VT& a : args) a = realize(a);
+  // A tensor op takes symbolic sizes as they are (view(B, T, C) of a
+  // dynamic input stays symbolic); every other builtin reads numbers.
+  for (VT& a : args) a = realize_sym(a);
   if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
+  for (VT& a : args) a = realize(a);
   BuiltinCall call{builtin, *b, args, kwnames ? kwnames->items.size() : 0, kwnames};
   switch (b->how) {
     case BuiltinHow::Effect: unsupported(BreakReason::side_effect_builtin, b->name + "()");
@@ -96,8 +99,7 @@ VT InstructionTranslator::trace_len(BuiltinCall& c) {
     return const_vt(Value::integer(int64_t(x->items.size())));
   if (x->is(VTKind::Tensor)) {
     if (x->meta().sizes.empty()) return nullptr;  // len() of a 0-d tensor: the fold raises the TypeError
-    ctx_.shape_read = true;
-    return const_vt(Value::integer(x->meta().sizes[0]));
+    return size_of(x, 0);
   }
   if (x->is(VTKind::NNModule)) {
     check_structure_unchanged(x->value.as<ModuleObj>(), "len() of a module");

@@ -131,9 +131,10 @@ VT InstructionTranslator::make_lazy_global(const std::string& name, const Value&
 // ------------------------------------------------------------- tensors --
 
 static Arg to_arg(InstructionTranslator& tx, const VT& v0) {
-  VT v = tx.realize(v0);
+  VT v = tx.realize_sym(v0);
   switch (v->kind) {
     case VTKind::Tensor: return Arg::of(v->node);
+    case VTKind::SymInt: return Arg::symbolic(v->sym, v->value.as_int());  // a size computed per call
     case VTKind::Constant: return Arg::constant(v->value);
     case VTKind::List:
     case VTKind::Tuple: {

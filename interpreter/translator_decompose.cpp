@@ -83,7 +83,15 @@ VT InstructionTranslator::decomposed_op(OpId op, const std::vector<VT>& args, co
     // A bad argument: the VM raises the same error when it runs the call.
     unsupported(BreakReason::python_error, std::string(def.name) + "() fails: " + err.what());
   }
-  if (e.sizes_read) ctx_.shape_read = true;
+  // The sizes its parts depend on are numbers now: a symbolic one is
+  // specialized (only those dims; a split along a static dim keeps the
+  // batch and sequence sizes symbolic).
+  for (const auto& [impl, dim] : e.sizes_read) {
+    auto it = values.trackers.find(impl);
+    if (it == values.trackers.end() || !it->second->is(VTKind::Tensor)) continue;
+    VT size = size_of(it->second, size_t(dim));
+    if (size->is(VTKind::SymInt)) specialize(size, std::string(def.name) + "() splits by this size");
+  }
   if (result.is_null()) return nullptr;
   return values.to_tracker(result);
 }

@@ -275,7 +275,11 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     if (!x || !x->is(VTKind::Tensor) || !module->source)
       unsupported(BreakReason::module_call, "the first call of a lazy module without a tensor input");
     Value meta = Value::tensor(output_graph::meta_tensor(x->meta()));
-    ctx_.shape_read = true;
+    // It reads the last dim's size (its in_features): that one is a number now.
+    if (!x->meta().sizes.empty()) {
+      VT last = size_of(x, x->meta().sizes.size() - 1);
+      if (last->is(VTKind::SymInt)) specialize(last, "a lazy module's first input sets its size");
+    }
     try {
       materialize_lazy(m, CallArgs{&meta, 1, nullptr});
     } catch (const Error& e) {
@@ -347,10 +351,9 @@ VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool un
       } else {
         // The same ops, in the same order, as the eager module: equal random draws.
         if (!x->is(VTKind::Tensor)) unsupported(BreakReason::module_call, "Dropout of a non-tensor");
-        ctx_.shape_read = true;
-        std::vector<Value> dims;
-        for (int64_t s : x->meta().sizes) dims.push_back(Value::integer(s));
-        VT keep = tensor_op(OpId::ge, {tensor_op(OpId::rand, {const_vt(make_tuple(dims))}), const_vt(Value::floating(p))});
+        std::vector<VT> dims;  // symbolic where x's sizes are
+        for (size_t d = 0; d < x->meta().sizes.size(); ++d) dims.push_back(size_of(x, d));
+        VT keep = tensor_op(OpId::ge, {tensor_op(OpId::rand, {vars::make_tuple(std::move(dims))}), const_vt(Value::floating(p))});
         out = tensor_op(OpId::mul, {tensor_op(OpId::mul, {x, keep}), const_vt(Value::floating(1.0 / (1.0 - p)))});
       }
       break;
@@ -490,9 +493,8 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
     case VTKind::Tensor: {
       const auto& meta = obj->meta();
       if (name == "shape") {
-        ctx_.shape_read = true;
         std::vector<VT> dims;
-        for (int64_t s : meta.sizes) dims.push_back(const_vt(Value::integer(s)));
+        for (size_t d = 0; d < meta.sizes.size(); ++d) dims.push_back(size_of(obj, d));
         return vars::make_tuple(std::move(dims));
       }
       if (name == "dtype") return const_vt(intern_value(dtype_name(meta.dtype)));

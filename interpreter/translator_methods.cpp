@@ -115,21 +115,26 @@ VT InstructionTranslator::trace_tensor_method(BuiltinCall& c, std::string_view m
   if (args.empty() || !args[0]->is(VTKind::Tensor)) return nullptr;
   const auto& meta = args[0]->meta();
   if (m == "item" || m == "tolist") unsupported(BreakReason::tensor_to_python, std::string(m) + "()");
-  if (m == "numel" || m == "size" || m == "is_contiguous") ctx_.shape_read = true;
+  if (m == "is_contiguous") ctx_.shape_read = true;
   if (m == "dim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
-  if (m == "numel") return const_vt(Value::integer(shape_numel(meta.sizes)));
+  if (m == "numel") {
+    output_graph::SymExpr n = output_graph::SymExpr::constant(1);
+    for (size_t d = 0; d < meta.sizes.size(); ++d)
+      n = n * (d < meta.sym.size() ? meta.sym[d] : output_graph::SymExpr::constant(meta.sizes[d]));
+    return vars::make_symint(n, shape_numel(meta.sizes));
+  }
   if (m == "is_contiguous") return const_vt(Value::boolean(meta.strides == contiguous_strides(meta.sizes)));
   if (m == "size") {
     if (args.size() == 1) {
       std::vector<VT> dims;
-      for (int64_t s : meta.sizes) dims.push_back(const_vt(Value::integer(s)));
+      for (size_t d = 0; d < meta.sizes.size(); ++d) dims.push_back(size_of(args[0], d));
       return vars::make_tuple(std::move(dims));
     }
     if (!is_constant(args[1])) unsupported(BreakReason::builtin_of_traced_value, "size() of a traced dim");
     int64_t d = to_index(constant_value(args[1]), "size() dim");
     int64_t n = int64_t(meta.sizes.size());
     if (d < -n || d >= n) unsupported(BreakReason::python_error, "size(): dim " + std::to_string(d) + " out of range");
-    return const_vt(Value::integer(meta.sizes[size_t(d < 0 ? d + n : d)]));
+    return size_of(args[0], size_t(d < 0 ? d + n : d));
   }
   static const std::pair<const char*, const char*> conversions[] = {
       {"float", "float32"}, {"double", "float64"}, {"long", "int64"}, {"int", "int64"}, {"bool", "bool"}};

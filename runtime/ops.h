@@ -78,10 +78,14 @@ class OpEmitter {
   virtual ~OpEmitter() = default;
   virtual Value call(OpId op, const CallArgs& args) = 0;
   Value call(OpId op, std::initializer_list<Value> positional);
-  // Set by a decomposition whose parts depend on its inputs' sizes (split
-  // points, a causal mask's shape): the tracer then specializes every
-  // dimension, as it does when a program reads a shape.
-  bool sizes_read = false;
+  // Sizes a decomposition's parts depend on (split points, the pieces of a
+  // roll): the tracer takes those dims of the traced tensors as numbers
+  // (a symbolic size is specialized under a guard), and no others.
+  void read_size(const Tensor& t, int64_t dim) { sizes_read.emplace_back(t.impl(), dim); }
+  void read_sizes(const Tensor& t) {
+    for (int64_t d = 0; d < t.dim(); ++d) read_size(t, d);
+  }
+  std::vector<std::pair<const TensorImpl*, int64_t>> sizes_read;
 };
 // A composite op's decomposition (ops.def's KILN_DECOMPOSE rows): the
 // result of the call (a tensor, or a tuple of tensors for split, topk, ...),

@@ -90,7 +90,7 @@ Value split_parts(const OpArgs& args, OpEmitter& e) {
   const Tensor t = args.tensor(0);
   const int64_t dim = split_dim(args, 2, t);
   const int64_t n = t.sizes()[size_t(dim)];
-  e.sizes_read = true;
+  e.read_size(t, dim);
   std::vector<int64_t> sizes;
   const Value& s = args[1];
   if (s.is(Kind::Int) || s.is(Kind::Bool)) {
@@ -133,7 +133,7 @@ Value chunk_parts(const OpArgs& args, OpEmitter& e) {
   const int64_t dim = split_dim(args, 2, t);
   if (chunks <= 0)
     throw_error(ErrorKind::RuntimeError, "chunk(): chunks must be greater than 0, got " + std::to_string(chunks));
-  e.sizes_read = true;
+  e.read_size(t, dim);
   const int64_t n = t.sizes()[size_t(dim)];
   const int64_t step = (n + chunks - 1) / chunks;
   std::vector<Value> out;
@@ -150,7 +150,7 @@ Value chunk_parts(const OpArgs& args, OpEmitter& e) {
 Value unbind_parts(const OpArgs& args, OpEmitter& e) {
   const Tensor t = args.tensor(0);
   const int64_t dim = split_dim(args, 1, t);
-  e.sizes_read = true;
+  e.read_size(t, dim);
   std::vector<Value> out;
   for (int64_t i = 0; i < t.sizes()[size_t(dim)]; ++i)
     out.push_back(e.call(OpId::select, {tensor_value(t), i64(dim), i64(i)}));
@@ -201,7 +201,7 @@ Value clamp_parts(const OpArgs& args, OpEmitter& e) {
 Value roll_parts(const OpArgs& args, OpEmitter& e) {
   const Tensor x = args.tensor(0);
   const std::vector<int64_t> shifts = args.int_list(1);
-  e.sizes_read = true;
+  e.read_sizes(x);
   if (args.is_none(2)) {
     if (shifts.size() != 1)
       throw_error(ErrorKind::RuntimeError, "roll(): shifts and dims must align (shifts: " +
@@ -283,7 +283,10 @@ Value sdpa_parts(const OpArgs& args, OpEmitter& e) {
   }
   const int64_t E = q.sizes().back(), L = q.sizes()[size_t(q.dim() - 2)], S = k.sizes()[size_t(k.dim() - 2)];
   const double scale = args.is_none(6) ? 1.0 / std::sqrt(double(E)) : args.number(6);
+  if (args.is_none(6)) e.read_size(q, q.dim() - 1);
   if (truth(args[7]) && q.dim() >= 3 && k.dim() >= 3) {
+    e.read_size(q, q.dim() - 3);
+    e.read_size(k, k.dim() - 3);
     // Grouped-query attention: each key/value head serves hq / hk query heads.
     const int64_t hq = q.sizes()[size_t(q.dim() - 3)], hk = k.sizes()[size_t(k.dim() - 3)];
     if (hk != hq) {
@@ -291,7 +294,8 @@ Value sdpa_parts(const OpArgs& args, OpEmitter& e) {
         throw_error(ErrorKind::RuntimeError, std::string(op) + "(): with enable_gqa, the query heads (" +
                                                  std::to_string(hq) + ") must be a multiple of the key/value heads (" +
                                                  std::to_string(hk) + ")");
-      e.sizes_read = true;
+      e.read_sizes(k);
+      e.read_sizes(v);
       auto repeat = [&](const Tensor& t) {
         const int64_t r = t.dim();
         Tensor u = emit(e, OpId::unsqueeze, {tensor_value(t), i64(r - 2)});
@@ -309,8 +313,21 @@ Value sdpa_parts(const OpArgs& args, OpEmitter& e) {
   Tensor scores = emit(e, OpId::mul, {e.call(OpId::matmul, {tensor_value(q), tensor_value(kt)}), f64(scale)});
   const double ninf = -std::numeric_limits<double>::infinity();
   if (causal) {
-    e.sizes_read = true;
-    const Tensor ones = emit(e, OpId::ones, Call({i64(L), i64(S)}, {{"dtype", intern_value("bool")}}));
+    // The (L, S) mask is made like one plane of the scores, not from the
+    // numbers L and S, so a trace over symbolic sizes keeps them symbolic.
+    // (A leading dim of 0 has no plane: then the sizes, read as numbers.)
+    Tensor plane = scores;
+    bool empty = false;
+    for (int64_t d = 0; d + 2 < scores.dim(); ++d) empty = empty || scores.sizes()[size_t(d)] == 0;
+    Tensor ones;
+    if (empty) {
+      e.read_size(q, q.dim() - 2);
+      e.read_size(k, k.dim() - 2);
+      ones = emit(e, OpId::ones, Call({i64(L), i64(S)}, {{"dtype", intern_value("bool")}}));
+    } else {
+      while (plane.dim() > 2) plane = emit(e, OpId::select, {tensor_value(plane), i64(0), i64(0)});
+      ones = emit(e, OpId::ones_like, Call({tensor_value(plane)}, {{"dtype", intern_value("bool")}}));
+    }
     const Tensor above = emit(e, OpId::triu, {tensor_value(ones), i64(1)});
     scores = emit(e, OpId::masked_fill, {tensor_value(scores), tensor_value(above), f64(ninf)});
   }

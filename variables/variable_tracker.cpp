@@ -20,6 +20,7 @@ std::string VariableTracker::str() const {
     case VTKind::Constant:
     case VTKind::Opaque: return s + "(" + runtime::repr(value) + ")";
     case VTKind::Tensor: return s + "(" + meta().str() + ")";
+    case VTKind::SymInt: return s + "(" + sym.str() + ")";
     case VTKind::List:
     case VTKind::Tuple: return s + "(len " + std::to_string(items.size()) + ")";
     case VTKind::NNModule:
@@ -42,6 +43,13 @@ VT make(VTKind k, SourceRef source) {
 VT make_constant(Value v, SourceRef source) {
   VT t = make(VTKind::Constant, std::move(source));
   t->value = std::move(v);
+  return t;
+}
+VT make_symint(output_graph::SymExpr e, int64_t hint) {
+  if (!e.has_symbols()) return make_constant(Value::integer(e.constant_value()));
+  VT t = make(VTKind::SymInt, nullptr);
+  t->sym = std::move(e);
+  t->value = Value::integer(hint);
   return t;
 }
 VT make_tensor(Node* node, SourceRef source) {

@@ -25,6 +25,7 @@ using runtime::Value;
 #define KILN_VT_KINDS(X)                                                                 \
   X(Constant)      /* None, bool, int, float, str, range, slice: folded at trace time */ \
   X(Tensor)        /* a graph node                                                   */ \
+  X(SymInt)        /* an int computed from symbolic sizes: `sym`, `value` its hint   */ \
   X(List)          /* a list of trackers (mutable)                                   */ \
   X(Tuple)         /* a tuple of trackers                                            */ \
   X(ConstDict)     /* a dict with constant keys                                      */ \
@@ -73,6 +74,11 @@ struct VariableTracker {
   Value value;
   // Tensor
   Node* node = nullptr;
+  // SymInt: what it stands for, in the symbols of the trace's ShapeEnv
+  // (output_graph/symbolic_shapes.h); `value` is its hint. Only code that
+  // knows SymInts sees one: InstructionTranslator::realize hands every
+  // other reader the hint, specialized under a guard.
+  output_graph::SymExpr sym;
   // List / Tuple / Iterator: items; ConstDict: values (keys in `keys`)
   std::vector<VT> items;
   std::vector<Value> keys;
@@ -110,6 +116,9 @@ struct VariableTracker {
 };
 
 VT make_constant(Value v, SourceRef source = nullptr);
+// An int standing for `e` (hint: its value for the traced example); a
+// constant when `e` has no symbols.
+VT make_symint(output_graph::SymExpr e, int64_t hint);
 // The size of a list, dict or set tracker (SIZE_MAX for anything else).
 size_t container_size(const VariableTracker& c);
 // Python's RuntimeError message for the next step of an Iterator whose

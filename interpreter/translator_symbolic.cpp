@@ -1,0 +1,99 @@
+// Symbolic sizes in traced Python (issue 14): a size read from a dynamic
+// dimension is a SymInt, and stays one through int arithmetic, comparisons
+// and into the sizes a tensor op takes; anything else that reads it gets
+// its hint under a guard (InstructionTranslator::realize).
+#include "interpreter/instruction_translator.h"
+#include <spdlog/spdlog.h>
+
+#include "runtime/log.h"
+
+namespace kiln::interpreter {
+
+namespace vars = kiln::variables;
+using output_graph::Rel;
+using output_graph::SymExpr;
+using runtime::BinOp;
+using runtime::CmpOp;
+using runtime::UnOp;
+
+namespace {
+
+// The symbolic form of an operand that may join symbolic arithmetic: a
+// SymInt, or a constant int (bools are ints in Python).
+std::optional<SymExpr> as_sym(const VT& v) {
+  if (v->is(VTKind::SymInt)) return v->sym;
+  if (v->is(VTKind::Constant) && (v->value.is(runtime::Kind::Int) || v->value.is(runtime::Kind::Bool)))
+    return SymExpr::constant(v->value.as_int());
+  return std::nullopt;
+}
+
+}  // namespace
+
+VT InstructionTranslator::specialize(const VT& symint, const std::string& why) {
+  const std::string where = code_->name + " line " + std::to_string(code_->line_of(pc_ ? pc_ - 1 : 0));
+  const int64_t v = ctx_.out.guards().shapes().specialize(symint->sym, why + " (" + where + ")");
+  if (auto* lg = kiln::log::get("recompiles"))
+    lg->info("{}: size {} specialized to {}: {} at {}", code_->qualname, symint->sym.str(), v, why, where);
+  return vars::make_constant(runtime::Value::integer(v));
+}
+
+VT InstructionTranslator::size_of(const VT& tensor, size_t dim) {
+  const output_graph::TensorMeta& m = tensor->meta();
+  if (dim < m.sym.size()) return vars::make_symint(m.sym[dim], m.sizes[dim]);
+  return vars::make_constant(runtime::Value::integer(m.sizes[dim]));
+}
+
+VT InstructionTranslator::symbolic_binary(BinOp op, const VT& a, const VT& b) {
+  if (!a->is(VTKind::SymInt) && !b->is(VTKind::SymInt)) return nullptr;
+  auto x = as_sym(a), y = as_sym(b);
+  if (!x || !y) return nullptr;
+  auto& env = ctx_.out.guards().shapes();
+  SymExpr r;
+  switch (op) {
+    case BinOp::ADD: r = *x + *y; break;
+    case BinOp::SUB: r = *x - *y; break;
+    case BinOp::MUL: r = *x * *y; break;
+    case BinOp::FLOORDIV:
+    case BinOp::MOD:
+      // A divisor of zero raises in Python: that stays the VM's to raise,
+      // at a specialized value.
+      if (env.hint(*y) == 0) return nullptr;
+      env.evaluate_relation(*y, Rel::NE, SymExpr::constant(0));
+      r = op == BinOp::FLOORDIV ? SymExpr::floordiv(*x, *y) : SymExpr::mod(*x, *y);
+      break;
+    default: return nullptr;  // /, **, bit operations: a number, specialized
+  }
+  return vars::make_symint(r, env.hint(r));
+}
+
+VT InstructionTranslator::symbolic_compare(CmpOp op, const VT& a, const VT& b) {
+  if (!a->is(VTKind::SymInt) && !b->is(VTKind::SymInt)) return nullptr;
+  auto x = as_sym(a), y = as_sym(b);
+  if (!x || !y) return nullptr;
+  Rel rel;
+  switch (op) {
+    case CmpOp::LT: rel = Rel::LT; break;
+    case CmpOp::LE: rel = Rel::LE; break;
+    case CmpOp::EQ: rel = Rel::EQ; break;
+    case CmpOp::NE: rel = Rel::NE; break;
+    case CmpOp::GT: rel = Rel::GT; break;
+    case CmpOp::GE: rel = Rel::GE; break;
+    default: return nullptr;
+  }
+  // The branch taken for the traced sizes, guarded as a relation.
+  return vars::make_constant(runtime::Value::boolean(ctx_.out.guards().shapes().evaluate_relation(*x, rel, *y)));
+}
+
+VT InstructionTranslator::symbolic_unary(UnOp op, const VT& a) {
+  if (!a->is(VTKind::SymInt)) return nullptr;
+  auto& env = ctx_.out.guards().shapes();
+  switch (op) {
+    case UnOp::NEG: return vars::make_symint(-a->sym, -env.hint(a->sym));
+    case UnOp::POS: return a;
+    case UnOp::NOT:
+      return vars::make_constant(runtime::Value::boolean(env.evaluate_relation(a->sym, Rel::EQ, SymExpr::constant(0))));
+    default: return nullptr;
+  }
+}
+
+}  // namespace kiln::interpreter

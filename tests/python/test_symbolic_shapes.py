@@ -1,0 +1,130 @@
+"""Symbolic sizes (issue 14): a size read from a dynamic dimension is a
+symbol, so one compiled entry serves every batch size and sequence length;
+branches on sizes are guarded as relations; a size used where only a number
+serves is specialized, and every result equals what the program computes
+uncompiled."""
+import numpy as np
+import pytest
+
+import kiln
+from test_nn_models import KilnBlock
+
+
+def entries(fn):
+    return kiln._C.cache_entries(kiln._compile._as_kbc(fn))
+
+
+def module_entries():
+    return kiln._C.cache_entries(kiln._compile._CALL_MODULE)
+
+
+def same(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def attention(x, w):
+    B, T, C = x.size()
+    nh = 4
+    q = (x @ w).view(B, T, nh, C // nh).transpose(1, 2)
+    att = kiln.softmax((q @ q.transpose(-2, -1)) * (1.0 / (C // nh) ** 0.5), -1)
+    y = (att @ q).transpose(1, 2).contiguous().view(B, T, C)
+    return y + kiln.arange(T).view(1, T, 1)
+
+
+@pytest.mark.parametrize("sweep", ["batch", "length", "both"])
+def test_a_transformer_block_compiles_twice_for_a_sweep(sweep):
+    kiln.reset()
+    block = KilnBlock(16, 4, 8, sdpa=True)
+    block.eval()
+    f = kiln.compile(block)
+    for i, n in enumerate([2, 3, 5, 4, 7, 6]):
+        B = n if sweep in ("batch", "both") else 2
+        T = n if sweep == "length" else (8 - i if sweep == "both" else 5)
+        x = kiln.randn(B, T, 16)
+        same(f(x), block(x))
+    assert module_entries() == 2  # the example's sizes, then the sizes as symbols
+
+
+def test_sizes_read_in_python_stay_symbols_in_the_graph():
+    kiln.reset()
+    w = kiln.randn(16, 16)
+    x = kiln.randn(2, 5, 16)
+    kiln.mark_dynamic(x, 0)
+    kiln.mark_dynamic(x, 1)
+    e = kiln.explain(attention)(x, w)
+    text = str(e)
+    assert "view(matmul, s0, s1, 4, 4)" in text and "arange(s1)" in text, text
+    assert "SYMBOL s0 = L['x'].size()[0]" in text
+    kiln.reset()
+    f = kiln.compile(attention, dynamic=True)
+    for B, T in [(2, 5), (3, 7), (4, 2), (6, 9)]:
+        x = kiln.randn(B, T, 16)
+        same(f(x, w), attention(x, w))
+    assert entries(attention) == 1
+
+
+def branchy(x):
+    if x.size(0) > 4:
+        return x * 2
+    return x + 1
+
+
+def test_a_branch_on_a_size_guards_the_relation_not_the_value():
+    kiln.reset()
+    f = kiln.compile(branchy, dynamic=True)
+    for n in [3, 5, 7, 2, 6, 4]:
+        x = kiln.ones(n)
+        same(f(x), branchy(x))
+    assert entries(branchy) == 2  # s0 <= 4 and s0 > 4
+    kiln.reset()
+    x = kiln.ones(3)
+    kiln.mark_dynamic(x, 0)
+    assert "SHAPE s0 <= 4" in str(kiln.explain(branchy)(x))
+
+
+def loops_over_a_size(x):
+    acc = x
+    for _ in range(x.size(0)):
+        acc = acc + 1
+    return acc
+
+
+def returns_a_size(x):
+    return x.size(0) * 2 + x.shape[1], x * 2
+
+
+def test_a_size_used_as_a_number_is_specialized_and_stays_correct():
+    kiln.reset()
+    f = kiln.compile(loops_over_a_size, dynamic=True)
+    for n in [3, 5, 3, 4]:
+        x = kiln.ones(n, 2)
+        same(f(x), loops_over_a_size(x))
+    assert entries(loops_over_a_size) == 3  # one per trip count
+    g = kiln.compile(returns_a_size, dynamic=True)
+    for n, m in [(3, 4), (5, 2), (3, 4)]:
+        x = kiln.ones(n, m)
+        got, want = g(x), returns_a_size(x)
+        assert got[0] == want[0]
+        same(got[1], want[1])
+
+
+def floordiv_by_a_size(x):
+    return x.size(0) // (x.size(1) - 2)
+
+
+def test_symbolic_arithmetic_raises_as_python_does():
+    kiln.reset()
+    f = kiln.compile(floordiv_by_a_size, dynamic=True)
+    assert f(kiln.ones(7, 4)) == 3
+    assert f(kiln.ones(9, 5)) == 3
+    with pytest.raises(ZeroDivisionError):
+        f(kiln.ones(3, 2))
+
+
+def test_sizes_zero_and_one_specialize():
+    kiln.reset()
+    f = kiln.compile(branchy, dynamic=True)
+    for n in [1, 0, 3, 1]:
+        x = kiln.ones(n)
+        same(f(x), branchy(x))
+    assert entries(branchy) == 3  # 1, 0, then a symbol (3)
