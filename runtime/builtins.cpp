@@ -1,6 +1,6 @@
 // The global builtins of every KBC program.
-#include "runtime/census.h"
 #include "runtime/builtins.h"
+#include "runtime/census.h"
 
 #include <algorithm>
 #include <cmath>

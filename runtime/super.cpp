@@ -1,6 +1,6 @@
 // Python's super() over kiln classes (super.h).
-#include "runtime/census.h"
 #include "runtime/super.h"
+#include "runtime/census.h"
 
 #include "runtime/descriptors.h"
 #include "runtime/signature.h"
