@@ -225,10 +225,16 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
           const Value* fwd = m->cls->lookup(forward.get());
           if (fwd && fwd->is(Kind::Function) && !m->lazy) {
             Value compiled = compiled_value(Ref<FunctionObj>(fwd->as<FunctionObj>()), options);
-            if (!m->forward_pre_hooks.empty() || !m->forward_hooks.empty())
-              compiled = make_builtin_closure("kiln.hooked_call", [compiled](CallContext& c, const CallArgs& a) {
-                return module_call(c, a[0], CallArgs{a.args + 1, a.nargs - 1, a.kwnames}, &compiled);
-              });
+            if (!m->forward_pre_hooks.empty() || !m->forward_hooks.empty()) {
+              Object* inner = compiled.obj();
+              compiled = make_builtin_closure(
+                  "kiln.hooked_call",
+                  [inner](CallContext& c, const CallArgs& a) {
+                    const Value forward = Value::object(Kind::Builtin, inner);
+                    return module_call(c, a[0], CallArgs{a.args + 1, a.nargs - 1, a.kwnames}, &forward);
+                  },
+                  {Ref<Object>(inner)});
+            }
             r.emit_const(compiled);
             if (brk->op == Opcode::CALL_EX) {
               module_in_front_of_args = callee;

@@ -328,10 +328,14 @@ struct CompiledFunction::State {
 };
 
 Value interpreter::compiled_value(const Ref<FunctionObj>& fn, const Options& options) {
-  auto state = std::make_shared<CompiledFunction::State>(CompiledFunction::State{fn, options});
-  return make_builtin_closure("compiled " + fn->code->qualname, [state](CallContext& ctx, const CallArgs& args) {
-    return eval_frame(ctx, state->fn, args, state->options);
-  });
+  // The builtin holds the function (make_builtin_closure's rule: a program
+  // that keeps its compiled function in its globals is a cycle the census
+  // must see through).
+  FunctionObj* f = fn.get();
+  return make_builtin_closure(
+      "compiled " + fn->code->qualname,
+      [f, options](CallContext& ctx, const CallArgs& args) { return eval_frame(ctx, Ref<FunctionObj>(f), args, options); },
+      {fn});
 }
 
 CompiledFunction compile(const Value& fn, Options options) {

@@ -56,6 +56,14 @@ struct PositionedIterator final : runtime::IteratorObj {
     }
     return it.as<runtime::IteratorObj>()->next(out);
   }
+  void traverse(runtime::Visitor& v) const override {
+    visit(v, of);
+    visit(v, it);
+  }
+  void clear() override {
+    of = Value::none();
+    it = Value::null();
+  }
 };
 
 // The iterator of a dict or set that changed size while a loop ran over it:
@@ -64,6 +72,7 @@ struct RaisingIterator final : runtime::IteratorObj {
   explicit RaisingIterator(std::string m) : message(std::move(m)) {}
   std::string message;
   bool next(Value&) override { throw_error(ErrorKind::RuntimeError, message); }
+  void traverse(runtime::Visitor&) const override {}
 };
 
 }  // namespace
@@ -161,13 +170,15 @@ void Residual::emit_source(const SourceRef& s) {
       if (s->globals) {
         // Another namespace's global: a constant reader of that namespace
         // (LOAD_GLOBAL would read the frame's own).
+        Ref<StrObj> name = runtime::intern(s->name);
         emit_const(runtime::make_builtin_closure(
-            "G*['" + s->name + "']", [ns = s->globals, name = runtime::intern(s->name)](runtime::CallContext&,
-                                                                                 const runtime::CallArgs&) {
-              const Value* v = ns->map.find(name.get());
-              if (!v) throw_error(ErrorKind::NameError, "name '" + name->s + "' is not defined");
+            "G*['" + s->name + "']",
+            [ns = s->globals.get(), key = name.get()](runtime::CallContext&, const runtime::CallArgs&) {
+              const Value* v = ns->map.find(key);
+              if (!v) throw_error(ErrorKind::NameError, "name '" + key->s + "' is not defined");
               return *v;
-            }));
+            },
+            {s->globals, name}));
         b.emit(Opcode::CALL, 0);
         return;
       }
@@ -214,10 +225,13 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
         // An exact copy of the trace's set (its table: the order the VM's
         // set would have), made anew by each run.
-        emit_const(make_builtin_closure("set", [snapshot = runtime::set_clone(v->value, true)](
-                                                   CallContext&, const CallArgs&) {
-          return runtime::set_clone(snapshot, false);
-        }));
+        const Value snapshot = runtime::set_clone(v->value, true);
+        emit_const(make_builtin_closure(
+            "set",
+            [kind = snapshot.kind(), set = snapshot.obj()](CallContext&, const CallArgs&) {
+              return runtime::set_clone(Value::object(kind, set), false);
+            },
+            {Ref<Object>(snapshot.obj())}));
         b.emit(Opcode::CALL, 0);
         keep_rebuilt(v);
         return;

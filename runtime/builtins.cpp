@@ -1,5 +1,6 @@
 // The global builtins of every KBC program.
 #include "runtime/builtins.h"
+#include "runtime/census.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,6 +40,7 @@ struct EnumerateIter final : IteratorObj {
     out = make_tuple({Value::integer(count++), item});
     return true;
   }
+  void traverse(Visitor& v) const override { visit(v, inner); }
 };
 Value b_enumerate(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<EnumerateIter>();
@@ -57,6 +59,7 @@ struct ZipIter final : IteratorObj {
     out = make_tuple(std::move(items));
     return true;
   }
+  void traverse(Visitor& v) const override { visit(v, inners); }
 };
 Value b_zip(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<ZipIter>();
@@ -158,7 +161,7 @@ Value b_kbc_sum(CallContext&, const std::vector<Value>& a) {
       throw_error(ErrorKind::TypeError, "sum() got multiple values for argument 'dim'");
     Value dim = !a[3].is_null() ? a[3] : a[1].is_null() ? Value::none() : a[1];
     Value args[] = {a[0], dim, a[2]};
-    static const Value names = make_tuple({intern_value("dim"), intern_value("keepdim")});
+    static const Value names = census::permanent_value(make_tuple({intern_value("dim"), intern_value("keepdim")}));
     return call_op(OpId::sum, CallArgs{args, 3, names.as<TupleObj>()});
   }
   return python_sum(a[0], a[1].is_null() ? Value::integer(0) : a[1]);
@@ -451,6 +454,7 @@ Value hidden_type(Kind k, const char* name = nullptr) {
       throw_error(ErrorKind::TypeError, "cannot create '" + self.name + "' instances");
     });
     t.as<BuiltinObj>()->type_of = k;
+    census::permanent_value(t);
   }
   return t;
 }
@@ -497,6 +501,11 @@ struct MapIter final : IteratorObj {
     out = running_context("map()").call(fn, CallArgs{items.data(), items.size(), nullptr});
     return true;
   }
+  void traverse(Visitor& v) const override {
+    visit(v, fn);
+    visit(v, inners);
+  }
+  void clear() override { fn = Value::none(); }
 };
 Value b_map(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<MapIter>();
@@ -519,6 +528,11 @@ struct FilterIter final : IteratorObj {
     }
     return false;
   }
+  void traverse(Visitor& v) const override {
+    visit(v, fn);
+    visit(v, inner);
+  }
+  void clear() override { fn = Value::none(); }
 };
 Value b_filter(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<FilterIter>();
@@ -790,7 +804,7 @@ Value op_builtin(int op_id) {
     for (int i = 0; i < kNumOps; ++i) {
       Value b = make_builtin(op_def(OpId(i)).name, b_op);
       b.as<BuiltinObj>()->op = i;
-      t.push_back(b);
+      t.push_back(census::permanent_value(b));
     }
     return t;
   }();

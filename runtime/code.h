@@ -134,7 +134,12 @@ struct Code final : Object {
     uint64_t version = 0;
     const Value* slot = nullptr;
   };
-  mutable std::vector<AttrCache> attr_caches;
+  mutable std::vector<AttrCache> attr_caches;  // raw pointers: no references
+
+  void traverse(Visitor& v) const override {
+    for (const Ref<StrObj>& n : names) visit(v, n);
+    visit(v, consts);
+  }
 
   int32_t nparams() const {
     return argcount + kwonlyargcount + ((flags & kVarArgs) ? 1 : 0) + ((flags & kVarKw) ? 1 : 0);

@@ -106,6 +106,25 @@ const std::array<ForeignVTable, kNumKinds>& vtables() {
       vt.repr = exc_repr;
       vt.hash = [](void* h) { return size_t(hash_pointer(h)); };
       vt.format = exc_format;
+      vt.traverse = [](void* h, Visitor& v) {
+        const ExceptionData* d = data_of(h);
+        visit(v, d->args);
+        visit(v, d->cause);
+        visit(v, d->foreign);
+        for (const auto& [name, x] : d->attrs) visit(v, x);
+      };
+      // `raise e from e`, `e.me = e`, an exception in its own args: cycles
+      // through the exception alone.
+      vt.clear = [](void* h) {
+        ExceptionData* d = data_of(h);
+        std::vector<Value> args;
+        args.swap(d->args);
+        std::vector<std::pair<std::string, Value>> attrs;
+        attrs.swap(d->attrs);
+        Value cause = std::move(d->cause), foreign = std::move(d->foreign);
+        d->cause = Value::none();
+        d->foreign = Value::null();
+      };
     }
     return a;
   }();

@@ -53,6 +53,16 @@ struct ClassObj final : Object {
   bool is_subclass_of(const ClassObj* other) const;
   // The nearest built-in class in the base chain (None if none).
   BuiltinModule builtin_kind() const;
+  void traverse(Visitor& v) const override {
+    visit(v, base);
+    methods.traverse(v);
+    visit(v, constructor);
+  }
+  void clear() override {
+    methods.take();
+    Value c = std::move(constructor);
+    constructor = Value::null();
+  }
 };
 
 struct Hook {
@@ -74,6 +84,25 @@ struct ModuleObj final : Object {
 
   void bump_version();
   const std::string& class_name() const { return cls->name; }
+  void traverse(Visitor& v) const override {
+    visit(v, cls);
+    params.traverse(v);
+    buffers.traverse(v);
+    modules.traverse(v);
+    attrs.traverse(v);
+    for (const Hook& h : forward_pre_hooks) visit(v, h.fn);
+    for (const Hook& h : forward_hooks) visit(v, h.fn);
+  }
+  // The class stays (messages read cls->name).
+  void clear() override {
+    params.take();
+    buffers.take();
+    modules.take();
+    attrs.take();
+    std::vector<Hook> pre, post;
+    pre.swap(forward_pre_hooks);
+    post.swap(forward_hooks);
+  }
 };
 
 // The newest version handed out to any module. Unchanged since a moment

@@ -56,6 +56,21 @@ class NameMap {
   }
 
   size_t size() const { return entries_.size(); }
+  // Every key and value (Object::traverse of the map's owner).
+  void traverse(Visitor& v) const {
+    for (const Entry& e : entries_) {
+      visit(v, e.first);
+      visit(v, e.second);
+    }
+  }
+  // Empties the map and hands its entries over (Object::clear of the
+  // owner: they die after the map is consistent again).
+  std::vector<Entry> take() {
+    std::vector<Entry> out;
+    out.swap(entries_);
+    index_.clear();
+    return out;
+  }
   bool empty() const { return entries_.empty(); }
   const std::vector<Entry>& entries() const { return entries_; }
   auto begin() const { return entries_.begin(); }
@@ -84,6 +99,8 @@ struct GlobalsObj final : Object {
   // store through, so the module sees what the program assigned.
   void (*on_store)(GlobalsObj* self, const StrObj* name, const Value& value) = nullptr;
   void* owner = nullptr;  // the on_store's own state
+  void traverse(Visitor& v) const override { map.traverse(v); }
+  void clear() override { map.take(); }
 };
 
 }  // namespace kiln::runtime

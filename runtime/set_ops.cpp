@@ -7,6 +7,7 @@
 // element's __eq__), which may change the set; as in CPython, a lookup
 // whose table or entry changed under it starts again, and loops over a
 // table re-read it by index instead of holding entry pointers across calls.
+#include "runtime/census.h"
 #include "runtime/set_ops.h"
 
 #include <stdexcept>
@@ -606,6 +607,7 @@ struct SetIter final : IteratorObj {
     out = t[pos++].key;
     return true;
   }
+  void traverse(Visitor& v) const override { visit(v, set); }
 };
 
 // ---- methods ------------------------------------------------------------
@@ -698,7 +700,7 @@ NameMap build(bool frozen) {
       Value b = make_native_method(frozen ? Kind::FrozenSet : Kind::Set, type, d.name, d.signature, d.fn);
       // The translator applies a mutator to a set made in the trace.
       b.as<BuiltinObj>()->how = d.mutates ? BuiltinHow::Trace : BuiltinHow::Fold;
-      m.set(d.name, b);
+      m.set(d.name, census::permanent_value(b));
     }
   return m;
 }

@@ -1,5 +1,6 @@
 // Python's super() over kiln classes (super.h).
 #include "runtime/super.h"
+#include "runtime/census.h"
 
 #include "runtime/descriptors.h"
 #include "runtime/signature.h"
@@ -61,13 +62,13 @@ const Value* super_find(const SuperObj* s, const StrObj* name, ClassObj** owner)
   // what is left is the AttributeError). Not in the base class's table,
   // where every module would seem to have a custom __getattr__.
   if (name->s == "__getattr__" && s->obj.is(Kind::Module)) {
-    static const Value base_getattr = make_native(
+    static const Value base_getattr = census::permanent_value(make_native(
         "Module.__getattr__", "self, name", [](CallContext& ctx, const std::vector<Value>& a) -> Value {
           if (!a[0].is(Kind::Module) || !a[1].is(Kind::Str))
             throw_error(ErrorKind::TypeError, "Module.__getattr__(self, name) expects a module and a str");
           const std::string& cls = a[0].as<ModuleObj>()->class_name();
           throw_error(ErrorKind::AttributeError, "'" + cls + "' object has no attribute '" + a[1].as_str() + "'");
-        });
+        }));
     if (owner) *owner = module_base_class().get();
     return &base_getattr;
   }

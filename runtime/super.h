@@ -21,6 +21,11 @@ struct SuperObj final : Object {
   Value obj;               // __self__: an instance (a module) or a class; Null: unbound super(C)
   Ref<ClassObj> obj_type;  // __self_class__: type(obj), or obj when it is a class
   ClassObj* type_class() const { return type.as<ClassObj>(); }
+  void traverse(Visitor& v) const override {
+    visit(v, type);
+    visit(v, obj);
+    visit(v, obj_type);
+  }
 };
 
 // super(type, obj) with CPython's checks and TypeErrors; obj Null: the

@@ -32,6 +32,9 @@ struct Storage final : Object {
   // 64-byte aligned; zero-filled unless `zero` is false (for a buffer a
   // kernel overwrites whole: filling it first would cost a pass over memory).
   static Ref<Storage> allocate(size_t nbytes, bool zero = true);
+  // The deleter of borrowed memory may keep its owner alive, but no kiln
+  // object: it is the foreign side's (NumPy, DLPack, a Python buffer).
+  void traverse(Visitor&) const override {}
 };
 
 struct TensorImpl final : Object {
@@ -42,6 +45,7 @@ struct TensorImpl final : Object {
   DType dtype = DType::Float32;
   bool is_parameter = false;  // created by Parameter(); Module setattr routes it
   uint64_t marked_dynamic = 0;  // bit d: mark_dynamic(t, d) asked for dim d to be traced dynamic
+  void traverse(Visitor& v) const override { visit(v, storage); }
 };
 
 class Tensor {

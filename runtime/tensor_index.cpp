@@ -10,6 +10,7 @@
 // `index`). Errors carry torch's exception types and words.
 #include <algorithm>
 
+#include "runtime/census.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
 #include "runtime/tensor_index.h"
@@ -18,9 +19,9 @@
 namespace kiln::runtime {
 
 const Value& ellipsis() {
-  static const Value e = make_builtin("Ellipsis", [](CallContext&, const BuiltinObj&, const CallArgs&) -> Value {
+  static const Value e = census::permanent_value(make_builtin("Ellipsis", [](CallContext&, const BuiltinObj&, const CallArgs&) -> Value {
     throw_error(ErrorKind::TypeError, "'ellipsis' object is not callable");
-  });
+  }));
   return e;
 }
 bool is_ellipsis(const Value& v) { return v.is_same(ellipsis()); }

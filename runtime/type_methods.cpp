@@ -3,6 +3,7 @@
 // the op table (value_access.cpp), not from here.
 #include <algorithm>
 
+#include "runtime/census.h"
 #include "runtime/builtins.h"
 #include "runtime/exceptions.h"
 #include "runtime/ops.h"
@@ -462,7 +463,7 @@ NameMap build(Kind kind, const char* type, BuiltinHow how, std::initializer_list
   for (const MethodDef& d : defs) {
     Value b = make_native_method(kind, type, d.name, d.signature, d.fn);
     b.as<BuiltinObj>()->how = how;
-    m.set(d.name, b);
+    m.set(d.name, census::permanent_value(b));
   }
   return m;
 }
@@ -478,7 +479,7 @@ Value type_classmethod(Kind k, const StrObj* name) {
       return d_fromkeys(ctx, bound);
     });
     b.as<BuiltinObj>()->how = BuiltinHow::Fold;  // a new dict from known values
-    return new Value(std::move(b));
+    return new Value(census::permanent_value(b));
   }();
   return *fromkeys;
 }

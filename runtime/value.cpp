@@ -88,6 +88,39 @@ DictObj::~DictObj() {
   release_items(items);
 }
 
+void DictObj::traverse(Visitor& v) const {
+  for (const auto& [k, x] : entries) {
+    visit(v, k);
+    visit(v, x);
+  }
+  for (const auto& [k, i] : index) visit(v, k);
+}
+
+// The clear() methods empty the object first and drop what it held after,
+// so a destructor that runs meanwhile sees a consistent (empty) object.
+void DictObj::clear() {
+  index.clear();
+  std::vector<Value> items;
+  items.reserve(entries.size() * 2);
+  for (auto& [k, v] : entries) {
+    items.push_back(std::move(k));
+    items.push_back(std::move(v));
+  }
+  entries.clear();
+  release_items(items);
+}
+
+void ListObj::clear() {
+  std::vector<Value> old;
+  old.swap(items);
+  release_items(old);
+}
+
+void CellObj::clear() {
+  Value old = std::move(v);
+  v = Value::null();
+}
+
 const Value* DictObj::find(const Value& key) const {
   auto it = index.find(key);
   return it == index.end() ? nullptr : &entries[it->second].second;
@@ -122,6 +155,24 @@ int64_t RangeObj::length() const {
 
 FunctionObj::FunctionObj() = default;
 FunctionObj::~FunctionObj() = default;
+void FunctionObj::traverse(Visitor& v) const {
+  visit(v, code);
+  visit(v, defaults);
+  visit(v, kwdefaults);
+  for (const Ref<CellObj>& c : closure) visit(v, c);
+  visit(v, globals);
+}
+// The code stays: the VM never meets a function without one, and a code
+// object closes no cycle (its constants are made before it).
+void FunctionObj::clear() {
+  std::vector<Value> d, k;
+  d.swap(defaults);
+  k.swap(kwdefaults);
+  std::vector<Ref<CellObj>> c;
+  c.swap(closure);
+  Ref<GlobalsObj> g = std::move(globals);
+  globals = nullptr;
+}
 
 Value CallContext::call(const Value& callee, std::initializer_list<Value> positional) {
   CallArgs args;
@@ -149,11 +200,12 @@ Value make_builtin(std::string name, BuiltinFn fn, int64_t data) {
   return Value::object(Kind::Builtin, b);
 }
 
-Value make_builtin_closure(std::string name, NativeClosure fn) {
+Value make_builtin_closure(std::string name, NativeClosure fn, std::vector<Ref<Object>> held) {
   Value b = make_builtin(std::move(name), [](CallContext& ctx, const BuiltinObj& self, const CallArgs& args) {
     return self.closure(ctx, args);
   });
   b.as<BuiltinObj>()->closure = std::move(fn);
+  b.as<BuiltinObj>()->held = std::move(held);
   return b;
 }
 

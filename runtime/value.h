@@ -135,6 +135,14 @@ class Value {
 };
 static_assert(sizeof(Value) == 16, "Value must stay two words: it is copied on every stack op");
 
+// A Value's object, for Object::traverse (immediates hold none).
+inline void visit(Visitor& v, const Value& x) {
+  if (x.is_heap()) v(x.obj());
+}
+inline void visit(Visitor& v, const std::vector<Value>& xs) {
+  for (const Value& x : xs) visit(v, x);
+}
+
 // ----- heap object types -----------------------------------------------------
 
 struct StrObj final : Object {
@@ -142,6 +150,7 @@ struct StrObj final : Object {
   std::string s;
   int64_t hash = -1;  // CPython's hash of s (runtime/hash.h), computed on first use; -1: not yet
   bool interned = false;
+  void traverse(Visitor&) const override {}
 };
 // Interned strings are unique per content and live forever; maps keyed by
 // name (module dicts, globals, class methods) compare them by pointer.
@@ -157,10 +166,13 @@ void release_items(std::vector<Value>& items);
 struct TupleObj final : Object {
   ~TupleObj() override { release_items(items); }
   std::vector<Value> items;
+  void traverse(Visitor& v) const override { visit(v, items); }
 };
 struct ListObj final : Object {
   ~ListObj() override { release_items(items); }
   std::vector<Value> items;
+  void traverse(Visitor& v) const override { visit(v, items); }
+  void clear() override;
 };
 
 struct ValueHash { size_t operator()(const Value& v) const; };  // TypeError if unhashable
@@ -174,6 +186,9 @@ struct DictObj final : Object {
   const Value* find(const Value& key) const;
   void set(const Value& key, Value value);
   bool erase(const Value& key);
+  // Each key twice: `entries` and `index` hold a reference each.
+  void traverse(Visitor& v) const override;
+  void clear() override;
 };
 
 // set and frozenset (Kind::Set / Kind::FrozenSet share this object):
@@ -218,7 +233,7 @@ struct SetObj final : Object {
   bool discard_entry(const Value& key, int64_t hash);
   int64_t find_slot(const Value& key, int64_t hash);  // the entry holding key, or -1
   Value pop();  // set.pop(): from the search finger on; KeyError when empty
-  void clear();  // back to the table inside the object (the finger stays)
+  void clear() override;  // back to the table inside the object (the finger stays)
 
   // set_merge: other's elements added in its table order, with CPython's
   // fast paths (copy the layout into an empty table of the same size).
@@ -233,6 +248,9 @@ struct SetObj final : Object {
   // An exact copy: table, counts, dummies, finger (what Python's copy is
   // not: set(s) may lay its elements out differently).
   Ref<SetObj> clone() const;
+  void traverse(Visitor& v) const override {
+    for_each([&v](const Entry& e) { visit(v, e.key); });
+  }
 
   // The table (python/ copies layouts across the seam; guards compare them).
   const Entry* table() const noexcept { return table_; }
@@ -268,16 +286,29 @@ struct SetObj final : Object {
   Entry small_[kMinSize];
 };
 
-struct SliceObj final : Object { Value start, stop, step; };
+struct SliceObj final : Object {
+  Value start, stop, step;
+  void traverse(Visitor& v) const override {
+    visit(v, start);
+    visit(v, stop);
+    visit(v, step);
+  }
+};
 struct RangeObj final : Object {
   int64_t start = 0, stop = 0, step = 1;
   int64_t length() const;
+  void traverse(Visitor&) const override {}
 };
+// Each concrete iterator traverses what it holds (Object::traverse is pure).
 struct IteratorObj : Object {
   // Writes the next item to `out` and returns true, or returns false when exhausted.
   virtual bool next(Value& out) = 0;
 };
-struct CellObj final : Object { Value v = Value::null(); };
+struct CellObj final : Object {
+  Value v = Value::null();
+  void traverse(Visitor& visitor) const override { visit(visitor, v); }
+  void clear() override;
+};
 
 struct GlobalsObj;  // name_map.h: a program's global namespace
 struct FunctionObj final : Object {
@@ -288,18 +319,36 @@ struct FunctionObj final : Object {
   std::vector<Value> kwdefaults;       // one per keyword-only param (Null: required)
   std::vector<Ref<CellObj>> closure;   // one per code->freevars
   Ref<GlobalsObj> globals;
+  void traverse(Visitor& v) const override;  // out of line: GlobalsObj is incomplete here
+  void clear() override;
 };
-struct BoundMethodObj final : Object { Value func, self; };
+struct BoundMethodObj final : Object {
+  Value func, self;
+  void traverse(Visitor& v) const override {
+    visit(v, func);
+    visit(v, self);
+  }
+};
 // A class attribute read by calling `fget(instance)` (Python's property):
 // `.property` before a method in a .kbc class (docs/kbc.md), or a Python
 // class's @property. Null fset/fdel: assigning/deleting raises CPython's
 // "property 'x' of 'C' object has no setter/deleter" (runtime/descriptors.h).
-struct PropertyObj final : Object { Value fget, fset = Value::null(), fdel = Value::null(); };
+struct PropertyObj final : Object {
+  Value fget, fset = Value::null(), fdel = Value::null();
+  void traverse(Visitor& v) const override {
+    visit(v, fget);
+    visit(v, fset);
+    visit(v, fdel);
+  }
+};
 // Python's staticmethod (Kind::StaticMethod) and classmethod
 // (Kind::ClassMethod) around a function, as class attributes: read through
 // an instance or the class they give the function itself, or the function
 // bound to the class (runtime/descriptors.h).
-struct MethodWrapperObj final : Object { Value func; };
+struct MethodWrapperObj final : Object {
+  Value func;
+  void traverse(Visitor& v) const override { visit(v, func); }
+};
 
 // Positional arguments, then keyword arguments whose names are in kwnames
 // (the vectorcall convention): nargs counts both.
@@ -361,10 +410,23 @@ struct BuiltinObj final : Object {
   int64_t data = 0;          // per-builtin payload (e.g. an ErrorKind)
   Kind type_of = Kind::Null; // when this builtin is also a type (int, float, list, ...), the kind it names
   NativeClosure closure;     // make_builtin_closure: state a plain function pointer cannot carry
+  // The objects `closure` uses, owned here (it captures them as raw
+  // pointers): a std::function's captures cannot be traversed, so a
+  // closure that captured a Ref or Value itself would hide that reference
+  // from the census (runtime/census.h) and from cycle clearing.
+  std::vector<Ref<Object>> held;
+  void traverse(Visitor& v) const override {
+    for (const Ref<Object>& r : held) visit(v, r);
+  }
 };
 Value make_builtin(std::string name, BuiltinFn fn, int64_t data = 0);
 // A Builtin running a C++ closure (compiled graphs, compiled functions).
-Value make_builtin_closure(std::string name, NativeClosure fn);
+// Rule: `fn` captures no Ref or Value (they would be references nothing
+// reports); the objects it needs go in `held` and it captures raw pointers
+// to them, alive as long as the builtin is. Closures of the compiler whose
+// captures are compiled graphs (convert_frame's graph_fn) are the one
+// exception: only compile caches reach them, and kiln::reset() drops those.
+Value make_builtin_closure(std::string name, NativeClosure fn, std::vector<Ref<Object>> held = {});
 
 // The opaque Python object seam. python/ fills the vtable; the core never
 // includes Python. Every entry may throw kiln::Error.
@@ -443,12 +505,24 @@ struct ForeignVTable {
   // finger) and so the same order; Null when it has none (an element kiln
   // hashes otherwise than its owner: an object hashed by its address).
   Value (*set_snapshot)(void* handle) = nullptr;
+  // Optional: the kiln objects the handle owns (an exception's args,
+  // cause, attributes), as Object::traverse / Object::clear report and drop
+  // them. nullptr: it owns none (a Python object: what Python holds is
+  // Python's business).
+  void (*traverse)(void* handle, Visitor& visit) = nullptr;
+  void (*clear)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}
   ~ForeignObj() override { if (vt && vt->destroy) vt->destroy(handle); }
   const ForeignVTable* vt;
   void* handle;
+  void traverse(Visitor& v) const override {
+    if (vt && vt->traverse) vt->traverse(handle, v);
+  }
+  void clear() override {
+    if (vt && vt->clear) vt->clear(handle);
+  }
 };
 
 // Convenience constructors.

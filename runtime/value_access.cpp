@@ -30,6 +30,8 @@ struct SeqIter final : IteratorObj {
     out = items[pos++];
     return true;
   }
+  void traverse(Visitor& v) const override { visit(v, seq); }
+  void clear() override { seq = Value::null(); }
 };
 
 struct VectorIter final : IteratorObj {  // a snapshot (dict keys, module children, str chars)
@@ -39,6 +41,12 @@ struct VectorIter final : IteratorObj {  // a snapshot (dict keys, module childr
     if (pos >= items.size()) return false;
     out = items[pos++];
     return true;
+  }
+  void traverse(Visitor& v) const override { visit(v, items); }
+  void clear() override {
+    std::vector<Value> old;
+    old.swap(items);
+    pos = 0;
   }
 };
 
@@ -52,6 +60,7 @@ struct DictIter final : IteratorObj {
     out = dict->entries[pos++].first;
     return true;
   }
+  void traverse(Visitor& v) const override { visit(v, dict); }
 };
 
 struct RangeIter final : IteratorObj {
@@ -63,6 +72,7 @@ struct RangeIter final : IteratorObj {
     --remaining;
     return true;
   }
+  void traverse(Visitor&) const override {}
 };
 
 struct TensorIter final : IteratorObj {
@@ -72,6 +82,9 @@ struct TensorIter final : IteratorObj {
     if (pos >= t.size(0)) return false;
     out = call_op(OpId::select, {Value::tensor(t), Value::integer(0), Value::integer(pos++)});
     return true;
+  }
+  void traverse(Visitor& v) const override {
+    if (t.defined()) v(t.impl());
   }
 };
 

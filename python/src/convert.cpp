@@ -276,6 +276,7 @@ struct PyIterator final : runtime::IteratorObj {
       return true;
     });
   }
+  void traverse(runtime::Visitor&) const override {}  // a Python object: Python's to track
 };
 Value foreign_iter(void* h) {
   return calling_python([&] {

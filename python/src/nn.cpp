@@ -270,9 +270,13 @@ void bind_nn(py::module_& m) {
       // attribute it must still bind to the instance as a method does, so
       // it is a native (which binds) calling the Python function.
       std::string name = py::cast<std::string>(fn.attr("__qualname__"));
-      return runtime::make_builtin_closure(name, [v](runtime::CallContext& ctx, const runtime::CallArgs& args) {
-        return ctx.call(v, args);
-      });
+      runtime::Object* callee = v.obj();  // held by the builtin (make_builtin_closure's rule)
+      return runtime::make_builtin_closure(
+          name,
+          [callee](runtime::CallContext& ctx, const runtime::CallArgs& args) {
+            return ctx.call(Value::object(Kind::Foreign, callee), args);
+          },
+          {runtime::Ref<runtime::Object>(callee)});
     });
   }, "A class body's function as a method: its KBC form, or a native that calls the Python function.");
   m.def("make_classmethod", [](const Value& f) { return runtime::make_classmethod(f); });

@@ -22,6 +22,7 @@
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
 #include "runtime/budget.h"
+#include "runtime/census.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/value_ops.h"
@@ -44,6 +45,26 @@ inline void fail(const std::string& what) {
   std::fflush(stderr);
   static const bool keep_going = std::getenv("KILN_FUZZ_KEEP_GOING") != nullptr;
   if (!keep_going) std::abort();
+}
+
+// The leak check of the targets that run programs (runtime/census.h): the
+// objects made since `since` must be freed, or alive only in garbage cycles
+// of the program's own, once the caller has dropped every reference it held
+// (program, VM, compiled function, results) and kiln::reset() has dropped
+// the compile caches. A run before the mark (the first of the two every
+// target makes) has built what kiln builds lazily and keeps (method tables).
+// The cycles are freed now and then (census::collect clears them), so a
+// long run does not grow.
+inline void check_leaks(uint64_t since, const std::string& what) {
+  namespace census = kiln::runtime::census;
+  kiln::reset();
+  const census::Report r = census::check(since);
+  if (!r.ok()) fail(what + " leaked:\n" + r.text());
+  static size_t after_collect = 0;
+  if (census::live() > after_collect + 5000) {
+    census::collect();
+    after_collect = census::live();
+  }
 }
 
 inline std::optional<Program> assemble_input(const uint8_t* data, size_t size) {

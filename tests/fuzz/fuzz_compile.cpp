@@ -60,14 +60,13 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 // A program's runs change its own state (globals, class attributes): the VM
 // and the compiled function each get their own instance of the program, and
-// their first calls compare, then their second calls.
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+// their first calls compare, then their second calls. Returns whether the
+// compiled runs happened; `mark` is the census's mark before them.
+static bool differential(const uint8_t* data, size_t size, uint64_t& mark) {
   std::optional<kiln::Program> p_vm = kiln_fuzz::assemble_input(data, size);
-  if (!p_vm) return 0;
+  if (!p_vm) return false;
   std::optional<kiln_fuzz::Entry> e_vm = kiln_fuzz::entry_of(*p_vm);
-  if (!e_vm) return 0;
-  std::optional<kiln::Program> p_c = kiln_fuzz::assemble_input(data, size);
-  std::optional<kiln_fuzz::Entry> e_c = kiln_fuzz::entry_of(*p_c);
+  if (!e_vm) return false;
   std::string out;
   kiln::interpreter::VMOptions vo;
   vo.stdout_sink = [&out](std::string_view s) {
@@ -85,10 +84,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         &used[k]);
     expected[k].out = std::move(out);
     out.clear();
-    if (expected[k].exhausted) return 0;
+    if (expected[k].exhausted) return false;
   }
 
+  // The VM's runs have built what kiln builds lazily: from here on, what is
+  // made is the compiled program's and the compiler's (fuzz_vm checks the
+  // VM's own runs).
   kiln::reset();
+  mark = kiln::runtime::census::mark();
+  std::optional<kiln::Program> p_c = kiln_fuzz::assemble_input(data, size);
+  std::optional<kiln_fuzz::Entry> e_c = kiln_fuzz::entry_of(*p_c);
   kiln::Options options;
   options.backend = KILN_FUZZ_BACKEND;
   options.stdout_sink = vo.stdout_sink;
@@ -116,6 +121,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       kiln_fuzz::describe(want) + "\ncompiled: " + kiln_fuzz::describe(got) +
                       "\nVM traceback:\n" + want.traceback + "\ncompiled traceback:\n" + got.traceback);
   }
-  kiln::reset();
+  return true;
+}
+
+// After the differential runs, with everything they held dropped: the
+// compiled runs must not leak (fuzz_common.h, check_leaks).
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  uint64_t mark = 0;
+  if (differential(data, size, mark)) kiln_fuzz::check_leaks(mark, "the compiled runs on " KILN_FUZZ_BACKEND);
   return 0;
 }

@@ -10,9 +10,14 @@
 
 // Each run gets its own instance of the program: a run changes the
 // program's state (globals, class attributes), which must not reach the next.
+// The second run is checked for leaks (fuzz_common.h, check_leaks): once it
+// and its program are gone, nothing it made may be alive but the program's
+// own cycles.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln_fuzz::Outcome runs[2];
+  uint64_t mark = 0;
   for (int k = 0; k < 2; ++k) {
+    if (k == 1) mark = kiln::runtime::census::mark();
     std::optional<kiln::Program> p = kiln_fuzz::assemble_input(data, size);
     if (!p) return 0;
     std::optional<kiln_fuzz::Entry> e = kiln_fuzz::entry_of(*p);
@@ -32,5 +37,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (runs[1].exhausted || kiln_fuzz::without_ids(kiln_fuzz::describe(runs[0])) != kiln_fuzz::without_ids(kiln_fuzz::describe(runs[1])))
     kiln_fuzz::fail("two runs of one program differ:\n" + kiln_fuzz::describe(runs[0]) + "\n" +
                     (runs[1].exhausted ? std::string("(budget exhausted)") : kiln_fuzz::describe(runs[1])));
+  kiln_fuzz::check_leaks(mark, "the VM's run");
   return 0;
 }
