@@ -274,6 +274,14 @@ VT InstructionTranslator::call_module(const VT& module0, std::vector<VT> args, c
     VT x = args.empty() ? nullptr : realize(args[0]);
     if (!x || !x->is(VTKind::Tensor) || !module->source)
       unsupported(BreakReason::module_call, "the first call of a lazy module without a tensor input");
+    // Initialising changes the module now, at trace time: an attribute this
+    // trace read before (a tracker or a guard holds its source) would be
+    // read again after the graph, or guarded, as it is after the change.
+    // The VM initialises it instead, and the rest is traced afresh.
+    for (const auto& [name, child] : module->source->attr_children)
+      if (!child.expired())
+        unsupported(BreakReason::module_call, "the first call of a lazy module whose '" + name +
+                                                  "' this trace already read");
     Value meta = Value::tensor(output_graph::meta_tensor(x->meta()));
     // It reads the last dim's size (its in_features): that one is a number now.
     if (!x->meta().sizes.empty()) {
