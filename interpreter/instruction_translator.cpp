@@ -405,6 +405,14 @@ void InstructionTranslator::op_DELETE_SUBSCR(const Instr&) {
 
 void InstructionTranslator::op_BUILD_SLICE(const Instr& i) {
   std::vector<VT> parts = pop_n(size_t(i.a));
+  bool symbolic = false;
+  for (auto& p : parts) {
+    p = realize_sym(p);
+    symbolic = symbolic || p->is(VTKind::SymInt);
+  }
+  if (symbolic)
+    return push(variables::make_slice_of(parts[0], parts[1],
+                                         parts.size() == 3 ? parts[2] : variables::make_constant(Value::none())));
   for (auto& p : parts) {
     p = realize(p);
     if (!is_constant(p)) unsupported(BreakReason::traced_python_value, "a slice bound that is not a Python value");

@@ -143,7 +143,9 @@ class InstructionTranslator {
   // code that predates symbolic sizes can take a hint for a number.
   VT realize(const VT& v) {
     VT r = realize_sym(v);
-    return r->is(VTKind::SymInt) ? specialize(r, "used as a Python number") : r;
+    if (r->is(VTKind::SymInt)) return specialize(r, "used as a Python number");
+    if (r->is(VTKind::SliceOf)) return constant_slice(r);
+    return r;
   }
   VT realize_sym(const VT& v) {
     if (!v) unsupported(BreakReason::untraced_object, "LOAD_METHOD's NULL used as a value");
@@ -153,6 +155,10 @@ class InstructionTranslator {
   }
   // Symbolic sizes (translator_symbolic.cpp).
   VT specialize(const VT& symint, const std::string& why);
+  VT constant_slice(const VT& slice_of);  // its bounds specialized
+  // x[key] where the key holds a slice with a symbolic bound: slice, select
+  // and unsqueeze nodes taking the symbols; null for any other key.
+  VT symbolic_tensor_index(VT x, const VT& key);
   VT size_of(const VT& tensor, size_t dim);  // a dim's size: a SymInt when symbolic
   // a OP b / a CMP b / OP a where an operand is a SymInt and the rest are
   // ints: a SymInt, or a constant bool under a guarded relation; null when

@@ -344,6 +344,10 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
     }
     case VTKind::Cell:
       unsupported(BreakReason::resume_state, "a closure cell held across the break");
+    case VTKind::SliceOf:
+      for (const VT& part : v->items) reconstruct(part);
+      b.emit(Opcode::BUILD_SLICE, 3);
+      return;
     case VTKind::SymInt:
       // A size the code after the graph needs as a number (a result, a
       // store, a value across a break): its traced value, under a guard.

@@ -521,6 +521,8 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
 }
 
 VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
+  if (obj->is(VTKind::Tensor))
+    if (VT r = symbolic_tensor_index(obj, realize_sym(key0))) return r;
   VT key = realize(key0);
   if (obj->is(VTKind::Tensor)) {
     return tensor_index(*this, obj, key);

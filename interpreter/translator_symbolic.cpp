@@ -3,6 +3,8 @@
 // and into the sizes a tensor op takes; anything else that reads it gets
 // its hint under a guard (InstructionTranslator::realize).
 #include "interpreter/instruction_translator.h"
+#include "runtime/tensor_index.h"
+#include "runtime/value_ops.h"
 #include <spdlog/spdlog.h>
 
 #include "runtime/log.h"
@@ -94,6 +96,66 @@ VT InstructionTranslator::symbolic_unary(UnOp op, const VT& a) {
       return vars::make_constant(runtime::Value::boolean(env.evaluate_relation(a->sym, Rel::EQ, SymExpr::constant(0))));
     default: return nullptr;
   }
+}
+
+VT InstructionTranslator::constant_slice(const VT& slice_of) {
+  std::vector<Value> parts;
+  for (const VT& p : slice_of->items) parts.push_back(constant_value(realize(p)));
+  return vars::make_constant(runtime::make_slice(parts[0], parts[1], parts[2]));
+}
+
+// Only keys of slices, ints, None and Ellipsis: tensor and list indices
+// take the general path (runtime/tensor_index.h), with the bounds
+// specialized.
+VT InstructionTranslator::symbolic_tensor_index(VT x, const VT& key) {
+  std::vector<VT> parts = key->is(VTKind::Tuple) ? key->items : std::vector<VT>{key};
+  bool symbolic = false;
+  size_t consumed = 0;
+  bool ellipsis = false;
+  for (VT& p : parts) {
+    p = realize_sym(p);
+    if (p->is(VTKind::SliceOf)) {
+      symbolic = true;
+      ++consumed;
+      continue;
+    }
+    if (p->is(VTKind::SymInt)) {
+      ++consumed;
+      continue;
+    }
+    const Value& v = p->value;
+    if (v.is_same(runtime::ellipsis())) {  // a constant, or the builtin name Ellipsis
+      if (ellipsis) return nullptr;  // the general path raises torch's error
+      ellipsis = true;
+    } else if (!p->is(VTKind::Constant)) {
+      return nullptr;
+    } else if (v.is(runtime::Kind::Slice) || v.is(runtime::Kind::Int)) {
+      ++consumed;
+    } else if (!v.is_none()) {
+      return nullptr;
+    }
+  }
+  const size_t rank = x->meta().sizes.size();
+  if (!symbolic || consumed > rank) return nullptr;
+  auto c = [](int64_t v) { return vars::make_constant(runtime::Value::integer(v)); };
+  int64_t dim = 0;
+  for (const VT& p : parts) {
+    if (p->is(VTKind::SliceOf)) {
+      const VT step = p->items[2]->is(VTKind::Constant) && p->items[2]->value.is_none() ? c(1) : p->items[2];
+      x = tensor_op(runtime::OpId::slice, {x, c(dim++), p->items[0], p->items[1], step});
+    } else if (p->value.is_same(runtime::ellipsis())) {  // the dims no other part takes
+      dim += int64_t(rank - consumed);
+    } else if (p->is(VTKind::SymInt) || p->value.is(runtime::Kind::Int)) {
+      x = tensor_op(runtime::OpId::select, {x, c(dim), p});
+    } else if (p->value.is(runtime::Kind::Slice)) {
+      const auto* s = p->value.as<runtime::SliceObj>();
+      x = tensor_op(runtime::OpId::slice, {x, c(dim++), vars::make_constant(s->start), vars::make_constant(s->stop),
+                                           s->step.is_none() ? c(1) : vars::make_constant(s->step)});
+    } else {  // None
+      x = tensor_op(runtime::OpId::unsqueeze, {x, c(dim++)});
+    }
+  }
+  return x;
 }
 
 }  // namespace kiln::interpreter

@@ -52,6 +52,11 @@ VT make_symint(output_graph::SymExpr e, int64_t hint) {
   t->value = Value::integer(hint);
   return t;
 }
+VT make_slice_of(VT start, VT stop, VT step) {
+  VT t = make(VTKind::SliceOf, nullptr);
+  t->items = {std::move(start), std::move(stop), std::move(step)};
+  return t;
+}
 VT make_tensor(Node* node, SourceRef source) {
   VT t = make(VTKind::Tensor, std::move(source));
   t->node = node;

@@ -26,6 +26,7 @@ using runtime::Value;
   X(Constant)      /* None, bool, int, float, str, range, slice: folded at trace time */ \
   X(Tensor)        /* a graph node                                                   */ \
   X(SymInt)        /* an int computed from symbolic sizes: `sym`, `value` its hint   */ \
+  X(SliceOf)       /* a slice with a symbolic bound: items = start, stop, step       */ \
   X(List)          /* a list of trackers (mutable)                                   */ \
   X(Tuple)         /* a tuple of trackers                                            */ \
   X(ConstDict)     /* a dict with constant keys                                      */ \
@@ -119,6 +120,8 @@ VT make_constant(Value v, SourceRef source = nullptr);
 // An int standing for `e` (hint: its value for the traced example); a
 // constant when `e` has no symbols.
 VT make_symint(output_graph::SymExpr e, int64_t hint);
+// slice(start, stop, step) where a bound is a SymInt (x[:, :T]).
+VT make_slice_of(VT start, VT stop, VT step);
 // The size of a list, dict or set tracker (SIZE_MAX for anything else).
 size_t container_size(const VariableTracker& c);
 // Python's RuntimeError message for the next step of an Iterator whose

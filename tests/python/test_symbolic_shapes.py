@@ -31,10 +31,11 @@ def attention(x, w):
     return y + kiln.arange(T).view(1, T, 1)
 
 
+@pytest.mark.parametrize("sdpa", [True, False])  # SDPA, or a tril buffer sliced [:, :, :T, :T]
 @pytest.mark.parametrize("sweep", ["batch", "length", "both"])
-def test_a_transformer_block_compiles_twice_for_a_sweep(sweep):
+def test_a_transformer_block_compiles_twice_for_a_sweep(sweep, sdpa):
     kiln.reset()
-    block = KilnBlock(16, 4, 8, sdpa=True)
+    block = KilnBlock(16, 4, 8, sdpa=sdpa)
     block.eval()
     f = kiln.compile(block)
     for i, n in enumerate([2, 3, 5, 4, 7, 6]):
@@ -128,3 +129,26 @@ def test_sizes_zero_and_one_specialize():
         x = kiln.ones(n)
         same(f(x), branchy(x))
     assert entries(branchy) == 3  # 1, 0, then a symbol (3)
+
+
+def window(x, y):
+    T = y.size(0)
+    return x[:, :T] * 2, x[..., 1:T], [10, 20, 30, 40, 50, 60][:T]
+
+
+def test_slices_with_a_symbolic_bound_clamp_as_python_does():
+    kiln.reset()
+    f = kiln.compile(window, dynamic=True)
+    x = kiln.randn(3, 6)
+    for n in [2, 4, 3, 9, 7, 5]:  # past 6 the slice clamps: another entry
+        y = kiln.ones(n)
+        got, want = f(x, y), window(x, y)
+        same(got[0], want[0])
+        same(got[1], want[1])
+        assert got[2] == want[2]
+    kiln.reset()
+    y = kiln.ones(4)
+    kiln.mark_dynamic(y, 0)
+    text = str(kiln.explain(window)(x, y))
+    assert "slice(slice, 1, None, s0, 1)" in text and "slice(x, 1, 1, s0, 1)" in text, text
+    assert "SHAPE s0 <= 6" in text  # where x[:, :T] clamps
