@@ -174,6 +174,9 @@ struct Program {
   std::vector<Check> checks;
   size_t num_inputs = 0;
   int64_t arena_bytes = 0;  // static programs: all temporaries, planned by liveness
+  // Expression nodes and loads the scheduler copied or re-expressed: O(graph
+  // length) by design (scheduler.cpp), and what a test holds it to.
+  int64_t schedule_work = 0;
   bool dynamic() const { return !syms.empty(); }
   std::string summary() const;  // one line per step: what it computes and which nodes it fused
 };

@@ -756,6 +756,74 @@ TEST_CASE("codegen pointwise: a 5-op chain is one kernel", "[codegen]") {
   CHECK(r2.report.kernels == 2);
 }
 
+// Scheduling cost is linear in graph length (issue 17): a pending value's
+// only consumer takes its expression over instead of copying it. Counted,
+// not timed: Program::schedule_work is the expression nodes and loads the
+// scheduler copied or re-expressed. Copying per op (the former scheduler)
+// makes it ~N^2/2 for an N-op chain: 8,000,000 at N = 4,000, against the
+// few per op allowed here.
+int64_t schedule_work_of(GraphBuilder& b) {
+  b.finish();
+  return codegen::schedule(*b.g).schedule_work;
+}
+
+TEST_CASE("codegen scheduling: expression work is linear in chain length", "[codegen]") {
+  const int64_t n = 4000;
+  SECTION("x = x + 1 (the pending value on the left)") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({8, 5}, DType::Float32));
+    for (int64_t i = 0; i < n; ++i) x = b.call(OpId::add, {N(x), F(1.0)});
+    b.out(x);
+    CHECK(schedule_work_of(b) <= 4 * n);
+  }
+  SECTION("x = y * x (on the right) with a broadcast once") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({5}, DType::Float32));
+    Node* y = b.input(rand_tensor({8, 5}, DType::Float32));
+    for (int64_t i = 0; i < n; ++i) x = b.call(i % 2 ? OpId::mul : OpId::sub, {N(y), N(x)});
+    b.out(x);
+    CHECK(schedule_work_of(b) <= 4 * n);
+  }
+  SECTION("two pending chains merged at every step (small into large)") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({8, 5}, DType::Float32));
+    Node* acc = b.call(OpId::neg, {N(x)});
+    for (int64_t i = 0; i < n / 4; ++i) {
+      Node* t = b.call(OpId::mul, {N(b.call(OpId::add, {N(x), F(double(i))})), F(0.5)});
+      acc = b.call(OpId::add, {N(t), N(acc)});
+    }
+    b.out(acc);
+    CHECK(schedule_work_of(b) <= 8 * n);
+  }
+  SECTION("a chain after softmax is its epilogue, copied once") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({8, 5}, DType::Float32));
+    x = b.call(OpId::softmax, {N(b.call(OpId::mul, {N(x), F(2.0)})), I(-1)});
+    for (int64_t i = 0; i < n; ++i) x = b.call(OpId::add, {N(x), F(1.0)});
+    b.out(x);
+    CHECK(schedule_work_of(b) <= 6 * n);
+  }
+}
+
+TEST_CASE("codegen scheduling: a 2,000-op chain is one kernel with eager's result", "[codegen]") {
+  // Long chains also exercise the iterative expression copy (no recursion
+  // per node) and the take-over of operands on either side.
+  GraphBuilder b;
+  Node* x = b.input(rand_tensor({3, 7}, DType::Float64, -1, 1));
+  Node* y = b.input(rand_tensor({7}, DType::Float64, -1, 1));
+  Node* v = x;
+  for (int i = 0; i < 2000; ++i) {
+    if (i % 3 == 0) v = b.call(OpId::mul, {N(v), F(0.999)});
+    else if (i % 3 == 1) v = b.call(OpId::add, {N(y), N(v)});
+    else v = b.call(OpId::sub, {N(v), N(b.call(OpId::mul, {N(y), F(0.5)}))});
+  }
+  b.out(v);
+  // Every step is one correctly rounded operation in float64 in the same
+  // order on both backends.
+  Result r = compare(b, kExact);
+  CHECK(r.report.kernels == 1);
+}
+
 // ----------------------------------------------------------- reductions --
 
 TEST_CASE("codegen reductions: sum, mean, amax over every dim choice", "[codegen]") {
