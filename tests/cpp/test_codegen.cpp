@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -103,15 +104,17 @@ constexpr Tol kReduce32{1 * kEps32, 0};
 // (observed: 7e-15), plus 4 ULP relative.
 constexpr Tol kReduce64{4 * kEps64, 1e-13};
 // softmax / log_softmax / layer_norm in float32: the eager kernel computes
-// each element in double and rounds once; the compiled kernel does the row
-// statistics in double but the per-element part in float32 (x - max, exp,
-// one multiply; or (x - mean) * rstd * w + b), a few roundings: 8 ULP of the
-// result, plus an absolute 4 ULP at the row's magnitude (~1) times the
-// weight (|w| <= 3 here) for results that come out of a cancellation
-// (log_softmax near 0, layer_norm near the mean). float64: the same
-// operations, differing only in the order of the row sums. (Observed: 10 ULP
-// relative / 5e-8 absolute for float32 softmax, 4 ULP absolute for
-// layer_norm; 8 ULP absolute for float64 layer_norm with |w| <= 3.)
+// each element in double and rounds once; the compiled kernel works in
+// float32 lanes (x - max, exp, the row sums blocked with float64 per block,
+// one multiply; or (x - mean) * rstd * w + b with the mean split in two
+// floats): a few roundings, 8 ULP of the result, plus an absolute 4 ULP at
+// the row's magnitude (~1) times the weight (|w| <= 3 here) for results that
+// come out of a cancellation (log_softmax near 0, layer_norm near the mean).
+// float64: the same operations in double, differing only in the order of
+// the row sums. (Observed: 10 ULP relative / 5e-8 absolute for float32
+// softmax, 4 ULP absolute for layer_norm; 8 ULP absolute for float64
+// layer_norm with |w| <= 3.) Adversarial rows: "codegen row kernels in
+// float32", with the schemes' own bounds.
 constexpr Tol kNorm32{8 * kEps32, 16 * kEps32};
 constexpr Tol kNorm64{8 * kEps64, 16 * kEps64};
 // BLAS: eager and codegen may call sgemm/dgemm with different layouts
@@ -921,6 +924,80 @@ TEST_CASE("codegen reductions: softmax and log_softmax over each dim", "[codegen
       }
       b.out(b.call(OpId::softmax, {N(b.input(rand_tensor({64, 1000}, dt, -6, 6))), I(-1)}), "softmax of large rows");
       Result r = compare(b, float_tol(dt, kNorm32, kNorm64));
+      CHECK(r.report.eager_steps == 0);
+    }
+  }
+}
+
+// Float32 softmax / log_softmax / layer_norm run in float32 lanes with
+// blocked sums (lowering.cpp: blocked_sum; float64 per block of 64 vectors,
+// or per row), softmax with one exp per element. Held to eager (double
+// throughout, one rounding) on rows chosen to break a careless scheme:
+// lengths 1, below / at / above a vector (16 lanes with AVX-512, 8 with
+// AVX2), at and past the block (64 vectors: 1024 / 512 elements), long
+// rows; large magnitudes; -inf masks (whole rows too: NaN, as eager); one
+// dominant element; layer_norm rows far from 0 (mean 1e4, std 1).
+// The tolerances are the schemes' bounds:
+// - softmax: exp(x - max) with x - max rounded to float32 has relative
+//   error <= |x - max| * eps / 2 (plus SLEEF's 1 ULP); the sum's is
+//   <= (64 + 4) eps worst case; then 2 roundings. The data keeps
+//   |x - max| <= 32 where exp matters: 16 + 1 + 2 + 68 -> 88 eps relative,
+//   and subnormal results within 4 * 2^-149 (their relative precision is
+//   gone).
+// - log_softmax: (x - max) - log(sum): 3 roundings of values up to |x - max|
+//   (<= 2e4 here) and the log's 0.5 ULP: 4 eps relative, 4 eps absolute
+//   times log(sum) (<= log(6000) < 9).
+// - layer_norm: the deviations to 1 ULP of themselves (split mean), the
+//   variance's blocked sum 68 eps worst -> 34 eps in rstd, then 3 roundings:
+//   40 eps relative; + 8 eps absolute times |w| (<= 3) for a result that
+//   cancels against its bias. Observed (KILN_CODEGEN_ULPS=1) far below.
+namespace {
+Tensor row_data(int64_t rows, int64_t n, const std::function<float(int64_t, int64_t)>& f) {
+  Tensor t = Tensor::empty({rows, n}, DType::Float32);
+  float* p = t.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) p[r * n + i] = f(r, i);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("codegen row kernels in float32: adversarial rows and lengths", "[codegen]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t n : {1, 5, 7, 8, 15, 16, 17, 33, 100, 512, 1024, 1025, 1040, 4099}) {
+    DYNAMIC_SECTION("row length " << n) {
+      GraphBuilder b;
+      // softmax / log_softmax rows: spread over 32 below the max, a row
+      // with -inf masked entries (a causal mask), a fully masked row, a
+      // row with one dominant element, a row of large magnitudes.
+      Node* x = b.input(row_data(5, n, [&](int64_t r, int64_t i) -> float {
+        switch (r) {
+          case 0: return 16 * u(rng());
+          case 1: return i > n / 2 ? -inf : 16 * u(rng());
+          case 2: return -inf;
+          case 3: return i == n / 3 ? 30.0f : u(rng());
+          default: return 1e4f * u(rng());
+        }
+      }));
+      b.out(b.call(OpId::softmax, {N(x), I(-1)}), "softmax");
+      b.out(b.call(OpId::log_softmax, {N(x), I(-1)}), "log_softmax");
+      // The causal mask as attention applies it: scores * scale + mask.
+      Node* mask = b.input(row_data(5, n, [&](int64_t r, int64_t i) { return i > r * n / 5 ? -inf : 0.0f; }));
+      Node* scores = b.input(row_data(5, n, [&](int64_t, int64_t) { return 8 * u(rng()); }));
+      b.out(b.call(OpId::softmax, {N(b.call(OpId::add, {N(b.call(OpId::mul, {N(scores), F(0.125)})), N(mask)})), I(-1)}),
+            "softmax(scores * 0.125 + causal mask)");
+      // layer_norm: centred, far from 0, and large magnitudes.
+      Node* y = b.input(row_data(3, n, [&](int64_t r, int64_t) {
+        return r == 0 ? 2 * u(rng()) : r == 1 ? 1e4f + u(rng()) : 3e5f * u(rng());
+      }));
+      Node* w = b.input(row_data(1, n, [&](int64_t, int64_t) { return 3 * u(rng()); }));
+      Node* bias = b.input(row_data(1, n, [&](int64_t, int64_t) { return u(rng()); }));
+      Node* w1 = b.call(OpId::reshape, {N(w), Ints({n})});
+      Node* b1 = b.call(OpId::reshape, {N(bias), Ints({n})});
+      b.out(b.call(OpId::layer_norm, {N(y), Ints({n}), N(w1), N(b1)}), "layer_norm");
+      const double e = kEps32;
+      const double sub = std::ldexp(4.0, -149);  // 4 ULPs of a subnormal: exp's and the scaling's roundings there
+      Result r = compare(b, {Tol{88 * e, sub}, Tol{4 * e, 36 * e}, Tol{88 * e, sub}, Tol{40 * e, 24 * e}});
       CHECK(r.report.eager_steps == 0);
     }
   }
