@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <mutex>
@@ -113,6 +114,23 @@ Jit& jit() {
 
 std::string symbol_of(const std::string& prefix, size_t i) { return prefix + "_" + std::to_string(i); }
 
+}  // namespace
+
+// The optimisation pipeline (KILN_LLVM_PIPELINE, for measuring; see
+// optimize_module and benchmarks/RESULTS.md, issue 17).
+const std::string& llvm_pipeline() {
+  static const std::string p = [] {
+    const char* e = std::getenv("KILN_LLVM_PIPELINE");
+    std::string v = e && *e ? e : "kiln";
+    if (v != "kiln" && v != "O1" && v != "O2" && v != "O3")
+      fail("KILN_LLVM_PIPELINE: expected kiln, O1, O2 or O3, got '" + v + "'");
+    return v;
+  }();
+  return p;
+}
+
+namespace {
+
 // The fingerprint is raw bytes (it is only hashed): every field lowering
 // reads, each with a tag, in a fixed order. Built on every compile, warm
 // ones included, so it is kept cheap (no text formatting).
@@ -142,8 +160,8 @@ struct Bytes {
 
 const std::string& codegen_environment() {
   static const std::string env = std::string("kiln ") + KILN_VERSION + "; LLVM " + LLVM_VERSION_STRING +
-                                 "; kernel ABI 1; lowering " + lowering_build_stamp() + "; pipeline " + __DATE__ +
-                                 " " + __TIME__ + "; " + host_cpu().fingerprint();
+                                 "; kernel ABI 1; lowering " + lowering_build_stamp() + "; pipeline " +
+                                 llvm_pipeline() + " " + __DATE__ + " " + __TIME__ + "; " + host_cpu().fingerprint();
   return env;
 }
 
@@ -195,8 +213,14 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
     const llvm::Target* target = llvm::TargetRegistry::lookupTarget(cpu.triple, err);
     if (!target) fail("no LLVM target for " + cpu.triple + ": " + err);
     llvm::TargetOptions opts;
+    // Code generation at the pipeline's level: O1 and kiln's clean-up list
+    // at Less, O2 at Default, O3 at Aggressive.
+    const std::string& pl = llvm_pipeline();
+    const llvm::CodeGenOptLevel cg = pl == "O3"   ? llvm::CodeGenOptLevel::Aggressive
+                                     : pl == "O2" ? llvm::CodeGenOptLevel::Default
+                                                  : llvm::CodeGenOptLevel::Less;
     J.tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_,
-                                           std::nullopt, llvm::CodeGenOptLevel::Less));
+                                           std::nullopt, cg));
     if (!J.tm) fail("cannot create a target machine for " + cpu.name);
   }
   module->setDataLayout(J.tm->createDataLayout());
@@ -223,26 +247,37 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  // Lowering emits straight-line vector code already, so the kernels need
-  // clean-up, not a general O2: accumulators into registers (SROA),
-  // address and dim arithmetic simplified and hoisted out of the loops
-  // (InstCombine, EarlyCSE, LICM), and a tidy CFG. A fraction of O2's
-  // compile time, for the same loops.
-  llvm::FunctionPassManager fpm;
-  fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
-  fpm.addPass(llvm::EarlyCSEPass(true));
-  fpm.addPass(llvm::InstCombinePass());
-  fpm.addPass(llvm::SimplifyCFGPass());
-  {
-    llvm::LoopPassManager lpm;
-    lpm.addPass(llvm::LICMPass(llvm::LICMOptions()));
-    fpm.addPass(llvm::createFunctionToLoopPassAdaptor(std::move(lpm), /*UseMemorySSA=*/true));
-  }
-  fpm.addPass(llvm::EarlyCSEPass(true));
-  fpm.addPass(llvm::InstCombinePass());
-  fpm.addPass(llvm::SimplifyCFGPass());
+  // Lowering vectorizes explicitly, so every pipeline runs without LLVM's
+  // vectorizers (tuning above). "kiln": the clean-up list kiln ran before
+  // issue 17 (accumulators into registers, address arithmetic simplified
+  // and hoisted, a tidy CFG: 8 passes), code generation at Less; "O1".."O3":
+  // the new pass manager's default module pipeline. Chosen by measurement
+  // (benchmarks/RESULTS.md, issue 17): O2/O3 cost 2-3x the compile time
+  // (12-16 ms a kernel against 5-9, a whole MLP 104-151 ms cold against
+  // 42-60) and ran no kernel of the codegen and kernel benchmarks faster
+  // (O3 made layer_norm ~3x slower), so the clean-up list stays the default.
   llvm::ModulePassManager mpm;
-  mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  const std::string& pl = llvm_pipeline();
+  if (pl == "kiln") {
+    llvm::FunctionPassManager fpm;
+    fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    fpm.addPass(llvm::EarlyCSEPass(true));
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    {
+      llvm::LoopPassManager lpm;
+      lpm.addPass(llvm::LICMPass(llvm::LICMOptions()));
+      fpm.addPass(llvm::createFunctionToLoopPassAdaptor(std::move(lpm), /*UseMemorySSA=*/true));
+    }
+    fpm.addPass(llvm::EarlyCSEPass(true));
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  } else {
+    mpm = pb.buildPerModuleDefaultPipeline(pl == "O1"   ? llvm::OptimizationLevel::O1
+                                           : pl == "O2" ? llvm::OptimizationLevel::O2
+                                                        : llvm::OptimizationLevel::O3);
+  }
   mpm.run(*module, mam);
   auto t2 = std::chrono::steady_clock::now();
 
