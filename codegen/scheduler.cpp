@@ -135,6 +135,7 @@ class Scheduler {
   void reduction(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  bool fold_view(const Node& n, const runtime::OpArgs& args, const Node* src);
   void eager(const Node& n, const std::string& why);
   void before_mutation(const Node& n, const EagerStep& s);
   void output(const Node& n);
@@ -809,7 +810,123 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   val(&n) = std::move(v);
 }
 
+// A view of a pending value becomes its consumer's indexing: the value's
+// expression re-indexed, no buffer. The view's layout is found by running
+// its shape rule on a contiguous meta tensor of the value's sizes (a
+// virtual buffer); each result dim's stride there must be a whole multiple
+// k of one source dim's contiguous stride (a permutation, a new or removed
+// size-1 dim, a broadcast, a slice with a step, a select, a split of a dim),
+// or a merge of a run of whole source dims (flatten, view(B*T, C)), and the
+// offset a start index per source dim, with no result index ever carrying
+// out of its source dim. Then every load's strides follow:
+// stride'[j] = k_j * stride[i_j], offset' = offset + sum start_i * stride[i];
+// a merged run takes its finest dim's stride, when each load walks the run
+// as one (stride[l] = stride[l+1] * size[l+1]; a load of a transposed
+// input does not, and the view materializes). So do views of an open
+// reduction and views with dynamic sizes.
+bool Scheduler::fold_view(const Node& n, const runtime::OpArgs& args, const Node* srcn) {
+  Val& x = val(srcn);
+  if (x.materialized || x.consumed || x.open >= 0) return false;
+  const size_t r = x.sizes.size();
+  runtime::Shape S;
+  for (const Dim& d : x.sizes) {
+    if (!d.is_static() || d.coef == 0) return false;
+    S.push_back(d.coef);
+  }
+  for (const Access& a : x.arena.accesses) {
+    if (!a.offset.is_static()) return false;
+    for (const Dim& st : a.strides)
+      if (!st.is_static()) return false;
+  }
+  const runtime::Shape C = runtime::contiguous_strides(S);
+  Tensor base = runtime::meta_view(x.dtype, S, C, 0);
+  runtime::OpArgs a2 = args;
+  a2.v[0] = Value::tensor(base);
+  Tensor m = args.op->shape(a2);
+  const runtime::Shape M = m.sizes();
+  runtime::Shape R = m.strides();
+  int64_t off = m.offset();
+  const OpId id = args.op->id;
+  if (id == OpId::reshape || id == OpId::view || id == OpId::flatten) {
+    auto vs = runtime::view_strides(base, M);
+    if (!vs) return false;
+    R = *vs;
+    off = 0;
+  }
+  // The offset as a start index per source dim (size-1 dims stay at 0).
+  std::vector<int64_t> start(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    if (S[i] == 1) continue;
+    start[i] = off / C[i];
+    off %= C[i];
+  }
+  if (off != 0) return false;
+  // Each result dim: a source dim and a multiple, a merged run of source
+  // dims [run_lo, src], or none (size 1, broadcast).
+  std::vector<int> src(M.size(), -1), run_lo(M.size(), -1);
+  std::vector<int64_t> mult(M.size(), 0), reach(r, 0);
+  for (size_t j = 0; j < M.size(); ++j) {
+    if (M[j] == 1 || R[j] == 0) continue;
+    if (R[j] < 0) return false;
+    for (size_t i = 0; i < r; ++i) {  // the coarsest dim whose stride divides
+      if (S[i] == 1 || R[j] % C[i] != 0) continue;
+      src[j] = int(i);
+      mult[j] = R[j] / C[i];
+      break;
+    }
+    if (src[j] < 0) return false;
+    const size_t i1 = size_t(src[j]);
+    if (start[i1] + (M[j] - 1) * mult[j] > S[i1] - 1 && mult[j] == 1) {
+      // A merge: whole dims i0..i1 walked as one (their starts all 0).
+      int64_t prod = S[i1];
+      size_t i0 = i1;
+      while (prod < M[j] && i0 > 0) prod *= S[--i0];
+      if (prod != M[j]) return false;
+      for (size_t i = i0; i <= i1; ++i) {
+        if (start[i] != 0) return false;
+        reach[i] += S[i] - 1;
+      }
+      run_lo[j] = int(i0);
+      continue;
+    }
+    reach[i1] += (M[j] - 1) * mult[j];
+  }
+  for (size_t i = 0; i < r; ++i)
+    if (start[i] + reach[i] > S[i] - 1) return false;  // would carry into another dim
+  // Every load must walk each merged run as one.
+  for (size_t j = 0; j < M.size(); ++j) {
+    if (run_lo[j] < 0) continue;
+    std::vector<size_t> run;  // its dims of size > 1 (a size-1 dim's stride is never used)
+    for (size_t l = size_t(run_lo[j]); l <= size_t(src[j]); ++l)
+      if (S[l] != 1) run.push_back(l);
+    for (const Access& a : x.arena.accesses)
+      for (size_t q = 0; q + 1 < run.size(); ++q)
+        if (a.strides[run[q]].coef != a.strides[run[q + 1]].coef * S[run[q + 1]]) return false;
+  }
+  Val v;
+  v.tensor = true;
+  v.dtype = x.dtype;
+  for (int64_t d : M) v.sizes.push_back(Dim::c(d));
+  std::vector<int> id_map(r);
+  std::iota(id_map.begin(), id_map.end(), 0);
+  v.root = take_or_load(srcn, n, v.arena, id_map, r, nullptr, &v.nodes);  // v.arena held nothing before
+  for (Access& a : v.arena.accesses) {
+    int64_t o = a.offset.coef;
+    for (size_t i = 0; i < r; ++i) o += start[i] * a.strides[i].coef;
+    Dims st(M.size(), Dim::c(0));
+    for (size_t j = 0; j < M.size(); ++j)
+      if (src[j] >= 0) st[j] = Dim::c(mult[j] * a.strides[size_t(src[j])].coef);
+    a.offset = Dim::c(o);
+    a.strides = std::move(st);
+    ++prog_.schedule_work;
+  }
+  v.nodes.push_back(n.name);
+  val(&n) = std::move(v);
+  return true;
+}
+
 void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
+  if (fold_view(n, args, pnode[0])) return;
   Val& x = val(pnode[0]);
   materialize(x, "viewed by " + n.name);
   const OpId id = args.op->id;
