@@ -121,6 +121,10 @@ struct Kernel {
 struct Gemm {
   int a = -1, b = -1, out = -1;  // buffers
   Dim a_offset = Dim::c(0), b_offset = Dim::c(0);
+  // Batched (matmul of >= 3-d operands): the broadcast batch dims, and each
+  // operand's element stride along them (0 where it broadcasts). The output
+  // is contiguous [batch..., m, n]. Empty: one matrix.
+  Dims batch, a_batch, b_batch;
   bool trans_a = false, trans_b = false;
   Dim m, n, k, lda, ldb, ldc;
   DType dtype = DType::Float32;

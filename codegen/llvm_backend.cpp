@@ -188,22 +188,47 @@ Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, 
 
 void CompiledProgram::run_gemm(const Gemm& g, const std::vector<char*>& bufs, const int64_t* dyn) const {
   const int64_t m = eval_dim(g.m, dyn), n = eval_dim(g.n, dyn), k = eval_dim(g.k, dyn);
-  if (m == 0 || n == 0) return;
+  int64_t count = 1;
+  std::vector<int64_t> bsize(g.batch.size()), as(g.batch.size()), bs(g.batch.size());
+  for (size_t i = 0; i < g.batch.size(); ++i) {
+    bsize[i] = eval_dim(g.batch[i], dyn);
+    as[i] = eval_dim(g.a_batch[i], dyn);
+    bs[i] = eval_dim(g.b_batch[i], dyn);
+    count *= bsize[i];
+  }
+  if (m == 0 || n == 0 || count == 0) return;
   const size_t isz = runtime::itemsize(g.dtype);
   char* a = bufs[size_t(g.a)] + eval_dim(g.a_offset, dyn) * int64_t(isz);
   char* b = bufs[size_t(g.b)] + eval_dim(g.b_offset, dyn) * int64_t(isz);
   char* c = bufs[size_t(g.out)];
   const int64_t lda = std::max<int64_t>(1, eval_dim(g.lda, dyn)), ldb = std::max<int64_t>(1, eval_dim(g.ldb, dyn));
   if (k == 0) {
-    std::memset(c, 0, size_t(m * n) * isz);
+    std::memset(c, 0, size_t(count * m * n) * isz);
     return;
   }
-  if (g.dtype == runtime::DType::Float32)
-    runtime::gemm_f32(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<float*>(a), lda, reinterpret_cast<float*>(b),
-                      ldb, reinterpret_cast<float*>(c), n);
-  else
-    runtime::gemm_f64(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<double*>(a), lda,
-                      reinterpret_cast<double*>(b), ldb, reinterpret_cast<double*>(c), n);
+  // The batch in row-major order (the output's), an odometer over its dims
+  // carrying each operand's element offset.
+  std::vector<int64_t> idx(g.batch.size(), 0);
+  int64_t ao = 0, bo = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    char* pa = a + ao * int64_t(isz);
+    char* pb = b + bo * int64_t(isz);
+    char* pc = c + i * m * n * int64_t(isz);
+    if (g.dtype == runtime::DType::Float32)
+      runtime::gemm_f32(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<float*>(pa), lda, reinterpret_cast<float*>(pb),
+                        ldb, reinterpret_cast<float*>(pc), n);
+    else
+      runtime::gemm_f64(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<double*>(pa), lda,
+                        reinterpret_cast<double*>(pb), ldb, reinterpret_cast<double*>(pc), n);
+    for (size_t d = g.batch.size(); d-- > 0;) {
+      ao += as[d];
+      bo += bs[d];
+      if (++idx[d] < bsize[d]) break;
+      ao -= as[d] * bsize[d];
+      bo -= bs[d] * bsize[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 // The kernels index inputs with the layout they were compiled for. Guards

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 #include "codegen/kernel_ir.h"
@@ -134,6 +135,7 @@ class Scheduler {
   void pointwise(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& tensor_of);
   void reduction(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  void batched_matmul(const Node& n, const Node* an, const Node* bn);
   void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   bool fold_view(const Node& n, const runtime::OpArgs& args, const Node* src);
   void eager(const Node& n, const std::string& why);
@@ -676,6 +678,98 @@ void Scheduler::before_mutation(const Node& n, const EagerStep& s) {
   }
 }
 
+// a [..., M, K] @ b [..., K, N] with b at least 3-d (a 2-d b takes the
+// plain path, A's leading dims as rows): one BLAS call per matrix of the
+// broadcast batch, each operand read in place (row-major or transposed; a
+// layout BLAS cannot read is copied contiguous first), the result one
+// contiguous [batch..., M, N] buffer in the arena that consumers (scale,
+// mask, softmax) fuse their loads from. Static sizes only (dynamic ones run
+// the eager kernel, which loops the same way).
+void Scheduler::batched_matmul(const Node& n, const Node* an, const Node* bn) {
+  const DType dt = n.meta->dtype;
+  for (const Node* o : {an, bn})
+    for (const Dim& d : val(o).sizes)
+      if (!d.is_static()) return eager(n, "batched matmul with dynamic sizes");
+  Val& a = val(an);
+  Val& b = val(bn);
+  materialize(a, "matmul operand");
+  materialize(b, "matmul operand");
+  // BLAS's view of an operand's last two dims: row-major or transposed,
+  // with its leading dimension; else a contiguous copy (then row-major).
+  auto layout = [&](Val& v, bool& trans, Dim& ld) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const size_t r = v.sizes.size();
+      bool ok = v.view.offset.is_static();
+      for (const Dim& st : v.view.strides) ok = ok && st.is_static();
+      if (ok) {
+        const int64_t rows = v.sizes[r - 2].coef, cols = v.sizes[r - 1].coef;
+        const int64_t rs = v.view.strides[r - 2].coef, cs = v.view.strides[r - 1].coef;
+        if (rows == 0 || cols == 0) {  // nothing is read (k == 0: zeros; m or n == 0: nothing written)
+          trans = false;
+          ld = Dim::c(std::max<int64_t>(1, cols));
+          return;
+        }
+        if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols))) {
+          trans = false;
+          ld = Dim::c(rows == 1 ? std::max<int64_t>(1, cols) : rs);
+          return;
+        }
+        if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows))) {
+          trans = true;
+          ld = Dim::c(cols == 1 ? std::max<int64_t>(1, rows) : cs);
+          return;
+        }
+      }
+      Val copy = v;
+      copy.materialized = false;
+      copy.arena = Arena{};
+      std::vector<int> id(r);
+      std::iota(id.begin(), id.end(), 0);
+      copy.root = load_of(v, copy.arena, id, r, nullptr);
+      copy.open = -1;
+      materialize(copy, "matmul operand layout");
+      v = copy;
+    }
+    unsupported("internal: a contiguous matmul operand BLAS cannot read");
+  };
+  Gemm gm;
+  gm.dtype = dt;
+  gm.node = n.name;
+  layout(a, gm.trans_a, gm.lda);
+  layout(b, gm.trans_b, gm.ldb);
+  const size_t ra = a.sizes.size(), rb = b.sizes.size();
+  gm.a = a.view.buffer;
+  gm.b = b.view.buffer;
+  gm.a_offset = a.view.offset;
+  gm.b_offset = b.view.offset;
+  gm.m = a.sizes[ra - 2];
+  gm.k = a.sizes[ra - 1];
+  gm.n = b.sizes[rb - 1];
+  const Dims a_lead(a.sizes.begin(), a.sizes.end() - 2), b_lead(b.sizes.begin(), b.sizes.end() - 2);
+  gm.batch = broadcast(a_lead, b_lead, "matmul");
+  const size_t nb = gm.batch.size();
+  for (auto [lead, strides, out] : {std::tuple{&a_lead, &a.view.strides, &gm.a_batch},
+                                    std::tuple{&b_lead, &b.view.strides, &gm.b_batch}}) {
+    out->assign(nb, Dim::c(0));
+    const size_t shift = nb - lead->size();
+    for (size_t i = 0; i < lead->size(); ++i)
+      if (!(*lead)[i].is(1)) (*out)[i + shift] = (*strides)[i];
+  }
+  Dims out_sizes = gm.batch;
+  out_sizes.push_back(gm.m);
+  out_sizes.push_back(gm.n);
+  Buffer ob;
+  ob.kind = Buffer::Kind::Temp;
+  ob.dtype = dt;
+  ob.sizes = out_sizes;
+  ob.strides = contiguous(out_sizes);
+  gm.out = add_buffer(ob);
+  gm.ldc = gm.n;
+  prog_.gemms.push_back(gm);
+  prog_.steps.push_back({Step::Kind::Gemm, int(prog_.gemms.size()) - 1});
+  val(&n) = materialized(gm.out, out_sizes, ob.strides, Dim::c(0), dt);
+}
+
 void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
   const bool linear = args.op->id == OpId::linear;
   const DType dt = n.meta->dtype;
@@ -685,8 +779,9 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   if (!an || !bn || !runtime::is_floating(dt)) return eager(n, "matmul of non-float or non-tensor operands");
   if (val(an).dtype != dt || val(bn).dtype != dt) return eager(n, "matmul operands of mixed dtypes");
   const size_t ra = val(an).sizes.size(), rb = val(bn).sizes.size();
-  if (rb != 2 || ra < 1 || (!linear && ra != 2) || (linear && ra < 2))
-    return eager(n, "batched or 1-d matmul");
+  if (ra < 2 || rb < 2) return eager(n, "1-d matmul");
+  if (!linear && rb > 2) return batched_matmul(n, an, bn);
+  if (rb != 2) return eager(n, "linear with a weight that is not 2-d");
   Val& a = val(an);
   Val& b = val(bn);
   materialize(a, "matmul operand");

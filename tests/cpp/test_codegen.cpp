@@ -1131,6 +1131,72 @@ TEST_CASE("codegen matmul: four transpose layouts, sliced operands, float32 and 
   }
 }
 
+// Batched matmul (issue 17): one BLAS call per matrix of the broadcast
+// batch, operands read in place (row-major or transposed) or copied when
+// BLAS cannot read them, into one arena buffer its consumers fuse from.
+TEST_CASE("codegen batched matmul: broadcast batches, layouts, attention", "[codegen]") {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    DYNAMIC_SECTION(runtime::dtype_name(dt)) {
+      struct Case {
+        std::string name;
+        Shape a, b;
+        bool ta = false, tb = false, step = false;  // transposed last two dims; a sliced with a step (copied)
+      };
+      const std::vector<Case> cases = {
+          {"[2,3,5,7] @ [2,3,7,4]", {2, 3, 5, 7}, {2, 3, 7, 4}},
+          {"[3,5,7] @ [2,3,7,4] (batch broadcast)", {3, 5, 7}, {2, 3, 7, 4}},
+          {"[2,1,5,7] @ [1,3,7,4] (size-1 batch dims)", {2, 1, 5, 7}, {1, 3, 7, 4}},
+          {"[5,7] @ [2,7,4] (2-d a)", {5, 7}, {2, 7, 4}},
+          {"q @ k^T (b transposed)", {2, 3, 6, 8}, {2, 3, 6, 8}, false, true},
+          {"a^T @ b (a transposed)", {2, 7, 5}, {2, 7, 4}, true, false},
+          {"a sliced with a step (copied)", {2, 5, 14}, {2, 7, 4}, false, false, true},
+          {"empty contraction [2,5,0] @ [2,0,4]", {2, 5, 0}, {2, 0, 4}},
+      };
+      for (const Case& c : cases) {
+        GraphBuilder b;
+        Tensor ta = rand_tensor(c.a, dt, -1, 1), tb = rand_tensor(c.b, dt, -1, 1);
+        if (c.ta) ta = transposed(ta, int64_t(c.a.size()) - 2, int64_t(c.a.size()) - 1);
+        if (c.tb) tb = transposed(tb, int64_t(c.b.size()) - 2, int64_t(c.b.size()) - 1);
+        Node* x = b.input(ta);
+        Node* y = b.input(tb);
+        if (c.step) x = b.call(OpId::slice, {N(x), I(-1), I(0), None(), I(2)});
+        b.out(b.call(OpId::matmul, {N(x), N(y)}), c.name);
+        INFO(c.name);
+        Result r = compare(b, float_tol(dt, kGemm32, kGemm64));
+        CHECK(r.report.gemms == 1);
+        CHECK(r.report.eager_steps == 0);
+      }
+      {
+        // 3-d @ 2-d: A's leading dims as the rows of one gemm.
+        GraphBuilder b;
+        b.out(b.call(OpId::matmul, {N(b.input(rand_tensor({2, 5, 7}, dt, -1, 1))), N(b.input(rand_tensor({7, 4}, dt, -1, 1)))}),
+              "[2,5,7] @ [7,4]");
+        Result r = compare(b, float_tol(dt, kGemm32, kGemm64));
+        CHECK(r.report.gemms == 1);
+        CHECK(r.report.eager_steps == 0);
+      }
+      {
+        // Attention: softmax(q @ k^T * scale + mask) @ v, the scores' scale,
+        // mask and softmax one kernel between two batched gemms.
+        GraphBuilder b;
+        Node* q = b.input(rand_tensor({2, 3, 6, 8}, dt, -1, 1));
+        Node* k = b.input(rand_tensor({2, 3, 6, 8}, dt, -1, 1));
+        Node* v = b.input(rand_tensor({2, 3, 6, 8}, dt, -1, 1));
+        Node* mask = b.input(rand_tensor({6, 6}, dt, -1, 0));
+        Node* s = b.call(OpId::matmul, {N(q), N(b.call(OpId::transpose, {N(k), I(-2), I(-1)}))});
+        Node* p = b.call(OpId::softmax, {N(b.call(OpId::add, {N(b.call(OpId::mul, {N(s), F(0.35)})), N(mask)})), I(-1)});
+        b.out(b.call(OpId::matmul, {N(p), N(v)}), "attention");
+        // Two gemms of a few ULP each around a softmax (kNorm): the sum of
+        // <= 6 products of |p| <= 1, |v| <= 1.
+        Result r = compare(b, float_tol(dt, Tol{kGemm32.rtol * 4, kGemm32.atol * 4}, Tol{kGemm64.rtol * 4, kGemm64.atol * 4}));
+        CHECK(r.report.gemms == 2);
+        CHECK(r.report.kernels == 1);
+        CHECK(r.report.eager_steps == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("codegen linear: bias or not, 2-d and 3-d inputs, epilogues", "[codegen]") {
   for (DType dt : {DType::Float32, DType::Float64}) {
     DYNAMIC_SECTION(runtime::dtype_name(dt)) {
