@@ -7,10 +7,12 @@
 #include <optional>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -160,43 +162,81 @@ struct Bytes {
 
 const std::string& codegen_environment() {
   static const std::string env = std::string("kiln ") + KILN_VERSION + "; LLVM " + LLVM_VERSION_STRING +
-                                 "; kernel ABI 1; lowering " + lowering_build_stamp() + "; pipeline " +
+                                 "; kernel ABI 2; lowering " + lowering_build_stamp() + "; pipeline " +
                                  llvm_pipeline() + " " + __DATE__ + " " + __TIME__ + "; " + host_cpu().fingerprint();
   return env;
+}
+
+namespace {
+
+// One kernel's content, with its buffers as its own indices (and their
+// dtypes): kernels equal here compile to the same function whatever
+// program buffers they read (a deep model's identical blocks).
+void put_kernel(Bytes& b, const Program& p, const Kernel& k) {
+  auto local = [&](int buffer) {
+    for (size_t l = 0; l < k.buffers.size(); ++l)
+      if (k.buffers[l] == buffer) return int32_t(l);
+    return int32_t(-1);
+  };
+  auto access = [&](const Access& a) {
+    b.put(local(a.buffer));
+    b.dim(a.offset);
+    b.dims(a.strides);
+  };
+  b.put(uint32_t(p.syms.size()));
+  b.put(uint32_t(k.buffers.size()));
+  for (int buf : k.buffers) b.put(uint8_t(p.buffers[size_t(buf)].dtype));
+  b.put(uint8_t(k.kind));
+  b.put(uint8_t(k.compute));
+  b.put(int32_t(k.input));
+  b.put(int32_t(k.weight));
+  b.put(int32_t(k.bias));
+  b.put(k.eps);
+  b.put(int32_t(k.epilogue));
+  b.dims(k.outer);
+  b.dims(k.inner);
+  b.put(uint32_t(k.exprs.size()));
+  for (const Expr& e : k.exprs) {
+    b.put(uint8_t(e.kind));
+    b.put(uint8_t(e.dtype));
+    b.put(uint16_t(e.op));
+    b.put(int32_t(e.a));
+    b.put(int32_t(e.b));
+    b.put(int32_t(e.c));
+    b.put(int32_t(e.access));
+    b.put(e.value);
+  }
+  b.put(uint32_t(k.accesses.size()));
+  for (const Access& a : k.accesses) access(a);
+  access(k.store);
+}
+
+}  // namespace
+
+std::string kernel_key(const Program& p, const Kernel& k) {
+  Bytes b;
+  put_kernel(b, p, k);
+  return std::move(b.s);
 }
 
 std::string kernel_fingerprint(const Program& p) {
   Bytes b;
   b.s.reserve(4096);
-  b.put(uint32_t(p.syms.size()));
-  b.put(uint32_t(p.buffers.size()));
-  for (const Buffer& buf : p.buffers) b.put(uint8_t(buf.dtype));
+  b.put(uint32_t(p.kernels.size()));
   for (const Kernel& k : p.kernels) {
-    b.put(uint8_t(k.kind));
-    b.put(uint8_t(k.compute));
-    b.put(int32_t(k.input));
-    b.put(int32_t(k.weight));
-    b.put(int32_t(k.bias));
-    b.put(k.eps);
-    b.put(int32_t(k.epilogue));
-    b.dims(k.outer);
-    b.dims(k.inner);
-    b.put(uint32_t(k.exprs.size()));
-    for (const Expr& e : k.exprs) {
-      b.put(uint8_t(e.kind));
-      b.put(uint8_t(e.dtype));
-      b.put(uint16_t(e.op));
-      b.put(int32_t(e.a));
-      b.put(int32_t(e.b));
-      b.put(int32_t(e.c));
-      b.put(int32_t(e.access));
-      b.put(e.value);
-    }
-    b.put(uint32_t(k.accesses.size()));
-    for (const Access& a : k.accesses) b.access(a);
-    b.access(k.store);
+    const size_t at = b.s.size();
+    b.put(uint32_t(0));  // this kernel's length, so the concatenation parses one way
+    put_kernel(b, p, k);
+    const uint32_t len = uint32_t(b.s.size() - at - 4);
+    std::memcpy(&b.s[at], &len, 4);
   }
   return std::move(b.s);
+}
+
+size_t distinct_kernels(const Program& p) {
+  std::unordered_set<std::string> keys;
+  for (const Kernel& k : p.kernels) keys.insert(kernel_key(p, k));
+  return keys.size();
 }
 
 std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times, size_t begin,
@@ -225,7 +265,20 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   }
   module->setDataLayout(J.tm->createDataLayout());
   module->setTargetTriple(cpu.triple);
-  for (size_t i = begin; i < end; ++i) lower_kernel(*module, program, program.kernels[i], symbol_of(prefix, i), cpu);
+  // A kernel equal to one already lowered here (kernel_key) is an alias of
+  // its function: a model's repeated blocks cost LLVM once.
+  std::unordered_map<std::string, std::string> lowered;  // kernel key -> symbol
+  for (size_t i = begin; i < end; ++i) {
+    const std::string sym = symbol_of(prefix, i);
+    auto [it, fresh] = lowered.emplace(kernel_key(program, program.kernels[i]), sym);
+    if (fresh) {
+      lower_kernel(*module, program, program.kernels[i], sym, cpu);
+      continue;
+    }
+    llvm::Function* f = module->getFunction(it->second);
+    if (!f) fail("lowered kernel " + it->second + " is missing from its module (a kiln bug)");
+    llvm::GlobalAlias::create(f->getValueType(), 0, llvm::GlobalValue::ExternalLinkage, sym, f, module.get());
+  }
   std::string verify;
   llvm::raw_string_ostream vs(verify);
   if (llvm::verifyModule(*module, &vs)) fail("lowering produced invalid IR (a kiln bug): " + verify);

@@ -44,6 +44,10 @@ const std::string& llvm_pipeline();
 // Content of the kernels (everything lowering reads): equal strings give
 // identical machine code on one host.
 std::string kernel_fingerprint(const Program& program);
+// One kernel's content with its buffers numbered as its own (Kernel::buffers):
+// equal keys compile to the same function, lowered once per object file.
+std::string kernel_key(const Program& program, const Kernel& kernel);
+size_t distinct_kernels(const Program& program);  // distinct kernel_keys
 
 CompiledKernels compile_kernels(const Program& program);
 

@@ -110,6 +110,11 @@ struct Kernel {
   int epilogue = -1;
   Access store;
   DType compute = DType::Float32;  // dtype of `input` and of Result
+  // The program buffers it touches, in order of first use (accesses, then
+  // the store): its function's own pointer table, bufs[l] = buffer
+  // buffers[l], so kernels that differ only in which buffers they read are
+  // one function (compiled once: jit.cpp kernel_key).
+  std::vector<int> buffers;
   std::vector<std::string> fused;  // names of the graph nodes this kernel computes
   std::string why;                 // what made the result need memory (an output, a second user, ...)
   // Kernel-space rank as seen by the store's accesses.

@@ -337,6 +337,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   };
 
   std::vector<Value> eager_results(p_.eager.size());
+  std::vector<char*> kbufs;
   for (const Step& st : p_.steps) {
     switch (st.kind) {
       case Step::Kind::Kernel: {
@@ -344,7 +345,10 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
         const KernelFn fn = k_.fns[size_t(st.index)];
         const int64_t n0 = eval_dim(k.outer[0], dyn.data());
         const int64_t grain = std::max<int64_t>(1, kGrainElements / work_per_outer(k, dyn.data()));
-        char* const* b = bufs.data();
+        // The kernel's own pointer table (Kernel::buffers).
+        kbufs.resize(k.buffers.size());
+        for (size_t l = 0; l < k.buffers.size(); ++l) kbufs[l] = bufs[size_t(k.buffers[l])];
+        char* const* b = kbufs.data();
         const int64_t* d = dyn.data();
         parallel_for(n0, grain, [&](int64_t lo, int64_t hi) { fn(b, d, lo, hi); });
         break;
@@ -408,6 +412,7 @@ CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector
     CompiledKernels k = compile_kernels(p);
     const auto t2 = std::chrono::steady_clock::now();
     report.kernels = p.kernels.size();
+    report.kernels_distinct = distinct_kernels(p);
     report.gemms = p.gemms.size();
     report.eager_steps = p.eager.size();
     report.summary = p.summary();
@@ -428,10 +433,10 @@ CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector
     report.total_ms = ms(t0, t2);
     if (auto* lg = log::get("output_code"))
       lg->info("llvm backend: {} kernels, {} BLAS calls, {} eager steps ({}; schedule {:.2f} ms, compile {:.2f} ms: "
-               "lower {:.2f}, optimize {:.2f}, codegen {:.2f}, load {:.2f}; {} compiled here, {} received from {} "
-               "ranks, exchanges {:.2f} ms)\n{}",
+               "lower {:.2f}, optimize {:.2f}, codegen {:.2f}, load {:.2f}; {} distinct kernels, {} compiled here, {} "
+               "received from {} ranks, exchanges {:.2f} ms)\n{}",
                report.kernels, report.gemms, report.eager_steps, report.cache, report.schedule_ms, report.compile_ms,
-               k.lower_ms, k.optimize_ms, k.codegen_ms, k.load_ms, k.compiled_here, k.received, k.ranks,
+               k.lower_ms, k.optimize_ms, k.codegen_ms, k.load_ms, distinct_kernels(p), k.compiled_here, k.received, k.ranks,
                k.exchange_ms, report.summary);
     auto prog = std::make_shared<CompiledProgram>(graph, std::move(p), std::move(k), eager);
     return [prog](runtime::CallContext& ctx, const std::vector<Value>& inputs) { return (*prog)(ctx, inputs); };

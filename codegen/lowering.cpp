@@ -383,7 +383,8 @@ class KernelLowering {
   llvm::Function* fn_ = nullptr;
   Value* begin_ = nullptr;
   Value* end_ = nullptr;
-  std::vector<Value*> base_;  // per buffer, loaded lazily in the entry block
+  std::vector<Value*> base_;  // per kernel buffer (local index), loaded lazily in the entry block
+  std::unordered_map<int, int> local_;  // program buffer -> the kernel's index
   std::vector<Value*> sym_;
   unsigned lanes_ = 1;
   // Set while emitting the masked remainder step of a vectorized loop:
@@ -507,12 +508,16 @@ Value* KernelLowering::address(const Access& a, const std::vector<Value*>& idx, 
   }
   if (lane) off = B_.CreateAdd(off, B_.CreateMul(i64(lane), dim(a.strides[idx.size() - 1])));
   const Buffer& b = P_.buffers[size_t(a.buffer)];
-  if (!base_[size_t(a.buffer)]) {
+  // The kernel's own table: its l-th buffer (Kernel::buffers).
+  auto it = local_.find(a.buffer);
+  if (it == local_.end()) throw Unlowerable{"an access to a buffer the kernel does not list (a kiln bug)"};
+  const size_t l = size_t(it->second);
+  if (!base_[l]) {
     llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-    Value* slot = eb.CreateGEP(eb.getPtrTy(), fn_->getArg(0), eb.getInt64(uint64_t(a.buffer)));
-    base_[size_t(a.buffer)] = eb.CreateLoad(eb.getPtrTy(), slot);
+    Value* slot = eb.CreateGEP(eb.getPtrTy(), fn_->getArg(0), eb.getInt64(uint64_t(l)));
+    base_[l] = eb.CreateLoad(eb.getPtrTy(), slot);
   }
-  return B_.CreateGEP(mem_type(b.dtype), base_[size_t(a.buffer)], off);
+  return B_.CreateGEP(mem_type(b.dtype), base_[l], off);
 }
 
 // The addresses of the n lanes of a strided access, for gathers/scatters.
@@ -873,7 +878,8 @@ void KernelLowering::run(const std::string& symbol) {
   entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "start", fn_);
   B_.SetInsertPoint(entry_);
-  base_.assign(P_.buffers.size(), nullptr);
+  base_.assign(K_.buffers.size(), nullptr);
+  for (size_t l = 0; l < K_.buffers.size(); ++l) local_.emplace(K_.buffers[l], int(l));
   for (size_t s = 0; s < P_.syms.size(); ++s)
     sym_.push_back(B_.CreateLoad(B_.getInt64Ty(), B_.CreateGEP(B_.getInt64Ty(), fn_->getArg(1), i64(int64_t(s)))));
   begin_ = fn_->getArg(2);

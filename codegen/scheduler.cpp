@@ -330,6 +330,10 @@ int Scheduler::take_or_load(const Node* srcn, const Node& consumer, Arena& dst, 
 int Scheduler::emit_kernel(Kernel k) {
   k.name = "kernel_" + std::to_string(prog_.kernels.size());
   simplify(k);
+  for (const Access* a = k.accesses.data(); a != k.accesses.data() + k.accesses.size() + 1; ++a) {
+    const Access& acc = a == k.accesses.data() + k.accesses.size() ? k.store : *a;
+    if (std::find(k.buffers.begin(), k.buffers.end(), acc.buffer) == k.buffers.end()) k.buffers.push_back(acc.buffer);
+  }
   prog_.kernels.push_back(std::move(k));
   prog_.steps.push_back({Step::Kind::Kernel, int(prog_.kernels.size()) - 1});
   return int(prog_.kernels.size()) - 1;

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/jit.h"
 #include "codegen/llvm_backend.h"
 #include "interpreter/vm.h"
 #include "ops_test_util.h"
@@ -1195,6 +1196,38 @@ TEST_CASE("codegen batched matmul: broadcast batches, layouts, attention", "[cod
       }
     }
   }
+}
+
+// Kernels that differ only in the buffers they read are one function
+// (issue 17): each kernel indexes its own pointer table, so a deep model's
+// repeated blocks are lowered and optimized once (the others are aliases).
+TEST_CASE("codegen: identical blocks compile one kernel", "[codegen]") {
+  GraphBuilder b;
+  Node* x = b.input(rand_tensor({8, 16}, DType::Float32, -1, 1));
+  const int blocks = 6;
+  for (int i = 0; i < blocks; ++i) {
+    Node* w = b.param("l" + std::to_string(i) + ".weight", rand_tensor({16, 16}, DType::Float32, -0.3, 0.3));
+    Node* bias = b.param("l" + std::to_string(i) + ".bias", rand_tensor({16}, DType::Float32, -0.3, 0.3));
+    x = b.call(OpId::relu, {N(b.call(OpId::linear, {N(x), N(w), N(bias)}))});
+  }
+  // Same structure, another dtype of one operand: its own kernel.
+  Node* y = b.input(rand_tensor({8, 16}, DType::Float64, -1, 1));
+  b.out(x, "6 x relu(linear)");
+  b.out(b.call(OpId::add, {N(y), F(1.0)}), "y + 1 (float64)");
+  b.out(b.call(OpId::add, {N(b.input(rand_tensor({8, 16}, DType::Float32, -1, 1))), F(1.0)}), "z + 1 (float32)");
+  // A chain of 6 gemms and roundings of relu: the gemm bound, 6 times.
+  Result r = compare(b, {Tol{6 * kGemm32.rtol, 6 * kGemm32.atol}, kExact, kExact});
+  CHECK(r.report.gemms == size_t(blocks));
+  CHECK(r.report.kernels == size_t(blocks) + 2);
+  // The blocks' bias+relu kernels are one; y + 1 and z + 1 differ in dtype.
+  CHECK(r.report.kernels_distinct == 3);
+  // ... one function: the blocks' entry points are the same address.
+  codegen::Program prog = codegen::schedule(*b.g);
+  codegen::CompiledKernels ck = codegen::compile_kernels(prog);
+  REQUIRE(ck.fns.size() == size_t(blocks) + 2);
+  for (int i = 1; i < blocks; ++i) CHECK(ck.fns[size_t(i)] == ck.fns[0]);
+  CHECK(ck.fns[size_t(blocks)] != ck.fns[0]);
+  CHECK(ck.fns[size_t(blocks) + 1] != ck.fns[size_t(blocks)]);
 }
 
 TEST_CASE("codegen linear: bias or not, 2-d and 3-d inputs, epilogues", "[codegen]") {
