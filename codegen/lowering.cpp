@@ -369,6 +369,9 @@ class KernelLowering {
     return E_.max(a, b);
   }
   bool plain_max_ = false;
+  // Row kernels unroll a static row of at most kUnrollVectors whole vectors.
+  bool unroll_rows_ = false;
+  static constexpr int64_t kUnrollVectors = 8;
   void pointwise();
   void reduction();
   void rowwise();
@@ -438,6 +441,17 @@ void KernelLowering::nest(const Dims& dims, size_t d, std::vector<Value*>& idx, 
     // part that would never run (less code to compile).
     const int64_t L = lanes_;
     const bool static_count = !(d == 0 && lo0) && dims[d].is_static();
+    if (static_count && dims[d].coef % L == 0 && unroll_rows_ && dims[d].coef / L <= kUnrollVectors) {
+      // A short row of a row kernel, straight-line: no loop per pass, so the
+      // out-of-order core overlaps a row's passes and the next row's loads,
+      // and EarlyCSE reuses a pass's loads (and softmax's stored exps).
+      for (int64_t v = 0; v < dims[d].coef / L; ++v) {
+        idx.push_back(i64(v * L));
+        body(idx, lanes_);
+        idx.pop_back();
+      }
+      return;
+    }
     if (static_count && dims[d].coef % L == 0) {
       loop(lo, hi, L, [&](Value* i) {
         idx.push_back(i);
@@ -769,6 +783,7 @@ void KernelLowering::reduction() {
 // run in float32 lanes, their sums blocked (blocked_sum: float64 only per
 // block); float64 rows fold in float64.
 void KernelLowering::rowwise() {
+  unroll_rows_ = true;
   const DType cd = K_.compute;
   const bool f32 = cd == DType::Float32;
   Type* ct = elem_type(cd);

@@ -935,8 +935,8 @@ TEST_CASE("codegen reductions: softmax and log_softmax over each dim", "[codegen
 // or per row), softmax with one exp per element. Held to eager (double
 // throughout, one rounding) on rows chosen to break a careless scheme:
 // lengths 1, below / at / above a vector (16 lanes with AVX-512, 8 with
-// AVX2), at and past the block (64 vectors: 1024 / 512 elements), long
-// rows; large magnitudes; -inf masks (whole rows too: NaN, as eager); one
+// AVX2), unrolled rows (up to 8 whole vectors), at and past the block (64
+// vectors: 1024 / 512 elements), long rows; large magnitudes; -inf masks (whole rows too: NaN, as eager); one
 // dominant element; layer_norm rows far from 0 (mean 1e4, std 1).
 // The tolerances are the schemes' bounds:
 // - softmax: exp(x - max) with x - max rounded to float32 has relative
@@ -965,7 +965,8 @@ Tensor row_data(int64_t rows, int64_t n, const std::function<float(int64_t, int6
 TEST_CASE("codegen row kernels in float32: adversarial rows and lengths", "[codegen]") {
   const float inf = std::numeric_limits<float>::infinity();
   std::uniform_real_distribution<float> u(-1, 1);
-  for (int64_t n : {1, 5, 7, 8, 15, 16, 17, 33, 100, 512, 1024, 1025, 1040, 4099}) {
+  // 16, 64, 128: rows the row kernels unroll (whole vectors, at most 8).
+  for (int64_t n : {1, 5, 7, 8, 15, 16, 17, 33, 64, 100, 128, 512, 1024, 1025, 1040, 4099}) {
     DYNAMIC_SECTION("row length " << n) {
       GraphBuilder b;
       // softmax / log_softmax rows: spread over 32 below the max, a row
