@@ -43,6 +43,7 @@ bench: build
 	python3 benchmarks/tracer.py --build $(BUILD)
 	python3 benchmarks/symbolic.py --build $(BUILD)
 	python3 benchmarks/codegen.py --build $(BUILD)
+	python3 benchmarks/kernels.py
 	python3 benchmarks/python_dispatch.py
 	python3 benchmarks/python_tracing.py
 

@@ -405,7 +405,9 @@ def bench_compile(args, tmp):
     nk = sum(r["kernels"] for r in good)
     print(f"  per kernel: {len(good)} distinct small graphs ({nk} kernels: pointwise, softmax, log_softmax, "
           f"layer_norm, sum/mean/amax), compiled one at a time, no cache;")
-    print(f"  (schedule + lowering + LLVM O3 + codegen + load) / kernels, each graph checked against eager")
+    pipeline = os.environ.get("KILN_LLVM_PIPELINE", "kiln")
+    print(f"  (schedule + lowering + LLVM pipeline '{pipeline}' (kiln: 8 clean-up passes, codegen at Less; "
+          f"KILN_LLVM_PIPELINE) + codegen + load) / kernels, each graph checked against eager")
     print(f"  {'median ms/kernel':<34}{med:>8.2f}  <= 10 ms {verdict(med <= 10)}")
     print(f"  {'max ms/kernel':<34}{mx:>8.2f}  <= 10 ms {verdict(mx <= 10)}")
     kinds = ["pointwise", "softmax", "sum(exp)", "layer_norm", "gelu/relu/abs", "log_softmax", "mean", "amax"]

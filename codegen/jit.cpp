@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -113,6 +116,23 @@ Jit& jit() {
 
 std::string symbol_of(const std::string& prefix, size_t i) { return prefix + "_" + std::to_string(i); }
 
+}  // namespace
+
+// The optimisation pipeline (KILN_LLVM_PIPELINE, for measuring; see
+// optimize_module and benchmarks/RESULTS.md, issue 17).
+const std::string& llvm_pipeline() {
+  static const std::string p = [] {
+    const char* e = std::getenv("KILN_LLVM_PIPELINE");
+    std::string v = e && *e ? e : "kiln";
+    if (v != "kiln" && v != "O1" && v != "O2" && v != "O3")
+      fail("KILN_LLVM_PIPELINE: expected kiln, O1, O2 or O3, got '" + v + "'");
+    return v;
+  }();
+  return p;
+}
+
+namespace {
+
 // The fingerprint is raw bytes (it is only hashed): every field lowering
 // reads, each with a tag, in a fixed order. Built on every compile, warm
 // ones included, so it is kept cheap (no text formatting).
@@ -142,43 +162,81 @@ struct Bytes {
 
 const std::string& codegen_environment() {
   static const std::string env = std::string("kiln ") + KILN_VERSION + "; LLVM " + LLVM_VERSION_STRING +
-                                 "; kernel ABI 1; lowering " + lowering_build_stamp() + "; pipeline " + __DATE__ +
-                                 " " + __TIME__ + "; " + host_cpu().fingerprint();
+                                 "; kernel ABI 2; lowering " + lowering_build_stamp() + "; pipeline " +
+                                 llvm_pipeline() + " " + __DATE__ + " " + __TIME__ + "; " + host_cpu().fingerprint();
   return env;
+}
+
+namespace {
+
+// One kernel's content, with its buffers as its own indices (and their
+// dtypes): kernels equal here compile to the same function whatever
+// program buffers they read (a deep model's identical blocks).
+void put_kernel(Bytes& b, const Program& p, const Kernel& k) {
+  auto local = [&](int buffer) {
+    for (size_t l = 0; l < k.buffers.size(); ++l)
+      if (k.buffers[l] == buffer) return int32_t(l);
+    return int32_t(-1);
+  };
+  auto access = [&](const Access& a) {
+    b.put(local(a.buffer));
+    b.dim(a.offset);
+    b.dims(a.strides);
+  };
+  b.put(uint32_t(p.syms.size()));
+  b.put(uint32_t(k.buffers.size()));
+  for (int buf : k.buffers) b.put(uint8_t(p.buffers[size_t(buf)].dtype));
+  b.put(uint8_t(k.kind));
+  b.put(uint8_t(k.compute));
+  b.put(int32_t(k.input));
+  b.put(int32_t(k.weight));
+  b.put(int32_t(k.bias));
+  b.put(k.eps);
+  b.put(int32_t(k.epilogue));
+  b.dims(k.outer);
+  b.dims(k.inner);
+  b.put(uint32_t(k.exprs.size()));
+  for (const Expr& e : k.exprs) {
+    b.put(uint8_t(e.kind));
+    b.put(uint8_t(e.dtype));
+    b.put(uint16_t(e.op));
+    b.put(int32_t(e.a));
+    b.put(int32_t(e.b));
+    b.put(int32_t(e.c));
+    b.put(int32_t(e.access));
+    b.put(e.value);
+  }
+  b.put(uint32_t(k.accesses.size()));
+  for (const Access& a : k.accesses) access(a);
+  access(k.store);
+}
+
+}  // namespace
+
+std::string kernel_key(const Program& p, const Kernel& k) {
+  Bytes b;
+  put_kernel(b, p, k);
+  return std::move(b.s);
 }
 
 std::string kernel_fingerprint(const Program& p) {
   Bytes b;
   b.s.reserve(4096);
-  b.put(uint32_t(p.syms.size()));
-  b.put(uint32_t(p.buffers.size()));
-  for (const Buffer& buf : p.buffers) b.put(uint8_t(buf.dtype));
+  b.put(uint32_t(p.kernels.size()));
   for (const Kernel& k : p.kernels) {
-    b.put(uint8_t(k.kind));
-    b.put(uint8_t(k.compute));
-    b.put(int32_t(k.input));
-    b.put(int32_t(k.weight));
-    b.put(int32_t(k.bias));
-    b.put(k.eps);
-    b.put(int32_t(k.epilogue));
-    b.dims(k.outer);
-    b.dims(k.inner);
-    b.put(uint32_t(k.exprs.size()));
-    for (const Expr& e : k.exprs) {
-      b.put(uint8_t(e.kind));
-      b.put(uint8_t(e.dtype));
-      b.put(uint16_t(e.op));
-      b.put(int32_t(e.a));
-      b.put(int32_t(e.b));
-      b.put(int32_t(e.c));
-      b.put(int32_t(e.access));
-      b.put(e.value);
-    }
-    b.put(uint32_t(k.accesses.size()));
-    for (const Access& a : k.accesses) b.access(a);
-    b.access(k.store);
+    const size_t at = b.s.size();
+    b.put(uint32_t(0));  // this kernel's length, so the concatenation parses one way
+    put_kernel(b, p, k);
+    const uint32_t len = uint32_t(b.s.size() - at - 4);
+    std::memcpy(&b.s[at], &len, 4);
   }
   return std::move(b.s);
+}
+
+size_t distinct_kernels(const Program& p) {
+  std::unordered_set<std::string> keys;
+  for (const Kernel& k : p.kernels) keys.insert(kernel_key(p, k));
+  return keys.size();
 }
 
 std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times, size_t begin,
@@ -195,13 +253,32 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
     const llvm::Target* target = llvm::TargetRegistry::lookupTarget(cpu.triple, err);
     if (!target) fail("no LLVM target for " + cpu.triple + ": " + err);
     llvm::TargetOptions opts;
+    // Code generation at the pipeline's level: O1 and kiln's clean-up list
+    // at Less, O2 at Default, O3 at Aggressive.
+    const std::string& pl = llvm_pipeline();
+    const llvm::CodeGenOptLevel cg = pl == "O3"   ? llvm::CodeGenOptLevel::Aggressive
+                                     : pl == "O2" ? llvm::CodeGenOptLevel::Default
+                                                  : llvm::CodeGenOptLevel::Less;
     J.tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_,
-                                           std::nullopt, llvm::CodeGenOptLevel::Less));
+                                           std::nullopt, cg));
     if (!J.tm) fail("cannot create a target machine for " + cpu.name);
   }
   module->setDataLayout(J.tm->createDataLayout());
   module->setTargetTriple(cpu.triple);
-  for (size_t i = begin; i < end; ++i) lower_kernel(*module, program, program.kernels[i], symbol_of(prefix, i), cpu);
+  // A kernel equal to one already lowered here (kernel_key) is an alias of
+  // its function: a model's repeated blocks cost LLVM once.
+  std::unordered_map<std::string, std::string> lowered;  // kernel key -> symbol
+  for (size_t i = begin; i < end; ++i) {
+    const std::string sym = symbol_of(prefix, i);
+    auto [it, fresh] = lowered.emplace(kernel_key(program, program.kernels[i]), sym);
+    if (fresh) {
+      lower_kernel(*module, program, program.kernels[i], sym, cpu);
+      continue;
+    }
+    llvm::Function* f = module->getFunction(it->second);
+    if (!f) fail("lowered kernel " + it->second + " is missing from its module (a kiln bug)");
+    llvm::GlobalAlias::create(f->getValueType(), 0, llvm::GlobalValue::ExternalLinkage, sym, f, module.get());
+  }
   std::string verify;
   llvm::raw_string_ostream vs(verify);
   if (llvm::verifyModule(*module, &vs)) fail("lowering produced invalid IR (a kiln bug): " + verify);
@@ -223,26 +300,37 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  // Lowering emits straight-line vector code already, so the kernels need
-  // clean-up, not a general O2: accumulators into registers (SROA),
-  // address and dim arithmetic simplified and hoisted out of the loops
-  // (InstCombine, EarlyCSE, LICM), and a tidy CFG. A fraction of O2's
-  // compile time, for the same loops.
-  llvm::FunctionPassManager fpm;
-  fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
-  fpm.addPass(llvm::EarlyCSEPass(true));
-  fpm.addPass(llvm::InstCombinePass());
-  fpm.addPass(llvm::SimplifyCFGPass());
-  {
-    llvm::LoopPassManager lpm;
-    lpm.addPass(llvm::LICMPass(llvm::LICMOptions()));
-    fpm.addPass(llvm::createFunctionToLoopPassAdaptor(std::move(lpm), /*UseMemorySSA=*/true));
-  }
-  fpm.addPass(llvm::EarlyCSEPass(true));
-  fpm.addPass(llvm::InstCombinePass());
-  fpm.addPass(llvm::SimplifyCFGPass());
+  // Lowering vectorizes explicitly, so every pipeline runs without LLVM's
+  // vectorizers (tuning above). "kiln": the clean-up list kiln ran before
+  // issue 17 (accumulators into registers, address arithmetic simplified
+  // and hoisted, a tidy CFG: 8 passes), code generation at Less; "O1".."O3":
+  // the new pass manager's default module pipeline. Chosen by measurement
+  // (benchmarks/RESULTS.md, issue 17): O2/O3 cost 2-3x the compile time
+  // (12-16 ms a kernel against 5-9, a whole MLP 104-151 ms cold against
+  // 42-60) and ran no kernel of the codegen and kernel benchmarks faster
+  // (O3 made layer_norm ~3x slower), so the clean-up list stays the default.
   llvm::ModulePassManager mpm;
-  mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  const std::string& pl = llvm_pipeline();
+  if (pl == "kiln") {
+    llvm::FunctionPassManager fpm;
+    fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    fpm.addPass(llvm::EarlyCSEPass(true));
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    {
+      llvm::LoopPassManager lpm;
+      lpm.addPass(llvm::LICMPass(llvm::LICMOptions()));
+      fpm.addPass(llvm::createFunctionToLoopPassAdaptor(std::move(lpm), /*UseMemorySSA=*/true));
+    }
+    fpm.addPass(llvm::EarlyCSEPass(true));
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  } else {
+    mpm = pb.buildPerModuleDefaultPipeline(pl == "O1"   ? llvm::OptimizationLevel::O1
+                                           : pl == "O2" ? llvm::OptimizationLevel::O2
+                                                        : llvm::OptimizationLevel::O3);
+  }
   mpm.run(*module, mam);
   auto t2 = std::chrono::steady_clock::now();
 

@@ -1,5 +1,6 @@
 // Native code for a Program's kernels: one ORC LLJIT per process, the new
-// pass manager at O3 for the host CPU, and the compile cache (memory, then
+// pass manager with 8 clean-up passes for the host CPU (llvm_pipeline()),
+// and the compile cache (memory, then
 // disk) in front of it, keyed by the kernels' own content. A cache hit
 // loads the object file without running LLVM's optimizer or code generator.
 #pragma once
@@ -32,9 +33,21 @@ struct CompiledKernels {
 // host CPU (name and features).
 const std::string& codegen_environment();
 
+// The LLVM optimisation pipeline that runs: "kiln" (8 clean-up passes:
+// SROA, EarlyCSE, InstCombine, SimplifyCFG, LICM, then EarlyCSE,
+// InstCombine, SimplifyCFG again; code generation at CodeGenOptLevel::Less),
+// or what KILN_LLVM_PIPELINE asks for: "O1", "O2", "O3" (the new pass
+// manager's default pipelines, code generation at Less / Default /
+// Aggressive). Part of every cache key.
+const std::string& llvm_pipeline();
+
 // Content of the kernels (everything lowering reads): equal strings give
 // identical machine code on one host.
 std::string kernel_fingerprint(const Program& program);
+// One kernel's content with its buffers numbered as its own (Kernel::buffers):
+// equal keys compile to the same function, lowered once per object file.
+std::string kernel_key(const Program& program, const Kernel& kernel);
+size_t distinct_kernels(const Program& program);  // distinct kernel_keys
 
 CompiledKernels compile_kernels(const Program& program);
 

@@ -66,7 +66,9 @@ std::string Program::summary() const {
       o << "] (" << k.why << ")\n";
     } else if (st.kind == Step::Kind::Gemm) {
       const Gemm& g = gemms[size_t(st.index)];
-      o << "gemm " << g.node << ": " << g.m.str() << "x" << g.n.str() << "x" << g.k.str()
+      o << "gemm " << g.node << ": ";
+      if (!g.batch.empty()) o << dims_str(g.batch) << " x ";
+      o << g.m.str() << "x" << g.n.str() << "x" << g.k.str()
         << (g.trans_a ? " A^T" : "") << (g.trans_b ? " B^T" : "") << " (BLAS)\n";
     } else {
       const EagerStep& e = eager[size_t(st.index)];

@@ -110,6 +110,11 @@ struct Kernel {
   int epilogue = -1;
   Access store;
   DType compute = DType::Float32;  // dtype of `input` and of Result
+  // The program buffers it touches, in order of first use (accesses, then
+  // the store): its function's own pointer table, bufs[l] = buffer
+  // buffers[l], so kernels that differ only in which buffers they read are
+  // one function (compiled once: jit.cpp kernel_key).
+  std::vector<int> buffers;
   std::vector<std::string> fused;  // names of the graph nodes this kernel computes
   std::string why;                 // what made the result need memory (an output, a second user, ...)
   // Kernel-space rank as seen by the store's accesses.
@@ -121,6 +126,10 @@ struct Kernel {
 struct Gemm {
   int a = -1, b = -1, out = -1;  // buffers
   Dim a_offset = Dim::c(0), b_offset = Dim::c(0);
+  // Batched (matmul of >= 3-d operands): the broadcast batch dims, and each
+  // operand's element stride along them (0 where it broadcasts). The output
+  // is contiguous [batch..., m, n]. Empty: one matrix.
+  Dims batch, a_batch, b_batch;
   bool trans_a = false, trans_b = false;
   Dim m, n, k, lda, ldb, ldc;
   DType dtype = DType::Float32;
@@ -174,6 +183,9 @@ struct Program {
   std::vector<Check> checks;
   size_t num_inputs = 0;
   int64_t arena_bytes = 0;  // static programs: all temporaries, planned by liveness
+  // Expression nodes and loads the scheduler copied or re-expressed: O(graph
+  // length) by design (scheduler.cpp), and what a test holds it to.
+  int64_t schedule_work = 0;
   bool dynamic() const { return !syms.empty(); }
   std::string summary() const;  // one line per step: what it computes and which nodes it fused
 };

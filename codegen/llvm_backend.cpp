@@ -188,22 +188,47 @@ Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, 
 
 void CompiledProgram::run_gemm(const Gemm& g, const std::vector<char*>& bufs, const int64_t* dyn) const {
   const int64_t m = eval_dim(g.m, dyn), n = eval_dim(g.n, dyn), k = eval_dim(g.k, dyn);
-  if (m == 0 || n == 0) return;
+  int64_t count = 1;
+  std::vector<int64_t> bsize(g.batch.size()), as(g.batch.size()), bs(g.batch.size());
+  for (size_t i = 0; i < g.batch.size(); ++i) {
+    bsize[i] = eval_dim(g.batch[i], dyn);
+    as[i] = eval_dim(g.a_batch[i], dyn);
+    bs[i] = eval_dim(g.b_batch[i], dyn);
+    count *= bsize[i];
+  }
+  if (m == 0 || n == 0 || count == 0) return;
   const size_t isz = runtime::itemsize(g.dtype);
   char* a = bufs[size_t(g.a)] + eval_dim(g.a_offset, dyn) * int64_t(isz);
   char* b = bufs[size_t(g.b)] + eval_dim(g.b_offset, dyn) * int64_t(isz);
   char* c = bufs[size_t(g.out)];
   const int64_t lda = std::max<int64_t>(1, eval_dim(g.lda, dyn)), ldb = std::max<int64_t>(1, eval_dim(g.ldb, dyn));
   if (k == 0) {
-    std::memset(c, 0, size_t(m * n) * isz);
+    std::memset(c, 0, size_t(count * m * n) * isz);
     return;
   }
-  if (g.dtype == runtime::DType::Float32)
-    runtime::gemm_f32(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<float*>(a), lda, reinterpret_cast<float*>(b),
-                      ldb, reinterpret_cast<float*>(c), n);
-  else
-    runtime::gemm_f64(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<double*>(a), lda,
-                      reinterpret_cast<double*>(b), ldb, reinterpret_cast<double*>(c), n);
+  // The batch in row-major order (the output's), an odometer over its dims
+  // carrying each operand's element offset.
+  std::vector<int64_t> idx(g.batch.size(), 0);
+  int64_t ao = 0, bo = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    char* pa = a + ao * int64_t(isz);
+    char* pb = b + bo * int64_t(isz);
+    char* pc = c + i * m * n * int64_t(isz);
+    if (g.dtype == runtime::DType::Float32)
+      runtime::gemm_f32(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<float*>(pa), lda, reinterpret_cast<float*>(pb),
+                        ldb, reinterpret_cast<float*>(pc), n);
+    else
+      runtime::gemm_f64(g.trans_a, g.trans_b, m, n, k, reinterpret_cast<double*>(pa), lda,
+                        reinterpret_cast<double*>(pb), ldb, reinterpret_cast<double*>(pc), n);
+    for (size_t d = g.batch.size(); d-- > 0;) {
+      ao += as[d];
+      bo += bs[d];
+      if (++idx[d] < bsize[d]) break;
+      ao -= as[d] * bsize[d];
+      bo -= bs[d] * bsize[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 // The kernels index inputs with the layout they were compiled for. Guards
@@ -312,6 +337,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   };
 
   std::vector<Value> eager_results(p_.eager.size());
+  std::vector<char*> kbufs;
   for (const Step& st : p_.steps) {
     switch (st.kind) {
       case Step::Kind::Kernel: {
@@ -319,7 +345,10 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
         const KernelFn fn = k_.fns[size_t(st.index)];
         const int64_t n0 = eval_dim(k.outer[0], dyn.data());
         const int64_t grain = std::max<int64_t>(1, kGrainElements / work_per_outer(k, dyn.data()));
-        char* const* b = bufs.data();
+        // The kernel's own pointer table (Kernel::buffers).
+        kbufs.resize(k.buffers.size());
+        for (size_t l = 0; l < k.buffers.size(); ++l) kbufs[l] = bufs[size_t(k.buffers[l])];
+        char* const* b = kbufs.data();
         const int64_t* d = dyn.data();
         parallel_for(n0, grain, [&](int64_t lo, int64_t hi) { fn(b, d, lo, hi); });
         break;
@@ -383,6 +412,7 @@ CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector
     CompiledKernels k = compile_kernels(p);
     const auto t2 = std::chrono::steady_clock::now();
     report.kernels = p.kernels.size();
+    report.kernels_distinct = distinct_kernels(p);
     report.gemms = p.gemms.size();
     report.eager_steps = p.eager.size();
     report.summary = p.summary();
@@ -403,10 +433,10 @@ CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector
     report.total_ms = ms(t0, t2);
     if (auto* lg = log::get("output_code"))
       lg->info("llvm backend: {} kernels, {} BLAS calls, {} eager steps ({}; schedule {:.2f} ms, compile {:.2f} ms: "
-               "lower {:.2f}, optimize {:.2f}, codegen {:.2f}, load {:.2f}; {} compiled here, {} received from {} "
-               "ranks, exchanges {:.2f} ms)\n{}",
+               "lower {:.2f}, optimize {:.2f}, codegen {:.2f}, load {:.2f}; {} distinct kernels, {} compiled here, {} "
+               "received from {} ranks, exchanges {:.2f} ms)\n{}",
                report.kernels, report.gemms, report.eager_steps, report.cache, report.schedule_ms, report.compile_ms,
-               k.lower_ms, k.optimize_ms, k.codegen_ms, k.load_ms, k.compiled_here, k.received, k.ranks,
+               k.lower_ms, k.optimize_ms, k.codegen_ms, k.load_ms, distinct_kernels(p), k.compiled_here, k.received, k.ranks,
                k.exchange_ms, report.summary);
     auto prog = std::make_shared<CompiledProgram>(graph, std::move(p), std::move(k), eager);
     return [prog](runtime::CallContext& ctx, const std::vector<Value>& inputs) { return (*prog)(ctx, inputs); };

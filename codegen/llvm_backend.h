@@ -23,6 +23,9 @@ struct BackendReport {
   bool fell_back = false;  // the whole graph went to the eager backend
   std::string reason;      // why, when it did
   size_t kernels = 0, gemms = 0, eager_steps = 0;
+  // Distinct kernels among them (jit.cpp kernel_key): each is lowered and
+  // optimized once per object file, the others are aliases of it.
+  size_t kernels_distinct = 0;
   std::string summary;     // Program::summary()
   std::string cache;       // "compiled", "memory", "disk", "process"; "none" without kernels
   double schedule_ms = 0, compile_ms = 0, total_ms = 0;

@@ -8,8 +8,10 @@
 // float. Transcendentals call SLEEF's u10 functions (max error 1.0 ULP) at
 // the matching width, since LLVM would otherwise scalarize them into libm
 // calls; float32 tanh and erf are cheaper polynomials of kiln's own (their
-// bounds are at IrEval::tanh and IrEval::erf). Float32 reductions
-// accumulate in float64 lanes.
+// bounds are at IrEval::tanh and IrEval::erf). Float32 sum/mean
+// accumulate in float64 lanes; softmax, log_softmax and layer_norm run in
+// float32 lanes with blocked sums (see blocked_sum), and softmax computes each
+// exp once (stored in its output, then scaled).
 #include "codegen/lowering.h"
 
 #include <cassert>
@@ -19,6 +21,7 @@
 #include <unordered_map>
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
@@ -352,8 +355,23 @@ class KernelLowering {
   Value* eval(int root, const std::vector<Value*>& idx, unsigned n, Value* result);
 
   Value* hreduce(Value* v, bool is_max);
-  Value* fold_row(const std::vector<Value*>& ox, bool is_max, DType acc_t, Value* init,
-                  const std::function<Value*(Value*, unsigned)>& f);
+  using RowFn = std::function<Value*(Value*, std::vector<Value*>&, unsigned)>;  // f(input, idx, lanes)
+  Value* fold_row(const std::vector<Value*>& ox, bool is_max, DType acc_t, Value* init, const RowFn& f);
+  // The float64 sum over the row of f(input, idx, lanes) (float32 values),
+  // blocked: see its definition.
+  Value* blocked_sum(const std::vector<Value*>& ox, const RowFn& f);
+  Value* row_log(Value* d);
+  // The max a fold takes: amax's propagates NaN (IrEval::max); softmax's
+  // row max need not (plain_max_): a NaN in the row makes its sum, and so
+  // every result, NaN anyway, and x > m ? x : m is one vmaxps.
+  Value* row_max(Value* a, Value* b) {
+    if (plain_max_ && IrEval::is_fp(a)) return B_.CreateSelect(B_.CreateFCmpOGT(b, a), b, a);
+    return E_.max(a, b);
+  }
+  bool plain_max_ = false;
+  // Row kernels unroll a static row of at most kUnrollVectors whole vectors.
+  bool unroll_rows_ = false;
+  static constexpr int64_t kUnrollVectors = 8;
   void pointwise();
   void reduction();
   void rowwise();
@@ -368,7 +386,8 @@ class KernelLowering {
   llvm::Function* fn_ = nullptr;
   Value* begin_ = nullptr;
   Value* end_ = nullptr;
-  std::vector<Value*> base_;  // per buffer, loaded lazily in the entry block
+  std::vector<Value*> base_;  // per kernel buffer (local index), loaded lazily in the entry block
+  std::unordered_map<int, int> local_;  // program buffer -> the kernel's index
   std::vector<Value*> sym_;
   unsigned lanes_ = 1;
   // Set while emitting the masked remainder step of a vectorized loop:
@@ -422,6 +441,17 @@ void KernelLowering::nest(const Dims& dims, size_t d, std::vector<Value*>& idx, 
     // part that would never run (less code to compile).
     const int64_t L = lanes_;
     const bool static_count = !(d == 0 && lo0) && dims[d].is_static();
+    if (static_count && dims[d].coef % L == 0 && unroll_rows_ && dims[d].coef / L <= kUnrollVectors) {
+      // A short row of a row kernel, straight-line: no loop per pass, so the
+      // out-of-order core overlaps a row's passes and the next row's loads,
+      // and EarlyCSE reuses a pass's loads (and softmax's stored exps).
+      for (int64_t v = 0; v < dims[d].coef / L; ++v) {
+        idx.push_back(i64(v * L));
+        body(idx, lanes_);
+        idx.pop_back();
+      }
+      return;
+    }
     if (static_count && dims[d].coef % L == 0) {
       loop(lo, hi, L, [&](Value* i) {
         idx.push_back(i);
@@ -492,12 +522,16 @@ Value* KernelLowering::address(const Access& a, const std::vector<Value*>& idx, 
   }
   if (lane) off = B_.CreateAdd(off, B_.CreateMul(i64(lane), dim(a.strides[idx.size() - 1])));
   const Buffer& b = P_.buffers[size_t(a.buffer)];
-  if (!base_[size_t(a.buffer)]) {
+  // The kernel's own table: its l-th buffer (Kernel::buffers).
+  auto it = local_.find(a.buffer);
+  if (it == local_.end()) throw Unlowerable{"an access to a buffer the kernel does not list (a kiln bug)"};
+  const size_t l = size_t(it->second);
+  if (!base_[l]) {
     llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-    Value* slot = eb.CreateGEP(eb.getPtrTy(), fn_->getArg(0), eb.getInt64(uint64_t(a.buffer)));
-    base_[size_t(a.buffer)] = eb.CreateLoad(eb.getPtrTy(), slot);
+    Value* slot = eb.CreateGEP(eb.getPtrTy(), fn_->getArg(0), eb.getInt64(uint64_t(l)));
+    base_[l] = eb.CreateLoad(eb.getPtrTy(), slot);
   }
-  return B_.CreateGEP(mem_type(b.dtype), base_[size_t(a.buffer)], off);
+  return B_.CreateGEP(mem_type(b.dtype), base_[l], off);
 }
 
 // The addresses of the n lanes of a strided access, for gathers/scatters.
@@ -587,7 +621,7 @@ Value* KernelLowering::hreduce(Value* v, bool is_max) {
     for (unsigned l = 0; l < n / 2; ++l) lo.push_back(int(l)), hi.push_back(int(l + n / 2));
     Value* a = B_.CreateShuffleVector(v, lo);
     Value* b = B_.CreateShuffleVector(v, hi);
-    v = is_max ? E_.max(a, b) : E_.add(a, b);
+    v = is_max ? row_max(a, b) : E_.add(a, b);
   }
   return E_.lanes(v) == 1 && v->getType()->isVectorTy() ? B_.CreateExtractElement(v, uint64_t(0)) : v;
 }
@@ -603,8 +637,7 @@ void KernelLowering::pointwise() {
 // index ox into one scalar: a vector accumulator for the vector steps (masked
 // lanes add the identity; a max keeps its partial result), a scalar one for
 // scalar steps, then a horizontal fold.
-Value* KernelLowering::fold_row(const std::vector<Value*>& ox, bool is_max, DType acc_t, Value* init,
-                                const std::function<Value*(Value*, unsigned)>& f) {
+Value* KernelLowering::fold_row(const std::vector<Value*>& ox, bool is_max, DType acc_t, Value* init, const RowFn& f) {
   llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
   llvm::AllocaInst* vacc = eb.CreateAlloca(vec(elem_type(acc_t), lanes_));
   llvm::AllocaInst* sacc = eb.CreateAlloca(elem_type(acc_t));
@@ -612,15 +645,118 @@ Value* KernelLowering::fold_row(const std::vector<Value*>& ox, bool is_max, DTyp
   B_.CreateStore(init, sacc);
   std::vector<Value*> full = ox;
   nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
-    Value* x = f(eval(K_.input, ix, n, nullptr), n);
+    Value* x = f(eval(K_.input, ix, n, nullptr), ix, n);
     llvm::AllocaInst* acc = n == 1 ? sacc : vacc;
     Value* cur = B_.CreateLoad(acc->getAllocatedType(), acc);
     if (mask_) x = B_.CreateSelect(mask_, x, is_max ? cur : E_.c(cur, 0.0));
-    B_.CreateStore(is_max ? E_.max(cur, x) : E_.add(cur, x), acc);
+    B_.CreateStore(is_max ? row_max(cur, x) : E_.add(cur, x), acc);
   });
   Value* v = hreduce(B_.CreateLoad(vacc->getAllocatedType(), vacc), is_max);
   Value* sc = B_.CreateLoad(sacc->getAllocatedType(), sacc);
-  return is_max ? E_.max(v, sc) : E_.add(v, sc);
+  return is_max ? row_max(v, sc) : E_.add(v, sc);
+}
+
+// A float32 row sum that is fast and stays accurate however long the row:
+// each vector lane adds at most kBlock float32 terms (error <= kBlock ulps
+// of the sum of |terms|), then its partial sum goes into a float64 lane
+// total and restarts. So the hot loop is float32 at full vector width, and
+// the bound does not grow with the row (a plain float32 lane sum's grows
+// with length / lanes). Scalar steps (rows narrower than a vector) add into
+// a float64 scalar directly. The result is the float64 total.
+Value* KernelLowering::blocked_sum(const std::vector<Value*>& ox, const RowFn& f) {
+  constexpr int64_t kBlock = 64;
+  llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+  Type* f32v = vec(B_.getFloatTy(), lanes_);
+  Type* f64v = vec(B_.getDoubleTy(), lanes_);
+  llvm::AllocaInst* part = eb.CreateAlloca(f32v);
+  llvm::AllocaInst* total = eb.CreateAlloca(f64v);
+  llvm::AllocaInst* count = eb.CreateAlloca(B_.getInt64Ty());
+  llvm::AllocaInst* stotal = eb.CreateAlloca(B_.getDoubleTy());
+  B_.CreateStore(llvm::Constant::getNullValue(f32v), part);
+  B_.CreateStore(llvm::Constant::getNullValue(f64v), total);
+  B_.CreateStore(i64(0), count);
+  B_.CreateStore(llvm::ConstantFP::get(B_.getDoubleTy(), 0.0), stotal);
+  // A row of at most kBlock vectors (static) never flushes: no counter.
+  const Dim row = product(K_.inner);
+  const bool short_row = row.is_static() && row.coef <= kBlock * int64_t(lanes_);
+  std::vector<Value*> full = ox;
+  nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
+    Value* x = f(eval(K_.input, ix, n, nullptr), ix, n);
+    if (n == 1) {
+      Value* cur = B_.CreateLoad(B_.getDoubleTy(), stotal);
+      B_.CreateStore(B_.CreateFAdd(cur, B_.CreateFPExt(x, B_.getDoubleTy())), stotal);
+      return;
+    }
+    if (mask_) x = B_.CreateSelect(mask_, x, llvm::Constant::getNullValue(f32v));
+    B_.CreateStore(B_.CreateFAdd(B_.CreateLoad(f32v, part), x), part);
+    if (short_row) return;
+    Value* c = B_.CreateAdd(B_.CreateLoad(B_.getInt64Ty(), count), i64(1));
+    B_.CreateStore(c, count);
+    llvm::BasicBlock* flush = llvm::BasicBlock::Create(ctx_, "flush", fn_);
+    llvm::BasicBlock* cont = llvm::BasicBlock::Create(ctx_, "flushed", fn_);
+    // Weighted as taken once in kBlock, so SimplifyCFG keeps the branch
+    // instead of computing the float64 add on every step and selecting.
+    B_.CreateCondBr(B_.CreateICmpEQ(c, i64(kBlock)), flush, cont,
+                    llvm::MDBuilder(ctx_).createBranchWeights(1, kBlock - 1));
+    B_.SetInsertPoint(flush);
+    B_.CreateStore(B_.CreateFAdd(B_.CreateLoad(f64v, total), B_.CreateFPExt(B_.CreateLoad(f32v, part), f64v)), total);
+    B_.CreateStore(llvm::Constant::getNullValue(f32v), part);
+    B_.CreateStore(i64(0), count);
+    B_.CreateBr(cont);
+    B_.SetInsertPoint(cont);
+  });
+  Value* v;
+  if (short_row) {  // no block was flushed: fold the lanes in float32 (4 more roundings at 16 lanes)
+    Value* p = B_.CreateLoad(f32v, part);
+    v = B_.CreateFPExt(lanes_ > 1 ? hreduce(p, false) : p, B_.getDoubleTy());
+  } else {
+    Value* lanes_total =
+        B_.CreateFAdd(B_.CreateLoad(f64v, total), B_.CreateFPExt(B_.CreateLoad(f32v, part), f64v));
+    v = lanes_ > 1 ? hreduce(lanes_total, false) : lanes_total;
+  }
+  return B_.CreateFAdd(v, B_.CreateLoad(B_.getDoubleTy(), stotal));
+}
+
+// log of a float32 row's float64 sum, once per row: inline for a positive normal
+// finite value (always, for log_softmax's sum: >= 1 unless the row holds a
+// NaN or an inf), libm's otherwise. A call per row was the largest single
+// cost of a (4, 4, 64, 64) log_softmax: SLEEF's portable scalar log 30%,
+// libm's 23%. d = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s),
+// s = (m - 1)/(m + 1), |s| <= 0.172, by its series to s^11 (the next term
+// is below 1e-11 relative): far inside the float32 result's half ULP.
+Value* KernelLowering::row_log(Value* d) {
+  Type* dt = B_.getDoubleTy();
+  Type* it = B_.getInt64Ty();
+  Value* bits = B_.CreateBitCast(d, it);
+  Value* ok = B_.CreateAnd(B_.CreateFCmpOGE(d, llvm::ConstantFP::get(dt, 2.2250738585072014e-308)),
+                           B_.CreateFCmpOLT(d, llvm::ConstantFP::get(dt, std::numeric_limits<double>::infinity())));
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx_, "log_inline", fn_);
+  llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx_, "log_libm", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "log_done", fn_);
+  B_.CreateCondBr(ok, fast, slow, llvm::MDBuilder(ctx_).createBranchWeights(1000, 1));
+  B_.SetInsertPoint(fast);
+  Value* e = B_.CreateSub(B_.CreateLShr(bits, i64(52)), i64(1023));
+  Value* m = B_.CreateBitCast(B_.CreateOr(B_.CreateAnd(bits, i64((int64_t(1) << 52) - 1)), i64(int64_t(1023) << 52)), dt);
+  Value* big = B_.CreateFCmpOGT(m, llvm::ConstantFP::get(dt, 1.4142135623730951));
+  m = B_.CreateSelect(big, B_.CreateFMul(m, llvm::ConstantFP::get(dt, 0.5)), m);
+  e = B_.CreateSelect(big, B_.CreateAdd(e, i64(1)), e);
+  Value* sv = B_.CreateFDiv(B_.CreateFSub(m, llvm::ConstantFP::get(dt, 1.0)), B_.CreateFAdd(m, llvm::ConstantFP::get(dt, 1.0)));
+  static const double K[] = {1.0, 1.0 / 3, 1.0 / 5, 1.0 / 7, 1.0 / 9, 1.0 / 11};
+  Value* p = E_.horner(K, 6, B_.CreateFMul(sv, sv));
+  Value* lm = B_.CreateFMul(B_.CreateFMul(llvm::ConstantFP::get(dt, 2.0), sv), p);
+  Value* r_fast = B_.CreateIntrinsic(llvm::Intrinsic::fma, {dt},
+                                     {B_.CreateSIToFP(e, dt), llvm::ConstantFP::get(dt, 0.6931471805599453), lm});
+  B_.CreateBr(done);
+  llvm::BasicBlock* fast_end = B_.GetInsertBlock();
+  B_.SetInsertPoint(slow);
+  Value* r_slow = B_.CreateUnaryIntrinsic(llvm::Intrinsic::log, d);
+  B_.CreateBr(done);
+  llvm::BasicBlock* slow_end = B_.GetInsertBlock();
+  B_.SetInsertPoint(done);
+  llvm::PHINode* r = B_.CreatePHI(dt, 2);
+  r->addIncoming(r_fast, fast_end);
+  r->addIncoming(r_slow, slow_end);
+  return r;
 }
 
 // Sum / Mean / Amax: one accumulator per output element.
@@ -634,7 +770,8 @@ void KernelLowering::reduction() {
     // The identity of the fold: -inf for a float max, false for a bool max.
     const double init_v = is_max && runtime::is_floating(cd) ? -std::numeric_limits<double>::infinity() : 0.0;
     Value* init = is_max && cd == DType::Int64 ? i64(INT64_MIN) : E_.c(llvm::UndefValue::get(elem_type(ad)), init_v);
-    Value* total = fold_row(ox, is_max, ad, init, [&](Value* x, unsigned n) { return convert(x, cd, ad, n); });
+    Value* total =
+        fold_row(ox, is_max, ad, init, [&](Value* x, std::vector<Value*>&, unsigned n) { return convert(x, cd, ad, n); });
     if (K_.kind == KernelKind::Mean) total = B_.CreateFDiv(total, B_.CreateSIToFP(dim(product(K_.inner)), total->getType()));
     Value* r = convert(total, ad, cd, 1);
     store(K_.store, P_.buffers[size_t(K_.store.buffer)].dtype, ox, 1, eval(K_.epilogue, ox, 1, r));
@@ -642,51 +779,92 @@ void KernelLowering::reduction() {
 }
 
 // Softmax / LogSoftmax / LayerNorm: row statistics in one or two passes,
-// then a pass that writes each element through the epilogue.
+// then a pass that writes each element through the epilogue. Float32 rows
+// run in float32 lanes, their sums blocked (blocked_sum: float64 only per
+// block); float64 rows fold in float64.
 void KernelLowering::rowwise() {
+  unroll_rows_ = true;
   const DType cd = K_.compute;
-  const DType ad = DType::Float64;
+  const bool f32 = cd == DType::Float32;
+  Type* ct = elem_type(cd);
+  const DType out_dt = P_.buffers[size_t(K_.store.buffer)].dtype;
   std::vector<Value*> idx;
   nest(K_.outer, 0, idx, begin_, end_, false, [&](std::vector<Value*>& ox, unsigned) {
-    // A pass: the fold over the row of f(input), from `init`.
-    auto pass = [&](bool is_max, DType acc_t, double init, const std::function<Value*(Value*, unsigned)>& f) {
-      return fold_row(ox, is_max, acc_t, E_.c(llvm::UndefValue::get(elem_type(acc_t)), init), f);
+    // The row sum of f(input) as a float64 scalar.
+    auto sum = [&](const RowFn& f) -> Value* {
+      return f32 ? blocked_sum(ox, f) : fold_row(ox, false, cd, llvm::ConstantFP::get(ct, 0.0), f);
     };
     Value* count = B_.CreateSIToFP(dim(product(K_.inner)), B_.getDoubleTy());
+    auto to_c = [&](Value* d) { return f32 ? B_.CreateFPTrunc(d, ct) : d; };
     std::function<Value*(std::vector<Value*>&, unsigned)> elem;
     if (K_.kind == KernelKind::LayerNorm) {
-      // Two passes in double, as the eager kernel: mean, then the biased
-      // variance around it (no cancellation from E[x^2] - E[x]^2).
-      Value* mean = B_.CreateFDiv(pass(false, ad, 0.0, [&](Value* x, unsigned n) { return convert(x, cd, ad, n); }), count);
-      Value* mean_c = B_.CreateFPCast(mean, elem_type(cd));
-      Value* var = B_.CreateFDiv(pass(false, ad, 0.0,
-                                      [&](Value* x, unsigned n) {
-                                        Value* d = B_.CreateFSub(convert(x, cd, ad, n), splat(mean, n));
-                                        return B_.CreateFMul(d, d);
-                                      }),
+      // Two passes, as the eager kernel: the mean, then the biased variance
+      // around it (no cancellation from E[x^2] - E[x]^2). In float32 the
+      // mean is split in two floats, hi + lo, and x - mean is (x - hi) - lo:
+      // x - hi is exact where x is within a factor 2 of the mean (Sterbenz),
+      // so a row far from 0 (mean 1e4, std 1) keeps its deviations to an
+      // ULP of their own size, not of 1e4's.
+      // The mean's own sum is of x - x0 (x0: the row's first element): the
+      // blocked sum's error is relative to the sum of |terms|, and for a row
+      // far from 0 that must be the spread, not the offset.
+      Value* mean;
+      if (f32) {
+        std::vector<Value*> first = ox;
+        for (size_t d = 0; d < K_.inner.size(); ++d) first.push_back(i64(0));
+        Value* x0 = eval(K_.input, first, 1, nullptr);
+        Value* shifted = B_.CreateFDiv(
+            sum([&, x0](Value* x, std::vector<Value*>&, unsigned n) { return B_.CreateFSub(x, splat(x0, n)); }), count);
+        mean = B_.CreateFAdd(B_.CreateFPExt(x0, B_.getDoubleTy()), shifted);
+      } else {
+        mean = B_.CreateFDiv(sum([&](Value* x, std::vector<Value*>&, unsigned) { return x; }), count);
+      }
+      Value* mean_c = to_c(mean);
+      Value* mean_lo = f32 ? to_c(B_.CreateFSub(mean, B_.CreateFPExt(mean_c, B_.getDoubleTy()))) : nullptr;
+      auto centred = [&, mean_c, mean_lo](Value* x, unsigned n) {
+        Value* d = B_.CreateFSub(x, splat(mean_c, n));
+        return mean_lo ? B_.CreateFSub(d, splat(mean_lo, n)) : d;
+      };
+      Value* var = B_.CreateFDiv(sum([&](Value* x, std::vector<Value*>&, unsigned n) {
+                                   Value* d = centred(x, n);
+                                   return B_.CreateFMul(d, d);
+                                 }),
                                  count);
       Value* rstd = B_.CreateFDiv(llvm::ConstantFP::get(B_.getDoubleTy(), 1.0),
                                   B_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt,
                                                           B_.CreateFAdd(var, llvm::ConstantFP::get(B_.getDoubleTy(), K_.eps))));
-      Value* rstd_c = B_.CreateFPCast(rstd, elem_type(cd));
-      elem = [&, mean_c, rstd_c](std::vector<Value*>& ix, unsigned n) {
-        Value* y = B_.CreateFMul(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mean_c, n)), splat(rstd_c, n));
+      Value* rstd_c = to_c(rstd);
+      elem = [&, centred, rstd_c](std::vector<Value*>& ix, unsigned n) {
+        Value* y = B_.CreateFMul(centred(eval(K_.input, ix, n, nullptr), n), splat(rstd_c, n));
         if (K_.weight >= 0) y = B_.CreateFMul(y, eval(K_.weight, ix, n, nullptr));
         if (K_.bias >= 0) y = B_.CreateFAdd(y, eval(K_.bias, ix, n, nullptr));
         return y;
       };
     } else {
-      Value* mx = pass(true, cd, -std::numeric_limits<double>::infinity(), [&](Value* x, unsigned) { return x; });
-      Value* total = pass(false, ad, 0.0, [&](Value* x, unsigned n) {
-        return convert(E_.exp(B_.CreateFSub(x, splat(mx, n))), cd, ad, n);
+      plain_max_ = true;
+      Value* mx = fold_row(ox, true, cd, E_.c(llvm::UndefValue::get(ct), -std::numeric_limits<double>::infinity()),
+                           [&](Value* x, std::vector<Value*>&, unsigned) { return x; });
+      plain_max_ = false;
+      // Softmax keeps exp(x - max) in its output (when the output holds the
+      // compute dtype) and scales it in place: one exp per element, not two.
+      const bool keep_exp = K_.kind == KernelKind::Softmax && out_dt == cd;
+      // (An inline float32 exp, Cephes' polynomial, was tried here in place
+      // of SLEEF's call: no faster on softmax / log_softmax, and 2x slower on
+      // masked rows; benchmarks/RESULTS.md, issue 17.)
+      auto exp = [&](Value* z) { return E_.exp(z); };
+      Value* total = sum([&](Value* x, std::vector<Value*>& ix, unsigned n) {
+        Value* e = exp(B_.CreateFSub(x, splat(mx, n)));
+        if (keep_exp) store(K_.store, cd, ix, n, e);
+        return e;
       });
       if (K_.kind == KernelKind::Softmax) {
-        Value* inv = B_.CreateFPCast(B_.CreateFDiv(llvm::ConstantFP::get(B_.getDoubleTy(), 1.0), total), elem_type(cd));
-        elem = [&, mx, inv](std::vector<Value*>& ix, unsigned n) {
-          return B_.CreateFMul(E_.exp(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mx, n))), splat(inv, n));
+        Value* inv = to_c(B_.CreateFDiv(llvm::ConstantFP::get(B_.getDoubleTy(), 1.0), total));
+        elem = [&, mx, inv, keep_exp, exp](std::vector<Value*>& ix, unsigned n) {
+          Value* e = keep_exp ? load(K_.store, cd, ix, n) : exp(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mx, n)));
+          return B_.CreateFMul(e, splat(inv, n));
         };
       } else {
-        Value* lt = B_.CreateFPCast(E_.log(total), elem_type(cd));
+        // float64 rows: libm's log, to a float64 result's accuracy.
+        Value* lt = f32 ? to_c(row_log(total)) : B_.CreateUnaryIntrinsic(llvm::Intrinsic::log, total);
         elem = [&, mx, lt](std::vector<Value*>& ix, unsigned n) {
           return B_.CreateFSub(B_.CreateFSub(eval(K_.input, ix, n, nullptr), splat(mx, n)), splat(lt, n));
         };
@@ -694,7 +872,7 @@ void KernelLowering::rowwise() {
     }
     std::vector<Value*> full = ox;
     nest(K_.inner, 0, full, nullptr, nullptr, true, [&](std::vector<Value*>& ix, unsigned n) {
-      store(K_.store, P_.buffers[size_t(K_.store.buffer)].dtype, ix, n, eval(K_.epilogue, ix, n, elem(ix, n)));
+      store(K_.store, out_dt, ix, n, eval(K_.epilogue, ix, n, elem(ix, n)));
     });
   });
 }
@@ -715,7 +893,8 @@ void KernelLowering::run(const std::string& symbol) {
   entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "start", fn_);
   B_.SetInsertPoint(entry_);
-  base_.assign(P_.buffers.size(), nullptr);
+  base_.assign(K_.buffers.size(), nullptr);
+  for (size_t l = 0; l < K_.buffers.size(); ++l) local_.emplace(K_.buffers[l], int(l));
   for (size_t s = 0; s < P_.syms.size(); ++s)
     sym_.push_back(B_.CreateLoad(B_.getInt64Ty(), B_.CreateGEP(B_.getInt64Ty(), fn_->getArg(1), i64(int64_t(s)))));
   begin_ = fn_->getArg(2);
@@ -724,7 +903,9 @@ void KernelLowering::run(const std::string& symbol) {
   size_t widest = runtime::itemsize(K_.compute);
   for (const Expr& e : K_.exprs) widest = std::max(widest, runtime::itemsize(e.dtype));
   widest = std::max(widest, runtime::itemsize(P_.buffers[size_t(K_.store.buffer)].dtype));
-  if (K_.kind != KernelKind::Pointwise && K_.kind != KernelKind::Amax) widest = 8;  // float64 accumulators
+  // Sum/Mean keep float64 accumulators (a vector of them sets the width);
+  // the row kernels' float64 is per block or per row (blocked_sum).
+  if (K_.kind == KernelKind::Sum || K_.kind == KernelKind::Mean) widest = 8;
   lanes_ = unsigned(cpu_.f32_lanes * 4 / std::max<size_t>(widest, 4));
   B_.SetInsertPoint(body);
   switch (K_.kind) {

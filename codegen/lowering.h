@@ -1,7 +1,8 @@
 // Kernel -> LLVM IR. Each kernel becomes one function
 //   void <symbol>(char* const* bufs, const int64_t* dyn, int64_t begin, int64_t end)
-// over outer[0] in [begin, end): bufs[i] points at element 0 of buffer i,
-// dyn[s] is dynamic symbol s. Only jit.cpp includes this (LLVM headers
+// over outer[0] in [begin, end): bufs[l] points at element 0 of the kernel's
+// l-th buffer (Kernel::buffers[l]: the kernel's own table, not the
+// program's), dyn[s] is dynamic symbol s. Only jit.cpp includes this (LLVM headers
 // stay out of headers that many files include).
 #pragma once
 

@@ -14,10 +14,19 @@
 // expression's own dims, and inlining it into a consumer re-expresses those
 // strides over the consumer's dims (a permutation plus broadcast zeros), so
 // fusion never needs more than stride arithmetic.
+//
+// Cost: linear in graph length. A pending value's only consumer takes its
+// arena over (moved, its loads re-expressed in place) instead of copying it,
+// so a chain of N pointwise ops builds one arena of O(N) nodes, not N
+// arenas of 1..N nodes. When several pending operands meet, the largest is
+// taken over and the others copied (small into large: O(N log N) at worst).
+// Program::schedule_work counts the nodes copied or re-expressed, so a test
+// can hold it to O(N) without a clock (tests/cpp/test_codegen.cpp).
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 #include "codegen/kernel_ir.h"
@@ -71,6 +80,8 @@ struct Val {
   std::vector<std::string> nodes;  // graph nodes folded into the pending expression
   // an eager step's non-tensor result
   int eager_step = -1;
+  // Its arena was taken over by its only consumer: nothing may read it again.
+  bool consumed = false;
 };
 
 class Scheduler {
@@ -100,9 +111,12 @@ class Scheduler {
   int emit_kernel(Kernel k);
 
   // -- expressions
-  int copy_expr(const Arena& src, int root, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank,
-                std::unordered_map<int, int>& memo, const Access* result_store = nullptr);
+  int copy_expr(const Arena& src, int root, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank);
+  void remap_in_place(Arena& a, const std::vector<int>& dim_map, size_t dst_rank);
   int load_of(Val& v, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank, int* open_out);
+  int take_or_load(const Node* src, const Node& consumer, Arena& dst, const std::vector<int>& dim_map,
+                   size_t dst_rank, int* open_out, std::vector<std::string>* nodes_out);
+  bool only_consumer(const Node* src, const Node& consumer) const;
   static int cast(Arena& a, int e, DType to) {
     if (a.exprs[size_t(e)].dtype == to) return e;
     Expr c;
@@ -121,7 +135,9 @@ class Scheduler {
   void pointwise(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& tensor_of);
   void reduction(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   void matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  void batched_matmul(const Node& n, const Node* an, const Node* bn);
   void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
+  bool fold_view(const Node& n, const runtime::OpArgs& args, const Node* src);
   void eager(const Node& n, const std::string& why);
   void before_mutation(const Node& n, const EagerStep& s);
   void output(const Node& n);
@@ -189,56 +205,135 @@ Dims Scheduler::dims_of(const output_graph::TensorMeta& m, int input_index) {
   return d;
 }
 
-// Copies the DAG under `root` from src into dst, re-expressing each load's
-// strides over dst's dims: src dim i becomes dst dim dim_map[i] (or is
-// dropped: -1). Result nodes are kept; `memo` keeps shared nodes shared.
-int Scheduler::copy_expr(const Arena& src, int root, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank,
-                         std::unordered_map<int, int>& memo, const Access* result_store) {
-  if (auto it = memo.find(root); it != memo.end()) return it->second;
-  Expr e = src.exprs[size_t(root)];
-  if (e.kind == ExprKind::Load) {
-    const Access& a = src.accesses[size_t(e.access)];
-    Access na{a.buffer, a.offset, Dims(dst_rank, Dim::c(0))};
-    for (size_t i = 0; i < a.strides.size(); ++i) {
-      if (dim_map[i] < 0) continue;
-      Dim& s = na.strides[size_t(dim_map[i])];
-      if (s.is(0)) s = a.strides[i];
-      else unsupported("two source dims map onto one kernel dim");  // never made by this scheduler
-    }
-    dst.accesses.push_back(std::move(na));
-    e.access = int(dst.accesses.size()) - 1;
-  } else {
-    for (int* op : {&e.a, &e.b, &e.c})
-      if (*op >= 0) *op = copy_expr(src, *op, dst, dim_map, dst_rank, memo, result_store);
+// Re-expresses one load's strides over dst's dims: src dim i becomes dst
+// dim dim_map[i] (or is dropped: -1).
+static Access remap_access(const Access& a, const std::vector<int>& dim_map, size_t dst_rank) {
+  Access na{a.buffer, a.offset, Dims(dst_rank, Dim::c(0))};
+  for (size_t i = 0; i < a.strides.size(); ++i) {
+    if (dim_map[i] < 0) continue;
+    Dim& s = na.strides[size_t(dim_map[i])];
+    if (s.is(0)) s = a.strides[i];
+    else unsupported("two source dims map onto one kernel dim");  // never made by this scheduler
   }
-  const int id = dst.add(e);
-  memo[root] = id;
-  return id;
+  return na;
+}
+
+static bool is_identity(const std::vector<int>& dim_map, size_t dst_rank) {
+  if (dim_map.size() != dst_rank) return false;
+  for (size_t i = 0; i < dim_map.size(); ++i)
+    if (dim_map[i] != int(i)) return false;
+  return true;
+}
+
+// Copies the DAG under `root` from src into dst (appended), re-expressing
+// each load over dst's dims. Result nodes are kept; shared nodes stay
+// shared. Iterative (operands precede their users in an arena), so a
+// 10,000-op chain does not recurse 10,000 deep.
+int Scheduler::copy_expr(const Arena& src, int root, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank) {
+  std::vector<int> at(size_t(root) + 1, -1);  // src node -> dst node; -2: needed, not yet copied
+  at[size_t(root)] = -2;
+  for (int i = root; i >= 0; --i) {
+    if (at[size_t(i)] != -2) continue;
+    const Expr& e = src.exprs[size_t(i)];
+    for (int op : {e.a, e.b, e.c})
+      if (op >= 0) at[size_t(op)] = -2;
+  }
+  const bool identity = is_identity(dim_map, dst_rank);
+  for (int i = 0; i <= root; ++i) {
+    if (at[size_t(i)] != -2) continue;
+    Expr e = src.exprs[size_t(i)];
+    if (e.kind == ExprKind::Load) {
+      const Access& a = src.accesses[size_t(e.access)];
+      dst.accesses.push_back(identity ? a : remap_access(a, dim_map, dst_rank));
+      e.access = int(dst.accesses.size()) - 1;
+    } else {
+      for (int* op : {&e.a, &e.b, &e.c})
+        if (*op >= 0) *op = at[size_t(*op)];
+    }
+    at[size_t(i)] = dst.add(e);
+    ++prog_.schedule_work;
+  }
+  return at[size_t(root)];
+}
+
+// The arena's loads re-expressed over dst's dims where it lies.
+void Scheduler::remap_in_place(Arena& a, const std::vector<int>& dim_map, size_t dst_rank) {
+  if (is_identity(dim_map, dst_rank)) return;
+  for (Access& acc : a.accesses) {
+    acc = remap_access(acc, dim_map, dst_rank);
+    ++prog_.schedule_work;
+  }
 }
 
 // v as an expression in dst (whose dims are dst_rank wide, v's dims mapping
-// by dim_map). A pending v is inlined; an open reduction is reported in
-// *open_out so the caller can check it fuses only one.
+// by dim_map). A pending v is inlined (copied); an open reduction is
+// reported in *open_out so the caller can check it fuses only one.
 int Scheduler::load_of(Val& v, Arena& dst, const std::vector<int>& dim_map, size_t dst_rank, int* open_out) {
+  if (v.consumed) unsupported("internal: a value read after its only consumer took it over");
   if (v.materialized) {
-    Arena one;
     Expr e;
     e.kind = ExprKind::Load;
     e.dtype = v.dtype;
-    e.access = 0;
-    one.accesses.push_back(v.view);
-    one.add(e);
-    std::unordered_map<int, int> memo;
-    return copy_expr(one, 0, dst, dim_map, dst_rank, memo);
+    e.access = int(dst.accesses.size());
+    dst.accesses.push_back(remap_access(v.view, dim_map, dst_rank));
+    ++prog_.schedule_work;
+    return dst.add(e);
   }
   if (v.open >= 0 && open_out) *open_out = v.open;
-  std::unordered_map<int, int> memo;
-  return copy_expr(v.arena, v.root, dst, dim_map, dst_rank, memo);
+  return copy_expr(v.arena, v.root, dst, dim_map, dst_rank);
+}
+
+// Whether `consumer` is the only node that reads src, and reads it once.
+bool Scheduler::only_consumer(const Node* src, const Node& consumer) const {
+  for (const Node* u : src->users)
+    if (u != &consumer) return false;
+  int uses = 0;
+  std::function<void(const Arg&)> count = [&](const Arg& a) {
+    if (a.kind == Arg::Kind::Node) uses += a.node == src;
+    else if (a.kind == Arg::Kind::List)
+      for (const Arg& i : a.items) count(i);
+  };
+  for (const Arg& a : consumer.args) count(a);
+  for (const auto& kv : consumer.kwargs) count(kv.second);
+  return uses == 1;
+}
+
+// load_of, except that a pending src whose only reader is `consumer` hands
+// its arena over when dst is still empty (the linear-cost path: see the top
+// of this file); its graph-node names move to *nodes_out too. Otherwise a
+// copy, and the names are appended.
+int Scheduler::take_or_load(const Node* srcn, const Node& consumer, Arena& dst, const std::vector<int>& dim_map,
+                            size_t dst_rank, int* open_out, std::vector<std::string>* nodes_out) {
+  Val& src = val(srcn);
+  if (!src.materialized && !src.consumed && dst.exprs.empty() && dst.accesses.empty() &&
+      only_consumer(srcn, consumer)) {
+    if (src.open >= 0 && open_out) *open_out = src.open;
+    dst = std::move(src.arena);
+    remap_in_place(dst, dim_map, dst_rank);
+    if (nodes_out) {
+      if (nodes_out->empty()) *nodes_out = std::move(src.nodes);
+      else nodes_out->insert(nodes_out->end(), src.nodes.begin(), src.nodes.end());
+    }
+    const int root = src.root;
+    src.arena = Arena{};
+    src.nodes.clear();
+    src.root = -1;
+    src.consumed = true;
+    return root;
+  }
+  const bool pending = !src.materialized;
+  const int e = load_of(src, dst, dim_map, dst_rank, open_out);
+  if (pending && nodes_out) nodes_out->insert(nodes_out->end(), src.nodes.begin(), src.nodes.end());
+  return e;
 }
 
 int Scheduler::emit_kernel(Kernel k) {
   k.name = "kernel_" + std::to_string(prog_.kernels.size());
   simplify(k);
+  for (const Access* a = k.accesses.data(); a != k.accesses.data() + k.accesses.size() + 1; ++a) {
+    const Access& acc = a == k.accesses.data() + k.accesses.size() ? k.store : *a;
+    if (std::find(k.buffers.begin(), k.buffers.end(), acc.buffer) == k.buffers.end()) k.buffers.push_back(acc.buffer);
+  }
   prog_.kernels.push_back(std::move(k));
   prog_.steps.push_back({Step::Kind::Kernel, int(prog_.kernels.size()) - 1});
   return int(prog_.kernels.size()) - 1;
@@ -272,11 +367,20 @@ void Scheduler::materialize(Val& v, const std::string& why) {
     map = r.result_map;
     rank = k.store_rank();
   }
-  Arena ep{std::move(k.exprs), std::move(k.accesses)};
-  std::unordered_map<int, int> memo;
-  k.epilogue = copy_expr(v.arena, v.root, ep, map, rank, memo);
-  k.exprs = std::move(ep.exprs);
-  k.accesses = std::move(ep.accesses);
+  if (v.consumed) unsupported("internal: a value materialized after its only consumer took it over");
+  if (k.exprs.empty() && k.accesses.empty()) {
+    // A pointwise kernel: v's arena becomes the kernel's (v turns into a
+    // view of the buffer below, so nothing reads the arena again).
+    remap_in_place(v.arena, map, rank);
+    k.exprs = std::move(v.arena.exprs);
+    k.accesses = std::move(v.arena.accesses);
+    k.epilogue = v.root;
+  } else {
+    Arena ep{std::move(k.exprs), std::move(k.accesses)};
+    k.epilogue = copy_expr(v.arena, v.root, ep, map, rank);
+    k.exprs = std::move(ep.exprs);
+    k.accesses = std::move(ep.accesses);
+  }
   k.store = Access{buf, Dim::c(0), Dims(rank, Dim::c(0))};
   for (size_t i = 0; i < v.sizes.size(); ++i)
     if (map[i] >= 0) k.store.strides[size_t(map[i])] = b.strides[i];
@@ -310,7 +414,7 @@ void Scheduler::placeholder(const Node& n) {
 }
 
 void Scheduler::get_attr(const Node& n) {
-  const Value* v = g_.attr(n.target_str());
+  const Value* v = g_.attr_of(n);
   if (!v || !v->is(runtime::Kind::Tensor)) unsupported("get_attr '" + n.target_str() + "' is not a tensor attribute");
   const Tensor t = v->as_tensor();
   prog_.attrs.push_back(*v);
@@ -342,30 +446,50 @@ void Scheduler::pointwise(const Node& n, const runtime::OpArgs& args, const std:
   v.tensor = true;
   v.dtype = result;
   v.sizes = out;
-  int operands[3] = {-1, -1, -1};
+  // Before any operand is loaded (a bail-out to eager after a take-over
+  // would leave the taken value without its expression): scalar operands
+  // that a kernel cannot hold, and open reductions that cannot fuse here.
   for (int i = 0; i < op.arity; ++i) {
+    if (tensor_of[size_t(i)]) continue;
+    const Value& s = args[size_t(i)];
+    if (s.is(runtime::Kind::Int) && std::abs(double(s.as_int())) > 9007199254740992.0)
+      return eager(n, "integer constant beyond 2^53");
+  }
+  for (int i = 0; i < op.arity; ++i) {
+    const Node* tn = tensor_of[size_t(i)];
+    if (!tn) continue;
+    Val& src = val(tn);
+    if (!src.materialized && src.open >= 0) {
+      // A reduction's result fuses only elementwise (same dims) and only
+      // one open reduction per kernel.
+      if (src.sizes != out || (v.open >= 0 && v.open != src.open))
+        materialize(src, "reduction result broadcast or combined");
+      else
+        v.open = src.open;
+    }
+  }
+  // The largest pending operand is loaded first, so it can hand its arena
+  // over (take_or_load); the others are copied after it.
+  int first = -1;
+  for (int i = 0; i < op.arity; ++i) {
+    const Node* tn = tensor_of[size_t(i)];
+    if (!tn || val(tn).materialized) continue;
+    if (first < 0 || val(tn).arena.exprs.size() > val(tensor_of[size_t(first)]).arena.exprs.size()) first = i;
+  }
+  int operands[3] = {-1, -1, -1};
+  for (int k = -1; k < op.arity; ++k) {
+    const int i = k < 0 ? first : k;
+    if (i < 0 || (k >= 0 && i == first)) continue;
     const DType want = (op.rule == runtime::PwRule::Where && i == 0) ? DType::Bool : compute;
     int e;
     if (const Node* tn = tensor_of[size_t(i)]) {
-      Val& src = val(tn);
-      int open = -1;
-      if (!src.materialized && src.open >= 0) {
-        // A reduction's result fuses only elementwise (same dims) and only
-        // one open reduction per kernel.
-        if (src.sizes != out || (v.open >= 0 && v.open != src.open))
-          materialize(src, "reduction result broadcast or combined");
-      }
-      e = load_of(src, v.arena, broadcast_map(src.sizes, out), out.size(), &open);
-      if (open >= 0) v.open = open;
-      if (!src.materialized) v.nodes.insert(v.nodes.end(), src.nodes.begin(), src.nodes.end());
+      e = take_or_load(tn, n, v.arena, broadcast_map(val(tn).sizes, out), out.size(), nullptr, &v.nodes);
     } else {
       const Value& s = args[size_t(i)];
       Expr c;
       c.kind = ExprKind::Const;
       c.dtype = want;
       c.value = s.is(runtime::Kind::Float) ? s.as_float() : double(s.is(runtime::Kind::Bool) ? s.as_bool() : s.as_int());
-      if (s.is(runtime::Kind::Int) && std::abs(c.value) > 9007199254740992.0)
-        return eager(n, "integer constant beyond 2^53");
       e = v.arena.add(c);
     }
     operands[i] = cast(v.arena, e, want);
@@ -426,7 +550,7 @@ void Scheduler::reduction(const Node& n, const runtime::OpArgs& args, const std:
   }
   const size_t full = k.outer.size() + k.inner.size();
   Arena in;
-  k.input = cast(in, load_of(x, in, xmap, full, nullptr), k.compute);
+  k.input = cast(in, take_or_load(pnode[0], n, in, xmap, full, nullptr, &k.fused), k.compute);  // the producers it computes inline
   if (k.kind == KernelKind::LayerNorm) {
     for (auto [slot, i] : {std::pair{&k.weight, size_t(2)}, std::pair{&k.bias, size_t(3)}}) {
       if (!pnode[i]) continue;
@@ -440,7 +564,6 @@ void Scheduler::reduction(const Node& n, const runtime::OpArgs& args, const std:
   }
   k.exprs = std::move(in.exprs);
   k.accesses = std::move(in.accesses);
-  if (!x.materialized) k.fused = x.nodes;  // the producers it computes inline
   k.fused.push_back(n.name);
   // The result's dims in store space.
   if (is_rowwise(k.kind)) {
@@ -548,7 +671,7 @@ void Scheduler::before_mutation(const Node& n, const EagerStep& s) {
     const Node& m = *np;
     if (m.index >= n.index) break;
     Val& v = val(&m);
-    if (!v.tensor || v.materialized) continue;
+    if (!v.tensor || v.materialized || v.consumed) continue;
     // Only a value some later node still reads is live (an open reduction
     // belongs to its latest consumer).
     bool live = false;
@@ -557,6 +680,98 @@ void Scheduler::before_mutation(const Node& n, const EagerStep& s) {
     if (reads(v.arena.accesses) || (v.open >= 0 && reads(open_[size_t(v.open)].kernel.accesses)))
       materialize(v, "read before " + n.name + " writes its arguments");
   }
+}
+
+// a [..., M, K] @ b [..., K, N] with b at least 3-d (a 2-d b takes the
+// plain path, A's leading dims as rows): one BLAS call per matrix of the
+// broadcast batch, each operand read in place (row-major or transposed; a
+// layout BLAS cannot read is copied contiguous first), the result one
+// contiguous [batch..., M, N] buffer in the arena that consumers (scale,
+// mask, softmax) fuse their loads from. Static sizes only (dynamic ones run
+// the eager kernel, which loops the same way).
+void Scheduler::batched_matmul(const Node& n, const Node* an, const Node* bn) {
+  const DType dt = n.meta->dtype;
+  for (const Node* o : {an, bn})
+    for (const Dim& d : val(o).sizes)
+      if (!d.is_static()) return eager(n, "batched matmul with dynamic sizes");
+  Val& a = val(an);
+  Val& b = val(bn);
+  materialize(a, "matmul operand");
+  materialize(b, "matmul operand");
+  // BLAS's view of an operand's last two dims: row-major or transposed,
+  // with its leading dimension; else a contiguous copy (then row-major).
+  auto layout = [&](Val& v, bool& trans, Dim& ld) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const size_t r = v.sizes.size();
+      bool ok = v.view.offset.is_static();
+      for (const Dim& st : v.view.strides) ok = ok && st.is_static();
+      if (ok) {
+        const int64_t rows = v.sizes[r - 2].coef, cols = v.sizes[r - 1].coef;
+        const int64_t rs = v.view.strides[r - 2].coef, cs = v.view.strides[r - 1].coef;
+        if (rows == 0 || cols == 0) {  // nothing is read (k == 0: zeros; m or n == 0: nothing written)
+          trans = false;
+          ld = Dim::c(std::max<int64_t>(1, cols));
+          return;
+        }
+        if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols))) {
+          trans = false;
+          ld = Dim::c(rows == 1 ? std::max<int64_t>(1, cols) : rs);
+          return;
+        }
+        if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows))) {
+          trans = true;
+          ld = Dim::c(cols == 1 ? std::max<int64_t>(1, rows) : cs);
+          return;
+        }
+      }
+      Val copy = v;
+      copy.materialized = false;
+      copy.arena = Arena{};
+      std::vector<int> id(r);
+      std::iota(id.begin(), id.end(), 0);
+      copy.root = load_of(v, copy.arena, id, r, nullptr);
+      copy.open = -1;
+      materialize(copy, "matmul operand layout");
+      v = copy;
+    }
+    unsupported("internal: a contiguous matmul operand BLAS cannot read");
+  };
+  Gemm gm;
+  gm.dtype = dt;
+  gm.node = n.name;
+  layout(a, gm.trans_a, gm.lda);
+  layout(b, gm.trans_b, gm.ldb);
+  const size_t ra = a.sizes.size(), rb = b.sizes.size();
+  gm.a = a.view.buffer;
+  gm.b = b.view.buffer;
+  gm.a_offset = a.view.offset;
+  gm.b_offset = b.view.offset;
+  gm.m = a.sizes[ra - 2];
+  gm.k = a.sizes[ra - 1];
+  gm.n = b.sizes[rb - 1];
+  const Dims a_lead(a.sizes.begin(), a.sizes.end() - 2), b_lead(b.sizes.begin(), b.sizes.end() - 2);
+  gm.batch = broadcast(a_lead, b_lead, "matmul");
+  const size_t nb = gm.batch.size();
+  for (auto [lead, strides, out] : {std::tuple{&a_lead, &a.view.strides, &gm.a_batch},
+                                    std::tuple{&b_lead, &b.view.strides, &gm.b_batch}}) {
+    out->assign(nb, Dim::c(0));
+    const size_t shift = nb - lead->size();
+    for (size_t i = 0; i < lead->size(); ++i)
+      if (!(*lead)[i].is(1)) (*out)[i + shift] = (*strides)[i];
+  }
+  Dims out_sizes = gm.batch;
+  out_sizes.push_back(gm.m);
+  out_sizes.push_back(gm.n);
+  Buffer ob;
+  ob.kind = Buffer::Kind::Temp;
+  ob.dtype = dt;
+  ob.sizes = out_sizes;
+  ob.strides = contiguous(out_sizes);
+  gm.out = add_buffer(ob);
+  gm.ldc = gm.n;
+  prog_.gemms.push_back(gm);
+  prog_.steps.push_back({Step::Kind::Gemm, int(prog_.gemms.size()) - 1});
+  val(&n) = materialized(gm.out, out_sizes, ob.strides, Dim::c(0), dt);
 }
 
 void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
@@ -568,8 +783,9 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   if (!an || !bn || !runtime::is_floating(dt)) return eager(n, "matmul of non-float or non-tensor operands");
   if (val(an).dtype != dt || val(bn).dtype != dt) return eager(n, "matmul operands of mixed dtypes");
   const size_t ra = val(an).sizes.size(), rb = val(bn).sizes.size();
-  if (rb != 2 || ra < 1 || (!linear && ra != 2) || (linear && ra < 2))
-    return eager(n, "batched or 1-d matmul");
+  if (ra < 2 || rb < 2) return eager(n, "1-d matmul");
+  if (!linear && rb > 2) return batched_matmul(n, an, bn);
+  if (rb != 2) return eager(n, "linear with a weight that is not 2-d");
   Val& a = val(an);
   Val& b = val(bn);
   materialize(a, "matmul operand");
@@ -693,7 +909,123 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   val(&n) = std::move(v);
 }
 
+// A view of a pending value becomes its consumer's indexing: the value's
+// expression re-indexed, no buffer. The view's layout is found by running
+// its shape rule on a contiguous meta tensor of the value's sizes (a
+// virtual buffer); each result dim's stride there must be a whole multiple
+// k of one source dim's contiguous stride (a permutation, a new or removed
+// size-1 dim, a broadcast, a slice with a step, a select, a split of a dim),
+// or a merge of a run of whole source dims (flatten, view(B*T, C)), and the
+// offset a start index per source dim, with no result index ever carrying
+// out of its source dim. Then every load's strides follow:
+// stride'[j] = k_j * stride[i_j], offset' = offset + sum start_i * stride[i];
+// a merged run takes its finest dim's stride, when each load walks the run
+// as one (stride[l] = stride[l+1] * size[l+1]; a load of a transposed
+// input does not, and the view materializes). So do views of an open
+// reduction and views with dynamic sizes.
+bool Scheduler::fold_view(const Node& n, const runtime::OpArgs& args, const Node* srcn) {
+  Val& x = val(srcn);
+  if (x.materialized || x.consumed || x.open >= 0) return false;
+  const size_t r = x.sizes.size();
+  runtime::Shape S;
+  for (const Dim& d : x.sizes) {
+    if (!d.is_static() || d.coef == 0) return false;
+    S.push_back(d.coef);
+  }
+  for (const Access& a : x.arena.accesses) {
+    if (!a.offset.is_static()) return false;
+    for (const Dim& st : a.strides)
+      if (!st.is_static()) return false;
+  }
+  const runtime::Shape C = runtime::contiguous_strides(S);
+  Tensor base = runtime::meta_view(x.dtype, S, C, 0);
+  runtime::OpArgs a2 = args;
+  a2.v[0] = Value::tensor(base);
+  Tensor m = args.op->shape(a2);
+  const runtime::Shape M = m.sizes();
+  runtime::Shape R = m.strides();
+  int64_t off = m.offset();
+  const OpId id = args.op->id;
+  if (id == OpId::reshape || id == OpId::view || id == OpId::flatten) {
+    auto vs = runtime::view_strides(base, M);
+    if (!vs) return false;
+    R = *vs;
+    off = 0;
+  }
+  // The offset as a start index per source dim (size-1 dims stay at 0).
+  std::vector<int64_t> start(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    if (S[i] == 1) continue;
+    start[i] = off / C[i];
+    off %= C[i];
+  }
+  if (off != 0) return false;
+  // Each result dim: a source dim and a multiple, a merged run of source
+  // dims [run_lo, src], or none (size 1, broadcast).
+  std::vector<int> src(M.size(), -1), run_lo(M.size(), -1);
+  std::vector<int64_t> mult(M.size(), 0), reach(r, 0);
+  for (size_t j = 0; j < M.size(); ++j) {
+    if (M[j] == 1 || R[j] == 0) continue;
+    if (R[j] < 0) return false;
+    for (size_t i = 0; i < r; ++i) {  // the coarsest dim whose stride divides
+      if (S[i] == 1 || R[j] % C[i] != 0) continue;
+      src[j] = int(i);
+      mult[j] = R[j] / C[i];
+      break;
+    }
+    if (src[j] < 0) return false;
+    const size_t i1 = size_t(src[j]);
+    if (start[i1] + (M[j] - 1) * mult[j] > S[i1] - 1 && mult[j] == 1) {
+      // A merge: whole dims i0..i1 walked as one (their starts all 0).
+      int64_t prod = S[i1];
+      size_t i0 = i1;
+      while (prod < M[j] && i0 > 0) prod *= S[--i0];
+      if (prod != M[j]) return false;
+      for (size_t i = i0; i <= i1; ++i) {
+        if (start[i] != 0) return false;
+        reach[i] += S[i] - 1;
+      }
+      run_lo[j] = int(i0);
+      continue;
+    }
+    reach[i1] += (M[j] - 1) * mult[j];
+  }
+  for (size_t i = 0; i < r; ++i)
+    if (start[i] + reach[i] > S[i] - 1) return false;  // would carry into another dim
+  // Every load must walk each merged run as one.
+  for (size_t j = 0; j < M.size(); ++j) {
+    if (run_lo[j] < 0) continue;
+    std::vector<size_t> run;  // its dims of size > 1 (a size-1 dim's stride is never used)
+    for (size_t l = size_t(run_lo[j]); l <= size_t(src[j]); ++l)
+      if (S[l] != 1) run.push_back(l);
+    for (const Access& a : x.arena.accesses)
+      for (size_t q = 0; q + 1 < run.size(); ++q)
+        if (a.strides[run[q]].coef != a.strides[run[q + 1]].coef * S[run[q + 1]]) return false;
+  }
+  Val v;
+  v.tensor = true;
+  v.dtype = x.dtype;
+  for (int64_t d : M) v.sizes.push_back(Dim::c(d));
+  std::vector<int> id_map(r);
+  std::iota(id_map.begin(), id_map.end(), 0);
+  v.root = take_or_load(srcn, n, v.arena, id_map, r, nullptr, &v.nodes);  // v.arena held nothing before
+  for (Access& a : v.arena.accesses) {
+    int64_t o = a.offset.coef;
+    for (size_t i = 0; i < r; ++i) o += start[i] * a.strides[i].coef;
+    Dims st(M.size(), Dim::c(0));
+    for (size_t j = 0; j < M.size(); ++j)
+      if (src[j] >= 0) st[j] = Dim::c(mult[j] * a.strides[size_t(src[j])].coef);
+    a.offset = Dim::c(o);
+    a.strides = std::move(st);
+    ++prog_.schedule_work;
+  }
+  v.nodes.push_back(n.name);
+  val(&n) = std::move(v);
+  return true;
+}
+
 void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
+  if (fold_view(n, args, pnode[0])) return;
   Val& x = val(pnode[0]);
   materialize(x, "viewed by " + n.name);
   const OpId id = args.op->id;
@@ -847,8 +1179,7 @@ void Scheduler::call_function(const Node& n) {
         if (!x.materialized && x.open >= 0) materialize(x, "copied by " + n.name);
         std::vector<int> idm(x.sizes.size());
         std::iota(idm.begin(), idm.end(), 0);
-        v.root = cast(v.arena, load_of(x, v.arena, idm, x.sizes.size(), nullptr), v.dtype);
-        if (!x.materialized) v.nodes = x.nodes;
+        v.root = cast(v.arena, take_or_load(pnode[0], n, v.arena, idm, x.sizes.size(), nullptr, &v.nodes), v.dtype);
         v.nodes.push_back(n.name);
         val(&n) = std::move(v);
         return;

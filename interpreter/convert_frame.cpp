@@ -109,7 +109,6 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   if (ops > 0) {
     out.graph_ops = int(ops);
     compiled = ctx.out.compile_and_call_fx_graph(options.backend, outputs);
-    out.graph_code = ctx.out.graph().code();
     out.graph = ctx.out.graph_ptr();
     Value graph_fn = make_builtin_closure(code.qualname + ".graph", [compiled](CallContext& c, const CallArgs& a) {
       std::vector<Value> inputs(a.args, a.args + a.nargs);

@@ -39,7 +39,6 @@ struct CacheEntry {
   std::unique_ptr<GuardTree> guards;
   Value residual;  // a Function with the frame's own signature
   std::optional<interpreter::FastPath> fast;  // set: call the graph directly, no residual frame
-  std::vector<std::string> guard_strs;
   // runtime::class_epoch() when the trace started: a class attribute
   // changed since (Child.K = 5) makes the entry stale, whatever its guards say.
   uint64_t class_epoch = 0;
@@ -280,7 +279,6 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   entry->backend = options.backend;
   entry->guards = std::make_unique<GuardTree>(out.guards);
   entry->residual = Value::object(Kind::Function, out.residual);
-  entry->guard_strs = out.guards.strs();
   entry->fast = out.fast;
   entry->class_epoch = class_epoch;
   if (!entries.empty()) {
@@ -288,8 +286,11 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     if (auto* log = kiln::log::get("recompiles")) log->info("recompiling {}", reason);
     if (recording) recording->recompile_reasons.push_back(reason);
   }
+  // The graph's code view and the guards' text are made only when someone
+  // reads them (explain, KILN_LOGS): in a deep module chain both are
+  // O(depth^2) characters (every qualified path spelled out).
   if (auto* log = kiln::log::get("guards"))
-    for (const auto& g : entry->guard_strs) log->info("{}: {}", code->qualname, g);
+    for (const auto& g : out.guards.strs()) log->info("{}: {}", code->qualname, g);
   if (recording) {
     if (distributed && distributed->all_states) {
       recording->collective_ms += distributed->exchange_ms;
@@ -299,7 +300,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     if (out.graph_ops > 0) {
       ++recording->graph_count;
       recording->ops_per_graph.push_back(out.graph_ops);
-      recording->graphs.push_back(out.graph_code);
+      recording->graphs.push_back(out.graph->code());
       recording->graph_objects.push_back(out.graph);
     }
     if (out.graph_break) {
@@ -307,11 +308,11 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
       recording->breaks.push_back(*out.graph_break);
     }
     std::string g;
-    for (const auto& s : entry->guard_strs) g += s + "\n";
+    for (const auto& s : out.guards.strs()) g += s + "\n";
     recording->guards.push_back(code->qualname + ":\n" + g);
   }
   if (auto* log = kiln::log::get("graph_code"))
-    if (out.graph_ops > 0) log->info("{}:\n{}", code->qualname, out.graph_code);
+    if (out.graph_ops > 0) log->info("{}:\n{}", code->qualname, out.graph->code());
   {
     std::lock_guard<std::mutex> lock(cache_mu);
     auto& list = caches()[code].entries;

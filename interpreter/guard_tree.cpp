@@ -41,13 +41,16 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   kept_guards_.reserve(accessors_.size());  // pointers into it are taken below
   std::vector<Accessor> rest;
   std::vector<int> remap(accessors_.size(), -1);
+  // Which accessors are a parent, in one pass (asking each accessor of
+  // every other was quadratic in a deep module chain's sources).
+  std::vector<char> has_child(accessors_.size(), 0);
+  for (const Accessor& b : accessors_)
+    if (b.parent >= 0) has_child[size_t(b.parent)] = 1;
   for (size_t i = 0; i < accessors_.size(); ++i) {
     Accessor& a = accessors_[i];
     bool simple = a.source->kind == SourceKind::Local && a.guards.size() == 1 &&
                   a.guards[0].kind == GuardKind::TensorMatch && a.guards[0].tensor.dynamic.empty();
-    bool is_parent = false;
-    for (const Accessor& b : accessors_) is_parent = is_parent || b.parent == int(i);
-    if (simple && !is_parent) {
+    if (simple && !has_child[i]) {
       const Guard& g = a.guards[0];
       param_tensors_.push_back({size_t(a.source->local_index), g.tensor.dtype, g.tensor.sizes, g.tensor.strides, nullptr});
       kept_guards_.push_back(g);

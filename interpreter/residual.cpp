@@ -211,7 +211,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
     case VTKind::Tensor:
       // An input (the graph may not even take it, if it was only guarded).
       if (v->node->op == NodeOp::Placeholder) return emit_source(v->source);
-      if (v->node->op == NodeOp::GetAttr) return emit_const(*ctx.out.graph().attr(v->node->target));
+      if (v->node->op == NodeOp::GetAttr) return emit_const(*ctx.out.graph().attr_of(*v->node));
       b.emit(Opcode::LOAD_FAST, graph_out);
       emit_const(Value::integer(output_index.at(v->node)));
       b.emit(Opcode::BINARY_SUBSCR);
@@ -557,7 +557,7 @@ bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t
       }
       if (v->node->op == NodeOp::GetAttr) {
         t.kind = ResultTemplate::Kind::Const;
-        t.value = *ctx.out.graph().attr(v->node->target);
+        t.value = *ctx.out.graph().attr_of(*v->node);
         return true;
       }
       t.kind = ResultTemplate::Kind::Output;

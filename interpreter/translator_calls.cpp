@@ -79,7 +79,7 @@ VT InstructionTranslator::from_value(const Value& v) {
     case Kind::Tensor: {
       // A tensor made at trace time (a constant): the graph reads it by get_attr.
       std::string name = "_tensor_constant" + std::to_string(ctx_.tensor_constants++);
-      return vars::make_tensor(ctx_.out.register_attr(v, name));
+      return vars::make_tensor(ctx_.out.register_attr(v, nullptr, name));
     }
     case Kind::Tuple:
     case Kind::List: {

@@ -166,7 +166,7 @@ std::shared_ptr<const Plan> make_plan(std::shared_ptr<const Graph> graph) {
           s.callee = n.module;
           break;
         }
-        const Value* v = graph->attr(n.target_str());
+        const Value* v = graph->attr_of(n);
         if (!v)
           throw_error(ErrorKind::RuntimeError, "eager backend: " + node_desc(n) + " reads '" + n.target_str() +
                                                    "', which is not an attribute of the graph");

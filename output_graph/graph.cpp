@@ -166,6 +166,17 @@ Node* Graph::append(std::unique_ptr<Node> n) {
       if (l->name.find_first_not_of("0123456789") != std::string::npos) break;
     }
     n->name = unique_name(tail.empty() ? "module" : tail);
+  } else if (n->op == NodeOp::GetAttr && n->target_path) {
+    // The last four parts at most (m.layers.0.weight -> m_layers_0_weight;
+    // a.b.c.d.fc.weight -> c_d_fc_weight): O(1) however deep the path.
+    std::string tail;
+    int parts = 0;
+    for (const PathLink* l = n->target_path.get(); l && parts < 4; l = l->parent) {
+      if (l->name.empty()) continue;
+      tail = tail.empty() ? l->name : l->name + "." + tail;
+      ++parts;
+    }
+    n->name = unique_name(tail.empty() ? "attr" : tail);
   } else if (n->op == NodeOp::CallModule) {
     size_t start = n->target.size();
     while (start > 0) {
@@ -220,6 +231,15 @@ Node* Graph::get_attr(const std::string& target, TensorMeta meta) {
   auto n = std::make_unique<Node>();
   n->op = NodeOp::GetAttr;
   n->target = target;
+  n->meta = std::move(meta);
+  return append(std::move(n));
+}
+
+Node* Graph::get_attr(PathRef path, Value tensor, TensorMeta meta) {
+  auto n = std::make_unique<Node>();
+  n->op = NodeOp::GetAttr;
+  n->target_path = std::move(path);
+  n->module = std::move(tensor);
   n->meta = std::move(meta);
   return append(std::move(n));
 }
@@ -311,7 +331,16 @@ size_t Graph::op_count() const {
 
 const Value* Graph::attr(const std::string& target) const {
   auto it = attrs_.find(target);
-  return it == attrs_.end() ? nullptr : &it->second;
+  if (it != attrs_.end()) return &it->second;
+  for (const auto& n : nodes_)
+    if (n->target_path && (n->op == NodeOp::GetAttr || n->op == NodeOp::CallModule) && n->target_str() == target)
+      return &n->module;
+  return nullptr;
+}
+
+const Value* Graph::attr_of(const Node& n) const {
+  if (n.target_path) return &n.module;
+  return attr(n.target_str());
 }
 
 // ---------------------------------------------------------------- printers --
@@ -434,7 +463,7 @@ std::string Graph::code() const {
     std::string line;
     switch (n.op) {
       case NodeOp::Placeholder: continue;
-      case NodeOp::GetAttr: line = n.name + " = self." + n.target; break;
+      case NodeOp::GetAttr: line = n.name + " = self." + n.target_str(); break;
       case NodeOp::CallFunction:
         line = n.name + " = kiln." + n.target + "(" + call_args(n.args, 0, n.kwargs) + ")";
         break;

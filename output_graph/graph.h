@@ -98,8 +98,12 @@ struct Node {
   // call_function: the op's name; call_method: the method name. Read it with
   // target_str(): a call_module made from a path link fills it on demand.
   mutable std::string target;
-  PathRef target_path;    // call_module from symbolic tracing: the path as a link
-  Value module;           // ... and the module it calls (no attrs lookup needed)
+  // call_module from symbolic tracing, get_attr from the translator: the
+  // path as a link, and the module it calls / the tensor it reads (no attrs
+  // lookup needed). In a deep module chain every parameter's qualified path
+  // is O(depth) characters: as links, a trace stays linear in depth.
+  PathRef target_path;
+  Value module;
   const std::string& target_str() const {
     if (target.empty() && target_path) target = target_path->str();
     return target;
@@ -121,6 +125,10 @@ class Graph {
   // and registers it as a user of its argument nodes.
   Node* placeholder(const std::string& name, TensorMeta meta);
   Node* get_attr(const std::string& target, TensorMeta meta);
+  // A get_attr that carries the tensor it reads and its path as a link
+  // (not in attrs(); attr_of finds it). Named after the path's last four
+  // parts at most, so the name costs O(1) however deep the module.
+  Node* get_attr(PathRef path, Value tensor, TensorMeta meta);
   Node* call_function(runtime::OpId op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kwargs,
                       TensorMeta meta);
   Node* call_module(const std::string& target, std::vector<Arg> args, TensorMeta meta);
@@ -155,7 +163,10 @@ class Graph {
   // get_attr / call_module targets resolve here (the tensors and modules a
   // graph reads, by qualified path), like a GraphModule's attributes.
   void set_attr(const std::string& target, Value v) { attrs_[target] = std::move(v); }
+  // By target: attrs(), then the values get_attr / call_module nodes carry
+  // (a scan: for tools, not per node). Backends read attr_of(node).
   const Value* attr(const std::string& target) const;
+  const Value* attr_of(const Node& n) const;
   const std::unordered_map<std::string, Value>& attrs() const { return attrs_; }
 
   // FX's print_tabular: opcode | name | target | args | kwargs (| meta).

@@ -55,16 +55,25 @@ Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example, con
   return n;
 }
 
-Node* OutputGraph::register_attr(const Value& tensor, const std::string& qualified_name) {
+PathRef OutputGraph::path_link(const PathRef& parent, const std::string& name) {
+  LinkKey key{parent.get(), name};
+  auto it = link_of_.find(key);
+  if (it != link_of_.end()) return it->second;
+  links_->push_back(PathLink{parent.get(), name});  // a deque: earlier links never move
+  PathRef ref(links_, &links_->back());           // shares ownership of the whole block
+  link_of_.emplace(std::move(key), ref);
+  return ref;
+}
+
+Node* OutputGraph::register_attr(const Value& tensor, const PathRef& owner, const std::string& name) {
   auto it = attr_by_identity_.find(tensor.obj());
   if (it != attr_by_identity_.end()) return it->second;
   // Two different tensors may claim the same path over a trace (a module
-  // attribute reassigned between reads): keep targets unique.
-  std::string target = qualified_name;
-  int& count = attr_names_[qualified_name];
-  if (count++ > 0) target += "_" + std::to_string(count - 1);
-  graph_->set_attr(target, tensor);
-  Node* n = graph_->get_attr(target, meta_of(tensor.as_tensor()));
+  // attribute reassigned between reads): keep targets unique. Links are
+  // hash-consed, so the same path is the same owner pointer.
+  int& count = attr_names_[LinkKey{owner.get(), name}];
+  PathRef path = path_link(owner, count++ > 0 ? name + "_" + std::to_string(count - 1) : name);
+  Node* n = graph_->get_attr(std::move(path), tensor, meta_of(tensor.as_tensor()));
   attr_by_identity_.emplace(tensor.obj(), n);
   return n;
 }

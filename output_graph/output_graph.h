@@ -6,6 +6,7 @@
 // variables/ wraps nodes in trackers (wrap_fx_proxy).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -43,7 +44,14 @@ class OutputGraph {
   // A get_attr node for a parameter/buffer/constant tensor, registered once
   // per tensor identity: a second path to the same tensor returns the first
   // node (its target is the first qualified name seen, made unique).
-  Node* register_attr(const Value& tensor, const std::string& qualified_name);
+  // Its path is owner.name (owner null: a top-level name), kept as a link:
+  // a parameter deep in a module chain costs O(1), not O(depth).
+  Node* register_attr(const Value& tensor, const PathRef& owner, const std::string& name);
+
+  // The path parent.name as a link, the same link for the same path
+  // (hash-consed on (parent, name)), so paths compare by pointer. Links live
+  // as long as any PathRef to one of this graph's links.
+  PathRef path_link(const PathRef& parent, const std::string& name);
 
   // A call_function node; its TensorMeta comes from the op's shape rule run
   // on meta tensors built from the argument nodes' metadata.
@@ -72,7 +80,15 @@ class OutputGraph {
   std::vector<GraphInput> inputs_;
   std::unordered_map<std::string, Node*> input_by_source_;
   std::unordered_map<const runtime::Object*, Node*> attr_by_identity_;
-  std::unordered_map<std::string, int> attr_names_;
+  struct LinkKeyHash {
+    size_t operator()(const std::pair<const PathLink*, std::string>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + std::hash<std::string>()(k.second);
+    }
+  };
+  using LinkKey = std::pair<const PathLink*, std::string>;
+  std::shared_ptr<std::deque<PathLink>> links_ = std::make_shared<std::deque<PathLink>>();
+  std::unordered_map<LinkKey, PathRef, LinkKeyHash> link_of_;
+  std::unordered_map<LinkKey, int, LinkKeyHash> attr_names_;  // (owner path, name) -> tensors that claimed it
   // create_call's shape rules, memoized by (op, argument metas, constants):
   // a model repeats the same op on the same shapes (every block of a deep
   // model), and one rule run builds meta tensors and argument tuples — a

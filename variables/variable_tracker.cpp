@@ -1,5 +1,6 @@
 #include "variables/variable_tracker.h"
 
+#include "output_graph/output_graph.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::variables {
@@ -116,6 +117,21 @@ std::string module_qualname(const VariableTracker& module) {
     out += (*it)->module_path;
   }
   return out;
+}
+
+output_graph::PathRef module_path_link(output_graph::OutputGraph& out, const VariableTracker& module) {
+  // Iterative: a chain thousands deep must not recurse as deep.
+  std::vector<const VariableTracker*> todo;
+  const VariableTracker* m = &module;
+  for (; m && m->path_link_graph != &out; m = m->path_parent.get()) todo.push_back(m);
+  output_graph::PathRef link = m ? m->path_link : nullptr;
+  for (auto it = todo.rbegin(); it != todo.rend(); ++it) {
+    // An empty name (a root traced without one) adds no part to the path.
+    if (!(*it)->module_path.empty()) link = out.path_link(link, (*it)->module_path);
+    (*it)->path_link = link;
+    (*it)->path_link_graph = &out;
+  }
+  return link;
 }
 
 VT make_child_module(Value module, const VT& parent, std::string name, SourceRef source) {

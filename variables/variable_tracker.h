@@ -15,6 +15,10 @@
 #include "output_graph/source.h"
 #include "runtime/value.h"
 
+namespace kiln::output_graph {
+class OutputGraph;
+}
+
 namespace kiln::variables {
 
 using output_graph::Node;
@@ -104,6 +108,12 @@ struct VariableTracker {
   // unbound read there raises the VM's words).
   std::string module_path;
   VT path_parent;
+  // The same path as an OutputGraph link (module_path_link), made once per
+  // tracker and graph: what a parameter's get_attr path hangs from. (The
+  // graph pointer only tells whose link it is; the link keeps its own
+  // storage alive.)
+  mutable output_graph::PathRef path_link;
+  mutable const void* path_link_graph = nullptr;
   // Lazy: the realized tracker once looked at. UnspecializedNNModule: its
   // specialized twin (an NNModule under a version guard), once a read
   // needed the whole structure.
@@ -172,6 +182,9 @@ bool is_literal(const Value& v);
 
 // The qualified path of a module tracker ("layers.3.fc"; "" for the root).
 std::string module_qualname(const VariableTracker& module);
+// module's qualified path as a link of out's (O(1) once its parent's is
+// made; each is made once per tracker and graph).
+output_graph::PathRef module_path_link(output_graph::OutputGraph& out, const VariableTracker& module);
 // A submodule reached as parent.name.
 VT make_child_module(Value module, const VT& parent, std::string name, SourceRef source);
 

@@ -14,8 +14,7 @@ VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value&
                            const std::string& name, const SourceRef& source) {
   if (value.is_none()) return make_constant(runtime::Value::none());
   if (value.is(runtime::Kind::Tensor)) {
-    std::string prefix = module_qualname(*owner);
-    return make_tensor(out.register_attr(value, prefix.empty() ? name : prefix + "." + name), source);
+    return make_tensor(out.register_attr(value, module_path_link(out, *owner), name), source);
   }
   if (value.is(runtime::Kind::Module)) {
     if (source && traced_unspecialized(value.as<runtime::ModuleObj>())) {

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -40,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/jit.h"
 #include "codegen/llvm_backend.h"
 #include "interpreter/vm.h"
 #include "ops_test_util.h"
@@ -103,15 +105,17 @@ constexpr Tol kReduce32{1 * kEps32, 0};
 // (observed: 7e-15), plus 4 ULP relative.
 constexpr Tol kReduce64{4 * kEps64, 1e-13};
 // softmax / log_softmax / layer_norm in float32: the eager kernel computes
-// each element in double and rounds once; the compiled kernel does the row
-// statistics in double but the per-element part in float32 (x - max, exp,
-// one multiply; or (x - mean) * rstd * w + b), a few roundings: 8 ULP of the
-// result, plus an absolute 4 ULP at the row's magnitude (~1) times the
-// weight (|w| <= 3 here) for results that come out of a cancellation
-// (log_softmax near 0, layer_norm near the mean). float64: the same
-// operations, differing only in the order of the row sums. (Observed: 10 ULP
-// relative / 5e-8 absolute for float32 softmax, 4 ULP absolute for
-// layer_norm; 8 ULP absolute for float64 layer_norm with |w| <= 3.)
+// each element in double and rounds once; the compiled kernel works in
+// float32 lanes (x - max, exp, the row sums blocked with float64 per block,
+// one multiply; or (x - mean) * rstd * w + b with the mean split in two
+// floats): a few roundings, 8 ULP of the result, plus an absolute 4 ULP at
+// the row's magnitude (~1) times the weight (|w| <= 3 here) for results that
+// come out of a cancellation (log_softmax near 0, layer_norm near the mean).
+// float64: the same operations in double, differing only in the order of
+// the row sums. (Observed: 10 ULP relative / 5e-8 absolute for float32
+// softmax, 4 ULP absolute for layer_norm; 8 ULP absolute for float64
+// layer_norm with |w| <= 3.) Adversarial rows: "codegen row kernels in
+// float32", with the schemes' own bounds.
 constexpr Tol kNorm32{8 * kEps32, 16 * kEps32};
 constexpr Tol kNorm64{8 * kEps64, 16 * kEps64};
 // BLAS: eager and codegen may call sgemm/dgemm with different layouts
@@ -756,6 +760,74 @@ TEST_CASE("codegen pointwise: a 5-op chain is one kernel", "[codegen]") {
   CHECK(r2.report.kernels == 2);
 }
 
+// Scheduling cost is linear in graph length (issue 17): a pending value's
+// only consumer takes its expression over instead of copying it. Counted,
+// not timed: Program::schedule_work is the expression nodes and loads the
+// scheduler copied or re-expressed. Copying per op (the former scheduler)
+// makes it ~N^2/2 for an N-op chain: 8,000,000 at N = 4,000, against the
+// few per op allowed here.
+int64_t schedule_work_of(GraphBuilder& b) {
+  b.finish();
+  return codegen::schedule(*b.g).schedule_work;
+}
+
+TEST_CASE("codegen scheduling: expression work is linear in chain length", "[codegen]") {
+  const int64_t n = 4000;
+  SECTION("x = x + 1 (the pending value on the left)") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({8, 5}, DType::Float32));
+    for (int64_t i = 0; i < n; ++i) x = b.call(OpId::add, {N(x), F(1.0)});
+    b.out(x);
+    CHECK(schedule_work_of(b) <= 4 * n);
+  }
+  SECTION("x = y * x (on the right) with a broadcast once") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({5}, DType::Float32));
+    Node* y = b.input(rand_tensor({8, 5}, DType::Float32));
+    for (int64_t i = 0; i < n; ++i) x = b.call(i % 2 ? OpId::mul : OpId::sub, {N(y), N(x)});
+    b.out(x);
+    CHECK(schedule_work_of(b) <= 4 * n);
+  }
+  SECTION("two pending chains merged at every step (small into large)") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({8, 5}, DType::Float32));
+    Node* acc = b.call(OpId::neg, {N(x)});
+    for (int64_t i = 0; i < n / 4; ++i) {
+      Node* t = b.call(OpId::mul, {N(b.call(OpId::add, {N(x), F(double(i))})), F(0.5)});
+      acc = b.call(OpId::add, {N(t), N(acc)});
+    }
+    b.out(acc);
+    CHECK(schedule_work_of(b) <= 8 * n);
+  }
+  SECTION("a chain after softmax is its epilogue, copied once") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({8, 5}, DType::Float32));
+    x = b.call(OpId::softmax, {N(b.call(OpId::mul, {N(x), F(2.0)})), I(-1)});
+    for (int64_t i = 0; i < n; ++i) x = b.call(OpId::add, {N(x), F(1.0)});
+    b.out(x);
+    CHECK(schedule_work_of(b) <= 6 * n);
+  }
+}
+
+TEST_CASE("codegen scheduling: a 2,000-op chain is one kernel with eager's result", "[codegen]") {
+  // Long chains also exercise the iterative expression copy (no recursion
+  // per node) and the take-over of operands on either side.
+  GraphBuilder b;
+  Node* x = b.input(rand_tensor({3, 7}, DType::Float64, -1, 1));
+  Node* y = b.input(rand_tensor({7}, DType::Float64, -1, 1));
+  Node* v = x;
+  for (int i = 0; i < 2000; ++i) {
+    if (i % 3 == 0) v = b.call(OpId::mul, {N(v), F(0.999)});
+    else if (i % 3 == 1) v = b.call(OpId::add, {N(y), N(v)});
+    else v = b.call(OpId::sub, {N(v), N(b.call(OpId::mul, {N(y), F(0.5)}))});
+  }
+  b.out(v);
+  // Every step is one correctly rounded operation in float64 in the same
+  // order on both backends.
+  Result r = compare(b, kExact);
+  CHECK(r.report.kernels == 1);
+}
+
 // ----------------------------------------------------------- reductions --
 
 TEST_CASE("codegen reductions: sum, mean, amax over every dim choice", "[codegen]") {
@@ -853,6 +925,81 @@ TEST_CASE("codegen reductions: softmax and log_softmax over each dim", "[codegen
       }
       b.out(b.call(OpId::softmax, {N(b.input(rand_tensor({64, 1000}, dt, -6, 6))), I(-1)}), "softmax of large rows");
       Result r = compare(b, float_tol(dt, kNorm32, kNorm64));
+      CHECK(r.report.eager_steps == 0);
+    }
+  }
+}
+
+// Float32 softmax / log_softmax / layer_norm run in float32 lanes with
+// blocked sums (lowering.cpp: blocked_sum; float64 per block of 64 vectors,
+// or per row), softmax with one exp per element. Held to eager (double
+// throughout, one rounding) on rows chosen to break a careless scheme:
+// lengths 1, below / at / above a vector (16 lanes with AVX-512, 8 with
+// AVX2), unrolled rows (up to 8 whole vectors), at and past the block (64
+// vectors: 1024 / 512 elements), long rows; large magnitudes; -inf masks (whole rows too: NaN, as eager); one
+// dominant element; layer_norm rows far from 0 (mean 1e4, std 1).
+// The tolerances are the schemes' bounds:
+// - softmax: exp(x - max) with x - max rounded to float32 has relative
+//   error <= |x - max| * eps / 2 (plus SLEEF's 1 ULP); the sum's is
+//   <= (64 + 4) eps worst case; then 2 roundings. The data keeps
+//   |x - max| <= 32 where exp matters: 16 + 1 + 2 + 68 -> 88 eps relative,
+//   and subnormal results within 4 * 2^-149 (their relative precision is
+//   gone).
+// - log_softmax: (x - max) - log(sum): 3 roundings of values up to |x - max|
+//   (<= 2e4 here) and the log's 0.5 ULP: 4 eps relative, 4 eps absolute
+//   times log(sum) (<= log(6000) < 9).
+// - layer_norm: the deviations to 1 ULP of themselves (split mean), the
+//   variance's blocked sum 68 eps worst -> 34 eps in rstd, then 3 roundings:
+//   40 eps relative; + 8 eps absolute times |w| (<= 3) for a result that
+//   cancels against its bias. Observed (KILN_CODEGEN_ULPS=1) far below.
+namespace {
+Tensor row_data(int64_t rows, int64_t n, const std::function<float(int64_t, int64_t)>& f) {
+  Tensor t = Tensor::empty({rows, n}, DType::Float32);
+  float* p = t.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) p[r * n + i] = f(r, i);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("codegen row kernels in float32: adversarial rows and lengths", "[codegen]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::uniform_real_distribution<float> u(-1, 1);
+  // 16, 64, 128: rows the row kernels unroll (whole vectors, at most 8).
+  for (int64_t n : {1, 5, 7, 8, 15, 16, 17, 33, 64, 100, 128, 512, 1024, 1025, 1040, 4099}) {
+    DYNAMIC_SECTION("row length " << n) {
+      GraphBuilder b;
+      // softmax / log_softmax rows: spread over 32 below the max, a row
+      // with -inf masked entries (a causal mask), a fully masked row, a
+      // row with one dominant element, a row of large magnitudes.
+      Node* x = b.input(row_data(5, n, [&](int64_t r, int64_t i) -> float {
+        switch (r) {
+          case 0: return 16 * u(rng());
+          case 1: return i > n / 2 ? -inf : 16 * u(rng());
+          case 2: return -inf;
+          case 3: return i == n / 3 ? 30.0f : u(rng());
+          default: return 1e4f * u(rng());
+        }
+      }));
+      b.out(b.call(OpId::softmax, {N(x), I(-1)}), "softmax");
+      b.out(b.call(OpId::log_softmax, {N(x), I(-1)}), "log_softmax");
+      // The causal mask as attention applies it: scores * scale + mask.
+      Node* mask = b.input(row_data(5, n, [&](int64_t r, int64_t i) { return i > r * n / 5 ? -inf : 0.0f; }));
+      Node* scores = b.input(row_data(5, n, [&](int64_t, int64_t) { return 8 * u(rng()); }));
+      b.out(b.call(OpId::softmax, {N(b.call(OpId::add, {N(b.call(OpId::mul, {N(scores), F(0.125)})), N(mask)})), I(-1)}),
+            "softmax(scores * 0.125 + causal mask)");
+      // layer_norm: centred, far from 0, and large magnitudes.
+      Node* y = b.input(row_data(3, n, [&](int64_t r, int64_t) {
+        return r == 0 ? 2 * u(rng()) : r == 1 ? 1e4f + u(rng()) : 3e5f * u(rng());
+      }));
+      Node* w = b.input(row_data(1, n, [&](int64_t, int64_t) { return 3 * u(rng()); }));
+      Node* bias = b.input(row_data(1, n, [&](int64_t, int64_t) { return u(rng()); }));
+      Node* w1 = b.call(OpId::reshape, {N(w), Ints({n})});
+      Node* b1 = b.call(OpId::reshape, {N(bias), Ints({n})});
+      b.out(b.call(OpId::layer_norm, {N(y), Ints({n}), N(w1), N(b1)}), "layer_norm");
+      const double e = kEps32;
+      const double sub = std::ldexp(4.0, -149);  // 4 ULPs of a subnormal: exp's and the scaling's roundings there
+      Result r = compare(b, {Tol{88 * e, sub}, Tol{4 * e, 36 * e}, Tol{88 * e, sub}, Tol{40 * e, 24 * e}});
       CHECK(r.report.eager_steps == 0);
     }
   }
@@ -986,6 +1133,104 @@ TEST_CASE("codegen matmul: four transpose layouts, sliced operands, float32 and 
   }
 }
 
+// Batched matmul (issue 17): one BLAS call per matrix of the broadcast
+// batch, operands read in place (row-major or transposed) or copied when
+// BLAS cannot read them, into one arena buffer its consumers fuse from.
+TEST_CASE("codegen batched matmul: broadcast batches, layouts, attention", "[codegen]") {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    DYNAMIC_SECTION(runtime::dtype_name(dt)) {
+      struct Case {
+        std::string name;
+        Shape a, b;
+        bool ta = false, tb = false, step = false;  // transposed last two dims; a sliced with a step (copied)
+      };
+      const std::vector<Case> cases = {
+          {"[2,3,5,7] @ [2,3,7,4]", {2, 3, 5, 7}, {2, 3, 7, 4}},
+          {"[3,5,7] @ [2,3,7,4] (batch broadcast)", {3, 5, 7}, {2, 3, 7, 4}},
+          {"[2,1,5,7] @ [1,3,7,4] (size-1 batch dims)", {2, 1, 5, 7}, {1, 3, 7, 4}},
+          {"[5,7] @ [2,7,4] (2-d a)", {5, 7}, {2, 7, 4}},
+          {"q @ k^T (b transposed)", {2, 3, 6, 8}, {2, 3, 6, 8}, false, true},
+          {"a^T @ b (a transposed)", {2, 7, 5}, {2, 7, 4}, true, false},
+          {"a sliced with a step (copied)", {2, 5, 14}, {2, 7, 4}, false, false, true},
+          {"empty contraction [2,5,0] @ [2,0,4]", {2, 5, 0}, {2, 0, 4}},
+      };
+      for (const Case& c : cases) {
+        GraphBuilder b;
+        Tensor ta = rand_tensor(c.a, dt, -1, 1), tb = rand_tensor(c.b, dt, -1, 1);
+        if (c.ta) ta = transposed(ta, int64_t(c.a.size()) - 2, int64_t(c.a.size()) - 1);
+        if (c.tb) tb = transposed(tb, int64_t(c.b.size()) - 2, int64_t(c.b.size()) - 1);
+        Node* x = b.input(ta);
+        Node* y = b.input(tb);
+        if (c.step) x = b.call(OpId::slice, {N(x), I(-1), I(0), None(), I(2)});
+        b.out(b.call(OpId::matmul, {N(x), N(y)}), c.name);
+        INFO(c.name);
+        Result r = compare(b, float_tol(dt, kGemm32, kGemm64));
+        CHECK(r.report.gemms == 1);
+        CHECK(r.report.eager_steps == 0);
+      }
+      {
+        // 3-d @ 2-d: A's leading dims as the rows of one gemm.
+        GraphBuilder b;
+        b.out(b.call(OpId::matmul, {N(b.input(rand_tensor({2, 5, 7}, dt, -1, 1))), N(b.input(rand_tensor({7, 4}, dt, -1, 1)))}),
+              "[2,5,7] @ [7,4]");
+        Result r = compare(b, float_tol(dt, kGemm32, kGemm64));
+        CHECK(r.report.gemms == 1);
+        CHECK(r.report.eager_steps == 0);
+      }
+      {
+        // Attention: softmax(q @ k^T * scale + mask) @ v, the scores' scale,
+        // mask and softmax one kernel between two batched gemms.
+        GraphBuilder b;
+        Node* q = b.input(rand_tensor({2, 3, 6, 8}, dt, -1, 1));
+        Node* k = b.input(rand_tensor({2, 3, 6, 8}, dt, -1, 1));
+        Node* v = b.input(rand_tensor({2, 3, 6, 8}, dt, -1, 1));
+        Node* mask = b.input(rand_tensor({6, 6}, dt, -1, 0));
+        Node* s = b.call(OpId::matmul, {N(q), N(b.call(OpId::transpose, {N(k), I(-2), I(-1)}))});
+        Node* p = b.call(OpId::softmax, {N(b.call(OpId::add, {N(b.call(OpId::mul, {N(s), F(0.35)})), N(mask)})), I(-1)});
+        b.out(b.call(OpId::matmul, {N(p), N(v)}), "attention");
+        // Two gemms of a few ULP each around a softmax (kNorm): the sum of
+        // <= 6 products of |p| <= 1, |v| <= 1.
+        Result r = compare(b, float_tol(dt, Tol{kGemm32.rtol * 4, kGemm32.atol * 4}, Tol{kGemm64.rtol * 4, kGemm64.atol * 4}));
+        CHECK(r.report.gemms == 2);
+        CHECK(r.report.kernels == 1);
+        CHECK(r.report.eager_steps == 0);
+      }
+    }
+  }
+}
+
+// Kernels that differ only in the buffers they read are one function
+// (issue 17): each kernel indexes its own pointer table, so a deep model's
+// repeated blocks are lowered and optimized once (the others are aliases).
+TEST_CASE("codegen: identical blocks compile one kernel", "[codegen]") {
+  GraphBuilder b;
+  Node* x = b.input(rand_tensor({8, 16}, DType::Float32, -1, 1));
+  const int blocks = 6;
+  for (int i = 0; i < blocks; ++i) {
+    Node* w = b.param("l" + std::to_string(i) + ".weight", rand_tensor({16, 16}, DType::Float32, -0.3, 0.3));
+    Node* bias = b.param("l" + std::to_string(i) + ".bias", rand_tensor({16}, DType::Float32, -0.3, 0.3));
+    x = b.call(OpId::relu, {N(b.call(OpId::linear, {N(x), N(w), N(bias)}))});
+  }
+  // Same structure, another dtype of one operand: its own kernel.
+  Node* y = b.input(rand_tensor({8, 16}, DType::Float64, -1, 1));
+  b.out(x, "6 x relu(linear)");
+  b.out(b.call(OpId::add, {N(y), F(1.0)}), "y + 1 (float64)");
+  b.out(b.call(OpId::add, {N(b.input(rand_tensor({8, 16}, DType::Float32, -1, 1))), F(1.0)}), "z + 1 (float32)");
+  // A chain of 6 gemms and roundings of relu: the gemm bound, 6 times.
+  Result r = compare(b, {Tol{6 * kGemm32.rtol, 6 * kGemm32.atol}, kExact, kExact});
+  CHECK(r.report.gemms == size_t(blocks));
+  CHECK(r.report.kernels == size_t(blocks) + 2);
+  // The blocks' bias+relu kernels are one; y + 1 and z + 1 differ in dtype.
+  CHECK(r.report.kernels_distinct == 3);
+  // ... one function: the blocks' entry points are the same address.
+  codegen::Program prog = codegen::schedule(*b.g);
+  codegen::CompiledKernels ck = codegen::compile_kernels(prog);
+  REQUIRE(ck.fns.size() == size_t(blocks) + 2);
+  for (int i = 1; i < blocks; ++i) CHECK(ck.fns[size_t(i)] == ck.fns[0]);
+  CHECK(ck.fns[size_t(blocks)] != ck.fns[0]);
+  CHECK(ck.fns[size_t(blocks) + 1] != ck.fns[size_t(blocks)]);
+}
+
 TEST_CASE("codegen linear: bias or not, 2-d and 3-d inputs, epilogues", "[codegen]") {
   for (DType dt : {DType::Float32, DType::Float64}) {
     DYNAMIC_SECTION(runtime::dtype_name(dt)) {
@@ -1086,6 +1331,72 @@ TEST_CASE("codegen views: feeding pointwise ops and as graph outputs", "[codegen
       Result r = compare(b, kExact);
       CHECK(r.report.eager_steps == 0);
     }
+  }
+}
+
+// A view of a pending value is folded into its consumer's indexing
+// (issue 17): (x*2+1).transpose(0,1) + y is one kernel, not a kernel that
+// writes x*2+1 and another that reads its transpose. Counted per graph;
+// values exactly eager's (the same single IEEE operations).
+TEST_CASE("codegen views of pending values fold into the consumer", "[codegen]") {
+  struct Case {
+    std::string name;
+    std::function<Node*(GraphBuilder&, Node*)> view;  // of p = x*2 + 1, x [4, 6, 5]
+    size_t kernels;
+  };
+  const std::vector<Case> cases = {
+      {"transpose(0,1)", [](GraphBuilder& b, Node* p) { return b.call(OpId::transpose, {N(p), I(0), I(1)}); }, 1},
+      {"permute(2,0,1)", [](GraphBuilder& b, Node* p) { return b.call(OpId::permute, {N(p), I(2), I(0), I(1)}); }, 1},
+      {"unsqueeze(1).expand(4,3,6,5)",
+       [](GraphBuilder& b, Node* p) {
+         return b.call(OpId::expand, {N(b.call(OpId::unsqueeze, {N(p), I(1)})), I(4), I(3), I(6), I(5)});
+       },
+       1},
+      {"slice(1,1,6,2)", [](GraphBuilder& b, Node* p) { return b.call(OpId::slice, {N(p), I(1), I(1), I(6), I(2)}); }, 1},
+      {"select(2,3)", [](GraphBuilder& b, Node* p) { return b.call(OpId::select, {N(p), I(2), I(3)}); }, 1},
+      {"reshape(4,2,3,5) (a split)", [](GraphBuilder& b, Node* p) { return b.call(OpId::reshape, {N(p), I(4), I(2), I(3), I(5)}); }, 1},
+      {"view(24,5) (a merge)", [](GraphBuilder& b, Node* p) { return b.call(OpId::view, {N(p), I(24), I(5)}); }, 1},
+      {"flatten()", [](GraphBuilder& b, Node* p) { return b.call(OpId::flatten, {N(p)}); }, 1},
+      {"transpose then select then unsqueeze",
+       [](GraphBuilder& b, Node* p) {
+         Node* t = b.call(OpId::transpose, {N(p), I(0), I(2)});
+         return b.call(OpId::unsqueeze, {N(b.call(OpId::select, {N(t), I(1), I(5)})), I(0)});
+       },
+       1},
+      // A merge of dims the loads do not walk as one (x transposed first)
+      // cannot be indexing: the value is written out, then viewed.
+      {"transpose(1,2).reshape(4,30) (merge across a transpose)",
+       [](GraphBuilder& b, Node* p) {
+         return b.call(OpId::reshape, {N(b.call(OpId::transpose, {N(p), I(1), I(2)})), I(4), I(30)});
+       },
+       2},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      GraphBuilder b;
+      Node* x = b.input(rand_tensor({4, 6, 5}, DType::Float32, -9, 9));
+      Node* p = b.call(OpId::add, {N(b.call(OpId::mul, {N(x), F(2.0)})), F(1.0)});
+      Node* v = c.view(b, p);
+      // + y of the view's own shape (an input), so the consumer reads both.
+      Shape vs = v->meta->sizes;
+      Node* y = b.input(rand_tensor(vs, DType::Float32, -9, 9));
+      b.out(b.call(OpId::add, {N(v), N(y)}), "(x*2+1)." + c.name + " + y");
+      Result r = compare(b, kExact);
+      CHECK(r.report.kernels == c.kernels);
+      CHECK(r.report.eager_steps == 0);
+    }
+  }
+  SECTION("a folded view as a graph output, and of a value read twice") {
+    GraphBuilder b;
+    Node* x = b.input(rand_tensor({4, 6}, DType::Float32, -9, 9));
+    Node* p = b.call(OpId::exp, {N(b.call(OpId::mul, {N(x), F(0.5)}))});
+    b.out(b.call(OpId::transpose, {N(p), I(0), I(1)}), "exp(x*0.5).t() as an output");
+    Node* q = b.call(OpId::sub, {N(x), F(1.0)});  // read by the view and by the add: written once
+    b.out(b.call(OpId::add, {N(b.call(OpId::transpose, {N(q), I(0), I(1)})), N(b.call(OpId::transpose, {N(x), I(0), I(1)}))}), "q.t() + x.t()");
+    b.out(b.call(OpId::add, {N(q), F(3.0)}), "q + 3");
+    Result r = compare(b, kTranscendental32);
+    // exp(x*0.5).t(); q (two readers); q.t() + x.t(); q + 3.
+    CHECK(r.report.kernels == 4);
   }
 }
 

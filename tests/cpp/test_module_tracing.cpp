@@ -5,6 +5,8 @@
 
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
+#include "output_graph/backend.h"
+#include "output_graph/graph.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
@@ -229,4 +231,118 @@ TEST_CASE("train()/eval() are guarded: Dropout follows the mode after compilatio
   CHECK(repr(compiled) == repr(eager));  // training: the same random mask as eager
   CHECK(repr(compiled) != repr(x));
   CHECK(cache_entries(p.global("run")) == 2);
+}
+
+// A chain D blocks deep: Block(depth) holds a Linear `fc` and, above the
+// leaf, a child Block; forward = relu(fc(child(x))). Every parameter's
+// qualified path is O(D) characters long (child.child. ... .fc.weight).
+const char* kChain = R"(
+.class Block
+.func __init__(self, depth)
+    LOAD_GLOBAL Linear
+    LOAD_CONST 3
+    LOAD_CONST 3
+    CALL 2
+    LOAD_FAST self
+    STORE_ATTR fc
+    LOAD_FAST depth
+    LOAD_FAST self
+    STORE_ATTR depth
+    LOAD_FAST depth
+    LOAD_CONST 1
+    COMPARE_OP >
+    POP_JUMP_IF_FALSE leaf
+    LOAD_GLOBAL Block
+    LOAD_FAST depth
+    LOAD_CONST 1
+    BINARY_OP -
+    CALL 1
+    LOAD_FAST self
+    STORE_ATTR child
+leaf:
+    LOAD_CONST None
+    RETURN_VALUE
+.end
+.func forward(self, x)
+    LOAD_FAST self
+    LOAD_ATTR depth
+    LOAD_CONST 1
+    COMPARE_OP >
+    POP_JUMP_IF_FALSE top
+    LOAD_FAST self
+    LOAD_ATTR child
+    LOAD_FAST x
+    CALL 1
+    STORE_FAST x
+top:
+    LOAD_GLOBAL relu
+    LOAD_FAST self
+    LOAD_ATTR fc
+    LOAD_FAST x
+    CALL 1
+    CALL 1
+    RETURN_VALUE
+.end
+.endclass
+.func run(m, x)
+    LOAD_FAST m
+    LOAD_FAST x
+    CALL 1
+    RETURN_VALUE
+.end
+)";
+
+TEST_CASE("a deep module chain's parameter paths are links, not strings (issue 17)", "[modules]") {
+  // Counted, not timed: building every parameter's qualified path made a
+  // trace O(D^2) in characters. The get_attr nodes carry the path as a link
+  // and the tensor itself; names are at most four parts; the full path is
+  // spelled only when asked for (a code view, explain), never by tracing,
+  // guards or a backend.
+  reset();
+  Program p = program(kChain);
+  interpreter::VM vm;
+  const int64_t depth = 400;
+  Value net = vm.call(p.global("Block"), {Value::integer(depth)});
+  Value x = randn(2, 3);
+  std::shared_ptr<const output_graph::Graph> seen;
+  output_graph::register_backend("test_capture_graph", [&](std::shared_ptr<const output_graph::Graph> graph,
+                                                           const std::vector<Value>& examples) {
+    seen = graph;
+    return output_graph::eager_backend(graph, examples);
+  });
+  Options o = quiet();
+  o.backend = "test_capture_graph";
+  CompiledFunction f = compile(p.global("run"), o);
+  Value got = f({net, x});
+  CHECK(repr(got) == repr(vm.call(p.global("run"), {net, x})));
+  REQUIRE(seen != nullptr);
+  const output_graph::Graph& g = *seen;
+  size_t attrs = 0, name_chars = 0, spelled = 0;
+  const output_graph::Node* deepest = nullptr;
+  for (const auto& n : g.nodes()) {
+    if (n->op != output_graph::NodeOp::GetAttr) continue;
+    ++attrs;
+    name_chars += n->name.size();
+    CHECK(n->target_path != nullptr);
+    spelled += !n->target.empty();
+    if (!deepest) deepest = n.get();
+  }
+  CHECK(attrs == size_t(2 * depth));
+  CHECK(spelled == 0);
+  CHECK(name_chars <= attrs * 40);
+  // The first parameter read is the leaf's: the root is the argument m,
+  // then child x (depth-1), then fc.weight.
+  REQUIRE(deepest != nullptr);
+  std::string want = "m.";
+  for (int64_t i = 0; i + 1 < depth; ++i) want += "child.";
+  want += "fc.weight";
+  CHECK(deepest->target_str() == want);
+  CHECK(deepest->name == "child_child_fc_weight");
+  REQUIRE(g.attr(want) != nullptr);
+  CHECK(g.attr(want)->is(Kind::Tensor));
+  CHECK(g.attr_of(*deepest) == g.attr(want));
+  // explain's code view spells the paths out, as before.
+  ExplainReport r = explain(p.global("run"), {net, x}, quiet());
+  REQUIRE(r.graphs.size() == 1);
+  CHECK(r.graphs[0].find("child_child_fc_weight = self." + want + "\n") != std::string::npos);
 }
