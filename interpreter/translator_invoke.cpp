@@ -50,6 +50,14 @@ VT InstructionTranslator::fold_pure_foreign_call(const Value& fn, std::vector<VT
   }
 }
 
+// Why the object's owner keeps it from the tracer (ForeignVTable::
+// untraced_reason), or "".
+static std::string untraced_reason(const Value& v) {
+  if (!v.is(Kind::Foreign)) return "";
+  const auto* f = v.as<ForeignObj>();
+  return f->vt->untraced_reason ? f->vt->untraced_reason(f->handle) : "";
+}
+
 VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args, const TupleObj* kwnames) {
   VT callee = realize(callee0);
   switch (callee->kind) {
@@ -76,8 +84,11 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       return inline_call(Value::object(Kind::Function, f), std::move(args), kwnames, callee, callee->items);
     }
     case VTKind::GetAttr:
-      if (callee->self->value.is(Kind::Foreign))
+      if (callee->self->value.is(Kind::Foreign)) {
+        if (std::string why = untraced_reason(callee->self->value); !why.empty())
+          unsupported(BreakReason::library_fallback, why + " (method '" + callee->module_path + "')");
         unsupported(BreakReason::foreign_call, "method '" + callee->module_path + "'");
+      }
       // LOAD_METHOD deferred a failed module lookup to this call: looking
       // again throws its own reason (a missing attribute's AttributeError).
       if (callee->self->is_module()) get_attr(callee->self, callee->module_path);
@@ -85,6 +96,8 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
+        if (std::string why = untraced_reason(callee->value); !why.empty())
+          unsupported(BreakReason::library_fallback, why);  // "torch.nn.functional.unfold has no kiln lowering"
         unsupported(BreakReason::foreign_call, repr(callee->value));  // "<built-in function id>"
       }
       if (callee->value.is(Kind::Class))

@@ -443,6 +443,12 @@ struct ForeignVTable {
   // finger) and so the same order; Null when it has none (an element kiln
   // hashes otherwise than its owner: an object hashed by its address).
   Value (*set_snapshot)(void* handle) = nullptr;
+  // Optional: why the tracer leaves this object to its owner, in the words
+  // of a break reason ("torch.nn.functional.unfold has no kiln lowering",
+  // a torch tensor of a dtype kiln lacks), or "" for nothing particular.
+  // Such an object still runs wherever the program uses it (its library's
+  // own operations); the trace breaks there with this reason.
+  std::string (*untraced_reason)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

@@ -5,6 +5,7 @@
 #include "interpreter/vm.h"
 #include "python/src/nn.h"
 #include "python/src/set_layout.h"
+#include "python/src/torch_interop.h"
 
 #include <pybind11/numpy.h>
 
@@ -15,6 +16,7 @@
 #include "runtime/value_ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 
@@ -424,6 +426,64 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_set_snapshot,
 };
 
+// A torch tensor kiln does not take, and a torch function kiln has no
+// lowering for: Python objects like any other (their operations are
+// torch's), whose use in a trace names why it breaks.
+std::string torch_tensor_reason(void* h) {
+  return "a torch tensor kiln does not take: " + torch_tensor_refusal(handle_of(h));
+}
+std::string torch_function_reason(void* h) {
+  PyObject* o = handle_of(h);
+  std::string name = "torch function";
+  PyObject* mod = PyObject_GetAttrString(o, "__module__");
+  PyObject* qual = PyObject_GetAttrString(o, "__qualname__");
+  if (!qual) qual = PyObject_GetAttrString(o, "__name__");
+  PyErr_Clear();
+  if (mod && qual && PyUnicode_Check(mod) && PyUnicode_Check(qual)) {
+    std::string m = PyUnicode_AsUTF8(mod);
+    // torch's builtins report their C home (torch._C._nn): name them as
+    // the program reaches them.
+    if (m == "torch._C._nn" || m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
+    name = m + "." + PyUnicode_AsUTF8(qual);
+  }
+  Py_XDECREF(mod);
+  Py_XDECREF(qual);
+  return name + " has no kiln lowering";
+}
+// Calling torch: kiln tensors go as torch tensors over their memory, so a
+// torch function gets what it takes whatever the caller passed.
+Value torch_call(void* h, const runtime::CallArgs& args) {
+  return calling_python([&] {
+    const size_t nkw = args.nkw(), npos = args.npos();
+    auto arg = [](const Value& v) {
+      if (v.is(Kind::Tensor)) {
+        if (TensorIdentityScope* scope = TensorIdentityScope::active())
+          if (PyObject* o = scope->find(v.as_tensor().impl()); o && is_torch_tensor(o))
+            return py::reinterpret_borrow<py::object>(o);
+        return tensor_to_torch(v.as_tensor());
+      }
+      return to_py(v);
+    };
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = arg(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i) kw[py::str(args.kwnames->items[i].as_str())] = arg(args[npos + i]);
+    return to_value_shared(py::handle(handle_of(h))(*pos, **kw));
+  });
+}
+
+runtime::ForeignVTable with_reason(runtime::ForeignVTable vt, std::string (*why)(void*)) {
+  vt.untraced_reason = why;
+  return vt;
+}
+const runtime::ForeignVTable kTorchTensorVTable = with_reason(kPyObjectVTable, torch_tensor_reason);
+const runtime::ForeignVTable kTorchFunctionVTable = [] {
+  runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_function_reason);
+  vt.call = torch_call;
+  vt.pure = nullptr;
+  return vt;
+}();
+
 // ---------------------------------------------------------- namespaces --
 //
 // A Python module (kiln, math, a user's helpers module) is a namespace the
@@ -701,7 +761,22 @@ Value foreign(py::handle obj) {
 PyObject* foreign_object(const Value& v) {
   if (!v.is(Kind::Foreign)) return nullptr;
   auto* f = v.as<runtime::ForeignObj>();
-  return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable ? handle_of(f->handle) : nullptr;
+  return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable || f->vt == &kTorchTensorVTable ||
+                 f->vt == &kTorchFunctionVTable
+             ? handle_of(f->handle)
+             : nullptr;
+}
+
+// A torch tensor kiln does not take: Foreign, its operations torch's own
+// (the program still runs, on torch), its use in a trace a break naming why.
+static Value refused_torch_tensor(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchTensorVTable, obj.ptr()));
+}
+
+static Value torch_function(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchFunctionVTable, obj.ptr()));
 }
 
 Tensor tensor_from_numpy(py::handle obj) {
@@ -740,8 +815,12 @@ TensorIdentityScope* active_identity_scope = nullptr;
 TensorIdentityScope::TensorIdentityScope() : outer_(active_identity_scope) { active_identity_scope = this; }
 TensorIdentityScope::~TensorIdentityScope() {
   active_identity_scope = outer_;
-  for (size_t i = 0; i < n_ && i < kInline; ++i) Py_DECREF(inline_[i].obj);
-  for (const Seen& s : more_) Py_DECREF(s.obj);
+  auto release = [](const Seen& s) {
+    if (s.torch) static_cast<runtime::Object*>(const_cast<runtime::TensorImpl*>(static_cast<const runtime::TensorImpl*>(s.impl)))->decref();
+    Py_DECREF(s.obj);
+  };
+  for (size_t i = 0; i < n_ && i < kInline; ++i) release(inline_[i]);
+  for (const Seen& s : more_) release(s);
 }
 TensorIdentityScope* TensorIdentityScope::active() { return active_identity_scope; }
 
@@ -749,8 +828,8 @@ void TensorIdentityScope::remember(const void* impl, PyObject* obj) {
   // No search for an earlier entry: a repeat is harmless (find() takes the
   // first), and a call's arguments are remembered without a quadratic scan.
   Py_INCREF(obj);
-  if (n_ < kInline) inline_[n_] = {impl, obj};
-  else more_.push_back({impl, obj});
+  if (n_ < kInline) inline_[n_] = {impl, obj, false};
+  else more_.push_back({impl, obj, false});
   ++n_;
 }
 
@@ -760,6 +839,70 @@ PyObject* TensorIdentityScope::find(const void* impl) const {
   for (const Seen& s : more_)
     if (s.impl == impl) return s.obj;
   return nullptr;
+}
+
+void TensorIdentityScope::remember_torch(runtime::TensorImpl* impl, PyObject* obj) {
+  Py_INCREF(obj);
+  impl->incref();
+  if (n_ < kInline) inline_[n_] = {impl, obj, true};
+  else more_.push_back({impl, obj, true});
+  ++n_;
+}
+
+runtime::TensorImpl* TensorIdentityScope::find_torch(PyObject* obj) const {
+  for (size_t i = 0; i < n_ && i < kInline; ++i)
+    if (inline_[i].obj == obj && inline_[i].torch) return const_cast<runtime::TensorImpl*>(static_cast<const runtime::TensorImpl*>(inline_[i].impl));
+  for (const Seen& s : more_)
+    if (s.obj == obj && s.torch) return const_cast<runtime::TensorImpl*>(static_cast<const runtime::TensorImpl*>(s.impl));
+  return nullptr;
+}
+
+// A torch tensor as a Value: a kiln tensor over its memory, remembered for
+// its identity, or the torch object itself (Foreign) when kiln cannot take
+// it (torch_interop.h says why).
+static Value torch_tensor_value(py::handle obj) {
+  PyObject* o = obj.ptr();
+  TensorIdentityScope* scope = active_identity_scope;
+  if (scope) {
+    scope->torch_out = true;
+    if (runtime::TensorImpl* impl = scope->find_torch(o)) return Value::tensor(Tensor(runtime::Ref<runtime::TensorImpl>(impl)));
+  }
+  if (!torch_tensor_refusal(o).empty()) return refused_torch_tensor(obj);
+  Tensor t = tensor_from_torch(o);
+  if (scope) scope->remember_torch(t.impl(), o);
+  return Value::tensor(t);
+}
+
+// The rest of torch once torch is seen (to_value's slow path): a torch
+// tensor subclass stays torch's; a torch function kiln has no lowering for
+// stays torch's too, and says so when traced. Null: not torch's.
+static Value torch_object_value(py::handle obj) {
+  PyObject* o = obj.ptr();
+  if (!torch_seen()) return Value::null();
+  if (is_torch_tensor(o)) return torch_tensor_value(obj);
+  if (PyObject_TypeCheck(o, torch_types::tensor)) return refused_torch_tensor(obj);
+  // A module-level function or builtin of torch (torch.*, torch.nn.functional.*,
+  // torch._C._nn.*): never translated (torch's Python internals are not the
+  // program), called as torch's own. Methods (a torch module's forward) are
+  // the program's and are translated as any Python function.
+  if (PyFunction_Check(o) || PyCFunction_Check(o)) {
+    PyObject* mod = PyFunction_Check(o) ? reinterpret_cast<PyFunctionObject*>(o)->func_module
+                                        : reinterpret_cast<PyCFunctionObject*>(o)->m_module;
+    PyObject* qual = PyFunction_Check(o) ? reinterpret_cast<PyFunctionObject*>(o)->func_qualname : nullptr;
+    const bool method = qual && PyUnicode_Check(qual) && PyUnicode_FindChar(qual, '.', 0, PyUnicode_GET_LENGTH(qual), 1) >= 0;
+    if (PyCFunction_Check(o) && !(mod && PyUnicode_Check(mod))) {
+      // torch's builtins carry no module name: their self is torch's module object.
+      PyObject* self = reinterpret_cast<PyCFunctionObject*>(o)->m_self;
+      mod = self && PyModule_Check(self) ? PyModule_GetNameObject(self) : nullptr;
+      if (mod) Py_DECREF(mod);  // a module's name lives as long as the module
+      else PyErr_Clear();
+    }
+    if (!method && mod && PyUnicode_Check(mod)) {
+      const char* m = PyUnicode_AsUTF8(mod);
+      if (m && (std::strncmp(m, "torch.", 6) == 0 || std::strcmp(m, "torch") == 0)) return torch_function(obj);
+    }
+  }
+  return Value::null();
 }
 
 // A kiln.Tensor object as a Value, remembered for its identity (above).
@@ -787,6 +930,7 @@ Value to_value(py::handle obj) {
       return *runtime::builtins().find("Tensor");
   }
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);
+  if (is_torch_tensor(o)) return torch_tensor_value(obj);
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
@@ -848,6 +992,7 @@ Value to_value(py::handle obj) {
     return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyModuleVTable, o));
   }
   if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
+  if (Value t = torch_object_value(obj); !t.is_null()) return t;
   // Python's built-in exception classes are kiln's; an exception object is
   // a kiln exception over the Python object.
   if (PyExceptionClass_Check(o))
@@ -863,6 +1008,7 @@ Value to_value(py::handle obj) {
 Value to_value_shared(py::handle obj) {
   PyObject* o = obj.ptr();
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);  // the common argument first
+  if (is_torch_tensor(o)) return torch_tensor_value(obj);  // two pointer tests; false until torch is seen
   if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) {
     if (Value native = mirror_from_py(o); !native.is_null()) return native;  // kiln's own container
     return foreign(obj);
@@ -876,6 +1022,18 @@ Value to_value_shared(py::handle obj) {
   return to_value(obj);
 }
 
+py::object tensor_to_py(const Tensor& t) {
+  if (TensorIdentityScope* scope = active_identity_scope) {
+    if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
+    if (scope->torch_out) return tensor_to_torch(t);
+  }
+  if (const py::detail::type_info* ti = type_info_of<Tensor>())
+    return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+        &t, py::return_value_policy::copy, py::handle(), ti,
+        [](const void* p) -> void* { return new Tensor(*static_cast<const Tensor*>(p)); }, nullptr));
+  return py::cast(t);
+}
+
 py::object to_py(const Value& v) {
   switch (v.kind()) {
     case Kind::None: return py::none();
@@ -883,16 +1041,7 @@ py::object to_py(const Value& v) {
     case Kind::Int: return py::int_(v.as_int());
     case Kind::Float: return py::float_(v.as_float());
     case Kind::Str: return py::str(v.as_str());
-    case Kind::Tensor: {
-      const Tensor& t = v.as_tensor();
-      if (TensorIdentityScope* scope = active_identity_scope)
-        if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
-      if (const py::detail::type_info* ti = type_info_of<Tensor>())
-        return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
-            &t, py::return_value_policy::copy, py::handle(), ti,
-            [](const void* p) -> void* { return new Tensor(*static_cast<const Tensor*>(p)); }, nullptr));
-      return py::cast(t);
-    }
+    case Kind::Tensor: return tensor_to_py(v.as_tensor());
     case Kind::Tuple: {
       const auto& items = v.as<runtime::TupleObj>()->items;
       py::tuple t(items.size());

@@ -18,6 +18,7 @@
 #include "output_graph/graph.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
+#include "python/src/torch_interop.h"
 #include "runtime/builtins.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
@@ -402,6 +403,12 @@ void bind_functions(py::module_& m) {
     });
   });
   m.def("reset", [] { kiln::reset(); });
+  // Why kiln does not take this torch tensor as a kiln tensor ("" when it
+  // does; None when torch is not loaded): what explain's break reasons say.
+  m.def("_torch_refusal", [](py::handle t) -> py::object {
+    if (!torch_seen()) return py::none();
+    return py::str(torch_tensor_refusal(t.ptr()));
+  });
   m.def("_set_collectives", [](bool compiler, bool guards, double timeout_s) {
     collective_settings() = {compiler, guards, timeout_s};
   });
