@@ -517,6 +517,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         for (int64_t d = int64_t(meta.sizes.size()) - 1; d >= 0; --d) dims.push_back(Value::integer(d));
         return tensor_op(OpId::permute, {obj, const_vt(make_tuple(std::move(dims)))});
       }
+      if (Value m = host_tensor_method(intern(name).get()); !m.is_null()) return vars::make_user_method(m, obj);
       if (const OpDef* op = find_op(name); op && op->arity != 0)
         return vars::make_user_method(op_builtin(int(op->id)), obj);
       Value m = type_method(Kind::Tensor, intern(name).get());

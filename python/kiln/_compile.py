@@ -90,6 +90,46 @@ def disable(fn):
     return fn
 
 
+def _is_torch(obj):
+    """obj is torch's (its module, one of its functions, classes or objects):
+    read without running user code."""
+    if inspect.ismodule(obj):
+        name = obj.__name__
+    else:
+        name = getattr(type(obj), "__module__", "") or ""
+        if isinstance(obj, type) or inspect.isfunction(obj) or inspect.isbuiltin(obj):
+            name = obj.__dict__.get("__module__", "") if isinstance(obj, type) else (obj.__module__ or "")
+    return name == "torch" or name.startswith("torch.")
+
+
+def _uses_torch(fn):
+    """Whether fn reads torch (a global or closure variable holding torch or
+    one of its objects, in fn or a function nested in it): its tensor
+    results then leave as torch tensors even when no torch tensor came in
+    (torch.arange(5) gives a torch tensor, as in eager). Decided once, at
+    kiln.compile; never imports torch."""
+    import sys
+    if sys.modules.get("torch") is None:
+        return False
+    names, codes = set(), [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    g = fn.__globals__
+    if any(_is_torch(g[n]) for n in names if n in g):
+        return True
+    return any(_is_torch(c.cell_contents) for c in (fn.__closure__ or ()) if _cell_full(c))
+
+
+def _cell_full(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 # Python backends by identity: registered once each, under a name of their own.
 _python_backends = {}
 
@@ -146,6 +186,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         return fn
     config._apply()
     compiled = _C.compile(fn, kbc, backend, fullgraph, dynamic, config.cache_size_limit)
+    compiled.torch_out = _uses_torch(fn)
     call = compiled.fastcall  # the call without pybind11's dispatcher
 
     @functools.wraps(fn)

@@ -436,8 +436,9 @@ std::string torch_function_reason(void* h) {
   PyObject* o = handle_of(h);
   std::string name = "torch function";
   PyObject* mod = PyObject_GetAttrString(o, "__module__");
-  PyObject* qual = PyObject_GetAttrString(o, "__qualname__");
-  if (!qual) qual = PyObject_GetAttrString(o, "__name__");
+  // A builtin's __qualname__ is its C class's (_VariableFunctionsClass.erf):
+  // its __name__ is what the program wrote.
+  PyObject* qual = PyObject_GetAttrString(o, PyCFunction_Check(o) ? "__name__" : "__qualname__");
   PyErr_Clear();
   if (mod && qual && PyUnicode_Check(mod) && PyUnicode_Check(qual)) {
     std::string m = PyUnicode_AsUTF8(mod);
@@ -879,6 +880,8 @@ static Value torch_tensor_value(py::handle obj) {
 static Value torch_object_value(py::handle obj) {
   PyObject* o = obj.ptr();
   if (!torch_seen()) return Value::null();
+  // Seeing torch just now installed kiln/_torch_api.py's table.
+  if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
   if (is_torch_tensor(o)) return torch_tensor_value(obj);
   if (PyObject_TypeCheck(o, torch_types::tensor)) return refused_torch_tensor(obj);
   // A module-level function or builtin of torch (torch.*, torch.nn.functional.*,
@@ -1111,6 +1114,18 @@ py::object to_py(const Value& v) {
   }
   // Functions, modules, classes of KBC: an opaque handle Python can pass back.
   return py::cast(v);
+}
+
+void bind_torch(py::module_& m) {
+  m.def("_map_torch", [](py::handle torch_obj, py::handle target) {
+    guarded([&] { op_functions()[torch_obj.ptr()] = to_value(target); });
+    torch_obj.inc_ref();  // the table's key: torch's objects live for the process anyway
+  }, "kiln/_torch_api.py's rows: compiled code reaching torch_obj gets target's kiln value.");
+  m.def("_register_tensor_method", [](const std::string& name, py::handle fn) {
+    guarded([&] { runtime::register_tensor_method(name, to_value(fn)); });
+  }, "A tensor method kiln code finds before the registry op of that name (kiln/_torch_api.py).");
+  m.def("_raw_torch", [](py::handle fn) { return torch_function(fn); },
+        "torch's own function as a kiln value (called as torch's, never mapped by the table).");
 }
 
 }  // namespace kiln::python

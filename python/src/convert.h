@@ -71,6 +71,10 @@ void sync_namespaces();
 // traced code calling kiln.softmax records the op.
 void register_op_function(py::handle fn, const runtime::Value& op);
 
+// kiln._C's torch-table bindings (_map_torch, _register_tensor_method,
+// _raw_torch: kiln/_torch_api.py).
+void bind_torch(py::module_& m);
+
 // Python tensor objects keep their identity through kiln code. While a
 // scope is active (a compiled call, a module call from Python), each
 // kiln.Tensor object converted to a Value is remembered, and a Value

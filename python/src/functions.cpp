@@ -246,8 +246,13 @@ class PyCompiled {
 
   const Value& kbc() const { return fn_; }
 
+  // Results leave as torch tensors even when no torch tensor came in: the
+  // function uses torch's API (kiln/_compile.py decides once).
+  bool torch_out = false;
+
  private:
   py::object run(const PyArgs& a) {
+    if (torch_out) TensorIdentityScope::active()->torch_out = true;
     sync_python_state();
     refresh_closure();
     return to_py(compiled_.call(a.call_args()));
@@ -339,6 +344,7 @@ void bind_functions(py::module_& m) {
   py::class_<PyCompiled>(m, "CompiledFunction")
       .def("__call__", &PyCompiled::call)
       .def_property_readonly("kbc", &PyCompiled::kbc)
+      .def_readwrite("torch_out", &PyCompiled::torch_out)
       // A builtin bound to this object: f.fastcall(*args, **kwargs) is
       // f(*args, **kwargs) at a fraction of pybind11's dispatch cost.
       .def_property_readonly("fastcall", [](py::handle self) {

@@ -320,6 +320,7 @@ PYBIND11_MODULE(_C, m) {
   bind_functions(m);
   bind_nn(m);
   bind_fx(m);
+  bind_torch(m);
 
   m.def("from_numpy", [](py::handle a) { return guarded([&] { return tensor_from_numpy(a); }); },
         "A tensor sharing the array's memory (float32, float64, int64, bool).");

@@ -130,6 +130,13 @@ bool torch_seen() {
     return false;
   }
   resolved = true;
+  // kiln/_torch_api.py's table: torch's functions, dtypes and tensor
+  // methods as kiln's (convert.cpp maps them from now on).
+  try {
+    py::module_::import("kiln._torch_api").attr("install")(py::handle(torch));
+  } catch (py::error_already_set& e) {
+    rethrow_as_kiln(e);
+  }
   return true;
 }
 
