@@ -173,7 +173,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         bound._kiln_compiled = getattr(inner, "_kiln_compiled", None)
         bound._kiln_bound = (fn.__func__, owner)
         return bound
-    if isinstance(fn, nn.Module):
+    if isinstance(fn, nn.Module) or _is_torch_module(fn):
         return _compile_module(fn, backend, fullgraph, dynamic)
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function or a kiln.nn.Module, got {type(fn).__name__}")
@@ -215,9 +215,17 @@ def _no_closure():
     pass
 
 
+def _is_torch_module(obj):
+    """obj is a torch.nn.Module (never imports torch)."""
+    import sys
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
 def _compile_module(module, backend, fullgraph, dynamic):
     config._apply()
     compiled = _C.compile(_no_closure, _CALL_MODULE, backend, fullgraph, dynamic, config.cache_size_limit)
+    compiled.torch_out = _is_torch_module(module)  # a torch model returns torch tensors
     fast = compiled.fastcall
 
     @functools.wraps(type(module).forward)
@@ -278,7 +286,9 @@ def explain(fn, *, backend="llvm"):
     # What kiln.compile returns leads back to what it compiled: a module, a
     # bound method (its function and self), or a function.
     bound_self = ()
-    if getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
+    if _is_torch_module(fn) or isinstance(fn, __import__("kiln").nn.Module):
+        target = fn
+    elif getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
         target = fn.module
     elif hasattr(fn, "_kiln_bound"):
         target, owner = fn._kiln_bound
@@ -291,7 +301,7 @@ def explain(fn, *, backend="llvm"):
     def run(*args):
         from . import nn
         config._apply()
-        if isinstance(target, nn.Module):
+        if isinstance(target, nn.Module) or _is_torch_module(target):
             return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)
         if kbc is None:

@@ -370,6 +370,87 @@ DTYPES = {
 TYPES = {"torch.Size": tuple}
 
 
+# torch.nn's modules that are kiln's own classes: same attribute and
+# parameter names, so a torch module of such a class is traced as kiln's
+# (kiln's built-in Linear, LayerNorm, ... as their ops; the rest as their
+# kiln.nn forward). Any other torch class is translated from its Python.
+MODULES = {f"torch.nn.{n}": n for n in (
+    "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout", "Sequential", "ModuleList", "ModuleDict",
+    "Identity", "Flatten", "Tanh", "Sigmoid", "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d",
+    "BatchNorm2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d")}
+
+_KILN_CLASSES = {}  # torch class -> kiln class
+
+
+def kiln_class_for(cls):
+    """The kiln class a torch.nn.Module subclass is traced as (python/src/
+    torch_modules.h): torch.nn.Module is kiln's Module (its methods are
+    kiln's Module model: attribute lookup, __call__ with hooks, parameters(),
+    ...), a MODULES row kiln's class of that name, any other class a new
+    kiln class under the kiln class of its torch base, holding what its own
+    body (and its mixins) define, translated as kiln.nn translates a
+    kiln.nn.Module subclass's body."""
+    kc = _KILN_CLASSES.get(cls)
+    if kc is not None:
+        return kc
+    import sys
+    torch = sys.modules["torch"]
+    from . import nn
+    if cls is torch.nn.Module:
+        kc = nn.Module._kiln_class
+    elif cls in _mapped_classes(torch):
+        kc = getattr(nn, _mapped_classes(torch)[cls])._kiln_class
+    else:
+        base = next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
+        base_kc = kiln_class_for(base)
+        kc = _C.make_class(cls.__name__, cls.__qualname__, base_kc)
+        _C.register_class(kc, cls, True)
+        _KILN_CLASSES[cls] = kc
+        chain = set(base.__mro__)
+        first = {}
+        for klass in cls.__mro__:
+            if klass is not object:
+                for name, attr in vars(klass).items():
+                    first.setdefault(name, (klass, attr))
+        attrs = {}
+        for name, (klass, attr) in first.items():
+            if klass in chain:
+                continue
+            value = nn._class_attr(name, attr)
+            if value is not None:
+                attrs[name] = value
+        _C.set_class_attrs(kc, attrs)
+        return kc
+    _KILN_CLASSES[cls] = kc
+    return kc
+
+
+_MAPPED = {}
+
+
+def class_value(cls):
+    """What kiln code sees for a torch.nn.Module subclass itself (a global
+    `Block`, a method's `__class__` cell for zero-argument super()): the
+    kiln class kiln made for it, so super() and isinstance follow kiln's
+    chain; None for torch.nn.Module and torch's classes kiln spells with its
+    own (MODULES), which stay Python's: calling them makes torch modules."""
+    import sys
+    torch = sys.modules["torch"]
+    if cls is torch.nn.Module or cls in _mapped_classes(torch):
+        return None
+    return kiln_class_for(cls)
+
+
+def _mapped_classes(torch):
+    if not _MAPPED:
+        for path, name in MODULES.items():
+            cls = _resolve(torch, path)
+            if cls is not None:
+                _MAPPED[cls] = name
+    return _MAPPED
+
+
 def _target(value):
     if isinstance(value, str) and value.startswith("F."):
         return getattr(_F, value[2:])

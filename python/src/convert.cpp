@@ -6,6 +6,7 @@
 #include "python/src/nn.h"
 #include "python/src/set_layout.h"
 #include "python/src/torch_interop.h"
+#include "python/src/torch_modules.h"
 
 #include <pybind11/numpy.h>
 
@@ -473,6 +474,24 @@ Value torch_call(void* h, const runtime::CallArgs& args) {
   });
 }
 
+// A torch module holding a tensor kiln does not take: torch runs it.
+std::string torch_module_reason(void* h) {
+  std::string who = Py_TYPE(handle_of(h))->tp_name, why = "it holds a torch tensor kiln does not take";
+  try {
+    for (py::handle item : py::handle(handle_of(h)).attr("named_parameters")()) {
+      py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
+      std::string r = torch_tensor_refusal(kv[1].ptr());
+      if (!r.empty()) {
+        why = "its parameter " + py::cast<std::string>(kv[0]) + " is " + r;
+        break;
+      }
+    }
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
+  return "torch runs the " + who + " module: " + why;
+}
+
 runtime::ForeignVTable with_reason(runtime::ForeignVTable vt, std::string (*why)(void*)) {
   vt.untraced_reason = why;
   return vt;
@@ -482,6 +501,11 @@ const runtime::ForeignVTable kTorchFunctionVTable = [] {
   runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_function_reason);
   vt.call = torch_call;
   vt.pure = nullptr;
+  return vt;
+}();
+const runtime::ForeignVTable kTorchModuleVTable = [] {
+  runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_module_reason);
+  vt.call = torch_call;
   return vt;
 }();
 
@@ -763,7 +787,7 @@ PyObject* foreign_object(const Value& v) {
   if (!v.is(Kind::Foreign)) return nullptr;
   auto* f = v.as<runtime::ForeignObj>();
   return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable || f->vt == &kTorchTensorVTable ||
-                 f->vt == &kTorchFunctionVTable
+                 f->vt == &kTorchFunctionVTable || f->vt == &kTorchModuleVTable
              ? handle_of(f->handle)
              : nullptr;
 }
@@ -773,6 +797,11 @@ PyObject* foreign_object(const Value& v) {
 static Value refused_torch_tensor(py::handle obj) {
   Py_INCREF(obj.ptr());
   return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchTensorVTable, obj.ptr()));
+}
+
+Value torch_refused_module(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchModuleVTable, obj.ptr()));
 }
 
 static Value torch_function(py::handle obj) {
@@ -874,6 +903,11 @@ static Value torch_tensor_value(py::handle obj) {
   return Value::tensor(t);
 }
 
+Value torch_tensor_unscoped(py::handle obj) {
+  if (!torch_tensor_refusal(obj.ptr()).empty()) return refused_torch_tensor(obj);
+  return Value::tensor(tensor_from_torch(obj.ptr()));
+}
+
 // The rest of torch once torch is seen (to_value's slow path): a torch
 // tensor subclass stays torch's; a torch function kiln has no lowering for
 // stays torch's too, and says so when traced. Null: not torch's.
@@ -951,8 +985,11 @@ Value to_value(py::handle obj) {
   }
   if (py::isinstance<Value>(obj)) return py::cast<Value>(obj);
   if (Value m = module_from_py(obj); !m.is_null()) return m;  // a kiln.nn module: its ModuleObj
-  if (PyType_Check(o))
+  if (Value m = torch_module_value(obj); !m.is_null()) return m;  // a torch.nn.Module: its mirror
+  if (PyType_Check(o)) {
     if (Value c = class_from_py(obj); !c.is_null()) return c;  // a kiln.nn.Module subclass: its kiln class
+    if (Value c = torch_class_value(obj); !c.is_null()) return c;  // a torch.nn.Module subclass: its kiln class
+  }
   if (PyTuple_CheckExact(o)) {
     std::vector<Value> items;
     for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
@@ -1028,8 +1065,12 @@ Value to_value_shared(py::handle obj) {
 py::object tensor_to_py(const Tensor& t) {
   if (TensorIdentityScope* scope = active_identity_scope) {
     if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
-    if (scope->torch_out) return tensor_to_torch(t);
+    if (scope->torch_out) {
+      if (PyObject* o = torch_held_object(t.impl())) return py::reinterpret_borrow<py::object>(o);
+      return tensor_to_torch(t);
+    }
   }
+  if (PyObject* o = torch_held_object(t.impl())) return py::reinterpret_borrow<py::object>(o);
   if (const py::detail::type_info* ti = type_info_of<Tensor>())
     return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
         &t, py::return_value_policy::copy, py::handle(), ti,

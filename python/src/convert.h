@@ -71,6 +71,14 @@ void sync_namespaces();
 // traced code calling kiln.softmax records the op.
 void register_op_function(py::handle fn, const runtime::Value& op);
 
+// A torch tensor as a Value outside any identity scope (a mirrored
+// module's parameter: not an argument of the call in progress).
+runtime::Value torch_tensor_unscoped(py::handle obj);
+
+// A torch module torch must run (torch_modules.h): Foreign, called as
+// torch's, a traced call a break naming why.
+runtime::Value torch_refused_module(py::handle obj);
+
 // kiln._C's torch-table bindings (_map_torch, _register_tensor_method,
 // _raw_torch: kiln/_torch_api.py).
 void bind_torch(py::module_& m);

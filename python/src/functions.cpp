@@ -19,6 +19,7 @@
 #include "python/src/convert.h"
 #include "python/src/functions.h"
 #include "python/src/torch_interop.h"
+#include "python/src/torch_modules.h"
 #include "runtime/builtins.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
@@ -202,6 +203,7 @@ void sync_python_state() {
   // another module reads (and its guards check) that module's mirror.
   for (auto& [dict, m] : mirrors()) m->sync();
   sync_namespaces();
+  sync_torch_modules();
 }
 
 }  // namespace kiln::python

@@ -185,6 +185,23 @@ Tensor tensor_from_torch(PyObject* o) {
   return t;
 }
 
+bool torch_tensor_matches(PyObject* o, const Tensor& t) {
+  Handle h = handle_of(o);
+  void* data = nullptr;
+  int64_t dim = 0, *sizes = nullptr, *strides = nullptr;
+  int32_t dtype = -1;
+  if (shim.get_data_ptr(h, &data) || shim.get_dim(h, &dim) || shim.get_sizes(h, &sizes) ||
+      shim.get_strides(h, &strides) || shim.get_dtype(h, &dtype))
+    return false;
+  const DType dt = dtype == shim.f32 ? DType::Float32 : dtype == shim.f64 ? DType::Float64
+                   : dtype == shim.i64 ? DType::Int64 : DType::Bool;
+  if (!torch_dtype_name(dtype) || dt != t.dtype() || dim != t.dim()) return false;
+  if (t.numel() > 0 && data != t.raw_data()) return false;
+  for (int64_t d = 0; d < dim; ++d)
+    if (sizes[d] != t.sizes()[size_t(d)] || strides[d] != t.strides()[size_t(d)]) return false;
+  return true;
+}
+
 // ----------------------------------------------------------- DLPack out --
 namespace {
 // DLPack's ABI (dlpack.h, v0.x: what torch._C._from_dlpack takes as a

@@ -59,6 +59,11 @@ std::string torch_tensor_refusal(PyObject* o);
 // empty). The Storage keeps the torch object alive.
 runtime::Tensor tensor_from_torch(PyObject* o);
 
+// Whether torch tensor `o` still has the memory, sizes, strides and dtype
+// kiln tensor `t` was made with (a mirror's parameter after m.double(),
+// p.data = ..., resize_ does not).
+bool torch_tensor_matches(PyObject* o, const runtime::Tensor& t);
+
 // A torch tensor over a kiln tensor's memory (DLPack; no copy).
 py::object tensor_to_torch(const runtime::Tensor& t);
 
