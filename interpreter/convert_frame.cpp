@@ -408,7 +408,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
         // at all: run it on the VM, and say why.
         return finish(run_on_vm(fn, u));
       }
-      stop = tx->steps();
+      stop = u.restart_at >= 0 ? u.restart_at : tx->steps();
       why = u;
       continue;
     }

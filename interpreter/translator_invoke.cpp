@@ -44,7 +44,11 @@ VT InstructionTranslator::fold_pure_foreign_call(const Value& fn, std::vector<VT
   }
   try {
     Value r = ctx_.vm.call(fn, CallArgs{values.data(), values.size(), kwnames});
-    return vars::is_literal(r) ? const_vt(std::move(r)) : nullptr;
+    // A null-context manager (torch.no_grad()) is as good as a literal: an
+    // object whose only use is a `with` traced as doing nothing.
+    const bool null_context = r.is(Kind::Foreign) && r.as<ForeignObj>()->vt->null_context &&
+                              r.as<ForeignObj>()->vt->null_context(r.as<ForeignObj>()->handle);
+    return vars::is_literal(r) || null_context ? const_vt(std::move(r)) : nullptr;
   } catch (const Error&) {
     return nullptr;
   }
@@ -60,6 +64,7 @@ static std::string untraced_reason(const Value& v) {
 
 VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args, const TupleObj* kwnames) {
   VT callee = realize(callee0);
+  if (callee->kind == VTKind::Builtin && callee->value.is_same(null_context_exit())) close_null_with();
   switch (callee->kind) {
     case VTKind::UserFunction:
       if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);

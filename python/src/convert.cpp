@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 
 #include "runtime/module.h"
+#include "runtime/ops.h"
 #include "runtime/tensor_index.h"
 #include "runtime/builtins.h"
 #include "runtime/exceptions.h"
@@ -492,6 +493,34 @@ std::string torch_module_reason(void* h) {
   return "torch runs the " + who + " module: " + why;
 }
 
+// A registry op reached with a torch tensor kiln does not take (a float16
+// tensor, one that requires grad under grad mode): torch's function of the
+// op's name runs it, as the program would have run it without kiln.
+bool torch_op_hook(runtime::OpId id, const runtime::CallArgs& args, Value& out) {
+  auto torch_object = [](const Value& v) {
+    PyObject* o = foreign_object(v);
+    return o && torch_types::tensor && PyObject_TypeCheck(o, torch_types::tensor);
+  };
+  bool any = false;
+  for (size_t i = 0; i < args.nargs && !any; ++i) {
+    const Value& v = args[i];
+    any = torch_object(v);
+    if (v.is(Kind::List) || v.is(Kind::Tuple))
+      for (const Value& x : v.is(Kind::List) ? v.as<runtime::ListObj>()->items : v.as<runtime::TupleObj>()->items)
+        any = any || torch_object(x);
+  }
+  if (!any) return false;
+  const char* name = runtime::op_def(id).name;
+  if (name[0] == '_') return false;
+  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
+  if (!torch) return false;
+  py::object fn = py::getattr(torch, name, py::none());
+  if (fn.is_none()) fn = py::getattr(py::module_::import("torch.nn.functional"), name, py::none());
+  if (fn.is_none()) return false;
+  out = torch_call(fn.ptr(), args);
+  return true;
+}
+
 runtime::ForeignVTable with_reason(runtime::ForeignVTable vt, std::string (*why)(void*)) {
   vt.untraced_reason = why;
   return vt;
@@ -501,6 +530,21 @@ const runtime::ForeignVTable kTorchFunctionVTable = [] {
   runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_function_reason);
   vt.call = torch_call;
   vt.pure = nullptr;
+  return vt;
+}();
+// torch.no_grad() & co.: the tracer traces their with-blocks as doing
+// nothing; the classes (and a decorator's `clone`) are pure: calling them
+// only makes such an object.
+bool grad_mode_null_context(void*) { return true; }
+bool grad_mode_pure(void*) { return true; }
+const runtime::ForeignVTable kTorchGradModeVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.null_context = grad_mode_null_context;
+  return vt;
+}();
+const runtime::ForeignVTable kTorchGradModeFactoryVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.pure = grad_mode_pure;
   return vt;
 }();
 const runtime::ForeignVTable kTorchModuleVTable = [] {
@@ -787,7 +831,8 @@ PyObject* foreign_object(const Value& v) {
   if (!v.is(Kind::Foreign)) return nullptr;
   auto* f = v.as<runtime::ForeignObj>();
   return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable || f->vt == &kTorchTensorVTable ||
-                 f->vt == &kTorchFunctionVTable || f->vt == &kTorchModuleVTable
+                 f->vt == &kTorchFunctionVTable || f->vt == &kTorchModuleVTable || f->vt == &kTorchGradModeVTable ||
+                 f->vt == &kTorchGradModeFactoryVTable
              ? handle_of(f->handle)
              : nullptr;
 }
@@ -918,6 +963,22 @@ static Value torch_object_value(py::handle obj) {
   if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
   if (is_torch_tensor(o)) return torch_tensor_value(obj);
   if (PyObject_TypeCheck(o, torch_types::tensor)) return refused_torch_tensor(obj);
+  for (PyTypeObject* mode : torch_types::grad_modes) {
+    auto with_vt = [&](const runtime::ForeignVTable* vt) {
+      Py_INCREF(o);
+      return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(vt, o));
+    };
+    if (Py_TYPE(o) == mode) return with_vt(&kTorchGradModeVTable);
+    if (o == reinterpret_cast<PyObject*>(mode)) return with_vt(&kTorchGradModeFactoryVTable);
+    // @torch.no_grad() on a function: torch's wrapper calls self.clone()
+    // for a fresh manager each call.
+    if (PyMethod_Check(o) && Py_TYPE(PyMethod_GET_SELF(o)) == mode) {
+      PyObject* fn = PyMethod_GET_FUNCTION(o);
+      if (PyFunction_Check(fn) &&
+          PyUnicode_CompareWithASCIIString(reinterpret_cast<PyFunctionObject*>(fn)->func_name, "clone") == 0)
+        return with_vt(&kTorchGradModeFactoryVTable);
+    }
+  }
   // A module-level function or builtin of torch (torch.*, torch.nn.functional.*,
   // torch._C._nn.*): never translated (torch's Python internals are not the
   // program), called as torch's own. Methods (a torch module's forward) are
@@ -1156,6 +1217,8 @@ py::object to_py(const Value& v) {
   // Functions, modules, classes of KBC: an opaque handle Python can pass back.
   return py::cast(v);
 }
+
+void install_torch_op_hook() { runtime::set_foreign_op_hook(torch_op_hook); }
 
 void bind_torch(py::module_& m) {
   m.def("_map_torch", [](py::handle torch_obj, py::handle target) {

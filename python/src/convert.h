@@ -79,6 +79,10 @@ runtime::Value torch_tensor_unscoped(py::handle obj);
 // torch's, a traced call a break naming why.
 runtime::Value torch_refused_module(py::handle obj);
 
+// Registry ops reached with torch tensors kiln does not take run as
+// torch's functions of the same name (runtime::set_foreign_op_hook).
+void install_torch_op_hook();
+
 // kiln._C's torch-table bindings (_map_torch, _register_tensor_method,
 // _raw_torch: kiln/_torch_api.py).
 void bind_torch(py::module_& m);

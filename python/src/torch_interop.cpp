@@ -84,6 +84,9 @@ std::string resolve(PyObject* torch) {
                     reinterpret_cast<uintptr_t>(data) == v.attr("data_ptr")().cast<uintptr_t>();
   if (!same) return "this torch's tensor objects are not laid out as torch 2.x's THPVariable";
   from_dlpack = py::object(t.attr("_C").attr("_from_dlpack")).release().ptr();
+  const char* modes[] = {"no_grad", "enable_grad", "inference_mode"};
+  for (int i = 0; i < 3; ++i)
+    torch_types::grad_modes[i] = reinterpret_cast<PyTypeObject*>(py::object(t.attr(modes[i])).release().ptr());
   requires_grad_name = PyUnicode_InternFromString("requires_grad");
   torch_types::parameter = reinterpret_cast<PyTypeObject*>(py::object(t.attr("nn").attr("Parameter")).release().ptr());
   torch_types::tensor = reinterpret_cast<PyTypeObject*>(py::object(t.attr("Tensor")).release().ptr());  // last: the fast test
@@ -130,6 +133,7 @@ bool torch_seen() {
     return false;
   }
   resolved = true;
+  install_torch_op_hook();
   // kiln/_torch_api.py's table: torch's functions, dtypes and tensor
   // methods as kiln's (convert.cpp maps them from now on).
   try {

@@ -36,6 +36,10 @@ namespace torch_types {
 // torch.Tensor and torch.nn.Parameter once torch has been seen, else null.
 inline PyTypeObject* tensor = nullptr;
 inline PyTypeObject* parameter = nullptr;
+// torch.no_grad, torch.enable_grad, torch.inference_mode: context managers
+// whose with-blocks kiln traces as doing nothing (kiln computes no
+// gradients), the VM running their real __enter__/__exit__.
+inline PyTypeObject* grad_modes[3] = {nullptr, nullptr, nullptr};
 }  // namespace torch_types
 
 // A plain torch tensor or Parameter (not another subclass): the cheap test
