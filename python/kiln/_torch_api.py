@@ -26,6 +26,9 @@ methods are kiln's (every registry op is one). TENSOR_METHODS adds torch's
 methods kiln lacks or spells otherwise; they become methods of kiln
 tensors too (in compiled code, the VM and Python).
 """
+import inspect
+import types
+
 from . import _C
 from .nn import functional as _F
 
@@ -161,6 +164,19 @@ empty_like = _like(_C.empty_like)
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     return _C.full_like(input, fill_value, dtype=dtype)
+
+
+# torch.finfo(dtype) / torch.iinfo(dtype): plain objects with torch's
+# fields (read in traces as constants), made by install() from torch's own.
+_FINFO = {}
+
+
+def finfo(type=None):
+    return _FINFO["float32" if type is None else type]
+
+
+def iinfo(type):
+    return _FINFO[type]
 
 
 # Tensor methods (self first).
@@ -340,6 +356,7 @@ FUNCTIONS = {
     "torch.sum": sum, "torch.mean": mean, "torch.softmax": softmax, "torch.log_softmax": log_softmax,
     "torch.embedding": embedding, "torch.dropout": dropout, "torch.clone": clone, "torch.transpose": transpose, "torch.t": t,
     "torch.mm": mm, "torch.numel": numel, "torch.max": max, "torch.min": min,
+    "torch.finfo": finfo, "torch.iinfo": iinfo,
     "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
@@ -417,6 +434,13 @@ def kiln_class_for(cls):
         for name, (klass, attr) in first.items():
             if klass in chain:
                 continue
+            if _torch_defined(klass) and inspect.isfunction(attr):
+                # torch's own modules without a MODULES row (nn.GRU,
+                # nn.MultiheadAttention, ...): their methods are torch's
+                # internals, not the program. They stay Python (a call of
+                # the module breaks and torch runs it).
+                from ._compile import disable
+                disable(attr)
             value = nn._class_attr(name, attr)
             if value is not None:
                 attrs[name] = value
@@ -427,6 +451,11 @@ def kiln_class_for(cls):
 
 
 _MAPPED = {}
+
+
+def _torch_defined(cls):
+    module = cls.__dict__.get("__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
 
 
 def class_value(cls):
@@ -481,6 +510,14 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), name)
     for name in ("add", "sub", "div"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
+    for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
+        f = torch.finfo(dtype)
+        _FINFO[name] = types.SimpleNamespace(bits=f.bits, eps=f.eps, max=f.max, min=f.min, tiny=f.tiny,
+                                             smallest_normal=f.smallest_normal, resolution=f.resolution,
+                                             dtype=name)
+    for name, dtype in (("int64", torch.int64),):
+        f = torch.iinfo(dtype)
+        _FINFO[name] = types.SimpleNamespace(bits=f.bits, max=f.max, min=f.min, dtype=name)
     for name, fn in TENSOR_METHODS.items():
         _C._register_tensor_method(name, fn)
         if not hasattr(_C.Tensor, name):  # Python's view of kiln tensors too

@@ -1102,6 +1102,13 @@ Value to_value(py::handle obj) {
   if (PyFunction_Check(o) && function_converter()) {
     py::object kbc = function_converter()(obj);
     if (!kbc.is_none()) return py::cast<Value>(kbc);
+    // A torch method kiln leaves to Python (a torch module class's forward
+    // without a kiln lowering): called as torch's, with torch tensors.
+    PyObject* mod = reinterpret_cast<PyFunctionObject*>(o)->func_module;
+    if (torch_types::tensor && mod && PyUnicode_Check(mod)) {
+      const char* m = PyUnicode_AsUTF8(mod);
+      if (m && std::strncmp(m, "torch.", 6) == 0) return torch_function(obj);
+    }
   }
   return foreign(obj);
 }

@@ -403,6 +403,7 @@ void bind_functions(py::module_& m) {
     });
   }, "Registers a Python backend (gm, example_inputs) -> callable under `name`.");
   m.def("explain", [](const Value& fn, const py::tuple& args, const std::string& backend, int cache_size_limit) {
+    TensorIdentityScope identity;  // as a compiled call: torch tensors in, torch tensors out
     return guarded([&] {
       sync_python_state();
       std::vector<Value> values;

@@ -176,9 +176,13 @@ def same(want, got, tol=1e-5):
         assert got == want and type(got) is type(want), (got, want)
 
 
+# Rows whose result is no tensor, tested below.
+OTHER = {"torch.finfo", "torch.iinfo"}
+
+
 def test_every_row_has_a_test():
     rows = set(_torch_api.FUNCTIONS)
-    assert rows - set(FUNCTION_CALLS) - set(RANDOM) == set()
+    assert rows - set(FUNCTION_CALLS) - set(RANDOM) - OTHER == set()
     assert set(_torch_api.TENSOR_METHODS) - set(METHOD_CALLS) == set()
 
 
@@ -421,3 +425,19 @@ def test_mapped_functions_on_tensors_kiln_does_not_take_run_on_torch(backend):
         same(want, got, tol=1e-3)
         if x.requires_grad:
             assert all(g.requires_grad for g in got)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_finfo_and_iinfo_fold(backend):
+    def f(x):
+        m = torch.finfo(x.dtype).min
+        return x.masked_fill(x > 0, m), torch.finfo(torch.float64).eps, torch.iinfo(torch.long).max, \
+            torch.finfo().tiny
+
+    x = t(4)
+    want = f(x)
+    got = kiln.compile(f, backend=backend)(x)
+    same(want[0], got[0])
+    assert got[1:] == want[1:]
+    e = kiln.explain(f, backend=backend)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
