@@ -133,9 +133,13 @@ Value current_held(py::handle t) {
 // under no_grad, and the other way round).
 bool held_current(const HeldTensor& h) {
   PyObject* o = h.obj.ptr();
-  const bool refused = h.value.is(Kind::Foreign);
-  if (refused != !torch_tensor_refusal(o).empty()) return false;
-  return refused || torch_tensor_matches(o, h.value.as_tensor());
+  if (h.value.is(Kind::Foreign)) return !torch_tensor_refusal(o).empty();  // still refused
+  // Taken, and still the same memory, sizes, strides and a kiln dtype (a
+  // tensor moved to another device or layout has no such data pointer);
+  // under grad mode it must still not require grad. The cheap order: this
+  // runs per tensor on every call.
+  if (!torch_tensor_matches(o, h.value.as_tensor())) return false;
+  return !torch_grad_enabled() || torch_tensor_refusal(o).empty();
 }
 
 const char* const kTorchInternals[] = {
@@ -406,10 +410,21 @@ void sync_torch_modules() {
     all.erase(it);  // may free the torch module, and with it others' last references: the next sync drops those
   }
   for (Mirror* mr : stale) fill(*mr);
-  // Held tensors no mirror reads any more.
-  if (all.empty()) {
-    held_tensors().clear();
-    held_by_impl().clear();
+  // Held tensors no mirror reads any more (a replaced parameter): let go,
+  // so a training loop that reassigns parameters does not keep them all.
+  if (!gone.empty() || !stale.empty()) {
+    std::unordered_map<PyObject*, bool> read;
+    for (auto& [key, mr] : all)
+      for (PyObject* t : mr->tensors) read[t] = true;
+    auto& held = held_tensors();
+    for (auto it = held.begin(); it != held.end();) {
+      if (read.count(it->first)) {
+        ++it;
+        continue;
+      }
+      if (it->second.value.is(Kind::Tensor)) held_by_impl().erase(it->second.value.as_tensor().impl());
+      it = held.erase(it);
+    }
   }
 }
 

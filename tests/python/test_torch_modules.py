@@ -441,3 +441,19 @@ def test_mirrors_follow_the_torch_module_lifetime():
         kiln.reset()
         kiln._C.sync_python_state()
     assert kiln._C._torch_mirror_count() < n
+
+
+def test_a_replaced_parameter_is_let_go():
+    import gc
+    import weakref
+
+    m = nn.Linear(2, 2)
+    c = kiln.compile(m)
+    with torch.no_grad():
+        c(torch.ones(2))
+        old = weakref.ref(m.weight)
+        m.weight = nn.Parameter(torch.randn(2, 2))
+        same(m(torch.ones(2)), c(torch.ones(2)))
+    kiln.reset()
+    gc.collect()
+    assert old() is None
