@@ -10,6 +10,7 @@
 // guard on a global's identity holds until the program rebinds it.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "interpreter/assembler.h"
@@ -61,12 +62,23 @@ struct Mirror {
     py::object seen;
   };
   std::unordered_map<std::string, Name> names;
+  // Globals holding a torch tensor: torch can swap its storage under the
+  // same object (x.data = y, set_, resize_) without touching the dict, so
+  // each is compared with its kiln tensor on every sync.
+  std::vector<std::string> torch_names;
 
   void add_name(const std::string& name) {
     if (!names.count(name)) names.emplace(name, Name{py::str(name), py::object()});
   }
 
   void sync() {
+    for (const std::string& name : torch_names) {
+      auto it = names.find(name);
+      const Value* now = globals->map.find(name);
+      if (it != names.end() && it->second.seen && now && now->is(Kind::Tensor) &&
+          !torch_tensor_matches(it->second.seen.ptr(), now->as_tensor()))
+        globals->map.set(name, to_value_shared(it->second.seen));
+    }
     const uint64_t v = dict_version(dict.ptr());
     if (v == version) return;
     version = v;
@@ -106,6 +118,8 @@ struct Mirror {
     }
     n.seen = py::reinterpret_borrow<py::object>(now);
     globals->map.set(name, to_value_shared(py::handle(now)));
+    if (is_torch_tensor(now) && std::find(torch_names.begin(), torch_names.end(), name) == torch_names.end())
+      torch_names.push_back(name);
   }
 
   // STORE_GLOBAL in translated code (GlobalsObj::on_store): the module dict
@@ -266,7 +280,10 @@ class PyCompiled {
     auto& closure = fn_.as<runtime::FunctionObj>()->closure;
     for (size_t i = 0; i < cells_.size() && i < closure.size(); ++i) {
       PyObject* now = PyCell_GET(cells_[i].ptr());
-      if (now == seen_[i]) continue;
+      // The same torch tensor with its storage swapped is a new value.
+      if (now == seen_[i] && !(now && is_torch_tensor(now) && closure[i]->v.is(Kind::Tensor) &&
+                                !torch_tensor_matches(now, closure[i]->v.as_tensor())))
+        continue;
       seen_[i] = now;
       closure[i]->v = now ? to_value_shared(py::handle(now)) : Value::null();
     }

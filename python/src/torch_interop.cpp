@@ -28,6 +28,8 @@ struct Shim {
   int32_t (*get_device_type)(Handle, int32_t*) = nullptr;
   int32_t (*get_layout)(Handle, int32_t*) = nullptr;
   bool (*grad_mode_is_enabled)() = nullptr;
+  int32_t (*reinterpret)(Handle, int64_t, const int64_t*, const int64_t*, int64_t, Handle*) = nullptr;
+  int32_t (*delete_tensor)(Handle) = nullptr;
   int32_t f32 = -1, f64 = -1, i64 = -1, b8 = -1, cpu = -1, strided = -1;
 };
 Shim shim;
@@ -61,6 +63,8 @@ std::string resolve(PyObject* torch) {
                   sym(lib, "aoti_torch_get_device_type", shim.get_device_type) &&
                   sym(lib, "aoti_torch_get_layout", shim.get_layout) &&
                   sym(lib, "aoti_torch_grad_mode_is_enabled", shim.grad_mode_is_enabled) &&
+                  sym(lib, "aoti_torch__reinterpret_tensor", shim.reinterpret) &&
+                  sym(lib, "aoti_torch_delete_tensor_object", shim.delete_tensor) &&
                   sym(lib, "aoti_torch_dtype_float32", c_f32) && sym(lib, "aoti_torch_dtype_float64", c_f64) &&
                   sym(lib, "aoti_torch_dtype_int64", c_i64) && sym(lib, "aoti_torch_dtype_bool", c_b8) &&
                   sym(lib, "aoti_torch_device_type_cpu", c_cpu) && sym(lib, "aoti_torch_layout_strided", c_strided);
@@ -175,15 +179,21 @@ Tensor tensor_from_torch(PyObject* o) {
   if (shim.get_data_ptr(h, &data) || shim.get_dim(h, &dim) || shim.get_sizes(h, &sizes) ||
       shim.get_strides(h, &strides) || shim.get_storage_offset(h, &offset) || shim.get_dtype(h, &dtype))
     throw_error(ErrorKind::RuntimeError, "torch's C shim could not read a torch tensor");
-  (void)offset;  // data_ptr already points at the first element
   const DType dt = dtype == shim.f32 ? DType::Float32 : dtype == shim.f64 ? DType::Float64
                    : dtype == shim.i64 ? DType::Int64 : DType::Bool;
   runtime::Shape sz(sizes, sizes + dim), st(strides, strides + dim);
-  Py_INCREF(o);
-  Tensor t = Tensor::from_blob(data, sz, st, dt, [o](void*) {
+  // The Storage holds torch's storage, not the tensor object: a view made
+  // here (a TensorImpl of its own over the same storage), so `x.data = y`,
+  // x.set_() or resize_() on the caller's tensor cannot free memory a kiln
+  // tensor still reads, as they cannot under a torch view.
+  Handle alias = nullptr;
+  if (shim.reinterpret(h, dim, sizes, strides, offset, &alias) || !alias)
+    throw_error(ErrorKind::RuntimeError, "torch's C shim could not make a view of a torch tensor");
+  Tensor t = Tensor::from_blob(data, sz, st, dt, [alias](void*) {
+    // Freeing a storage may run Python (a storage over a NumPy array).
     if (!Py_IsInitialized()) return;
     py::gil_scoped_acquire gil;
-    Py_DECREF(o);
+    shim.delete_tensor(alias);
   });
   if (Py_TYPE(o) == torch_types::parameter) t.impl()->is_parameter = true;
   return t;

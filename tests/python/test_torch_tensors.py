@@ -240,3 +240,38 @@ def test_kiln_never_imports_torch():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+G = torch.zeros(3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_storage_swapped_under_a_global_or_cell_is_read_again(backend):
+    # x.data = y gives the same torch object new memory without touching
+    # any dict: kiln must neither read the freed memory nor the old values.
+    cell = torch.zeros(3)
+
+    def f(x):
+        return x + G + cell
+
+    c = kiln.compile(f, backend=backend)
+    x = torch.ones(3)
+    assert torch.equal(c(x), f(x))
+    G.data = torch.full((3,), 5.0)
+    cell.data = torch.full((3,), 7.0)
+    assert torch.equal(c(x), f(x)) and c(x).tolist() == [13.0, 13.0, 13.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_returned_outlives_a_storage_swap(backend):
+    x = torch.arange(6.0)
+
+    @kiln.compile(backend=backend)
+    def f(x):
+        return x[2:]
+
+    v = f(x)
+    x.data = torch.zeros(100)  # torch views keep the old storage alive; so must kiln's
+    big = [torch.full((6,), 9.0) for _ in range(100)]
+    assert v.tolist() == [2.0, 3.0, 4.0, 5.0]
+    del big
