@@ -200,7 +200,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
 # Calling a module is pre-hooks, forward, hooks (runtime/module.h): the
 # traced entry point is a one-line KBC function that calls it, so a
 # module's compiled entries are guarded on the module itself.
-_CALL_MODULE = _C.assemble("""
+_CALL_MODULE_KBC = """
 .func call_module(m, *args, **kwargs)
     LOAD_FAST m
     LOAD_FAST args
@@ -208,7 +208,18 @@ _CALL_MODULE = _C.assemble("""
     CALL_EX 1
     RETURN_VALUE
 .end
-""", "<kiln.compile(module)>").global_("call_module")
+"""
+
+
+def _call_module_function():
+    """A call_module function of its own: compiled entries are cached per
+    code object, so modules compiled through one shared function would
+    share (and exhaust) one cache_size_limit, the ninth module running on
+    the VM."""
+    return _C.assemble(_CALL_MODULE_KBC, "<kiln.compile(module)>").global_("call_module")
+
+
+_CALL_MODULE = _call_module_function()
 
 
 def _no_closure():
@@ -224,7 +235,8 @@ def _is_torch_module(obj):
 
 def _compile_module(module, backend, fullgraph, dynamic):
     config._apply()
-    compiled = _C.compile(_no_closure, _CALL_MODULE, backend, fullgraph, dynamic, config.cache_size_limit)
+    compiled = _C.compile(_no_closure, _call_module_function(), backend, fullgraph, dynamic,
+                          config.cache_size_limit)
     compiled.torch_out = _is_torch_module(module)  # a torch model returns torch tensors
     fast = compiled.fastcall
 

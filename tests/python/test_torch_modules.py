@@ -74,8 +74,8 @@ def test_a_model_compiles_to_one_graph_equal_to_eager(backend):
         c = kiln.compile(m, backend=backend)
         for _ in range(3):
             same(want, c(x))
-        e = one_graph(m, x)
         assert entries(c) == 1
+        e = one_graph(m, x)
     # Parameters are get_attr nodes named by their path.
     targets = [n.target for n in e.graphs[0].graph.nodes if n.op == "get_attr"]
     assert "m.blocks.0.fc.weight" in targets and "m.head.weight" in targets, targets
@@ -457,3 +457,17 @@ def test_a_replaced_parameter_is_let_go():
     kiln.reset()
     gc.collect()
     assert old() is None
+
+
+def test_many_compiled_modules_each_keep_their_own_cache():
+    # kiln.compile(module) ran every module through one KBC function whose
+    # cache is per code: the ninth module hit cache_size_limit and ran on
+    # the VM.
+    ms = [nn.Linear(2, 2) for _ in range(12)]
+    cs = [kiln.compile(m) for m in ms]
+    x = torch.ones(1, 2)
+    with torch.no_grad():
+        for m, c in zip(ms, cs):
+            same(m(x), c(x))
+        for c in cs:
+            assert entries(c) == 1
