@@ -304,6 +304,10 @@ def test_hooks_from_torchs_own_dicts():
             want = m(x)
             same(want, kiln.compile(m)(x))
             one_graph(m, x)
+            # Each hook once, the global one first (translating a hook
+            # function syncs again mid-read: it once ran them twice).
+            assert kiln._C._torch_mirror_hooks(m.blocks[0]) == (1, 1)
+            assert kiln._C._torch_mirror_hooks(m.head) == (0, 2)
     finally:
         h1.remove(), h2.remove(), h3.remove()
     with torch.no_grad():
@@ -408,12 +412,18 @@ def test_every_change_recompiles(kind):
         assert before == 1
         same(m(x), c(x))
         assert entries(c) == before  # cached: nothing changed yet
+        versions = (kiln._C._torch_mirror_version(m), kiln._C._torch_mirror_version(m.fc))
+        assert None not in versions
         if changes()[kind](m) == "double":
             x = x.double()
         want = m(x)
         got = c(x)
         same(want, got)
         assert entries(c) == before + 1, kind
+        # The change reached the mirror of the module it happened on: a new
+        # module version there (the root's or fc's).
+        after = (kiln._C._torch_mirror_version(m), kiln._C._torch_mirror_version(m.fc))
+        assert after != versions, kind
     del got
 
 
