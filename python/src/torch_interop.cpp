@@ -36,6 +36,7 @@ Shim shim;
 bool resolved = false;
 PyObject* from_dlpack = nullptr;       // torch._C._from_dlpack
 PyObject* requires_grad_name = nullptr;  // "requires_grad", interned
+PyObject* is_neg = nullptr;              // torch.Tensor.is_neg (the shim has no accessor)
 
 // The at::Tensor inside a torch tensor object: THPVariable's `cdata`,
 // right after the object header (checked against torch in resolve()).
@@ -92,6 +93,7 @@ std::string resolve(PyObject* torch) {
   for (int i = 0; i < 3; ++i)
     torch_types::grad_modes[i] = reinterpret_cast<PyTypeObject*>(py::object(t.attr(modes[i])).release().ptr());
   requires_grad_name = PyUnicode_InternFromString("requires_grad");
+  is_neg = py::object(t.attr("Tensor").attr("is_neg")).release().ptr();
   torch_types::parameter = reinterpret_cast<PyTypeObject*>(py::object(t.attr("nn").attr("Parameter")).release().ptr());
   torch_types::tensor = reinterpret_cast<PyTypeObject*>(py::object(t.attr("Tensor")).release().ptr());  // last: the fast test
   return "";
@@ -161,6 +163,13 @@ std::string torch_tensor_refusal(PyObject* o) {
   if (!torch_dtype_name(dtype))
     return "dtype " + std::string(py::str(py::handle(o).attr("dtype"))) +
            " (kiln takes float32, float64, int64 and bool)";
+  // A lazily negated view (x.conj().imag of a complex tensor,
+  // torch._neg_view): its memory holds the values with the other sign.
+  PyObject* neg = PyObject_CallOneArg(is_neg, o);
+  if (!neg) throw py::error_already_set();
+  const bool negated = neg == Py_True;
+  Py_DECREF(neg);
+  if (negated) return "a negative-bit view (torch negates its memory lazily; .resolve_neg() makes a plain tensor)";
   if (shim.grad_mode_is_enabled()) {
     PyObject* rg = PyObject_GetAttr(o, requires_grad_name);
     if (!rg) throw py::error_already_set();

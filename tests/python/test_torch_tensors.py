@@ -171,6 +171,8 @@ REFUSED = {
     "sparse": (lambda: torch.eye(3, 4).to_sparse(), "torch.sparse_coo"),
     "subclass": (lambda: torch.randn(3, 4).as_subclass(MyTensor), "subclass of torch.Tensor"),
     "meta": (lambda: torch.empty(3, 4, device="meta"), "device meta"),
+    # A public way to get a float32 tensor whose memory holds -x.
+    "negative view": (lambda: torch.randn(3, 4, dtype=torch.complex64).conj().imag, "negative-bit view"),
 }
 
 
