@@ -180,6 +180,16 @@ def torch_configs(n):
             assert torch.equal(got, want), (backend, got, want)
         out.append(Config(n, f"torch.compile({backend!r})", f"g({call})", {**env, "g": g},
                           kernel=kernel, plain=plain))
+    # kiln.compile on the same torch tensors (issue 13): in and out zero-copy.
+    for backend in ("llvm", "eager"):
+        g = kiln.compile(trivial(n), backend=backend)
+        for _ in range(3):
+            got = g(*args)
+            assert type(got) is torch.Tensor and torch.equal(got, want), (backend, got, want)
+        c = Config(n, f"kiln.compile({backend!r}) on torch", f"g({call})", {**env, "g": g},
+                   kernel=kernel, plain=plain, note="torch tensors in and out")
+        c.kbc = g._kiln_compiled.kbc
+        out.append(c)
     return out
 
 

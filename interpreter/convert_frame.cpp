@@ -339,6 +339,10 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   }
   auto residual = make_ref<FunctionObj>();
   residual->code = r.b.finish();
+  // The residual takes the frame's parameters in the same slots: zero-
+  // argument super() in it reads the same first argument (none for a
+  // resume function of a function without one: "super(): no arguments").
+  residual->code->first_arg_local = code.first_arg_local;
   residual->defaults = fn->defaults;
   residual->kwdefaults = fn->kwdefaults;
   residual->closure = fn->closure;
@@ -413,7 +417,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
         // at all: run it on the VM, and say why.
         return finish(run_on_vm(fn, u));
       }
-      stop = tx->steps();
+      stop = u.restart_at >= 0 ? u.restart_at : tx->steps();
       why = u;
       continue;
     }

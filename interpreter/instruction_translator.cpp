@@ -150,7 +150,11 @@ void InstructionTranslator::step() {
     // raises it, where the frame's handlers can catch it. symbolic_trace
     // has no VM to run the rest: the error is its caller's.
     if (ctx_.tracer) throw;
-    unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
+    restart_before_null_with([&] {
+      unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
+    });
+  } catch (Unsupported& u) {
+    restart_before_null_with([&] { throw; });
   }
   ++steps_;
   if (!jumped_) ++pc_;

@@ -35,6 +35,9 @@ std::string break_reason_text(BreakReason r, const std::string& detail);
 const char* break_reason_hint(BreakReason r);
 
 // Thrown by a handler: this instruction cannot be traced.
+// The __exit__ a traced null-context `with` block calls (translator_constructs.cpp).
+const runtime::Value& null_context_exit();
+
 struct Unsupported {
   BreakReason reason;
   std::string detail;
@@ -42,6 +45,10 @@ struct Unsupported {
   // ("branch on the value of a tensor in Gate.forward"), for errors that
   // cannot defer to the callee's own frame (fullgraph, symbolic_trace).
   std::string cause;
+  // >= 0: the speculation restart stops before this step instead of the
+  // breaking one (a break inside a traced null-context `with` block: the
+  // block's BEFORE_WITH is where the VM takes over).
+  int64_t restart_at = -1;
 };
 
 [[noreturn]] inline void unsupported(BreakReason reason, std::string detail) {
@@ -278,6 +285,33 @@ class InstructionTranslator {
   size_t pc_ = 0;
   bool jumped_ = false;
   int64_t steps_ = 0;
+  // The steps of the BEFORE_WITHs of the null-context `with` blocks open
+  // now (ForeignVTable::null_context), outermost first.
+  std::vector<int64_t> null_withs_;
+ public:
+  // Runs `raise_break` (which throws Unsupported); inside a null-context
+  // `with` block of this root frame, the break moves to the block's
+  // BEFORE_WITH (the VM then runs the block with the real __enter__ and
+  // __exit__).
+  template <class F>
+  [[noreturn]] void restart_before_null_with(F&& raise_break) {
+    try {
+      raise_break();
+    } catch (Unsupported& u) {
+      if (!null_withs_.empty() && !parent_ && u.restart_at < 0) {
+        u.restart_at = null_withs_.front();
+        u.detail += " (inside a `with` block kiln traces as a null context: the block runs on the VM)";
+      }
+      throw;
+    }
+    throw_error(ErrorKind::RuntimeError, "restart_before_null_with: no break was raised");
+  }
+  // Called by the tracer when a null-context block's __exit__ runs.
+  void close_null_with() {
+    if (!null_withs_.empty()) null_withs_.pop_back();
+  }
+
+ private:
   bool returned_ = false;
   VT result_;
 };

@@ -403,6 +403,11 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
       unsupported(BreakReason::python_error, std::string("operator ") + binop_symbol(op) + " raising an error");
     }
   }
+  for (const VT& x : {a, b})  // a torch tensor kiln does not take: say why
+    if (x->value.is(Kind::Foreign))
+      if (const auto* f = x->value.as<ForeignObj>(); f->vt->untraced_reason)
+        if (std::string why = f->vt->untraced_reason(f->handle); !why.empty())
+          unsupported(BreakReason::library_fallback, std::string("operator ") + binop_symbol(op) + " on " + why);
   unsupported(BreakReason::traced_python_value, std::string("operator ") + binop_symbol(op) + " on " + a->str() + " and " +
                                             b->str());
 }

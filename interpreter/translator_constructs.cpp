@@ -138,7 +138,35 @@ void InstructionTranslator::op_PUSH_EXC_INFO(const Instr&) { unsupported(BreakRe
 void InstructionTranslator::op_POP_EXCEPT(const Instr&) { unsupported(BreakReason::exception_handling, "an exception handler"); }
 void InstructionTranslator::op_CHECK_EXC_MATCH(const Instr&) { unsupported(BreakReason::exception_handling, "an except clause"); }
 void InstructionTranslator::op_RERAISE(const Instr&) { unsupported(BreakReason::exception_handling, "a re-raise"); }
-void InstructionTranslator::op_BEFORE_WITH(const Instr&) { unsupported(BreakReason::exception_handling, "a with statement's __enter__"); }
+// The __exit__ a traced null-context block calls on its way out (nothing to
+// undo). Folded like any pure builtin; seeing it called closes the block.
+const Value& null_context_exit() {
+  static const Value* exit = [] {
+    Value b = make_builtin("__exit__", [](CallContext&, const BuiltinObj&, const CallArgs&) { return Value::none(); });
+    b.as<BuiltinObj>()->how = BuiltinHow::Fold;
+    return new Value(std::move(b));
+  }();
+  return *exit;
+}
+
+// `with torch.no_grad():` (ForeignVTable::null_context): traced as
+// contextlib.nullcontext() (enter gives None), the block's BEFORE_WITH
+// remembered so a break inside the block moves there
+// (restart_before_null_with). Any other manager runs on the VM.
+void InstructionTranslator::op_BEFORE_WITH(const Instr&) {
+  VT mgr = realize(stack_.back());
+  if (mgr->value.is(Kind::Foreign)) {
+    const auto* f = mgr->value.as<ForeignObj>();
+    if (f->vt->null_context && f->vt->null_context(f->handle)) {
+      pop();
+      push(vars::make_builtin(null_context_exit()));
+      push(vars::make_constant(Value::none()));
+      null_withs_.push_back(steps_);
+      return;
+    }
+  }
+  unsupported(BreakReason::exception_handling, "a with statement's __enter__");
+}
 void InstructionTranslator::op_WITH_EXCEPT_START(const Instr&) { unsupported(BreakReason::exception_handling, "a with statement's __exit__"); }
 
 }  // namespace kiln::interpreter

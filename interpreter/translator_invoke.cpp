@@ -44,14 +44,27 @@ VT InstructionTranslator::fold_pure_foreign_call(const Value& fn, std::vector<VT
   }
   try {
     Value r = ctx_.vm.call(fn, CallArgs{values.data(), values.size(), kwnames});
-    return vars::is_literal(r) ? const_vt(std::move(r)) : nullptr;
+    // A null-context manager (torch.no_grad()) is as good as a literal: an
+    // object whose only use is a `with` traced as doing nothing.
+    const bool null_context = r.is(Kind::Foreign) && r.as<ForeignObj>()->vt->null_context &&
+                              r.as<ForeignObj>()->vt->null_context(r.as<ForeignObj>()->handle);
+    return vars::is_literal(r) || null_context ? const_vt(std::move(r)) : nullptr;
   } catch (const Error&) {
     return nullptr;
   }
 }
 
+// Why the object's owner keeps it from the tracer (ForeignVTable::
+// untraced_reason), or "".
+static std::string untraced_reason(const Value& v) {
+  if (!v.is(Kind::Foreign)) return "";
+  const auto* f = v.as<ForeignObj>();
+  return f->vt->untraced_reason ? f->vt->untraced_reason(f->handle) : "";
+}
+
 VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args, const TupleObj* kwnames) {
   VT callee = realize(callee0);
+  if (callee->kind == VTKind::Builtin && callee->value.is_same(null_context_exit())) close_null_with();
   switch (callee->kind) {
     case VTKind::UserFunction:
       if (callee->value.is(Kind::Builtin)) return call_builtin(callee->value, std::move(args), kwnames);
@@ -76,8 +89,11 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       return inline_call(Value::object(Kind::Function, f), std::move(args), kwnames, callee, callee->items);
     }
     case VTKind::GetAttr:
-      if (callee->self->value.is(Kind::Foreign))
+      if (callee->self->value.is(Kind::Foreign)) {
+        if (std::string why = untraced_reason(callee->self->value); !why.empty())
+          unsupported(BreakReason::library_fallback, why + " (method '" + callee->module_path + "')");
         unsupported(BreakReason::foreign_call, "method '" + callee->module_path + "'");
+      }
       // LOAD_METHOD deferred a failed module lookup to this call: looking
       // again throws its own reason (a missing attribute's AttributeError).
       if (callee->self->is_module()) get_attr(callee->self, callee->module_path);
@@ -85,6 +101,8 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
+        if (std::string why = untraced_reason(callee->value); !why.empty())
+          unsupported(BreakReason::library_fallback, why);  // "torch.nn.functional.unfold has no kiln lowering"
         unsupported(BreakReason::foreign_call, repr(callee->value));  // "<built-in function id>"
       }
       if (callee->value.is(Kind::Class))
@@ -514,6 +532,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         for (int64_t d = int64_t(meta.sizes.size()) - 1; d >= 0; --d) dims.push_back(Value::integer(d));
         return tensor_op(OpId::permute, {obj, const_vt(make_tuple(std::move(dims)))});
       }
+      if (Value m = host_tensor_method(intern(name).get()); !m.is_null()) return vars::make_user_method(m, obj);
       if (const OpDef* op = find_op(name); op && op->arity != 0)
         return vars::make_user_method(op_builtin(int(op->id)), obj);
       Value m = type_method(Kind::Tensor, intern(name).get());

@@ -46,6 +46,13 @@ Value op_builtin(int op_id);
 // Native methods of built-in types (list.append, dict.items, str.join,
 // tensor.size, ...): a Builtin taking self as its first argument, or Null.
 Value type_method(Kind k, const StrObj* name);
+// Tensor methods an embedder adds (python/: torch's methods kiln spells
+// otherwise or lacks, kiln/_torch_api.py). They take precedence over the
+// registry op of the same name (a superset of its signature: torch's
+// `x.to(device)` beside kiln's `x.to(dtype)`), for the VM and the tracer
+// alike. Null when there is none.
+Value host_tensor_method(const StrObj* name);
+void register_tensor_method(const std::string& name, Value fn);
 // A type's classmethod reached through the type (dict.fromkeys), bound to
 // it as CPython's are; Null when `name` is none of k's classmethods.
 Value type_classmethod(Kind k, const StrObj* name);

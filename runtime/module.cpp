@@ -165,8 +165,22 @@ static void drop_everywhere(ModuleObj* m, const StrObj* name) {
   m->attrs.erase(name);
 }
 
+static HostModuleStoreHook host_store = nullptr;
+void set_host_module_store_hook(HostModuleStoreHook hook) { host_store = hook; }
+
+static void refuse_on_host(const ModuleObj* m, const char* what) {
+  if (m->host)
+    throw_error(ErrorKind::NotImplementedError, std::string(what) + " on a " + m->class_name() +
+                                                    " mirrored from Python (a torch module) is not supported in kiln "
+                                                    "code; call it on the module outside the compiled function");
+}
+
 void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& value, CallContext* ctx) {
   auto* m = module.as<ModuleObj>();
+  if (m->host && host_store) {  // the host's rules, properties included
+    host_store(m, name.get(), &value);
+    return;
+  }
   // A name already in an instance dict cannot be a property (see module.h):
   // only a new name costs the class lookup.
   if (!module_instance_slot(m, name.get()) && class_property(m->cls.get(), name.get())) {
@@ -215,6 +229,10 @@ void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& v
 
 void module_delattr(const Value& module, const StrObj* name, CallContext* ctx) {
   auto* m = module.as<ModuleObj>();
+  if (m->host && host_store) {
+    host_store(m, name, nullptr);
+    return;
+  }
   if (!module_instance_slot(m, name) && class_property(m->cls.get(), name)) {
     if (ctx && property_delete(*ctx, module, name)) return;
     const PropertyObj* p = class_property(m->cls.get(), name);
@@ -242,6 +260,7 @@ static void check_new_name(ModuleObj* m, std::string_view name, const char* what
 }
 
 void register_parameter(ModuleObj* m, std::string_view name, const Value& param) {
+  refuse_on_host(m, "register_parameter");
   check_new_name(m, name, "parameter");
   if (!param.is_none() && !(param.is(Kind::Tensor) && param.as_tensor().is_parameter()))
     throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(param) + "' object to parameter '" +
@@ -253,6 +272,7 @@ void register_parameter(ModuleObj* m, std::string_view name, const Value& param)
 }
 
 void register_buffer(ModuleObj* m, std::string_view name, const Value& tensor) {
+  refuse_on_host(m, "register_buffer");
   check_new_name(m, name, "buffer");
   if (!tensor.is_none() && !tensor.is(Kind::Tensor))
     throw_error(ErrorKind::TypeError, "cannot assign '" + type_name(tensor) + "' object to buffer '" +
@@ -264,6 +284,7 @@ void register_buffer(ModuleObj* m, std::string_view name, const Value& tensor) {
 }
 
 void add_module(ModuleObj* m, std::string_view name, const Value& child) {
+  refuse_on_host(m, "add_module");
   check_new_name(m, name, "module");
   if (!child.is_none() && !child.is(Kind::Module))
     throw_error(ErrorKind::TypeError, type_name(child) + " is not a Module subclass");
@@ -279,6 +300,7 @@ static int64_t next_hook_id() {
 }
 
 int64_t add_forward_pre_hook(ModuleObj* m, Value fn) {
+  refuse_on_host(m, "register_forward_pre_hook");
   int64_t id = next_hook_id();
   m->forward_pre_hooks.push_back({id, std::move(fn)});
   m->bump_version();
@@ -286,6 +308,7 @@ int64_t add_forward_pre_hook(ModuleObj* m, Value fn) {
 }
 
 int64_t add_forward_hook(ModuleObj* m, Value fn) {
+  refuse_on_host(m, "register_forward_hook");
   int64_t id = next_hook_id();
   m->forward_hooks.push_back({id, std::move(fn)});
   m->bump_version();
@@ -400,6 +423,12 @@ std::vector<std::pair<std::string, Value>> named_children(ModuleObj* m) {
 void set_training(ModuleObj* m, bool mode) {
   for (const auto& [name, mod] : named_modules(m)) {
     auto* x = mod.as<ModuleObj>();
+    if (x->host && host_store) {  // the host object's own flag (refreshes x)
+      static const Ref<StrObj> training = intern("training");
+      const Value v = Value::boolean(mode);
+      host_store(x, training.get(), &v);
+      continue;
+    }
     if (x->training != mode) {
       x->training = mode;
       x->bump_version();

@@ -81,6 +81,11 @@ struct ModuleObj final : Object {
   bool training = true;
   bool lazy = false;  // LazyLinear before its first call
   uint64_t version = 0;
+  // Non-null: this module mirrors an object of the host language (python/:
+  // a torch.nn.Module), which owns the truth. Changes kiln code makes go to
+  // the host (set_host_module_store_hook), which applies them by its own
+  // rules and refreshes this module from the object.
+  void* host = nullptr;
 
   void bump_version();
   const std::string& class_name() const { return cls->name; }
@@ -206,6 +211,15 @@ std::vector<Value> module_iter_items(const Value& module);
 std::string module_repr(const ModuleObj* m);  // torch's nested repr
 
 void set_training(ModuleObj* m, bool mode);  // recursive, like train(mode)
+
+// A store to a host module (ModuleObj::host) by kiln code: `value` null
+// deletes `name`. The host applies it to its object (torch's __setattr__ /
+// __delattr__: its own routing to _parameters, _modules, _buffers), then
+// refreshes `m` from the object (a new version when anything changed).
+// Registering or hooking a host module from kiln code is refused (do it on
+// the host object).
+using HostModuleStoreHook = void (*)(ModuleObj* m, const StrObj* name, const Value* value);
+void set_host_module_store_hook(HostModuleStoreHook hook);
 // Parameters and buffers by qualified name (a dict of tensors).
 Value state_dict(ModuleObj* m);
 // Copies values into the existing tensors; shape/dtype-checked; strict:

@@ -100,7 +100,27 @@ Value OpEmitter::call(OpId op, std::initializer_list<Value> positional) {
   return call(op, args);
 }
 
+static ForeignOpHook foreign_op_hook = nullptr;
+void set_foreign_op_hook(ForeignOpHook hook) { foreign_op_hook = hook; }
+
+static bool holds_foreign(const CallArgs& args) {
+  for (size_t i = 0; i < args.nargs; ++i) {  // keyword values included
+    const Value& v = args.args[i];
+    if (v.is(Kind::Foreign)) return true;
+    if (v.is(Kind::List) || v.is(Kind::Tuple)) {
+      const auto& items = v.is(Kind::List) ? v.as<ListObj>()->items : v.as<TupleObj>()->items;
+      for (const Value& x : items)
+        if (x.is(Kind::Foreign)) return true;
+    }
+  }
+  return false;
+}
+
 Value call_op(OpId id, const CallArgs& args) {
+  if (foreign_op_hook && holds_foreign(args)) {
+    Value out;
+    if (foreign_op_hook(id, args, out)) return out;
+  }
   const OpDef& op = op_def(id);
   OpArgs bound = bind_op_args(op, args);
   if (op.decompose) {

@@ -119,6 +119,13 @@ const OpDef* find_op(std::string_view name);
 OpArgs bind_op_args(const OpDef& op, const CallArgs& args);
 // Bind, then run the eager kernel.
 Value call_op(OpId id, const CallArgs& args);
+// An op called with a foreign object among its arguments (directly or in a
+// list or tuple argument: a torch tensor kiln does not take) goes to the
+// embedder first: true and the result in `out` when it ran the op itself
+// (python/: torch's function of the same name, so torch.relu on a float16
+// tensor is torch's relu), false to raise kiln's own TypeError.
+using ForeignOpHook = bool (*)(OpId id, const CallArgs& args, Value& out);
+void set_foreign_op_hook(ForeignOpHook hook);
 Value call_op(OpId id, std::initializer_list<Value> positional);
 // Bind, then run the shape rule (tensor arguments may be meta tensors).
 Tensor infer_meta(OpId id, const CallArgs& args);

@@ -484,6 +484,18 @@ Value type_classmethod(Kind k, const StrObj* name) {
   return *fromkeys;
 }
 
+static NameMap& host_tensor_methods() {
+  static auto* m = new NameMap();
+  return *m;
+}
+Value host_tensor_method(const StrObj* name) {
+  const NameMap& m = host_tensor_methods();
+  if (m.empty()) return Value::null();
+  const Value* v = m.find(name);
+  return v ? *v : Value::null();
+}
+void register_tensor_method(const std::string& name, Value fn) { host_tensor_methods().set(name, std::move(fn)); }
+
 Value type_method(Kind k, const StrObj* name) {
   static const NameMap list_methods = build(
       Kind::List, "list", BuiltinHow::Trace, {{"append", "self, x", l_append},   {"extend", "self, iterable", l_extend},
@@ -557,6 +569,7 @@ Value type_method(Kind k, const StrObj* name) {
     default: return Value::null();
   }
   const Value* v = table->find(name);
+  if (!v && k == Kind::Tensor) return host_tensor_method(name);
   return v ? *v : Value::null();
 }
 

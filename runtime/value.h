@@ -511,6 +511,19 @@ struct ForeignVTable {
   // Python's business).
   void (*traverse)(void* handle, Visitor& visit) = nullptr;
   void (*clear)(void* handle) = nullptr;
+  // Optional: why the tracer leaves this object to its owner, in the words
+  // of a break reason ("torch.nn.functional.unfold has no kiln lowering",
+  // a torch tensor of a dtype kiln lacks), or "" for nothing particular.
+  // Such an object still runs wherever the program uses it (its library's
+  // own operations); the trace breaks there with this reason.
+  std::string (*untraced_reason)(void* handle) = nullptr;
+  // Optional: a context manager whose __enter__ and __exit__ change nothing
+  // a kiln graph computes (torch.no_grad(): kiln's kernels compute no
+  // gradients). The tracer traces a `with` block over it as over
+  // contextlib.nullcontext() when the whole block traces; a block that
+  // breaks inside runs from its `with` on the VM, which calls the real
+  // __enter__ and __exit__ (interpreter/translator_constructs.cpp).
+  bool (*null_context)(void* handle) = nullptr;
 };
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}

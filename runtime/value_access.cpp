@@ -493,8 +493,10 @@ static Value tensor_attr(const Tensor& t, const std::string& n) {
 
 // Native method (registry op or type method) for a builtin-typed value.
 static Value native_method(const Value& obj, const StrObj* name) {
-  if (obj.is(Kind::Tensor))
+  if (obj.is(Kind::Tensor)) {
+    if (Value m = host_tensor_method(name); !m.is_null()) return m;
     if (const OpDef* op = find_op(name->s); op && op->arity != 0) return op_builtin(int(op->id));
+  }
   return type_method(obj.kind(), name);
 }
 

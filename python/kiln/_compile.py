@@ -90,6 +90,46 @@ def disable(fn):
     return fn
 
 
+def _is_torch(obj):
+    """obj is torch's (its module, one of its functions, classes or objects):
+    read without running user code."""
+    if inspect.ismodule(obj):
+        name = obj.__name__
+    else:
+        name = getattr(type(obj), "__module__", "") or ""
+        if isinstance(obj, type) or inspect.isfunction(obj) or inspect.isbuiltin(obj):
+            name = obj.__dict__.get("__module__", "") if isinstance(obj, type) else (obj.__module__ or "")
+    return name == "torch" or name.startswith("torch.")
+
+
+def _uses_torch(fn):
+    """Whether fn reads torch (a global or closure variable holding torch or
+    one of its objects, in fn or a function nested in it): its tensor
+    results then leave as torch tensors even when no torch tensor came in
+    (torch.arange(5) gives a torch tensor, as in eager). Decided once, at
+    kiln.compile; never imports torch."""
+    import sys
+    if sys.modules.get("torch") is None:
+        return False
+    names, codes = set(), [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    g = fn.__globals__
+    if any(_is_torch(g[n]) for n in names if n in g):
+        return True
+    return any(_is_torch(c.cell_contents) for c in (fn.__closure__ or ()) if _cell_full(c))
+
+
+def _cell_full(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 # Python backends by identity: registered once each, under a name of their own.
 _python_backends = {}
 
@@ -133,7 +173,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         bound._kiln_compiled = getattr(inner, "_kiln_compiled", None)
         bound._kiln_bound = (fn.__func__, owner)
         return bound
-    if isinstance(fn, nn.Module):
+    if isinstance(fn, nn.Module) or _is_torch_module(fn):
         return _compile_module(fn, backend, fullgraph, dynamic)
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function or a kiln.nn.Module, got {type(fn).__name__}")
@@ -146,6 +186,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         return fn
     config._apply()
     compiled = _C.compile(fn, kbc, backend, fullgraph, dynamic, config.cache_size_limit)
+    compiled.torch_out = _uses_torch(fn)
     call = compiled.fastcall  # the call without pybind11's dispatcher
 
     @functools.wraps(fn)
@@ -159,7 +200,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
 # Calling a module is pre-hooks, forward, hooks (runtime/module.h): the
 # traced entry point is a one-line KBC function that calls it, so a
 # module's compiled entries are guarded on the module itself.
-_CALL_MODULE = _C.assemble("""
+_CALL_MODULE_KBC = """
 .func call_module(m, *args, **kwargs)
     LOAD_FAST m
     LOAD_FAST args
@@ -167,16 +208,36 @@ _CALL_MODULE = _C.assemble("""
     CALL_EX 1
     RETURN_VALUE
 .end
-""", "<kiln.compile(module)>").global_("call_module")
+"""
+
+
+def _call_module_function():
+    """A call_module function of its own: compiled entries are cached per
+    code object, so modules compiled through one shared function would
+    share (and exhaust) one cache_size_limit, the ninth module running on
+    the VM."""
+    return _C.assemble(_CALL_MODULE_KBC, "<kiln.compile(module)>").global_("call_module")
+
+
+_CALL_MODULE = _call_module_function()
 
 
 def _no_closure():
     pass
 
 
+def _is_torch_module(obj):
+    """obj is a torch.nn.Module (never imports torch)."""
+    import sys
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
 def _compile_module(module, backend, fullgraph, dynamic):
     config._apply()
-    compiled = _C.compile(_no_closure, _CALL_MODULE, backend, fullgraph, dynamic, config.cache_size_limit)
+    entry = _call_module_function()
+    compiled = _C.compile(_no_closure, entry, backend, fullgraph, dynamic, config.cache_size_limit)
+    compiled.torch_out = _is_torch_module(module)  # a torch model returns torch tensors
     fast = compiled.fastcall
 
     @functools.wraps(type(module).forward)
@@ -184,6 +245,7 @@ def _compile_module(module, backend, fullgraph, dynamic):
         return fast(module, *args, **kwargs)
 
     call._kiln_compiled = compiled
+    call._kiln_entry = entry  # the function whose cache holds this module's entries
     call.module = module
     return call
 
@@ -237,7 +299,9 @@ def explain(fn, *, backend="llvm"):
     # What kiln.compile returns leads back to what it compiled: a module, a
     # bound method (its function and self), or a function.
     bound_self = ()
-    if getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
+    if _is_torch_module(fn) or isinstance(fn, __import__("kiln").nn.Module):
+        target = fn
+    elif getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
         target = fn.module
     elif hasattr(fn, "_kiln_bound"):
         target, owner = fn._kiln_bound
@@ -250,7 +314,7 @@ def explain(fn, *, backend="llvm"):
     def run(*args):
         from . import nn
         config._apply()
-        if isinstance(target, nn.Module):
+        if isinstance(target, nn.Module) or _is_torch_module(target):
             return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)
         if kbc is None:

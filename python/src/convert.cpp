@@ -5,16 +5,20 @@
 #include "interpreter/vm.h"
 #include "python/src/nn.h"
 #include "python/src/set_layout.h"
+#include "python/src/torch_interop.h"
+#include "python/src/torch_modules.h"
 
 #include <pybind11/numpy.h>
 
 #include "runtime/module.h"
+#include "runtime/ops.h"
 #include "runtime/tensor_index.h"
 #include "runtime/builtins.h"
 #include "runtime/exceptions.h"
 #include "runtime/value_ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 
@@ -425,6 +429,131 @@ const runtime::ForeignVTable kPyObjectVTable = {
     foreign_set_snapshot,
 };
 
+// A torch tensor kiln does not take, and a torch function kiln has no
+// lowering for: Python objects like any other (their operations are
+// torch's), whose use in a trace names why it breaks.
+std::string torch_tensor_reason(void* h) {
+  return "a torch tensor kiln does not take: " + torch_tensor_refusal(handle_of(h));
+}
+std::string torch_function_reason(void* h) {
+  PyObject* o = handle_of(h);
+  std::string name = "torch function";
+  PyObject* mod = PyObject_GetAttrString(o, "__module__");
+  // A builtin's __qualname__ is its C class's (_VariableFunctionsClass.erf):
+  // its __name__ is what the program wrote.
+  PyObject* qual = PyObject_GetAttrString(o, PyCFunction_Check(o) ? "__name__" : "__qualname__");
+  PyErr_Clear();
+  if (mod && qual && PyUnicode_Check(mod) && PyUnicode_Check(qual)) {
+    std::string m = PyUnicode_AsUTF8(mod);
+    // torch's builtins report their C home (torch._C._nn): name them as
+    // the program reaches them.
+    if (m == "torch._C._nn" || m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
+    name = m + "." + PyUnicode_AsUTF8(qual);
+  }
+  Py_XDECREF(mod);
+  Py_XDECREF(qual);
+  return name + " has no kiln lowering";
+}
+// Calling torch: kiln tensors go as torch tensors over their memory, so a
+// torch function gets what it takes whatever the caller passed.
+Value torch_call(void* h, const runtime::CallArgs& args) {
+  return calling_python([&] {
+    const size_t nkw = args.nkw(), npos = args.npos();
+    auto arg = [](const Value& v) {
+      if (v.is(Kind::Tensor)) {
+        if (TensorIdentityScope* scope = TensorIdentityScope::active())
+          if (PyObject* o = scope->find(v.as_tensor().impl()); o && is_torch_tensor(o))
+            return py::reinterpret_borrow<py::object>(o);
+        return tensor_to_torch(v.as_tensor());
+      }
+      return to_py(v);
+    };
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = arg(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i) kw[py::str(args.kwnames->items[i].as_str())] = arg(args[npos + i]);
+    return to_value_shared(py::handle(handle_of(h))(*pos, **kw));
+  });
+}
+
+// A torch module holding a tensor kiln does not take: torch runs it.
+std::string torch_module_reason(void* h) {
+  std::string who = Py_TYPE(handle_of(h))->tp_name, why = "it holds a torch tensor kiln does not take";
+  try {
+    for (py::handle item : py::handle(handle_of(h)).attr("named_parameters")()) {
+      py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
+      std::string r = torch_tensor_refusal(kv[1].ptr());
+      if (!r.empty()) {
+        why = "its parameter " + py::cast<std::string>(kv[0]) + " is " + r;
+        break;
+      }
+    }
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
+  return "torch runs the " + who + " module: " + why;
+}
+
+// A registry op reached with a torch tensor kiln does not take (a float16
+// tensor, one that requires grad under grad mode): torch's function of the
+// op's name runs it, as the program would have run it without kiln.
+bool torch_op_hook(runtime::OpId id, const runtime::CallArgs& args, Value& out) {
+  auto torch_object = [](const Value& v) {
+    PyObject* o = foreign_object(v);
+    return o && torch_types::tensor && PyObject_TypeCheck(o, torch_types::tensor);
+  };
+  bool any = false;
+  for (size_t i = 0; i < args.nargs && !any; ++i) {
+    const Value& v = args[i];
+    any = torch_object(v);
+    if (v.is(Kind::List) || v.is(Kind::Tuple))
+      for (const Value& x : v.is(Kind::List) ? v.as<runtime::ListObj>()->items : v.as<runtime::TupleObj>()->items)
+        any = any || torch_object(x);
+  }
+  if (!any) return false;
+  const char* name = runtime::op_def(id).name;
+  if (name[0] == '_') return false;
+  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
+  if (!torch) return false;
+  py::object fn = py::getattr(torch, name, py::none());
+  if (fn.is_none()) fn = py::getattr(py::module_::import("torch.nn.functional"), name, py::none());
+  if (fn.is_none()) return false;
+  out = torch_call(fn.ptr(), args);
+  return true;
+}
+
+runtime::ForeignVTable with_reason(runtime::ForeignVTable vt, std::string (*why)(void*)) {
+  vt.untraced_reason = why;
+  return vt;
+}
+const runtime::ForeignVTable kTorchTensorVTable = with_reason(kPyObjectVTable, torch_tensor_reason);
+const runtime::ForeignVTable kTorchFunctionVTable = [] {
+  runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_function_reason);
+  vt.call = torch_call;
+  vt.pure = nullptr;
+  return vt;
+}();
+// torch.no_grad() & co.: the tracer traces their with-blocks as doing
+// nothing; the classes (and a decorator's `clone`) are pure: calling them
+// only makes such an object.
+bool grad_mode_null_context(void*) { return true; }
+bool grad_mode_pure(void*) { return true; }
+const runtime::ForeignVTable kTorchGradModeVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.null_context = grad_mode_null_context;
+  return vt;
+}();
+const runtime::ForeignVTable kTorchGradModeFactoryVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.pure = grad_mode_pure;
+  return vt;
+}();
+const runtime::ForeignVTable kTorchModuleVTable = [] {
+  runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_module_reason);
+  vt.call = torch_call;
+  return vt;
+}();
+
 // ---------------------------------------------------------- namespaces --
 //
 // A Python module (kiln, math, a user's helpers module) is a namespace the
@@ -702,7 +831,28 @@ Value foreign(py::handle obj) {
 PyObject* foreign_object(const Value& v) {
   if (!v.is(Kind::Foreign)) return nullptr;
   auto* f = v.as<runtime::ForeignObj>();
-  return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable ? handle_of(f->handle) : nullptr;
+  return f->vt == &kPyObjectVTable || f->vt == &kPyModuleVTable || f->vt == &kTorchTensorVTable ||
+                 f->vt == &kTorchFunctionVTable || f->vt == &kTorchModuleVTable || f->vt == &kTorchGradModeVTable ||
+                 f->vt == &kTorchGradModeFactoryVTable
+             ? handle_of(f->handle)
+             : nullptr;
+}
+
+// A torch tensor kiln does not take: Foreign, its operations torch's own
+// (the program still runs, on torch), its use in a trace a break naming why.
+static Value refused_torch_tensor(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchTensorVTable, obj.ptr()));
+}
+
+Value torch_refused_module(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchModuleVTable, obj.ptr()));
+}
+
+static Value torch_function(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchFunctionVTable, obj.ptr()));
 }
 
 Tensor tensor_from_numpy(py::handle obj) {
@@ -741,8 +891,12 @@ TensorIdentityScope* active_identity_scope = nullptr;
 TensorIdentityScope::TensorIdentityScope() : outer_(active_identity_scope) { active_identity_scope = this; }
 TensorIdentityScope::~TensorIdentityScope() {
   active_identity_scope = outer_;
-  for (size_t i = 0; i < n_ && i < kInline; ++i) Py_DECREF(inline_[i].obj);
-  for (const Seen& s : more_) Py_DECREF(s.obj);
+  auto release = [](const Seen& s) {
+    if (s.torch) static_cast<runtime::Object*>(const_cast<runtime::TensorImpl*>(static_cast<const runtime::TensorImpl*>(s.impl)))->decref();
+    Py_DECREF(s.obj);
+  };
+  for (size_t i = 0; i < n_ && i < kInline; ++i) release(inline_[i]);
+  for (const Seen& s : more_) release(s);
 }
 TensorIdentityScope* TensorIdentityScope::active() { return active_identity_scope; }
 
@@ -750,8 +904,8 @@ void TensorIdentityScope::remember(const void* impl, PyObject* obj) {
   // No search for an earlier entry: a repeat is harmless (find() takes the
   // first), and a call's arguments are remembered without a quadratic scan.
   Py_INCREF(obj);
-  if (n_ < kInline) inline_[n_] = {impl, obj};
-  else more_.push_back({impl, obj});
+  if (n_ < kInline) inline_[n_] = {impl, obj, false};
+  else more_.push_back({impl, obj, false});
   ++n_;
 }
 
@@ -761,6 +915,93 @@ PyObject* TensorIdentityScope::find(const void* impl) const {
   for (const Seen& s : more_)
     if (s.impl == impl) return s.obj;
   return nullptr;
+}
+
+void TensorIdentityScope::remember_torch(runtime::TensorImpl* impl, PyObject* obj) {
+  Py_INCREF(obj);
+  impl->incref();
+  if (n_ < kInline) inline_[n_] = {impl, obj, true};
+  else more_.push_back({impl, obj, true});
+  ++n_;
+}
+
+runtime::TensorImpl* TensorIdentityScope::find_torch(PyObject* obj) const {
+  for (size_t i = 0; i < n_ && i < kInline; ++i)
+    if (inline_[i].obj == obj && inline_[i].torch) return const_cast<runtime::TensorImpl*>(static_cast<const runtime::TensorImpl*>(inline_[i].impl));
+  for (const Seen& s : more_)
+    if (s.obj == obj && s.torch) return const_cast<runtime::TensorImpl*>(static_cast<const runtime::TensorImpl*>(s.impl));
+  return nullptr;
+}
+
+// A torch tensor as a Value: a kiln tensor over its memory, remembered for
+// its identity, or the torch object itself (Foreign) when kiln cannot take
+// it (torch_interop.h says why).
+static Value torch_tensor_value(py::handle obj) {
+  PyObject* o = obj.ptr();
+  TensorIdentityScope* scope = active_identity_scope;
+  if (scope) {
+    scope->torch_out = true;
+    if (runtime::TensorImpl* impl = scope->find_torch(o)) return Value::tensor(Tensor(runtime::Ref<runtime::TensorImpl>(impl)));
+  }
+  if (!torch_tensor_refusal(o).empty()) return refused_torch_tensor(obj);
+  Tensor t = tensor_from_torch(o);
+  if (scope) scope->remember_torch(t.impl(), o);
+  return Value::tensor(t);
+}
+
+Value torch_tensor_unscoped(py::handle obj) {
+  if (!torch_tensor_refusal(obj.ptr()).empty()) return refused_torch_tensor(obj);
+  return Value::tensor(tensor_from_torch(obj.ptr()));
+}
+
+// The rest of torch once torch is seen (to_value's slow path): a torch
+// tensor subclass stays torch's; a torch function kiln has no lowering for
+// stays torch's too, and says so when traced. Null: not torch's.
+static Value torch_object_value(py::handle obj) {
+  PyObject* o = obj.ptr();
+  if (!torch_seen()) return Value::null();
+  // Seeing torch just now installed kiln/_torch_api.py's table.
+  if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
+  if (is_torch_tensor(o)) return torch_tensor_value(obj);
+  if (PyObject_TypeCheck(o, torch_types::tensor)) return refused_torch_tensor(obj);
+  for (PyTypeObject* mode : torch_types::grad_modes) {
+    auto with_vt = [&](const runtime::ForeignVTable* vt) {
+      Py_INCREF(o);
+      return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(vt, o));
+    };
+    if (Py_TYPE(o) == mode) return with_vt(&kTorchGradModeVTable);
+    if (o == reinterpret_cast<PyObject*>(mode)) return with_vt(&kTorchGradModeFactoryVTable);
+    // @torch.no_grad() on a function: torch's wrapper calls self.clone()
+    // for a fresh manager each call.
+    if (PyMethod_Check(o) && Py_TYPE(PyMethod_GET_SELF(o)) == mode) {
+      PyObject* fn = PyMethod_GET_FUNCTION(o);
+      if (PyFunction_Check(fn) &&
+          PyUnicode_CompareWithASCIIString(reinterpret_cast<PyFunctionObject*>(fn)->func_name, "clone") == 0)
+        return with_vt(&kTorchGradModeFactoryVTable);
+    }
+  }
+  // A module-level function or builtin of torch (torch.*, torch.nn.functional.*,
+  // torch._C._nn.*): never translated (torch's Python internals are not the
+  // program), called as torch's own. Methods (a torch module's forward) are
+  // the program's and are translated as any Python function.
+  if (PyFunction_Check(o) || PyCFunction_Check(o)) {
+    PyObject* mod = PyFunction_Check(o) ? reinterpret_cast<PyFunctionObject*>(o)->func_module
+                                        : reinterpret_cast<PyCFunctionObject*>(o)->m_module;
+    PyObject* qual = PyFunction_Check(o) ? reinterpret_cast<PyFunctionObject*>(o)->func_qualname : nullptr;
+    const bool method = qual && PyUnicode_Check(qual) && PyUnicode_FindChar(qual, '.', 0, PyUnicode_GET_LENGTH(qual), 1) >= 0;
+    if (PyCFunction_Check(o) && !(mod && PyUnicode_Check(mod))) {
+      // torch's builtins carry no module name: their self is torch's module object.
+      PyObject* self = reinterpret_cast<PyCFunctionObject*>(o)->m_self;
+      mod = self && PyModule_Check(self) ? PyModule_GetNameObject(self) : nullptr;
+      if (mod) Py_DECREF(mod);  // a module's name lives as long as the module
+      else PyErr_Clear();
+    }
+    if (!method && mod && PyUnicode_Check(mod)) {
+      const char* m = PyUnicode_AsUTF8(mod);
+      if (m && (std::strncmp(m, "torch.", 6) == 0 || std::strcmp(m, "torch") == 0)) return torch_function(obj);
+    }
+  }
+  return Value::null();
 }
 
 // A kiln.Tensor object as a Value, remembered for its identity (above).
@@ -788,6 +1029,7 @@ Value to_value(py::handle obj) {
       return *runtime::builtins().find("Tensor");
   }
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);
+  if (is_torch_tensor(o)) return torch_tensor_value(obj);
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
@@ -805,8 +1047,11 @@ Value to_value(py::handle obj) {
   }
   if (py::isinstance<Value>(obj)) return py::cast<Value>(obj);
   if (Value m = module_from_py(obj); !m.is_null()) return m;  // a kiln.nn module: its ModuleObj
-  if (PyType_Check(o))
+  if (Value m = torch_module_value(obj); !m.is_null()) return m;  // a torch.nn.Module: its mirror
+  if (PyType_Check(o)) {
     if (Value c = class_from_py(obj); !c.is_null()) return c;  // a kiln.nn.Module subclass: its kiln class
+    if (Value c = torch_class_value(obj); !c.is_null()) return c;  // a torch.nn.Module subclass: its kiln class
+  }
   if (PyTuple_CheckExact(o)) {
     std::vector<Value> items;
     for (py::handle i : py::reinterpret_borrow<py::tuple>(obj)) items.push_back(to_value(i));
@@ -849,6 +1094,7 @@ Value to_value(py::handle obj) {
     return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyModuleVTable, o));
   }
   if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
+  if (Value t = torch_object_value(obj); !t.is_null()) return t;
   // Python's built-in exception classes are kiln's; an exception object is
   // a kiln exception over the Python object.
   if (PyExceptionClass_Check(o))
@@ -857,6 +1103,13 @@ Value to_value(py::handle obj) {
   if (PyFunction_Check(o) && function_converter()) {
     py::object kbc = function_converter()(obj);
     if (!kbc.is_none()) return py::cast<Value>(kbc);
+    // A torch method kiln leaves to Python (a torch module class's forward
+    // without a kiln lowering): called as torch's, with torch tensors.
+    PyObject* mod = reinterpret_cast<PyFunctionObject*>(o)->func_module;
+    if (torch_types::tensor && mod && PyUnicode_Check(mod)) {
+      const char* m = PyUnicode_AsUTF8(mod);
+      if (m && std::strncmp(m, "torch.", 6) == 0) return torch_function(obj);
+    }
   }
   return foreign(obj);
 }
@@ -864,6 +1117,7 @@ Value to_value(py::handle obj) {
 Value to_value_shared(py::handle obj) {
   PyObject* o = obj.ptr();
   if (const Tensor* t = exact_instance<Tensor>(o)) return tensor_value(*t, o);  // the common argument first
+  if (is_torch_tensor(o)) return torch_tensor_value(obj);  // two pointer tests; false until torch is seen
   if (PyList_CheckExact(o) || PyDict_CheckExact(o) || PySet_CheckExact(o)) {
     if (Value native = mirror_from_py(o); !native.is_null()) return native;  // kiln's own container
     return foreign(obj);
@@ -877,6 +1131,22 @@ Value to_value_shared(py::handle obj) {
   return to_value(obj);
 }
 
+py::object tensor_to_py(const Tensor& t) {
+  if (TensorIdentityScope* scope = active_identity_scope) {
+    if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
+    if (scope->torch_out) {
+      if (PyObject* o = torch_held_object(t.impl())) return py::reinterpret_borrow<py::object>(o);
+      return tensor_to_torch(t);
+    }
+  }
+  if (PyObject* o = torch_held_object(t.impl())) return py::reinterpret_borrow<py::object>(o);
+  if (const py::detail::type_info* ti = type_info_of<Tensor>())
+    return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+        &t, py::return_value_policy::copy, py::handle(), ti,
+        [](const void* p) -> void* { return new Tensor(*static_cast<const Tensor*>(p)); }, nullptr));
+  return py::cast(t);
+}
+
 py::object to_py(const Value& v) {
   switch (v.kind()) {
     case Kind::None: return py::none();
@@ -884,16 +1154,7 @@ py::object to_py(const Value& v) {
     case Kind::Int: return py::int_(v.as_int());
     case Kind::Float: return py::float_(v.as_float());
     case Kind::Str: return py::str(v.as_str());
-    case Kind::Tensor: {
-      const Tensor& t = v.as_tensor();
-      if (TensorIdentityScope* scope = active_identity_scope)
-        if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
-      if (const py::detail::type_info* ti = type_info_of<Tensor>())
-        return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
-            &t, py::return_value_policy::copy, py::handle(), ti,
-            [](const void* p) -> void* { return new Tensor(*static_cast<const Tensor*>(p)); }, nullptr));
-      return py::cast(t);
-    }
+    case Kind::Tensor: return tensor_to_py(v.as_tensor());
     case Kind::Tuple: {
       const auto& items = v.as<runtime::TupleObj>()->items;
       py::tuple t(items.size());
@@ -963,6 +1224,20 @@ py::object to_py(const Value& v) {
   }
   // Functions, modules, classes of KBC: an opaque handle Python can pass back.
   return py::cast(v);
+}
+
+void install_torch_op_hook() { runtime::set_foreign_op_hook(torch_op_hook); }
+
+void bind_torch(py::module_& m) {
+  m.def("_map_torch", [](py::handle torch_obj, py::handle target) {
+    guarded([&] { op_functions()[torch_obj.ptr()] = to_value(target); });
+    torch_obj.inc_ref();  // the table's key: torch's objects live for the process anyway
+  }, "kiln/_torch_api.py's rows: compiled code reaching torch_obj gets target's kiln value.");
+  m.def("_register_tensor_method", [](const std::string& name, py::handle fn) {
+    guarded([&] { runtime::register_tensor_method(name, to_value(fn)); });
+  }, "A tensor method kiln code finds before the registry op of that name (kiln/_torch_api.py).");
+  m.def("_raw_torch", [](py::handle fn) { return torch_function(fn); },
+        "torch's own function as a kiln value (called as torch's, never mapped by the table).");
 }
 
 }  // namespace kiln::python

@@ -27,6 +27,11 @@ runtime::Value to_value(py::handle obj);
 runtime::Value to_value_shared(py::handle obj);
 py::object to_py(const runtime::Value& v);
 
+// A kiln tensor as Python sees it: the caller's own object when it is one
+// (TensorIdentityScope), a torch tensor over its memory when the call got
+// torch tensors, else a kiln.Tensor.
+py::object tensor_to_py(const runtime::Tensor& t);
+
 // An ndarray of float32/float64/int64/bool as a tensor sharing its memory;
 // TypeError for other dtypes or strides that are not whole elements.
 runtime::Tensor tensor_from_numpy(py::handle array);
@@ -66,6 +71,22 @@ void sync_namespaces();
 // traced code calling kiln.softmax records the op.
 void register_op_function(py::handle fn, const runtime::Value& op);
 
+// A torch tensor as a Value outside any identity scope (a mirrored
+// module's parameter: not an argument of the call in progress).
+runtime::Value torch_tensor_unscoped(py::handle obj);
+
+// A torch module torch must run (torch_modules.h): Foreign, called as
+// torch's, a traced call a break naming why.
+runtime::Value torch_refused_module(py::handle obj);
+
+// Registry ops reached with torch tensors kiln does not take run as
+// torch's functions of the same name (runtime::set_foreign_op_hook).
+void install_torch_op_hook();
+
+// kiln._C's torch-table bindings (_map_torch, _register_tensor_method,
+// _raw_torch: kiln/_torch_api.py).
+void bind_torch(py::module_& m);
+
 // Python tensor objects keep their identity through kiln code. While a
 // scope is active (a compiled call, a module call from Python), each
 // kiln.Tensor object converted to a Value is remembered, and a Value
@@ -82,6 +103,15 @@ class TensorIdentityScope {
   static TensorIdentityScope* active();
   void remember(const void* impl, PyObject* obj);
   PyObject* find(const void* impl) const;  // borrowed, or nullptr
+  // A torch tensor's kiln tensor exists only while kiln code holds it, so
+  // the scope keeps it (an impl freed and reused at the same address would
+  // otherwise take the torch object's identity). The same torch object
+  // converted twice in a scope is the same kiln tensor (f(x, x)).
+  void remember_torch(runtime::TensorImpl* impl, PyObject* obj);
+  runtime::TensorImpl* find_torch(PyObject* obj) const;  // borrowed, or nullptr
+  // Set once a torch tensor entered: kiln tensors then leave as torch
+  // tensors (a call that got torch tensors returns torch tensors).
+  bool torch_out = false;
 
  private:
   TensorIdentityScope* outer_;
@@ -91,6 +121,7 @@ class TensorIdentityScope {
   struct Seen {
     const void* impl;
     PyObject* obj;  // a strong reference
+    bool torch;     // impl is a strong reference too (remember_torch)
   };
   // Kiln containers reaching Python keep their identity for the scope's
   // duration (container_mirror.h).

@@ -10,6 +10,7 @@
 // guard on a global's identity holds until the program rebinds it.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "interpreter/assembler.h"
@@ -18,6 +19,8 @@
 #include "output_graph/graph.h"
 #include "python/src/convert.h"
 #include "python/src/functions.h"
+#include "python/src/torch_interop.h"
+#include "python/src/torch_modules.h"
 #include "runtime/builtins.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
@@ -59,12 +62,23 @@ struct Mirror {
     py::object seen;
   };
   std::unordered_map<std::string, Name> names;
+  // Globals holding a torch tensor: torch can swap its storage under the
+  // same object (x.data = y, set_, resize_) without touching the dict, so
+  // each is compared with its kiln tensor on every sync.
+  std::vector<std::string> torch_names;
 
   void add_name(const std::string& name) {
     if (!names.count(name)) names.emplace(name, Name{py::str(name), py::object()});
   }
 
   void sync() {
+    for (const std::string& name : torch_names) {
+      auto it = names.find(name);
+      const Value* now = globals->map.find(name);
+      if (it != names.end() && it->second.seen && now && now->is(Kind::Tensor) &&
+          !torch_tensor_matches(it->second.seen.ptr(), now->as_tensor()))
+        globals->map.set(name, to_value_shared(it->second.seen));
+    }
     const uint64_t v = dict_version(dict.ptr());
     if (v == version) return;
     version = v;
@@ -104,6 +118,8 @@ struct Mirror {
     }
     n.seen = py::reinterpret_borrow<py::object>(now);
     globals->map.set(name, to_value_shared(py::handle(now)));
+    if (is_torch_tensor(now) && std::find(torch_names.begin(), torch_names.end(), name) == torch_names.end())
+      torch_names.push_back(name);
   }
 
   // STORE_GLOBAL in translated code (GlobalsObj::on_store): the module dict
@@ -201,6 +217,7 @@ void sync_python_state() {
   // another module reads (and its guards check) that module's mirror.
   for (auto& [dict, m] : mirrors()) m->sync();
   sync_namespaces();
+  sync_torch_modules();
 }
 
 }  // namespace kiln::python
@@ -245,8 +262,13 @@ class PyCompiled {
 
   const Value& kbc() const { return fn_; }
 
+  // Results leave as torch tensors even when no torch tensor came in: the
+  // function uses torch's API (kiln/_compile.py decides once).
+  bool torch_out = false;
+
  private:
   py::object run(const PyArgs& a) {
+    if (torch_out) TensorIdentityScope::active()->torch_out = true;
     sync_python_state();
     refresh_closure();
     return to_py(compiled_.call(a.call_args()));
@@ -258,7 +280,10 @@ class PyCompiled {
     auto& closure = fn_.as<runtime::FunctionObj>()->closure;
     for (size_t i = 0; i < cells_.size() && i < closure.size(); ++i) {
       PyObject* now = PyCell_GET(cells_[i].ptr());
-      if (now == seen_[i]) continue;
+      // The same torch tensor with its storage swapped is a new value.
+      if (now == seen_[i] && !(now && is_torch_tensor(now) && closure[i]->v.is(Kind::Tensor) &&
+                                !torch_tensor_matches(now, closure[i]->v.as_tensor())))
+        continue;
       seen_[i] = now;
       closure[i]->v = now ? to_value_shared(py::handle(now)) : Value::null();
     }
@@ -338,6 +363,7 @@ void bind_functions(py::module_& m) {
   py::class_<PyCompiled>(m, "CompiledFunction")
       .def("__call__", &PyCompiled::call)
       .def_property_readonly("kbc", &PyCompiled::kbc)
+      .def_readwrite("torch_out", &PyCompiled::torch_out)
       // A builtin bound to this object: f.fastcall(*args, **kwargs) is
       // f(*args, **kwargs) at a fraction of pybind11's dispatch cost.
       .def_property_readonly("fastcall", [](py::handle self) {
@@ -394,6 +420,7 @@ void bind_functions(py::module_& m) {
     });
   }, "Registers a Python backend (gm, example_inputs) -> callable under `name`.");
   m.def("explain", [](const Value& fn, const py::tuple& args, const std::string& backend, int cache_size_limit) {
+    TensorIdentityScope identity;  // as a compiled call: torch tensors in, torch tensors out
     return guarded([&] {
       sync_python_state();
       std::vector<Value> values;
@@ -402,6 +429,12 @@ void bind_functions(py::module_& m) {
     });
   });
   m.def("reset", [] { kiln::reset(); });
+  // Why kiln does not take this torch tensor as a kiln tensor ("" when it
+  // does; None when torch is not loaded): what explain's break reasons say.
+  m.def("_torch_refusal", [](py::handle t) -> py::object {
+    if (!torch_seen()) return py::none();
+    return py::str(torch_tensor_refusal(t.ptr()));
+  });
   m.def("_set_collectives", [](bool compiler, bool guards, double timeout_s) {
     collective_settings() = {compiler, guards, timeout_s};
   });

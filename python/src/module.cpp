@@ -9,6 +9,7 @@
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
+#include "python/src/torch_modules.h"
 #include "python/src/functions.h"
 #include "python/src/fx.h"
 #include "python/src/nn.h"
@@ -320,6 +321,8 @@ PYBIND11_MODULE(_C, m) {
   bind_functions(m);
   bind_nn(m);
   bind_fx(m);
+  bind_torch(m);
+  bind_torch_modules(m);
 
   m.def("from_numpy", [](py::handle a) { return guarded([&] { return tensor_from_numpy(a); }); },
         "A tensor sharing the array's memory (float32, float64, int64, bool).");

@@ -126,6 +126,7 @@ Value deepcopy_value(const Value& v, py::dict& memo) {
 
 py::object module_to_py(const Value& v) {
   const ModuleObj* m = v.as<ModuleObj>();
+  if (m->host) return py::reinterpret_borrow<py::object>(static_cast<PyObject*>(m->host));  // a torch module's mirror
   if (auto it = wrappers().find(m); it != wrappers().end()) return py::reinterpret_borrow<py::object>(it->second);
   // Made on the C++ side (a built-in module's own children, a module built by
   // KBC): kiln.nn wraps it in the Python class that matches its class.

@@ -1,0 +1,524 @@
+"""The torch API as kiln sees it: one table (issue 13).
+
+Each row names a torch object by its path and what kiln runs for it:
+
+  "op"          kiln's registry op of that name (runtime/ops.def), whose
+                signature is torch's: the traced call records that op
+  "F.name"      kiln.nn.functional.<name> (torch.nn.functional's signature)
+  a function    an adapter below: torch's signature (argument names,
+                defaults, keyword-only arguments) over kiln's ops, inlined
+                by the tracer like any Python function
+  a str value   for a dtype: kiln's dtype name
+
+kiln never imports torch: `install` runs once torch has been imported by
+the program and one of its objects reaches kiln (python/src/torch_interop.h).
+Then convert.cpp maps each row's torch object to its kiln value, so
+`torch.relu(x)` in compiled code is kiln's relu. A torch function without a
+row stays torch's own: called, on the VM, with kiln's tensors passed as
+torch tensors over the same memory, and a traced call breaks there with
+"torch.nn.functional.unfold has no kiln lowering" (graph_breaks.def:
+library_fallback). An adapter meets an argument kiln has no lowering for
+(`out=`, a rounding mode, a device) by calling torch's own function the
+same way (`_torch(...)`).
+
+Tensor methods: a torch tensor is a kiln tensor in kiln code, so its
+methods are kiln's (every registry op is one). TENSOR_METHODS adds torch's
+methods kiln lacks or spells otherwise; they become methods of kiln
+tensors too (in compiled code, the VM and Python).
+"""
+import inspect
+import types
+
+from . import _C
+from .nn import functional as _F
+
+
+# torch's own functions by name, as kiln values that bypass this table
+# (filled by install): calling one in compiled code breaks to torch,
+# naming it. An adapter calls them for arguments kiln has no lowering for.
+_TORCH = {}
+
+
+# ------------------------------------------------------------ adapters --
+# Each is torch's signature; the body uses kiln's ops (kiln._C.<op>).
+
+def add(input, other, *, alpha=1, out=None):
+    if out is not None:
+        return _TORCH["add"](input, other, alpha=alpha, out=out)
+    return _C.add(input, other if alpha == 1 else other * alpha)
+
+
+def sub(input, other, *, alpha=1, out=None):
+    if out is not None:
+        return _TORCH["sub"](input, other, alpha=alpha, out=out)
+    return _C.sub(input, other if alpha == 1 else other * alpha)
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    if out is not None or rounding_mode == "trunc":
+        return _TORCH["div"](input, other, rounding_mode=rounding_mode, out=out)
+    if rounding_mode == "floor":
+        return _C.floor_divide(input, other)
+    return _C.div(input, other)
+
+
+def _reduce(op, input, dim, keepdim, dtype):
+    if dtype is not None:
+        input = input.to(dtype)
+    return op(input, dim, keepdim)
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(_C.sum, input, dim, keepdim, dtype)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(_C.mean, input, dim, keepdim, dtype)
+
+
+def softmax(input, dim, dtype=None):
+    return _F.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim, dtype=None):
+    return _F.log_softmax(input, dim, dtype=dtype)
+
+
+def embedding(weight, input, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    # torch.embedding (aten's order: weight first), not F.embedding.
+    return _C.embedding(input, weight)
+
+
+def dropout(input, p, train):
+    return _C.dropout(input, p, train)
+
+
+def clone(input, *, memory_format=None):
+    return _C.clone(input)
+
+
+def transpose(input, dim0, dim1):
+    return _C.transpose(input, dim0, dim1)
+
+
+def t(input):
+    if input.dim() < 2:
+        return input
+    return _C.transpose(input, 0, 1)
+
+
+def mm(input, mat2):
+    return _C.matmul(input, mat2)
+
+
+def numel(input):
+    return input.numel()
+
+
+def max(input, dim=None, keepdim=False):
+    # torch.max(x) is the largest element; torch.max(x, dim) its values and
+    # indices (a tuple here: unpacking works, .values does not).
+    if dim is None:
+        return _C.amax(input)
+    if not isinstance(dim, int):
+        return _C.maximum(input, dim)
+    return _C.amax(input, dim, keepdim), _C.argmax(input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):
+    if dim is None:
+        return -_C.amax(-input)
+    if not isinstance(dim, int):
+        return _C.minimum(input, dim)
+    return -_C.amax(-input, dim, keepdim), _C.argmin(input, dim, keepdim)
+
+
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    return _C.zeros(*size, dtype=dtype)
+
+
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    return _C.ones(*size, dtype=dtype)
+
+
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    return _C.full(size, fill_value, dtype=dtype)
+
+
+def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    return _C.arange(start, end, step, dtype=dtype)
+
+
+def _like(op):
+    def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
+        return op(input, dtype=dtype)
+    return like
+
+
+zeros_like = _like(_C.zeros_like)
+ones_like = _like(_C.ones_like)
+randn_like = _like(_C.randn_like)
+rand_like = _like(_C.rand_like)
+empty_like = _like(_C.empty_like)
+
+
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
+    return _C.full_like(input, fill_value, dtype=dtype)
+
+
+# torch.finfo(dtype) / torch.iinfo(dtype): plain objects with torch's
+# fields (read in traces as constants), made by install() from torch's own.
+_FINFO = {}
+
+
+def finfo(type=None):
+    return _FINFO["float32" if type is None else type]
+
+
+def iinfo(type):
+    return _FINFO[type]
+
+
+# Tensor methods (self first).
+
+def to(self, *args, **kwargs):
+    # torch's forms: to(dtype), to(device), to(device, dtype), to(other),
+    # to(dtype=..., device=...), plus non_blocking/copy. The device is
+    # always the CPU here (a CUDA tensor never becomes a kiln tensor).
+    dtype = kwargs.get("dtype", None)
+    for a in args:
+        if isinstance(a, str) and a in ("float32", "float64", "int64", "bool"):
+            dtype = a
+        elif isinstance(a, _C.Tensor):
+            dtype = a.dtype
+    if kwargs.get("copy", False):
+        return _C.clone(self) if dtype is None or dtype == self.dtype else _C.to(self, dtype)
+    if dtype is None or dtype == self.dtype:
+        return self
+    return _C.to(self, dtype)
+
+
+def type_as(self, other):
+    return to(self, other.dtype)
+
+
+def view_as(self, other):
+    return _C.view(self, other.shape)
+
+
+def reshape_as(self, other):
+    return _C.reshape(self, other.shape)
+
+
+def expand_as(self, other):
+    return _C.expand(self, other.shape)
+
+
+def detach(self):
+    return _C.view(self, self.shape)
+
+
+def cpu(self):
+    return self
+
+
+def ndimension(self):
+    return self.dim()
+
+
+def nelement(self):
+    return self.numel()
+
+
+def is_floating_point(self):
+    return self.dtype == "float32" or self.dtype == "float64"
+
+
+def repeat(self, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    x = self
+    for _ in range(len(sizes) - x.dim()):
+        x = _C.unsqueeze(x, 0)
+    parts = x
+    for d in range(len(sizes)):
+        if sizes[d] != 1:
+            parts = _C.cat([parts] * sizes[d], d)
+    return parts
+
+
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return _C.zeros(*size, dtype=self.dtype if dtype is None else dtype)
+
+
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return _C.ones(*size, dtype=self.dtype if dtype is None else dtype)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _C.full(size, fill_value, dtype=self.dtype if dtype is None else dtype)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return _C.empty(*size, dtype=self.dtype if dtype is None else dtype)
+
+
+# x.add_(y): the result written into x's memory (a caller's tensor sees it;
+# in a trace this is an item assignment, whose rules apply). Plain functions,
+# not closures over the op: a tensor method is reached through no source
+# the tracer could read a closure cell from.
+
+def add_(self, other, *, alpha=1):
+    self[...] = add(self, other, alpha=alpha)
+    return self
+
+
+def sub_(self, other, *, alpha=1):
+    self[...] = sub(self, other, alpha=alpha)
+    return self
+
+
+def mul_(self, other):
+    self[...] = _C.mul(self, other)
+    return self
+
+
+def div_(self, other, *, rounding_mode=None):
+    self[...] = div(self, other, rounding_mode=rounding_mode)
+    return self
+
+
+def clamp_(self, min=None, max=None):
+    self[...] = _C.clamp(self, min, max)
+    return self
+
+
+def relu_(self):
+    self[...] = _C.relu(self)
+    return self
+
+
+def tanh_(self):
+    self[...] = _C.tanh(self)
+    return self
+
+
+def exp_(self):
+    self[...] = _C.exp(self)
+    return self
+
+
+def masked_fill_(self, mask, value):
+    self[...] = _C.masked_fill(self, mask, value)
+    return self
+
+
+def zero_(self):
+    self[...] = 0
+    return self
+
+
+def fill_(self, value):
+    self[...] = value
+    return self
+
+
+def copy_(self, src, non_blocking=False):
+    self[...] = src
+    return self
+
+
+def requires_grad_(self, requires_grad=True):
+    return self
+
+
+# --------------------------------------------------------------- the table --
+
+FUNCTIONS = {
+    # torch.* with kiln's op as it is
+    **{f"torch.{n}": n for n in (
+        "mul", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "masked_fill", "clamp_min",
+        "clamp_max", "neg", "abs", "exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "relu", "amax", "layer_norm",
+        "matmul", "reshape", "permute", "select", "unsqueeze", "squeeze", "flatten", "cat", "argmax", "argmin",
+        "argsort", "gather", "tril", "triu", "split", "chunk", "unbind", "stack", "clamp", "clip", "roll", "topk",
+        "sort", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "adaptive_avg_pool1d",
+        "empty", "rand", "randn")},
+    "torch.concat": "cat",
+    "torch.concatenate": "cat",
+    "torch.negative": "neg",
+    "torch.multiply": "mul",
+    "torch.true_divide": "div",
+    "torch.swapaxes": "transpose",
+    "torch.bmm": "matmul",
+    # torch.* through an adapter (torch's signature differs from kiln's op)
+    "torch.add": add, "torch.sub": sub, "torch.subtract": sub, "torch.div": div, "torch.divide": div,
+    "torch.sum": sum, "torch.mean": mean, "torch.softmax": softmax, "torch.log_softmax": log_softmax,
+    "torch.embedding": embedding, "torch.dropout": dropout, "torch.clone": clone, "torch.transpose": transpose, "torch.t": t,
+    "torch.mm": mm, "torch.numel": numel, "torch.max": max, "torch.min": min,
+    "torch.finfo": finfo, "torch.iinfo": iinfo,
+    "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange,
+    "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
+    "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
+    # torch.nn.functional.*: kiln.nn.functional has torch's signatures
+    **{f"torch.nn.functional.{n}": f"F.{n}" for n in _F.__all__},
+}
+
+TENSOR_METHODS = {
+    "t": t, "mm": mm, "bmm": mm, "to": to, "type_as": type_as, "view_as": view_as, "reshape_as": reshape_as,
+    "expand_as": expand_as, "detach": detach, "cpu": cpu, "ndimension": ndimension, "nelement": nelement,
+    "is_floating_point": is_floating_point, "repeat": repeat, "new_zeros": new_zeros, "new_ones": new_ones,
+    "new_full": new_full, "new_empty": new_empty, "masked_fill_": masked_fill_, "zero_": zero_, "fill_": fill_,
+    "copy_": copy_, "requires_grad_": requires_grad_, "max": max, "min": min, "sum": sum, "mean": mean,
+    "softmax": softmax, "log_softmax": log_softmax, "swapaxes": transpose,
+    "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_, "relu_": relu_, "tanh_": tanh_,
+    "exp_": exp_,
+}
+
+DTYPES = {
+    "torch.float32": "float32", "torch.float": "float32", "torch.float64": "float64", "torch.double": "float64",
+    "torch.int64": "int64", "torch.long": "int64", "torch.bool": "bool",
+}
+
+
+# torch's classes kiln spells with its own: x.shape and x.size() are tuples
+# in kiln code, so torch.Size(...) makes one (and isinstance(s, torch.Size)
+# holds for any tuple there).
+TYPES = {"torch.Size": tuple}
+
+
+# torch.nn's modules that are kiln's own classes: same attribute and
+# parameter names, so a torch module of such a class is traced as kiln's
+# (kiln's built-in Linear, LayerNorm, ... as their ops; the rest as their
+# kiln.nn forward). Any other torch class is translated from its Python.
+MODULES = {f"torch.nn.{n}": n for n in (
+    "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout", "Sequential", "ModuleList", "ModuleDict",
+    "Identity", "Flatten", "Tanh", "Sigmoid", "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d",
+    "BatchNorm2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d")}
+
+_KILN_CLASSES = {}  # torch class -> kiln class
+
+
+def kiln_class_for(cls):
+    """The kiln class a torch.nn.Module subclass is traced as (python/src/
+    torch_modules.h): torch.nn.Module is kiln's Module (its methods are
+    kiln's Module model: attribute lookup, __call__ with hooks, parameters(),
+    ...), a MODULES row kiln's class of that name, any other class a new
+    kiln class under the kiln class of its torch base, holding what its own
+    body (and its mixins) define, translated as kiln.nn translates a
+    kiln.nn.Module subclass's body."""
+    kc = _KILN_CLASSES.get(cls)
+    if kc is not None:
+        return kc
+    import sys
+    torch = sys.modules["torch"]
+    from . import nn
+    if cls is torch.nn.Module:
+        kc = nn.Module._kiln_class
+    elif cls in _mapped_classes(torch):
+        kc = getattr(nn, _mapped_classes(torch)[cls])._kiln_class
+    else:
+        base = next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
+        base_kc = kiln_class_for(base)
+        kc = _C.make_class(cls.__name__, cls.__qualname__, base_kc)
+        _C.register_class(kc, cls, True)
+        _KILN_CLASSES[cls] = kc
+        chain = set(base.__mro__)
+        first = {}
+        for klass in cls.__mro__:
+            if klass is not object:
+                for name, attr in vars(klass).items():
+                    first.setdefault(name, (klass, attr))
+        attrs = {}
+        for name, (klass, attr) in first.items():
+            if klass in chain:
+                continue
+            if _torch_defined(klass) and inspect.isfunction(attr):
+                # torch's own modules without a MODULES row (nn.GRU,
+                # nn.MultiheadAttention, ...): their methods are torch's
+                # internals, not the program. They stay Python (a call of
+                # the module breaks and torch runs it).
+                from ._compile import disable
+                disable(attr)
+            value = nn._class_attr(name, attr)
+            if value is not None:
+                attrs[name] = value
+        _C.set_class_attrs(kc, attrs)
+        return kc
+    _KILN_CLASSES[cls] = kc
+    return kc
+
+
+_MAPPED = {}
+
+
+def _torch_defined(cls):
+    module = cls.__dict__.get("__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def class_value(cls):
+    """What kiln code sees for a torch.nn.Module subclass itself (a global
+    `Block`, a method's `__class__` cell for zero-argument super()): the
+    kiln class kiln made for it, so super() and isinstance follow kiln's
+    chain; None for torch.nn.Module and torch's classes kiln spells with its
+    own (MODULES), which stay Python's: calling them makes torch modules."""
+    import sys
+    torch = sys.modules["torch"]
+    if cls is torch.nn.Module or cls in _mapped_classes(torch):
+        return None
+    return kiln_class_for(cls)
+
+
+def _mapped_classes(torch):
+    if not _MAPPED:
+        for path, name in MODULES.items():
+            cls = _resolve(torch, path)
+            if cls is not None:
+                _MAPPED[cls] = name
+    return _MAPPED
+
+
+def _target(value):
+    if isinstance(value, str) and value.startswith("F."):
+        return getattr(_F, value[2:])
+    if isinstance(value, str):
+        return getattr(_C, value)
+    return value
+
+
+def _resolve(torch, path):
+    obj = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def install(torch):
+    """Maps every row's torch object to its kiln value (called once, by
+    _C, when torch is first seen)."""
+    for path, value in FUNCTIONS.items():
+        obj = _resolve(torch, path)
+        if obj is not None:
+            _C._map_torch(obj, _target(value))
+    for path, cls in TYPES.items():
+        _C._map_torch(_resolve(torch, path), cls)
+    for path, name in DTYPES.items():
+        _C._map_torch(_resolve(torch, path), name)
+    for name in ("add", "sub", "div"):
+        _TORCH[name] = _C._raw_torch(getattr(torch, name))
+    for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
+        f = torch.finfo(dtype)
+        _FINFO[name] = types.SimpleNamespace(bits=f.bits, eps=f.eps, max=f.max, min=f.min, tiny=f.tiny,
+                                             smallest_normal=f.smallest_normal, resolution=f.resolution,
+                                             dtype=name)
+    for name, dtype in (("int64", torch.int64),):
+        f = torch.iinfo(dtype)
+        _FINFO[name] = types.SimpleNamespace(bits=f.bits, max=f.max, min=f.min, dtype=name)
+    for name, fn in TENSOR_METHODS.items():
+        _C._register_tensor_method(name, fn)
+        if not hasattr(_C.Tensor, name):  # Python's view of kiln tensors too
+            setattr(_C.Tensor, name, fn)

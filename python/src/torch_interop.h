@@ -1,0 +1,77 @@
+// torch.Tensor <-> kiln Tensor, zero-copy, without linking or importing torch.
+//
+// kiln never imports torch: it notices torch once the program has imported
+// it (a torch object reaching to_value while "torch" is in sys.modules) and
+// then caches torch's tensor types, so recognising a torch tensor on the
+// cached-call path is two pointer comparisons.
+//
+// In: a torch tensor's metadata and data pointer are read through torch's
+// stable C shim (the aoti_torch_* functions libtorch_cpu.so exports for
+// AOTInductor; an AtenTensorHandle is an `at::Tensor*`, which a Python
+// tensor object holds right after its PyObject header: THPVariable in
+// torch/csrc/autograd/python_variable.h). That layout is checked once against
+// torch's own Python answers when torch is first seen; a torch whose layout
+// differs is refused with an error naming it, never misread. The kiln
+// tensor's Storage holds a reference to the torch tensor object, so its
+// memory lives as long as any kiln view of it.
+//
+// Out: a kiln tensor becomes a torch tensor over the same memory through a
+// DLPack capsule built here (its deleter drops kiln's Storage reference), so
+// kiln's results need no copy either. A kiln tensor that is the caller's
+// torch tensor goes back as that very object (TensorIdentityScope).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "runtime/tensor.h"
+#include "runtime/value.h"
+
+namespace kiln::python {
+
+namespace py = pybind11;
+
+namespace torch_types {
+// torch.Tensor and torch.nn.Parameter once torch has been seen, else null.
+inline PyTypeObject* tensor = nullptr;
+inline PyTypeObject* parameter = nullptr;
+// torch.no_grad, torch.enable_grad, torch.inference_mode: context managers
+// whose with-blocks kiln traces as doing nothing (kiln computes no
+// gradients), the VM running their real __enter__/__exit__.
+inline PyTypeObject* grad_modes[3] = {nullptr, nullptr, nullptr};
+}  // namespace torch_types
+
+// A plain torch tensor or Parameter (not another subclass): the cheap test
+// of the cached-call path.
+inline bool is_torch_tensor(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  return t == torch_types::tensor || t == torch_types::parameter;
+}
+
+// Looks for torch in sys.modules (never imports it) and resolves its types
+// and shim functions; true once torch is usable. Cheap after the first
+// success; a failure is retried at the next call (torch may be half-imported).
+bool torch_seen();
+
+// Why kiln cannot take this torch tensor as a kiln tensor ("" when it can):
+// another dtype, device or layout, a tensor that requires grad while grad
+// mode is on, a subclass other than Parameter.
+std::string torch_tensor_refusal(PyObject* o);
+
+// The kiln tensor over a torch tensor's memory (torch_tensor_refusal must be
+// empty). The Storage keeps the torch object alive.
+runtime::Tensor tensor_from_torch(PyObject* o);
+
+// Whether torch tensor `o` still has the memory, sizes, strides and dtype
+// kiln tensor `t` was made with (a mirror's parameter after m.double(),
+// p.data = ..., resize_ does not).
+bool torch_tensor_matches(PyObject* o, const runtime::Tensor& t);
+
+// A torch tensor over a kiln tensor's memory (DLPack; no copy).
+py::object tensor_to_torch(const runtime::Tensor& t);
+
+// torch's grad mode (torch.is_grad_enabled()); false without torch.
+bool torch_grad_enabled();
+
+}  // namespace kiln::python

@@ -1,0 +1,483 @@
+"""torch.nn.Module instances compiled unchanged (issue 13, step 3): kiln
+mirrors the torch module's own dicts (python/src/torch_modules.h). torch
+eager is the oracle for results; explain pins graphs and breaks; every
+kind of change to the module recompiles."""
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import kiln  # noqa: E402
+
+BACKENDS = ["eager", "llvm"]
+
+
+def seeded(seed=0):
+    torch.manual_seed(seed)
+
+
+def same(want, got, tol=1e-5):
+    if isinstance(want, torch.Tensor):
+        assert type(got) is torch.Tensor, type(got)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    elif isinstance(want, (tuple, list)):
+        assert len(want) == len(got)
+        for w, g in zip(want, got):
+            same(w, g, tol)
+    else:
+        assert want == got
+
+
+def one_graph(m, *args):
+    e = kiln.explain(m)(*args)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    return e
+
+
+def entries(compiled):
+    return kiln._C.cache_entries(compiled._kiln_compiled.kbc)
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, 2 * d)
+        self.proj = nn.Linear(2 * d, d)
+        self.ln = nn.LayerNorm(d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.proj(F.gelu(self.fc(self.ln(x)))))
+
+
+class Net(nn.Module):
+    def __init__(self, n=3, d=8):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, 4, bias=False)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_model_compiles_to_one_graph_equal_to_eager(backend):
+    seeded()
+    m = Net().eval()
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        want = m(x)
+        c = kiln.compile(m, backend=backend)
+        for _ in range(3):
+            same(want, c(x))
+        assert entries(c) == 1
+        e = one_graph(m, x)
+    # Parameters are get_attr nodes named by their path.
+    targets = [n.target for n in e.graphs[0].graph.nodes if n.op == "get_attr"]
+    assert "m.blocks.0.fc.weight" in targets and "m.head.weight" in targets, targets
+
+
+def test_inference_mode_too():
+    seeded()
+    m = Net(2).eval()
+    x = torch.randn(3, 8)
+    with torch.inference_mode():
+        same(m(x), kiln.compile(m)(x))
+
+
+def test_grad_mode_with_parameters_that_require_grad_runs_on_torch():
+    seeded()
+    m = Net(2).eval()
+    x = torch.randn(3, 8)
+    got = kiln.compile(m)(x)
+    want = m(x)
+    same(want, got)
+    assert got.grad_fn is not None  # torch's autograd ran it: gradients flow
+    got.sum().backward()
+    assert m.head.weight.grad is not None
+    e = kiln.explain(m)(x)
+    assert e.graph_count == 0
+    assert e.break_reasons[0]["reason"].startswith("torch runs the ") and "requires grad" in e.break_reasons[0]["reason"]
+    with torch.no_grad():  # the same module, now kiln's
+        one_graph(m, x)
+
+
+class Lookup(nn.Module):
+    """Attribute lookup order: _parameters, _modules, _buffers, the instance
+    __dict__, the class, then a user __getattr__."""
+    scale = 3.0  # a class attribute
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4))
+        self.sub = nn.Linear(4, 4)
+        self.register_buffer("mask", torch.tensor([1.0, 0.0, 1.0, 0.0]))
+        self.offset = 0.5  # a plain attribute (instance __dict__)
+
+    @property
+    def doubled(self):
+        return self.w * 2
+
+    def __getattr__(self, name):
+        if name == "fallback":
+            return 7.0
+        return super().__getattr__(name)
+
+    def forward(self, x):
+        return self.sub(x * self.w * self.mask) * self.scale + self.offset + self.doubled + self.fallback
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_lookup_as_torch(backend):
+    seeded()
+    m = Lookup()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m, backend=backend)(x))
+        one_graph(m, x)
+
+
+def test_missing_attribute_is_torchs_attribute_error():
+    class Bad(nn.Module):
+        def forward(self, x):
+            return x * self.nope
+
+    m = Bad()
+    with pytest.raises(AttributeError) as want:
+        m(torch.ones(2))
+    with torch.no_grad(), pytest.raises(AttributeError) as got:
+        kiln.compile(m)(torch.ones(2))
+    assert str(got.value) == str(want.value)
+
+
+@dataclasses.dataclass
+class Config:
+    d: int = 8
+    n_head: int = 2
+    bias: bool = True
+
+
+class Attn(nn.Module):
+    def __init__(self, cfg, T=6):
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.d, 3 * cfg.d, bias=cfg.bias)
+        self.register_buffer("tril", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(self.cfg.d, dim=2)
+        hd = C // self.cfg.n_head
+        q = q.view(B, T, self.cfg.n_head, hd).transpose(1, 2)
+        k = k.view(B, T, self.cfg.n_head, hd).transpose(1, 2)
+        v = v.view(B, T, self.cfg.n_head, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / hd ** 0.5)
+        att = att.masked_fill(self.tril[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        return (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dataclass_config_and_registered_tril_buffer(backend):
+    seeded()
+    m = Attn(Config())
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m, backend=backend)(x), tol=1e-4)
+        one_graph(m, x)
+
+
+class Containers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 3)})
+        self.seq = nn.Sequential(nn.ReLU(), nn.Linear(4, 4), nn.Tanh())
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+        x = self.seq(x) + self.layers[-1](x)
+        return [self.heads[k](x) for k in self.heads] + [len(self.layers)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_containers_unrolled(backend):
+    seeded()
+    m = Containers()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m, backend=backend)(x))
+        one_graph(m, x)
+
+
+class Introspect(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+
+    def forward(self, x):
+        total = x.sum() * 0
+        for p in self.parameters():
+            total = total + p.sum()
+        names = [n for n, _ in self.named_parameters()]
+        nbuf = len(list(self.buffers()))
+        kids = len(list(self.children()))
+        mods = len(list(self.modules()))
+        return total, names, nbuf, kids, mods, self.training
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameters_and_children_answered_in_traced_code(backend):
+    seeded()
+    m = Introspect().eval()
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m, backend=backend)(x))
+        one_graph(m, x)
+
+
+def test_a_parameter_returned_is_the_parameter_itself():
+    class Get(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc.weight, self.fc(x)
+
+    m = Get()
+    with torch.no_grad():
+        w, _ = kiln.compile(m)(torch.ones(2))
+    assert w is m.fc.weight
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(10, 4)
+        self.lm_head = nn.Linear(4, 10, bias=False)
+        self.lm_head.weight = self.wte.weight  # weight tying
+
+    def forward(self, idx):
+        return self.lm_head(self.wte(idx))
+
+
+def test_weight_tying_is_one_get_attr():
+    seeded()
+    m = Tied()
+    idx = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        same(m(idx), kiln.compile(m)(idx))
+        e = one_graph(m, idx)
+    targets = [n.target for n in e.graphs[0].graph.nodes if n.op == "get_attr"]
+    assert len(targets) == 1, targets
+
+
+def test_hooks_from_torchs_own_dicts():
+    seeded()
+    m = Net(2).eval()
+    x = torch.randn(2, 8)
+    calls = []
+
+    def pre(mod, args):
+        return (args[0] * 2,)
+
+    def post(mod, args, out):
+        return out + 1
+
+    def global_post(mod, args, out):
+        if isinstance(mod, nn.Linear):
+            return out * 0.5
+        return None
+
+    h1 = m.blocks[0].register_forward_pre_hook(pre)
+    h2 = m.head.register_forward_hook(post)
+    h3 = nn.modules.module.register_module_forward_hook(global_post)
+    try:
+        with torch.no_grad():
+            want = m(x)
+            same(want, kiln.compile(m)(x))
+            one_graph(m, x)
+            # Each hook once, the global one first (translating a hook
+            # function syncs again mid-read: it once ran them twice).
+            assert kiln._C._torch_mirror_hooks(m.blocks[0]) == (1, 1)
+            assert kiln._C._torch_mirror_hooks(m.head) == (0, 2)
+    finally:
+        h1.remove(), h2.remove(), h3.remove()
+    with torch.no_grad():
+        same(m(x), kiln.compile(m)(x))  # the hooks are gone: the result changes back
+    del calls
+
+
+def test_kiln_code_stores_reach_the_torch_module():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls = self.calls + 1
+            self.last = x.sum()
+            return self.fc(x)
+
+    m = Counter()
+    c = kiln.compile(m)
+    with torch.no_grad():
+        c(torch.ones(2))
+        c(torch.ones(2) * 2)
+    assert m.calls == 2 and type(m.last) is torch.Tensor and m.last.item() == 4.0
+
+
+def test_batch_norm_training_updates_torchs_running_stats():
+    seeded()
+    want_m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    got_m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    got_m.load_state_dict(want_m.state_dict())
+    x = torch.randn(5, 3)
+    with torch.no_grad():
+        want = want_m(x)
+        got = kiln.compile(got_m)(x)
+    same(want, got)
+    same(want_m[1].running_mean, got_m[1].running_mean)
+    same(want_m[1].running_var, got_m[1].running_var)
+    assert got_m[1].num_batches_tracked.item() == 1
+
+
+# ------------------------------------------------------- every change recompiles
+
+class Guarded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        if self.training:
+            y = y * 2
+        for name, child in self.named_children():
+            if name == "extra":
+                y = child(y)
+        return y
+
+
+def changes():
+    def replace_param(m):
+        m.fc.weight = nn.Parameter(torch.randn(4, 4))
+
+    def add_submodule(m):
+        m.extra = nn.Linear(4, 4)
+
+    def delete_submodule(m):
+        del m.extra
+
+    def add_hook(m):
+        m.fc.register_forward_hook(lambda mod, a, out: out * 3)
+
+    def train_eval(m):
+        m.eval()
+
+    def dtype(m):
+        m.double()
+        return "double"
+
+    def data_swap(m):
+        m.fc.weight.data = torch.randn(4, 4)
+
+    def buffer_change(m):
+        m.fc.register_buffer("unused", torch.zeros(1))
+
+    return {"parameter replaced": replace_param, "submodule added": add_submodule,
+            "submodule deleted": delete_submodule, "hook added": add_hook, "train/eval flipped": train_eval,
+            "dtype changed": dtype, "parameter data swapped": data_swap, "buffer added": buffer_change}
+
+
+@pytest.mark.parametrize("kind", sorted(changes()))
+def test_every_change_recompiles(kind):
+    seeded()
+    m = Guarded().train()
+    if kind == "submodule deleted":
+        m.extra = nn.Linear(4, 4)
+    x = torch.randn(3, 4)
+    c = kiln.compile(m)
+    with torch.no_grad():
+        same(m(x), c(x))
+        before = entries(c)
+        assert before == 1
+        same(m(x), c(x))
+        assert entries(c) == before  # cached: nothing changed yet
+        versions = (kiln._C._torch_mirror_version(m), kiln._C._torch_mirror_version(m.fc))
+        assert None not in versions
+        if changes()[kind](m) == "double":
+            x = x.double()
+        want = m(x)
+        got = c(x)
+        same(want, got)
+        assert entries(c) == before + 1, kind
+        # The change reached the mirror of the module it happened on: a new
+        # module version there (the root's or fc's).
+        after = (kiln._C._torch_mirror_version(m), kiln._C._torch_mirror_version(m.fc))
+        assert after != versions, kind
+    del got
+
+
+def test_unchanged_tree_recompiles_never():
+    seeded()
+    m = Net(4).eval()
+    c = kiln.compile(m)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        for _ in range(5):
+            same(m(x), c(x))
+    assert entries(c) == 1
+
+
+def test_mirrors_follow_the_torch_module_lifetime():
+    import gc
+
+    with torch.no_grad():
+        m = Net(1)
+        kiln.compile(m)(torch.randn(1, 8))
+        n = kiln._C._torch_mirror_count()
+        assert n > 0
+        del m
+        gc.collect()
+        kiln.reset()
+        kiln._C.sync_python_state()
+    assert kiln._C._torch_mirror_count() < n
+
+
+def test_a_replaced_parameter_is_let_go():
+    import gc
+    import weakref
+
+    m = nn.Linear(2, 2)
+    c = kiln.compile(m)
+    with torch.no_grad():
+        c(torch.ones(2))
+        old = weakref.ref(m.weight)
+        m.weight = nn.Parameter(torch.randn(2, 2))
+        same(m(torch.ones(2)), c(torch.ones(2)))
+    kiln.reset()
+    gc.collect()
+    assert old() is None
+
+
+def test_many_compiled_modules_each_keep_their_own_cache():
+    # kiln.compile(module) ran every module through one KBC function whose
+    # cache is per code: the ninth module hit cache_size_limit and ran on
+    # the VM.
+    ms = [nn.Linear(2, 2) for _ in range(12)]
+    cs = [kiln.compile(m) for m in ms]
+    x = torch.ones(1, 2)
+    with torch.no_grad():
+        for m, c in zip(ms, cs):
+            same(m(x), c(x))
+        for c in cs:
+            assert entries(c) == 1
