@@ -500,7 +500,39 @@ std::optional<SymShape> sym_pad_shape(const Rule& r) {
   return out;
 }
 
-#define sym_index_shape none_shape
+// index(input, indices): aten's advanced indexing with int index tensors
+// (None: the whole dim). The index shapes broadcast together and replace
+// the dims they index: in place when those dims are adjacent, else first.
+std::optional<SymShape> sym_index_shape(const Rule& r) {
+  const SymShape& in = r.shape(0);
+  const SymArg& list = r.p[1];
+  SymShape broadcast;
+  int first = -1, last = -1;
+  bool adjacent = true;
+  for (size_t d = 0; d < list.items.size(); ++d) {
+    const SymArg& idx = list.items[d];
+    if (idx.hint.is_none()) continue;
+    if (!idx.hint.is(Kind::Tensor) || idx.hint.as_tensor().dtype() == runtime::DType::Bool) return std::nullopt;
+    broadcast = r.broadcast(broadcast, idx.shape);
+    if (last >= 0 && int(d) != last + 1) adjacent = false;
+    if (first < 0) first = int(d);
+    last = int(d);
+  }
+  if (first < 0) return in;
+  SymShape out;
+  if (adjacent) {
+    out.assign(in.begin(), in.begin() + first);
+    out.insert(out.end(), broadcast.begin(), broadcast.end());
+    out.insert(out.end(), in.begin() + last + 1, in.end());
+    return out;
+  }
+  out = broadcast;
+  for (size_t d = 0; d < in.size(); ++d) {
+    const bool indexed = d < list.items.size() && !list.items[d].hint.is_none();
+    if (!indexed) out.push_back(in[d]);
+  }
+  return out;
+}
 #define sym_decomposed_shape none_shape
 
 const SymShapeFn* sym_rules() {

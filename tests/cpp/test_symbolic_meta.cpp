@@ -218,6 +218,16 @@ TEST_CASE("symbolic shape rules agree with the concrete rules at every size thei
          return Call{{T({s[0], c(5)}, v), T({s[0]}, v, DType::Int64)}, {{"reduction", K(Value::str("none"))}}};
        }},
       {"cross_entropy", {3}, [](auto& s, auto& v) { return Call{{T({s[0], c(5)}, v), T({s[0]}, v, DType::Int64)}}; }},
+      {"index", {3, 5}, [](auto& s, auto& v) {  // x[:, [-1], :]
+         return Call{{T({s[0], s[1], c(4)}, v), tuple_of({K(Value::none()), T({c(1)}, v, DType::Int64)})}};
+       }},
+      {"index", {3, 5}, [](auto& s, auto& v) {  // x[idx] with idx of shape (s1, 2)
+         return Call{{T({s[0], c(4)}, v), tuple_of({T({s[1], c(2)}, v, DType::Int64)})}};
+       }},
+      {"index", {3, 5}, [](auto& s, auto& v) {  // x[i, :, j]: not adjacent, the index dims go first
+         return Call{{T({c(4), s[0], c(6)}, v),
+                      tuple_of({T({s[1]}, v, DType::Int64), K(Value::none()), T({s[1]}, v, DType::Int64)})}};
+       }},
   };
   for (const Case& k : cases) {
     const int tried = check_call(k.op, k.hints, k.make);
@@ -236,8 +246,8 @@ TEST_CASE("every op row has a symbolic rule, and the rules guard what they rely 
   CHECK((*sym)[0] == a);
   REQUIRE(env.guards().size() == 1);
   CHECK(env.guards()[0].str() == "s0 == s1");
-  // An op whose result size depends on data has no symbolic rule.
+  // An op whose result size depends on data has no symbolic rule: a bool mask.
   ShapeEnv env2;
   SymExpr n = env2.create_symbol(5, "n");
-  CHECK(!output_graph::symbolic_shape(OpId::index, {T({n}, {5}), K(make_tuple({Value::none()}))}, {}, Shape{5}, env2));
+  CHECK(!output_graph::symbolic_shape(OpId::index, {T({n}, {5}), tuple_of({T({n}, {5}, DType::Bool)})}, {}, Shape{3}, env2));
 }

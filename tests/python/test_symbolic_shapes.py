@@ -152,3 +152,17 @@ def test_slices_with_a_symbolic_bound_clamp_as_python_does():
     text = str(kiln.explain(window)(x, y))
     assert "slice(slice, 1, None, s0, 1)" in text and "slice(x, 1, 1, s0, 1)" in text, text
     assert "SHAPE s0 <= 6" in text  # where x[:, :T] clamps
+
+
+def test_a_torch_gpt_compiles_at_most_three_times_for_a_batch_and_length_sweep():
+    torch = pytest.importorskip("torch")
+    from test_torch_models import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig()).eval()
+    f = kiln.compile(model)
+    with torch.no_grad():
+        for B, T in [(2, 10), (2, 11), (3, 12), (2, 5), (4, 16), (5, 7)]:
+            idx = torch.randint(0, 50, (B, T))
+            torch.testing.assert_close(f(idx), model(idx), rtol=1e-5, atol=1e-6)
+    # static; T symbolic; then B and T symbolic (x[:, [-1], :] keeps them symbolic)
+    assert kiln._C.cache_entries(f._kiln_entry) == 3
