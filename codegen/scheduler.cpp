@@ -330,10 +330,11 @@ int Scheduler::take_or_load(const Node* srcn, const Node& consumer, Arena& dst, 
 int Scheduler::emit_kernel(Kernel k) {
   k.name = "kernel_" + std::to_string(prog_.kernels.size());
   simplify(k);
-  for (const Access* a = k.accesses.data(); a != k.accesses.data() + k.accesses.size() + 1; ++a) {
-    const Access& acc = a == k.accesses.data() + k.accesses.size() ? k.store : *a;
+  auto uses = [&](const Access& acc) {
     if (std::find(k.buffers.begin(), k.buffers.end(), acc.buffer) == k.buffers.end()) k.buffers.push_back(acc.buffer);
-  }
+  };
+  for (const Access& acc : k.accesses) uses(acc);  // (the loads may be none: a kernel that only stores)
+  uses(k.store);
   prog_.kernels.push_back(std::move(k));
   prog_.steps.push_back({Step::Kind::Kernel, int(prog_.kernels.size()) - 1});
   return int(prog_.kernels.size()) - 1;
