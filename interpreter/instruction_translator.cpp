@@ -328,6 +328,16 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
     // method (found by tests/fuzz). The break stays here; the residual runs
     // the lookup (convert_frame: LOAD_ATTR and a NULL).
     if (!obj->is_module() && !obj->is(VTKind::Opaque) && !obj->is(VTKind::GetAttr)) throw;
+    // An opaque value of a built-in type whose attributes are its type's (an
+    // iterator that crossed a break, a range, ...): the lookup is decided
+    // now, and one that fails raises here on the VM (found by tests/fuzz).
+    if (obj->is(VTKind::Opaque)) {
+      const Kind k = obj->value.kind();
+      const bool fixed = k == Kind::Iterator || k == Kind::Range || k == Kind::Slice || k == Kind::Code || k == Kind::Cell;
+      if (fixed && get_attr_or_null(ctx_.vm, obj->value, intern(name).get()).is_null())
+        unsupported(BreakReason::attribute_error,
+                    "'" + type_name(obj->value) + "' object has no attribute '" + name + "'");
+    }
     // A module that lacks the name (its dicts, class and __getattr__ say
     // so, under its version guard) raises here too (found by tests/fuzz).
     if (u.reason == BreakReason::attribute_error) throw;
