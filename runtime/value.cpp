@@ -3,6 +3,7 @@
 #include <functional>
 #include <unordered_map>
 
+#include "runtime/budget.h"
 #include "runtime/code.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
@@ -41,7 +42,12 @@ Ref<StrObj> intern(std::string_view s) {
 
 Value intern_value(std::string_view s) { return Value::object(Kind::Str, intern(s)); }
 
-Value Value::str(std::string_view s) { return Value::object(Kind::Str, make_ref<StrObj>(std::string(s))); }
+Value Value::str(std::string_view s) {
+  // A run's memory budget (runtime/budget.h) bounds strings too: repr or
+  // format of a tuple that holds one tuple twice doubles per level.
+  if (s.size() > (size_t(1) << 20)) check_allocation(s.size(), "a str");
+  return Value::object(Kind::Str, make_ref<StrObj>(std::string(s)));
+}
 
 Value Value::tensor(const Tensor& t) {
   if (!t.defined()) throw_error(ErrorKind::RuntimeError, "cannot make a Value of an undefined tensor");

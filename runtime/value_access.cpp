@@ -34,7 +34,7 @@ struct SeqIter final : IteratorObj {
   void clear() override { seq = Value::null(); }
 };
 
-struct VectorIter final : IteratorObj {  // a snapshot (dict keys, module children, str chars)
+struct VectorIter final : IteratorObj {  // a snapshot (dict keys, module children)
   std::vector<Value> items;
   size_t pos = 0;
   bool next(Value& out) override {
@@ -88,19 +88,49 @@ struct TensorIter final : IteratorObj {
   }
 };
 
+// The bytes of the UTF-8 character starting at s[i] (its lead byte says).
+size_t utf8_width(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  const size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  return std::min(n, s.size() - i);
+}
+
 std::vector<Value> utf8_chars(const std::string& s) {
   std::vector<Value> out;
   for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0xF0) n = 4;
-    else if (c >= 0xE0) n = 3;
-    else if (c >= 0xC0) n = 2;
+    const size_t n = utf8_width(s, i);
     out.push_back(Value::str(s.substr(i, n)));
     i += n;
   }
   return out;
 }
+
+size_t utf8_length(const std::string& s) {
+  size_t count = 0;
+  for (size_t i = 0; i < s.size(); i += utf8_width(s, i)) ++count;
+  return count;
+}
+
+// A str's characters one at a time, as CPython's iterator: iterating a
+// long string does not make a str object per character up front.
+struct StrIter final : IteratorObj {
+  Value str;  // null once exhausted
+  size_t pos = 0;
+  bool next(Value& out) override {
+    if (str.is_null()) return false;
+    const std::string& s = str.as_str();
+    if (pos >= s.size()) {
+      str = Value::null();
+      return false;
+    }
+    const size_t n = utf8_width(s, pos);
+    out = Value::str(std::string_view(s).substr(pos, n));
+    pos += n;
+    return true;
+  }
+  void traverse(Visitor& v) const override { visit(v, str); }
+  void clear() override { str = Value::null(); }
+};
 
 template <class It>
 Value wrap_iter(Ref<It> it) {
@@ -126,8 +156,8 @@ Value get_iter(const Value& v) {
       return wrap_iter(it);
     }
     case Kind::Str: {
-      auto it = make_ref<VectorIter>();
-      it->items = utf8_chars(v.as_str());
+      auto it = make_ref<StrIter>();
+      it->str = v;
       return wrap_iter(it);
     }
     case Kind::Dict: {
@@ -231,7 +261,7 @@ Value native_sequences(const Value& v) {
 
 int64_t length(const Value& v) {
   switch (v.kind()) {
-    case Kind::Str: return int64_t(utf8_chars(v.as_str()).size());
+    case Kind::Str: return int64_t(utf8_length(v.as_str()));
     case Kind::List: return int64_t(v.as<ListObj>()->items.size());
     case Kind::Tuple: return int64_t(v.as<TupleObj>()->items.size());
     case Kind::Dict: return int64_t(v.as<DictObj>()->entries.size());

@@ -149,3 +149,27 @@ TEST_CASE("a step budget stops the walk over a tuple that shares its items", "[b
   CHECK_THROWS_AS(value_hash(a), BudgetExceeded);
   CHECK_THROWS_AS(values_equal(a, b), BudgetExceeded);
 }
+
+// Found by fuzz_compile_eager (OOM): formatting a tuple that holds one
+// tuple twice doubles the string per level; a run's byte budget bounds
+// strings as it bounds tensors and repeated sequences.
+TEST_CASE("a str past the memory budget is MemoryError", "[budget]") {
+  ScopedBudget budget(0, size_t(4) << 20);
+  CHECK_NOTHROW(Value::str(std::string(size_t(3) << 20, 'x')));
+  CHECK_THROWS_WITH(Value::str(std::string(size_t(5) << 20, 'x')),
+                    Catch::Contains("a str of 5242880 bytes is over this run's memory budget"));
+}
+
+// Found by fuzz_vm (OOM): iterating a str made every character a str up
+// front (100 bytes each for a 1-byte character); it is one at a time now,
+// as in CPython, and len() counts without making any.
+TEST_CASE("a str iterates its UTF-8 characters one at a time", "[budget]") {
+  Value s = Value::str("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80z");  // a é € 😀 z
+  CHECK(length(s) == 5);
+  Value it = get_iter(s);
+  std::vector<std::string> got;
+  Value c;
+  while (it.as<IteratorObj>()->next(c)) got.push_back(c.as_str());
+  CHECK(got == std::vector<std::string>{"a", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "z"});
+  CHECK(!it.as<IteratorObj>()->next(c));  // exhausted stays exhausted
+}
