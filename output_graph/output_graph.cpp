@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "output_graph/compiler_collective.h"
 #include "output_graph/shared_compile.h"
+#include "runtime/log.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::output_graph {
@@ -214,8 +217,12 @@ std::vector<SymExpr> OutputGraph::symbolic_sizes(runtime::OpId op, const std::ve
   // result's sizes are numbers.
   std::sort(symbols.begin(), symbols.end());
   symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
-  for (int id : symbols)
-    env.specialize(SymExpr::symbol(id), std::string(runtime::op_def(op).name) + "() has no symbolic shape rule");
+  const std::string why = std::string(runtime::op_def(op).name) + "() has no symbolic shape rule";
+  auto* lg = kiln::log::get("recompiles");
+  for (int id : symbols) {
+    const int64_t v = env.specialize(SymExpr::symbol(id), why);
+    if (lg) lg->info("size s{} ({}) specialized to {}: {}", id, env.origin(id), v, why);
+  }
   return {};
 }
 

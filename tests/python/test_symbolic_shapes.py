@@ -166,3 +166,20 @@ def test_a_torch_gpt_compiles_at_most_three_times_for_a_batch_and_length_sweep()
             torch.testing.assert_close(f(idx), model(idx), rtol=1e-5, atol=1e-6)
     # static; T symbolic; then B and T symbolic (x[:, [-1], :] keeps them symbolic)
     assert kiln._C.cache_entries(f._kiln_entry) == 3
+
+
+def pooled(x):
+    return kiln.nn.functional.max_pool2d(x, 2, ceil_mode=True) + 1
+
+
+def test_an_op_without_a_symbolic_rule_specializes_the_sizes_it_reads():
+    kiln.reset()
+    x = kiln.randn(1, 2, 5, 5)
+    kiln.mark_dynamic(x, 2)
+    text = str(kiln.explain(pooled)(x))
+    assert "SHAPE s0 == 5" in text, text  # ceil-mode pooling: the size is a number, guarded
+    kiln.reset()
+    f = kiln.compile(pooled, dynamic=True)
+    for n in [5, 6, 7, 6]:
+        x = kiln.randn(1, 2, n, 4)
+        same(f(x), pooled(x))
