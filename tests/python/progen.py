@@ -1250,17 +1250,27 @@ class Gen:
         name = self.fresh("h")
         x = self.fresh("x")
         self.scopes.append([Var(x, INT, readonly=True)])
+        # What the body grows through the closures it calls, the lambda
+        # grows: a loop over that container must not call it (found by
+        # fuzz_frontend: a lambda calling a def that appends to the list
+        # being enumerated never ended, in CPython too).
+        saved, self.grown = self.grown, set()
         body = self.e_int(1)
+        grown, self.grown = self.grown, saved
+        if saved is not None:
+            saved |= grown
         self.scopes.pop()
         self.emit(f"{name} = lambda {x}: {body}")
-        self.funcs.append((name, 1, set(), len(self.scopes)))
+        self.funcs.append((name, 1, grown, len(self.scopes)))
 
     def call_closure(self, d):
         # never one that grows a container being iterated (it would not end)
         ok = [fn for fn in self.funcs if not (fn[2] & self.frozen)]
         if not ok:
             return self.small_int()
-        name, n, _, _ = self.pick(ok)
+        name, n, grows, _ = self.pick(ok)
+        if self.grown is not None:
+            self.grown |= grows
         # too few arguments only with arity_errors: kiln names a nested
         # function f__g in the TypeError where CPython says f.<locals>.g
         few = self.f["arity_errors"] and self.r.random() < 0.3
