@@ -108,6 +108,9 @@ class Scheduler {
     return v;
   }
   void materialize(Val& v, const std::string& why);
+  // v (rank r) copied into a contiguous buffer of its own: a BLAS operand
+  // whose layout no leading dimension describes.
+  Val contiguous_copy(Val& v, size_t r);
   int emit_kernel(Kernel k);
 
   // -- expressions
@@ -325,6 +328,18 @@ int Scheduler::take_or_load(const Node* srcn, const Node& consumer, Arena& dst, 
   const int e = load_of(src, dst, dim_map, dst_rank, open_out);
   if (pending && nodes_out) nodes_out->insert(nodes_out->end(), src.nodes.begin(), src.nodes.end());
   return e;
+}
+
+Val Scheduler::contiguous_copy(Val& v, size_t r) {
+  Val copy = v;
+  copy.materialized = false;
+  copy.arena = Arena{};
+  std::vector<int> id(r);
+  std::iota(id.begin(), id.end(), 0);
+  copy.root = load_of(v, copy.arena, id, r, nullptr);
+  copy.open = -1;
+  materialize(copy, "matmul operand layout");
+  return copy;
 }
 
 int Scheduler::emit_kernel(Kernel k) {
@@ -725,15 +740,7 @@ void Scheduler::batched_matmul(const Node& n, const Node* an, const Node* bn) {
           return;
         }
       }
-      Val copy = v;
-      copy.materialized = false;
-      copy.arena = Arena{};
-      std::vector<int> id(r);
-      std::iota(id.begin(), id.end(), 0);
-      copy.root = load_of(v, copy.arena, id, r, nullptr);
-      copy.open = -1;
-      materialize(copy, "matmul operand layout");
-      v = copy;
+      v = contiguous_copy(v, r);
     }
     unsupported("internal: a contiguous matmul operand BLAS cannot read");
   };
@@ -820,15 +827,7 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
         return;
       }
       // Neither layout: copy to a contiguous buffer and retry.
-      Val copy = v;
-      copy.materialized = false;
-      copy.arena = Arena{};
-      std::vector<int> id(r);
-      std::iota(id.begin(), id.end(), 0);
-      copy.root = load_of(v, copy.arena, id, r, nullptr);
-      copy.open = -1;
-      materialize(copy, "matmul operand layout");
-      v = copy;
+      v = contiguous_copy(v, r);
     }
   };
   Gemm gm;
@@ -1101,19 +1100,10 @@ void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vect
 
 void Scheduler::call_function(const Node& n) {
   if (n.op_id < 0 || n.op_id >= runtime::kNumOps) unsupported("node '" + n.name + "' has no valid op id");
+  const runtime::OpDef& def = runtime::op_def(OpId(n.op_id));
   // Sizes computed from the graph's symbols at run time (issue 14): not
   // lowered yet, so the graph runs eagerly (the eager backend evaluates them).
-  auto symbolic = [](auto& self, const Arg& a) -> bool {
-    if (a.kind == Arg::Kind::Sym) return true;
-    for (const Arg& x : a.items)
-      if (self(self, x)) return true;
-    return false;
-  };
-  for (const Arg& a : n.args)
-    if (symbolic(symbolic, a)) unsupported(std::string(runtime::op_def(OpId(n.op_id)).name) + " of sizes computed from symbols");
-  for (const auto& kv : n.kwargs)
-    if (symbolic(symbolic, kv.second)) unsupported(std::string(runtime::op_def(OpId(n.op_id)).name) + " of sizes computed from symbols");
-  const runtime::OpDef& def = runtime::op_def(OpId(n.op_id));
+  if (output_graph::takes_symbolic_sizes(n)) unsupported(std::string(def.name) + " of sizes computed from symbols");
   if (!n.meta) return eager(n, "result is not a tensor");
   // Bind the node's arguments like a call would, with meta tensors standing
   // in for node values, so every op parameter is read by name and default.

@@ -487,6 +487,20 @@ std::string Graph::code() const {
   return out;
 }
 
+bool takes_symbolic_sizes(const Node& n) {
+  auto symbolic = [](auto& self, const Arg& a) -> bool {
+    if (a.kind == Arg::Kind::Sym) return true;
+    for (const Arg& x : a.items)
+      if (self(self, x)) return true;
+    return false;
+  };
+  for (const Arg& a : n.args)
+    if (symbolic(symbolic, a)) return true;
+  for (const auto& kv : n.kwargs)
+    if (symbolic(symbolic, kv.second)) return true;
+  return false;
+}
+
 std::vector<int64_t> Graph::symbol_values(const std::vector<Value>& inputs) const {
   std::vector<int64_t> values;
   values.reserve(symbols.size());

@@ -77,6 +77,9 @@ struct Arg {
   }
 };
 
+// Whether a node takes a size computed from symbols (an Arg::Sym, at any depth).
+bool takes_symbolic_sizes(const Node& n);
+
 // A qualified module path as a link to its parent's: the modules of one
 // tree share prefixes, so making the path of a module at depth D is O(1),
 // not O(D) characters (a deep chain would otherwise cost O(D^2) to trace).
