@@ -343,6 +343,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   // argument super() in it reads the same first argument (none for a
   // resume function of a function without one: "super(): no arguments").
   residual->code->first_arg_local = code.first_arg_local;
+  residual->code->continues = code.continues;
   residual->defaults = fn->defaults;
   residual->kwdefaults = fn->kwdefaults;
   residual->closure = fn->closure;

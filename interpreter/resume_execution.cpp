@@ -164,6 +164,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   copy_code(b, orig, labels);
   copy_exception_table(b, orig, labels);
   Ref<Code> rc = b.finish();
+  rc->continues = orig.qualname;
   // Zero-argument super() reads the original's first argument, which
   // crossed as the live parameter of its name (runtime/code.h).
   if (orig.argcount == 0) {

@@ -239,7 +239,10 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
   if (!code->verified)
     throw_error(ErrorKind::VerifyError, "function '" + code->qualname + "' has not been verified");
   kiln::runtime::spend_step();
-  if (depth_ >= options_.recursion_limit || stack_nearly_exhausted()) recursion_error();
+  // A continuation of a counted frame (runtime/code.h) adds no depth; the
+  // C stack it takes is still checked.
+  const int counted = code->continues.empty() ? 1 : 0;
+  if ((counted && depth_ >= options_.recursion_limit) || stack_nearly_exhausted()) recursion_error();
 
   if (fn->closure.size() != code->freevars.size())
     throw_error(ErrorKind::TypeError, code->qualname + "() needs a closure of " +
@@ -254,14 +257,15 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
     Value* slots;
     size_t n;
     Arena::Mark mark;
+    int counted;
     ~Frame() {
       // Restore the arena invariant: unused slots hold None.
       for (size_t i = 0; i < n; ++i) slots[i] = Value();
       vm->arena_->release(mark);
-      --vm->depth_;
+      vm->depth_ -= counted;
     }
-  } frame{this, slots, nlocals + size_t(code->max_stack), mark};
-  ++depth_;
+  } frame{this, slots, nlocals + size_t(code->max_stack), mark, counted};
+  depth_ += counted;
 
   try {
     bind_arguments(fn, args, slots);
@@ -827,8 +831,12 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
   } catch (Error& e) {
     // CPython's PyTraceBack_Here: the frame joins the traceback where the
     // exception passes through it, unless RERAISE put it there already.
-    if (!e.reraised) e.add_frame({code->qualname, code->filename, ip->line});
+    // A residual whose continuation raised: the continuation's entry,
+    // under the user's name, already stands for this frame (runtime/code.h).
+    if (!e.reraised && !e.continued)
+      e.add_frame({code->continues.empty() ? code->qualname : code->continues, code->filename, ip->line});
     e.reraised = false;
+    e.continued = false;
     const size_t pc = size_t(ip - begin);
     if (const ExceptionEntry* h = code->handler_for(pc)) {
       Value exc = caught_exception(e);
@@ -843,10 +851,11 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
       continue;
     }
     handled_ = handled_on_entry;
+    e.continued = !code->continues.empty();
     throw;
   } catch (const std::bad_alloc&) {
     Error e(ErrorKind::RuntimeError, "out of memory");
-    e.add_frame({code->qualname, code->filename, ip->line});
+    e.add_frame({code->continues.empty() ? code->qualname : code->continues, code->filename, ip->line});
     throw e;
   }
   }

@@ -124,6 +124,16 @@ struct Code final : Object {
   static constexpr int32_t kNoFirstArg = -1, kFirstArgGone = -2;
   int32_t first_arg_local = 0;
 
+  // A resume function, or the residual of one, continues a user frame that
+  // the original function's residual already stands for; `continues` is
+  // that frame's qualname (empty for any other code). The VM counts such a
+  // frame neither toward the recursion limit nor as a traceback entry of
+  // its own, so a compiled call recurses exactly as deep as the VM before
+  // RecursionError (found by tests/fuzz), and its traceback names the
+  // user's function, not a resume function. Set by make_resume; a residual
+  // copies it from the code it stands for.
+  std::string continues;
+
   // The VM's inline caches, one per instruction, made on first use. An
   // attribute load on a module remembers which dict slot answered it, keyed
   // by (module, version): versions are globally unique and bumped by every

@@ -137,6 +137,9 @@ class Error : public std::exception {
   // (CPython's RERAISE skips PyTraceBack_Here), so the frame unwinding it
   // must not add another. Cleared once that frame has let it through.
   bool reraised = false;
+  // Set while leaving a frame that continues its caller's user frame (a
+  // resume function, runtime/code.h): the caller, a residual, adds no entry.
+  bool continued = false;
 
  private:
   ErrorKind kind_;

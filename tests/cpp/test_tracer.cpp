@@ -589,3 +589,70 @@ TEST_CASE("a function compiled with two backends keeps an entry for each", "[tra
   fl({ones({2, 3})});
   CHECK(cache_entries(p.global("f")) == 2);  // both hit their own entry
 }
+
+// A fuzz finding (tests/fuzz/README.md, defect 25): outer recurses through a
+// handler that counts and re-raises. The compiled call breaks at the
+// recursive call, so each compiled level is a residual frame and a resume
+// frame; they stand for one user frame, and must count as one toward the
+// recursion limit (the compiled run counted one level fewer) and appear as
+// one traceback entry, under the user's name.
+TEST_CASE("a residual and its resume frame count as one frame toward the recursion limit", "[tracer]") {
+  const char* text = R"(
+.func outer()
+  .except b h h 0
+  .except h end end 1 lasti
+b:
+  .line 4
+    LOAD_GLOBAL outer
+    CALL 0
+    RETURN_VALUE
+h:
+  .line 6
+    PUSH_EXC_INFO
+    LOAD_GLOBAL levels
+    LOAD_CONST 1
+    BINARY_OP +
+    STORE_GLOBAL levels
+    RERAISE 0
+end:
+    COPY 3
+    POP_EXCEPT
+    RERAISE 1
+.end
+)";
+  struct Run {
+    int64_t levels = 0;
+    std::vector<TracebackEntry> traceback;
+  };
+  auto run = [&](const char* backend) {
+    reset();
+    Program p = program(text);
+    p.globals->map.set("levels", Value::integer(0));
+    Run r;
+    try {
+      if (backend) {
+        Options o;
+        o.backend = backend;
+        compile(p.global("outer"), o)({});
+      } else {
+        interpreter::VM vm;
+        vm.call(p.global("outer"), {});
+      }
+      FAIL("no RecursionError");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::RecursionError);
+      r.traceback = e.traceback();
+    }
+    r.levels = p.global("levels").as_int();
+    return r;
+  };
+  Run vm = run(nullptr);
+  CHECK(vm.levels > 100);
+  for (const char* backend : {"eager", "llvm"}) {
+    INFO(backend);
+    Run c = run(backend);
+    CHECK(c.levels == vm.levels);
+    REQUIRE(c.traceback.size() == vm.traceback.size());
+    for (const TracebackEntry& t : c.traceback) CHECK(t.function == "outer");
+  }
+}
