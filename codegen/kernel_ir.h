@@ -41,11 +41,15 @@ using Dims = std::vector<Dim>;
 Dim product(const Dims& ds);
 Dims contiguous(const Dims& sizes);
 
-// Where a dynamic symbol's value comes from at call time.
+// Where a dynamic symbol's value comes from at call time: an input's size,
+// an eager step's result size, or (Expr) a size the graph computes from
+// the others, `expr` over earlier symbols (s1 - 1, (s0 + 1)//2: what a
+// monomial Dim cannot say; codegen/symbolic_dims.h).
 struct SymSource {
-  enum class From : uint8_t { Input, Step } from = From::Input;
+  enum class From : uint8_t { Input, Step, Expr } from = From::Input;
   int index = 0;  // input index, or the eager step whose result it sizes
   int dim = 0;
+  output_graph::SymExpr expr;
 };
 
 struct Buffer {

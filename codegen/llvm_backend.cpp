@@ -59,15 +59,24 @@ class CompiledProgram {
     // Outputs and temporaries sized by an eager step's result (a kernel over
     // cat's output, in a program with dynamic sizes) are allocated once that
     // step has run: before, their symbols are unknown.
+    // A derived symbol (SymSource::From::Expr) is as late as what it reads.
+    std::vector<bool> from_step(p_.syms.size(), false);
+    for (size_t s = 0; s < p_.syms.size(); ++s) {
+      const SymSource& src = p_.syms[s];
+      from_step[s] = src.from == SymSource::From::Step;
+      if (src.from == SymSource::From::Expr)
+        for (int d : src.expr.symbols()) from_step[s] = from_step[s] || from_step[size_t(d)];
+    }
     late_.assign(p_.buffers.size(), false);
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       const Buffer& b = p_.buffers[i];
       if (b.kind != Buffer::Kind::Output && b.kind != Buffer::Kind::Temp) continue;
       for (const Dim& d : b.sizes)
         for (int sym : d.syms)
-          if (p_.syms[size_t(sym)].from == SymSource::From::Step) late_[i] = true;
+          if (from_step[size_t(sym)]) late_[i] = true;
       if (late_[i]) late_buffers_.push_back(i);
     }
+    graph_syms_ = graph_->symbols.size();
   }
 
   std::vector<Value> operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs);
@@ -76,6 +85,9 @@ class CompiledProgram {
   // Evaluates the checks whose symbols are all known and not yet done.
   bool checks_hold(const std::vector<int64_t>& dyn, const std::vector<bool>& known, std::vector<bool>& done,
                    std::string& why) const;
+  // Computes the derived symbols whose operands are known (in order: an
+  // expression reads only earlier symbols).
+  void derive(std::vector<int64_t>& dyn, std::vector<bool>& known) const;
   std::vector<Value> run_eagerly(runtime::CallContext& ctx, const std::vector<Value>& inputs, const std::string& why);
   bool inputs_match(const std::vector<Value>& inputs, const std::vector<int64_t>& dyn, std::string& why) const;
   Value tensor_arg(const Access& a, const Dims& sizes, const std::vector<char*>& bufs, const std::vector<Value>& owners,
@@ -91,6 +103,7 @@ class CompiledProgram {
   CompiledGraph eager_;
   std::mutex arena_mu_;
   runtime::Ref<runtime::Storage> arena_;
+  size_t graph_syms_ = 0;            // program symbols 0..graph_syms_-1 are the graph's
   std::vector<bool> late_;           // per buffer: sized by an eager step's result
   std::vector<size_t> late_buffers_;  // those buffers
 };
@@ -113,6 +126,18 @@ bool CompiledProgram::checks_hold(const std::vector<int64_t>& dyn, const std::ve
     }
   }
   return true;
+}
+
+void CompiledProgram::derive(std::vector<int64_t>& dyn, std::vector<bool>& known) const {
+  for (size_t s = 0; s < p_.syms.size(); ++s) {
+    const SymSource& src = p_.syms[s];
+    if (known[s] || src.from != SymSource::From::Expr) continue;
+    bool ready = true;
+    for (int d : src.expr.symbols()) ready = ready && known[size_t(d)];
+    if (!ready) continue;
+    dyn[s] = src.expr.evaluate(dyn);
+    known[s] = true;
+  }
 }
 
 Value CompiledProgram::tensor_arg(const Access& a, const Dims& sizes, const std::vector<char*>& bufs,
@@ -141,9 +166,14 @@ Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, 
     if (s.tensor_args[i].buffer >= 0) env[n] = tensor_arg(s.tensor_args[i], s.tensor_sizes[i], bufs, owners, dyn);
     else if (s.arg_steps[i] >= 0) env[n] = eager_results[size_t(s.arg_steps[i])];
   }
+  std::vector<int64_t> graph_syms;  // a size computed from the graph's symbols (issue 14)
   std::function<Value(const Arg&)> arg = [&](const Arg& a) -> Value {
     if (a.kind == Arg::Kind::Node) return env[a.node];
     if (a.kind == Arg::Kind::Const) return a.value;
+    if (a.kind == Arg::Kind::Sym) {
+      if (graph_syms.empty()) graph_syms.assign(dyn, dyn + graph_syms_);
+      return Value::integer(a.sym.evaluate(graph_syms));
+    }
     std::vector<Value> items;
     for (const Arg& i : a.items) items.push_back(arg(i));
     return runtime::make_tuple(std::move(items));
@@ -279,6 +309,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
     dyn[s] = inputs[size_t(src.index)].as_tensor().sizes()[size_t(src.dim)];
     known[s] = true;
   }
+  derive(dyn, known);
   std::string why;
   if (!checks_hold(dyn, known, done, why)) return run_eagerly(ctx, inputs, why);
   if (!inputs_match(inputs, dyn, why)) return run_eagerly(ctx, inputs, why);
@@ -369,6 +400,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
               dyn[s2] = t.sizes()[size_t(p_.syms[s2].dim)];
               known[s2] = true;
             }
+          derive(dyn, known);
           // Kernels are pure, so starting over eagerly is safe; an eager
           // step (a module call) runs twice then, which only a module with
           // side effects in a graph with dynamic sizes could notice.

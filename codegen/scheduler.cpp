@@ -30,6 +30,7 @@
 #include <unordered_map>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/symbolic_dims.h"
 #include "runtime/error.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/tensor.h"
@@ -40,6 +41,7 @@ using output_graph::Arg;
 using output_graph::Graph;
 using output_graph::Node;
 using output_graph::NodeOp;
+using output_graph::SymExpr;
 using runtime::OpId;
 using runtime::OpKind;
 using runtime::Tensor;
@@ -94,6 +96,11 @@ class Scheduler {
   // -- values
   Val& val(const Node* n) { return vals_[size_t(n->index)]; }
   Dims dims_of(const output_graph::TensorMeta& m, int input_index);
+  // A node's sizes: its symbolic sizes where the graph has them (issue 14).
+  Dims sizes_of(const Node& n) {
+    if (n.meta->sym.empty()) return dims_of(*n.meta, -1);
+    return sym_.of(n.meta->sym);
+  }
   int add_buffer(Buffer b) {
     prog_.buffers.push_back(std::move(b));
     return int(prog_.buffers.size()) - 1;
@@ -141,12 +148,14 @@ class Scheduler {
   void batched_matmul(const Node& n, const Node* an, const Node* bn);
   void view(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode);
   bool fold_view(const Node& n, const runtime::OpArgs& args, const Node* src);
+  bool symbolic_view(const Node& n, const runtime::OpArgs& args, const Node* src);
   void eager(const Node& n, const std::string& why);
   void before_mutation(const Node& n, const EagerStep& s);
   void output(const Node& n);
 
   const Graph& g_;
   Program prog_;
+  SymDims sym_{prog_};
   std::vector<Val> vals_;
   std::vector<OpenReduction> open_;
   std::vector<int> distinct_users_;
@@ -416,7 +425,7 @@ void Scheduler::placeholder(const Node& n) {
   b.kind = Buffer::Kind::Input;
   b.index = input;
   b.dtype = n.meta->dtype;
-  b.sizes = dims_of(*n.meta, input);
+  b.sizes = n.meta->sym.empty() ? dims_of(*n.meta, input) : sym_.of(n.meta->sym);
   // A dynamic contiguous input stays contiguous (the guard checks the
   // layout class), so its strides are products of its sizes.
   const bool contig = n.meta->strides == runtime::contiguous_strides(n.meta->sizes);
@@ -641,11 +650,13 @@ void Scheduler::eager(const Node& n, const std::string& why) {
     b.kind = Buffer::Kind::Eager;
     b.index = step;
     b.dtype = n.meta->dtype;
-    // In a program with dynamic sizes, an eager result's sizes may follow
-    // them (cat of a dynamic input): every dim is read from the result at
-    // call time. Node metas do not say which dims are dynamic.
-    const bool dynamic_program = !prog_.syms.empty();
-    for (size_t d = 0; d < n.meta->sizes.size(); ++d) {
+    // A graph with symbols says what every size is (TensorMeta::sym). In
+    // another program with dynamic sizes, an eager result's sizes may
+    // follow them (cat of a dynamic input): every dim is read from the
+    // result at call time.
+    const bool dynamic_program = !prog_.syms.empty() && g_.symbols.empty();
+    if (!g_.symbols.empty()) b.sizes = sizes_of(n);
+    else for (size_t d = 0; d < n.meta->sizes.size(); ++d) {
       const bool dyn = dynamic_program || (d < n.meta->dynamic.size() && n.meta->dynamic[d]);
       if (dyn) {
         b.sizes.push_back(Dim::sym(int(prog_.syms.size())));
@@ -698,18 +709,21 @@ void Scheduler::before_mutation(const Node& n, const EagerStep& s) {
   }
 }
 
+// b == a * q for a monomial q with a positive coefficient: b >= a for
+// every value of the symbols (all >= 2), and b is a multiple of a.
+static bool multiple_of(const Dim& b, const Dim& a) {
+  if (a.coef <= 0 || b.coef % a.coef != 0 || b.coef / a.coef < 1) return false;
+  return std::includes(b.syms.begin(), b.syms.end(), a.syms.begin(), a.syms.end());
+}
+
 // a [..., M, K] @ b [..., K, N] with b at least 3-d (a 2-d b takes the
 // plain path, A's leading dims as rows): one BLAS call per matrix of the
 // broadcast batch, each operand read in place (row-major or transposed; a
 // layout BLAS cannot read is copied contiguous first), the result one
 // contiguous [batch..., M, N] buffer in the arena that consumers (scale,
-// mask, softmax) fuse their loads from. Static sizes only (dynamic ones run
-// the eager kernel, which loops the same way).
+// mask, softmax) fuse their loads from.
 void Scheduler::batched_matmul(const Node& n, const Node* an, const Node* bn) {
   const DType dt = n.meta->dtype;
-  for (const Node* o : {an, bn})
-    for (const Dim& d : val(o).sizes)
-      if (!d.is_static()) return eager(n, "batched matmul with dynamic sizes");
   Val& a = val(an);
   Val& b = val(bn);
   materialize(a, "matmul operand");
@@ -721,7 +735,25 @@ void Scheduler::batched_matmul(const Node& n, const Node* an, const Node* bn) {
       const size_t r = v.sizes.size();
       bool ok = v.view.offset.is_static();
       for (const Dim& st : v.view.strides) ok = ok && st.is_static();
-      if (ok) {
+      for (const Dim& sz : v.sizes) ok = ok && sz.is_static();
+      if (!ok) {
+        // Symbolic sizes (every symbol >= 2): a layout BLAS reads for every
+        // size the guards admit, decided on the Dims themselves: unit
+        // stride along one dim, and the other stride a multiple of the
+        // unit dim's size (so it is a valid leading dimension).
+        const Dim &rows = v.sizes[r - 2], &cols = v.sizes[r - 1];
+        const Dim &rs = v.view.strides[r - 2], &cs = v.view.strides[r - 1];
+        if ((cols.is(1) || cs.is(1)) && (rows.is(1) || multiple_of(rs, cols))) {
+          trans = false;
+          ld = rows.is(1) ? cols : rs;
+          return;
+        }
+        if ((rows.is(1) || rs.is(1)) && (cols.is(1) || multiple_of(cs, rows))) {
+          trans = true;
+          ld = cols.is(1) ? rows : cs;
+          return;
+        }
+      } else {
         const int64_t rows = v.sizes[r - 2].coef, cols = v.sizes[r - 1].coef;
         const int64_t rs = v.view.strides[r - 2].coef, cs = v.view.strides[r - 1].coef;
         if (rows == 0 || cols == 0) {  // nothing is read (k == 0: zeros; m or n == 0: nothing written)
@@ -1093,18 +1125,155 @@ void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vect
     sizes.insert(sizes.begin() + d, Dim::c(1));
     strides.insert(strides.begin() + d, st);
   } else {
-    unsupported(std::string(args.op->name) + " of a tensor with dynamic dims");
+    if (symbolic_view(n, args, pnode[0])) return;
+    return eager(n, std::string(args.op->name) + " of a tensor with dynamic dims");
   }
   val(&n) = materialized(x.view.buffer, sizes, strides, x.view.offset, x.dtype);
+}
+
+// The argument of parameter `i` (named `name`) as the node gives it, or null.
+static const Arg* param_arg(const Node& n, size_t i, const char* name) {
+  if (i < n.args.size()) return &n.args[i];
+  for (const auto& kv : n.kwargs)
+    if (kv.first == name) return &kv.second;
+  return nullptr;
+}
+
+// An int argument as an expression of the graph's symbols, with its value
+// at the traced example.
+static std::optional<std::pair<output_graph::SymExpr, int64_t>> int_arg(const Arg* a) {
+  if (!a) return std::nullopt;
+  if (a->kind == Arg::Kind::Sym) return std::make_pair(a->sym, a->value.as_int());
+  if (a->kind == Arg::Kind::Const && a->value.is(runtime::Kind::Int))
+    return std::make_pair(output_graph::SymExpr::constant(a->value.as_int()), a->value.as_int());
+  return std::nullopt;
+}
+
+// A view of a materialized tensor whose layout has symbols: the result's
+// sizes are the node's symbolic sizes; strides and offset follow from the
+// source's as the op's eager kernel computes them. The decisions Python's
+// index clamping takes are taken for the traced example, as the trace took
+// them (its guards hold them). False: not expressible here.
+bool Scheduler::symbolic_view(const Node& n, const runtime::OpArgs& args, const Node* srcn) {
+  Val& x = val(srcn);
+  if (!x.materialized || n.meta->sym.empty() || !srcn->meta) return false;
+  const OpId id = OpId(n.op_id);
+  const Dims out = sizes_of(n);
+  const size_t r = x.sizes.size();
+  Dims strides;
+  Dim offset = x.view.offset;
+  auto dim_arg = [&](size_t i, const char* name, size_t rank) -> std::optional<size_t> {
+    auto v = int_arg(param_arg(n, i, name));
+    if (!v || v->first.has_symbols()) return std::nullopt;
+    const int64_t d = v->second < 0 ? v->second + int64_t(rank) : v->second;
+    if (d < 0 || d >= int64_t(rank)) return std::nullopt;
+    return size_t(d);
+  };
+  switch (id) {
+    case OpId::view:
+    case OpId::reshape:
+    case OpId::flatten: {
+      if (auto st = view_strides(x.sizes, x.view.strides, out)) {
+        strides = std::move(*st);
+        break;
+      }
+      // Not a view of this layout: a contiguous copy, then its view.
+      Val copy;
+      copy.tensor = true;
+      copy.dtype = x.dtype;
+      copy.sizes = x.sizes;
+      std::vector<int> idm(r);
+      std::iota(idm.begin(), idm.end(), 0);
+      copy.root = load_of(x, copy.arena, idm, r, nullptr);
+      materialize(copy, "reshape of a non-viewable layout");
+      val(&n) = materialized(copy.view.buffer, out, contiguous(out), Dim::c(0), x.dtype);
+      return true;
+    }
+    case OpId::expand: {
+      if (out.size() < r) return false;
+      const size_t lead = out.size() - r;
+      strides.assign(out.size(), Dim::c(0));
+      for (size_t i = 0; i < r; ++i)
+        strides[lead + i] = x.sizes[i].is(1) && !out[lead + i].is(1) ? Dim::c(0) : x.view.strides[i];
+      break;
+    }
+    case OpId::squeeze: {
+      strides.clear();
+      Dims kept;
+      std::optional<size_t> only;
+      const Arg* a = param_arg(n, 1, "dim");
+      if (a && !(a->kind == Arg::Kind::Const && a->value.is_none())) {
+        only = dim_arg(1, "dim", r);
+        if (!only) return false;
+      }
+      for (size_t i = 0; i < r; ++i) {
+        if (x.sizes[i].is(1) && (!only || *only == i)) continue;
+        kept.push_back(x.sizes[i]);
+        strides.push_back(x.view.strides[i]);
+      }
+      if (kept.size() != out.size()) return false;
+      break;
+    }
+    case OpId::select:
+    case OpId::slice: {
+      const auto d = dim_arg(1, "dim", r);
+      if (!d) return false;
+      const SymExpr size = sym_.expr(x.sizes[*d]);
+      const int64_t size_hint = srcn->meta->sizes[*d];
+      SymExpr start = SymExpr::constant(0);
+      const Arg* sa = param_arg(n, 2, id == OpId::select ? "index" : "start");
+      if (sa && !(sa->kind == Arg::Kind::Const && sa->value.is_none())) {
+        auto v = int_arg(sa);
+        if (!v) return false;
+        // Python's clamping (select's index is in range: the trace checked).
+        start = v->first;
+        int64_t hint = v->second;
+        if (hint < 0) {
+          start = start + size;
+          hint += size_hint;
+          if (hint < 0) start = SymExpr::constant(0);
+        } else if (id == OpId::slice && hint > size_hint) {
+          start = size;
+        }
+      }
+      int64_t step = 1;
+      if (id == OpId::slice) {
+        const Arg* st = param_arg(n, 4, "step");
+        if (st) {
+          auto v = int_arg(st);
+          if (!v || v->first.has_symbols() || v->second <= 0) return false;
+          step = v->second;
+        }
+      }
+      offset = sym_.add(offset, sym_.of(start) * x.view.strides[*d]);
+      strides = x.view.strides;
+      if (id == OpId::select) strides.erase(strides.begin() + ptrdiff_t(*d));
+      else strides[*d] = strides[*d] * Dim::c(step);
+      break;
+    }
+    default: return false;
+  }
+  (void)args;
+  if (strides.size() != out.size()) return false;
+  val(&n) = materialized(x.view.buffer, out, strides, offset, x.dtype);
+  return true;
 }
 
 void Scheduler::call_function(const Node& n) {
   if (n.op_id < 0 || n.op_id >= runtime::kNumOps) unsupported("node '" + n.name + "' has no valid op id");
   const runtime::OpDef& def = runtime::op_def(OpId(n.op_id));
-  // Sizes computed from the graph's symbols at run time (issue 14): not
-  // lowered yet, so the graph runs eagerly (the eager backend evaluates them).
-  if (output_graph::takes_symbolic_sizes(n)) unsupported(std::string(def.name) + " of sizes computed from symbols");
   if (!n.meta) return eager(n, "result is not a tensor");
+  // Sizes computed from the graph's symbols at call time (issue 14): a view
+  // takes its sizes from the node's symbolic meta; any other op runs its
+  // eager kernel, which the runner gives the sizes' values.
+  if (output_graph::takes_symbolic_sizes(n)) {
+    const Node* src = !n.args.empty() && n.args[0].kind == Arg::Kind::Node ? n.args[0].node : nullptr;
+    if (def.kind == OpKind::View && src && val(src).tensor) {
+      materialize(val(src), "viewed by " + n.name);
+      if (symbolic_view(n, runtime::OpArgs{}, src)) return;
+    }
+    return eager(n, std::string(def.name) + " of sizes computed from symbols");
+  }
   // Bind the node's arguments like a call would, with meta tensors standing
   // in for node values, so every op parameter is read by name and default.
   std::unordered_map<const runtime::TensorImpl*, const Node*> node_of;
@@ -1208,6 +1377,12 @@ void Scheduler::output(const Node& n) {
 Program Scheduler::run() {
   const auto& nodes = g_.nodes();
   vals_.resize(nodes.size());
+  // The graph's symbols are program symbols 0..G-1 (codegen/symbolic_dims.h).
+  for (const Graph::Symbol& gs : g_.symbols) {
+    const int s = int(prog_.syms.size());
+    prog_.syms.push_back({SymSource::From::Input, gs.placeholder->index, gs.dim, {}});
+    prog_.checks.push_back({Dim::sym(s), Dim::c(0), true, "dynamic dim s" + std::to_string(s) + " >= 2"});
+  }
   for (const auto& np : nodes) {
     const Node& n = *np;
     switch (n.op) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 
 #include "runtime/error.h"
 
@@ -241,6 +242,44 @@ std::optional<SymExpr> SymExpr::divide_exactly(const SymExpr& d) const {
     for (const auto& atom : q.atoms) q.key += (q.key.empty() ? "" : "*") + atom->key;
     r.add_term(std::move(q));
   }
+  return r;
+}
+
+std::optional<SymExpr::Monomial> SymExpr::as_monomial() const {
+  if (terms_.empty()) return Monomial{0, {}};
+  if (terms_.size() != 1) return std::nullopt;
+  Monomial m{terms_[0].coef, {}};
+  for (const auto& atom : terms_[0].atoms) {
+    if (atom->kind != SymAtom::Kind::Symbol) return std::nullopt;
+    m.syms.push_back(atom->id);
+  }
+  std::sort(m.syms.begin(), m.syms.end());
+  return m;
+}
+
+SymExpr SymExpr::content() const {
+  if (terms_.empty()) return constant(1);
+  int64_t g = 0;
+  for (const auto& t : terms_) g = std::gcd(g, t.coef < 0 ? -t.coef : t.coef);
+  // The symbol atoms of the first term that every other term holds too
+  // (as multisets: s0*s0 divides s0*s0*s1, not s0*s1).
+  std::vector<SymAtomRef> common;
+  for (const auto& atom : terms_[0].atoms)
+    if (atom->kind == SymAtom::Kind::Symbol) common.push_back(atom);
+  for (size_t k = 1; k < terms_.size() && !common.empty(); ++k) {
+    std::vector<SymAtomRef> kept;
+    std::vector<bool> used(terms_[k].atoms.size(), false);
+    for (const auto& c : common)
+      for (size_t j = 0; j < terms_[k].atoms.size(); ++j)
+        if (!used[j] && terms_[k].atoms[j]->key == c->key) {
+          used[j] = true;
+          kept.push_back(c);
+          break;
+        }
+    common = std::move(kept);
+  }
+  SymExpr r = constant(g);
+  for (const auto& atom : common) r = r * of_atom(atom);
   return r;
 }
 

@@ -63,6 +63,17 @@ class SymExpr {
   std::optional<SymExpr> divide_exactly(const SymExpr& d) const;
   // Every symbol id the expression reads, ascending.
   std::vector<int> symbols() const;
+  // coef * s_i * s_j * ... (ids ascending, repeated for a power) when the
+  // expression is a constant or one term of plain symbols; None otherwise.
+  struct Monomial {
+    int64_t coef = 0;
+    std::vector<int> syms;
+  };
+  std::optional<Monomial> as_monomial() const;
+  // The largest monomial dividing every term: the gcd of the coefficients
+  // (positive) times the plain symbols every term holds; 1 for 0. So
+  // s0*s1 - s0 == s0 * (s1 - 1) splits into a monomial and a rest.
+  SymExpr content() const;
   // Lower and upper bounds over every symbol >= 2, when the terms let them
   // be read off (all non-constant coefficients of one sign, no opaque term).
   std::optional<int64_t> lower_bound() const;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "codegen/llvm_backend.h"
 #include "interpreter/assembler.h"
 #include "interpreter/kiln_api.h"
 #include "output_graph/backend.h"
@@ -446,6 +447,21 @@ void bind_functions(py::module_& m) {
   }, "Joins the MPI world (or stays a single rank without mpirun): (rank, size, name).");
   m.def("mark_dynamic", [](py::handle t, int64_t dim) { guarded([&] { kiln::mark_dynamic(to_value(t), dim); }); });
   m.def("cache_entries", [](const Value& fn) { return kiln::cache_entries(fn); });
+  // What the llvm backend made of the last graph it compiled in this thread
+  // (tests and benchmarks: whether it fell back, its kernels and eager steps).
+  m.def("llvm_report", [] {
+    const codegen::BackendReport& r = codegen::last_report();
+    py::dict d;
+    d["fell_back"] = r.fell_back;
+    d["reason"] = r.reason;
+    d["kernels"] = r.kernels;
+    d["gemms"] = r.gemms;
+    d["eager_steps"] = r.eager_steps;
+    d["summary"] = r.summary;
+    d["cache"] = r.cache;
+    d["compile_ms"] = r.compile_ms;
+    return d;
+  });
   m.def("_set_function_converter", [](py::object f) { set_function_converter(std::move(f)); });
 }
 
