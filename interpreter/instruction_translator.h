@@ -68,6 +68,9 @@ struct BuiltinCall {
 // State shared by the root translator and every inlined one.
 struct TraceContext {
   explicit TraceContext(runtime::CallContext& vm) : vm(vm), builder(out) {}
+  // First, so destroyed last: once everything below has let go of its
+  // trackers, it frees the cycles among those left (variable_tracker.h).
+  variables::TraceArena arena;
   runtime::CallContext& vm;  // for folding calls on real values
   output_graph::OutputGraph out;
   variables::VariableBuilder builder;

@@ -165,6 +165,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   copy_exception_table(b, orig, labels);
   Ref<Code> rc = b.finish();
   rc->continues = orig.qualname;
+  rc->prologue = int32_t(offset);
   // Zero-argument super() reads the original's first argument, which
   // crossed as the live parameter of its name (runtime/code.h).
   if (orig.argcount == 0) {

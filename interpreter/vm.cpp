@@ -844,7 +844,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
       if (sp < base)  // the verifier rules this out for the VM's own instructions
         throw_error(ErrorKind::SystemError, code->qualname + ": stack below the exception handler's depth");
       while (sp > base) *--sp = Value();
-      if (h->lasti) *sp++ = Value::integer(int64_t(pc));
+      if (h->lasti) *sp++ = Value::integer(int64_t(pc) - code->prologue);
       *sp++ = std::move(exc);
       ip = begin + h->target;
       kiln::runtime::spend_step();  // a handler may loop back without a jump

@@ -133,6 +133,11 @@ struct Code final : Object {
   // user's function, not a resume function. Set by make_resume; a residual
   // copies it from the code it stands for.
   std::string continues;
+  // Instructions a resume function runs before its copy of the user's code
+  // (its prologue): a handler's lasti counts from the user's first
+  // instruction, so a program sees the numbers of the function it wrote
+  // (a fuzz finding, tests/fuzz/README.md defect 26).
+  int32_t prologue = 0;
 
   // The VM's inline caches, one per instruction, made on first use. An
   // attribute load on a module remembers which dict slot answered it, keyed

@@ -33,13 +33,33 @@ std::string VariableTracker::str() const {
 }
 
 namespace {
+thread_local TraceArena* current_arena = nullptr;
+
 VT make(VTKind k, SourceRef source) {
   auto v = std::make_shared<VariableTracker>();
   v->kind = k;
   v->source = std::move(source);
+  if (current_arena) current_arena->add(v);
   return v;
 }
 }  // namespace
+
+TraceArena::TraceArena() : outer_(current_arena) { current_arena = this; }
+
+TraceArena* TraceArena::current() { return current_arena; }
+
+TraceArena::~TraceArena() {
+  current_arena = outer_;
+  // Every link a tracker holds to another: with them gone no cycle is left.
+  for (const auto& w : made_)
+    if (VT v = w.lock()) {
+      v->items.clear();
+      v->iterated.reset();
+      v->self.reset();
+      v->path_parent.reset();
+      v->realized.reset();
+    }
+}
 
 VT make_constant(Value v, SourceRef source) {
   VT t = make(VTKind::Constant, std::move(source));

@@ -126,6 +126,28 @@ struct VariableTracker {
   std::string str() const;  // for messages: "TensorVariable(f32[2, 3])", "ConstantVariable(3)"
 };
 
+// Breaks the reference cycles one trace's trackers can form: a closure
+// whose cell holds the closure, a list appended to itself. shared_ptr never
+// frees a cycle, and one that holds a Value (a function's Code) keeps that
+// object alive for good (a fuzz finding, tests/fuzz/README.md defect 27).
+// While a TraceArena lives, every tracker made on its thread registers with
+// it; when it ends the trace is over (nothing reads its trackers again), so
+// it clears the links of those still alive, which frees the cycles. Arenas
+// nest (a trace that calls code that compiles another function).
+class TraceArena {
+ public:
+  TraceArena();
+  ~TraceArena();
+  TraceArena(const TraceArena&) = delete;
+  TraceArena& operator=(const TraceArena&) = delete;
+  void add(const VT& v) { made_.push_back(v); }
+  static TraceArena* current();
+
+ private:
+  std::vector<std::weak_ptr<VariableTracker>> made_;
+  TraceArena* outer_;
+};
+
 VT make_constant(Value v, SourceRef source = nullptr);
 // An int standing for `e` (hint: its value for the traced example); a
 // constant when `e` has no symbols.

@@ -656,3 +656,27 @@ end:
     for (const TracebackEntry& t : c.traceback) CHECK(t.function == "outer");
   }
 }
+
+// A fuzz finding (tests/fuzz/README.md, defect 26): a handler that returns
+// the lasti its exception-table row pushed. After a break inside the try
+// block, the handler runs in a resume function, whose prologue shifts every
+// instruction: the lasti must still be the index in the user's function.
+TEST_CASE("a handler's lasti in a resume function is the index in the user's code", "[tracer]") {
+  Program p = assemble(read_text(KILN_SOURCE_DIR "/tests/corpus/fuzz/lasti_in_resume_function.kbc"), "lasti.kbc");
+  interpreter::VMOptions quiet;
+  quiet.stdout_sink = [](std::string_view) {};
+  interpreter::VM vm(quiet);
+  const std::string want = repr(vm.call(p.global("main"), {}));
+  CHECK(want == "9");
+  for (const char* backend : {"eager", "llvm"}) {
+    INFO(backend);
+    reset();
+    Program q = assemble(read_text(KILN_SOURCE_DIR "/tests/corpus/fuzz/lasti_in_resume_function.kbc"), "lasti.kbc");
+    Options o;
+    o.backend = backend;
+    o.stdout_sink = [](std::string_view) {};
+    CompiledFunction f = compile(q.global("main"), o);
+    CHECK(repr(f({})) == want);  // traced
+    CHECK(repr(f({})) == want);  // cached
+  }
+}
