@@ -439,6 +439,10 @@ void InstructionTranslator::op_BINARY_OP(const Instr& i) {
   VT b = realize_sym(pop());
   VT a = realize_sym(pop());
   if (VT r = symbolic_binary(BinOp(i.a), a, b)) return push(r);
+  // A tensor with a size (x * T): the node takes the size as it is, so a
+  // new T reuses the graph instead of specializing it.
+  if ((a->is(VTKind::Tensor) && b->is(VTKind::SymInt)) || (a->is(VTKind::SymInt) && b->is(VTKind::Tensor)))
+    return push(binary(BinOp(i.a), a, b, i.b != 0));
   push(binary(BinOp(i.a), realize(a), realize(b), i.b != 0));
 }
 

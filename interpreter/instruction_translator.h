@@ -176,6 +176,8 @@ class InstructionTranslator {
   VT symbolic_binary(runtime::BinOp op, const VT& a, const VT& b);
   VT symbolic_compare(runtime::CmpOp op, const VT& a, const VT& b);
   VT symbolic_unary(runtime::UnOp op, const VT& a);
+  // max(a, b, ...) / min(...) of ints, at least one a SymInt: a SymInt (null: not such a call).
+  VT symbolic_min_max(bool is_max, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});

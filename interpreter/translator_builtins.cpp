@@ -45,6 +45,8 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   // dynamic input stays symbolic); every other builtin reads numbers.
   for (VT& a : args) a = realize_sym(a);
   if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
+  if (b->row == int(BuiltinId::b_max) || b->row == int(BuiltinId::b_min))
+    if (VT r = symbolic_min_max(b->row == int(BuiltinId::b_max), args, kwnames)) return r;
   for (VT& a : args) a = realize(a);
   BuiltinCall call{builtin, *b, args, kwnames ? kwnames->items.size() : 0, kwnames};
   switch (b->how) {

@@ -86,6 +86,24 @@ VT InstructionTranslator::symbolic_compare(CmpOp op, const VT& a, const VT& b) {
   return vars::make_constant(runtime::Value::boolean(ctx_.out.guards().shapes().evaluate_relation(*x, rel, *y)));
 }
 
+// Python's max/min over int arguments compare and return one of them; over
+// sizes that is an opaque max/min term (symbolic_shapes.h), which the
+// relations it later meets are guarded on. Bools are left to the fold:
+// min(True, T) is True, a bool, which no SymInt stands for.
+VT InstructionTranslator::symbolic_min_max(bool is_max, const std::vector<VT>& args,
+                                           const runtime::TupleObj* kwnames) {
+  if (kwnames || args.size() < 2) return nullptr;
+  bool symbolic = false;
+  for (const VT& a : args) {
+    if (a->is(VTKind::SymInt)) symbolic = true;
+    else if (!(a->is(VTKind::Constant) && a->value.is(runtime::Kind::Int))) return nullptr;
+  }
+  if (!symbolic) return nullptr;
+  SymExpr r = *as_sym(args[0]);
+  for (size_t i = 1; i < args.size(); ++i) r = is_max ? SymExpr::max(r, *as_sym(args[i])) : SymExpr::min(r, *as_sym(args[i]));
+  return vars::make_symint(r, ctx_.out.guards().shapes().hint(r));
+}
+
 VT InstructionTranslator::symbolic_unary(UnOp op, const VT& a) {
   if (!a->is(VTKind::SymInt)) return nullptr;
   auto& env = ctx_.out.guards().shapes();

@@ -231,3 +231,26 @@ def test_an_op_without_a_symbolic_lowering_runs_eagerly_alone():
     assert not report["fell_back"], report["reason"]
     assert report["eager_steps"] == 1 and "eager arange" in report["summary"], report["summary"]
     assert report["kernels"] >= 1
+
+
+def clamped_window(x):
+    T = x.size(1)
+    return x[:, : min(T, 6)] * max(T, 4) + T
+
+
+def test_max_min_and_tensor_arithmetic_keep_sizes_symbolic():
+    """max()/min() of sizes are symbolic terms (max(4, s0)), and a tensor
+    times a size takes the size as it is: one entry serves every T."""
+    kiln.reset()
+    x = kiln.randn(2, 5)
+    kiln.mark_dynamic(x, 1)
+    text = str(kiln.explain(clamped_window)(x))
+    assert "max(4, s0)" in text and "min(6, s0)" in text, text
+    assert "SHAPE s0 ==" not in text and "== 5" not in text, text  # nothing specialized
+    kiln.reset()
+    f = kiln.compile(clamped_window, dynamic=True)
+    for T in [5, 3, 8, 4, 9, 2, 7]:
+        x = kiln.randn(2, T)
+        same(f(x), clamped_window(x))
+    # min(6, s0) clamps the slice for every T: its relations hold for all.
+    assert entries(clamped_window) == 1
