@@ -94,7 +94,7 @@ class CompiledProgram {
                    const int64_t* dyn) const;
   Value run_eager(runtime::CallContext& ctx, const EagerStep& s, const std::vector<char*>& bufs,
                   const std::vector<Value>& owners, const std::vector<Value>& eager_results, const int64_t* dyn,
-                  const char* arena_lo, const char* arena_hi) const;
+                  const std::vector<std::pair<const char*, const char*>>& temps) const;
   void run_gemm(const Gemm& g, const std::vector<char*>& bufs, const int64_t* dyn) const;
 
   std::shared_ptr<const Graph> graph_;
@@ -103,6 +103,7 @@ class CompiledProgram {
   CompiledGraph eager_;
   std::mutex arena_mu_;
   runtime::Ref<runtime::Storage> arena_;
+  std::vector<runtime::Ref<runtime::Storage>> dyn_pool_;  // per buffer: a dynamic program's temporary (under arena_mu_)
   size_t graph_syms_ = 0;            // program symbols 0..graph_syms_-1 are the graph's
   std::vector<bool> late_;           // per buffer: sized by an eager step's result
   std::vector<size_t> late_buffers_;  // those buffers
@@ -159,7 +160,8 @@ Value CompiledProgram::tensor_arg(const Access& a, const Dims& sizes, const std:
 
 Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, const std::vector<char*>& bufs,
                                  const std::vector<Value>& owners, const std::vector<Value>& eager_results,
-                                 const int64_t* dyn, const char* arena_lo, const char* arena_hi) const {
+                                 const int64_t* dyn,
+                                 const std::vector<std::pair<const char*, const char*>>& temps) const {
   std::unordered_map<const Node*, Value> env;
   for (size_t i = 0; i < s.arg_nodes.size(); ++i) {
     const Node* n = s.arg_nodes[i];
@@ -211,7 +213,9 @@ Value CompiledProgram::run_eager(runtime::CallContext& ctx, const EagerStep& s, 
     const char* d = t.numel() ? static_cast<const char*>(t.raw_data()) : nullptr;
     // Later kernels read it as contiguous, and it must not point into the
     // arena (an identity module returns its argument).
-    if (!t.is_contiguous() || (d && d >= arena_lo && d < arena_hi)) r = Value::tensor(t.clone());
+    bool in_temp = false;
+    for (const auto& [lo, hi] : temps) in_temp = in_temp || (d && d >= lo && d < hi);
+    if (!t.is_contiguous() || in_temp) r = Value::tensor(t.clone());
   }
   return r;
 }
@@ -327,9 +331,16 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
       arena = runtime::Storage::allocate(size_t(p_.arena_bytes), false);
     }
   }
-  std::vector<runtime::Ref<runtime::Storage>> dyn_temps;
-  const char* arena_lo = arena ? static_cast<const char*>(arena->data) : nullptr;
-  const char* arena_hi = arena ? arena_lo + p_.arena_bytes : nullptr;
+  // Memory an eager step's result must not point into (it is reused):
+  // the arena, or each temporary of a dynamic program.
+  std::vector<std::pair<const char*, const char*>> temps;
+  if (arena) temps.emplace_back(static_cast<const char*>(arena->data), static_cast<const char*>(arena->data) + p_.arena_bytes);
+  // A dynamic program's temporaries: the program's own when free, kept from
+  // call to call and grown when a call needs more (fresh memory each call
+  // costs its page faults: a GPT forward at T=135 took 1.7x its static
+  // twin), else (a concurrent call) fresh ones.
+  std::vector<runtime::Ref<runtime::Storage>> fresh_temps;
+  if (p_.dynamic() && arena_lock.owns_lock()) dyn_pool_.resize(p_.buffers.size());
   auto bind = [&](size_t i) {
     const Buffer& b = p_.buffers[i];
     switch (b.kind) {
@@ -344,8 +355,16 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
         } else {
           const int64_t bytes = std::max<int64_t>(1, runtime::shape_numel(eval_dims(b.sizes, dyn.data()))) *
                                 int64_t(runtime::itemsize(b.dtype));
-          dyn_temps.push_back(runtime::Storage::allocate(size_t(bytes), false));
-          bufs[i] = static_cast<char*>(dyn_temps.back()->data);
+          runtime::Ref<runtime::Storage>* slot = nullptr;
+          if (arena_lock.owns_lock()) {
+            slot = &dyn_pool_[i];
+            if (!*slot || (*slot)->nbytes < size_t(bytes)) *slot = runtime::Storage::allocate(size_t(bytes), false);
+          } else {
+            fresh_temps.push_back(runtime::Storage::allocate(size_t(bytes), false));
+            slot = &fresh_temps.back();
+          }
+          bufs[i] = static_cast<char*>((*slot)->data);
+          temps.emplace_back(bufs[i], bufs[i] + bytes);
         }
         return;
       case Buffer::Kind::Eager: return;  // bound when its step has run
@@ -387,7 +406,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
       case Step::Kind::Gemm: run_gemm(p_.gemms[size_t(st.index)], bufs, dyn.data()); break;
       case Step::Kind::Eager: {
         const EagerStep& s = p_.eager[size_t(st.index)];
-        Value r = run_eager(ctx, s, bufs, owners, eager_results, dyn.data(), arena_lo, arena_hi);
+        Value r = run_eager(ctx, s, bufs, owners, eager_results, dyn.data(), temps);
         eager_results[size_t(st.index)] = r;
         if (s.result >= 0) {
           if (!r.is(Kind::Tensor))

@@ -55,6 +55,19 @@ const Blas& blas() {
     std::string timeout = std::string("workers sleep after 2^") + kThreadTimeout + " cycles, set by kiln";
     if (const char* t = std::getenv("OPENBLAS_THREAD_TIMEOUT")) timeout = std::string("OPENBLAS_THREAD_TIMEOUT=") + t;
     else setenv("OPENBLAS_THREAD_TIMEOUT", kThreadTimeout, 0);
+    // One knob for kiln's threads: KILN_NUM_THREADS sizes kiln's kernel
+    // pool (codegen/thread_pool.cpp) and, unless the user set OpenBLAS's own
+    // variables, OpenBLAS's. Left alone, OpenBLAS starts a thread per core
+    // whatever kiln was told: with KILN_NUM_THREADS=1 on a busy 2-core
+    // machine a GPT forward took 13.7 ms instead of 0.5 (its threads
+    // yielding to each other in every small gemm; benchmarks/generation.py).
+    std::string threads = "threads: OpenBLAS's default";
+    if (std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS")) {
+      threads = "threads: from OPENBLAS_NUM_THREADS/OMP_NUM_THREADS";
+    } else if (const char* k = std::getenv("KILN_NUM_THREADS")) {
+      setenv("OPENBLAS_NUM_THREADS", k, 0);
+      threads = std::string("threads: ") + k + ", from KILN_NUM_THREADS";
+    }
     std::string chosen = "detected by OpenBLAS";
     if (!std::getenv("OPENBLAS_CORETYPE")) {
       const std::string core = core_type_for_cpu();
@@ -79,7 +92,7 @@ const Blas& blas() {
     if (!out.sgemm || !out.dgemm) throw_error(ErrorKind::RuntimeError, out.info + " has no cblas_sgemm/cblas_dgemm");
     using CoreFn = char* (*)();
     if (auto core = reinterpret_cast<CoreFn>(dlsym(lib, "openblas_get_corename"))) chosen += std::string(": ") + core();
-    out.info += " (" + chosen + "; " + timeout + ")";
+    out.info += " (" + chosen + "; " + timeout + "; " + threads + ")";
     return out;
   }();
   return b;

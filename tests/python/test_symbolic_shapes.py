@@ -254,3 +254,24 @@ def test_max_min_and_tensor_arithmetic_keep_sizes_symbolic():
         same(f(x), clamped_window(x))
     # min(6, s0) clamps the slice for every T: its relations hold for all.
     assert entries(clamped_window) == 1
+
+
+def test_a_generation_loop_whose_length_grows_compiles_twice():
+    """Greedy generation from a torch GPT-2: T grows by one per step. The
+    second length recompiles once with T symbolic; every later step hits
+    that entry, which the llvm backend compiled whole."""
+    torch = pytest.importorskip("torch")
+    from test_torch_models import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=32)).eval()
+    f = kiln.compile(model)
+    idx = torch.randint(0, 50, (2, 3))
+    with torch.no_grad():
+        for step in range(20):
+            logits = f(idx)
+            torch.testing.assert_close(logits, model(idx), rtol=1e-4, atol=1e-5)
+            if step == 1:
+                report = kiln._C.llvm_report()
+                assert not report["fell_back"], report["reason"]
+            idx = torch.cat((idx, logits[:, -1, :].argmax(-1, keepdim=True)), dim=1)
+    assert kiln._C.cache_entries(f._kiln_entry) == 2
