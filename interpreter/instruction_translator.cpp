@@ -399,6 +399,7 @@ void InstructionTranslator::op_DELETE_SUBSCR(const Instr&) {
   if (!is_constant(key)) unsupported(BreakReason::traced_python_value, "item deletion with " + key->str());
   Value k = constant_value(key);
   if (obj->is(VTKind::ConstDict)) {
+    require_hashable(k, "a dict item deletion");
     for (size_t j = 0; j < obj->keys.size(); ++j)
       if (values_equal(obj->keys[j], k)) {
         obj->keys.erase(obj->keys.begin() + ptrdiff_t(j));

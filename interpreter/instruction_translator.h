@@ -178,6 +178,10 @@ class InstructionTranslator {
   VT symbolic_unary(runtime::UnOp op, const VT& a);
   // max(a, b, ...) / min(...) of ints, at least one a SymInt: a SymInt (null: not such a call).
   VT symbolic_min_max(bool is_max, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  // A dict key must hash before a dict tracker is searched for it: an
+  // unhashable one (a list) raises TypeError in the VM, so it breaks the
+  // graph here rather than answer "absent" (a fuzz finding, defect 28).
+  void require_hashable(const runtime::Value& key, const char* where);
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});

@@ -423,6 +423,14 @@ static bool stands_for_one_object(const VT& v) {
   }
 }
 
+void InstructionTranslator::require_hashable(const Value& key, const char* where) {
+  try {
+    (void)value_hash(key);
+  } catch (const Error& e) {
+    unsupported(BreakReason::python_error, std::string(where) + ": " + e.what());
+  }
+}
+
 VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
   if (op == CmpOp::IS || op == CmpOp::IS_NOT) {
     bool same;
@@ -444,6 +452,7 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     bool found = false;
     if (b->is(VTKind::ConstDict) && is_constant(a)) {
       Value k = constant_value(a);
+      require_hashable(k, "`in`");
       for (const Value& key : b->keys) found = found || values_equal(key, k);
     } else if (is_constant(a) && is_constant(b)) {
       try {
@@ -550,6 +559,7 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
     return obj->items[size_t(i)];
   }
   if (obj->is(VTKind::ConstDict)) {
+    require_hashable(k, "a dict subscript");
     for (size_t j = 0; j < obj->keys.size(); ++j)
       if (values_equal(obj->keys[j], k)) return obj->items[j];
     unsupported(BreakReason::python_error, "KeyError " + repr(k));

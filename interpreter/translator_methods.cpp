@@ -243,6 +243,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     return view;
   }
   auto find = [&](const Value& k) -> int {
+    require_hashable(k, std::string("dict.").append(m).c_str());
     for (size_t i = 0; i < d->keys.size(); ++i)
       if (values_equal(d->keys[i], k)) return int(i);
     return -1;
