@@ -150,6 +150,8 @@ Node* Graph::append(std::unique_ptr<Node> n) {
     if (!a || size_t(a->index) >= nodes_.size() || nodes_[size_t(a->index)].get() != a)
       throw_error(ErrorKind::RuntimeError, std::string(node_op_name(n->op)) + " '" + n->target_str() +
                                                "': an argument is not a node of this graph");
+    // Computed from a tensor that records gradients: records them too.
+    if (a->requires_grad && n->op != NodeOp::Output) n->requires_grad = true;
   });
   // Named only once accepted, so a refused node does not use up a name.
   // Every kind is named after its target: the op, the method, the dotted

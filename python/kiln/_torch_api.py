@@ -41,19 +41,34 @@ _TORCH = {}
 
 # ------------------------------------------------------------ adapters --
 # Each is torch's signature; the body uses kiln's ops (kiln._C.<op>).
+#
+# @_over("op"): the adapter only adds arguments torch has and kiln's op
+# lacks (alpha=, dtype=, out=); with those at their defaults it is the op,
+# with the same arguments in the same order. Read backwards, the row's
+# torch object is then torch's form of the op (autograd_lowerings below).
 
+def _over(op):
+    def mark(fn):
+        fn.__kiln_op__ = op
+        return fn
+    return mark
+
+
+@_over("add")
 def add(input, other, *, alpha=1, out=None):
     if out is not None:
         return _TORCH["add"](input, other, alpha=alpha, out=out)
     return _C.add(input, other if alpha == 1 else other * alpha)
 
 
+@_over("sub")
 def sub(input, other, *, alpha=1, out=None):
     if out is not None:
         return _TORCH["sub"](input, other, alpha=alpha, out=out)
     return _C.sub(input, other if alpha == 1 else other * alpha)
 
 
+@_over("div")
 def div(input, other, *, rounding_mode=None, out=None):
     if out is not None or rounding_mode == "trunc":
         return _TORCH["div"](input, other, rounding_mode=rounding_mode, out=out)
@@ -68,18 +83,22 @@ def _reduce(op, input, dim, keepdim, dtype):
     return op(input, dim, keepdim)
 
 
+@_over("sum")
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(_C.sum, input, dim, keepdim, dtype)
 
 
+@_over("mean")
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(_C.mean, input, dim, keepdim, dtype)
 
 
+@_over("softmax")
 def softmax(input, dim, dtype=None):
     return _F.softmax(input, dim, dtype=dtype)
 
 
+@_over("log_softmax")
 def log_softmax(input, dim, dtype=None):
     return _F.log_softmax(input, dim, dtype=dtype)
 
@@ -89,14 +108,17 @@ def embedding(weight, input, padding_idx=-1, scale_grad_by_freq=False, sparse=Fa
     return _C.embedding(input, weight)
 
 
+@_over("dropout")
 def dropout(input, p, train):
     return _C.dropout(input, p, train)
 
 
+@_over("clone")
 def clone(input, *, memory_format=None):
     return _C.clone(input)
 
 
+@_over("transpose")
 def transpose(input, dim0, dim1):
     return _C.transpose(input, dim0, dim1)
 
@@ -181,6 +203,7 @@ def iinfo(type):
 
 # Tensor methods (self first).
 
+@_over("to")
 def to(self, *args, **kwargs):
     # torch's forms: to(dtype), to(device), to(device, dtype), to(other),
     # to(dtype=..., device=...), plus non_blocking/copy. The device is
@@ -330,6 +353,66 @@ def copy_(self, src, non_blocking=False):
 
 def requires_grad_(self, requires_grad=True):
     return self
+
+
+# ---------------------------------------------- kiln's ops in torch's words --
+# Registry ops with no torch function of their own (kiln spells them: a
+# subscript's parts, the functional form of an assignment) or whose
+# arguments differ from torch's function (batch_norm's counter, which
+# torch's module advances itself). Each takes the op's arguments and does
+# what torch does for it. The rest of the reverse mapping is read off the
+# table below (autograd_lowerings).
+
+def _torch_mod():
+    import sys
+    return sys.modules["torch"]
+
+
+def _index(input, indices):
+    return input[tuple(slice(None) if i is None else i for i in indices)]
+
+
+def _setitem(input, key, value):
+    out = input.clone()
+    out[key] = value
+    return out
+
+
+def _slice(input, dim=0, start=None, end=None, step=1):
+    return input[(slice(None),) * (dim % input.dim()) + (slice(start, end, step),)]
+
+
+def _gelu_tanh(input):
+    return _torch_mod().nn.functional.gelu(input, approximate="tanh")
+
+
+def _topk_indices(input, k, dim=-1, largest=True, sorted=True):
+    return _torch_mod().topk(input, k, dim, largest, sorted).indices
+
+
+def _batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05,
+                *, num_batches_tracked=None):
+    # torch's _BatchNorm.forward: the counter moves first, and momentum=None
+    # averages by it.
+    if num_batches_tracked is not None:
+        num_batches_tracked.add_(1)
+        if momentum is None:
+            momentum = 1.0 / float(num_batches_tracked)
+    return _torch_mod().nn.functional.batch_norm(input, running_mean, running_var, weight, bias, training,
+                                                 0.0 if momentum is None else momentum, eps)
+
+
+def _gelu(input, approximate="none"):
+    # torch's approximate is keyword-only; kiln's op also takes it by position.
+    return _torch_mod().nn.functional.gelu(input, approximate=approximate)
+
+
+def _embedding(input, weight):
+    return _torch_mod().nn.functional.embedding(input, weight)
+
+
+OP_FORMS = {"index": _index, "setitem": _setitem, "slice": _slice, "_gelu_tanh": _gelu_tanh,
+            "_topk_indices": _topk_indices, "batch_norm": _batch_norm, "embedding": _embedding, "gelu": _gelu}
 
 
 # --------------------------------------------------------------- the table --
@@ -495,6 +578,61 @@ def _resolve(torch, path):
         if obj is None:
             return None
     return obj
+
+
+def autograd_lowerings(torch, op_names, varargs=()):
+    """Registry op name -> torch's callable for it, read backwards off the
+    one table: OP_FORMS first; then a row whose value is the op ("torch.relu":
+    "relu", the row named like the op preferred); a torch.nn.functional row
+    whose kiln function is the op itself; a row whose adapter is @_over the
+    op; last, torch.Tensor's method of the op's name when TENSOR_METHODS does
+    not list it (the table's own rule: a torch tensor's unlisted methods are
+    kiln's ops of that name). An op none of these gives has no lowering: a
+    trace breaks before it takes a tensor that requires grad
+    (python/src/torch_autograd.cpp). `varargs`: the ops whose signature
+    collects positionals (`*shape`)."""
+    found = dict(OP_FORMS)
+    # An op that collects positionals (permute(input, *dims)) is torch's
+    # method form: torch.permute takes the dims as one tuple.
+    for op in varargs:
+        if op not in found and op not in TENSOR_METHODS and getattr(torch.Tensor, op, None) is not None:
+            found[op] = getattr(torch.Tensor, op)
+
+    exact_names = set()
+
+    def offer(op, obj, exact=False):
+        # The first row that names the op; a row spelled like the op
+        # (torch.cat over torch.concat) replaces a differently spelled one.
+        if obj is None or op not in op_names or op in exact_names:
+            return
+        if op not in found or exact:
+            found[op] = obj
+            if exact:
+                exact_names.add(op)
+
+    # torch.nn.functional first: where kiln.nn.functional's function is the
+    # op, the op has F's full signature (torch.max_pool2d lacks
+    # return_indices, torch.dropout inplace).
+    for name in _F.__all__:
+        fn = getattr(_F, name)
+        op = name if fn is getattr(_C, name, None) else getattr(fn, "__kiln_op__", None)
+        if op and op not in OP_FORMS:
+            offer(op, _resolve(torch, f"torch.nn.functional.{name}"))
+    from_f = set(found)
+    rows = list(FUNCTIONS.items()) + [(f"torch.Tensor.{n}", fn) for n, fn in TENSOR_METHODS.items()]
+    for path, value in rows:
+        if path.startswith("torch.nn.functional.") or isinstance(value, str) and value.startswith("F."):
+            continue
+        if isinstance(value, str) and value not in from_f:
+            offer(value, _resolve(torch, path), exact=path.rsplit(".", 1)[1] == value)
+    for path, value in rows:
+        op = getattr(value, "__kiln_op__", None)
+        if op and op not in OP_FORMS:
+            offer(op, _resolve(torch, path))
+    for op in op_names:
+        if op not in found and op not in TENSOR_METHODS and not op.startswith("_"):
+            offer(op, getattr(torch.Tensor, op, None))
+    return found
 
 
 def install(torch):
