@@ -174,7 +174,7 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
 def _like(op):
     def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
         return op(input, dtype=dtype)
-    return like
+    return _over(op.__name__)(like)
 
 
 zeros_like = _like(_C.zeros_like)
@@ -184,6 +184,7 @@ rand_like = _like(_C.rand_like)
 empty_like = _like(_C.empty_like)
 
 
+@_over("full_like")
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     return _C.full_like(input, fill_value, dtype=dtype)
 
@@ -582,56 +583,49 @@ def _resolve(torch, path):
 
 def autograd_lowerings(torch, op_names, varargs=()):
     """Registry op name -> torch's callable for it, read backwards off the
-    one table: OP_FORMS first; then a row whose value is the op ("torch.relu":
-    "relu", the row named like the op preferred); a torch.nn.functional row
-    whose kiln function is the op itself; a row whose adapter is @_over the
-    op; last, torch.Tensor's method of the op's name when TENSOR_METHODS does
-    not list it (the table's own rule: a torch tensor's unlisted methods are
-    kiln's ops of that name). An op none of these gives has no lowering: a
-    trace breaks before it takes a tensor that requires grad
-    (python/src/torch_autograd.cpp). `varargs`: the ops whose signature
-    collects positionals (`*shape`)."""
+    one table, first found wins:
+      1. OP_FORMS (ops torch spells otherwise);
+      2. for an op that collects positionals (`varargs`: permute(input,
+         *dims)), torch.Tensor's method (torch.permute takes one tuple);
+      3. a torch.nn.functional row whose kiln.nn.functional function is the
+         op itself or @_over it (F's full signature: torch.max_pool2d lacks
+         return_indices);
+      4. a torch.* row whose value is the op ("torch.relu": "relu"), the row
+         spelled like the op preferred (torch.cat over torch.concat);
+      5. a row whose adapter is @_over the op;
+      6. torch.Tensor's method of the op's name when TENSOR_METHODS does not
+         list it (the table's own rule: a torch tensor's unlisted methods
+         are kiln's ops of that name).
+    An op none of these gives has no lowering: a trace breaks before it
+    takes a tensor that requires grad (python/src/torch_autograd.cpp)."""
     found = dict(OP_FORMS)
-    # An op that collects positionals (permute(input, *dims)) is torch's
-    # method form: torch.permute takes the dims as one tuple.
     for op in varargs:
         if op not in found and op not in TENSOR_METHODS and getattr(torch.Tensor, op, None) is not None:
             found[op] = getattr(torch.Tensor, op)
-
-    exact_names = set()
-
-    def offer(op, obj, exact=False):
-        # The first row that names the op; a row spelled like the op
-        # (torch.cat over torch.concat) replaces a differently spelled one.
-        if obj is None or op not in op_names or op in exact_names:
-            return
-        if op not in found or exact:
-            found[op] = obj
-            if exact:
-                exact_names.add(op)
-
-    # torch.nn.functional first: where kiln.nn.functional's function is the
-    # op, the op has F's full signature (torch.max_pool2d lacks
-    # return_indices, torch.dropout inplace).
     for name in _F.__all__:
         fn = getattr(_F, name)
         op = name if fn is getattr(_C, name, None) else getattr(fn, "__kiln_op__", None)
-        if op and op not in OP_FORMS:
-            offer(op, _resolve(torch, f"torch.nn.functional.{name}"))
-    from_f = set(found)
+        obj = _resolve(torch, f"torch.nn.functional.{name}")
+        if op in op_names and op not in found and obj is not None:
+            found[op] = obj
     rows = list(FUNCTIONS.items()) + [(f"torch.Tensor.{n}", fn) for n, fn in TENSOR_METHODS.items()]
+    plain = {}
     for path, value in rows:
-        if path.startswith("torch.nn.functional.") or isinstance(value, str) and value.startswith("F."):
-            continue
-        if isinstance(value, str) and value not in from_f:
-            offer(value, _resolve(torch, path), exact=path.rsplit(".", 1)[1] == value)
+        if isinstance(value, str) and not value.startswith("F.") and value in op_names and value not in found:
+            obj = _resolve(torch, path)
+            if obj is not None and (value not in plain or path.rsplit(".", 1)[1] == value):
+                plain[value] = obj
+    found.update(plain)
     for path, value in rows:
         op = getattr(value, "__kiln_op__", None)
-        if op and op not in OP_FORMS:
-            offer(op, _resolve(torch, path))
+        obj = _resolve(torch, path)
+        if op in op_names and op not in found and obj is not None:
+            found[op] = obj
     for op in op_names:
         if op not in found and op not in TENSOR_METHODS and not op.startswith("_"):
-            offer(op, getattr(torch.Tensor, op, None))
+            obj = getattr(torch.Tensor, op, None)
+            if obj is not None:
+                found[op] = obj
     return found
 
 
