@@ -367,7 +367,15 @@ VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool un
       out = tensor_op(OpId::layer_norm, {x, module_getattr(module, "normalized_shape"), module_getattr(module, "weight"),
                                          module_getattr(module, "bias"), module_getattr(module, "eps")});
       break;
-    case BuiltinModule::Embedding: out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")}); break;
+    case BuiltinModule::Embedding: {
+      // padding_idx (a torch module's attribute) matters to the gradient only.
+      const Value* pad = m->attrs.find("padding_idx");
+      if (pad && !pad->is_none())
+        out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight"), module_getattr(module, "padding_idx")});
+      else
+        out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")});
+      break;
+    }
     case BuiltinModule::Dropout: {
       double p = m->attrs.find("p")->as_number();
       if (!m->training || p == 0) {

@@ -408,8 +408,8 @@ def _gelu(input, approximate="none"):
     return _torch_mod().nn.functional.gelu(input, approximate=approximate)
 
 
-def _embedding(input, weight):
-    return _torch_mod().nn.functional.embedding(input, weight)
+def _embedding(input, weight, padding_idx=None):
+    return _torch_mod().nn.functional.embedding(input, weight, padding_idx)
 
 
 OP_FORMS = {"index": _index, "setitem": _setitem, "slice": _slice, "_gelu_tanh": _gelu_tanh,

@@ -303,3 +303,25 @@ def test_the_lowering_comes_from_the_one_table():
     assert found["permute"] is torch.Tensor.permute
     assert found["index"] is api.OP_FORMS["index"]
     assert "zeros" not in found  # an adapter not @_over the op: no tensor ever reaches it
+
+
+@pytest.mark.parametrize("functional", [False, True])
+def test_embedding_padding_row_gets_no_gradient(functional):
+    torch.manual_seed(0)
+    emb = nn.Embedding(6, 3, padding_idx=0)
+
+    def f(idx):
+        out = F.embedding(idx, emb.weight, padding_idx=0) if functional else emb(idx)
+        return out.pow(2).sum()
+
+    idx = torch.tensor([[0, 1, 2], [0, 3, 0]])
+    f(idx).backward()
+    want = emb.weight.grad.clone()
+    emb.weight.grad = None
+    kiln.compile(f)(idx).backward()
+    assert emb.weight.grad[0].abs().sum() == 0
+    close(want, emb.weight.grad)
+    e = kiln.explain(f)(idx)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    with torch.no_grad():
+        close(f(idx), kiln.compile(f)(idx))
