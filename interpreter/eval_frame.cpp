@@ -300,6 +300,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     if (out.graph_ops > 0) {
       ++recording->graph_count;
       recording->ops_per_graph.push_back(out.graph_ops);
+      recording->autograd_per_graph.push_back(out.graph->autograd);
       recording->graphs.push_back(out.graph->code());
       recording->graph_objects.push_back(out.graph);
     }
@@ -431,7 +432,11 @@ std::string ExplainReport::str() const {
     }
   }
   for (size_t i = 0; i < graphs.size(); ++i)
-    s += "Graph " + std::to_string(i + 1) + " (" + std::to_string(ops_per_graph[i]) + " ops):\n" + graphs[i];
+    s += "Graph " + std::to_string(i + 1) + " (" + std::to_string(ops_per_graph[i]) + " ops" +
+         (i < autograd_per_graph.size() && !autograd_per_graph[i].empty()
+              ? "; runs through the embedder's autograd, not kiln's kernels: " + autograd_per_graph[i]
+              : std::string()) +
+         "):\n" + graphs[i];
   if (!guards.empty()) {
     s += "Guards:\n";
     for (const auto& g : guards) s += g;

@@ -66,6 +66,8 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   resolved_.resize(accessors_.size());
   computed_.resize(accessors_.size());
   epoch_ = module_version_epoch();
+  grad_mode_ = set.grad_mode();
+  if (grad_mode_ >= 0) ++nguards_;
   // A symbol's tensor has an accessor while its TensorMatch guard has a
   // dynamic dim. Once the trace specialized every dim (specialize_all) it
   // may have become a plain parameter check: the size is then the hint.
@@ -226,11 +228,26 @@ static bool holds(const Guard& g, const Value& v) {
     }
     case GuardKind::Aliasing: return true;  // checked across sources, after they all resolved
     case GuardKind::Absent: return false;   // the name exists now: it shadows the builtin
+    case GuardKind::GradTensorMatch: {
+      // Still the embedder's tensor that requires grad (under no_grad, or
+      // once it stops requiring grad, it arrives as a kiln tensor), with
+      // the traced dtype and layout (never dynamic: always specialized).
+      if (!v.is(Kind::Foreign)) return false;
+      const auto* f = v.as<ForeignObj>();
+      if (!f->vt->grad_tensor) return false;
+      const Tensor t = f->vt->grad_tensor(f->handle);
+      if (!t.defined()) return false;
+      return t.dtype() == g.tensor.dtype && t.sizes() == g.tensor.sizes && t.strides() == g.tensor.strides;
+    }
   }
   return false;
 }
 
 bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why, Failure* failure) {
+  if (grad_mode_ >= 0 && grad_mode_enabled() != (grad_mode_ == 1)) {
+    if (why) *why = std::string("failed: GRAD_MODE ") + (grad_mode_ ? "on" : "off");
+    return false;
+  }
   for (const ParamTensorCheck& c : param_tensors_) {
     const Value& v = locals[c.local];
     const TensorImpl* t = v.is(Kind::Tensor) ? v.as<TensorImpl>() : nullptr;

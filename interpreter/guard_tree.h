@@ -64,6 +64,7 @@ class GuardTree {
   std::vector<output_graph::ShapeGuard> shape_guards_;
   std::vector<int64_t> symbol_values_;  // reused by check()
   size_t nguards_ = 0;
+  int grad_mode_ = -1;  // GuardSet::grad_mode(): -1 any, else the grad mode the entry needs
   uint64_t epoch_ = 0;  // module_version_epoch() when every version guard last held
 };
 

@@ -297,6 +297,8 @@ class InstructionTranslator {
   // The steps of the BEFORE_WITHs of the null-context `with` blocks open
   // now (ForeignVTable::null_context), outermost first.
   std::vector<int64_t> null_withs_;
+  void check_autograd(runtime::OpId op, const std::vector<output_graph::Arg>& pos,
+                      const std::vector<std::pair<std::string, output_graph::Arg>>& kw);
  public:
   // Runs `raise_break` (which throws Unsupported); inside a null-context
   // `with` block of this root frame, the break moves to the block's

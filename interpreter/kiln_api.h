@@ -118,6 +118,10 @@ struct ExplainReport {
   int graph_break_count = 0;
   std::vector<GraphBreak> breaks;
   std::vector<int> ops_per_graph;
+  // Per graph: why it runs through the embedder's autograd (its own ops,
+  // so gradients flow: "parameter fc.weight requires grad"), or "" when it
+  // runs on kiln's kernels (output_graph::Graph::autograd).
+  std::vector<std::string> autograd_per_graph;
   std::vector<std::string> graphs;           // each graph's code view
   std::vector<std::shared_ptr<output_graph::Graph>> graph_objects;  // the graphs themselves, in the same order
   std::vector<std::string> guards;           // each cache entry's guards, one string per entry

@@ -160,6 +160,37 @@ static const output_graph::Node* alias_root(const output_graph::Node* m) {
   return m;
 }
 
+static bool arg_requires_grad(const Arg& a) {
+  if (a.kind == Arg::Kind::Node) return a.node->requires_grad;
+  if (a.kind == Arg::Kind::List)
+    for (const Arg& item : a.items)
+      if (arg_requires_grad(item)) return true;
+  return false;
+}
+
+// An op on a tensor that records gradients runs through the embedder's
+// autograd (output_graph/backend.h): it must have a lowering there, and no
+// grad-mode block (traced as doing nothing) may be open around it, since
+// the autograd backend would then record what the program asked not to.
+// Either way the op runs on the VM instead, by the embedder's own rules.
+void InstructionTranslator::check_autograd(OpId op, const std::vector<Arg>& pos,
+                                           const std::vector<std::pair<std::string, Arg>>& kw) {
+  bool grad = false;
+  for (const Arg& a : pos) grad = grad || arg_requires_grad(a);
+  for (const auto& kv : kw) grad = grad || arg_requires_grad(kv.second);
+  if (!grad) return;
+  const std::string name = op_def(op).name;
+  if (!output_graph::autograd_lowers(op))
+    unsupported(BreakReason::no_autograd_lowering,
+                "kiln's " + name + "() has no torch lowering, and it takes a tensor that requires grad (" +
+                    ctx_.out.graph().autograd + ")");
+  for (const InstructionTranslator* t = this; t; t = t->parent_)
+    if (!t->null_withs_.empty())
+      unsupported(BreakReason::grad_mode_block, name + "() on a tensor that requires grad inside a torch.no_grad()/"
+                                                    "inference_mode()/enable_grad() block (" +
+                                                    ctx_.out.graph().autograd + ")");
+}
+
 VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
   if (op_def(op).decompose)
     if (VT r = decomposed_op(op, args, kwnames)) return r;
@@ -170,6 +201,7 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
     if (i < args.size() - nkw) pos.push_back(to_arg(*this, args[i]));
     else kw.emplace_back(kwnames->items[i - (args.size() - nkw)].as_str(), to_arg(*this, args[i]));
   }
+  check_autograd(op, pos, kw);
   try {
     VT r = vars::wrap_fx_proxy(ctx_.out, op, std::move(pos), std::move(kw));
     if (r->is(VTKind::Tensor) && r->node && may_alias(r->node))

@@ -367,11 +367,24 @@ VT InstructionTranslator::builtin_forward(const VT& module, const VT& x, bool un
       out = tensor_op(OpId::layer_norm, {x, module_getattr(module, "normalized_shape"), module_getattr(module, "weight"),
                                          module_getattr(module, "bias"), module_getattr(module, "eps")});
       break;
-    case BuiltinModule::Embedding: out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")}); break;
+    case BuiltinModule::Embedding: {
+      // padding_idx (a torch module's attribute) matters to the gradient only.
+      const Value* pad = m->attrs.find("padding_idx");
+      if (pad && !pad->is_none())
+        out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight"), module_getattr(module, "padding_idx")});
+      else
+        out = tensor_op(OpId::embedding, {x, module_getattr(module, "weight")});
+      break;
+    }
     case BuiltinModule::Dropout: {
       double p = m->attrs.find("p")->as_number();
       if (!m->training || p == 0) {
         out = x;
+      } else if (x->is(VTKind::Tensor) && x->node && x->node->requires_grad) {
+        // Recording gradients: the dropout op, which runs as torch's own
+        // (the autograd backend), drawing from torch's generator as the
+        // eager module does.
+        out = tensor_op(OpId::dropout, {x, const_vt(Value::floating(p)), const_vt(Value::boolean(true))});
       } else if (p == 1) {
         out = tensor_op(OpId::mul, {x, const_vt(Value::floating(0.0))});
       } else {
@@ -430,7 +443,8 @@ VT InstructionTranslator::module_getattr(const VT& module, const std::string& na
   } else if (const Value* v = m->buffers.find(key.get())) {
     return vars::register_attr_or_module(ctx_.out, *v, module, name, source);
   } else if (const Value* a = m->attrs.find(key.get())) {
-    if (a->is(Kind::Tensor)) return vars::register_attr_or_module(ctx_.out, *a, module, name, source);
+    if (a->is(Kind::Tensor) || vars::grad_tensor_view(*a).defined())
+      return vars::register_attr_or_module(ctx_.out, *a, module, name, source);
     return source ? ctx_.builder.wrap(*a, source) : from_value(*a);
   }
   if (name == "training") return const_vt(Value::boolean(m->training));

@@ -76,6 +76,18 @@ SharedCompile* current_shared_compile() { return current_shared; }
 SharedCompileScope::SharedCompileScope(SharedCompile* sc) : prev_(current_shared) { current_shared = sc; }
 SharedCompileScope::~SharedCompileScope() { current_shared = prev_; }
 
+namespace {
+std::vector<bool>& autograd_ops() {
+  static auto* v = new std::vector<bool>();
+  return *v;
+}
+}  // namespace
+void set_autograd_lowerings(std::vector<bool> lowered) { autograd_ops() = std::move(lowered); }
+bool autograd_lowers(runtime::OpId op) {
+  const auto& v = autograd_ops();
+  return size_t(op) < v.size() && v[size_t(op)];
+}
+
 // ------------------------------------------------------------------- eager --
 //
 // Compiling resolves everything that does not depend on the inputs once:

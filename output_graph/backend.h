@@ -69,6 +69,14 @@ class SharedCompileScope {
   SharedCompile* prev_;
 };
 
+// The backend a graph with Graph::autograd set compiles with, whatever
+// backend was asked for: the embedder's (python/: torch's own ops, so its
+// autograd records them). `autograd_lowers(op)`: whether it can run `op`
+// on tensors that require grad (the tracer breaks before any other op).
+constexpr const char* kAutogradBackend = "autograd";
+void set_autograd_lowerings(std::vector<bool> lowered);  // indexed by OpId
+bool autograd_lowers(runtime::OpId op);
+
 // The reference backend, also callable directly.
 CompiledGraph eager_backend(std::shared_ptr<const Graph> graph, const std::vector<Value>& example_inputs);
 

@@ -150,7 +150,12 @@ Node* Graph::append(std::unique_ptr<Node> n) {
     if (!a || size_t(a->index) >= nodes_.size() || nodes_[size_t(a->index)].get() != a)
       throw_error(ErrorKind::RuntimeError, std::string(node_op_name(n->op)) + " '" + n->target_str() +
                                                "': an argument is not a node of this graph");
+    // Computed from a tensor that records gradients: records them too.
+    if (a->requires_grad && n->op != NodeOp::Output) n->requires_grad = true;
   });
+  // ... when it is a floating tensor: an integer or bool result (argmax, a
+  // comparison) never requires grad, as in torch.
+  if (n->requires_grad && n->meta && !runtime::is_floating(n->meta->dtype)) n->requires_grad = false;
   // Named only once accepted, so a refused node does not use up a name.
   // Every kind is named after its target: the op, the method, the dotted
   // path (sanitized to layers_0_weight), or "output" -- except call_module,

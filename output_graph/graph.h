@@ -116,6 +116,10 @@ struct Node {
   std::vector<std::pair<std::string, Arg>> kwargs;
   std::optional<TensorMeta> meta;  // absent for output
   std::vector<Node*> users;        // nodes that take this one as an argument
+  // Its value records gradients: a tensor that requires grad while grad
+  // mode is on (an input, a parameter), or computed from one. Such a node
+  // runs through the embedder's autograd (Graph::autograd).
+  bool requires_grad = false;
 };
 
 class Graph {
@@ -159,6 +163,10 @@ class Graph {
     int dim;
   };
   std::vector<Symbol> symbols;
+  // Why the graph runs through the embedder's own ops so its autograd
+  // records them ("parameter fc.weight requires grad"): empty when the
+  // graph runs on kiln's kernels. OutputGraph picks the backend by it.
+  std::string autograd;
   // The symbols' values for `inputs` (one per placeholder, in order).
   std::vector<int64_t> symbol_values(const std::vector<Value>& inputs) const;
   bool is_symbol_source(const Node* placeholder) const;

@@ -22,6 +22,8 @@ std::string Guard::str() const {
     case GuardKind::TypeMatch: return s + " is " + runtime::type_name(expected);
     case GuardKind::IdMatch: return s + " is the same object";
     case GuardKind::ConstantMatch: return s + " == " + runtime::repr(expected);
+    case GuardKind::GradTensorMatch:
+      return s + " " + tensor.str() + " stride=" + runtime::shape_str(tensor.strides) + " requires grad";
     case GuardKind::TensorMatch: {
       // A guard with a dynamic dim checks the layout class, not the example's
       // strides (interpreter/guard_tree.cpp): say so, so ranks that traced
@@ -89,6 +91,7 @@ std::vector<std::string> GuardSet::strs() const {
     out.push_back("SYMBOL s" + std::to_string(i) + " = " + symbol_sources_[i]->str() + ".size()[" +
                   std::to_string(symbol_dims_[i]) + "]");
   for (const ShapeGuard& g : shapes_.guards()) out.push_back("SHAPE " + g.str());
+  if (grad_mode_ >= 0) out.push_back(std::string("GRAD_MODE ") + (grad_mode_ ? "on" : "off"));
   return out;
 }
 

@@ -23,7 +23,8 @@ namespace kiln::output_graph {
   X(ModuleHooks)    /* this module's pre-hooks and hooks: the same functions, in order */ \
   X(ModuleChildren) /* the names in this module's _modules, in order       */  \
   X(Aliasing)       /* mutable containers: the same object iff same class  */  \
-  X(Absent)         /* no such name: a builtin read through the globals    */
+  X(Absent)         /* no such name: a builtin read through the globals    */ \
+  X(GradTensorMatch) /* a tensor of the embedder's that requires grad (ForeignVTable::grad_tensor): dtype, sizes, strides */
 
 enum class GuardKind : uint8_t {
 #define KILN_GUARD_ENUM(k) k,
@@ -70,6 +71,13 @@ class GuardSet {
   Guard* find(const Source* source, GuardKind kind);
   // Symbolic tracing records no guards (nothing is cached on them).
   void disable() { enabled_ = false; }
+  // The entry holds only while the embedder's grad mode is `on`
+  // (runtime::grad_mode_enabled): its graph read a tensor that requires
+  // grad, so it runs through autograd (on) or kiln's kernels (off).
+  void require_grad_mode(bool on) {
+    if (enabled_) grad_mode_ = on ? 1 : 0;
+  }
+  int grad_mode() const { return grad_mode_; }  // -1: any
   const std::vector<Guard>& guards() const { return guards_; }
   std::vector<std::string> strs() const;
   // Makes every tensor guard fully static again (a trace read a shape).
@@ -92,6 +100,7 @@ class GuardSet {
   // (kind, source identity) -> position: add() is O(1) and never builds a path.
   std::unordered_map<const Source*, size_t> index_[kNumGuardKinds];
   bool enabled_ = true;
+  int grad_mode_ = -1;
   ShapeEnv shapes_;
   std::vector<SourceRef> symbol_sources_;
   std::vector<int> symbol_dims_;

@@ -261,7 +261,12 @@ Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
   return graph_->call_function(op, std::move(args), std::move(kwargs), std::move(meta));
 }
 
-CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend, const std::vector<Node*>& outputs) {
+void OutputGraph::mark_requires_grad(Node* n, const std::string& why) {
+  n->requires_grad = true;
+  if (graph_->autograd.empty()) graph_->autograd = why;
+}
+
+CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend0, const std::vector<Node*>& outputs) {
   std::vector<Arg> results;
   for (Node* n : outputs) results.push_back(Arg::of(n));
   graph_->output(std::move(results));
@@ -274,6 +279,15 @@ CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend,
     else input_by_source_.erase(in.source->str());
   inputs_ = std::move(used);
   graph_->erase_unused_placeholders();
+  if (!graph_->autograd.empty()) {
+    // Only when something computed (or returned) records gradients: a
+    // parameter read and never used leaves the graph to kiln's kernels.
+    bool records = false;
+    for (const auto& n : graph_->nodes())
+      if (n->requires_grad && (!n->users.empty() || n->op != NodeOp::GetAttr)) records = true;
+    if (!records) graph_->autograd.clear();
+  }
+  const std::string& backend = graph_->autograd.empty() ? backend0 : std::string(kAutogradBackend);
   const Backend* b = find_backend(backend);
   if (!b) {
     std::string known;

@@ -55,13 +55,19 @@ class OutputGraph {
 
   // A call_function node; its TensorMeta comes from the op's shape rule run
   // on meta tensors built from the argument nodes' metadata.
+  // It requires grad when an argument node does (Node::requires_grad).
   Node* create_call(runtime::OpId op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kwargs = {});
+
+  // Marks an input or get_attr node as a tensor that requires grad while
+  // grad mode is on; the first such mark is the graph's autograd reason.
+  void mark_requires_grad(Node* n, const std::string& why);
 
   GuardSet& guards() { return guards_; }
   const GuardSet& guards() const { return guards_; }
 
-  // Ends the graph with `outputs` and compiles it with `backend`. Errors
-  // (unknown backend) are kiln::Error naming the backend.
+  // Ends the graph with `outputs` and compiles it with `backend` (with
+  // kAutogradBackend when Graph::autograd says so). Errors (unknown
+  // backend) are kiln::Error naming the backend.
   CompiledGraph compile_and_call_fx_graph(const std::string& backend, const std::vector<Node*>& outputs);
 
   // The multi-rank compile this graph belongs to (null: none). When it

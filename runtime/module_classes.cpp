@@ -230,6 +230,9 @@ Value dropout_forward(CallContext&, const std::vector<Value>& a) {
   ModuleObj* m = self_of(a);
   double p = attr(m, "p").as_number();
   if (!m->training || p == 0) return a[1];
+  // Another library's tensor (a torch tensor that requires grad): the
+  // dropout op, which runs as that library's own (its random draws too).
+  if (a[1].is(Kind::Foreign)) return call_op(OpId::dropout, {a[1], Value::floating(p), Value::boolean(true)});
   if (!a[1].is(Kind::Tensor)) throw_error(ErrorKind::TypeError, "Dropout expects a Tensor");
   Tensor x = a[1].as_tensor();
   if (p == 1) return call_op(OpId::mul, {a[1], Value::floating(0.0)});

@@ -239,3 +239,9 @@ Value make_range(int64_t start, int64_t stop, int64_t step) {
 }
 
 }  // namespace kiln::runtime
+
+namespace kiln::runtime {
+static GradModeHook grad_mode_hook = nullptr;
+void set_grad_mode_hook(GradModeHook hook) { grad_mode_hook = hook; }
+bool grad_mode_enabled() { return grad_mode_hook && grad_mode_hook(); }
+}  // namespace kiln::runtime

@@ -524,7 +524,20 @@ struct ForeignVTable {
   // breaks inside runs from its `with` on the VM, which calls the real
   // __enter__ and __exit__ (interpreter/translator_constructs.cpp).
   bool (*null_context)(void* handle) = nullptr;
+  // Optional: a tensor of another library that records gradients (a torch
+  // tensor that requires grad): a kiln tensor over its memory, which the
+  // tracer reads its metadata from, or a null Tensor when the object is
+  // none. The object itself stays the library's everywhere a program runs;
+  // a graph that reads it runs through the library's own ops (its autograd
+  // records them: output_graph/backend.h, kAutogradBackend).
+  Tensor (*grad_tensor)(void* handle) = nullptr;
 };
+
+// Whether the embedder's autograd is recording now (torch's grad mode;
+// false without such an embedder). Guards and the tracer read it.
+using GradModeHook = bool (*)();
+void set_grad_mode_hook(GradModeHook hook);
+bool grad_mode_enabled();
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}
   ~ForeignObj() override { if (vt && vt->destroy) vt->destroy(handle); }

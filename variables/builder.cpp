@@ -137,6 +137,7 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       return vt;
     }
     case Kind::Foreign:
+      if (VT t = wrap_grad_tensor(v, source)) return t;
       // The caller's own list, dict or set (never copied in): traced like a
       // native one, read through the foreign seam, guarded the same way;
       // mutations are replayed on the object itself after the graph.
@@ -163,6 +164,29 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
       add_guard(source, GuardKind::IdMatch, v);
       return make_opaque(v, source);
   }
+}
+
+// An input that is the embedder's tensor requiring grad while grad mode is
+// on (a torch tensor with requires_grad): traced as a tensor over the
+// metadata of its kiln view, a placeholder that records gradients, so the
+// graph runs through the embedder's autograd (OutputGraph). Its guard holds
+// only while it is still such a tensor with the traced layout, so the
+// same call under no_grad (a plain kiln tensor then) selects another entry.
+// Never dynamic: the guard reads no symbols from a foreign object.
+VT VariableBuilder::wrap_grad_tensor(const Value& v, const SourceRef& source) {
+  const auto* f = v.as<runtime::ForeignObj>();
+  if (!f->vt->grad_tensor || !runtime::grad_mode_enabled()) return nullptr;
+  const runtime::Tensor t = f->vt->grad_tensor(f->handle);
+  if (!t.defined()) return nullptr;
+  Guard g;
+  g.source = source;
+  g.kind = GuardKind::GradTensorMatch;
+  g.tensor = output_graph::meta_of(t);
+  out_.guards().add(std::move(g));
+  out_.guards().require_grad_mode(true);
+  output_graph::Node* node = out_.add_input(source, t, {});
+  out_.mark_requires_grad(node, "input " + source->str() + " requires grad");
+  return make_tensor(node, source);
 }
 
 VT VariableBuilder::remember_container(const Value& v, VT vt, const SourceRef& source) {

@@ -79,6 +79,9 @@ class VariableBuilder {
   VT wrap_sequence(const Value& v, const std::vector<Value>& items, runtime::Kind kind, const SourceRef& source);
   VT wrap_dict(const Value& v, const std::vector<std::pair<Value, Value>>& entries, const SourceRef& source);
   VT wrap_set(const Value& snapshot, const SourceRef& source);  // snapshot: a native copy of the caller's set
+  // The embedder's tensor that requires grad (ForeignVTable::grad_tensor)
+  // under grad mode, as a placeholder that records gradients; else null.
+  VT wrap_grad_tensor(const Value& v, const SourceRef& source);
   // One tracker per mutable container object however many sources reach
   // it (two arguments that are one list, an attribute read twice), each
   // source guarded by its alias class (GuardKind::Aliasing).

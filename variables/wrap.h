@@ -24,6 +24,12 @@ VT wrap_fx_proxy(output_graph::OutputGraph& out, runtime::OpId op, std::vector<o
 // identity); None stays None.
 // `owner` and `name` give the path lazily: it is built only for a tensor
 // (whose get_attr target is that path).
+// The kiln view of the embedder's tensor that requires grad
+// (ForeignVTable::grad_tensor), or a null Tensor when v is none.
+runtime::Tensor grad_tensor_view(const runtime::Value& v);
+
+// `value` may also be such a tensor (grad_tensor_view): a get_attr over
+// its view, recording gradients when grad mode is on.
 VT register_attr_or_module(output_graph::OutputGraph& out, const runtime::Value& value, const VT& owner,
                            const std::string& name, const SourceRef& source);
 

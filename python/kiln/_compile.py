@@ -261,6 +261,9 @@ class Explanation:
             {"reason": b["reason"], "where": f"{b['file']}:{b['line']}", "hint": b["hint"], "id": b["id"]}
             for b in report["breaks"]]
         self.ops_per_graph = report["ops_per_graph"]
+        # Per graph: why it runs through torch's autograd (torch's own ops,
+        # so gradients flow), or None when it runs on kiln's kernels.
+        self.autograd = [why or None for why in report.get("autograd_per_graph", [])]
         from . import fx
         # The captured graphs as kiln.fx GraphModules (.code, .graph.nodes,
         # callable on the graph's inputs).
@@ -269,7 +272,7 @@ class Explanation:
         self.recompile_reasons = report["recompile_reasons"]
         self.result = report["result"]
         self.error = report["error"]
-        self._text = report["text"]
+        self._text = report["text"].replace("the embedder's autograd", "torch's autograd")
         if self.error and str(self.error) not in self._text:
             self._text += f"The call raised: {self.error}\n"
         self.left_to_cpython_reasons = []

@@ -41,19 +41,34 @@ _TORCH = {}
 
 # ------------------------------------------------------------ adapters --
 # Each is torch's signature; the body uses kiln's ops (kiln._C.<op>).
+#
+# @_over("op"): the adapter only adds arguments torch has and kiln's op
+# lacks (alpha=, dtype=, out=); with those at their defaults it is the op,
+# with the same arguments in the same order. Read backwards, the row's
+# torch object is then torch's form of the op (autograd_lowerings below).
 
+def _over(op):
+    def mark(fn):
+        fn.__kiln_op__ = op
+        return fn
+    return mark
+
+
+@_over("add")
 def add(input, other, *, alpha=1, out=None):
     if out is not None:
         return _TORCH["add"](input, other, alpha=alpha, out=out)
     return _C.add(input, other if alpha == 1 else other * alpha)
 
 
+@_over("sub")
 def sub(input, other, *, alpha=1, out=None):
     if out is not None:
         return _TORCH["sub"](input, other, alpha=alpha, out=out)
     return _C.sub(input, other if alpha == 1 else other * alpha)
 
 
+@_over("div")
 def div(input, other, *, rounding_mode=None, out=None):
     if out is not None or rounding_mode == "trunc":
         return _TORCH["div"](input, other, rounding_mode=rounding_mode, out=out)
@@ -68,18 +83,22 @@ def _reduce(op, input, dim, keepdim, dtype):
     return op(input, dim, keepdim)
 
 
+@_over("sum")
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(_C.sum, input, dim, keepdim, dtype)
 
 
+@_over("mean")
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(_C.mean, input, dim, keepdim, dtype)
 
 
+@_over("softmax")
 def softmax(input, dim, dtype=None):
     return _F.softmax(input, dim, dtype=dtype)
 
 
+@_over("log_softmax")
 def log_softmax(input, dim, dtype=None):
     return _F.log_softmax(input, dim, dtype=dtype)
 
@@ -89,14 +108,17 @@ def embedding(weight, input, padding_idx=-1, scale_grad_by_freq=False, sparse=Fa
     return _C.embedding(input, weight)
 
 
+@_over("dropout")
 def dropout(input, p, train):
     return _C.dropout(input, p, train)
 
 
+@_over("clone")
 def clone(input, *, memory_format=None):
     return _C.clone(input)
 
 
+@_over("transpose")
 def transpose(input, dim0, dim1):
     return _C.transpose(input, dim0, dim1)
 
@@ -152,7 +174,7 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
 def _like(op):
     def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
         return op(input, dtype=dtype)
-    return like
+    return _over(op.__name__)(like)
 
 
 zeros_like = _like(_C.zeros_like)
@@ -162,6 +184,7 @@ rand_like = _like(_C.rand_like)
 empty_like = _like(_C.empty_like)
 
 
+@_over("full_like")
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None):
     return _C.full_like(input, fill_value, dtype=dtype)
 
@@ -181,6 +204,7 @@ def iinfo(type):
 
 # Tensor methods (self first).
 
+@_over("to")
 def to(self, *args, **kwargs):
     # torch's forms: to(dtype), to(device), to(device, dtype), to(other),
     # to(dtype=..., device=...), plus non_blocking/copy. The device is
@@ -330,6 +354,66 @@ def copy_(self, src, non_blocking=False):
 
 def requires_grad_(self, requires_grad=True):
     return self
+
+
+# ---------------------------------------------- kiln's ops in torch's words --
+# Registry ops with no torch function of their own (kiln spells them: a
+# subscript's parts, the functional form of an assignment) or whose
+# arguments differ from torch's function (batch_norm's counter, which
+# torch's module advances itself). Each takes the op's arguments and does
+# what torch does for it. The rest of the reverse mapping is read off the
+# table below (autograd_lowerings).
+
+def _torch_mod():
+    import sys
+    return sys.modules["torch"]
+
+
+def _index(input, indices):
+    return input[tuple(slice(None) if i is None else i for i in indices)]
+
+
+def _setitem(input, key, value):
+    out = input.clone()
+    out[key] = value
+    return out
+
+
+def _slice(input, dim=0, start=None, end=None, step=1):
+    return input[(slice(None),) * (dim % input.dim()) + (slice(start, end, step),)]
+
+
+def _gelu_tanh(input):
+    return _torch_mod().nn.functional.gelu(input, approximate="tanh")
+
+
+def _topk_indices(input, k, dim=-1, largest=True, sorted=True):
+    return _torch_mod().topk(input, k, dim, largest, sorted).indices
+
+
+def _batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05,
+                *, num_batches_tracked=None):
+    # torch's _BatchNorm.forward: the counter moves first, and momentum=None
+    # averages by it.
+    if num_batches_tracked is not None:
+        num_batches_tracked.add_(1)
+        if momentum is None:
+            momentum = 1.0 / float(num_batches_tracked)
+    return _torch_mod().nn.functional.batch_norm(input, running_mean, running_var, weight, bias, training,
+                                                 0.0 if momentum is None else momentum, eps)
+
+
+def _gelu(input, approximate="none"):
+    # torch's approximate is keyword-only; kiln's op also takes it by position.
+    return _torch_mod().nn.functional.gelu(input, approximate=approximate)
+
+
+def _embedding(input, weight, padding_idx=None):
+    return _torch_mod().nn.functional.embedding(input, weight, padding_idx)
+
+
+OP_FORMS = {"index": _index, "setitem": _setitem, "slice": _slice, "_gelu_tanh": _gelu_tanh,
+            "_topk_indices": _topk_indices, "batch_norm": _batch_norm, "embedding": _embedding, "gelu": _gelu}
 
 
 # --------------------------------------------------------------- the table --
@@ -495,6 +579,54 @@ def _resolve(torch, path):
         if obj is None:
             return None
     return obj
+
+
+def autograd_lowerings(torch, op_names, varargs=()):
+    """Registry op name -> torch's callable for it, read backwards off the
+    one table, first found wins:
+      1. OP_FORMS (ops torch spells otherwise);
+      2. for an op that collects positionals (`varargs`: permute(input,
+         *dims)), torch.Tensor's method (torch.permute takes one tuple);
+      3. a torch.nn.functional row whose kiln.nn.functional function is the
+         op itself or @_over it (F's full signature: torch.max_pool2d lacks
+         return_indices);
+      4. a torch.* row whose value is the op ("torch.relu": "relu"), the row
+         spelled like the op preferred (torch.cat over torch.concat);
+      5. a row whose adapter is @_over the op;
+      6. torch.Tensor's method of the op's name when TENSOR_METHODS does not
+         list it (the table's own rule: a torch tensor's unlisted methods
+         are kiln's ops of that name).
+    An op none of these gives has no lowering: a trace breaks before it
+    takes a tensor that requires grad (python/src/torch_autograd.cpp)."""
+    found = dict(OP_FORMS)
+    for op in varargs:
+        if op not in found and op not in TENSOR_METHODS and getattr(torch.Tensor, op, None) is not None:
+            found[op] = getattr(torch.Tensor, op)
+    for name in _F.__all__:
+        fn = getattr(_F, name)
+        op = name if fn is getattr(_C, name, None) else getattr(fn, "__kiln_op__", None)
+        obj = _resolve(torch, f"torch.nn.functional.{name}")
+        if op in op_names and op not in found and obj is not None:
+            found[op] = obj
+    rows = list(FUNCTIONS.items()) + [(f"torch.Tensor.{n}", fn) for n, fn in TENSOR_METHODS.items()]
+    plain = {}
+    for path, value in rows:
+        if isinstance(value, str) and not value.startswith("F.") and value in op_names and value not in found:
+            obj = _resolve(torch, path)
+            if obj is not None and (value not in plain or path.rsplit(".", 1)[1] == value):
+                plain[value] = obj
+    found.update(plain)
+    for path, value in rows:
+        op = getattr(value, "__kiln_op__", None)
+        obj = _resolve(torch, path)
+        if op in op_names and op not in found and obj is not None:
+            found[op] = obj
+    for op in op_names:
+        if op not in found and op not in TENSOR_METHODS and not op.startswith("_"):
+            obj = getattr(torch.Tensor, op, None)
+            if obj is not None:
+                found[op] = obj
+    return found
 
 
 def install(torch):

@@ -5,6 +5,7 @@
 #include "interpreter/vm.h"
 #include "python/src/nn.h"
 #include "python/src/set_layout.h"
+#include "python/src/torch_autograd.h"
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
 
@@ -511,14 +512,18 @@ bool torch_op_hook(runtime::OpId id, const runtime::CallArgs& args, Value& out) 
         any = any || torch_object(x);
   }
   if (!any) return false;
-  const char* name = runtime::op_def(id).name;
-  if (name[0] == '_') return false;
-  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
-  if (!torch) return false;
-  py::object fn = py::getattr(torch, name, py::none());
-  if (fn.is_none()) fn = py::getattr(py::module_::import("torch.nn.functional"), name, py::none());
-  if (fn.is_none()) return false;
-  out = torch_call(fn.ptr(), args);
+  // torch's form of the op, read off kiln/_torch_api.py's table
+  // (torch_autograd.h): the same one graphs that record gradients run.
+  PyObject* fn = torch_lowering(id);
+  if (!fn) return false;
+  out = calling_python([&] {
+    const size_t nkw = args.nkw(), npos = args.npos();
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = torch_argument(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i) kw[py::str(args.kwnames->items[i].as_str())] = torch_argument(args[npos + i]);
+    return to_value_shared(py::handle(fn)(*pos, **kw));
+  });
   return true;
 }
 
@@ -526,7 +531,21 @@ runtime::ForeignVTable with_reason(runtime::ForeignVTable vt, std::string (*why)
   vt.untraced_reason = why;
   return vt;
 }
-const runtime::ForeignVTable kTorchTensorVTable = with_reason(kPyObjectVTable, torch_tensor_reason);
+// A torch tensor that requires grad (and that kiln would otherwise take):
+// its kiln view for the tracer (a mirrored parameter's one view, else one
+// made now), whatever the grad mode; null for any other refused tensor.
+runtime::Tensor torch_grad_tensor(void* h) {
+  PyObject* o = handle_of(h);
+  if (runtime::Tensor view = torch_held_grad_view(o); view.defined()) return view;
+  if (!is_torch_tensor(o) || !torch_tensor_refusal_except_grad(o).empty() || !torch_requires_grad(o))
+    return runtime::Tensor();
+  return tensor_from_torch(o);
+}
+const runtime::ForeignVTable kTorchTensorVTable = [] {
+  runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_tensor_reason);
+  vt.grad_tensor = torch_grad_tensor;
+  return vt;
+}();
 const runtime::ForeignVTable kTorchFunctionVTable = [] {
   runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_function_reason);
   vt.call = torch_call;
@@ -840,7 +859,7 @@ PyObject* foreign_object(const Value& v) {
 
 // A torch tensor kiln does not take: Foreign, its operations torch's own
 // (the program still runs, on torch), its use in a trace a break naming why.
-static Value refused_torch_tensor(py::handle obj) {
+Value torch_tensor_foreign(py::handle obj) {
   Py_INCREF(obj.ptr());
   return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchTensorVTable, obj.ptr()));
 }
@@ -943,14 +962,14 @@ static Value torch_tensor_value(py::handle obj) {
     scope->torch_out = true;
     if (runtime::TensorImpl* impl = scope->find_torch(o)) return Value::tensor(Tensor(runtime::Ref<runtime::TensorImpl>(impl)));
   }
-  if (!torch_tensor_refusal(o).empty()) return refused_torch_tensor(obj);
+  if (!torch_tensor_refusal(o).empty()) return torch_tensor_foreign(obj);
   Tensor t = tensor_from_torch(o);
   if (scope) scope->remember_torch(t.impl(), o);
   return Value::tensor(t);
 }
 
 Value torch_tensor_unscoped(py::handle obj) {
-  if (!torch_tensor_refusal(obj.ptr()).empty()) return refused_torch_tensor(obj);
+  if (!torch_tensor_refusal(obj.ptr()).empty()) return torch_tensor_foreign(obj);
   return Value::tensor(tensor_from_torch(obj.ptr()));
 }
 
@@ -963,7 +982,7 @@ static Value torch_object_value(py::handle obj) {
   // Seeing torch just now installed kiln/_torch_api.py's table.
   if (auto it = op_functions().find(o); it != op_functions().end()) return it->second;
   if (is_torch_tensor(o)) return torch_tensor_value(obj);
-  if (PyObject_TypeCheck(o, torch_types::tensor)) return refused_torch_tensor(obj);
+  if (PyObject_TypeCheck(o, torch_types::tensor)) return torch_tensor_foreign(obj);
   for (PyTypeObject* mode : torch_types::grad_modes) {
     auto with_vt = [&](const runtime::ForeignVTable* vt) {
       Py_INCREF(o);

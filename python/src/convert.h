@@ -75,6 +75,10 @@ void register_op_function(py::handle fn, const runtime::Value& op);
 // module's parameter: not an argument of the call in progress).
 runtime::Value torch_tensor_unscoped(py::handle obj);
 
+// A torch tensor as torch's object (Foreign): its operations are torch's,
+// a trace reads it only if it requires grad (ForeignVTable::grad_tensor).
+runtime::Value torch_tensor_foreign(py::handle obj);
+
 // A torch module torch must run (torch_modules.h): Foreign, called as
 // torch's, a traced call a break naming why.
 runtime::Value torch_refused_module(py::handle obj);

@@ -338,6 +338,7 @@ py::object report_to_py(const ExplainReport& r) {
   }
   d["breaks"] = breaks;
   d["ops_per_graph"] = py::cast(r.ops_per_graph);
+  d["autograd_per_graph"] = py::cast(r.autograd_per_graph);
   d["graphs"] = py::cast(r.graphs);
   py::list graph_objects;
   for (const auto& g : r.graph_objects) graph_objects.append(py::cast(g));  // kiln._C.FxGraph (fx.cpp)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "python/src/convert.h"
+#include "python/src/torch_autograd.h"
 #include "runtime/error.h"
 
 namespace kiln::python {
@@ -37,6 +38,7 @@ bool resolved = false;
 PyObject* from_dlpack = nullptr;       // torch._C._from_dlpack
 PyObject* requires_grad_name = nullptr;  // "requires_grad", interned
 PyObject* is_neg = nullptr;              // torch.Tensor.is_neg (the shim has no accessor)
+PyGetSetDef* requires_grad_getter = nullptr;  // torch.Tensor.requires_grad's C getter, when it is one
 
 // The at::Tensor inside a torch tensor object: THPVariable's `cdata`,
 // right after the object header (checked against torch in resolve()).
@@ -94,6 +96,12 @@ std::string resolve(PyObject* torch) {
     torch_types::grad_modes[i] = reinterpret_cast<PyTypeObject*>(py::object(t.attr(modes[i])).release().ptr());
   requires_grad_name = PyUnicode_InternFromString("requires_grad");
   is_neg = py::object(t.attr("Tensor").attr("is_neg")).release().ptr();
+  {
+    PyObject* d = PyObject_GetAttrString(t.attr("Tensor").ptr(), "requires_grad");
+    if (d && Py_TYPE(d) == &PyGetSetDescr_Type) requires_grad_getter = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;
+    if (!d) PyErr_Clear();
+    // d stays referenced: the getter lives as long as torch's class.
+  }
   torch_types::parameter = reinterpret_cast<PyTypeObject*>(py::object(t.attr("nn").attr("Parameter")).release().ptr());
   torch_types::tensor = reinterpret_cast<PyTypeObject*>(py::object(t.attr("Tensor")).release().ptr());  // last: the fast test
   return "";
@@ -140,6 +148,11 @@ bool torch_seen() {
   }
   resolved = true;
   install_torch_op_hook();
+  try {
+    install_torch_autograd(py::handle(torch));
+  } catch (py::error_already_set& e) {
+    rethrow_as_kiln(e);
+  }
   // kiln/_torch_api.py's table: torch's functions, dtypes and tensor
   // methods as kiln's (convert.cpp maps them from now on).
   try {
@@ -152,7 +165,7 @@ bool torch_seen() {
 
 bool torch_grad_enabled() { return resolved && shim.grad_mode_is_enabled(); }
 
-std::string torch_tensor_refusal(PyObject* o) {
+std::string torch_tensor_refusal_except_grad(PyObject* o) {
   if (!is_torch_tensor(o)) return std::string("a subclass of torch.Tensor (") + Py_TYPE(o)->tp_name + ")";
   Handle h = handle_of(o);
   int32_t device = -1, layout = -1, dtype = -1;
@@ -170,14 +183,33 @@ std::string torch_tensor_refusal(PyObject* o) {
   const bool negated = neg == Py_True;
   Py_DECREF(neg);
   if (negated) return "a negative-bit view (torch negates its memory lazily; .resolve_neg() makes a plain tensor)";
-  if (shim.grad_mode_is_enabled()) {
-    PyObject* rg = PyObject_GetAttr(o, requires_grad_name);
-    if (!rg) throw py::error_already_set();
-    const bool needs_grad = rg == Py_True;
-    Py_DECREF(rg);
-    if (needs_grad) return "a tensor that requires grad while grad mode is on (torch's autograd runs it)";
-  }
   return "";
+}
+
+std::string torch_tensor_refusal(PyObject* o) {
+  std::string why = torch_tensor_refusal_except_grad(o);
+  if (!why.empty()) return why;
+  if (shim.grad_mode_is_enabled() && torch_requires_grad(o))
+    return "a tensor that requires grad while grad mode is on (torch's autograd runs it)";
+  return "";
+}
+
+bool torch_requires_grad(PyObject* o) {
+  // torch.Tensor.requires_grad is a C getter (a getset descriptor): called
+  // directly it costs no attribute lookup, which matters on the per-call
+  // sync of every mirrored tensor.
+  if (requires_grad_getter) {
+    PyObject* rg = requires_grad_getter->get(o, requires_grad_getter->closure);
+    if (!rg) throw py::error_already_set();
+    const bool r = rg == Py_True;
+    Py_DECREF(rg);
+    return r;
+  }
+  PyObject* rg = PyObject_GetAttr(o, requires_grad_name);
+  if (!rg) throw py::error_already_set();
+  const bool r = rg == Py_True;
+  Py_DECREF(rg);
+  return r;
 }
 
 Tensor tensor_from_torch(PyObject* o) {

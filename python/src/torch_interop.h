@@ -58,6 +58,11 @@ bool torch_seen();
 // another dtype, device or layout, a tensor that requires grad while grad
 // mode is on, a subclass other than Parameter.
 std::string torch_tensor_refusal(PyObject* o);
+// The same without the grad rule: "" when kiln could take the tensor were
+// it not for its requires_grad.
+std::string torch_tensor_refusal_except_grad(PyObject* o);
+// o.requires_grad (o a plain torch tensor or Parameter).
+bool torch_requires_grad(PyObject* o);
 
 // The kiln tensor over a torch tensor's memory (torch_tensor_refusal must be
 // empty). The Storage keeps the torch object alive.

@@ -29,6 +29,13 @@ namespace {
 struct HeldTensor {
   py::object obj;  // strong: the key's address cannot be reused
   Value value;     // the kiln tensor, or the refused torch tensor (Foreign)
+  // A tensor that requires grad (and is otherwise one kiln takes): `value`
+  // is the torch object itself whatever the grad mode, so every use outside
+  // a graph is torch's and records gradients, and the mirror need not be
+  // read again when the grad mode changes; this is its kiln view, which the
+  // tracer reads (ForeignVTable::grad_tensor) and kiln's kernels use under
+  // no_grad. One per torch object, so a tied weight stays one get_attr.
+  Tensor view;
 };
 std::unordered_map<PyObject*, HeldTensor>& held_tensors() {
   static auto* m = new std::unordered_map<PyObject*, HeldTensor>();
@@ -70,10 +77,10 @@ std::unordered_map<PyObject*, std::unique_ptr<Mirror>>& mirrors() {
 }
 
 // What the last sync saw of torch's global state: the global hook dicts'
-// tags and the grad mode (it decides which parameters kiln takes).
+// tags. (Not the grad mode: a mirror reads the same either way, and the
+// entries that depend on it guard it.)
 struct GlobalState {
   std::vector<SeenDict> dicts;
-  bool grad = false;
   bool read = false;
 };
 GlobalState& global_state() {
@@ -102,20 +109,38 @@ PyObject* dict_item(PyObject* d, const char* name) {  // borrowed or nullptr
   return v;
 }
 
+// Reads the torch tensor into h (value, and view for one that requires grad).
+void read_held(HeldTensor& h) {
+  PyObject* o = h.obj.ptr();
+  h.view = Tensor();
+  if (is_torch_tensor(o) && torch_tensor_refusal_except_grad(o).empty() && torch_requires_grad(o)) {
+    h.value = torch_tensor_foreign(h.obj);
+    h.view = tensor_from_torch(o);
+    held_by_impl()[h.view.impl()] = o;
+    return;
+  }
+  h.value = torch_tensor_unscoped(h.obj);
+  if (h.value.is(Kind::Tensor)) held_by_impl()[h.value.as_tensor().impl()] = o;
+}
+
+void forget_held(const HeldTensor& h) {
+  if (h.value.is(Kind::Tensor)) held_by_impl().erase(h.value.as_tensor().impl());
+  if (h.view.defined()) held_by_impl().erase(h.view.impl());
+}
+
 Value held_tensor(py::handle t) {
   auto& held = held_tensors();
   auto it = held.find(t.ptr());
   if (it != held.end()) return it->second.value;
-  HeldTensor h{py::reinterpret_borrow<py::object>(t), torch_tensor_unscoped(t)};
-  if (h.value.is(Kind::Tensor)) held_by_impl()[h.value.as_tensor().impl()] = t.ptr();
+  HeldTensor h{py::reinterpret_borrow<py::object>(t), Value(), Tensor()};
+  read_held(h);
   return held.emplace(t.ptr(), std::move(h)).first->second.value;
 }
 
 // A held tensor read again (its torch tensor changed): the new kiln tensor.
 void reread_held(HeldTensor& h) {
-  if (h.value.is(Kind::Tensor)) held_by_impl().erase(h.value.as_tensor().impl());
-  h.value = torch_tensor_unscoped(h.obj);
-  if (h.value.is(Kind::Tensor)) held_by_impl()[h.value.as_tensor().impl()] = h.obj.ptr();
+  forget_held(h);
+  read_held(h);
 }
 
 bool held_current(const HeldTensor& h);
@@ -128,18 +153,25 @@ Value current_held(py::handle t) {
   return it->second.value;
 }
 
-// Whether a held torch tensor is still what its kiln tensor says, with the
-// grad mode as it is now (a parameter kiln refused under grad mode is taken
-// under no_grad, and the other way round).
+// Whether a held torch tensor is still what its kiln tensor (or view) says.
+// The grad mode does not matter: a tensor that requires grad is held as
+// torch's object with a view either way.
 bool held_current(const HeldTensor& h) {
   PyObject* o = h.obj.ptr();
-  if (h.value.is(Kind::Foreign)) return !torch_tensor_refusal(o).empty();  // still refused
-  // Taken, and still the same memory, sizes, strides and a kiln dtype (a
-  // tensor moved to another device or layout has no such data pointer);
-  // under grad mode it must still not require grad. The cheap order: this
-  // runs per tensor on every call.
-  if (!torch_tensor_matches(o, h.value.as_tensor())) return false;
-  return !torch_grad_enabled() || torch_tensor_refusal(o).empty();
+  // Still the same memory, sizes, strides and a kiln dtype (a tensor moved
+  // to another device or layout has no such data pointer), and still
+  // requiring grad or not. The cheap order: this runs per tensor on every call.
+  if (h.view.defined()) return torch_tensor_matches(o, h.view) && torch_requires_grad(o);
+  if (h.value.is(Kind::Foreign)) return !torch_tensor_refusal_except_grad(o).empty();  // still refused
+  return torch_tensor_matches(o, h.value.as_tensor()) && !torch_requires_grad(o);
+}
+
+// A tensor kiln does not take at all (one that requires grad is taken,
+// through its view).
+bool refused(PyObject* obj, const Value& v) {
+  if (!v.is(Kind::Foreign)) return false;
+  auto it = held_tensors().find(obj);
+  return it == held_tensors().end() || !it->second.view.defined();
 }
 
 const char* const kTorchInternals[] = {
@@ -216,7 +248,7 @@ void fill(Mirror& mr) {
         continue;
       }
       Value t = current_held(v);
-      mr.own_refused |= t.is(Kind::Foreign);
+      mr.own_refused |= refused(v, t);
       into.set(PyUnicode_AsUTF8(k), t);
       mr.tensors.push_back(v);
     }
@@ -244,7 +276,7 @@ void fill(Mirror& mr) {
       if (torch_internal(name)) continue;
       if (is_torch_tensor(v)) {
         Value t = current_held(v);
-        mr.own_refused |= t.is(Kind::Foreign);
+        mr.own_refused |= refused(v, t);
         attrs.set(name, t);
         mr.tensors.push_back(v);
       } else {
@@ -295,14 +327,12 @@ void refresh_global_state() {
     py::object d = py::getattr(mm, name);
     g.dicts.push_back({d, dict_version(d.ptr())});
   }
-  g.grad = torch_grad_enabled();
   g.read = true;
 }
 
 bool global_changed() {
   const GlobalState& g = global_state();
   if (!g.read) return true;
-  if (g.grad != torch_grad_enabled()) return true;
   for (const SeenDict& s : g.dicts)
     if (dict_version(s.dict.ptr()) != s.version) return true;
   return false;
@@ -327,8 +357,8 @@ void host_store(ModuleObj* m, const runtime::StrObj* name, const Value* value) {
 }
 
 // Whether torch must run this module: a tensor in it or below is one kiln
-// does not take (until autograd lowering: a parameter that requires grad
-// while grad mode is on).
+// does not take (another dtype, device or layout; a parameter that requires
+// grad is taken, its graphs run through torch's autograd).
 bool tree_refused(Mirror& mr) {
   if (mr.tree_gen == fill_generation) return mr.tree_refused;
   mr.tree_gen = fill_generation;
@@ -422,7 +452,7 @@ void sync_torch_modules() {
         ++it;
         continue;
       }
-      if (it->second.value.is(Kind::Tensor)) held_by_impl().erase(it->second.value.as_tensor().impl());
+      forget_held(it->second);
       it = held.erase(it);
     }
   }
@@ -433,6 +463,13 @@ PyObject* torch_held_object(const runtime::TensorImpl* impl) {
   if (m.empty()) return nullptr;
   auto it = m.find(impl);
   return it == m.end() ? nullptr : it->second;
+}
+
+Tensor torch_held_grad_view(PyObject* obj) {
+  auto& held = held_tensors();
+  if (held.empty()) return Tensor();
+  auto it = held.find(obj);
+  return it == held.end() ? Tensor() : it->second.view;
 }
 
 PyObject* torch_module_object(const ModuleObj* m) { return static_cast<PyObject*>(m->host); }

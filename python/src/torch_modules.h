@@ -51,6 +51,10 @@ void sync_torch_modules();
 // buffer), borrowed, or nullptr.
 PyObject* torch_held_object(const runtime::TensorImpl* impl);
 
+// The kiln view of a torch tensor a mirror holds that requires grad (null
+// when it holds no such tensor): one per torch object.
+runtime::Tensor torch_held_grad_view(PyObject* obj);
+
 // The torch module a mirror stands for (borrowed), or nullptr.
 PyObject* torch_module_object(const runtime::ModuleObj* m);
 

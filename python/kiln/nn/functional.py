@@ -74,7 +74,10 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
-    # padding_idx only keeps that row's gradient at zero; kiln has no autograd.
+    # padding_idx only keeps that row's gradient at zero: kiln's kernels
+    # ignore it, torch's autograd lowering passes it on.
     if max_norm is not None:
         raise NotImplementedError("embedding(): max_norm (renormalizing rows in place) is not supported by kiln")
+    if padding_idx is not None:
+        return _C.embedding(input, weight, padding_idx)
     return _C.embedding(input, weight)
