@@ -33,9 +33,14 @@ using kiln::Program;
 using kiln::runtime::Value;
 
 // The budget of one VM run: enough for every corpus program, small enough
-// that libFuzzer keeps thousands of runs a second on small inputs.
+// that libFuzzer keeps thousands of runs a second on small inputs. The
+// byte bound also bounds the work one step can do: a str doubled by repr
+// in a loop (tests/corpus/fuzz/repr_doubling_slow.kbc) does work linear
+// in its size per step, and at 64 MiB the four runs of one input (VM and
+// compiled, twice) took 35 s under the sanitizers, past libFuzzer's
+// timeout on a busy machine; at 8 MiB they take a few seconds.
 inline constexpr uint64_t kVmSteps = 20000;
-inline constexpr size_t kMaxAllocBytes = size_t(64) << 20;
+inline constexpr size_t kMaxAllocBytes = size_t(8) << 20;
 
 // A crash with a message: libFuzzer saves the input (abort is a crash).
 // KILN_FUZZ_KEEP_GOING (tests/fuzz/coverage.sh, replaying a corpus for its
