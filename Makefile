@@ -46,6 +46,10 @@ bench: build
 	python3 benchmarks/kernels.py
 	python3 benchmarks/python_dispatch.py
 	python3 benchmarks/python_tracing.py
+	python3 benchmarks/generation.py --reps 3
+	python3 benchmarks/torch_models.py --reps 5 --json $(BUILD)/bench-models.json
+	python3 benchmarks/compile_scaling.py --json $(BUILD)/bench-scaling.json
+	python3 benchmarks/plots.py --scaling $(BUILD)/bench-scaling.json --models $(BUILD)/bench-models.json
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: a tree of its own
 # (KILN_SANITIZE=ON, cmake/sanitize.cmake), never $(BUILD); then ctest and

@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--models", default="", help="comma-separated subset")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--json", help="also write the figures here (benchmarks/plots.py reads them)")
     args = ap.parse_args()
     os.environ["KILN_NUM_THREADS"] = str(args.threads)
     os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-models-")
@@ -157,6 +158,11 @@ def main():
             llvm = f"{report['kernels']} kernels, {report['gemms']} gemms, {report['eager_steps']} eager steps"
         print(f"{name:<12}{st['kiln'] * 1e3:>8.3f} ms{st['eager'] * 1e3:>8.3f} ms{ind_cols}{ratio_cols}"
               f"{errs['kiln']:>11.1e}  {llvm}")
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump({name: {"first_s": first, "steady_s": st, "graphs": graphs, "breaks": breaks}
+                       for name, first, st, _, _, graphs, breaks, _ in rows}, f, indent=1)
     if geo:
         print(f"\ngeomean kiln/inductor: {math.exp(sum(map(math.log, geo)) / len(geo)):.2f} (target <= 0.85; "
               f"each <= 1.0)")

@@ -333,7 +333,10 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
     // now, and one that fails raises here on the VM (found by tests/fuzz).
     if (obj->is(VTKind::Opaque)) {
       const Kind k = obj->value.kind();
-      const bool fixed = k == Kind::Iterator || k == Kind::Range || k == Kind::Slice || k == Kind::Code || k == Kind::Cell;
+      // A super object's too: its type and object are fixed when it is
+      // made (an unbound super(T) has none but its own: defect 30).
+      const bool fixed = k == Kind::Iterator || k == Kind::Range || k == Kind::Slice || k == Kind::Code ||
+                         k == Kind::Cell || k == Kind::Super;
       if (fixed && get_attr_or_null(ctx_.vm, obj->value, intern(name).get()).is_null())
         unsupported(BreakReason::attribute_error,
                     "'" + type_name(obj->value) + "' object has no attribute '" + name + "'");

@@ -451,12 +451,14 @@ std::optional<SymShape> sym_conv_shape(const Rule& r) {
 // The spatial dims of a 1d/2d pooling op: what its name ends in.
 size_t spatial_dims(const Rule& r) { return std::string_view(r.op.name).ends_with("2d") ? 2 : 1; }
 
-// max/avg pooling without ceil_mode: (L + 2p - d*(k - 1) - 1) // s + 1.
+// max/avg pooling: (L + 2p - d*(k - 1) - 1) // s + 1; with ceil_mode, as
+// torch's pooling_output_shape: rounded up, less one when the last window
+// would start in the right padding (a guarded relation).
 std::optional<SymShape> sym_pool_shape(const Rule& r) {
   const SymShape& in = r.shape(0);
   const size_t spatial = spatial_dims(r);
-  const int ceil = r.param("ceil_mode");
-  if (ceil >= 0 && r.p[size_t(ceil)].hint.as_int()) return std::nullopt;
+  const int ceil_at = r.param("ceil_mode");
+  const bool ceil = ceil_at >= 0 && !r.none(size_t(ceil_at)) && r.p[size_t(ceil_at)].hint.as_int();
   auto per_dim = [&](const char* name, int64_t fallback) {
     const int i = r.param(name);
     if (i < 0 || r.none(size_t(i))) return std::vector<int64_t>(spatial, fallback);
@@ -471,8 +473,12 @@ std::optional<SymShape> sym_pool_shape(const Rule& r) {
   SymShape out(in.begin(), in.end() - ptrdiff_t(spatial));
   for (size_t i = 0; i < spatial; ++i) {
     const int64_t span = dilation[i] * (kernel[i] - 1) + 1;
-    out.push_back(SymExpr::floordiv(in[in.size() - spatial + i] + Rule::c(2 * padding[i] - span), Rule::c(stride[i])) +
-                  Rule::c(1));
+    const SymExpr& L = in[in.size() - spatial + i];
+    SymExpr o = SymExpr::floordiv(L + Rule::c(2 * padding[i] - span + (ceil ? stride[i] - 1 : 0)), Rule::c(stride[i])) +
+                Rule::c(1);
+    if (ceil && r.env.evaluate_relation((o - Rule::c(1)) * Rule::c(stride[i]), Rel::GE, L + Rule::c(padding[i])))
+      o = o - Rule::c(1);
+    out.push_back(o);
     r.env.evaluate_relation(out.back(), Rel::GE, Rule::c(1));
   }
   return out;

@@ -9,7 +9,7 @@ DEBS=(
   zlib1g-dev libzstd-dev libedit-dev libffi-dev libxml2-dev pkgconf
   clang-19 libclang-rt-19-dev  # the fuzz targets (libFuzzer, ASan, UBSan): cmake/fuzz.cmake
 )
-PIPS=(numpy pytest pybind11 scikit-build-core)
+PIPS=(numpy pytest pybind11 scikit-build-core matplotlib)  # matplotlib: `make bench` plots
 
 missing=()
 for p in "${DEBS[@]}"; do

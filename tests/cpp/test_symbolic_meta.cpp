@@ -208,6 +208,15 @@ TEST_CASE("symbolic shape rules agree with the concrete rules at every size thei
          return Call{{T({s[0], c(3), s[1], s[2]}, v), K(Value::integer(3))},
                      {{"stride", K(Value::integer(2))}, {"padding", K(Value::integer(1))}}};
        }},
+      // ceil_mode: rounded up, less one where the last window would start in the padding
+      {"max_pool2d", {2, 9, 8}, [](auto& s, auto& v) {
+         return Call{{T({s[0], c(3), s[1], s[2]}, v), K(Value::integer(3))},
+                     {{"stride", K(Value::integer(2))}, {"padding", K(Value::integer(1))},
+                      {"ceil_mode", K(Value::boolean(true))}}};
+       }},
+      {"avg_pool2d", {3, 7, 10}, [](auto& s, auto& v) {
+         return Call{{T({s[0], c(3), s[1], s[2]}, v), K(Value::integer(2))}, {{"ceil_mode", K(Value::boolean(true))}}};
+       }},
       {"adaptive_avg_pool2d", {2, 9, 8}, [](auto& s, auto& v) {
          return Call{{T({s[0], c(3), s[1], s[2]}, v), K(make_tuple({Value::integer(1), Value::integer(1)}))}};
        }},

@@ -170,21 +170,22 @@ def test_a_torch_gpt_compiles_at_most_three_times_for_a_batch_and_length_sweep()
     assert kiln._C.cache_entries(f._kiln_entry) == 3
 
 
-def pooled(x):
-    return kiln.nn.functional.max_pool2d(x, 2, ceil_mode=True) + 1
+def same_conv(x, w):
+    return kiln.nn.functional.conv2d(x, w, padding="same") + 1
 
 
 def test_an_op_without_a_symbolic_rule_specializes_the_sizes_it_reads():
     kiln.reset()
+    w = kiln.randn(3, 2, 3, 3)
     x = kiln.randn(1, 2, 5, 5)
     kiln.mark_dynamic(x, 2)
-    text = str(kiln.explain(pooled)(x))
-    assert "SHAPE s0 == 5" in text, text  # ceil-mode pooling: the size is a number, guarded
+    text = str(kiln.explain(same_conv)(x, w))
+    assert "SHAPE s0 == 5" in text, text  # padding="same" has no symbolic rule: the size is a number, guarded
     kiln.reset()
-    f = kiln.compile(pooled, dynamic=True)
+    f = kiln.compile(same_conv, dynamic=True)
     for n in [5, 6, 7, 6]:
         x = kiln.randn(1, 2, n, 4)
-        same(f(x), pooled(x))
+        same(f(x, w), same_conv(x, w))
 
 
 def views_of_symbolic_layouts(x, w):
@@ -274,4 +275,34 @@ def test_a_generation_loop_whose_length_grows_compiles_twice():
                 report = kiln._C.llvm_report()
                 assert not report["fell_back"], report["reason"]
             idx = torch.cat((idx, logits[:, -1, :].argmax(-1, keepdim=True)), dim=1)
+    assert kiln._C.cache_entries(f._kiln_entry) == 2
+
+
+@pytest.mark.parametrize("sweep", ["batch", "image"])
+def test_a_cnn_compiles_twice_for_a_batch_or_image_size_sweep(sweep):
+    """A kiln.nn CNN (conv, batch norm, pools, adaptive pool, linear): the
+    second batch size (or image size) recompiles once with that size
+    symbolic; every later size hits that entry and equals eager (ceil-mode
+    average pooling included: its size is a guarded relation)."""
+    from test_nn_models import KilnCNN
+    kiln.reset()
+    model = KilnCNN()
+    model.eval()
+    f = kiln.compile(model)
+    for i, n in enumerate([2, 3, 5, 4, 7]):
+        x = kiln.randn(n, 3, 16, 16) if sweep == "batch" else kiln.randn(2, 3, 8 + 4 * i, 8 + 4 * i)
+        same(f(x), model(x))
+    assert module_entries(f) == 2
+
+
+def test_a_torch_resnet_compiles_twice_for_a_batch_sweep():
+    torch = pytest.importorskip("torch")
+    from test_torch_models import ResNet, BasicBlock
+    torch.manual_seed(0)
+    model = ResNet(BasicBlock, [1, 1, 1, 1]).eval()
+    f = kiln.compile(model)
+    with torch.no_grad():
+        for B in [2, 3, 6, 4, 5]:
+            x = torch.randn(B, 3, 16, 16)
+            torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
     assert kiln._C.cache_entries(f._kiln_entry) == 2
