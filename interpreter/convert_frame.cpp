@@ -35,13 +35,23 @@ using output_graph::SourceKind;
 using output_graph::SourceRef;
 namespace vars = kiln::variables;
 
+// What explain and the logs say about a break. A break inside an inlined
+// function also says what broke there: that function may never be traced
+// on its own (a module's forward the residual hands to the embedder), so
+// "see its own break" alone would name nothing.
+std::string break_text(const Unsupported& u) {
+  std::string text = break_reason_text(u.reason, u.detail);
+  if (u.reason == BreakReason::inlined_break && !u.cause.empty()) text += ": " + u.cause;
+  return text;
+}
+
 // The whole frame runs on the VM (its trace could not be completed or
 // could not be turned into residual code), with the reason recorded.
 TraceOutcome run_on_vm(const Ref<FunctionObj>& fn, const Unsupported& u) {
   const Code& code = *fn->code;
   TraceOutcome out;
   out.residual = fn;
-  out.graph_break = GraphBreak{break_reason_id(u.reason), break_reason_text(u.reason, u.detail), code.qualname,
+  out.graph_break = GraphBreak{break_reason_id(u.reason), break_text(u), code.qualname,
                                code.filename, code.first_line, break_reason_hint(u.reason)};
   return out;
 }
@@ -62,7 +72,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   // at its very first instruction, runs on the VM.
   const bool in_try = brk && code.handler_for(tx->pc());
   if (in_try && resumes_at(code, tx->pc()))
-    return run_on_vm(fn, Unsupported{BreakReason::in_try_block, break_reason_text(why->reason, why->detail), {}});
+    return run_on_vm(fn, Unsupported{BreakReason::in_try_block, break_text(*why), {}});
   try {
   size_t trace_cells = 0;
   {
@@ -172,7 +182,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     for (int32_t t : live_temps) r.b.emit(Opcode::LOAD_FAST, t);
     r.b.emit(Opcode::CALL, int32_t(passed + live_locals.size()));
     r.b.emit(Opcode::RETURN_VALUE);
-    out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
+    out.graph_break = GraphBreak{break_reason_id(why->reason), break_text(*why),
                                  code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
     if (log)
       log->info("{} at {}:{} in {} (inside a try block: resumed there)", out.graph_break->id, code.filename,
@@ -331,7 +341,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       if (info.flow == Flow::Next)
         resume(tx->pc() + 1, base + size_t(opcode_pushes(brk->op, brk->a, brk->b)));
     }
-    out.graph_break = GraphBreak{break_reason_id(why->reason), break_reason_text(why->reason, why->detail),
+    out.graph_break = GraphBreak{break_reason_id(why->reason), break_text(*why),
                                  code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
     if (log)
       log->info("{} at {}:{} in {}: {}", out.graph_break->id, code.filename, brk->line, code.qualname,

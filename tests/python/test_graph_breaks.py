@@ -375,3 +375,27 @@ def set_same_size_change_after_break(s):
 
 def test_a_set_loop_sees_a_same_size_change_after_a_break():
     check(set_same_size_change_after_break, {1, 9, 3})
+
+
+# -- explain names what broke inside an inlined function ----------------------
+
+class _Noisy(kiln.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        print("forward")
+        return y + 1
+
+
+def _calls_noisy(m, x):
+    return m(x) - 1
+
+
+def test_a_break_inside_an_inlined_function_names_its_cause(capsys):
+    """The caller's break says what broke inside the callee (the callee may
+    never be traced on its own, e.g. a torch module's forward handed to
+    torch), beside the callee's own break when it is."""
+    e = kiln.explain(_calls_noisy)(_Noisy(), kiln.ones(3))
+    first = e.break_reasons[0]
+    assert first["id"] == "inlined_break"
+    assert "print()" in first["reason"] and "_Noisy.forward" in first["reason"], first
+    assert e.break_reasons[1]["id"] == "side_effect_builtin"
