@@ -128,6 +128,7 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       scratch = get_item(*base, s.key);
       return &scratch;
     }
+    case SourceKind::Const: return &s.key;
     case SourceKind::Cell: {
       const FunctionObj* f = &fn;
       if (s.base) {

@@ -97,9 +97,15 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
       cells_.push_back(variables::make_cell(variables::make_opaque(v, nullptr)));
       continue;
     }
-    if (parent_ && !(fn_vt_ && fn_vt_->source))
-      unsupported(BreakReason::untraced_object, "a closure reached without a source");
-    auto source = output_graph::cell_source(parent_ ? fn_vt_->source : nullptr, int(i));
+    // A function reached without a source of its own (a module's forward,
+    // found on its class) is pinned as itself: the path to it is guarded
+    // by the guards of what it was found on, its cells at this source.
+    output_graph::SourceRef fn_source;
+    if (parent_) {
+      fn_source = fn_vt_ && fn_vt_->source ? fn_vt_->source
+                                            : output_graph::const_source(Value::object(Kind::Function, fn_), code_->qualname);
+    }
+    auto source = output_graph::cell_source(fn_source, int(i));
     // An empty cell of the root frame (a resume function's cellvar not yet
     // bound) needs no guard: reading it breaks (LOAD_DEREF), and a store
     // is replayed on the real cell whatever it held.

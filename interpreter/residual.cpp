@@ -193,6 +193,7 @@ void Residual::emit_source(const SourceRef& s) {
       emit_const(s->key);
       b.emit(Opcode::BINARY_SUBSCR);
       return;
+    case SourceKind::Const: return emit_const(s->key);
     case SourceKind::Cell:
       if (s->base) unsupported(BreakReason::resume_state, "reloading another function's closure cell");
       b.emit(Opcode::LOAD_DEREF, int32_t(trace_cells) + s->local_index);

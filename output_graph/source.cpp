@@ -30,6 +30,7 @@ const std::string& Source::str() const {
       case SourceKind::Cell:
         path_ = (base ? base->str() : std::string("F")) + ".__closure__[" + std::to_string(local_index) + "]";
         break;
+      case SourceKind::Const: path_ = "K['" + name + "']"; break;
     }
     has_path_ = true;
   }
@@ -55,6 +56,9 @@ SourceRef item_source(const SourceRef& base, const runtime::Value& key) {
 
 SourceRef cell_source(const SourceRef& function, int index) {
   return make(SourceKind::Cell, function, "", {}, index);
+}
+SourceRef const_source(const runtime::Value& object, const std::string& name) {
+  return make(SourceKind::Const, nullptr, name, object, -1);
 }
 
 }  // namespace kiln::output_graph

@@ -23,7 +23,8 @@ namespace kiln::output_graph {
   X(Global)  /* a name in the function's globals            */ \
   X(Attr)    /* base.name (module dicts, plain attributes)  */ \
   X(Item)    /* base[key] for a constant key                */ \
-  X(Cell)    /* closure cell `local_index` of the function at base (null base: the frame's own function) */
+  X(Cell)    /* closure cell `local_index` of the function at base (null base: the frame's own function) */ \
+  X(Const)   /* the object in `key` itself: a function the trace reached by a guarded path without a source of its own */
 
 enum class SourceKind : uint8_t {
 #define KILN_SOURCE_ENUM(k) k,
@@ -68,5 +69,10 @@ SourceRef global_source(const std::string& name, runtime::Ref<runtime::GlobalsOb
 SourceRef attr_source(const SourceRef& base, const std::string& name);
 SourceRef item_source(const SourceRef& base, const runtime::Value& key);
 SourceRef cell_source(const SourceRef& function, int index);
+// `object` itself, named `name` in paths (K['Block.forward']): what a
+// function found on a class (a module's forward) is, so its closure cells
+// have a source to be guarded at. The paths that reached it are guarded
+// by their own guards (the module's, the class epoch).
+SourceRef const_source(const runtime::Value& object, const std::string& name);
 
 }  // namespace kiln::output_graph

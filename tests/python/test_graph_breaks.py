@@ -6,6 +6,7 @@ case is the minimal form of a difference the random-program generator
 PYTEST_DONT_REWRITE: the functions under test are translated as written."""
 import sys
 
+import numpy as np
 import pytest
 
 import kiln
@@ -399,3 +400,31 @@ def test_a_break_inside_an_inlined_function_names_its_cause(capsys):
     assert first["id"] == "inlined_break"
     assert "print()" in first["reason"] and "_Noisy.forward" in first["reason"], first
     assert e.break_reasons[1]["id"] == "side_effect_builtin"
+
+
+# -- a class made inside a function: its method's closure is guarded ---------
+
+def test_a_module_made_in_a_function_reads_its_closure_in_one_graph():
+    """A module class defined inside a function whose forward reads the
+    function's locals (an imported module, a scale): the forward was found
+    on the class, without a source, and broke ("a closure reached without a
+    source"). Its cells are now guarded through the function itself
+    (K['...forward'].__closure__[i]), so it compiles in one graph."""
+    def make():
+        scale = 2.0
+        np_like = kiln
+
+        class Scaled(kiln.nn.Module):
+            def forward(self, x):
+                return np_like.relu(x) * scale
+
+        return Scaled()
+
+    m = make()
+    x = kiln.randn(4)
+    e = kiln.explain(m)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    assert "K['test_a_module_made_in_a_function_reads_its_closure_in_one_graph.<locals>.make.<locals>.Scaled.forward']" \
+        ".__closure__" in str(e), str(e)
+    f = kiln.compile(m)
+    np.testing.assert_allclose(np.asarray(f(x)), np.maximum(np.asarray(x), 0) * 2.0)
