@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "runtime/builtin_forward.h"
 #include "runtime/builtins.h"
 #include "runtime/descriptors.h"
 #include "runtime/module.h"
@@ -255,76 +256,68 @@ VT call_function(InstructionTranslator& tx, const VT& module0, std::vector<VT> a
   return out;
 }
 
-// The forward of a built-in module class (Linear, ..., Sequential) traced as
-// its ops: for a module call, and for `super().forward(x)` in a subclass.
+namespace {
+
+// The traced backend of run_builtin_forward (runtime/builtin_forward.h):
+// trackers, each op a graph node; the module's attributes read through
+// var_getattr (so their sources are guarded as any read is).
+struct TracedForward {
+  using V = VT;
+  InstructionTranslator& tx;
+  const VT& module;
+  bool unspecialized;
+  VT read(const ForwardOperand& o) { return var_getattr(tx, module, o.name); }
+  VT constant(Value v) { return const_vt(std::move(v)); }
+  VT op(OpId id, std::vector<VT> args) { return tx.tensor_op(id, args); }
+  // The input as it is (a function's argument is a lazy tracker until
+  // read: unrealized, it is no Tensor, and training-mode Dropout broke).
+  // Recording gradients: the op runs as torch's own (the autograd backend).
+  bool records_grad(const VT& x0) {
+    const VT x = tx.realize(x0);
+    return x->is(VTKind::Tensor) && x->node && x->node->requires_grad;
+  }
+  void require_tensor(const VT& x) {
+    if (!tx.realize(x)->is(VTKind::Tensor)) unsupported(BreakReason::module_call, "Dropout of a non-tensor");
+  }
+  VT sizes_of(const VT& x0) {
+    const VT x = tx.realize(x0);
+    std::vector<VT> dims;  // symbolic where x's sizes are
+    for (size_t d = 0; d < x->meta().sizes.size(); ++d) dims.push_back(tx.size_of(x, d));
+    return vars::make_tuple(std::move(dims));
+  }
+  // Sequential, unrolled.
+  VT call_children(const VT& x) {
+    auto* m = module->value.as<ModuleObj>();
+    check_structure_unchanged(tx, m, "calling a Sequential");
+    if (unspecialized && module->source) {
+      // Unrolled over these children: their names in order are guarded,
+      // each child by its own source.
+      std::vector<Value> names;
+      for (const auto& [name, child] : m->modules) names.push_back(Value::object(Kind::Str, name));
+      Guard g;
+      g.source = module->source;
+      g.kind = GuardKind::ModuleChildren;
+      g.expected = make_tuple(std::move(names));
+      tx.ctx().out.guards().add(std::move(g));
+    }
+    VT out = x;
+    // Every child is read, None ones too: unspecialized, that read is
+    // what guards a None slot against becoming a module.
+    for (const auto& [name, child] : m->modules) {
+      VT c = var_getattr(tx, module, name->s);
+      if (!(c->is(VTKind::Constant) && c->value.is_none())) out = call_function(tx, c, {out}, nullptr);
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& message) { unsupported(BreakReason::module_call, message); }
+};
+
+}  // namespace
+
 VT builtin_forward(InstructionTranslator& tx, const VT& module, const VT& x, bool unspecialized) {
   auto* m = module->value.as<ModuleObj>();
-  VT out;
-  switch (m->cls->builtin_kind()) {
-    case BuiltinModule::Linear:
-      out = tx.tensor_op(OpId::linear, {x, var_getattr(tx, module, "weight"), var_getattr(tx, module, "bias")});
-      break;
-    case BuiltinModule::ReLU: out = tx.tensor_op(OpId::relu, {x}); break;
-    case BuiltinModule::GELU: out = tx.tensor_op(OpId::gelu, {x, var_getattr(tx, module, "approximate")}); break;
-    case BuiltinModule::LayerNorm:
-      out = tx.tensor_op(OpId::layer_norm, {x, var_getattr(tx, module, "normalized_shape"), var_getattr(tx, module, "weight"),
-                                         var_getattr(tx, module, "bias"), var_getattr(tx, module, "eps")});
-      break;
-    case BuiltinModule::Embedding: {
-      // padding_idx (a torch module's attribute) matters to the gradient only.
-      const Value* pad = m->attrs.find("padding_idx");
-      if (pad && !pad->is_none())
-        out = tx.tensor_op(OpId::embedding, {x, var_getattr(tx, module, "weight"), var_getattr(tx, module, "padding_idx")});
-      else
-        out = tx.tensor_op(OpId::embedding, {x, var_getattr(tx, module, "weight")});
-      break;
-    }
-    case BuiltinModule::Dropout: {
-      double p = m->attrs.find("p")->as_number();
-      if (!m->training || p == 0) {
-        out = x;
-      } else if (x->is(VTKind::Tensor) && x->node && x->node->requires_grad) {
-        // Recording gradients: the dropout op, which runs as torch's own
-        // (the autograd backend), drawing from torch's generator as the
-        // eager module does.
-        out = tx.tensor_op(OpId::dropout, {x, const_vt(Value::floating(p)), const_vt(Value::boolean(true))});
-      } else if (p == 1) {
-        out = tx.tensor_op(OpId::mul, {x, const_vt(Value::floating(0.0))});
-      } else {
-        // The same ops, in the same order, as the eager module: equal random draws.
-        if (!x->is(VTKind::Tensor)) unsupported(BreakReason::module_call, "Dropout of a non-tensor");
-        std::vector<VT> dims;  // symbolic where x's sizes are
-        for (size_t d = 0; d < x->meta().sizes.size(); ++d) dims.push_back(tx.size_of(x, d));
-        VT keep = tx.tensor_op(OpId::ge, {tx.tensor_op(OpId::rand, {vars::make_tuple(std::move(dims))}), const_vt(Value::floating(p))});
-        out = tx.tensor_op(OpId::mul, {tx.tensor_op(OpId::mul, {x, keep}), const_vt(Value::floating(1.0 / (1.0 - p)))});
-      }
-      break;
-    }
-    case BuiltinModule::Sequential: {
-      check_structure_unchanged(tx, m, "calling a Sequential");
-      if (unspecialized && module->source) {
-        // Unrolled over these children: their names in order are guarded,
-        // each child by its own source.
-        std::vector<Value> names;
-        for (const auto& [name, child] : m->modules) names.push_back(Value::object(Kind::Str, name));
-        Guard g;
-        g.source = module->source;
-        g.kind = GuardKind::ModuleChildren;
-        g.expected = make_tuple(std::move(names));
-        tx.ctx().out.guards().add(std::move(g));
-      }
-      out = x;
-      // Every child is read, None ones too: unspecialized, that read is
-      // what guards a None slot against becoming a module.
-      for (const auto& [name, child] : m->modules) {
-        VT c = var_getattr(tx, module, name->s);
-        if (!(c->is(VTKind::Constant) && c->value.is_none())) out = call_function(tx, c, {out}, nullptr);
-      }
-      break;
-    }
-    default: unsupported(BreakReason::module_call, "calling a " + m->class_name());
-  }
-  return out;
+  TracedForward b{tx, module, unspecialized};
+  return run_builtin_forward(b, m, m->cls->builtin_kind(), x);
 }
 
 // A built-in leaf's result metadata straight from its op's shape rule.
