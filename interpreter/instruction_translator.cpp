@@ -2,6 +2,7 @@
 // constants, containers and control flow. Calls, attributes and operators
 // on trackers are in translator_calls.cpp.
 #include "interpreter/instruction_translator.h"
+#include "interpreter/nn_module.h"
 
 #include <cstdio>
 
@@ -305,7 +306,7 @@ void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str());
   // A property: its setter inlined (without one, the VM raises
   // AttributeError at this line).
-  if (store_through_property(obj, name, value)) return;
+  if (nn_module::store_through_property(*this, obj, name, value)) return;
   ctx_.attr_overlay[{obj->value.obj(), name}] = value;
   ctx_.side_effects.attr_stores.push_back({obj, name, value});
 }

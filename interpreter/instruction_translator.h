@@ -118,6 +118,7 @@ class InstructionTranslator {
   // The state at the stop (what compile_subgraph needs).
   const runtime::Code& code() const { return *code_; }
   const runtime::FunctionObj& function() const { return *fn_; }
+  const runtime::Ref<runtime::FunctionObj>& function_ref() const { return fn_; }
   size_t pc() const { return pc_; }
   int64_t steps() const { return steps_; }
   bool returned() const { return returned_; }
@@ -185,11 +186,6 @@ class InstructionTranslator {
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});
-  VT call_module(const VT& module, std::vector<VT> args, const runtime::TupleObj* kwnames);
-  // The forward of the built-in class of `module` (Linear, ..., Sequential) as its ops.
-  VT builtin_forward(const VT& module, const VT& x, bool unspecialized);
-  // Symbolic tracing: one call_module node for a leaf module.
-  VT leaf_call(const VT& module, const std::vector<VT>& args);
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT fold_builtin(BuiltinCall& call);
   // One handler per Trace row of runtime/builtins.def (null: fold instead).
@@ -219,8 +215,6 @@ class InstructionTranslator {
   VT trace_dict_method(BuiltinCall& call, std::string_view method);
   VT trace_set_method(BuiltinCall& call, std::string_view method);
   VT trace_tensor_method(BuiltinCall& call, std::string_view method);
-  VT trace_module_method(BuiltinCall& call, std::string_view method);
-  VT trace_module_dict_method(BuiltinCall& call, std::string_view method);
   // The next item of an Iterator tracker (a map()/filter() one calls its
   // function now); false when exhausted.
   bool next_item(const VT& iterator, VT& out);
@@ -232,17 +226,6 @@ class InstructionTranslator {
   // (translator_decompose.cpp).
   VT decomposed_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT get_attr(const VT& obj, const std::string& name);
-  VT module_getattr(const VT& module, const std::string& name);
-  // An UnspecializedNNModule's attribute: an instance entry wrapped at its
-  // own source (guarded by what it is); anything else through specialized().
-  VT unspecialized_getattr(const VT& module, const std::string& name);
-  // A module tracker for a read that depends on its whole structure: an
-  // UnspecializedNNModule gets its version guard now (once); others as is.
-  VT specialized(const VT& module);
-  // Breaks if an attribute store earlier in this trace changed what `m`'s
-  // dicts enumerate: they still show the old structure, so enumerating
-  // them (unrolling, len, iteration, parameters()) would trace the wrong one.
-  void check_structure_unchanged(const runtime::ModuleObj* m, const std::string& what);
   VT from_value(const runtime::Value& v);  // a folded Python result as a tracker
   VT get_item(const VT& obj, const VT& key);
   // obj[key] = value on a tensor tracker: a functional `setitem` node, or a
@@ -263,6 +246,8 @@ class InstructionTranslator {
   // The tracker of the function being run (its source, when it has one).
   const VT& function_tracker() const { return fn_vt_; }
 
+  // nn.Module attributes, calls and methods: interpreter/nn_module.h.
+
   // classes (translator_classes.cpp)
   // super, delattr, and setattr through a property; null: not handled here.
   VT trace_class_builtin(const runtime::Value& builtin, std::vector<VT>& args, const runtime::TupleObj* kwnames);
@@ -273,12 +258,6 @@ class InstructionTranslator {
   // bound as runtime/descriptors.h says; a property's getter is inlined.
   VT bind_class_attr_traced(const runtime::Value& attr, const VT& instance, runtime::ClassObj* cls,
                             const std::string& name);
-  // module.name = value when `name` is a property of its class: the setter
-  // inlined (a break when it has none). False: not a property.
-  bool store_through_property(const VT& module, const std::string& name, const VT& value);
-  // del obj.name: a recorded side effect on a module (or its property's
-  // deleter inlined); a break for anything else.
-  void delete_attr(const VT& obj, const std::string& name);
 
  private:
   TraceContext& ctx_;

@@ -5,6 +5,7 @@
 // runs. Method handlers (list, dict, set, Tensor, Module) live in
 // translator_methods.cpp.
 #include "interpreter/instruction_translator.h"
+#include "interpreter/nn_module.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/value_ops.h"
@@ -96,7 +97,7 @@ VT InstructionTranslator::trace_super(BuiltinCall& c) {
 VT InstructionTranslator::trace_len(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 1) return nullptr;
   VT x = c.args[0];
-  if (x->is(VTKind::UnspecializedNNModule)) x = specialized(x);
+  if (x->is(VTKind::UnspecializedNNModule)) x = nn_module::specialized(*this, x);
   if (x->is(VTKind::List) || x->is(VTKind::Tuple) || x->is(VTKind::ConstDict))
     return const_vt(Value::integer(int64_t(x->items.size())));
   if (x->is(VTKind::Tensor)) {
@@ -104,7 +105,7 @@ VT InstructionTranslator::trace_len(BuiltinCall& c) {
     return size_of(x, 0);
   }
   if (x->is(VTKind::NNModule)) {
-    check_structure_unchanged(x->value.as<ModuleObj>(), "len() of a module");
+    nn_module::check_structure_unchanged(*this, x->value.as<ModuleObj>(), "len() of a module");
     return const_vt(Value::integer(module_len(x->value)));
   }
   return nullptr;
@@ -289,7 +290,7 @@ VT InstructionTranslator::getattr_or_hasattr(BuiltinCall& c, bool has) {
       !constant_value(c.args[1]).is(Kind::Str))
     return nullptr;
   VT obj = c.args[0];
-  if (obj->is(VTKind::UnspecializedNNModule)) obj = specialized(obj);
+  if (obj->is(VTKind::UnspecializedNNModule)) obj = nn_module::specialized(*this, obj);
   const std::string attr = constant_value(c.args[1]).as_str();
   if (obj->is(VTKind::NNModule)) {
     static const Ref<StrObj> getattr_name = intern("__getattr__");

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "interpreter/instruction_translator.h"
+#include "interpreter/nn_module.h"
 #include "variables/wrap.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
@@ -536,9 +537,9 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
         rows.push_back(tensor_op(OpId::select, {seq, const_vt(Value::integer(0)), const_vt(Value::integer(i))}));
       return rows;
     }
-    case VTKind::UnspecializedNNModule: return unpack(specialized(seq));
+    case VTKind::UnspecializedNNModule: return unpack(nn_module::specialized(*this, seq));
     case VTKind::NNModule: {
-      check_structure_unchanged(seq->value.as<ModuleObj>(), "iterating over a module");
+      nn_module::check_structure_unchanged(*this, seq->value.as<ModuleObj>(), "iterating over a module");
       std::vector<VT> out;
       for (const Value& child : module_iter_items(seq->value)) {
         if (!child.is(Kind::Module)) {
@@ -547,7 +548,7 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
         }
         for (const auto& [name, v] : seq->value.as<ModuleObj>()->modules)
           if (v.is_same(child)) {
-            out.push_back(module_getattr(seq, name->s));
+            out.push_back(nn_module::var_getattr(*this, seq, name->s));
             break;
           }
       }
@@ -596,9 +597,9 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
       if (values_equal(obj->keys[j], k)) return obj->items[j];
     unsupported(BreakReason::python_error, "KeyError " + repr(k));
   }
-  if (obj->is(VTKind::UnspecializedNNModule)) return get_item(specialized(obj), key);
+  if (obj->is(VTKind::UnspecializedNNModule)) return get_item(nn_module::specialized(*this, obj), key);
   if (obj->is(VTKind::NNModule)) {
-    check_structure_unchanged(obj->value.as<ModuleObj>(), "indexing a module");
+    nn_module::check_structure_unchanged(*this, obj->value.as<ModuleObj>(), "indexing a module");
     Value child;
     try {
       child = module_getitem(obj->value, k);
@@ -606,7 +607,7 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
       unsupported(BreakReason::python_error, "module subscript " + repr(k));
     }
     for (const auto& [name, v] : obj->value.as<ModuleObj>()->modules)
-      if (v.is_same(child)) return module_getattr(obj, name->s);
+      if (v.is_same(child)) return nn_module::var_getattr(*this, obj, name->s);
     unsupported(BreakReason::untraced_object, "a slice of a module container");
   }
   if (obj->is(VTKind::Constant)) {

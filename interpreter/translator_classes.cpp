@@ -1,13 +1,14 @@
 // Classes during a trace: super(), class attributes bound as Python binds
 // them (functions, staticmethod, classmethod, property; runtime/descriptors.h
-// is the rule), stores and deletes through properties, `del obj.attr` and
-// delattr() as recorded side effects, and PUSH_NULL.
+// is the rule), the super/delattr/setattr/hasattr builtins (a module's
+// stores and deletes themselves: nn_module.h), and PUSH_NULL.
 //
 // Everything here is decided at trace time from values the guards already
 // pin: a module tracker's class is fixed by its identity and version guard,
 // a class tracker's by its identity guard, and super's lookup depends only
 // on those two classes.
 #include "interpreter/instruction_translator.h"
+#include "interpreter/nn_module.h"
 
 #include "runtime/builtins.h"
 #include "runtime/descriptors.h"
@@ -105,7 +106,7 @@ VT InstructionTranslator::super_of(std::vector<VT> args) {
     unsupported(BreakReason::untraced_object, "super() over " + type->str() + " (not a kiln class)");
   if (!obj->is_module() && !class_of_tracker(obj))
     unsupported(BreakReason::untraced_object, "super() of " + obj->str());
-  if (obj->is(VTKind::UnspecializedNNModule)) obj = specialized(obj);  // its class is read
+  if (obj->is(VTKind::UnspecializedNNModule)) obj = nn_module::specialized(*this, obj);  // its class is read
   Value sup;
   try {
     sup = make_super(type->value, obj->value);
@@ -132,41 +133,9 @@ VT InstructionTranslator::super_getattr(const VT& sup, const std::string& name) 
 
 // ---------------------------------------------- stores and deletes ---
 
-bool InstructionTranslator::store_through_property(const VT& module, const std::string& name, const VT& value) {
-  auto* m = module->value.as<ModuleObj>();
-  const PropertyObj* p = class_property(m->cls.get(), intern(name).get());
-  if (!p) return false;
-  if (p->fset.is_null() || p->fset.is_none())
-    unsupported(BreakReason::attribute_error, no_setter_message(name, m->class_name()));
-  call_function(from_value(p->fset), {module, value}, nullptr);
-  return true;
+void InstructionTranslator::op_DELETE_ATTR(const Instr& i) {
+  nn_module::var_delattr(*this, pop(), code_->names[size_t(i.a)]->s);
 }
-
-void InstructionTranslator::delete_attr(const VT& obj0, const std::string& name) {
-  VT obj = realize(obj0);
-  if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute deletion on " + obj->str());
-  auto* m = obj->value.as<ModuleObj>();
-  auto key = intern(name);
-  if (const PropertyObj* p = class_property(m->cls.get(), key.get())) {
-    if (p->fdel.is_null() || p->fdel.is_none())
-      unsupported(BreakReason::attribute_error, no_deleter_message(name, m->class_name()));
-    call_function(from_value(p->fdel), {obj}, nullptr);
-    return;
-  }
-  // What is there now: the trace's own stores and deletes first (a null
-  // overlay entry is a deletion), else the module's dicts.
-  auto overlay = ctx_.attr_overlay.find({m, name});
-  const bool present = overlay != ctx_.attr_overlay.end() ? overlay->second != nullptr
-                                                          : module_instance_slot(m, key.get()) != nullptr;
-  if (!present)
-    unsupported(BreakReason::attribute_error, "'" + m->class_name() + "' object has no attribute '" + name + "'");
-  // Replayed after the graph (a null value: DELETE_ATTR); reads later in
-  // the trace see it gone.
-  ctx_.attr_overlay[{m, name}] = nullptr;
-  ctx_.side_effects.attr_stores.push_back({obj, name, nullptr});
-}
-
-void InstructionTranslator::op_DELETE_ATTR(const Instr& i) { delete_attr(pop(), code_->names[size_t(i.a)]->s); }
 
 void InstructionTranslator::op_PUSH_NULL(const Instr&) { push(nullptr); }
 
@@ -191,12 +160,12 @@ VT InstructionTranslator::trace_class_builtin(const Value& builtin, std::vector<
     Ref<ClassObj> cls = builtin_module_class(m->cls->builtin_kind());
     const Value* fwd = cls ? cls->methods.find("forward") : nullptr;
     if (!fwd || !fwd->is_same(builtin)) return nullptr;
-    return builtin_forward(specialized(args[0]), args[1], false);
+    return nn_module::builtin_forward(*this, nn_module::specialized(*this, args[0]), args[1], false);
   }
   if (args.size() < 2 || !is_constant(args[1]) || !constant_value(args[1]).is(Kind::Str)) return nullptr;
   const std::string attr = constant_value(args[1]).as_str();
   if (name == "delattr" && args.size() == 2) {
-    delete_attr(args[0], attr);
+    nn_module::var_delattr(*this, args[0], attr);
     return const_vt(Value::none());
   }
   // hasattr / getattr with a default of a name deleted earlier in this
@@ -214,7 +183,7 @@ VT InstructionTranslator::trace_class_builtin(const Value& builtin, std::vector<
   }
   // setattr(module, 'name', v) on a property: its setter, inlined.
   if (name == "setattr" && args.size() == 3 && args[0]->is_module() && args[0]->source &&
-      store_through_property(args[0], attr, args[2]))
+      nn_module::store_through_property(*this, args[0], attr, args[2]))
     return const_vt(Value::none());
   return nullptr;
 }

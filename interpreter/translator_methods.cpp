@@ -5,6 +5,7 @@
 // the module tree. Each handler answers or breaks: a method of a mutable
 // receiver never folds on a copy of it.
 #include "interpreter/instruction_translator.h"
+#include "interpreter/nn_module.h"
 #include "runtime/module.h"
 #include "runtime/set_ops.h"
 #include "runtime/value_ops.h"
@@ -18,94 +19,21 @@ static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 static VT none_vt() { return const_vt(Value::none()); }
 
 VT InstructionTranslator::trace_method(BuiltinCall& c) {
-  using Handler = VT (InstructionTranslator::*)(BuiltinCall&, std::string_view);
+  using Handler = VT (*)(InstructionTranslator&, BuiltinCall&, std::string_view);
+  using Tx = InstructionTranslator;
   static const std::pair<std::string_view, Handler> by_type[] = {
-      {"list.", &InstructionTranslator::trace_list_method},
-      {"dict.", &InstructionTranslator::trace_dict_method},
-      {"set.", &InstructionTranslator::trace_set_method},
-      {"Tensor.", &InstructionTranslator::trace_tensor_method},
-      {"Module.", &InstructionTranslator::trace_module_method},
-      {"ModuleDict.", &InstructionTranslator::trace_module_dict_method},
+      {"list.", [](Tx& tx, BuiltinCall& c, std::string_view m) { return tx.trace_list_method(c, m); }},
+      {"dict.", [](Tx& tx, BuiltinCall& c, std::string_view m) { return tx.trace_dict_method(c, m); }},
+      {"set.", [](Tx& tx, BuiltinCall& c, std::string_view m) { return tx.trace_set_method(c, m); }},
+      {"Tensor.", [](Tx& tx, BuiltinCall& c, std::string_view m) { return tx.trace_tensor_method(c, m); }},
+      {"Module.", nn_module::trace_supported_methods},  // nn_module.h
+      {"ModuleDict.", nn_module::trace_module_dict_method},
   };
   const std::string& name = c.b.name;
   for (const auto& [prefix, handler] : by_type)
     if (name.compare(0, prefix.size(), prefix) == 0)
-      if (VT r = (this->*handler)(c, std::string_view(name).substr(prefix.size()))) return r;
+      if (VT r = handler(*this, c, std::string_view(name).substr(prefix.size()))) return r;
   unsupported(BreakReason::untraced_method, name + "() on " + (c.args.empty() ? "nothing" : c.args[0]->str()));
-}
-
-// parameters(), named_parameters(), buffers(), named_buffers(), children(),
-// named_children(), modules(), named_modules(): answered at trace time by
-// walking the module dicts (trace_supported_methods), each tensor a
-// get_attr node once, each module a tracker with its own version guard.
-// A read of the whole structure: an unspecialized module is specialized.
-VT InstructionTranslator::trace_module_method(BuiltinCall& c, std::string_view m) {
-  auto& args = c.args;
-  if (args.empty()) return nullptr;
-  if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(args[0]);
-  if (!args[0]->is(VTKind::NNModule)) return nullptr;
-  bool recurse = true;
-  if (args.size() > 1 || c.nkw) {
-    // recurse=... (positional or keyword) must be a known bool
-    const VT& r = args.back();
-    if (!is_constant(r)) unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() with a traced recurse");
-    recurse = truth(constant_value(r));
-  }
-  auto* root = args[0]->value.as<ModuleObj>();
-  if (!ctx_.attr_overlay.empty())
-    for (const auto& [path, mod] : named_modules(root)) check_structure_unchanged(mod.as<ModuleObj>(), c.b.name + "()");
-  // The module tracker at a dotted path below args[0], through the same
-  // attribute lookup (and guards) as self.a.b.
-  auto module_at = [&](const std::string& path) {
-    VT cur = args[0];
-    size_t start = 0;
-    while (start < path.size()) {
-      size_t dot = path.find('.', start);
-      if (dot == std::string::npos) dot = path.size();
-      cur = module_getattr(cur, path.substr(start, dot - start));
-      start = dot + 1;
-    }
-    return cur;
-  };
-  auto member = [&](const std::string& qualified) {
-    size_t dot = qualified.rfind('.');
-    VT owner = dot == std::string::npos ? args[0] : module_at(qualified.substr(0, dot));
-    return module_getattr(owner, dot == std::string::npos ? qualified : qualified.substr(dot + 1));
-  };
-  auto list_of = [&](const std::vector<std::pair<std::string, Value>>& items, bool named, bool modules) {
-    std::vector<VT> out;
-    for (const auto& [qualified, v] : items) {
-      VT vt = modules ? (qualified.empty() ? args[0] : module_at(qualified)) : member(qualified);
-      out.push_back(named ? vars::make_tuple({const_vt(Value::str(qualified)), vt}) : vt);
-    }
-    return vars::make_list(std::move(out));
-  };
-  if (m == "parameters") return list_of(named_parameters(root, recurse), false, false);
-  if (m == "named_parameters") return list_of(named_parameters(root, recurse), true, false);
-  if (m == "buffers") return list_of(named_buffers(root, recurse), false, false);
-  if (m == "named_buffers") return list_of(named_buffers(root, recurse), true, false);
-  if (m == "children") return list_of(named_children(root), false, true);
-  if (m == "named_children") return list_of(named_children(root), true, true);
-  if (m == "modules") return list_of(named_modules(root), false, true);
-  if (m == "named_modules") return list_of(named_modules(root), true, true);
-  return nullptr;
-}
-
-// ModuleDict's views: children by name, through the module's own lookup.
-VT InstructionTranslator::trace_module_dict_method(BuiltinCall& c, std::string_view m) {
-  auto& args = c.args;
-  if (args.size() != 1) return nullptr;
-  if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(args[0]);
-  if (!args[0]->is(VTKind::NNModule) || (m != "keys" && m != "values" && m != "items")) return nullptr;
-  check_structure_unchanged(args[0]->value.as<ModuleObj>(), c.b.name + "()");
-  std::vector<VT> out;
-  for (const auto& [key, child] : args[0]->value.as<ModuleObj>()->modules) {
-    VT k = const_vt(Value::str(key->s));
-    if (m == "keys") out.push_back(k);
-    else if (m == "values") out.push_back(module_getattr(args[0], key->s));
-    else out.push_back(vars::make_tuple({k, module_getattr(args[0], key->s)}));
-  }
-  return vars::make_list(std::move(out));
 }
 
 // Tensor methods (type_methods.cpp) on a tensor tracker: metadata reads

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/builtin_forward.h"
 #include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/ops.h"
@@ -50,10 +51,6 @@ void init_linear_params(ModuleObj* m, int64_t in, int64_t out, bool bias) {
 
 Value attr(ModuleObj* m, const char* name) {
   const Value* v = m->attrs.find(name);
-  return v ? *v : Value::none();
-}
-Value param(ModuleObj* m, const char* name) {
-  const Value* v = m->params.find(name);
   return v ? *v : Value::none();
 }
 
@@ -164,9 +161,6 @@ Value linear_init(CallContext&, const std::vector<Value>& a) {
   init_linear_params(self_of(a), int_arg(a[1], "in_features"), int_arg(a[2], "out_features"), truth(a[3]));
   return Value::none();
 }
-Value linear_forward(CallContext&, const std::vector<Value>& a) {
-  return call_op(OpId::linear, {a[1], param(self_of(a), "weight"), param(self_of(a), "bias")});
-}
 Value lazy_linear_init(CallContext&, const std::vector<Value>& a) {
   ModuleObj* m = self_of(a);
   register_parameter(m, "weight", Value::none());
@@ -178,15 +172,11 @@ Value lazy_linear_init(CallContext&, const std::vector<Value>& a) {
   m->bump_version();
   return Value::none();
 }
-Value relu_forward(CallContext&, const std::vector<Value>& a) { return call_op(OpId::relu, {a[1]}); }
 Value gelu_init(CallContext&, const std::vector<Value>& a) {
   if (!a[1].is(Kind::Str) || (a[1].as_str() != "none" && a[1].as_str() != "tanh"))
     throw_error(ErrorKind::ValueError, "GELU: approximate must be 'none' or 'tanh', got " + repr(a[1]));
   self_of(a)->attrs.set("approximate", a[1]);
   return Value::none();
-}
-Value gelu_forward(CallContext&, const std::vector<Value>& a) {
-  return call_op(OpId::gelu, {a[1], attr(self_of(a), "approximate")});
 }
 Value layer_norm_init(CallContext&, const std::vector<Value>& a) {
   ModuleObj* m = self_of(a);
@@ -203,11 +193,6 @@ Value layer_norm_init(CallContext&, const std::vector<Value>& a) {
   }
   return Value::none();
 }
-Value layer_norm_forward(CallContext&, const std::vector<Value>& a) {
-  ModuleObj* m = self_of(a);
-  return call_op(OpId::layer_norm,
-                 {a[1], attr(m, "normalized_shape"), param(m, "weight"), param(m, "bias"), attr(m, "eps")});
-}
 Value embedding_init(CallContext&, const std::vector<Value>& a) {
   ModuleObj* m = self_of(a);
   int64_t n = int_arg(a[1], "num_embeddings"), d = int_arg(a[2], "embedding_dim");
@@ -216,9 +201,6 @@ Value embedding_init(CallContext&, const std::vector<Value>& a) {
   register_parameter(m, "weight", param_of(call_op(OpId::randn, {shape_value({n, d})})));
   return Value::none();
 }
-Value embedding_forward(CallContext&, const std::vector<Value>& a) {
-  return call_op(OpId::embedding, {a[1], param(self_of(a), "weight")});
-}
 Value dropout_init(CallContext&, const std::vector<Value>& a) {
   double p = a[1].is_number() ? a[1].as_number() : -1.0;
   if (p < 0 || p > 1)
@@ -226,20 +208,43 @@ Value dropout_init(CallContext&, const std::vector<Value>& a) {
   self_of(a)->attrs.set("p", Value::floating(p));
   return Value::none();
 }
-Value dropout_forward(CallContext&, const std::vector<Value>& a) {
-  ModuleObj* m = self_of(a);
-  double p = attr(m, "p").as_number();
-  if (!m->training || p == 0) return a[1];
-  // Another library's tensor (a torch tensor that requires grad): the
-  // dropout op, which runs as that library's own (its random draws too).
-  if (a[1].is(Kind::Foreign)) return call_op(OpId::dropout, {a[1], Value::floating(p), Value::boolean(true)});
-  if (!a[1].is(Kind::Tensor)) throw_error(ErrorKind::TypeError, "Dropout expects a Tensor");
-  Tensor x = a[1].as_tensor();
-  if (p == 1) return call_op(OpId::mul, {a[1], Value::floating(0.0)});
-  std::vector<Value> dims;
-  for (int64_t s : x.sizes()) dims.push_back(Value::integer(s));
-  Value keep = call_op(OpId::ge, {call_op(OpId::rand, {make_tuple(dims)}), Value::floating(p)});
-  return call_op(OpId::mul, {call_op(OpId::mul, {a[1], keep}), Value::floating(1.0 / (1.0 - p))});
+
+// The eager backend of run_builtin_forward (runtime/builtin_forward.h):
+// values, each op run now.
+struct EagerForward {
+  using V = Value;
+  CallContext& ctx;
+  ModuleObj* m;
+  Value read(const ForwardOperand& o) {
+    const Value* v = (o.from == OperandFrom::Param ? m->params : m->attrs).find(o.name);
+    return v ? *v : Value::none();
+  }
+  Value constant(Value v) { return v; }
+  Value op(OpId id, std::vector<Value> args) { return call_op(id, CallArgs{args.data(), args.size(), nullptr}); }
+  // Another library's tensor (a torch tensor that requires grad).
+  bool records_grad(const Value& x) { return x.is(Kind::Foreign); }
+  void require_tensor(const Value& x) {
+    if (!x.is(Kind::Tensor)) throw_error(ErrorKind::TypeError, "Dropout expects a Tensor");
+  }
+  Value sizes_of(const Value& x) {
+    std::vector<Value> dims;
+    for (int64_t s : x.as_tensor().sizes()) dims.push_back(Value::integer(s));
+    return make_tuple(std::move(dims));
+  }
+  Value call_children(const Value& x0) {
+    Value x = x0;
+    for (const auto& [name, child] : m->modules)
+      if (!child.is_none()) x = ctx.call(child, {x});
+    return x;
+  }
+  [[noreturn]] void fail(const std::string& message) { throw_error(ErrorKind::TypeError, message); }
+};
+
+// The forward method of the built-in class K: its kBuiltinForwards row.
+template <BuiltinModule K>
+Value builtin_forward(CallContext& ctx, const std::vector<Value>& a) {
+  EagerForward b{ctx, self_of(a)};
+  return run_builtin_forward(b, self_of(a), K, a[1]);
 }
 
 void add_children(ModuleObj* m, const std::vector<Value>& mods) {
@@ -249,12 +254,6 @@ void add_children(ModuleObj* m, const std::vector<Value>& mods) {
 Value sequential_init(CallContext&, const std::vector<Value>& a) {
   add_children(self_of(a), a[1].as<TupleObj>()->items);
   return Value::none();
-}
-Value sequential_forward(CallContext& ctx, const std::vector<Value>& a) {
-  Value x = a[1];
-  for (const auto& [name, child] : self_of(a)->modules)
-    if (!child.is_none()) x = ctx.call(child, {x});
-  return x;
 }
 Value module_list_init(CallContext&, const std::vector<Value>& a) {
   if (!a[1].is_none()) add_children(self_of(a), to_vector(a[1]));
@@ -352,21 +351,24 @@ Ref<ClassObj> builtin_module_class(BuiltinModule kind) {
       nullptr,
       build_class("Linear", module_base_class(), BuiltinModule::Linear,
                   {{"__init__", "self, in_features, out_features, bias=True", linear_init},
-                   {"forward", "self, input", linear_forward}}),
-      build_class("ReLU", module_base_class(), BuiltinModule::ReLU, {{"forward", "self, input", relu_forward}}),
+                   {"forward", "self, input", builtin_forward<BuiltinModule::Linear>}}),
+      build_class("ReLU", module_base_class(), BuiltinModule::ReLU,
+                  {{"forward", "self, input", builtin_forward<BuiltinModule::ReLU>}}),
       build_class("GELU", module_base_class(), BuiltinModule::GELU,
-                  {{"__init__", "self, approximate='none'", gelu_init}, {"forward", "self, input", gelu_forward}}),
+                  {{"__init__", "self, approximate='none'", gelu_init},
+                   {"forward", "self, input", builtin_forward<BuiltinModule::GELU>}}),
       build_class("LayerNorm", module_base_class(), BuiltinModule::LayerNorm,
                   {{"__init__", "self, normalized_shape, eps=1e-05, elementwise_affine=True", layer_norm_init},
-                   {"forward", "self, input", layer_norm_forward}}),
+                   {"forward", "self, input", builtin_forward<BuiltinModule::LayerNorm>}}),
       build_class("Embedding", module_base_class(), BuiltinModule::Embedding,
                   {{"__init__", "self, num_embeddings, embedding_dim", embedding_init},
-                   {"forward", "self, input", embedding_forward}}),
+                   {"forward", "self, input", builtin_forward<BuiltinModule::Embedding>}}),
       build_class("Dropout", module_base_class(), BuiltinModule::Dropout,
-                  {{"__init__", "self, p=0.5", dropout_init}, {"forward", "self, input", dropout_forward}}),
+                  {{"__init__", "self, p=0.5", dropout_init},
+                   {"forward", "self, input", builtin_forward<BuiltinModule::Dropout>}}),
       build_class("Sequential", module_base_class(), BuiltinModule::Sequential,
                   {{"__init__", "self, *modules", sequential_init},
-                   {"forward", "self, input", sequential_forward},
+                   {"forward", "self, input", builtin_forward<BuiltinModule::Sequential>},
                    {"append", "self, module", module_list_append}}),
       build_class("ModuleList", module_base_class(), BuiltinModule::ModuleList,
                   {{"__init__", "self, modules=None", module_list_init},
@@ -379,7 +381,7 @@ Ref<ClassObj> builtin_module_class(BuiltinModule kind) {
                    {"items", "self", module_dict_items}}),
       build_class("LazyLinear", module_base_class(), BuiltinModule::LazyLinear,
                   {{"__init__", "self, out_features, bias=True", lazy_linear_init},
-                   {"forward", "self, input", linear_forward}}),
+                   {"forward", "self, input", builtin_forward<BuiltinModule::LazyLinear>}}),
   };
   static_assert(std::size(classes) == size_t(BuiltinModule::LazyLinear) + 1,
                 "one class per KILN_BUILTIN_MODULES row, in order");

@@ -11,7 +11,7 @@
 // any other class gets its Python methods translated, torch.nn.Module's own
 // methods answered by kiln's Module model). From there the tracer treats it
 // as any kiln module: attribute lookup in torch's order
-// (module_getattr), __call__ with hooks (call_module), containers
+// (nn_module::var_getattr), __call__ with hooks (nn_module::call_function), containers
 // unrolled, parameters() answered at trace time, get_attr nodes once per
 // tensor identity, ModuleVersion guards.
 //
