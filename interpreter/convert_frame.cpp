@@ -314,6 +314,12 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
       r.b.emit(Opcode::CALL, int32_t(passed + live_locals.size()));
       r.b.emit(Opcode::RETURN_VALUE);
     };
+    // The residual's frame still binds every parameter; one the trace
+    // deleted (DELETE_FAST) is unbound again before the breaking read, which
+    // then raises UnboundLocalError as the VM does (a fuzz finding, defect 31).
+    if ((brk->op == Opcode::LOAD_FAST || brk->op == Opcode::DELETE_FAST) && brk->a < code.nparams() &&
+        !tx->locals()[size_t(brk->a)])
+      r.b.emit(Opcode::DELETE_FAST, brk->a);
     size_t base = stack.size() - size_t(pops);
     int32_t b_operand = operand(info.b, brk->b);
     if (info.flow == Flow::Branch) {
