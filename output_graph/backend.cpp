@@ -122,7 +122,8 @@ void for_each_node_arg(const Arg& a, F&& f) {
     for (const Arg& item : a.items) for_each_node_arg(item, f);
 }
 
-// syms: the graph's symbols' values for this call (Graph::symbol_values).
+}  // namespace
+
 Value eval_arg(const Arg& a, const std::vector<Value>& env, const std::vector<int64_t>& syms) {
   switch (a.kind) {
     case Arg::Kind::Node: return env[size_t(a.node->index)];
@@ -137,6 +138,8 @@ Value eval_arg(const Arg& a, const std::vector<Value>& env, const std::vector<in
   }
   return Value();
 }
+
+namespace {
 
 std::shared_ptr<const Plan> make_plan(std::shared_ptr<const Graph> graph) {
   if (!graph) throw_error(ErrorKind::ValueError, "eager backend: no graph given");

@@ -77,6 +77,11 @@ constexpr const char* kAutogradBackend = "autograd";
 void set_autograd_lowerings(std::vector<bool> lowered);  // indexed by OpId
 bool autograd_lowers(runtime::OpId op);
 
+// A node argument's value for one call: `env` holds each node's value by
+// its index, `syms` the graph's symbols' values (Graph::symbol_values);
+// a list becomes a tuple. Shared by the backends that walk a graph.
+Value eval_arg(const Arg& a, const std::vector<Value>& env, const std::vector<int64_t>& syms);
+
 // The reference backend, also callable directly.
 CompiledGraph eager_backend(std::shared_ptr<const Graph> graph, const std::vector<Value>& example_inputs);
 

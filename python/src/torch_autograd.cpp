@@ -15,6 +15,7 @@ using output_graph::Arg;
 using output_graph::Graph;
 using output_graph::Node;
 using output_graph::NodeOp;
+using output_graph::eval_arg;
 using runtime::Kind;
 using runtime::OpId;
 using runtime::Value;
@@ -32,21 +33,6 @@ const char* const kDtypeNames[4] = {"float32", "float64", "int64", "bool"};
 
 bool grad_mode_hook() { return torch_grad_enabled(); }
 
-// syms: the graph's symbols' values for this call.
-Value eval_arg(const Arg& a, const std::vector<Value>& env, const std::vector<int64_t>& syms) {
-  switch (a.kind) {
-    case Arg::Kind::Node: return env[size_t(a.node->index)];
-    case Arg::Kind::Const: return a.value;
-    case Arg::Kind::Sym: return Value::integer(a.sym.evaluate(syms));
-    case Arg::Kind::List: {
-      std::vector<Value> items;
-      items.reserve(a.items.size());
-      for (const Arg& item : a.items) items.push_back(eval_arg(item, env, syms));
-      return runtime::make_tuple(std::move(items));
-    }
-  }
-  return Value();
-}
 
 std::string node_desc(const Node& n) { return std::string(node_op_name(n.op)) + " node '" + n.name + "'"; }
 
