@@ -117,7 +117,9 @@ class Scheduler {
   void materialize(Val& v, const std::string& why);
   // v (rank r) copied into a contiguous buffer of its own: a BLAS operand
   // whose layout no leading dimension describes.
-  Val contiguous_copy(Val& v, size_t r);
+  Val contiguous_copy(Val& v, size_t r, const std::string& why = "matmul operand layout");
+  // One BLAS call writing a fresh contiguous [out_sizes] temporary (gm.out, gm.ldc set here).
+  Val add_gemm(Gemm gm, const Dims& out_sizes);
   int emit_kernel(Kernel k);
 
   // -- expressions
@@ -339,7 +341,7 @@ int Scheduler::take_or_load(const Node* srcn, const Node& consumer, Arena& dst, 
   return e;
 }
 
-Val Scheduler::contiguous_copy(Val& v, size_t r) {
+Val Scheduler::contiguous_copy(Val& v, size_t r, const std::string& why) {
   Val copy = v;
   copy.materialized = false;
   copy.arena = Arena{};
@@ -347,8 +349,21 @@ Val Scheduler::contiguous_copy(Val& v, size_t r) {
   std::iota(id.begin(), id.end(), 0);
   copy.root = load_of(v, copy.arena, id, r, nullptr);
   copy.open = -1;
-  materialize(copy, "matmul operand layout");
+  materialize(copy, why);
   return copy;
+}
+
+Val Scheduler::add_gemm(Gemm gm, const Dims& out_sizes) {
+  Buffer ob;
+  ob.kind = Buffer::Kind::Temp;
+  ob.dtype = gm.dtype;
+  ob.sizes = out_sizes;
+  ob.strides = contiguous(out_sizes);
+  gm.out = add_buffer(ob);
+  gm.ldc = gm.n;
+  prog_.gemms.push_back(gm);
+  prog_.steps.push_back({Step::Kind::Gemm, int(prog_.gemms.size()) - 1});
+  return materialized(prog_.gemms.back().out, out_sizes, ob.strides, Dim::c(0), gm.dtype);
 }
 
 int Scheduler::emit_kernel(Kernel k) {
@@ -802,16 +817,7 @@ void Scheduler::batched_matmul(const Node& n, const Node* an, const Node* bn) {
   Dims out_sizes = gm.batch;
   out_sizes.push_back(gm.m);
   out_sizes.push_back(gm.n);
-  Buffer ob;
-  ob.kind = Buffer::Kind::Temp;
-  ob.dtype = dt;
-  ob.sizes = out_sizes;
-  ob.strides = contiguous(out_sizes);
-  gm.out = add_buffer(ob);
-  gm.ldc = gm.n;
-  prog_.gemms.push_back(gm);
-  prog_.steps.push_back({Step::Kind::Gemm, int(prog_.gemms.size()) - 1});
-  val(&n) = materialized(gm.out, out_sizes, ob.strides, Dim::c(0), dt);
+  val(&n) = add_gemm(std::move(gm), out_sizes);
 }
 
 void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::vector<const Node*>& pnode) {
@@ -905,16 +911,7 @@ void Scheduler::matmul(const Node& n, const runtime::OpArgs& args, const std::ve
   gm.b_offset = b.view.offset;
   Dims out_sizes(a.sizes.begin(), a.sizes.end() - 1);
   out_sizes.push_back(gm.n);
-  Buffer ob;
-  ob.kind = Buffer::Kind::Temp;
-  ob.dtype = dt;
-  ob.sizes = out_sizes;
-  ob.strides = contiguous(out_sizes);
-  gm.out = add_buffer(ob);
-  gm.ldc = gm.n;
-  prog_.gemms.push_back(gm);
-  prog_.steps.push_back({Step::Kind::Gemm, int(prog_.gemms.size()) - 1});
-  Val out = materialized(gm.out, out_sizes, ob.strides, Dim::c(0), dt);
+  Val out = add_gemm(std::move(gm), out_sizes);
   if (!biasn) {
     val(&n) = std::move(out);
     return;
@@ -1079,14 +1076,7 @@ void Scheduler::view(const Node& n, const runtime::OpArgs& args, const std::vect
       auto vs = runtime::view_strides(base, m.sizes());
       if (!vs) {
         // Not expressible as a view of this layout (eager copies too).
-        Val copy;
-        copy.tensor = true;
-        copy.dtype = x.dtype;
-        copy.sizes = x.sizes;
-        std::vector<int> idm(x.sizes.size());
-        std::iota(idm.begin(), idm.end(), 0);
-        copy.root = load_of(x, copy.arena, idm, x.sizes.size(), nullptr);
-        materialize(copy, "reshape of a non-viewable layout");
+        Val copy = contiguous_copy(x, x.sizes.size(), "reshape of a non-viewable layout");
         Dims ms;
         for (int64_t s : m.sizes()) ms.push_back(Dim::c(s));
         val(&n) = materialized(copy.view.buffer, ms, contiguous(ms), Dim::c(0), x.dtype);
@@ -1178,14 +1168,7 @@ bool Scheduler::symbolic_view(const Node& n, const runtime::OpArgs& args, const 
         break;
       }
       // Not a view of this layout: a contiguous copy, then its view.
-      Val copy;
-      copy.tensor = true;
-      copy.dtype = x.dtype;
-      copy.sizes = x.sizes;
-      std::vector<int> idm(r);
-      std::iota(idm.begin(), idm.end(), 0);
-      copy.root = load_of(x, copy.arena, idm, r, nullptr);
-      materialize(copy, "reshape of a non-viewable layout");
+      Val copy = contiguous_copy(x, r, "reshape of a non-viewable layout");
       val(&n) = materialized(copy.view.buffer, out, contiguous(out), Dim::c(0), x.dtype);
       return true;
     }

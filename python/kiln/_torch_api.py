@@ -30,6 +30,7 @@ import inspect
 import types
 
 from . import _C
+from . import nn as _nn
 from .nn import functional as _F
 
 
@@ -509,13 +510,8 @@ def kiln_class_for(cls):
         _C.register_class(kc, cls, True)
         _KILN_CLASSES[cls] = kc
         chain = set(base.__mro__)
-        first = {}
-        for klass in cls.__mro__:
-            if klass is not object:
-                for name, attr in vars(klass).items():
-                    first.setdefault(name, (klass, attr))
         attrs = {}
-        for name, (klass, attr) in first.items():
+        for name, (klass, attr) in _nn.first_definitions(cls).items():
             if klass in chain:
                 continue
             if _torch_defined(klass) and inspect.isfunction(attr):

@@ -83,6 +83,18 @@ def _kiln_base(cls):
     return next((b for b in cls.__mro__[1:] if "_kiln_class" in vars(b)), None)
 
 
+def first_definitions(cls):
+    """name -> (class, attribute) for every name cls's MRO defines, the
+    first class that defines it winning (Python's lookup order), object's
+    own names left out."""
+    first = {}
+    for klass in cls.__mro__:
+        if klass is not object:
+            for name, attr in vars(klass).items():
+                first.setdefault(name, (klass, attr))
+    return first
+
+
 def _class_attrs(cls):
     """cls's attributes as Python resolves them (the first class of the MRO
     that defines a name wins), less those the C++ base chain answers itself:
@@ -93,13 +105,8 @@ def _class_attrs(cls):
     while base is not None:
         chain.add(base)
         base = _kiln_base(base)
-    first = {}
-    for klass in cls.__mro__:
-        if klass is not object:
-            for name, attr in vars(klass).items():
-                first.setdefault(name, (klass, attr))
     attrs = {}
-    for name, (klass, attr) in first.items():
+    for name, (klass, attr) in first_definitions(cls).items():
         if klass in chain:
             continue
         value = _class_attr(name, attr)
