@@ -355,8 +355,12 @@ void InstructionTranslator::op_LOAD_METHOD(const Instr& i) {
     push(nullptr);
     return;
   }
-  // Methods come back bound (UserMethod); split them as LOAD_METHOD does.
-  if (method->is(VTKind::UserMethod)) {
+  // Methods come back bound (UserMethod); split them as the VM's
+  // LOAD_METHOD does: only a function bound to the receiver itself. A
+  // classmethod (bound to the class) or a method found through super() is
+  // a bound method and a NULL on the VM, and a program that moves the pair
+  // (SWAP, COPY) sees the difference (fuzz finding, defect 32).
+  if (method->is(VTKind::UserMethod) && method->self == obj) {
     push(variables::make_user_function(method->value));
     push(method->self);
     return;
