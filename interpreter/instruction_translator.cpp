@@ -140,6 +140,10 @@ void InstructionTranslator::run(int64_t stop_at_step) {
   }
 }
 
+std::string InstructionTranslator::where(const Instr& ins) const {
+  return code_->filename + ":" + std::to_string(ins.line);
+}
+
 void InstructionTranslator::step() {
   runtime::spend_step();  // an unrolled loop is as long as the VM's (runtime/budget.h)
   const Instr& ins = code_->instrs[pc_];
@@ -156,11 +160,15 @@ void InstructionTranslator::step() {
     // constants, a bad subscript): the graph breaks there and the VM
     // raises it, where the frame's handlers can catch it. symbolic_trace
     // has no VM to run the rest: the error is its caller's.
-    if (ctx_.tracer) throw;
+    if (ctx_.tracer) {
+      if (ctx_.error_where.empty()) ctx_.error_where = where(ins);
+      throw;
+    }
     restart_before_null_with([&] {
       unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
     });
   } catch (Unsupported& u) {
+    if (u.where.empty()) u.where = where(ins);
     restart_before_null_with([&] { throw; });
   }
   ++steps_;

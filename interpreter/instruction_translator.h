@@ -49,6 +49,12 @@ struct Unsupported {
   // breaking one (a break inside a traced null-context `with` block: the
   // block's BEFORE_WITH is where the VM takes over).
   int64_t restart_at = -1;
+  // inlined_break: the innermost frame's reason (what `cause` says).
+  std::optional<BreakReason> inner = std::nullopt;
+  BreakReason innermost() const { return inner.value_or(reason); }
+  // "file:line" of the innermost instruction that broke (set as it leaves
+  // that frame's step): symbolic_trace's error names the user's line.
+  std::string where = {};
 };
 
 [[noreturn]] inline void unsupported(BreakReason reason, std::string detail) {
@@ -95,6 +101,9 @@ struct TraceContext {
   // (code, self) of every frame being inlined: the recursion check is a
   // lookup, not a walk up the frames (a deep module chain inlines thousands).
   std::multiset<std::pair<const void*, const void*>> active_frames;
+  // symbolic_trace: "file:line" of the innermost instruction that raised a
+  // kiln::Error (which propagates as it is, with no room for a location).
+  std::string error_where;
   // Trackers of views (view ops, and contiguous/to, which may alias), by the
   // node owning the memory they alias. Item assignment into that node is a
   // functional update only while none of them is alive: a live view's
@@ -131,6 +140,7 @@ class InstructionTranslator {
 
  private:
   void step();
+  std::string where(const runtime::Instr& ins) const;  // "file:line"
 #define KILN_OPCODE(name, ...) void op_##name(const runtime::Instr& ins);
 #include "runtime/opcodes.def"
 #undef KILN_OPCODE

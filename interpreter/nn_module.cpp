@@ -245,6 +245,11 @@ VT call_function(InstructionTranslator& tx, const VT& module0, std::vector<VT> a
     full.insert(full.end(), kw.begin(), kw.end());
     out = tx.inline_call(*fwd, std::move(full), kwnames, nullptr);
   } else {
+    // A forward kiln could not translate (kiln/_frontend.py says why) is
+    // a native calling the Python function: it runs as Python, untraced.
+    if (m->cls->builtin_kind() == runtime::BuiltinModule::None && fwd->is(Kind::Builtin))
+      unsupported(BreakReason::module_call, m->class_name() + ".forward is Python kiln could not translate to KBC "
+                                            "(kiln._frontend.translate(" + m->class_name() + ".forward) says why)");
     if (nkw || pos.size() != 1) unsupported(BreakReason::module_call, "built-in module called with these arguments");
     out = builtin_forward(tx, module, pos[0], unspecialized);
   }
@@ -337,6 +342,7 @@ static std::optional<TensorMeta> builtin_leaf_meta(const ModuleObj* m, const VT&
       // linear's rule on the types alone: no meta tensors to build (a dozen
       // allocations per Linear, in a trace that is mostly Linear calls).
       const TensorMeta& xm = x->meta();
+      if (!xm.sym.empty()) return std::nullopt;  // symbolic sizes: the scratch trace's rules say
       const Tensor& wt = w->as_tensor();
       try {
         auto [sizes, dtype] = linear_result(xm.sizes, xm.dtype, wt.sizes(), wt.dtype(),
@@ -375,16 +381,20 @@ VT leaf_call(InstructionTranslator& tx, const VT& module, const std::vector<VT>&
   }
   // The leaf's result type: trace the call once into a scratch graph (the
   // leaf's own ops, discarded), over placeholders shaped like the args.
+  // Symbolic sizes stay symbolic: the scratch trace starts from the
+  // caller's ShapeEnv (its symbols, hints and learner), and what its rules
+  // assume of them comes back as the caller's guards.
   TraceContext scratch(ctx.vm);
+  output_graph::ShapeEnv& env = ctx.out.guards().shapes();
+  scratch.out.guards().shapes() = env;
   InstructionTranslator scratch_tx(scratch, tx.function_ref(), {}, nullptr);
   std::vector<VT> scratch_args;
   std::vector<output_graph::Arg> node_args;
   for (const VT& a0 : args) {
     VT a = tx.realize(a0);
     if (a->is(VTKind::Tensor)) {
-      Tensor meta = output_graph::meta_tensor(a->meta());
       auto src = output_graph::local_source("leaf_arg" + std::to_string(scratch_args.size()), -1);
-      scratch_args.push_back(vars::make_tensor(scratch.out.add_input(src, meta), src));
+      scratch_args.push_back(vars::make_tensor(scratch.out.add_input_like(src, a->meta()), src));
       node_args.push_back(output_graph::Arg::of(a->node));
     } else if (tx.is_constant(a)) {
       scratch_args.push_back(a);
@@ -396,6 +406,7 @@ VT leaf_call(InstructionTranslator& tx, const VT& module, const std::vector<VT>&
   VT out = call_function(scratch_tx, vars::make_nn_module(module->value, vars::module_qualname(*module), nullptr),
                          scratch_args, nullptr);
   if (!out->is(VTKind::Tensor)) unsupported(BreakReason::module_call, "a leaf module that does not return a tensor");
+  env = scratch.out.guards().shapes();
   return vars::make_tensor(leaf_node(std::move(node_args), out->meta()));
 }
 

@@ -175,7 +175,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     // The outer frame breaks at this call; the callee will run as its own
     // compiled frame and report its own break.
     std::string cause = u.cause.empty() ? break_reason_text(u.reason, u.detail) + " in " + code->qualname : u.cause;
-    throw Unsupported{BreakReason::inlined_break, code->qualname, std::move(cause)};
+    throw Unsupported{BreakReason::inlined_break, code->qualname, std::move(cause), -1, u.innermost(), u.where};
   }
 }
 

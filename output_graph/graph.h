@@ -167,6 +167,11 @@ class Graph {
   // records them ("parameter fc.weight requires grad"): empty when the
   // graph runs on kiln's kernels. OutputGraph picks the backend by it.
   std::string autograd;
+  // What the trace assumed of the symbols (a relation a branch took, a size
+  // an op required): the graph computes what its root does only where every
+  // one holds. Symbolic tracing keeps them with the graph (a GraphModule
+  // checks its inputs against them); compiled frames guard them instead.
+  std::vector<ShapeGuard> shape_guards;
   // The symbols' values for `inputs` (one per placeholder, in order).
   std::vector<int64_t> symbol_values(const std::vector<Value>& inputs) const;
   bool is_symbol_source(const Node* placeholder) const;

@@ -58,6 +58,13 @@ Node* OutputGraph::add_input(const SourceRef& source, const Tensor& example, con
   return n;
 }
 
+Node* OutputGraph::add_input_like(const SourceRef& source, const TensorMeta& meta) {
+  Node* n = graph_->placeholder("input", meta);
+  inputs_.push_back({source, Value::tensor(meta_tensor(meta)), n});
+  input_by_source_.emplace(source->str(), n);
+  return n;
+}
+
 PathRef OutputGraph::path_link(const PathRef& parent, const std::string& name) {
   LinkKey key{parent.get(), name};
   auto it = link_of_.find(key);
@@ -252,7 +259,15 @@ Node* OutputGraph::create_call(runtime::OpId op, std::vector<Arg> args,
   Value kwnames = names.empty() ? Value::none() : runtime::make_tuple(std::move(names));
   runtime::CallArgs call{values.data(), values.size(),
                          kwnames.is(Kind::Tuple) ? kwnames.as<runtime::TupleObj>() : nullptr};
-  TensorMeta meta = meta_of(runtime::infer_meta(op, call));  // shape errors surface here, at trace time
+  TensorMeta meta;
+  try {
+    meta = meta_of(runtime::infer_meta(op, call));  // shape errors surface here, at trace time
+  } catch (const Error&) {
+    // On guessed sizes the learner may find ones the rule accepts (it
+    // restarts the trace by throwing); otherwise the error stands.
+    if (HintLearner* l = guards_.shapes().learner) l->refused(op, args, kwargs, guards_.shapes());
+    throw;
+  }
   if (memo) meta_memo_.emplace(memo_key_, meta);
   bool symbolic = false;
   for (const Arg& a : args) symbolic = symbolic || reads_symbols(a);

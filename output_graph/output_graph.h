@@ -28,6 +28,17 @@ struct GraphInput {
   Node* node;
 };
 
+// What a trace on guessed sizes (ShapeEnv::learner) is told when an op's
+// concrete shape rule refuses the arguments it was given: it may find
+// sizes (or input dtypes) that the rule accepts and restart the trace by
+// throwing; when it returns, the rule's error stands.
+class HintLearner {
+ public:
+  virtual ~HintLearner() = default;
+  virtual void refused(runtime::OpId op, const std::vector<Arg>& args,
+                       const std::vector<std::pair<std::string, Arg>>& kwargs, const ShapeEnv& env) = 0;
+};
+
 class OutputGraph {
  public:
   OutputGraph();
@@ -39,6 +50,10 @@ class OutputGraph {
   // `dynamic[d]`: dim d may take any size (the placeholder's meta says so,
   // and a backend must not specialise on it).
   Node* add_input(const SourceRef& source, const runtime::Tensor& example, const std::vector<bool>& dynamic = {});
+  // A placeholder typed by `meta` as it is: its sizes may be expressions
+  // of symbols this graph's ShapeEnv already holds (a leaf module's scratch
+  // trace over its caller's symbolic tensors). Makes no symbol.
+  Node* add_input_like(const SourceRef& source, const TensorMeta& meta);
   const std::vector<GraphInput>& inputs() const { return inputs_; }
 
   // A get_attr node for a parameter/buffer/constant tensor, registered once

@@ -25,6 +25,7 @@
 
 namespace kiln::output_graph {
 
+class HintLearner;  // output_graph.h
 struct SymAtom;
 using SymAtomRef = std::shared_ptr<const SymAtom>;
 
@@ -132,6 +133,12 @@ class ShapeEnv {
   // Whether every guard holds for `values` (one per symbol); the first
   // that fails is named in `failed`.
   bool check(const std::vector<int64_t>& values, std::string* failed = nullptr) const;
+
+  // Set when the hints are guesses, not an example's sizes
+  // (kiln.fx.symbolic_trace without example inputs): an op whose concrete
+  // shape rule refuses the guessed sizes asks it for better ones. Copies of
+  // the env (a leaf module's scratch trace) share it.
+  HintLearner* learner = nullptr;
 
  private:
   void add_guard(ShapeGuard g);

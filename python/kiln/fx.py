@@ -13,11 +13,21 @@ kiln's translator (interpreter/symbolic_trace.h).
     gm = kiln.fx.GraphModule(model, graph)
 
 Differences from torch.fx:
-- Tracing needs example inputs (one per forward argument): kiln runs its
-  ordinary translator over the module call, typing the graph with the
-  examples' shapes and dtypes (their values are not read). Python control
-  flow on shapes and constants is evaluated; a branch on a tensor's value,
-  print, or any other graph break is an error naming it.
+- kiln runs its ordinary translator over the module call, so every node
+  has a shape and dtype. With example inputs (one per forward argument)
+  the graph is typed with their shapes and dtypes (their values are not
+  read). Without them (`symbolic_trace(model)`), forward's arguments
+  without defaults are tensors of symbolic size: the smallest rank that
+  traces, sizes the model's ops require learned (a Linear's in_features
+  becomes a static 8, a batch stays s0), int64 where the model indexes
+  with them; `gm.graph.shape_guards` lists what the trace assumed.
+  Python control flow on shapes and constants is evaluated; a branch on a
+  tensor's value, print, or any other graph break is an error naming it.
+- A GraphModule checks its inputs against what its graph was traced for
+  (dtypes, ranks, static sizes, the relations of shape_guards); inputs
+  that differ are traced again, with symbolic sizes, and that graph is
+  kept for the next such call (a GraphModule over another root raises
+  instead, naming the difference).
 - `node.target` is the qualified path (get_attr, call_module), the kiln op
   function (call_function, e.g. `kiln.linear`), the method name
   (call_method) or the input name (placeholder); `node.target_str` is the
@@ -56,12 +66,14 @@ class Graph:
     """The nodes a trace recorded, in topological order (placeholders first,
     output last)."""
 
-    def __init__(self, _graph, owning_module=None, _tensor_positions=None, _num_examples=None, _constants=None):
+    def __init__(self, _graph, owning_module=None, _tensor_positions=None, _num_examples=None, _constants=None,
+                 _retrace=None):
         self._c = _graph
         self.owning_module = owning_module
         self._tensor_positions = _tensor_positions  # which trace arguments became placeholders
         self._num_examples = _num_examples
         self._constants = _constants or {}  # the other trace arguments: baked into the graph
+        self._retrace = _retrace  # (tracer, root): traces owning_module again for other inputs
         self._nodes = None
 
     @property
@@ -87,6 +99,12 @@ class Graph:
         """The number of call_* nodes."""
         return self._c.op_count()
 
+    @property
+    def shape_guards(self):
+        """What the trace assumed of its symbolic sizes (["s0 <= 128"]): the graph computes what the root
+        does for inputs where these hold (a GraphModule checks them)."""
+        return self._c.shape_guards
+
     def __str__(self):
         return self._c.code()
 
@@ -95,21 +113,24 @@ class Graph:
 
 
 def _input_names(root):
-    """forward's positional parameter names after self, and whether it takes *args."""
+    """forward's positional parameter names after self, whether it takes
+    *args, and how many of them have no default."""
     try:
         sig = inspect.signature(type(root).forward)
     except (TypeError, ValueError):
-        return [], True
-    names, var = [], False
+        return [], True, 0
+    names, var, required = [], False, 0
     for i, p in enumerate(sig.parameters.values()):
         if i == 0 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             continue  # self
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             names.append(p.name)
+            if p.default is p.empty:
+                required += 1
         elif p.kind == p.VAR_POSITIONAL:
             var = True
             break
-    return names, var
+    return names, var, required
 
 
 def _usable_name(n):
@@ -152,26 +173,29 @@ class Tracer:
 
     def trace(self, root, *example_inputs):
         """Traces root(*example_inputs) into a Graph (the examples' shapes and
-        dtypes type it; their values are not used)."""
+        dtypes type it; their values are not used). Without examples, forward's
+        arguments without defaults are tensors of symbolic size (see the module
+        docstring)."""
+        return self._trace(root, example_inputs, dynamic=False)
+
+    def _trace(self, root, example_inputs, dynamic):
         if not isinstance(root, _nn.Module):
             raise TypeError(f"kiln.fx: trace expects a kiln.nn.Module, got {type(root).__name__}")
-        names, var = _input_names(root)
-        if not example_inputs:
-            shown = ", ".join(names) if names else "x"
-            raise TypeError(
-                f"kiln.fx: tracing {type(root).__name__} needs example inputs: kiln traces forward on their "
-                f"shapes and dtypes (the values are not used). Pass one per forward argument, e.g. "
-                f"kiln.fx.symbolic_trace(model, {shown}) or Tracer().trace(model, {shown}) with tensors "
-                f"such as kiln.randn(...)")
+        names, var, required = _input_names(root)
+        free = not example_inputs
+        if free and var:
+            raise TypeError(f"kiln.fx: {type(root).__name__}.forward takes *args: how many inputs it has is not "
+                            f"known without example inputs; pass them: kiln.fx.symbolic_trace(model, x, ...)")
+        if free:
+            names = names[:required]
         self.root = root
         self._path_state = None
         cls = type(self)
         leaf = cls.is_leaf_module is not Tracer.is_leaf_module
         path = cls.path_of_module is not Tracer.path_of_module
-        input_names = [n if i < len(names) and _usable_name(n) else "" for i, n in
-                       enumerate(names[:len(example_inputs)])]
-        if var or len(input_names) < len(example_inputs):
-            input_names += [""] * (len(example_inputs) - len(input_names))
+        count = len(names) if free else len(example_inputs)
+        input_names = [n if _usable_name(n) else "" for n in names[:count]]
+        input_names += [""] * (count - len(input_names))
         # The methods were translated when their classes were made; their
         # modules' globals may have changed since (a function defined after
         # a class): one check per module, not a walk over the tree.
@@ -182,15 +206,21 @@ class Tracer:
         state = _C.FxTracer(root, self, leaf, path) if custom else None
         self._state = state
         try:
-            c = _C.fx_trace(root, tuple(example_inputs), state, input_names)
+            if free:
+                c = _C.fx_trace_without_examples(root, count, state, input_names)
+            else:
+                c = _C.fx_trace(root, tuple(example_inputs), state, input_names, dynamic)
         finally:
             self._state = None
             if state is not None:
                 state.release()
+        if free:
+            return Graph(c, owning_module=root, _tensor_positions=list(range(count)), _num_examples=count,
+                         _retrace=(self, root))
         positions = [i for i, x in enumerate(example_inputs) if _is_tensor(x)]
         constants = {i: x for i, x in enumerate(example_inputs) if not _is_tensor(x)}
         return Graph(c, owning_module=root, _tensor_positions=positions, _num_examples=len(example_inputs),
-                     _constants=constants)
+                     _constants=constants, _retrace=(self, root))
 
 
 def _is_tensor(x):
@@ -244,6 +274,7 @@ class GraphModule:
         d["root"] = root
         d["_run"] = _C.fx_runner(graph._c)
         d["_class_name"] = class_name
+        d["_retraced"] = []  # (graph, runner) traced for inputs the graph was not, newest last
 
     @property
     def code(self):
@@ -263,8 +294,40 @@ class GraphModule:
                     raise ValueError(f"{self._class_name}: argument {i} was traced as the constant {want!r}, "
                                      f"got {got!r} (trace again with this value)")
             args = tuple(args[i] for i in positions)
+        why = _C.fx_input_mismatch(self.graph._c, args)
+        if why:
+            run = self._run_for(args, why)
         outs = run(*args)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    _MAX_RETRACED = 8
+
+    def _run_for(self, args, why):
+        """The runner of a graph traced for these inputs: one traced before, or
+        a new trace of the root with symbolic sizes (the graph's own inputs
+        differ: `why`)."""
+        retraced = self._retraced
+        for k, (g, r) in enumerate(retraced):
+            if not _C.fx_input_mismatch(g, args):
+                retraced.append(retraced.pop(k))
+                return r
+        retrace = self.graph._retrace
+        if retrace is None:
+            raise ValueError(f"{self._class_name}: the graph was traced for other inputs: {why}; trace the module "
+                             f"again with these inputs")
+        tracer, root = retrace
+        try:
+            g = tracer._trace(root, args, dynamic=True)._c
+        except RuntimeError:
+            # The model may raise for these inputs (a size check): then that
+            # error, exactly, is the call's. Otherwise the trace's.
+            root(*args)
+            raise
+        r = _C.fx_runner(g)
+        retraced.append((g, r))
+        if len(retraced) > self._MAX_RETRACED:
+            retraced.pop(0)
+        return r
 
     def __call__(self, *args, **kwargs):
         if kwargs:
@@ -300,12 +363,15 @@ def _captured(graph_c):
     d["root"] = None
     d["_run"] = _C.fx_runner(graph_c)
     d["_class_name"] = "GraphModule"
+    d["_retraced"] = []
     return gm
 
 
 def symbolic_trace(root, *example_inputs, tracer=None):
     """torch.fx.symbolic_trace for kiln.nn modules: traces root(*example_inputs)
-    and returns a GraphModule. tracer: a kiln.fx.Tracer (default Tracer())."""
+    and returns a GraphModule. Without example inputs, forward's arguments
+    are tensors of symbolic size (see the module docstring). tracer: a
+    kiln.fx.Tracer (default Tracer())."""
     tracer = Tracer() if tracer is None else tracer
     graph = tracer.trace(root, *example_inputs)
     return GraphModule(root, graph, type(root).__name__)

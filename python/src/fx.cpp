@@ -248,6 +248,11 @@ void bind_fx(py::module_& m) {
       .def("code", &Graph::code, "The Python-like view: def forward(self, ...): ...")
       .def("op_count", &Graph::op_count)
       .def("num_placeholders", [](const Graph& g) { return g.placeholders().size(); })
+      .def_property_readonly("shape_guards", [](const Graph& g) {
+        std::vector<std::string> out;
+        for (const auto& sg : g.shape_guards) out.push_back(sg.str());
+        return out;
+      }, "What the trace assumed of its symbolic sizes (\"s0 <= 128\"): the graph holds where they do.")
       .def("attr", [](const Graph& g, const std::string& target) -> py::object {
         const Value* v = g.attr(target);
         return v ? to_py(*v) : py::none();
@@ -269,19 +274,43 @@ void bind_fx(py::module_& m) {
       .def("release", &PyTracer::release);
 
   m.def("fx_trace", [](py::handle root, const py::tuple& example_inputs, PyTracer* tracer,
-                       const std::vector<std::string>& input_names) {
+                       const std::vector<std::string>& input_names, bool dynamic) {
     const ModuleObj* r = module_arg(root, "symbolic_trace");
     return guarded([&] {
       sync_python_state();
       std::vector<Value> examples;
       for (py::handle x : example_inputs) examples.push_back(to_value(x));
-      interpreter::GraphModule gm = interpreter::symbolic_trace(module_value(r), examples, tracer, /*make_runner=*/false);
+      interpreter::GraphModule gm =
+          interpreter::symbolic_trace(module_value(r), examples, tracer, /*make_runner=*/false, dynamic);
       name_placeholders(*gm.graph, input_names);
       return gm.graph;
     });
   }, py::arg("root"), py::arg("example_inputs"), py::arg("tracer") = nullptr,
+     py::arg("input_names") = std::vector<std::string>{}, py::arg("dynamic") = false,
+     "symbolic_trace(root, example_inputs) under the tracer's policy (None: the default); returns the graph. "
+     "dynamic: every size >= 2 is a symbol.");
+
+  m.def("fx_trace_without_examples", [](py::handle root, size_t num_inputs, PyTracer* tracer,
+                                        const std::vector<std::string>& input_names) {
+    const ModuleObj* r = module_arg(root, "symbolic_trace");
+    return guarded([&] {
+      sync_python_state();
+      interpreter::GraphModule gm =
+          interpreter::symbolic_trace_without_examples(module_value(r), num_inputs, tracer, /*make_runner=*/false);
+      name_placeholders(*gm.graph, input_names);
+      return gm.graph;
+    });
+  }, py::arg("root"), py::arg("num_inputs"), py::arg("tracer") = nullptr,
      py::arg("input_names") = std::vector<std::string>{},
-     "symbolic_trace(root, example_inputs) under the tracer's policy (None: the default); returns the graph.");
+     "symbolic_trace(root) without example inputs: num_inputs tensors of symbolic size; returns the graph.");
+
+  m.def("fx_input_mismatch", [](const Graph& g, const py::tuple& inputs) {
+    return guarded([&] {
+      std::vector<Value> values;
+      for (py::handle x : inputs) values.push_back(to_value(x));
+      return interpreter::input_mismatch(g, values);
+    });
+  }, "Why these inputs are not what the graph was traced for ('' when they are).");
 
   m.def("fx_rebind", [](const Graph& g, const py::dict& attrs) {
     return guarded([&] { return rebind(g, attrs); });

@@ -213,11 +213,35 @@ def test_code_is_a_python_like_forward():
     assert repr(gm).startswith("FxNet(")
 
 
-def test_symbolic_trace_needs_example_inputs():
-    with pytest.raises(TypeError, match=r"needs example inputs.*symbolic_trace\(model, x\)"):
-        fx.symbolic_trace(FxNet())
+class VarArgs(nn.Module):
+    def forward(self, *xs):
+        return xs[0]
+
+
+def test_without_examples_forward_must_say_how_many_inputs():
+    with pytest.raises(TypeError, match=r"takes \*args.*pass them: kiln.fx.symbolic_trace\(model, x"):
+        fx.symbolic_trace(VarArgs())
     with pytest.raises(TypeError, match="kiln.nn.Module"):
         fx.symbolic_trace(lambda x: x, kiln.randn(2))
+
+
+def test_a_graph_called_with_other_sizes_than_its_examples_is_traced_again():
+    # The graph is typed with the examples' sizes; other inputs are not
+    # run through it as they are (a view would bake the wrong size in).
+    m = ShapeGate()
+    gm = fx.symbolic_trace(m, kiln.randn(3, 4))
+    for n in (5, 2, 7):
+        x = kiln.randn(n, 4)
+        assert close(gm(x), m(x))
+    assert len(gm._retraced) == 2  # dynamic for n > 2, and the branch n == 2 takes
+
+
+def test_a_graph_rebound_to_another_root_names_the_difference_of_its_inputs():
+    gm = fx.symbolic_trace(FxNet(), kiln.randn(2, 8))
+    other = fx.GraphModule(FxNet(), gm.graph)
+    assert other(kiln.randn(2, 8)).shape == (2, 4)
+    with pytest.raises(ValueError, match=r"traced for other inputs: input 0 \(x\) has size 3 at dim 0, traced as 2"):
+        other(kiln.randn(3, 8))
 
 
 _stranger = nn.ReLU()
