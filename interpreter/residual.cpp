@@ -201,6 +201,59 @@ void Residual::emit_source(const SourceRef& s) {
   }
 }
 
+namespace {
+
+// Whether the residual can load the value at `s` again (another
+// function's cell it cannot).
+bool reloadable(const output_graph::SourceRef& s) {
+  if (!s) return false;
+  if (s->kind == SourceKind::Cell && s->base) return false;
+  return !s->base || s->kind == SourceKind::Global || reloadable(s->base);
+}
+
+class SymBytecode final : public output_graph::SymEmitter {
+ public:
+  explicit SymBytecode(Residual& r) : r_(r) {}
+  void symbol(int id) override {
+    const auto& guards = r_.ctx.out.guards();
+    r_.emit_source(guards.symbol_sources()[size_t(id)]);
+    r_.b.emit(Opcode::LOAD_ATTR, r_.b.name("shape"));
+    r_.emit_const(Value::integer(guards.symbol_dims()[size_t(id)]));
+    r_.b.emit(Opcode::BINARY_SUBSCR);
+  }
+  void constant(int64_t v) override { r_.emit_const(Value::integer(v)); }
+  void binary(Op op) override {
+    switch (op) {
+      case Op::Add: return r_.b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::ADD));
+      case Op::Mul: return r_.b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::MUL));
+      case Op::FloorDiv: return r_.b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::FLOORDIV));
+      case Op::Mod: return r_.b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::MOD));
+      case Op::Max:
+      case Op::Min:
+        // max(*(a, b)): the callee goes under its arguments.
+        r_.b.emit(Opcode::BUILD_TUPLE, 2);
+        r_.emit_const(*runtime::builtins().find(op == Op::Max ? "max" : "min"));
+        r_.b.emit(Opcode::SWAP, 2);
+        r_.b.emit(Opcode::CALL_EX, 0);
+        return;
+    }
+  }
+
+ private:
+  Residual& r_;
+};
+
+}  // namespace
+
+bool Residual::emit_sym(const output_graph::SymExpr& e) {
+  const auto& sources = ctx.out.guards().symbol_sources();
+  for (int id : e.symbols())
+    if (size_t(id) >= sources.size() || !reloadable(sources[size_t(id)])) return false;
+  SymBytecode out(*this);
+  e.emit(out);
+  return true;
+}
+
 void Residual::reconstruct(const VT& v0, bool as_list) {
   VT v = v0;
   if (v && v->is(VTKind::Lazy)) {
@@ -350,8 +403,12 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       b.emit(Opcode::BUILD_SLICE, 3);
       return;
     case VTKind::SymInt:
-      // A size the code after the graph needs as a number (a result, a
-      // store, a value across a break): its traced value, under a guard.
+      // A size the code after the graph reads (a result, a store, a value
+      // across a break) is computed there from the sizes of the inputs it
+      // is made of, so it stays symbolic, as Dynamo returns SymInts. Only
+      // a size whose tensor cannot be reloaded is its traced value, under
+      // a guard.
+      if (emit_sym(v->sym)) return;
       return emit_const(Value::integer(
           ctx.out.guards().shapes().specialize(v->sym, "a value the code after the graph reads")));
     case VTKind::Opaque:

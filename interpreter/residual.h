@@ -47,6 +47,10 @@ struct Residual {
   void emit_resume_callee(const Ref<FunctionObj>& rf, const Options& options);
 
   void emit_source(const output_graph::SourceRef& s);
+  // Pushes a symbolic size computed from the input sizes it is made of
+  // (`x.shape[0] * 2`); false, having emitted nothing, when a symbol's
+  // tensor cannot be reloaded here.
+  bool emit_sym(const output_graph::SymExpr& e);
 
   // `as_list`: an iterator is rebuilt for a Slot::Iterator (the list of
   // its remaining items) or an AtPosition slot (its container and position).

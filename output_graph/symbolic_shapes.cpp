@@ -293,6 +293,41 @@ int64_t SymExpr::evaluate(const std::vector<int64_t>& values) const {
   return sum;
 }
 
+void SymExpr::emit(SymEmitter& out) const {
+  using Op = SymEmitter::Op;
+  if (terms_.empty()) return out.constant(0);
+  bool first = true;
+  for (const Term& t : terms_) {
+    bool product = false;
+    for (const auto& atom : t.atoms) {
+      switch (atom->kind) {
+        case SymAtom::Kind::Symbol: out.symbol(atom->id); break;
+        case SymAtom::Kind::FloorDiv:
+        case SymAtom::Kind::Mod:
+        case SymAtom::Kind::Max:
+        case SymAtom::Kind::Min: {
+          atom->a.emit(out);
+          atom->b.emit(out);
+          const Op op = atom->kind == SymAtom::Kind::FloorDiv ? Op::FloorDiv
+                        : atom->kind == SymAtom::Kind::Mod    ? Op::Mod
+                        : atom->kind == SymAtom::Kind::Max    ? Op::Max
+                                                              : Op::Min;
+          out.binary(op);
+          break;
+        }
+      }
+      if (product) out.binary(Op::Mul);
+      product = true;
+    }
+    if (!product || t.coef != 1) {
+      out.constant(t.coef);
+      if (product) out.binary(Op::Mul);
+    }
+    if (!first) out.binary(Op::Add);
+    first = false;
+  }
+}
+
 std::string SymExpr::str() const {
   if (terms_.empty()) return "0";
   // Terms with symbols first (in canonical order), the constant last.

@@ -29,6 +29,18 @@ class HintLearner;  // output_graph.h
 struct SymAtom;
 using SymAtomRef = std::shared_ptr<const SymAtom>;
 
+// Receives an expression in evaluation order, operands before their
+// operation (SymExpr::emit): how the residual's bytecode computes a size
+// from the input sizes it is made of.
+class SymEmitter {
+ public:
+  enum class Op : uint8_t { Add, Mul, FloorDiv, Mod, Max, Min };
+  virtual ~SymEmitter() = default;
+  virtual void symbol(int id) = 0;
+  virtual void constant(int64_t v) = 0;
+  virtual void binary(Op op) = 0;  // of the two values emitted last
+};
+
 class SymExpr {
  public:
   SymExpr() = default;  // 0
@@ -64,6 +76,9 @@ class SymExpr {
   std::optional<SymExpr> divide_exactly(const SymExpr& d) const;
   // Every symbol id the expression reads, ascending.
   std::vector<int> symbols() const;
+  // The expression as values and operations (Python's int arithmetic on
+  // the symbols' values gives evaluate()'s result).
+  void emit(SymEmitter& out) const;
   // coef * s_i * s_j * ... (ids ascending, repeated for a power) when the
   // expression is a constant or one term of plain symbols; None otherwise.
   struct Monomial {

@@ -109,6 +109,30 @@ def test_a_size_used_as_a_number_is_specialized_and_stays_correct():
         got, want = g(x), returns_a_size(x)
         assert got[0] == want[0]
         same(got[1], want[1])
+    assert entries(returns_a_size) == 1  # a returned size is computed, not specialized
+
+
+def sizes_after_the_graph(x):
+    B, T = x.shape
+    y = x * 2
+    print("rows", B)  # a break: B and T cross it
+    return y, B * T + 1, max(T, 4), min(B, T) // 3, (T + 1) % 3, T - B
+
+
+def test_sizes_the_code_after_the_graph_reads_stay_symbolic():
+    """A size returned, printed or carried across a break is computed from
+    the input's sizes after the graph (Dynamo returns SymInts), not
+    specialized: one entry serves every size."""
+    kiln.reset()
+    f = kiln.compile(sizes_after_the_graph, dynamic=True)
+    for B, T in [(2, 3), (5, 9), (3, 2), (7, 7), (4, 11)]:
+        x = kiln.randn(B, T)
+        got, want = f(x), sizes_after_the_graph(x)
+        assert got[1:] == want[1:]
+        same(got[0], want[0])
+    assert entries(sizes_after_the_graph) == 1
+    text = str(kiln.explain(sizes_after_the_graph)(kiln.randn(4, 6)))
+    assert "SHAPE s0 ==" not in text and "SHAPE s1 ==" not in text, text
 
 
 def floordiv_by_a_size(x):
