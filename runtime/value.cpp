@@ -46,6 +46,7 @@ Value Value::str(std::string_view s) {
   // A run's memory budget (runtime/budget.h) bounds strings too: repr or
   // format of a tuple that holds one tuple twice doubles per level.
   if (s.size() > (size_t(1) << 20)) check_allocation(s.size(), "a str");
+  else charge_bytes(s.size());
   return Value::object(Kind::Str, make_ref<StrObj>(std::string(s)));
 }
 

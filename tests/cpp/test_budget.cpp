@@ -60,8 +60,40 @@ rec:
 .end
 )";
 
+// chain = (); s = ""; while True: s = s + 26 letters; chain = (chain, s):
+// every version of s stays alive, so the run holds the sum of their sizes,
+// quadratic in the steps (fuzz finding 33: 3 GB at the fuzz step budget).
+const char* kGrowingStrChain = R"(
+.func main()
+  .locals chain s
+    BUILD_TUPLE 0
+    STORE_FAST chain
+    LOAD_CONST ""
+    STORE_FAST s
+top:
+    LOAD_FAST s
+    LOAD_CONST "abcdefghijklmnopqrstuvwxyz"
+    BINARY_OP +
+    STORE_FAST s
+    LOAD_FAST chain
+    LOAD_FAST s
+    BUILD_TUPLE 2
+    STORE_FAST chain
+    JUMP top
+.end
+)";
 
 }  // namespace
+
+TEST_CASE("a total byte budget stops a loop that keeps every version of a growing str", "[budget]") {
+  auto p = interpreter::assemble(kGrowingStrChain, "chain.kbc");
+  interpreter::VM vm;
+  // Without the total the run goes to its 5,000 steps, holding 325 MB.
+  ScopedBudget budget(5000, size_t(8) << 20, size_t(16) << 20);
+  CHECK_THROWS_AS(vm.run(p, "main"), BudgetExceeded);
+  CHECK(budget.steps_used() < 1200);  // 13 * n^2 bytes reach 16 MiB at n ~ 1,100
+  CHECK(budget.steps_used() > 1000);
+}
 
 TEST_CASE("a step budget stops a loop that catches every error", "[budget]") {
   auto p = interpreter::assemble(kCatchingLoop, "loop.kbc");

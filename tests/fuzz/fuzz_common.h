@@ -41,6 +41,10 @@ using kiln::runtime::Value;
 // timeout on a busy machine; at 8 MiB they take a few seconds.
 inline constexpr uint64_t kVmSteps = 20000;
 inline constexpr size_t kMaxAllocBytes = size_t(8) << 20;
+// What one run may allocate in all (runtime/budget.h): a loop keeping every
+// version of a growing str alive held 3 GB within the step budget
+// (tests/corpus/fuzz/str_chain_total_memory.kbc, finding 33).
+inline constexpr size_t kMaxTotalBytes = size_t(256) << 20;
 
 // A crash with a message: libFuzzer saves the input (abort is a crash).
 // KILN_FUZZ_KEEP_GOING (tests/fuzz/coverage.sh, replaying a corpus for its
@@ -174,7 +178,7 @@ template <class Call>
 Outcome run_entry(kiln::interpreter::VM& vm, const Entry& e, uint64_t steps, Call&& call,
                   uint64_t* used = nullptr) {
   Outcome o;
-  kiln::runtime::ScopedBudget budget(steps, kMaxAllocBytes);
+  kiln::runtime::ScopedBudget budget(steps, kMaxAllocBytes, kMaxTotalBytes);
   try {
     kiln::runtime::manual_seed(0);
     std::vector<Value> args;
