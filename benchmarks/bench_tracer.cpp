@@ -2,6 +2,9 @@
 //   bench_tracer trace N        straight-line f(x) with N tensor ops:
 //                               trace+compile time of the first call
 //   bench_tracer call_inputs N  cached-call overhead, f with N tensor inputs
+//   bench_tracer call_inputs_dynamic N   the same, every size symbolic
+//                               (dynamic=true): the symbols read and the
+//                               relation x0 + x1 relies on (s0 == s1) checked
 //   bench_tracer call_modules N cached-call overhead, a root module whose
 //                               tree has N layers (unchanged between calls)
 // "Overhead" is the cached call minus running the same graph's kernels:
@@ -97,7 +100,7 @@ static double best_of(int reps, int iters, const std::function<void()>& fn) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_tracer trace|call_inputs|call_modules N\n");
+    std::fprintf(stderr, "usage: bench_tracer trace|call_inputs|call_inputs_dynamic|call_modules N\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -125,19 +128,21 @@ int main(int argc, char** argv) {
                   "\"cold_us_per_op\": %.3f}\n",
                   n, instrs, best, best * 1e6 / n, double(instrs) / best, Options{}.backend.c_str(), cold,
                   cold * 1e6 / n);
-    } else if (mode == "call_inputs") {
+    } else if (mode == "call_inputs" || mode == "call_inputs_dynamic") {
       Program p = assemble(many_inputs(n), "inputs.kbc");
       std::vector<Value> args;
       for (int i = 0; i < n; ++i) args.push_back(call_op(OpId::ones, {Value::integer(4)}));
-      CompiledFunction f = compile(p.global("f"));
+      Options options;
+      if (mode == "call_inputs_dynamic") options.dynamic = true;
+      CompiledFunction f = compile(p.global("f"), options);
       f(args);
       interpreter::VM vm;
       Value graph_add = call_op(OpId::add, {args[0], args[1]});  // warm the kernel
       double call = best_of(5, 20000, [&] { f(args); });
       double kernel = best_of(5, 20000, [&] { call_op(OpId::add, {args[0], args[1]}); });
-      std::printf("{\"mode\": \"call_inputs\", \"inputs\": %d, \"call_us\": %.3f, \"kernel_us\": %.3f, "
+      std::printf("{\"mode\": \"%s\", \"inputs\": %d, \"call_us\": %.3f, \"kernel_us\": %.3f, "
                   "\"overhead_us\": %.3f}\n",
-                  n, call * 1e6, kernel * 1e6, (call - kernel) * 1e6);
+                  mode.c_str(), n, call * 1e6, kernel * 1e6, (call - kernel) * 1e6);
     } else if (mode == "call_modules") {
       Program p = assemble(module_tree(), "tree.kbc");
       interpreter::VM vm;

@@ -55,19 +55,23 @@ def best(fn, iters=2000, reps=5):
     return out
 
 
-def dynamo_call_inputs(n):
+def dynamo_call_inputs(n, dynamic=None):
     import torch
     names = ", ".join(f"x{i}" for i in range(n))
     body = "".join(f"    x{i}.ndim\n" for i in range(n))
     ns = {}
     exec(f"def f({names}):\n{body}    return x0 + x1\n", ns)
     torch._dynamo.reset()
-    g = torch.compile(ns["f"], backend="eager")
+    g = torch.compile(ns["f"], backend="eager", dynamic=dynamic)
     args = [torch.ones(4) for _ in range(n)]
     g(*args)
     call = best(lambda: g(*args))
     kernel = best(lambda: args[0] + args[1])
     return call, kernel
+
+
+def dynamo_call_inputs_dynamic(n):
+    return dynamo_call_inputs(n, dynamic=True)
 
 
 def dynamo_call_modules(n):
@@ -122,6 +126,7 @@ def main():
     print("\nCached call overhead (call minus its kernels), microseconds")
     print(f"{'case':<28}{'kiln':>8}{'dynamo':>10}{'dynamo/kiln':>13}  target")
     for label, mode, fn in (("100 tensor inputs", "call_inputs", dynamo_call_inputs),
+                            ("100 inputs, sizes symbolic", "call_inputs_dynamic", dynamo_call_inputs_dynamic),
                             ("100-layer module tree", "call_modules", dynamo_call_modules)):
         k = kiln(args.build, mode, 100)
         if have_torch:

@@ -77,6 +77,22 @@ class CompiledProgram {
       if (late_[i]) late_buffers_.push_back(i);
     }
     graph_syms_ = graph_->symbols.size();
+    // What every call starts from: constant symbols known, the rest read
+    // from the inputs (input_syms_) or derived (derived_syms_), so a call
+    // visits only those.
+    init_dyn_.assign(p_.syms.size(), 0);
+    init_known_.assign(p_.syms.size(), false);
+    for (size_t s = 0; s < p_.syms.size(); ++s) {
+      const SymSource& src = p_.syms[s];
+      if (src.from == SymSource::From::Input) input_syms_.push_back(s);
+      if (src.from != SymSource::From::Expr) continue;
+      if (src.expr.is_constant()) {
+        init_dyn_[s] = src.expr.constant_value();
+        init_known_[s] = true;
+      } else {
+        derived_syms_.push_back(s);
+      }
+    }
   }
 
   std::vector<Value> operator()(runtime::CallContext& ctx, const std::vector<Value>& inputs);
@@ -107,6 +123,9 @@ class CompiledProgram {
   size_t graph_syms_ = 0;            // program symbols 0..graph_syms_-1 are the graph's
   std::vector<bool> late_;           // per buffer: sized by an eager step's result
   std::vector<size_t> late_buffers_;  // those buffers
+  std::vector<int64_t> init_dyn_;
+  std::vector<bool> init_known_;
+  std::vector<size_t> input_syms_, derived_syms_;
 };
 
 bool CompiledProgram::checks_hold(const std::vector<int64_t>& dyn, const std::vector<bool>& known,
@@ -130,9 +149,9 @@ bool CompiledProgram::checks_hold(const std::vector<int64_t>& dyn, const std::ve
 }
 
 void CompiledProgram::derive(std::vector<int64_t>& dyn, std::vector<bool>& known) const {
-  for (size_t s = 0; s < p_.syms.size(); ++s) {
+  for (size_t s : derived_syms_) {
     const SymSource& src = p_.syms[s];
-    if (known[s] || src.from != SymSource::From::Expr) continue;
+    if (known[s]) continue;
     bool ready = true;
     for (int d : src.expr.symbols()) ready = ready && known[size_t(d)];
     if (!ready) continue;
@@ -305,12 +324,11 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   if (inputs.size() != p_.num_inputs)
     throw_error(ErrorKind::RuntimeError, "llvm backend: the graph takes " + std::to_string(p_.num_inputs) +
                                              " inputs, got " + std::to_string(inputs.size()));
-  std::vector<int64_t> dyn(p_.syms.size(), 0);
-  std::vector<bool> known(p_.syms.size(), false), done(p_.checks.size(), false);
-  for (size_t s = 0; s < p_.syms.size(); ++s) {
+  std::vector<int64_t> dyn = init_dyn_;
+  std::vector<bool> known = init_known_, done(p_.checks.size(), false);
+  for (size_t s : input_syms_) {  // a step's symbols are known once it ran
     const SymSource& src = p_.syms[s];
-    if (src.from != SymSource::From::Input) continue;  // known once its eager step ran
-    dyn[s] = inputs[size_t(src.index)].as_tensor().sizes()[size_t(src.dim)];
+    dyn[s] = inputs[size_t(src.index)].as<runtime::TensorImpl>()->sizes[size_t(src.dim)];
     known[s] = true;
   }
   derive(dyn, known);

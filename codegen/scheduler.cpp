@@ -1363,6 +1363,11 @@ Program Scheduler::run() {
   // The graph's symbols are program symbols 0..G-1 (codegen/symbolic_dims.h).
   for (const Graph::Symbol& gs : g_.symbols) {
     const int s = int(prog_.syms.size());
+    if (!gs.placeholder) {
+      // Read by nothing (Graph::drop_unread_symbols): a stand-in value.
+      prog_.syms.push_back({SymSource::From::Expr, 0, 0, output_graph::SymExpr::constant(2)});
+      continue;
+    }
     prog_.syms.push_back({SymSource::From::Input, gs.placeholder->index, gs.dim, {}});
     prog_.checks.push_back({Dim::sym(s), Dim::c(0), true, "dynamic dim s" + std::to_string(s) + " >= 2"});
   }

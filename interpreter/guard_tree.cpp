@@ -17,6 +17,17 @@ using output_graph::GuardKind;
 using output_graph::SourceKind;
 using output_graph::SourceRef;
 
+// strides == contiguous_strides(sizes), without making that vector.
+static bool has_contiguous_strides(const Shape& sizes, const Shape& strides) {
+  if (strides.size() != sizes.size()) return false;
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (strides[i] != stride) return false;
+    stride *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  return true;
+}
+
 GuardTree::GuardTree(const output_graph::GuardSet& set) {
   std::unordered_map<const output_graph::Source*, int> index;
   // Parents first: sort sources by depth, add missing bases on the way.
@@ -37,7 +48,7 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
     a.guards.push_back(*g);
     ++nguards_;
   }
-  // Split off the parameter tensor guards with no dynamic dimension.
+  // Split off the parameter tensor guards (dynamic dims as a mask).
   kept_guards_.reserve(accessors_.size());  // pointers into it are taken below
   std::vector<Accessor> rest;
   std::vector<int> remap(accessors_.size(), -1);
@@ -49,10 +60,14 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   for (size_t i = 0; i < accessors_.size(); ++i) {
     Accessor& a = accessors_[i];
     bool simple = a.source->kind == SourceKind::Local && a.guards.size() == 1 &&
-                  a.guards[0].kind == GuardKind::TensorMatch && a.guards[0].tensor.dynamic.empty();
+                  a.guards[0].kind == GuardKind::TensorMatch && a.guards[0].tensor.sizes.size() <= 64;
     if (simple && !has_child[i]) {
       const Guard& g = a.guards[0];
-      param_tensors_.push_back({size_t(a.source->local_index), g.tensor.dtype, g.tensor.sizes, g.tensor.strides, nullptr});
+      uint64_t dynamic = 0;
+      for (size_t d = 0; d < g.tensor.dynamic.size(); ++d)
+        if (g.tensor.dynamic[d]) dynamic |= uint64_t(1) << d;
+      param_tensors_.push_back({size_t(a.source->local_index), g.tensor.dtype, g.tensor.sizes, g.tensor.strides, nullptr,
+                                dynamic, has_contiguous_strides(g.tensor.sizes, g.tensor.strides)});
       kept_guards_.push_back(g);
       continue;
     }
@@ -74,10 +89,14 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   shape_guards_ = set.shapes().guards();
   if (!shape_guards_.empty()) {
     for (size_t i = 0; i < set.symbol_sources().size(); ++i) {
-      int found = -1;
+      const output_graph::Source* src = set.symbol_sources()[i].get();
+      int found = -1, local = -1;
       for (size_t a = 0; a < accessors_.size(); ++a)
-        if (accessors_[a].source.get() == set.symbol_sources()[i].get()) found = int(a);
+        if (accessors_[a].source.get() == src) found = int(a);
+      for (const ParamTensorCheck& c : param_tensors_)
+        if (c.dynamic && src->kind == SourceKind::Local && c.local == size_t(src->local_index)) local = int(c.local);
       symbol_accessors_.push_back(found);
+      symbol_locals_.push_back(local);
       symbol_dims_.push_back(set.symbol_dims()[i]);
     }
     nguards_ += shape_guards_.size();
@@ -190,9 +209,10 @@ static bool holds(const Guard& g, const Value& v) {
         if (!dynamic && t->sizes[d] != m.sizes[d]) return false;
       }
       if (!any_dynamic) return t->strides == m.strides;
-      // Sizes vary, so strides do too: keep the layout class instead.
-      bool was_contiguous = m.strides == contiguous_strides(m.sizes);
-      return was_contiguous ? t->strides == contiguous_strides(t->sizes) : t->strides == m.strides;
+      // Sizes vary, so strides do too: keep the layout class instead
+      // (checked in place: this runs per dynamic tensor per call).
+      return has_contiguous_strides(m.sizes, m.strides) ? has_contiguous_strides(t->sizes, t->strides)
+                                                         : t->strides == m.strides;
     }
     case GuardKind::Length: {
       const Kind k = guarded_kind(v);
@@ -252,7 +272,15 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
   for (const ParamTensorCheck& c : param_tensors_) {
     const Value& v = locals[c.local];
     const TensorImpl* t = v.is(Kind::Tensor) ? v.as<TensorImpl>() : nullptr;
-    if (!t || t->dtype != c.dtype || t->sizes != c.sizes || t->strides != c.strides) {
+    bool ok = t && t->dtype == c.dtype;
+    if (ok && !c.dynamic) {
+      ok = t->sizes == c.sizes && t->strides == c.strides;
+    } else if (ok) {
+      ok = t->sizes.size() == c.sizes.size();
+      for (size_t d = 0; ok && d < c.sizes.size(); ++d) ok = ((c.dynamic >> d) & 1) || t->sizes[d] == c.sizes[d];
+      ok = ok && (c.contiguous ? has_contiguous_strides(t->sizes, t->strides) : t->strides == c.strides);
+    }
+    if (!ok) {
       if (why) *why = "failed: " + c.guard->str();
       if (failure) *failure = {c.guard, &v};
       return false;
@@ -305,9 +333,12 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
       }
   aliases_.clear();
   if (!shape_guards_.empty()) {
-    for (size_t i = 0; i < symbol_accessors_.size(); ++i)
-      if (symbol_accessors_[i] >= 0)
+    for (size_t i = 0; i < symbol_accessors_.size(); ++i) {
+      if (symbol_locals_[i] >= 0)
+        symbol_values_[i] = locals[size_t(symbol_locals_[i])].as<TensorImpl>()->sizes[size_t(symbol_dims_[i])];
+      else if (symbol_accessors_[i] >= 0)
         symbol_values_[i] = resolved_[size_t(symbol_accessors_[i])]->as<TensorImpl>()->sizes[size_t(symbol_dims_[i])];
+    }
     for (const output_graph::ShapeGuard& g : shape_guards_) {
       if (!g.holds(symbol_values_)) {
         if (why) *why = "failed: SHAPE " + g.str();

@@ -37,11 +37,15 @@ class GuardTree {
   };
   // TensorMatch guards on parameters, checked first as plain field
   // comparisons (the common case: every tensor argument of the frame).
+  // A dynamic dim (bit d of `dynamic`) takes any size; then the strides
+  // keep their layout class (contiguous, or exactly the traced ones).
   struct ParamTensorCheck {
     size_t local;
     runtime::DType dtype;
     runtime::Shape sizes, strides;
     const output_graph::Guard* guard;
+    uint64_t dynamic = 0;
+    bool contiguous = false;
   };
   std::vector<ParamTensorCheck> param_tensors_;
   std::vector<output_graph::Guard> kept_guards_;  // for messages; reserved before use
@@ -57,9 +61,11 @@ class GuardTree {
   };
   std::vector<AliasSeen> aliases_;  // during check(): the Aliasing guards' objects
   // Symbolic sizes: symbol i is dim symbol_dims_[i] of the tensor its
-  // accessor symbol_accessors_[i] resolves to; the relations the trace
-  // relied on are checked on those values after every accessor held.
+  // accessor symbol_accessors_[i] resolves to (or, >= 0 in symbol_locals_,
+  // the parameter at that local); the relations the trace relied on are
+  // checked on those values after every accessor held.
   std::vector<int> symbol_accessors_;
+  std::vector<int> symbol_locals_;
   std::vector<int> symbol_dims_;
   std::vector<output_graph::ShapeGuard> shape_guards_;
   std::vector<int64_t> symbol_values_;  // reused by check()

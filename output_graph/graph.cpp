@@ -11,6 +11,8 @@
 //    `self` or `kiln` (which code() uses), so code() is valid Python.
 #include "output_graph/graph.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <array>
 #include <string_view>
@@ -506,10 +508,36 @@ bool takes_symbolic_sizes(const Node& n) {
   return false;
 }
 
+void Graph::drop_unread_symbols() {
+  if (symbols.empty()) return;
+  std::vector<bool> read(symbols.size(), false);
+  auto mark = [&](const SymExpr& e) {
+    for (int id : e.symbols())
+      if (size_t(id) < read.size()) read[size_t(id)] = true;
+  };
+  std::function<void(const Arg&)> mark_arg = [&](const Arg& a) {
+    if (a.kind == Arg::Kind::Sym) mark(a.sym);
+    for (const Arg& x : a.items) mark_arg(x);
+  };
+  for (const auto& n : nodes_) {
+    // A placeholder's own sizes are where the symbols come from, not a use.
+    if (n->op != NodeOp::Placeholder && n->meta)
+      for (const SymExpr& e : n->meta->sym) mark(e);
+    for (const Arg& a : n->args) mark_arg(a);
+    for (const auto& kv : n->kwargs) mark_arg(kv.second);
+  }
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (!read[i]) symbols[i].placeholder = nullptr;
+}
+
 std::vector<int64_t> Graph::symbol_values(const std::vector<Value>& inputs) const {
   std::vector<int64_t> values;
   values.reserve(symbols.size());
   for (const Symbol& s : symbols) {
+    if (!s.placeholder) {
+      values.push_back(0);  // read by nothing (drop_unread_symbols)
+      continue;
+    }
     // Placeholders come first, in order: a placeholder's index is its input's.
     const Value& in = inputs.at(size_t(s.placeholder->index));
     values.push_back(in.as_tensor().sizes().at(size_t(s.dim)));
@@ -519,7 +547,7 @@ std::vector<int64_t> Graph::symbol_values(const std::vector<Value>& inputs) cons
 
 bool Graph::is_symbol_source(const Node* n) const {
   for (const Symbol& s : symbols)
-    if (s.placeholder == n) return true;
+    if (s.placeholder && s.placeholder == n) return true;
   return false;
 }
 

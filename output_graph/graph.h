@@ -163,6 +163,10 @@ class Graph {
     int dim;
   };
   std::vector<Symbol> symbols;
+  // Unbinds each symbol no node computes with (in a size, an Arg::Sym)
+  // from its placeholder (placeholder = null, value 0 in symbol_values):
+  // an input kept only for such a symbol can then go. Ids do not change.
+  void drop_unread_symbols();
   // Why the graph runs through the embedder's own ops so its autograd
   // records them ("parameter fc.weight requires grad"): empty when the
   // graph runs on kiln's kernels. OutputGraph picks the backend by it.

@@ -285,6 +285,9 @@ CompiledGraph OutputGraph::compile_and_call_fx_graph(const std::string& backend0
   std::vector<Arg> results;
   for (Node* n : outputs) results.push_back(Arg::of(n));
   graph_->output(std::move(results));
+  // A symbol nothing in the graph computes with (its input's sizes were
+  // only guarded) is no reason to pass that input: a guard checks it.
+  graph_->drop_unread_symbols();
   // Inputs that were only looked at (guarded) are not passed to the graph.
   // The nodes stay owned until the graph is done with: erase only after
   // dropping them from inputs_.

@@ -175,7 +175,8 @@ std::shared_ptr<Graph> rebind(const Graph& g, const py::dict& attrs) {
     c->name = n.name;
     map.emplace(&n, c);
   }
-  for (const Graph::Symbol& s : g.symbols) out->symbols.push_back({map.at(s.placeholder), s.dim});
+  for (const Graph::Symbol& s : g.symbols)
+    out->symbols.push_back({s.placeholder ? map.at(s.placeholder) : nullptr, s.dim});
   return out;
 }
 

@@ -135,6 +135,31 @@ def test_sizes_the_code_after_the_graph_reads_stay_symbolic():
     assert "SHAPE s0 ==" not in text and "SHAPE s1 ==" not in text, text
 
 
+def reads_only_the_rank_of_the_rest(x, y, z):
+    if y.ndim != 2 or z.ndim != 1:  # (not assert: pytest rewrites asserts into code kiln does not translate)
+        raise ValueError("ranks")
+    return x * 2
+
+
+def test_an_input_whose_symbolic_sizes_nothing_computes_with_is_not_passed_to_the_graph():
+    """y and z are only guarded (their rank): their sizes are symbols no
+    node reads, so the graph takes x alone (each extra input costs every
+    cached call), and one entry still serves every size."""
+    kiln.reset()
+    f = kiln.compile(reads_only_the_rank_of_the_rest, dynamic=True)
+    for n in (3, 5, 8):
+        x, y, z = kiln.randn(n, 2), kiln.randn(n, n + 1), kiln.randn(n + 2)
+        same(f(x, y, z), reads_only_the_rank_of_the_rest(x, y, z))
+    assert entries(reads_only_the_rank_of_the_rest) == 1
+    x, y, z = kiln.randn(4, 2), kiln.randn(4, 5), kiln.randn(6)
+    for t in (x, y, z):
+        for d in range(t.ndim):
+            kiln.mark_dynamic(t, d)
+    e = kiln.explain(reads_only_the_rank_of_the_rest)(x, y, z)
+    assert "SYMBOL s4" in str(e)  # y's and z's sizes are symbols
+    assert [n.op for n in e.graphs[0].graph.nodes].count("placeholder") == 1, e.graphs[0].code
+
+
 def floordiv_by_a_size(x):
     return x.size(0) // (x.size(1) - 2)
 
