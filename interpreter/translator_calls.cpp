@@ -47,12 +47,17 @@ bool holds(const VT& v, const vars::VariableTracker* target, std::vector<const v
   if (!v) return false;
   const VT& r = v->is(VTKind::Lazy) && v->realized ? v->realized : v;
   if (r.get() == target) return true;
-  if (!r->is(VTKind::List) && !r->is(VTKind::Tuple) && !r->is(VTKind::ConstDict)) return false;
+  // An iterator holds what it walks (a tuple's items, the iterators a zip
+  // advances, the list a live list iterator reads): a list that holds an
+  // iterator over a tuple holding the list is a cycle too (fuzz finding 34:
+  // the residual's rebuild of it recursed until the C++ stack overflowed).
+  const bool iterator = r->is(VTKind::Iterator);
+  if (!r->is(VTKind::List) && !r->is(VTKind::Tuple) && !r->is(VTKind::ConstDict) && !iterator) return false;
   if (std::find(seen.begin(), seen.end(), r.get()) != seen.end()) return false;
   seen.push_back(r.get());
   for (const VT& x : r->items)
     if (holds(x, target, seen)) return true;
-  return false;
+  return iterator && r->self && holds(r->self, target, seen);
 }
 }  // namespace
 
