@@ -3,9 +3,10 @@
 the same chain of N blocks (Linear(8, 8) + ReLU + residual) written in
 torch.nn and in kiln.nn, called compiled on a 2x8 float32 input, beside
 torch eager. The torch tree's cost per call includes syncing its mirrors
-(python/src/torch_modules.h): one PEP 509 version-tag comparison per dict
-read and a shim read per tensor, so it grows with the tree; the kiln.nn
-tree's guards are one epoch comparison.
+(python/src/torch_modules.h): with no change signalled since the last
+sync (kiln/_torch_watch.py) that is one epoch comparison, as the kiln.nn
+tree's guards are; so the cached call minus the kernels does not grow
+with the tree.
 
     python3 benchmarks/torch_module_calls.py [--iters 2000] [--repeats 5]
 """

@@ -430,7 +430,10 @@ void bind_functions(py::module_& m) {
       return report_to_py(kiln::explain(fn, values, options_from(backend, false, py::none(), cache_size_limit)));
     });
   });
-  m.def("reset", [] { kiln::reset(); });
+  m.def("reset", [] {
+    kiln::reset();
+    torch_modules_walk_next();
+  });
   // Why kiln does not take this torch tensor as a kiln tensor ("" when it
   // does; None when torch is not loaded): what explain's break reasons say.
   m.def("_torch_refusal", [](py::handle t) -> py::object {

@@ -109,6 +109,30 @@ PyObject* dict_item(PyObject* d, const char* name) {  // borrowed or nullptr
   return v;
 }
 
+// The change signal (kiln/_torch_watch.py): every way Python code changes
+// what a mirror reads advances the epoch. A sync that finds it where the
+// last full walk left it (and torch's global hook dicts unchanged) has
+// nothing to read again: O(1) however large the trees.
+uint64_t torch_epoch = 1;
+uint64_t synced_epoch = 0;  // the epoch the last full walk started at
+bool watching = false;      // install() ran
+uint64_t walks = 0;         // full walks so far (tests: an unchanged tree walks none)
+
+// A mirrored module's _parameters / _buffers / _modules as a dict that
+// signals its writes (kiln._torch_watch.WatchedDict), in place in the
+// module's __dict__; returns the dict to read (borrowed).
+PyObject* watched_dict(PyObject* module_dict, const char* name) {
+  PyObject* v = dict_item(module_dict, name);
+  if (!watching || !v || !PyDict_CheckExact(v)) return v;
+  static PyObject* cls = py::object(py::module_::import("kiln._torch_watch").attr("WatchedDict")).release().ptr();
+  PyObject* w = PyObject_CallOneArg(cls, v);
+  if (!w) throw py::error_already_set();
+  const int rc = PyDict_SetItemString(module_dict, name, w);
+  Py_DECREF(w);  // the module's __dict__ holds it
+  if (rc != 0) throw py::error_already_set();
+  return dict_item(module_dict, name);
+}
+
 // Reads the torch tensor into h (value, and view for one that requires grad).
 void read_held(HeldTensor& h) {
   PyObject* o = h.obj.ptr();
@@ -229,6 +253,7 @@ void fill(Mirror& mr) {
   ++fill_generation;
   PyObject** dp = _PyObject_GetDictPtr(obj);
   PyObject* d = dp ? *dp : nullptr;
+  for (const char* name : {"_parameters", "_buffers", "_modules"}) watched_dict(d, name);
   record(mr, d);
   const std::string cls = Py_TYPE(obj)->tp_name;
   for (const char* name : {"_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs"})
@@ -237,7 +262,7 @@ void fill(Mirror& mr) {
                                                   "registered with with_kwargs=True");
   NameMap params, buffers, modules, attrs;
   auto tensors_of = [&](const char* key, NameMap& into) {
-    PyObject* dict = dict_item(d, key);
+    PyObject* dict = watched_dict(d, key);
     record(mr, dict);
     if (!dict || !PyDict_Check(dict)) return;
     PyObject *k, *v;
@@ -255,7 +280,7 @@ void fill(Mirror& mr) {
   };
   tensors_of("_parameters", params);
   tensors_of("_buffers", buffers);
-  if (PyObject* dict = dict_item(d, "_modules"); dict && PyDict_Check(dict)) {
+  if (PyObject* dict = watched_dict(d, "_modules"); dict && PyDict_Check(dict)) {
     record(mr, dict);
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -378,6 +403,10 @@ Mirror* mirror_of(py::handle obj) {
   auto& all = mirrors();
   if (auto it = all.find(obj.ptr()); it != all.end()) return it->second.get();
   if (all.empty()) runtime::set_host_module_store_hook(host_store);
+  if (!watching) {
+    py::module_::import("kiln._torch_watch").attr("install")(py::cpp_function([] { ++torch_epoch; }));
+    watching = true;
+  }
   if (!global_state().read) refresh_global_state();
   auto mr = std::make_unique<Mirror>();
   mr->obj = py::reinterpret_borrow<py::object>(obj);
@@ -423,6 +452,12 @@ void sync_torch_modules() {
   auto& all = mirrors();
   if (all.empty() || filling) return;
   const bool global = global_changed();
+  // Nothing signalled: nothing to read again. (A torch module only kiln
+  // still holds is let go by the next walk; the compile caches' guards
+  // hold its mirror until kiln.reset() anyway, which walks.)
+  if (watching && !global && torch_epoch == synced_epoch) return;
+  const uint64_t epoch = torch_epoch;  // a bump during the walk walks again next time
+  ++walks;
   if (global) refresh_global_state();
   // Decided first, refilled after: a refill may mirror new submodules,
   // which adds to the map being walked.
@@ -440,6 +475,7 @@ void sync_torch_modules() {
     all.erase(it);  // may free the torch module, and with it others' last references: the next sync drops those
   }
   for (Mirror* mr : stale) fill(*mr);
+  synced_epoch = epoch;
   // Held tensors no mirror reads any more (a replaced parameter): let go,
   // so a training loop that reassigns parameters does not keep them all.
   if (!gone.empty() || !stale.empty()) {
@@ -457,6 +493,8 @@ void sync_torch_modules() {
     }
   }
 }
+
+void torch_modules_walk_next() { ++torch_epoch; }
 
 PyObject* torch_held_object(const runtime::TensorImpl* impl) {
   auto& m = held_by_impl();
@@ -476,6 +514,7 @@ PyObject* torch_module_object(const ModuleObj* m) { return static_cast<PyObject*
 
 void bind_torch_modules(py::module_& m) {
   m.def("_torch_mirror_count", [] { return mirrors().size(); }, "How many torch modules kiln mirrors now.");
+  m.def("_torch_walks", [] { return walks; }, "How many times a sync walked every mirror (a change was signalled).");
   m.def("_torch_mirror_version", [](py::handle obj) -> py::object {
     auto it = mirrors().find(obj.ptr());
     if (it == mirrors().end()) return py::none();

@@ -43,9 +43,12 @@ runtime::Value torch_module_value(py::handle obj);
 // classes kiln spells with its own stay Python's).
 runtime::Value torch_class_value(py::handle cls);
 
-// Brings every mirror up to date with its torch module (one version-tag
-// comparison per dict when nothing changed).
+// Brings every mirror up to date with its torch module: O(1) when nothing
+// changed since the last walk (kiln/_torch_watch.py signals every change),
+// else one version-tag comparison per dict and a metadata check per tensor.
 void sync_torch_modules();
+// The next sync walks every mirror (kiln.reset: let go of what only kiln holds).
+void torch_modules_walk_next();
 
 // The torch tensor a mirror's kiln tensor stands for (a parameter, a
 // buffer), borrowed, or nullptr.

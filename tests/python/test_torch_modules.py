@@ -394,9 +394,41 @@ def changes():
     def buffer_change(m):
         m.fc.register_buffer("unused", torch.zeros(1))
 
+    # Writes that bypass __setattr__ (kiln/_torch_watch.py signals each).
+    def modules_dict(m):
+        m._modules["extra"] = nn.Linear(4, 4)
+
+    def parameters_dict(m):
+        m.fc._parameters["weight"] = nn.Parameter(torch.randn(4, 4))
+
+    def hook_removed(m):
+        m.fc._kiln_test_handle.remove()
+
+    def requires_grad_flipped(m):
+        m.fc.weight.requires_grad_(False)
+
+    def requires_grad_set(m):
+        m.fc.bias.requires_grad = False
+
+    def swapped(m):
+        torch.utils.swap_tensors(m.fc.weight, nn.Parameter(torch.randn(4, 4)))
+
+    def set_storage(m):
+        m.fc.weight.set_(torch.randn(4, 4))
+
+    def transposed_in_place(m):
+        m.fc.weight.t_()
+
+    def global_hook(m):
+        return torch.nn.modules.module.register_module_forward_hook(lambda mod, a, out: out + 1)
+
     return {"parameter replaced": replace_param, "submodule added": add_submodule,
             "submodule deleted": delete_submodule, "hook added": add_hook, "train/eval flipped": train_eval,
-            "dtype changed": dtype, "parameter data swapped": data_swap, "buffer added": buffer_change}
+            "dtype changed": dtype, "parameter data swapped": data_swap, "buffer added": buffer_change,
+            "_modules written": modules_dict, "_parameters written": parameters_dict, "hook removed": hook_removed,
+            "requires_grad_()": requires_grad_flipped, "requires_grad set": requires_grad_set,
+            "swap_tensors": swapped, "set_()": set_storage, "t_()": transposed_in_place,
+            "global hook added": global_hook}
 
 
 @pytest.mark.parametrize("kind", sorted(changes()))
@@ -405,6 +437,8 @@ def test_every_change_recompiles(kind):
     m = Guarded().train()
     if kind == "submodule deleted":
         m.extra = nn.Linear(4, 4)
+    if kind == "hook removed":
+        m.fc._kiln_test_handle = m.fc.register_forward_hook(lambda mod, a, out: out * 3)
     x = torch.randn(3, 4)
     c = kiln.compile(m)
     with torch.no_grad():
@@ -415,10 +449,19 @@ def test_every_change_recompiles(kind):
         assert entries(c) == before  # cached: nothing changed yet
         versions = (kiln._C._torch_mirror_version(m), kiln._C._torch_mirror_version(m.fc))
         assert None not in versions
-        if changes()[kind](m) == "double":
+        walks = kiln._C._torch_walks()
+        for _ in range(3):
+            c(x)
+        assert kiln._C._torch_walks() == walks  # unchanged: no walk over the tree
+        done = changes()[kind](m)
+        if done == "double":
             x = x.double()
-        want = m(x)
-        got = c(x)
+        try:
+            want = m(x)
+            got = c(x)
+        finally:
+            if hasattr(done, "remove"):
+                done.remove()
         same(want, got)
         assert entries(c) == before + 1, kind
         # The change reached the mirror of the module it happened on: a new
