@@ -5,11 +5,15 @@
 //
 // Convolution is im2col + BLAS: per sample and group, the input patches
 // become a [C_in/groups * kernel, out positions] matrix multiplied by the
-// group's weight rows (matmul_tensors, OpenBLAS for float32/float64).
+// group's weight rows, straight into the output (OpenBLAS for float32 and
+// float64); a 1x1 unit-stride convolution multiplies the input itself.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "runtime/blas.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
 #include "runtime/value_ops.h"
@@ -179,6 +183,55 @@ ConvPlan plan_conv(const OpArgs& args) {
   return p;
 }
 
+// The window offsets k in [lo, hi) whose input index o*stride - pad + k*dil
+// lies in [0, n): the rest of the window is padding.
+void window_in_range(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n, int64_t& lo,
+                     int64_t& hi) {
+  const int64_t base = o * stride - pad;
+  lo = base >= 0 ? 0 : (-base + dil - 1) / dil;
+  hi = n - 1 - base < 0 ? 0 : std::min(k, (n - 1 - base) / dil + 1);
+  if (hi < lo) hi = lo;
+}
+
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k) {
+  gemm_f32(false, false, m, n, k, a, k, b, n, c, n);
+}
+void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k) {
+  gemm_f64(false, false, m, n, k, a, k, b, n, c, n);
+}
+
+// Row (c, ki, kj) of the im2col matrix: the input plane's values under that
+// kernel tap for every output position, 0 where the tap is on padding.
+// Whole output rows and column ranges at once, no per-element bounds test.
+template <class T>
+void im2col_row(const Geometry& g, const T* plane, int64_t ki, int64_t kj, T* row) {
+  int64_t oj_lo = 0, oj_hi = 0;  // output columns whose tap is inside the plane
+  {
+    // jj = oj*sw - pw + kj*dw in [0, W)
+    const int64_t off = kj * g.dw - g.pw_lo;
+    oj_lo = std::min(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+    oj_hi = g.W - 1 - off < 0 ? 0 : std::min(g.ow, (g.W - 1 - off) / g.sw + 1);
+    if (oj_hi < oj_lo) oj_hi = oj_lo;
+  }
+  const int64_t off = kj * g.dw - g.pw_lo;
+  for (int64_t oi = 0; oi < g.oh; ++oi) {
+    T* dst = row + oi * g.ow;
+    const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
+    if (ii < 0 || ii >= g.H) {
+      std::fill(dst, dst + g.ow, T(0));
+      continue;
+    }
+    std::fill(dst, dst + oj_lo, T(0));
+    const T* src = plane + ii * g.W + off;
+    if (g.sw == 1) {
+      std::memcpy(dst + oj_lo, src + oj_lo, size_t(oj_hi - oj_lo) * sizeof(T));
+    } else {
+      for (int64_t oj = oj_lo; oj < oj_hi; ++oj) dst[oj] = src[oj * g.sw];
+    }
+    std::fill(dst + oj_hi, dst + g.ow, T(0));
+  }
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const Geometry& g = p.g;
@@ -186,41 +239,71 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   const int64_t kk = g.kh * g.kw, P = g.oh * g.ow, K = cin_g * kk;
   const T* in = x4.data<T>();
   T* o = out.data<T>();
-  // weight viewed as [groups][cout_g, K] (contiguous)
-  const Tensor wc = w.contiguous();
-  Tensor cols = Tensor::uninitialized({K, P}, dtype_of<T>::value);
-  T* cp = cols.data<T>();
-  for (int64_t n = 0; n < g.N; ++n) {
-    for (int64_t grp = 0; grp < p.groups; ++grp) {
-      for (int64_t c = 0; c < cin_g; ++c) {
-        const T* plane = in + ((n * g.C) + grp * cin_g + c) * g.H * g.W;
-        for (int64_t ki = 0; ki < g.kh; ++ki)
-          for (int64_t kj = 0; kj < g.kw; ++kj) {
-            T* row = cp + (c * kk + ki * g.kw + kj) * P;
-            for (int64_t oi = 0; oi < g.oh; ++oi) {
-              const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
-              for (int64_t oj = 0; oj < g.ow; ++oj) {
-                const int64_t jj = oj * g.sw - g.pw_lo + kj * g.dw;
-                row[oi * g.ow + oj] = (ii >= 0 && ii < g.H && jj >= 0 && jj < g.W) ? plane[ii * g.W + jj] : T(0);
-              }
-            }
-          }
-      }
-      const Tensor wg = wc.as_strided({cout_g, K}, {K, 1}, wc.offset() + grp * cout_g * K);
-      const Tensor r = matmul_tensors(p.g.R == 1 ? "conv1d" : "conv2d", wg, cols);  // [cout_g, P]
-      T* dst = o + (n * p.cout + grp * cout_g) * P;
-      if (K == 0) std::memset(dst, 0, size_t(cout_g * P) * sizeof(T));
-      else std::memcpy(dst, r.data<T>(), size_t(cout_g * P) * sizeof(T));
-    }
+  const Tensor wc = w.contiguous();  // [groups][cout_g, K]
+  const T* wp = wc.data<T>();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  const T* bp = bias.defined() ? bc.data<T>() : nullptr;
+  if (K == 0) {
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = bp ? bp[(i / P) % p.cout] : T(0);
+    return;
   }
-  if (bias.defined()) {
-    const Tensor b = bias.contiguous();
-    const T* bp = b.data<T>();
+  // A 1x1 window, unit stride, no padding: each sample's input planes are
+  // the matrix, one GEMM per sample straight into the output.
+  const bool pointwise = kk == 1 && g.sh == 1 && g.sw == 1 && g.ph_lo == 0 && g.ph_hi == 0 && g.pw_lo == 0 &&
+                         g.pw_hi == 0 && P == g.H * g.W;
+  if (pointwise) {
     for (int64_t n = 0; n < g.N; ++n)
-      for (int64_t c = 0; c < p.cout; ++c) {
-        T* dst = o + (n * p.cout + c) * P;
-        for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
+      for (int64_t grp = 0; grp < p.groups; ++grp)
+        gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, o + (n * p.cout + grp * cout_g) * P,
+             cout_g, P, K);
+    if (bp)
+      for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t c = 0; c < p.cout; ++c) {
+          T* dst = o + (n * p.cout + c) * P;
+          for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
+        }
+    return;
+  }
+  // Otherwise im2col. With few output positions (P of 4 or 16 in a
+  // ResNet's last stages) a per-sample GEMM is mostly call overhead: the
+  // patches of several samples go side by side, [K, chunk * P] (a few MB
+  // at most), one GEMM for them all, and the result [cout_g, chunk * P] is
+  // copied to NCHW with the bias added. With many positions each sample's
+  // GEMM writes straight into the output.
+  const int64_t chunk =
+      P >= 256 ? 1 : std::max<int64_t>(1, std::min<int64_t>(g.N, (int64_t(1) << 22) / std::max<int64_t>(1, K * P)));
+  const int64_t NP = chunk * P;
+  Tensor cols = Tensor::uninitialized({K, NP}, dtype_of<T>::value);
+  Tensor prod = chunk > 1 ? Tensor::uninitialized({cout_g, NP}, dtype_of<T>::value) : Tensor();
+  T* cp = cols.data<T>();
+  T* rp = chunk > 1 ? prod.data<T>() : nullptr;
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    const int64_t nn = std::min(chunk, g.N - n0);
+    for (int64_t grp = 0; grp < p.groups; ++grp) {
+      for (int64_t s = 0; s < nn; ++s) {
+        const T* planes = in + (((n0 + s) * g.C) + grp * cin_g) * g.H * g.W;
+        for (int64_t c = 0; c < cin_g; ++c)
+          for (int64_t ki = 0; ki < g.kh; ++ki)
+            for (int64_t kj = 0; kj < g.kw; ++kj)
+              im2col_row(g, planes + c * g.H * g.W, ki, kj, cp + (c * kk + ki * g.kw + kj) * (nn * P) + s * P);
       }
+      if (!rp) {  // one sample: into the output, then the bias
+        T* dst = o + (n0 * p.cout + grp * cout_g) * P;
+        gemm(wp + grp * cout_g * K, cp, dst, cout_g, P, K);
+        if (bp)
+          for (int64_t c = 0; c < cout_g; ++c)
+            for (int64_t i = 0; i < P; ++i) dst[c * P + i] += bp[grp * cout_g + c];
+        continue;
+      }
+      gemm(wp + grp * cout_g * K, cp, rp, cout_g, nn * P, K);  // [cout_g, K] x [K, nn * P]
+      for (int64_t s = 0; s < nn; ++s)
+        for (int64_t c = 0; c < cout_g; ++c) {
+          const T* src = rp + c * (nn * P) + s * P;
+          T* dst = o + ((n0 + s) * p.cout + grp * cout_g + c) * P;
+          const T add = bp ? bp[grp * cout_g + c] : T(0);
+          for (int64_t i = 0; i < P; ++i) dst[i] = src[i] + add;
+        }
+    }
   }
 }
 
@@ -297,27 +380,57 @@ PoolPlan plan_pool(const OpArgs& args) {
   return p;
 }
 
+// max with torch's NaN rule: a NaN wins, and once the best is NaN nothing
+// replaces it; among equal values (0.0 and -0.0) the first one seen stays.
+// Selects, not branches, so the loops over a row vectorize.
+template <class T>
+inline T nan_max(T best, T v) {
+  T m = v > best ? v : best;
+  m = v != v ? v : m;
+  return best != best ? best : m;
+}
+
 template <class T>
 void max_pool_run(const Geometry& g, const T* in, T* o) {
+  // Separable: the max over each window's columns for every input row,
+  // then over the window's rows, each with its in-range taps precomputed
+  // (no bounds test per element; the second pass runs along contiguous
+  // rows). Row-major order within the window is kept: of equal values the
+  // first row's first one wins, as in torch's single pass.
+  std::vector<int64_t> ilo(size_t(g.oh)), ihi(size_t(g.oh));
+  for (int64_t oi = 0; oi < g.oh; ++oi) window_in_range(oi, g.sh, g.ph_lo, g.dh, g.kh, g.H, ilo[size_t(oi)], ihi[size_t(oi)]);
+  std::vector<T> rows(size_t(g.H * g.ow));
+  const T lowest = -std::numeric_limits<T>::infinity();
   for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
     const T* src = in + plane * g.H * g.W;
-    for (int64_t oi = 0; oi < g.oh; ++oi)
-      for (int64_t oj = 0; oj < g.ow; ++oj) {
-        T best = -std::numeric_limits<T>::infinity();
-        for (int64_t ki = 0; ki < g.kh; ++ki) {
-          const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
-          if (ii < 0 || ii >= g.H) continue;
-          for (int64_t kj = 0; kj < g.kw; ++kj) {
-            const int64_t jj = oj * g.sw - g.pw_lo + kj * g.dw;
-            if (jj < 0 || jj >= g.W) continue;
-            const T v = src[ii * g.W + jj];
-            if (v > best || std::isnan(v)) best = v;  // torch's rule: a NaN wins
-            if (std::isnan(best)) break;
-          }
-          if (std::isnan(best)) break;
+    for (int64_t i = 0; i < g.H; ++i) {
+      const T* row = src + i * g.W;
+      T* hm = rows.data() + i * g.ow;
+      std::fill(hm, hm + g.ow, lowest);
+      // Tap by tap (the window's column order), over the output columns
+      // where that tap is inside the row.
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const int64_t off = kj * g.dw - g.pw_lo;
+        const int64_t a = std::min(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+        const int64_t b = std::max(a, g.W - 1 - off < 0 ? 0 : std::min(g.ow, (g.W - 1 - off) / g.sw + 1));
+        const T* base = row + off;
+        if (g.sw == 1) {
+          for (int64_t oj = a; oj < b; ++oj) hm[oj] = nan_max(hm[oj], base[oj]);
+        } else {
+          for (int64_t oj = a; oj < b; ++oj) hm[oj] = nan_max(hm[oj], base[oj * g.sw]);
         }
-        o[(plane * g.oh + oi) * g.ow + oj] = best;
       }
+    }
+    T* dst = o + plane * g.oh * g.ow;
+    for (int64_t oi = 0; oi < g.oh; ++oi) {
+      T* out = dst + oi * g.ow;
+      std::fill(out, out + g.ow, lowest);
+      const int64_t i0 = oi * g.sh - g.ph_lo;
+      for (int64_t ki = ilo[size_t(oi)]; ki < ihi[size_t(oi)]; ++ki) {
+        const T* hm = rows.data() + (i0 + ki * g.dh) * g.ow;
+        for (int64_t oj = 0; oj < g.ow; ++oj) out[oj] = nan_max(out[oj], hm[oj]);
+      }
+    }
   }
 }
 

@@ -509,6 +509,43 @@ def test_conv2d_matches_torch(case, dtype):
          TF.conv2d(xt, w, b, **kw), **tol)
 
 
+@pytest.mark.parametrize("shape, kernel, kw", [
+    ((3, 6, 5, 7), 1, dict()),                          # 1x1, unit stride: the input itself is the GEMM operand
+    ((3, 6, 5, 7), 1, dict(groups=2)),
+    ((2, 3, 20, 18), 3, dict(padding=1)),               # >= 256 positions: a GEMM per sample into the output
+    ((5, 8, 4, 4), 3, dict(padding=1, groups=2)),       # few positions: the samples' patches in one GEMM
+    ((4, 2, 3, 3), 3, dict()),                          # one position per sample
+])
+def test_conv2d_matches_torch_on_each_gemm_layout(shape, kernel, kw):
+    x = rand(shape, seed=52)
+    w = rand((4, shape[1] // kw.get("groups", 1), kernel, kernel), seed=53)
+    b = rand((4,), seed=54)
+    same(F.conv2d(t2k(x), t2k(w), t2k(b), **kw), TF.conv2d(x, w, b, **kw), rtol=1e-4, atol=1e-4)
+    same(F.conv2d(t2k(x), t2k(w), None, **kw), TF.conv2d(x, w, None, **kw), rtol=1e-4, atol=1e-4)
+
+
+def test_max_pool2d_keeps_torchs_nan_and_first_of_equals_rule_on_every_geometry():
+    """The pooled value is the first of the window's maxima in row-major
+    order (0.0 and -0.0 compare equal: which one shows), a NaN wins."""
+    import itertools
+    rng = np.random.default_rng(55)
+    checked = 0
+    for H, W, k, st, p, d, ceil in itertools.product([5, 8, 9], [6, 11], [1, 2, 3], [1, 2, 3], [0, 1], [1, 2],
+                                                     [False, True]):
+        if p > k // 2 or H + 2 * p < d * (k - 1) + 1 or W + 2 * p < d * (k - 1) + 1:
+            continue
+        x = np.round(rng.standard_normal((2, 3, H, W)).astype(np.float32), 1)
+        x[0, 0, 1, 1] = np.nan
+        x[1, 2, :, 2], x[1, 2, :, 3] = -0.0, 0.0
+        want = TF.max_pool2d(torch.from_numpy(x), k, st, p, d, ceil_mode=ceil).numpy()
+        got = np.asarray(F.max_pool2d(kiln.from_numpy(x), k, st, p, d, ceil_mode=ceil))
+        assert got.shape == want.shape, (H, W, k, st, p, d, ceil)
+        assert np.array_equal(got, want, equal_nan=True), (H, W, k, st, p, d, ceil)
+        assert np.array_equal(np.signbit(got), np.signbit(want)), (H, W, k, st, p, d, ceil)
+        checked += 1
+    assert checked > 300
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=3), dict(padding="same", dilation=3),
                                 dict(groups=3, padding=1)])
 def test_conv1d_matches_torch(kw):
