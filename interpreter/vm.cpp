@@ -270,7 +270,7 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
   try {
     bind_arguments(fn, args, slots);
   } catch (Error& e) {
-    e.add_frame({code->qualname, code->filename, code->first_line});
+    e.add_frame({code->user_qualname(), code->filename, code->first_line});
     throw;
   }
   for (size_t i = size_t(code->nparams()); i < nlocals; ++i) slots[i] = Value::null();
@@ -834,7 +834,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     // A residual whose continuation raised: the continuation's entry,
     // under the user's name, already stands for this frame (runtime/code.h).
     if (!e.reraised && !e.continued)
-      e.add_frame({code->continues.empty() ? code->qualname : code->continues, code->filename, ip->line});
+      e.add_frame({code->user_qualname(), code->filename, ip->line});
     e.reraised = false;
     e.continued = false;
     const size_t pc = size_t(ip - begin);
@@ -842,7 +842,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
       Value exc = caught_exception(e);
       Value* base = stack + h->depth;
       if (sp < base)  // the verifier rules this out for the VM's own instructions
-        throw_error(ErrorKind::SystemError, code->qualname + ": stack below the exception handler's depth");
+        throw_error(ErrorKind::SystemError, code->user_qualname() + ": stack below the exception handler's depth");
       while (sp > base) *--sp = Value();
       if (h->lasti) *sp++ = Value::integer(int64_t(pc) - code->prologue);
       *sp++ = std::move(exc);
@@ -855,7 +855,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     throw;
   } catch (const std::bad_alloc&) {
     Error e(ErrorKind::RuntimeError, "out of memory");
-    e.add_frame({code->continues.empty() ? code->qualname : code->continues, code->filename, ip->line});
+    e.add_frame({code->user_qualname(), code->filename, ip->line});
     throw e;
   }
   }

@@ -133,6 +133,8 @@ struct Code final : Object {
   // user's function, not a resume function. Set by make_resume; a residual
   // copies it from the code it stands for.
   std::string continues;
+  // The name a user sees for this frame (tracebacks, the VM's own errors).
+  const std::string& user_qualname() const { return continues.empty() ? qualname : continues; }
   // Instructions a resume function runs before its copy of the user's code
   // (its prologue): a handler's lasti counts from the user's first
   // instruction, so a program sees the numbers of the function it wrote
