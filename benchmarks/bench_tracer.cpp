@@ -7,6 +7,7 @@
 //                               relation x0 + x1 relies on (s0 == s1) checked
 //   bench_tracer call_modules N cached-call overhead, a root module whose
 //                               tree has N layers (unchanged between calls)
+//   bench_tracer call_modules_walk N   the same, forward calling every layer
 // "Overhead" is the cached call minus running the same graph's kernels:
 // the guard tree, argument binding and dispatch.
 #include <chrono>
@@ -42,14 +43,52 @@ static std::string many_inputs(int n) {
 }
 
 // A module tree N layers deep (Block -> Block -> ...), forward reads a
-// scale on the root only: the guard is the root's identity and version tags.
-static std::string module_tree() {
+// scale on the root only: the guard is the root's identity and version
+// tags. `walk`: each forward also calls its child, so every module of the
+// tree is read (and guarded) by the trace.
+static std::string module_tree(bool walk = false) {
+  const std::string forward = walk ? R"(
+.func forward(self, x)
+  .locals c
+    LOAD_FAST x
+    LOAD_FAST self
+    LOAD_ATTR scale
+    BINARY_OP *
+    STORE_FAST x
+    LOAD_FAST self
+    LOAD_ATTR child
+    STORE_FAST c
+    LOAD_FAST c
+    LOAD_CONST None
+    COMPARE_OP is
+    POP_JUMP_IF_FALSE deeper
+    LOAD_FAST x
+    RETURN_VALUE
+deeper:
+    LOAD_FAST c
+    LOAD_FAST x
+    CALL 1
+    RETURN_VALUE
+.end
+)"
+                                   : R"(
+.func forward(self, x)
+    LOAD_FAST x
+    LOAD_FAST self
+    LOAD_ATTR scale
+    BINARY_OP *
+    RETURN_VALUE
+.end
+)";
   return R"(
 .class Block
 .func __init__(self, depth)
     LOAD_CONST 2.0
     LOAD_FAST self
     STORE_ATTR scale
+    LOAD_CONST None
+    LOAD_FAST self
+    STORE_ATTR child
     LOAD_FAST depth
     LOAD_CONST 0
     COMPARE_OP >
@@ -65,13 +104,7 @@ leaf:
     LOAD_CONST None
     RETURN_VALUE
 .end
-.func forward(self, x)
-    LOAD_FAST x
-    LOAD_FAST self
-    LOAD_ATTR scale
-    BINARY_OP *
-    RETURN_VALUE
-.end
+)" + forward + R"(
 .endclass
 .func make(depth)
     LOAD_GLOBAL Block
@@ -100,7 +133,7 @@ static double best_of(int reps, int iters, const std::function<void()>& fn) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_tracer trace|call_inputs|call_inputs_dynamic|call_modules N\n");
+    std::fprintf(stderr, "usage: bench_tracer trace|call_inputs|call_inputs_dynamic|call_modules|call_modules_walk N\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -143,17 +176,17 @@ int main(int argc, char** argv) {
       std::printf("{\"mode\": \"%s\", \"inputs\": %d, \"call_us\": %.3f, \"kernel_us\": %.3f, "
                   "\"overhead_us\": %.3f}\n",
                   mode.c_str(), n, call * 1e6, kernel * 1e6, (call - kernel) * 1e6);
-    } else if (mode == "call_modules") {
-      Program p = assemble(module_tree(), "tree.kbc");
+    } else if (mode == "call_modules" || mode == "call_modules_walk") {
+      Program p = assemble(module_tree(mode == "call_modules_walk"), "tree.kbc");
       interpreter::VM vm;
       Value m = vm.call(p.global("make"), {Value::integer(n - 1)});
       CompiledFunction f = compile(p.global("f"));
       f({m, x});
       double call = best_of(5, 20000, [&] { f({m, x}); });
       double kernel = best_of(5, 20000, [&] { call_op(OpId::mul, {x, Value::floating(2.0)}); });
-      std::printf("{\"mode\": \"call_modules\", \"layers\": %d, \"call_us\": %.3f, \"kernel_us\": %.3f, "
+      std::printf("{\"mode\": \"%s\", \"layers\": %d, \"call_us\": %.3f, \"kernel_us\": %.3f, "
                   "\"overhead_us\": %.3f}\n",
-                  n, call * 1e6, kernel * 1e6, (call - kernel) * 1e6);
+                  mode.c_str(), n, call * 1e6, kernel * 1e6, (call - kernel) * 1e6);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_tracer: %s\n", e.full().c_str());

@@ -70,22 +70,30 @@ def dynamo_call_inputs(n, dynamic=None):
     return call, kernel
 
 
+def dynamo_call_modules_walk(n):
+    import sys
+    # Dynamo inlines each nested call with several Python frames of its own:
+    # 100 levels pass Python's default limit (torch users raise it too).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    return dynamo_call_modules(n, walk=True)
+
+
 def dynamo_call_inputs_dynamic(n):
     return dynamo_call_inputs(n, dynamic=True)
 
 
-def dynamo_call_modules(n):
+def dynamo_call_modules(n, walk=False):
     import torch
 
     class Block(torch.nn.Module):
         def __init__(self, depth):
             super().__init__()
             self.scale = 2.0
-            if depth > 0:
-                self.child = Block(depth - 1)
+            self.child = Block(depth - 1) if depth > 0 else None
 
         def forward(self, x):
-            return x * self.scale
+            x = x * self.scale
+            return self.child(x) if walk and self.child is not None else x
 
     torch._dynamo.reset()
     m = Block(n - 1)
@@ -127,7 +135,8 @@ def main():
     print(f"{'case':<28}{'kiln':>8}{'dynamo':>10}{'dynamo/kiln':>13}  target")
     for label, mode, fn in (("100 tensor inputs", "call_inputs", dynamo_call_inputs),
                             ("100 inputs, sizes symbolic", "call_inputs_dynamic", dynamo_call_inputs_dynamic),
-                            ("100-layer module tree", "call_modules", dynamo_call_modules)):
+                            ("100-layer module tree", "call_modules", dynamo_call_modules),
+                            ("100-layer tree, forward walks", "call_modules_walk", dynamo_call_modules_walk)):
         k = kiln(args.build, mode, 100)
         if have_torch:
             call, kernel = fn(100)

@@ -102,6 +102,68 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
     nguards_ += shape_guards_.size();
     symbol_values_ = set.shapes().hints();
   }
+  mark_implied_subtrees();
+}
+
+namespace {
+// A value no mutation of its own can change: a guard on it is decided by
+// which object it is.
+bool immutable_constant(const Value& v) {
+  switch (v.kind()) {
+    case Kind::None:
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::Float:
+    case Kind::Str: return true;
+    case Kind::Tuple:
+      for (const Value& x : v.as<TupleObj>()->items)
+        if (!immutable_constant(x)) return false;
+      return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+// A value read from an unchanged module's dicts (an Attr source whose base
+// carries a ModuleVersion guard) is the object it was when traced: every
+// store to a module bumps its version, and kiln tensors' metadata never
+// changes in place (a mirrored torch module's does, and its mirror then
+// takes a new version). So while the module version epoch stands, guards
+// on it that depend only on which object it is (identity, type, an
+// immutable constant, a tensor's metadata, its own module structure) hold
+// without reading it. A subtree of such accessors is skipped whole: a deep
+// module chain's cached call does not walk the chain.
+void GuardTree::mark_implied_subtrees() {
+  std::vector<bool> needed(accessors_.size(), false);  // a symbol's tensor: its sizes are read
+  for (int a : symbol_accessors_)
+    if (a >= 0) needed[size_t(a)] = true;
+  std::vector<bool> own(accessors_.size(), false);
+  for (size_t i = 0; i < accessors_.size(); ++i) {
+    const Accessor& a = accessors_[i];
+    if (a.parent < 0 || a.source->kind != SourceKind::Attr || needed[i]) continue;
+    bool versioned = false;
+    for (const Guard& g : accessors_[size_t(a.parent)].guards) versioned = versioned || g.kind == GuardKind::ModuleVersion;
+    if (!versioned) continue;
+    bool implied = true;
+    for (const Guard& g : a.guards) {
+      switch (g.kind) {
+        case GuardKind::IdMatch:
+        case GuardKind::TypeMatch:
+        case GuardKind::TensorMatch: break;
+        case GuardKind::ConstantMatch: implied = implied && immutable_constant(g.expected); break;
+        default: implied = implied && output_graph::is_module_structure_guard(g.kind);
+      }
+    }
+    own[i] = implied;
+  }
+  // Accessors come parents first (sorted by source depth); a subtree is
+  // implied when its root and everything below are.
+  std::vector<bool> all_below(accessors_.size(), true);
+  for (size_t i = accessors_.size(); i-- > 0;) {
+    Accessor& a = accessors_[i];
+    a.implied_when_unchanged = own[i] && all_below[i];
+    if (a.parent >= 0 && !a.implied_when_unchanged) all_below[size_t(a.parent)] = false;
+  }
 }
 
 // `scratch` holds a value read through the foreign seam (an item of the
@@ -290,6 +352,10 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
   bool read_foreign = false;
   for (size_t i = 0; i < accessors_.size(); ++i) {
     const Accessor& a = accessors_[i];
+    if (modules_unchanged && a.implied_when_unchanged) {
+      resolved_[i] = nullptr;  // nothing below reads it: every accessor below is implied too
+      continue;
+    }
     const Value* base = a.parent >= 0 ? resolved_[size_t(a.parent)] : nullptr;
     const Value* v = resolve(*a.source, base, locals, fn, computed_[i]);
     if (!v) {

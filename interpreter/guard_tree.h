@@ -34,6 +34,9 @@ class GuardTree {
     output_graph::SourceRef source;
     int parent = -1;  // index of the base's accessor
     std::vector<output_graph::Guard> guards;
+    // While no module changed (the version epoch): this accessor and every
+    // one below it hold without being read (see implied_by_module below).
+    bool implied_when_unchanged = false;
   };
   // TensorMatch guards on parameters, checked first as plain field
   // comparisons (the common case: every tensor argument of the frame).
@@ -69,6 +72,7 @@ class GuardTree {
   std::vector<int> symbol_dims_;
   std::vector<output_graph::ShapeGuard> shape_guards_;
   std::vector<int64_t> symbol_values_;  // reused by check()
+  void mark_implied_subtrees();
   size_t nguards_ = 0;
   int grad_mode_ = -1;  // GuardSet::grad_mode(): -1 any, else the grad mode the entry needs
   uint64_t epoch_ = 0;  // module_version_epoch() when every version guard last held

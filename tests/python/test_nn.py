@@ -189,3 +189,49 @@ def test_a_chain_deeper_than_kilns_default_frame_limit_runs_eagerly_and_compiled
     import os
     r = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+class Link(nn.Module):
+    """A chain link: scales, then calls the next link (None at the end)."""
+
+    def __init__(self, depth):
+        super().__init__()
+        self.scale = 1.0 + depth / 100
+        self.fc = nn.Linear(2, 2)
+        self.next = Link(depth - 1) if depth > 0 else None
+
+    def forward(self, x):
+        x = self.fc(x) * self.scale
+        return x if self.next is None else self.next(x)
+
+
+def entries_of(compiled):
+    return kiln._C.cache_entries(compiled._kiln_entry)
+
+
+def test_a_walked_tree_is_guarded_without_being_read_while_no_module_changes():
+    """The cached call skips the guards an unchanged tree implies (identity,
+    constants and tensors read from unchanged modules): every kind of change
+    below the root still recompiles, and another tree never passes."""
+    root = Link(30)
+    c = kiln.compile(root)
+    x = kiln.randn(3, 2)
+    assert close(c(x), root(x))
+    assert close(c(x), root(x))
+    assert entries_of(c) == 1
+
+    def nth(m, k):
+        for _ in range(k):
+            m = m.next
+        return m
+
+    nth(root, 20).scale = 7.0                       # a constant deep down
+    assert close(c(x), root(x))
+    nth(root, 25).next = Link(2)                    # a child module replaced
+    assert close(c(x), root(x))
+    nth(root, 10).fc.weight = nn.Parameter(kiln.randn(2, 2))  # a parameter replaced
+    assert close(c(x), root(x))
+    assert entries_of(c) == 4
+    other = Link(30)                                # another tree of the same shape: another root
+    g = kiln.compile(other)
+    assert close(g(x), other(x))
