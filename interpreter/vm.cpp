@@ -501,7 +501,12 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     *sp++ = cells[ip->a]->v;
     NEXT();
   op_STORE_DEREF:
-    cells[ip->a]->v = POP();
+    {
+      CellObj* c = cells[ip->a].get();
+      c->v = POP();
+      if (c->host) [[unlikely]]
+        host_cell_stored(c);  // a Python closure cell: Python sees the store
+    }
     NEXT();
   op_LOAD_CLOSURE:
     *sp++ = Value::object(Kind::Cell, cells[ip->a]);

@@ -128,6 +128,16 @@ void CellObj::clear() {
   v = Value::null();
 }
 
+namespace {
+HostCellStoreHook host_cell_store_hook = nullptr;
+}  // namespace
+
+void set_host_cell_store_hook(HostCellStoreHook hook) { host_cell_store_hook = hook; }
+
+void host_cell_stored(CellObj* cell) {
+  if (cell->host && host_cell_store_hook) host_cell_store_hook(cell);
+}
+
 const Value* DictObj::find(const Value& key) const {
   auto it = index.find(key);
   return it == index.end() ? nullptr : &entries[it->second].second;

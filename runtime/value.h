@@ -306,9 +306,18 @@ struct IteratorObj : Object {
 };
 struct CellObj final : Object {
   Value v = Value::null();
+  // The embedder's cell this one stands for (a Python closure cell), or
+  // null. The embedder refreshes `v` from it before kiln runs; a store
+  // through the VM goes back to it (host_cell_stored).
+  void* host = nullptr;
   void traverse(Visitor& visitor) const override { visit(visitor, v); }
   void clear() override;
 };
+
+// Called after the VM stores into (or deletes from) a cell with a host.
+using HostCellStoreHook = void (*)(CellObj* cell);
+void set_host_cell_store_hook(HostCellStoreHook hook);
+void host_cell_stored(CellObj* cell);
 
 struct GlobalsObj;  // name_map.h: a program's global namespace
 struct FunctionObj final : Object {

@@ -162,6 +162,84 @@ Mirror& mirror_for(const py::dict& d) {
 
 }  // namespace
 
+namespace {
+
+// Python closure cells that translated functions read: one kiln cell per
+// Python cell, however many functions close over it (two methods of a class
+// made in a function share its variables). Python stays the truth: before
+// kiln runs (sync_python_state) each kiln cell takes its Python cell's
+// contents if they changed (a `nonlocal` rebinding in Python code), and a
+// store by the VM goes to the Python cell (store_host_cell). Before, each
+// function got a snapshot of the cell when translated: a kiln.nn class
+// defined in a function kept the value its closure variable had then.
+struct HostCell {
+  py::object cell;
+  Ref<runtime::CellObj> kiln;
+  PyObject* seen = nullptr;  // identity only: the cell keeps it reachable
+};
+std::vector<HostCell>& host_cells() {
+  static auto* v = new std::vector<HostCell>();
+  return *v;
+}
+std::unordered_map<PyObject*, size_t>& host_cell_index() {
+  static auto* m = new std::unordered_map<PyObject*, size_t>();
+  return *m;
+}
+
+void store_host_cell(runtime::CellObj* c) {
+  auto it = host_cell_index().find(static_cast<PyObject*>(c->host));
+  if (it == host_cell_index().end()) return;
+  HostCell& h = host_cells()[it->second];
+  py::gil_scoped_acquire gil;
+  py::object obj = c->v.is_null() ? py::object() : to_py(c->v);
+  if (PyCell_Set(h.cell.ptr(), obj.ptr()) != 0) throw py::error_already_set();
+  h.seen = obj.ptr();
+}
+
+Ref<runtime::CellObj> host_cell_for(py::handle cell) {
+  auto& index = host_cell_index();
+  if (auto it = index.find(cell.ptr()); it != index.end()) return host_cells()[it->second].kiln;
+  if (host_cells().empty()) runtime::set_host_cell_store_hook(store_host_cell);
+  auto c = runtime::make_ref<runtime::CellObj>();
+  PyObject* contents = PyCell_GET(cell.ptr());
+  c->v = contents ? to_value_shared(contents) : Value::null();
+  c->host = cell.ptr();
+  index.emplace(cell.ptr(), host_cells().size());
+  host_cells().push_back({py::reinterpret_borrow<py::object>(cell), c, contents});
+  return c;
+}
+
+// The changed Python cells into their kiln cells; cells only this registry
+// still holds are let go.
+void sync_host_cells() {
+  auto& cells = host_cells();
+  auto& index = host_cell_index();
+  for (size_t i = 0; i < cells.size();) {
+    HostCell& h = cells[i];
+    if (h.kiln->refcount() == 1) {
+      h.kiln->host = nullptr;
+      index.erase(h.cell.ptr());
+      if (i + 1 != cells.size()) {
+        cells[i] = std::move(cells.back());
+        index[cells[i].cell.ptr()] = i;
+      }
+      cells.pop_back();
+      continue;
+    }
+    PyObject* now = PyCell_GET(h.cell.ptr());
+    // The same torch tensor with its storage swapped is a new value.
+    const bool same = now == h.seen && !(now && is_torch_tensor(now) && h.kiln->v.is(Kind::Tensor) &&
+                                         !torch_tensor_matches(now, h.kiln->v.as_tensor()));
+    if (!same) {
+      h.seen = now;
+      h.kiln->v = now ? to_value_shared(py::handle(now)) : Value::null();
+    }
+    ++i;
+  }
+}
+
+}  // namespace
+
 Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
                         const py::dict& globals, const std::vector<std::string>& globals_used,
                         const py::object& defaults, const py::object& kwdefaults, const py::object& closure) {
@@ -200,16 +278,10 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
       if (kw.contains(pname)) f->kwdefaults[size_t(i)] = to_value_shared(kw[py::str(pname)]);
     }
   }
-  // Free variables: one kiln cell per Python cell, filled now and refreshed
-  // before each compiled call (refresh_closure).
+  // Free variables: the kiln cell of each Python cell (host_cell_for).
   f->closure.clear();
   if (!closure.is_none())
-    for (py::handle cell : closure) {
-      auto c = runtime::make_ref<runtime::CellObj>();
-      PyObject* contents = PyCell_GET(cell.ptr());
-      c->v = contents ? to_value_shared(contents) : Value::null();
-      f->closure.push_back(c);
-    }
+    for (py::handle cell : closure) f->closure.push_back(host_cell_for(cell));
   return fn;
 }
 
@@ -218,6 +290,7 @@ void sync_python_state() {
   // another module reads (and its guards check) that module's mirror.
   for (auto& [dict, m] : mirrors()) m->sync();
   sync_namespaces();
+  sync_host_cells();
   sync_torch_modules();
 }
 
@@ -230,11 +303,7 @@ namespace {
 class PyCompiled {
  public:
   PyCompiled(py::object pyfn, Value fn, Options options)
-      : pyfn_(std::move(pyfn)), fn_(fn), compiled_(kiln::compile(fn, std::move(options))) {
-    py::object cl = pyfn_.attr("__closure__");
-    if (!cl.is_none())
-      for (py::handle cell : cl) cells_.push_back(py::reinterpret_borrow<py::object>(cell)), seen_.push_back(nullptr);
-  }
+      : pyfn_(std::move(pyfn)), fn_(fn), compiled_(kiln::compile(fn, std::move(options))) {}
 
   py::object call(const py::args& args, const py::kwargs& kwargs) {
     TensorIdentityScope identity;
@@ -270,31 +339,15 @@ class PyCompiled {
  private:
   py::object run(const PyArgs& a) {
     if (torch_out) TensorIdentityScope::active()->torch_out = true;
+    // A cell the Python code rebinds (nonlocal) reaches the KBC closure here
+    // (sync_host_cells); the tracer guards what it read from the cell.
     sync_python_state();
-    refresh_closure();
     return to_py(compiled_.call(a.call_args()));
-  }
-
-  // A cell the Python code rebinds (nonlocal) reaches the KBC closure before
-  // the next call; the tracer guards what it read from the cell.
-  void refresh_closure() {
-    auto& closure = fn_.as<runtime::FunctionObj>()->closure;
-    for (size_t i = 0; i < cells_.size() && i < closure.size(); ++i) {
-      PyObject* now = PyCell_GET(cells_[i].ptr());
-      // The same torch tensor with its storage swapped is a new value.
-      if (now == seen_[i] && !(now && is_torch_tensor(now) && closure[i]->v.is(Kind::Tensor) &&
-                                !torch_tensor_matches(now, closure[i]->v.as_tensor())))
-        continue;
-      seen_[i] = now;
-      closure[i]->v = now ? to_value_shared(py::handle(now)) : Value::null();
-    }
   }
 
   py::object pyfn_;
   Value fn_;
   CompiledFunction compiled_;
-  std::vector<py::object> cells_;
-  std::vector<PyObject*> seen_;  // identity only: cells_ keep the objects reachable
 };
 
 // kiln.config's collective settings (kiln/_compile.py sets them before

@@ -235,3 +235,43 @@ def test_a_walked_tree_is_guarded_without_being_read_while_no_module_changes():
     other = Link(30)                                # another tree of the same shape: another root
     g = kiln.compile(other)
     assert close(g(x), other(x))
+
+
+def make_scaled():
+    scale = 2.0
+    calls = 0
+
+    class Scaled(nn.Module):
+        def forward(self, x):
+            nonlocal calls
+            calls += 1
+            return kiln.relu(x) * scale
+
+        def current(self):
+            return scale
+
+    def rebind(v):
+        nonlocal scale
+        scale = v
+
+    def count():
+        return calls
+
+    return Scaled(), rebind, count
+
+
+def test_a_class_made_in_a_function_reads_its_closure_variables_live():
+    """The methods of a kiln.nn class defined in a function share the
+    function's cells with Python: a `nonlocal` rebinding in Python code is
+    seen by the next call, compiled or not, and a store by the method is
+    seen by Python (before, each method kept the value the cell had when
+    the class was made)."""
+    m, rebind, count = make_scaled()
+    x = kiln.ones(2)
+    assert close(m(x), [2.0, 2.0]) and count() == 1
+    rebind(3.0)
+    assert close(m(x), [3.0, 3.0]) and m.current() == 3.0 and count() == 2
+    c = kiln.compile(m)
+    assert close(c(x), [3.0, 3.0]) and count() == 3
+    rebind(4.0)
+    assert close(c(x), [4.0, 4.0]) and close(m(x), [4.0, 4.0]) and count() == 5
