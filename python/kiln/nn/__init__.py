@@ -31,7 +31,7 @@ from .._compile import _as_kbc
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout",
            "Sequential", "ModuleList", "ModuleDict", "LazyLinear", "Identity", "Flatten", "Tanh", "Sigmoid",
            "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool1d", "MaxPool2d",
-           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "functional", "init"]
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "GRU", "functional", "init"]
 
 _MODULE = _C.module_class("Module")
 
@@ -605,3 +605,90 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, input):
         return _C.adaptive_avg_pool2d(input, self.output_size)
+
+
+class GRU(Module):
+    """torch.nn.GRU: the same parameters (weight_ih_l{k}[_reverse], gate rows
+    r, z, n) and the same arithmetic, written over kiln ops. A torch GRU is
+    traced as this class (kiln/_torch_api.py MODULES): each step's gates are
+    a few graph ops, the input projections of all steps one GEMM per layer
+    and direction, and the time loop unrolls in the trace (its length is a
+    number: a symbolic sequence length is specialized, with a guard)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__()
+        if not (isinstance(dropout, (int, float)) and 0 <= dropout <= 1):
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional = bidirectional
+        directions = 2 if bidirectional else 1
+        for layer in range(num_layers):
+            for d in range(directions):
+                sfx = f"_l{layer}" + ("_reverse" if d == 1 else "")
+                width = input_size if layer == 0 else hidden_size * directions
+                setattr(self, "weight_ih" + sfx, Parameter(_C.empty(3 * hidden_size, width, dtype=dtype)))
+                setattr(self, "weight_hh" + sfx, Parameter(_C.empty(3 * hidden_size, hidden_size, dtype=dtype)))
+                if bias:
+                    setattr(self, "bias_ih" + sfx, Parameter(_C.empty(3 * hidden_size, dtype=dtype)))
+                    setattr(self, "bias_hh" + sfx, Parameter(_C.empty(3 * hidden_size, dtype=dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # torch's: every weight and bias U(-1/sqrt(hidden), 1/sqrt(hidden)).
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def forward(self, input, hx=None):
+        batched = input.dim() == 3
+        x = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)  # [T, B, features]
+        steps, batch = x.shape[0], x.shape[1]
+        directions = 2 if self.bidirectional else 1
+        if hx is None:
+            hx = _C.zeros(self.num_layers * directions, batch, self.hidden_size, dtype=x.dtype)
+        elif not batched:
+            hx = hx.unsqueeze(1)
+        last = []
+        layer_in = x
+        for layer in range(self.num_layers):
+            outputs = []
+            for d in range(directions):
+                sfx = f"_l{layer}" + ("_reverse" if d == 1 else "")
+                w_hh = getattr(self, "weight_hh" + sfx)
+                b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
+                # The input's share of every step's gates at once.
+                gi = F.linear(layer_in, getattr(self, "weight_ih" + sfx),
+                              getattr(self, "bias_ih" + sfx) if self.bias else None)
+                h = hx[layer * directions + d]
+                hs = [None] * steps
+                order = range(steps - 1, -1, -1) if d == 1 else range(steps)
+                for t in order:
+                    gh = F.linear(h, w_hh, b_hh)
+                    i_r, i_z, i_n = gi[t].chunk(3, 1)
+                    h_r, h_z, h_n = gh.chunk(3, 1)
+                    r = _C.sigmoid(i_r + h_r)
+                    z = _C.sigmoid(i_z + h_z)
+                    n = _C.tanh(i_n + r * h_n)
+                    h = (1 - z) * n + z * h
+                    hs[t] = h
+                outputs.append(_C.stack(hs, 0))
+                last.append(h)
+            layer_in = outputs[0] if directions == 1 else _C.cat(outputs, 2)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                layer_in = F.dropout(layer_in, self.dropout, True)
+        out = layer_in
+        h_n = _C.stack(last, 0)
+        if not batched:
+            return out.squeeze(1), h_n.squeeze(1)
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        return out, h_n
