@@ -453,6 +453,12 @@ void InstructionTranslator::op_BUILD_SLICE(const Instr& i) {
   for (auto& p : parts) {
     p = realize(p);
     if (!is_constant(p)) unsupported(BreakReason::traced_python_value, "a slice bound that is not a Python value");
+    // A slice holds its bounds as they are: a list bound is that list,
+    // which later stores change (the slice shows them). A constant slice
+    // would hold a copy (fuzz finding, defect 36): the VM builds this one.
+    if (p->is(VTKind::List) || p->is(VTKind::ConstDict) ||
+        (p->is(VTKind::Constant) && (p->value.is(Kind::Set) || p->value.is(Kind::List) || p->value.is(Kind::Dict))))
+      unsupported(BreakReason::untraced_object, "a slice whose bound is a mutable " + p->str());
   }
   push(variables::make_constant(make_slice(constant_value(parts[0]), constant_value(parts[1]),
                                            parts.size() == 3 ? constant_value(parts[2]) : Value::none())));
