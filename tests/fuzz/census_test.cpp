@@ -7,9 +7,10 @@
 //    held once more than the intern table holds it too, and a traverse that
 //    reports a reference it does not own is caught (`overcounted`).
 // 2. A program's own cycles are not leaks, and collect() frees them: a
-//    list appended to itself, a module holding itself, a closure over
-//    itself, an exception inside its own args, a function kept past its
-//    program (its globals).
+//    list appended to itself, a module holding itself, a module whose hook
+//    is its own hook handle (the handle's traverse reports its module: a
+//    fuzz finding, defect 37), a closure over itself, an exception inside
+//    its own args, a function kept past its program (its globals).
 // 3. The corpus: every KBC program of tests/corpus/{vm,tracer,fuzz} and
 //    examples/ runs on the VM, then compiled (eager; llvm with --llvm), and
 //    leaves nothing alive but its cycles once dropped. This is the
@@ -164,6 +165,31 @@ const CycleCase kCycles[] = {
 .func main()
     LOAD_GLOBAL Node
     CALL 0
+    POP_TOP
+    LOAD_CONST None
+    RETURN_VALUE
+.end
+)"},
+    {"a module whose pre-hook is its own hook handle", R"(
+.class Node
+.func forward(self, x)
+    LOAD_FAST x
+    RETURN_VALUE
+.end
+.endclass
+
+.func main()
+  .locals m
+    LOAD_GLOBAL Node
+    CALL 0
+    STORE_FAST m
+    LOAD_FAST m
+    LOAD_METHOD register_forward_pre_hook
+    LOAD_FAST m
+    LOAD_METHOD register_forward_hook
+    LOAD_GLOBAL print
+    CALL_METHOD 1
+    CALL_METHOD 1
     POP_TOP
     LOAD_CONST None
     RETURN_VALUE
