@@ -119,6 +119,10 @@ struct Kernel {
   // buffers[l], so kernels that differ only in which buffers they read are
   // one function (compiled once: jit.cpp kernel_key).
   std::vector<int> buffers;
+  // Per entry of `buffers`: elements the caller adds to that buffer's
+  // pointer (rebase_offsets), so kernels that differ only in where they
+  // start in a buffer (an unrolled loop's steps, gi[t]) are one function.
+  std::vector<int64_t> base_offsets;
   std::vector<std::string> fused;  // names of the graph nodes this kernel computes
   std::string why;                 // what made the result need memory (an output, a second user, ...)
   // Kernel-space rank as seen by the store's accesses.
@@ -205,6 +209,10 @@ Program schedule(const output_graph::Graph& graph);
 // every access walks as one. plan_memory: places static temporaries in one
 // arena by liveness (dynamic programs allocate per call).
 void simplify(Kernel& k);
+// Moves each buffer's smallest constant access offset into
+// Kernel::base_offsets (k.buffers must be set): the kernel's own offsets
+// become relative to it.
+void rebase_offsets(Kernel& k);
 void plan_memory(Program& prog);
 
 }  // namespace kiln::codegen

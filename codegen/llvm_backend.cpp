@@ -415,7 +415,11 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
         const int64_t grain = std::max<int64_t>(1, kGrainElements / work_per_outer(k, dyn.data()));
         // The kernel's own pointer table (Kernel::buffers).
         kbufs.resize(k.buffers.size());
-        for (size_t l = 0; l < k.buffers.size(); ++l) kbufs[l] = bufs[size_t(k.buffers[l])];
+        for (size_t l = 0; l < k.buffers.size(); ++l) {
+          const int buf = k.buffers[l];
+          kbufs[l] = bufs[size_t(buf)] +
+                     (l < k.base_offsets.size() ? k.base_offsets[l] * int64_t(runtime::itemsize(p_.buffers[size_t(buf)].dtype)) : 0);
+        }
         char* const* b = kbufs.data();
         const int64_t* d = dyn.data();
         parallel_for(n0, grain, [&](int64_t lo, int64_t hi) { fn(b, d, lo, hi); });

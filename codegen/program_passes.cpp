@@ -44,6 +44,26 @@ void simplify(Kernel& k) {
   k.inner.assign(sizes.begin() + long(no), sizes.end());
 }
 
+void rebase_offsets(Kernel& k) {
+  k.base_offsets.assign(k.buffers.size(), 0);
+  std::vector<Access*> acc;
+  for (Access& a : k.accesses) acc.push_back(&a);
+  acc.push_back(&k.store);
+  for (size_t l = 0; l < k.buffers.size(); ++l) {
+    int64_t base = INT64_MAX;
+    bool constant = true;
+    for (const Access* a : acc)
+      if (a->buffer == k.buffers[l]) {
+        constant = constant && a->offset.is_static();
+        if (constant) base = std::min(base, a->offset.coef);
+      }
+    if (!constant || base == INT64_MAX || base <= 0) continue;
+    for (Access* a : acc)
+      if (a->buffer == k.buffers[l]) a->offset = Dim::c(a->offset.coef - base);
+    k.base_offsets[l] = base;
+  }
+}
+
 // Temporaries share one arena: a buffer's bytes are reused once its last
 // reader ran. Static programs only (sizes known); dynamic programs allocate
 // each temporary per call.

@@ -374,6 +374,7 @@ int Scheduler::emit_kernel(Kernel k) {
   };
   for (const Access& acc : k.accesses) uses(acc);  // (the loads may be none: a kernel that only stores)
   uses(k.store);
+  rebase_offsets(k);
   prog_.kernels.push_back(std::move(k));
   prog_.steps.push_back({Step::Kind::Kernel, int(prog_.kernels.size()) - 1});
   return int(prog_.kernels.size()) - 1;

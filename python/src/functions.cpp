@@ -512,6 +512,7 @@ void bind_functions(py::module_& m) {
     d["fell_back"] = r.fell_back;
     d["reason"] = r.reason;
     d["kernels"] = r.kernels;
+    d["kernels_distinct"] = r.kernels_distinct;
     d["gemms"] = r.gemms;
     d["eager_steps"] = r.eager_steps;
     d["summary"] = r.summary;
