@@ -28,6 +28,29 @@ static bool has_contiguous_strides(const Shape& sizes, const Shape& strides) {
   return true;
 }
 
+// Bit d: dim d of a TensorMatch takes any size (dims past 63 stay exact:
+// stricter, so at worst a recompile).
+static uint64_t dynamic_mask(const std::vector<bool>& dynamic) {
+  uint64_t mask = 0;
+  for (size_t d = 0; d < dynamic.size() && d < 64; ++d)
+    if (dynamic[d]) mask |= uint64_t(1) << d;
+  return mask;
+}
+
+// A tensor against a TensorMatch's dtype and layout: the static sizes
+// equal; the strides exact, or, with a dynamic dim (whose size varies, so
+// its strides do too), in the traced layout class: contiguous, or exactly
+// the traced strides. Checked in place: this runs per tensor per call.
+static bool layout_matches(const TensorImpl& t, DType dtype, const Shape& sizes, const Shape& strides,
+                           uint64_t dynamic, bool contiguous) {
+  if (t.dtype != dtype) return false;
+  if (!dynamic) return t.sizes == sizes && t.strides == strides;
+  if (t.sizes.size() != sizes.size()) return false;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (!((dynamic >> d) & 1) && t.sizes[d] != sizes[d]) return false;
+  return contiguous ? has_contiguous_strides(t.sizes, t.strides) : t.strides == strides;
+}
+
 GuardTree::GuardTree(const output_graph::GuardSet& set) {
   std::unordered_map<const output_graph::Source*, int> index;
   // Parents first: sort sources by depth, add missing bases on the way.
@@ -60,14 +83,11 @@ GuardTree::GuardTree(const output_graph::GuardSet& set) {
   for (size_t i = 0; i < accessors_.size(); ++i) {
     Accessor& a = accessors_[i];
     bool simple = a.source->kind == SourceKind::Local && a.guards.size() == 1 &&
-                  a.guards[0].kind == GuardKind::TensorMatch && a.guards[0].tensor.sizes.size() <= 64;
+                  a.guards[0].kind == GuardKind::TensorMatch;
     if (simple && !has_child[i]) {
       const Guard& g = a.guards[0];
-      uint64_t dynamic = 0;
-      for (size_t d = 0; d < g.tensor.dynamic.size(); ++d)
-        if (g.tensor.dynamic[d]) dynamic |= uint64_t(1) << d;
       param_tensors_.push_back({size_t(a.source->local_index), g.tensor.dtype, g.tensor.sizes, g.tensor.strides, nullptr,
-                                dynamic, has_contiguous_strides(g.tensor.sizes, g.tensor.strides)});
+                                dynamic_mask(g.tensor.dynamic), has_contiguous_strides(g.tensor.sizes, g.tensor.strides)});
       kept_guards_.push_back(g);
       continue;
     }
@@ -261,20 +281,9 @@ static bool holds(const Guard& g, const Value& v) {
       return v.kind() == g.expected.kind() && same_constant(v, g.expected);
     case GuardKind::TensorMatch: {
       if (!v.is(Kind::Tensor)) return false;
-      auto* t = v.as<TensorImpl>();
       const auto& m = g.tensor;
-      if (t->dtype != m.dtype || t->sizes.size() != m.sizes.size()) return false;
-      bool any_dynamic = false;
-      for (size_t d = 0; d < m.sizes.size(); ++d) {
-        bool dynamic = d < m.dynamic.size() && m.dynamic[d];
-        any_dynamic = any_dynamic || dynamic;
-        if (!dynamic && t->sizes[d] != m.sizes[d]) return false;
-      }
-      if (!any_dynamic) return t->strides == m.strides;
-      // Sizes vary, so strides do too: keep the layout class instead
-      // (checked in place: this runs per dynamic tensor per call).
-      return has_contiguous_strides(m.sizes, m.strides) ? has_contiguous_strides(t->sizes, t->strides)
-                                                         : t->strides == m.strides;
+      return layout_matches(*v.as<TensorImpl>(), m.dtype, m.sizes, m.strides, dynamic_mask(m.dynamic),
+                            has_contiguous_strides(m.sizes, m.strides));
     }
     case GuardKind::Length: {
       const Kind k = guarded_kind(v);
@@ -334,15 +343,7 @@ bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* w
   for (const ParamTensorCheck& c : param_tensors_) {
     const Value& v = locals[c.local];
     const TensorImpl* t = v.is(Kind::Tensor) ? v.as<TensorImpl>() : nullptr;
-    bool ok = t && t->dtype == c.dtype;
-    if (ok && !c.dynamic) {
-      ok = t->sizes == c.sizes && t->strides == c.strides;
-    } else if (ok) {
-      ok = t->sizes.size() == c.sizes.size();
-      for (size_t d = 0; ok && d < c.sizes.size(); ++d) ok = ((c.dynamic >> d) & 1) || t->sizes[d] == c.sizes[d];
-      ok = ok && (c.contiguous ? has_contiguous_strides(t->sizes, t->strides) : t->strides == c.strides);
-    }
-    if (!ok) {
+    if (!t || !layout_matches(*t, c.dtype, c.sizes, c.strides, c.dynamic, c.contiguous)) {
       if (why) *why = "failed: " + c.guard->str();
       if (failure) *failure = {c.guard, &v};
       return false;

@@ -200,20 +200,21 @@ void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int
   gemm_f64(false, false, m, n, k, a, k, b, n, c, n);
 }
 
+// The output columns [lo, hi) whose tap at input offset `off` (the input
+// column is oj*stride + off) lies in [0, n): the other columns see padding.
+void columns_in_range(int64_t off, int64_t stride, int64_t n, int64_t n_out, int64_t& lo, int64_t& hi) {
+  lo = std::min(n_out, off >= 0 ? 0 : (-off + stride - 1) / stride);
+  hi = std::max(lo, n - 1 - off < 0 ? 0 : std::min(n_out, (n - 1 - off) / stride + 1));
+}
+
 // Row (c, ki, kj) of the im2col matrix: the input plane's values under that
 // kernel tap for every output position, 0 where the tap is on padding.
 // Whole output rows and column ranges at once, no per-element bounds test.
 template <class T>
 void im2col_row(const Geometry& g, const T* plane, int64_t ki, int64_t kj, T* row) {
-  int64_t oj_lo = 0, oj_hi = 0;  // output columns whose tap is inside the plane
-  {
-    // jj = oj*sw - pw + kj*dw in [0, W)
-    const int64_t off = kj * g.dw - g.pw_lo;
-    oj_lo = std::min(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
-    oj_hi = g.W - 1 - off < 0 ? 0 : std::min(g.ow, (g.W - 1 - off) / g.sw + 1);
-    if (oj_hi < oj_lo) oj_hi = oj_lo;
-  }
   const int64_t off = kj * g.dw - g.pw_lo;
+  int64_t oj_lo = 0, oj_hi = 0;
+  columns_in_range(off, g.sw, g.W, g.ow, oj_lo, oj_hi);
   for (int64_t oi = 0; oi < g.oh; ++oi) {
     T* dst = row + oi * g.ow;
     const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
@@ -247,6 +248,15 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     for (int64_t i = 0; i < out.numel(); ++i) o[i] = bp ? bp[(i / P) % p.cout] : T(0);
     return;
   }
+  // After GEMMs that wrote straight into the output.
+  auto add_bias = [&] {
+    if (!bp) return;
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t c = 0; c < p.cout; ++c) {
+        T* dst = o + (n * p.cout + c) * P;
+        for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
+      }
+  };
   // A 1x1 window, unit stride, no padding: each sample's input planes are
   // the matrix, one GEMM per sample straight into the output.
   const bool pointwise = kk == 1 && g.sh == 1 && g.sw == 1 && g.ph_lo == 0 && g.ph_hi == 0 && g.pw_lo == 0 &&
@@ -256,12 +266,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
       for (int64_t grp = 0; grp < p.groups; ++grp)
         gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, o + (n * p.cout + grp * cout_g) * P,
              cout_g, P, K);
-    if (bp)
-      for (int64_t n = 0; n < g.N; ++n)
-        for (int64_t c = 0; c < p.cout; ++c) {
-          T* dst = o + (n * p.cout + c) * P;
-          for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
-        }
+    add_bias();
     return;
   }
   // Otherwise im2col. With few output positions (P of 4 or 16 in a
@@ -287,12 +292,8 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
             for (int64_t kj = 0; kj < g.kw; ++kj)
               im2col_row(g, planes + c * g.H * g.W, ki, kj, cp + (c * kk + ki * g.kw + kj) * (nn * P) + s * P);
       }
-      if (!rp) {  // one sample: into the output, then the bias
-        T* dst = o + (n0 * p.cout + grp * cout_g) * P;
-        gemm(wp + grp * cout_g * K, cp, dst, cout_g, P, K);
-        if (bp)
-          for (int64_t c = 0; c < cout_g; ++c)
-            for (int64_t i = 0; i < P; ++i) dst[c * P + i] += bp[grp * cout_g + c];
+      if (!rp) {  // one sample: into the output (the bias after every sample)
+        gemm(wp + grp * cout_g * K, cp, o + (n0 * p.cout + grp * cout_g) * P, cout_g, P, K);
         continue;
       }
       gemm(wp + grp * cout_g * K, cp, rp, cout_g, nn * P, K);  // [cout_g, K] x [K, nn * P]
@@ -305,6 +306,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
         }
     }
   }
+  if (!rp) add_bias();
 }
 
 // ----- pooling --------------------------------------------------------------------
@@ -411,8 +413,8 @@ void max_pool_run(const Geometry& g, const T* in, T* o) {
       // where that tap is inside the row.
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         const int64_t off = kj * g.dw - g.pw_lo;
-        const int64_t a = std::min(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
-        const int64_t b = std::max(a, g.W - 1 - off < 0 ? 0 : std::min(g.ow, (g.W - 1 - off) / g.sw + 1));
+        int64_t a = 0, b = 0;
+        columns_in_range(off, g.sw, g.W, g.ow, a, b);
         const T* base = row + off;
         if (g.sw == 1) {
           for (int64_t oj = a; oj < b; ++oj) hm[oj] = nan_max(hm[oj], base[oj]);
