@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "codegen/jit.h"
-#include "codegen/thread_pool.h"
+#include "runtime/thread_pool.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -422,7 +422,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
         }
         char* const* b = kbufs.data();
         const int64_t* d = dyn.data();
-        parallel_for(n0, grain, [&](int64_t lo, int64_t hi) { fn(b, d, lo, hi); });
+        runtime::parallel_for(n0, grain, [&](int64_t lo, int64_t hi) { fn(b, d, lo, hi); });
         break;
       }
       case Step::Kind::Gemm: run_gemm(p_.gemms[size_t(st.index)], bufs, dyn.data()); break;

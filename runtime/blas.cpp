@@ -2,10 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
 #include "runtime/error.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
 namespace {
@@ -20,6 +22,7 @@ using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, in
 struct Blas {
   SgemmFn sgemm = nullptr;
   DgemmFn dgemm = nullptr;
+  bool split = true;  // kiln splits calls over its pool (OpenBLAS single-threaded)
   std::string info;
 };
 
@@ -36,37 +39,24 @@ std::string core_type_for_cpu() {
   return "";
 }
 
-// How long (log2 of TSC cycles) OpenBLAS's worker threads keep polling for
-// the next call before they sleep. Its default, 2^28 cycles (~0.1 s), keeps
-// each worker runnable in a sched_yield loop long after a gemm returns, so
-// kiln's own kernels, which run on every core between BLAS calls, share a
-// core with it: the scheduler counts a yielding spinner as a task to share
-// with, and in the MLP benchmark on 2 cores the calling thread did 10-20%
-// of each kernel's chunks instead of half (kiln's pool worker did the rest
-// alone). 2^14 cycles (a few microseconds) still covers back-to-back BLAS
-// calls; a call that comes later wakes the workers (~10 us), which only a
-// threaded gemm of a few tens of microseconds would notice. The user's own
-// OPENBLAS_THREAD_TIMEOUT wins.
-constexpr const char* kThreadTimeout = "14";
-
+// OpenBLAS runs single-threaded and kiln splits each large call over its
+// own pool (runtime/thread_pool.h). OpenBLAS's own workers, left on, poll
+// for ~0.1 s after every call (sched_yield loops): on a 2-core machine they
+// took the cores from kiln's kernels between BLAS calls, and once told to
+// sleep sooner they took ~10-30 us to wake for each of a convolution's
+// small GEMMs (a 32x512x288 GEMM inside a convolution: 80 us, against 47 us
+// back to back). One pool for both means one set of threads, polling only
+// while there is work. A user who sets OPENBLAS_NUM_THREADS or
+// OMP_NUM_THREADS gets OpenBLAS's threads as they asked, and no split.
 const Blas& blas() {
   static const Blas b = [] {
     Blas out;
-    std::string timeout = std::string("workers sleep after 2^") + kThreadTimeout + " cycles, set by kiln";
-    if (const char* t = std::getenv("OPENBLAS_THREAD_TIMEOUT")) timeout = std::string("OPENBLAS_THREAD_TIMEOUT=") + t;
-    else setenv("OPENBLAS_THREAD_TIMEOUT", kThreadTimeout, 0);
-    // One knob for kiln's threads: KILN_NUM_THREADS sizes kiln's kernel
-    // pool (codegen/thread_pool.cpp) and, unless the user set OpenBLAS's own
-    // variables, OpenBLAS's. Left alone, OpenBLAS starts a thread per core
-    // whatever kiln was told: with KILN_NUM_THREADS=1 on a busy 2-core
-    // machine a GPT forward took 13.7 ms instead of 0.5 (its threads
-    // yielding to each other in every small gemm; benchmarks/generation.py).
-    std::string threads = "threads: OpenBLAS's default";
+    // One knob for kiln's threads: KILN_NUM_THREADS sizes kiln's pool, which
+    // BLAS calls are split over.
+    std::string threads = "single-threaded, calls split over kiln's pool";
     if (std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS")) {
       threads = "threads: from OPENBLAS_NUM_THREADS/OMP_NUM_THREADS";
-    } else if (const char* k = std::getenv("KILN_NUM_THREADS")) {
-      setenv("OPENBLAS_NUM_THREADS", k, 0);
-      threads = std::string("threads: ") + k + ", from KILN_NUM_THREADS";
+      out.split = false;
     }
     std::string chosen = "detected by OpenBLAS";
     if (!std::getenv("OPENBLAS_CORETYPE")) {
@@ -78,38 +68,94 @@ const Blas& blas() {
     } else {
       chosen = std::string(std::getenv("OPENBLAS_CORETYPE")) + " kernels, from OPENBLAS_CORETYPE";
     }
+    // OpenBLAS starts its threads when it loads, from OPENBLAS_NUM_THREADS;
+    // started and never used they poll with sched_yield for a while, which
+    // on 2 cores slowed torch's own OpenMP threads 100x for seconds. So the
+    // variable is 1 while kiln loads the library and restored right after
+    // (a numpy loaded later reads it too). A library someone else already
+    // loaded keeps its threads: kiln then does not split calls either.
     void* lib = nullptr;
-    for (const char* name : {"libopenblas.so.0", "libopenblas.so", "libblas.so.3"})
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
+    for (const char* name : {"libopenblas.so.0", "libopenblas.so", "libblas.so.3"}) {
+      if (void* loaded = dlopen(name, RTLD_NOW | RTLD_NOLOAD)) {
+        lib = loaded;
+        if (out.split) out.split = false, threads = "threads: the library's own (it was loaded before kiln)";
+      } else if (out.split) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);  // unset before: out.split says so
+        lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+        unsetenv("OPENBLAS_NUM_THREADS");
+      } else {
+        lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      }
+      if (lib) {
         out.info = name;
         break;
       }
+    }
     if (!lib)
       throw_error(ErrorKind::RuntimeError,
                   "cannot load OpenBLAS (libopenblas.so.0, Debian's libopenblas0): " + std::string(dlerror()));
     out.sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
     out.dgemm = reinterpret_cast<DgemmFn>(dlsym(lib, "cblas_dgemm"));
     if (!out.sgemm || !out.dgemm) throw_error(ErrorKind::RuntimeError, out.info + " has no cblas_sgemm/cblas_dgemm");
+    if (out.split) {
+      using SetThreadsFn = void (*)(int);
+      if (auto set = reinterpret_cast<SetThreadsFn>(dlsym(lib, "openblas_set_num_threads"))) set(1);
+      else out.split = false, threads = "threads: the library's own (no openblas_set_num_threads)";
+    }
     using CoreFn = char* (*)();
     if (auto core = reinterpret_cast<CoreFn>(dlsym(lib, "openblas_get_corename"))) chosen += std::string(": ") + core();
-    out.info += " (" + chosen + "; " + timeout + "; " + threads + ")";
+    out.info += " (" + chosen + "; " + threads + ")";
     return out;
   }();
   return b;
+}
+
+// Below this many multiply-adds one call on one thread is faster than
+// splitting (OpenBLAS's own threshold is of the same order).
+constexpr int64_t kSplitWork = int64_t(1) << 18;
+
+// C = op(A) op(B) cut into at most one part per thread, along the longer
+// of C's dimensions (multiples of 16 columns or 8 rows, whole register
+// blocks of OpenBLAS's kernels); `call` computes one part given its rows
+// [i0, i1) and columns [j0, j1).
+template <class Call>
+void split_gemm(int64_t m, int64_t n, int64_t k, Call call) {
+  const int threads = num_threads();
+  if (!blas().split || threads == 1 || m * n * k < kSplitWork) return call(0, m, 0, n);
+  const bool by_cols = n >= m;
+  const int64_t len = by_cols ? n : m, unit = by_cols ? 16 : 8;
+  const int64_t parts = std::min<int64_t>(threads, (len + unit - 1) / unit);
+  const int64_t step = ((len + parts - 1) / parts + unit - 1) / unit * unit;
+  parallel_for((len + step - 1) / step, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t b = p * step, e = std::min(len, b + step);
+      if (by_cols) call(0, m, b, e);
+      else call(b, e, 0, n);
+    }
+  });
+}
+
+template <class T, class Fn>
+void gemm_split(Fn fn, T one, T zero, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T* c, int64_t ldc) {
+  split_gemm(m, n, k, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const T* ap = ta ? a + i0 : a + i0 * lda;  // rows of op(A)
+    const T* bp = tb ? b + j0 * ldb : b + j0;  // columns of op(B)
+    fn(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(i1 - i0), int(j1 - j0), int(k), one, ap,
+       int(lda), bp, int(ldb), zero, c + i0 * ldc + j0, int(ldc));
+  });
 }
 
 }  // namespace
 
 void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
               int64_t ldb, float* c, int64_t ldc) {
-  blas().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(m), int(n), int(k), 1.0f, a, int(lda),
-               b, int(ldb), 0.0f, c, int(ldc));
+  gemm_split(blas().sgemm, 1.0f, 0.0f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
               int64_t ldb, double* c, int64_t ldc) {
-  blas().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(m), int(n), int(k), 1.0, a, int(lda),
-               b, int(ldb), 0.0, c, int(ldc));
+  gemm_split(blas().dgemm, 1.0, 0.0, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 std::string blas_info() { return blas().info; }

@@ -7,10 +7,10 @@
 // if that is set before it loads. So kiln loads it itself: when the user
 // has not set OPENBLAS_CORETYPE, kiln sets it from the CPU's features
 // (SkylakeX for AVX-512 F/BW/DQ/VL, Haswell for AVX2+FMA) and then dlopens
-// the library. Before loading it, kiln also shortens how long OpenBLAS's
-// worker threads poll for the next call (OPENBLAS_THREAD_TIMEOUT, unless
-// the user set it), so they do not hold cores kiln's kernels need between
-// BLAS calls (blas.cpp). `blas_info()` says what was chosen.
+// the library. OpenBLAS then runs single-threaded and kiln splits large
+// calls over its own thread pool (blas.cpp says why), unless the user set
+// OPENBLAS_NUM_THREADS or OMP_NUM_THREADS. `blas_info()` says what was
+// chosen.
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include "runtime/blas.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
+#include "runtime/thread_pool.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::runtime {
@@ -207,30 +208,93 @@ void columns_in_range(int64_t off, int64_t stride, int64_t n, int64_t n_out, int
   hi = std::max(lo, n - 1 - off < 0 ? 0 : std::min(n_out, (n - 1 - off) / stride + 1));
 }
 
-// Row (c, ki, kj) of the im2col matrix: the input plane's values under that
-// kernel tap for every output position, 0 where the tap is on padding.
-// Whole output rows and column ranges at once, no per-element bounds test.
+// Rows [k_lo, k_hi) of the im2col matrix `cols` ([K][ld]: row k = (c, ki,
+// kj), sample s's output positions at columns [s * P, (s + 1) * P)): the
+// input under that kernel tap for every output position, 0 on padding.
+// The trap is the cost per row, not per element: a ResNet's late layers
+// have output rows of 2-8 positions, so a call per row (memcpy, fill) cost
+// more than the GEMM. With unit strides and an output as wide as the input
+// (a 'same' convolution) the valid rows of a tap are one shifted block of
+// the plane: one copy, then the few wrapped-around columns zeroed.
 template <class T>
-void im2col_row(const Geometry& g, const T* plane, int64_t ki, int64_t kj, T* row) {
-  const int64_t off = kj * g.dw - g.pw_lo;
-  int64_t oj_lo = 0, oj_hi = 0;
-  columns_in_range(off, g.sw, g.W, g.ow, oj_lo, oj_hi);
-  for (int64_t oi = 0; oi < g.oh; ++oi) {
-    T* dst = row + oi * g.ow;
-    const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh;
-    if (ii < 0 || ii >= g.H) {
-      std::fill(dst, dst + g.ow, T(0));
-      continue;
+void im2col_rows(const Geometry& g, const T* sample0, int64_t sample_stride, int64_t nn, int64_t k_lo, int64_t k_hi,
+                 T* cols, int64_t ld) {
+  const int64_t kk = g.kh * g.kw, P = g.oh * g.ow, HW = g.H * g.W;
+  const bool block = g.sh == 1 && g.sw == 1 && g.ow == g.W;
+  for (int64_t k = k_lo; k < k_hi; ++k) {
+    const int64_t c = k / kk, ki = (k % kk) / g.kw, kj = k % g.kw;
+    const int64_t off = kj * g.dw - g.pw_lo, row_off = ki * g.dh - g.ph_lo;
+    int64_t oj_lo = 0, oj_hi = 0, oi_lo = 0, oi_hi = 0;
+    columns_in_range(off, g.sw, g.W, g.ow, oj_lo, oj_hi);
+    columns_in_range(row_off, g.sh, g.H, g.oh, oi_lo, oi_hi);
+    if (oj_lo == oj_hi) oi_hi = oi_lo;  // every column is padding
+    for (int64_t s = 0; s < nn; ++s) {
+      const T* plane = sample0 + s * sample_stride + c * HW;
+      T* dst = cols + k * ld + s * P;
+      for (int64_t q = 0; q < oi_lo * g.ow; ++q) dst[q] = T(0);
+      for (int64_t q = oi_hi * g.ow; q < P; ++q) dst[q] = T(0);
+      if (oi_lo == oi_hi) continue;
+      if (block) {
+        // dst[oi * W + oj] = plane[(oi + row_off) * W + oj + off]: one
+        // range from the first valid element to the last.
+        const int64_t q0 = oi_lo * g.W + oj_lo, q1 = (oi_hi - 1) * g.W + oj_hi;
+        const T* src = plane + row_off * g.W + off;
+        std::memcpy(dst + q0, src + q0, size_t(q1 - q0) * sizeof(T));
+        for (int64_t oi = oi_lo; oi < oi_hi; ++oi) {
+          T* r = dst + oi * g.W;
+          for (int64_t oj = 0; oj < oj_lo; ++oj) r[oj] = T(0);
+          for (int64_t oj = oj_hi; oj < g.ow; ++oj) r[oj] = T(0);
+        }
+        continue;
+      }
+      for (int64_t oi = oi_lo; oi < oi_hi; ++oi) {
+        T* r = dst + oi * g.ow;
+        const T* src = plane + (oi * g.sh + row_off) * g.W + off;
+        for (int64_t oj = 0; oj < oj_lo; ++oj) r[oj] = T(0);
+        if (g.sw == 1)
+          for (int64_t oj = oj_lo; oj < oj_hi; ++oj) r[oj] = src[oj];
+        else
+          for (int64_t oj = oj_lo; oj < oj_hi; ++oj) r[oj] = src[oj * g.sw];
+        for (int64_t oj = oj_hi; oj < g.ow; ++oj) r[oj] = T(0);
+      }
     }
-    std::fill(dst, dst + oj_lo, T(0));
-    const T* src = plane + ii * g.W + off;
-    if (g.sw == 1) {
-      std::memcpy(dst + oj_lo, src + oj_lo, size_t(oj_hi - oj_lo) * sizeof(T));
-    } else {
-      for (int64_t oj = oj_lo; oj < oj_hi; ++oj) dst[oj] = src[oj * g.sw];
-    }
-    std::fill(dst + oj_hi, dst + g.ow, T(0));
   }
+}
+
+// im2col for short output rows (fewer than 16 positions, a ResNet's late
+// stages): a call or loop per row would cost more than the GEMM, so each
+// tap gathers its whole row of `cols` through a table instead. The group's
+// planes are first copied with one 0 after each (`planes`: [nn][cin][HW + 1]),
+// and a tap's table entry on padding points at its plane's 0, so the gather
+// has no branch. Rows [k_lo, k_hi) of cols ([K][ld], ld = nn * P).
+template <class T>
+void im2col_gather(const Geometry& g, const T* planes, const int32_t* table, int64_t k_lo, int64_t k_hi, T* cols,
+                   int64_t ld) {
+  const int64_t kk = g.kh * g.kw, HW1 = g.H * g.W + 1;
+  for (int64_t k = k_lo; k < k_hi; ++k) {
+    const T* base = planes + (k / kk) * HW1;
+    const int32_t* t = table + (k % kk) * ld;
+    T* dst = cols + k * ld;
+    for (int64_t j = 0; j < ld; ++j) dst[j] = base[t[j]];
+  }
+}
+
+// The gather tables of im2col_gather for nn samples: entry [tap][s * P + p]
+// is the element of sample s's copied planes under that tap at output
+// position p, relative to channel 0 (a channel adds c * (HW + 1)).
+void gather_table(const Geometry& g, int64_t nn, int64_t cin, std::vector<int32_t>& table) {
+  const int64_t P = g.oh * g.ow, HW = g.H * g.W, ld = nn * P;
+  table.resize(size_t(g.kh * g.kw * ld));
+  for (int64_t ki = 0; ki < g.kh; ++ki)
+    for (int64_t kj = 0; kj < g.kw; ++kj)
+      for (int64_t s = 0; s < nn; ++s)
+        for (int64_t oi = 0; oi < g.oh; ++oi)
+          for (int64_t oj = 0; oj < g.ow; ++oj) {
+            const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh, jj = oj * g.sw - g.pw_lo + kj * g.dw;
+            const bool in = ii >= 0 && ii < g.H && jj >= 0 && jj < g.W;
+            table[size_t((ki * g.kw + kj) * ld + s * P + oi * g.ow + oj)] =
+                int32_t(s * cin * (HW + 1) + (in ? ii * g.W + jj : HW));
+          }
 }
 
 template <class T>
@@ -269,44 +333,82 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     add_bias();
     return;
   }
-  // Otherwise im2col. With few output positions (P of 4 or 16 in a
-  // ResNet's last stages) a per-sample GEMM is mostly call overhead: the
-  // patches of several samples go side by side, [K, chunk * P] (a few MB
-  // at most), one GEMM for them all, and the result [cout_g, chunk * P] is
-  // copied to NCHW with the bias added. With many positions each sample's
-  // GEMM writes straight into the output.
-  const int64_t chunk =
-      P >= 256 ? 1 : std::max<int64_t>(1, std::min<int64_t>(g.N, (int64_t(1) << 22) / std::max<int64_t>(1, K * P)));
-  const int64_t NP = chunk * P;
-  Tensor cols = Tensor::uninitialized({K, NP}, dtype_of<T>::value);
-  Tensor prod = chunk > 1 ? Tensor::uninitialized({cout_g, NP}, dtype_of<T>::value) : Tensor();
-  T* cp = cols.data<T>();
-  T* rp = chunk > 1 ? prod.data<T>() : nullptr;
-  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
-    const int64_t nn = std::min(chunk, g.N - n0);
-    for (int64_t grp = 0; grp < p.groups; ++grp) {
-      for (int64_t s = 0; s < nn; ++s) {
-        const T* planes = in + (((n0 + s) * g.C) + grp * cin_g) * g.H * g.W;
-        for (int64_t c = 0; c < cin_g; ++c)
-          for (int64_t ki = 0; ki < g.kh; ++ki)
-            for (int64_t kj = 0; kj < g.kw; ++kj)
-              im2col_row(g, planes + c * g.H * g.W, ki, kj, cp + (c * kk + ki * g.kw + kj) * (nn * P) + s * P);
-      }
-      if (!rp) {  // one sample: into the output (the bias after every sample)
-        gemm(wp + grp * cout_g * K, cp, o + (n0 * p.cout + grp * cout_g) * P, cout_g, P, K);
-        continue;
-      }
-      gemm(wp + grp * cout_g * K, cp, rp, cout_g, nn * P, K);  // [cout_g, K] x [K, nn * P]
-      for (int64_t s = 0; s < nn; ++s)
-        for (int64_t c = 0; c < cout_g; ++c) {
-          const T* src = rp + c * (nn * P) + s * P;
-          T* dst = o + ((n0 + s) * p.cout + grp * cout_g + c) * P;
-          const T add = bp ? bp[grp * cout_g + c] : T(0);
-          for (int64_t i = 0; i < P; ++i) dst[i] = src[i] + add;
-        }
+  // Otherwise im2col and one GEMM per group of samples: the group's patches
+  // side by side ([K, nn * P]), enough samples that the GEMM has a few
+  // hundred columns (a ResNet's last stages have P of 4 or 16, and a GEMM
+  // that small is mostly call overhead). Groups run in parallel, each on one
+  // thread with its own scratch; with fewer groups than threads, one group
+  // at a time with the im2col and the GEMM split over the pool instead.
+  const int64_t per_group =
+      std::max<int64_t>(1, std::min<int64_t>(g.N, std::min<int64_t>(256 / P + (256 % P != 0), (int64_t(1) << 22) / (K * P))));
+  const int64_t n_groups = (g.N + per_group - 1) / per_group;
+  auto run_group = [&](int64_t n0, int64_t nn, bool inner_parallel) {
+    // Per-thread scratch, kept between calls (allocating it per call costs
+    // page faults every time: glibc returns blocks this size to the OS).
+    thread_local std::vector<T> scratch;
+    const size_t need = size_t(K * nn * P + (nn > 1 ? cout_g * nn * P : 0));
+    if (scratch.size() < need) scratch.resize(need);
+    T* cp = scratch.data();
+    T* rp = cp + K * nn * P;
+    // Measured on a ResNet's stages: the gather beats row copies below 16
+    // positions a row, and the shifted block of a 'same' convolution from 8.
+    const bool gather = g.ow < 16 && !(g.ow >= 8 && g.sh == 1 && g.sw == 1 && g.ow == g.W);
+    thread_local std::vector<T> planes;
+    thread_local std::vector<int32_t> table;
+    if (gather) {
+      planes.resize(size_t(nn * cin_g * (g.H * g.W + 1)));
+      gather_table(g, nn, cin_g, table);
     }
+    // Pointers, not the thread_locals: the im2col below may run on workers.
+    T* const pl = planes.data();
+    const int32_t* const tb = table.data();
+    for (int64_t grp = 0; grp < p.groups; ++grp) {
+      const T* sample0 = in + ((n0 * g.C) + grp * cin_g) * g.H * g.W;
+      const int64_t HW = g.H * g.W;
+      if (gather) {  // the group's planes, each followed by a 0 (im2col_gather)
+        for (int64_t smp = 0; smp < nn; ++smp)
+          for (int64_t c = 0; c < cin_g; ++c) {
+            const T* src = sample0 + smp * g.C * HW + c * HW;
+            T* dst = pl + (smp * cin_g + c) * (HW + 1);
+            std::copy(src, src + HW, dst);
+            dst[HW] = T(0);
+          }
+      }
+      auto im2col = [&](int64_t lo, int64_t hi) {
+        if (gather) im2col_gather(g, pl, tb, lo, hi, cp, nn * P);
+        else im2col_rows(g, sample0, g.C * HW, nn, lo, hi, cp, nn * P);
+      };
+      if (inner_parallel) parallel_for(K, std::max<int64_t>(1, 8192 / (nn * P)), im2col);
+      else im2col(0, K);
+      const T* wg = wp + grp * cout_g * K;
+      T* og = o + (n0 * p.cout + grp * cout_g) * P;
+      auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the group's output, bias added
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t smp = r / cout_g, c = r % cout_g;
+          T* dst = og + (smp * p.cout + c) * P;
+          const T add = bp ? bp[grp * cout_g + c] : T(0);
+          if (nn > 1) {
+            const T* src = rp + c * (nn * P) + smp * P;
+            for (int64_t i = 0; i < P; ++i) dst[i] = src[i] + add;
+          } else if (bp) {
+            for (int64_t i = 0; i < P; ++i) dst[i] += add;
+          }
+        }
+      };
+      gemm(wg, cp, nn > 1 ? rp : og, cout_g, nn * P, K);  // [cout_g, K] x [K, nn * P]
+      if (nn == 1 && !bp) continue;
+      if (inner_parallel) parallel_for(nn * cout_g, std::max<int64_t>(1, 4096 / P), finish);
+      else finish(0, nn * cout_g);
+    }
+  };
+  if (n_groups >= num_threads()) {
+    parallel_for(n_groups, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t gi = lo; gi < hi; ++gi)
+        run_group(gi * per_group, std::min(per_group, g.N - gi * per_group), false);
+    });
+  } else {
+    for (int64_t n0 = 0; n0 < g.N; n0 += per_group) run_group(n0, std::min(per_group, g.N - n0), true);
   }
-  if (!rp) add_bias();
 }
 
 // ----- pooling --------------------------------------------------------------------

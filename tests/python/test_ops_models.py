@@ -524,6 +524,32 @@ def test_conv2d_matches_torch_on_each_gemm_layout(shape, kernel, kw):
     same(F.conv2d(t2k(x), t2k(w), None, **kw), TF.conv2d(x, w, None, **kw), rtol=1e-4, atol=1e-4)
 
 
+def test_conv2d_matches_torch_on_generated_geometries():
+    """Every im2col path (a 'same' convolution's shifted block, rows of 16
+    or more positions, the gather table of shorter rows), groups of samples
+    run in parallel or one group split over the threads, with and without
+    bias, against torch on 200 generated geometries."""
+    rng = np.random.default_rng(56)
+    checked = 0
+    while checked < 200:
+        N, groups = int(rng.integers(1, 12)), int(rng.choice([1, 1, 1, 2, 3]))
+        C, O = groups * int(rng.integers(1, 6)), groups * int(rng.integers(1, 9))
+        H, W = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+        kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        st = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        dil = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        pad = (int(rng.integers(0, kh)), int(rng.integers(0, kw)))
+        if H + 2 * pad[0] < dil[0] * (kh - 1) + 1 or W + 2 * pad[1] < dil[1] * (kw - 1) + 1:
+            continue
+        x = rand((N, C, H, W), seed=1000 + checked)
+        w = rand((O, C // groups, kh, kw), seed=2000 + checked)
+        b = rand((O,), seed=3000 + checked) if checked % 2 else None
+        kw_ = dict(stride=st, padding=pad, dilation=dil, groups=groups)
+        got = F.conv2d(t2k(x), t2k(w), None if b is None else t2k(b), **kw_)
+        same(got, TF.conv2d(x, w, b, **kw_), rtol=1e-4, atol=1e-4)
+        checked += 1
+
+
 def test_max_pool2d_keeps_torchs_nan_and_first_of_equals_rule_on_every_geometry():
     """The pooled value is the first of the window's maxima in row-major
     order (0.0 and -0.0 compare equal: which one shows), a NaN wins."""

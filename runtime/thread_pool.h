@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace kiln::codegen {
+namespace kiln::runtime {
 
 // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the pool
 // and the calling thread; returns when every chunk is done. Runs inline when
@@ -16,4 +16,4 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // Threads that take part (workers + the caller). KILN_NUM_THREADS overrides.
 int num_threads();
 
-}  // namespace kiln::codegen
+}  // namespace kiln::runtime

@@ -1,7 +1,8 @@
-#include "codegen/thread_pool.h"
+#include "runtime/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
@@ -9,15 +10,15 @@
 #include <thread>
 #include <vector>
 
-namespace kiln::codegen {
+namespace kiln::runtime {
 namespace {
 
 thread_local bool in_pool_task = false;
 
-// Workers sleep on a condition variable between jobs, never spin: between
-// kernels the cores belong to BLAS calls, whose threads would otherwise
-// share them with a polling kiln worker (runtime/blas.cpp makes OpenBLAS's
-// workers sleep soon after a call for the same reason). A job is a range cut
+// Workers poll briefly for the next job, then sleep on a condition
+// variable. OpenBLAS runs single-threaded, its calls split over this pool
+// (runtime/blas.cpp), so no other library's threads compete with a polling
+// worker for the cores. A job is a range cut
 // into chunks that workers and the caller claim with one atomic counter, so
 // uneven chunks balance themselves. Each job is its own object: a worker
 // that wakes late only ever claims from the job it picked up, never from
@@ -52,9 +53,13 @@ class Pool {
     {
       std::lock_guard<std::mutex> l(mu_);
       job_ = job;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
     claim(*job);
+    // The workers' last chunks usually end within microseconds: wait for
+    // them spinning first, sleeping only after that (a wake-up costs more).
+    spin_until([&] { return job->pending.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> l(mu_);
     done_cv_.wait(l, [&] { return job->pending.load() == 0; });
     job_.reset();
@@ -76,11 +81,14 @@ class Pool {
   }
   void work() {
     std::shared_ptr<Job> last;
+    uint64_t seen = 0;
     for (;;) {
       std::shared_ptr<Job> job;
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return stop_ || (job_ && job_ != last); });
+        seen = generation_.load();
         if (stop_) return;
         job = last = job_;
       }
@@ -88,6 +96,25 @@ class Pool {
     }
   }
 
+  // Polls `done` for about kSpin before the caller falls back to sleeping.
+  // A compiled graph starts its kernels (and BLAS calls, which run on this
+  // pool too: runtime/blas.cpp) microseconds apart; a sleeping worker takes
+  // ~6 us to wake on the machines kiln is measured on, longer than many
+  // kernels, so workers poll for the next job this long before they sleep.
+  template <class Done>
+  static void spin_until(Done done) {
+    constexpr auto kSpin = std::chrono::microseconds(50);
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (done()) return;
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return;
+    }
+  }
+
+  std::atomic<uint64_t> generation_{0};  // jobs started; workers poll it
   std::vector<std::thread> workers_;
   std::mutex mu_, job_mu_;
   std::condition_variable cv_, done_cv_;
@@ -132,4 +159,4 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   pool().run(n, chunk, fn);
 }
 
-}  // namespace kiln::codegen
+}  // namespace kiln::runtime
