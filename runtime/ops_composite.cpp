@@ -395,4 +395,26 @@ Value dropout_parts(const OpArgs& args, OpEmitter&) {
   return Value::null();
 }
 
+// batch_norm in evaluation mode, as torch computes it: per channel
+// a = weight / sqrt(running_var + eps) and b = bias - running_mean * a (in
+// the statistics' dtype), then x * a + b. As pointwise parts the scheduler
+// fuses it into its neighbours (a ResNet's relu and residual add) instead
+// of a pass of its own. Training updates the running statistics in place:
+// that call is the op itself.
+Value batch_norm_parts(const OpArgs& args, OpEmitter& e) {
+  batch_norm_shape(args);  // torch's errors first
+  if (truth(args[5])) return Value::null();
+  const Tensor x = args.tensor(0);
+  const Value inv = e.call(OpId::rsqrt, {e.call(OpId::add, {args[2], f64(args.number(7))})});
+  const Value a = args.is_none(3) ? inv : e.call(OpId::mul, {args[3], inv});
+  const Value shift = e.call(OpId::mul, {args[1], a});
+  const Value b = args.is_none(4) ? e.call(OpId::neg, {shift}) : e.call(OpId::sub, {args[4], shift});
+  // [C] -> [C, 1, ...]: broadcast over the dims after the channels.
+  std::vector<Value> per_channel{i64(-1)};
+  for (int64_t d = 2; d < x.dim(); ++d) per_channel.push_back(i64(1));
+  const Value shape = make_tuple(std::move(per_channel));
+  const Value scaled = e.call(OpId::mul, {tensor_value(x), e.call(OpId::reshape, {a, shape})});
+  return e.call(OpId::add, {scaled, e.call(OpId::reshape, {b, shape})});
+}
+
 }  // namespace kiln::runtime

@@ -3,6 +3,7 @@ compiled with kiln unchanged (issue 13, step 5): outputs equal torch eager
 within the stated tolerance, graphs and breaks pinned. Tolerance: 1e-4
 absolute and relative in float32 (sums of a few hundred products; kiln and
 torch add in different orders)."""
+import copy
 import dataclasses
 import math
 
@@ -436,6 +437,31 @@ def test_the_grus_unrolled_steps_compile_once():
         close(model(idx), kiln.compile(model, backend="llvm")(idx))
     r = kiln._C.llvm_report()
     assert r["kernels"] >= 3 * 7 and r["kernels_distinct"] <= 8, r["summary"]
+
+
+def test_batch_norm_in_eval_fuses_with_its_neighbours_and_training_updates_statistics():
+    """Eval BatchNorm is x * a + b per channel, fused with the relu and the
+    residual add after it (no pass of its own: only the convolutions stay
+    eager steps); in training the running statistics still move as torch's."""
+    torch.manual_seed(2)
+    block = BasicBlock(8, 8)
+    with torch.no_grad():
+        block.train()
+        block(torch.randn(4, 8, 6, 6))  # running statistics that are not the defaults
+    block.eval()
+    x = torch.randn(3, 8, 6, 6)
+    with torch.no_grad():
+        close(block(x), kiln.compile(block, backend="llvm")(x))
+    r = kiln._C.llvm_report()
+    # Eager steps: the two convolutions. Kernels: per BatchNorm one over its
+    # C channels (a and b) and one pass over x (bn+relu; bn+add+relu).
+    assert r["eager_steps"] == 2 and r["kernels"] <= 4, r["summary"]
+    block.train()
+    twin = copy.deepcopy(block)
+    with torch.no_grad():
+        close(block(x), kiln.compile(twin)(x))
+    for name, buf in block.named_buffers():
+        close(buf, dict(twin.named_buffers())[name])
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(batch_first=True), dict(num_layers=2, bidirectional=True),
