@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #include "runtime/error.h"
+#include "runtime/gemm_avx512.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -115,15 +117,15 @@ const Blas& blas() {
 constexpr int64_t kSplitWork = int64_t(1) << 18;
 
 // C = op(A) op(B) cut into at most one part per thread, along the longer
-// of C's dimensions (multiples of 16 columns or 8 rows, whole register
-// blocks of OpenBLAS's kernels); `call` computes one part given its rows
-// [i0, i1) and columns [j0, j1).
+// of C's dimensions, in whole register tiles (`col_unit` columns or
+// `row_unit` rows); `call` computes one part given its rows [i0, i1) and
+// columns [j0, j1).
 template <class Call>
-void split_gemm(int64_t m, int64_t n, int64_t k, Call call) {
+void split_gemm(bool may_split, int64_t m, int64_t n, int64_t k, int64_t col_unit, int64_t row_unit, Call call) {
   const int threads = num_threads();
-  if (!blas().split || threads == 1 || m * n * k < kSplitWork) return call(0, m, 0, n);
+  if (!may_split || threads == 1 || m * n * k < kSplitWork) return call(0, m, 0, n);
   const bool by_cols = n >= m;
-  const int64_t len = by_cols ? n : m, unit = by_cols ? 16 : 8;
+  const int64_t len = by_cols ? n : m, unit = by_cols ? col_unit : row_unit;
   const int64_t parts = std::min<int64_t>(threads, (len + unit - 1) / unit);
   const int64_t step = ((len + parts - 1) / parts + unit - 1) / unit * unit;
   parallel_for((len + step - 1) / step, 1, [&](int64_t lo, int64_t hi) {
@@ -138,7 +140,8 @@ void split_gemm(int64_t m, int64_t n, int64_t k, Call call) {
 template <class T, class Fn>
 void gemm_split(Fn fn, T one, T zero, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
                 const T* b, int64_t ldb, T* c, int64_t ldc) {
-  split_gemm(m, n, k, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  // Whole blocks of OpenBLAS's kernels: 16 columns, 8 rows.
+  split_gemm(blas().split, m, n, k, 16, 8, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const T* ap = ta ? a + i0 : a + i0 * lda;  // rows of op(A)
     const T* bp = tb ? b + j0 * ldb : b + j0;  // columns of op(B)
     fn(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(i1 - i0), int(j1 - j0), int(k), one, ap,
@@ -146,11 +149,41 @@ void gemm_split(Fn fn, T one, T zero, bool ta, bool tb, int64_t m, int64_t n, in
   });
 }
 
+// Whether float32 GEMMs run kiln's AVX-512 kernel (runtime/gemm_avx512.h
+// says why): on CPUs that have it, unless KILN_GEMM=blas.
+bool use_own_f32() {
+  static const bool yes = [] {
+    const char* e = std::getenv("KILN_GEMM");
+    return has_avx512() && !(e && std::string(e) == "blas");
+  }();
+  return yes;
+}
+
 }  // namespace
 
 void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
               int64_t ldb, float* c, int64_t ldc) {
-  gemm_split(blas().sgemm, 1.0f, 0.0f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  if (!use_own_f32() || ta) return gemm_split(blas().sgemm, 1.0f, 0.0f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  // B^T (a Linear's weight) is copied to [k][n] first: the kernel's tile
+  // reads rows of B. The copy costs n*k against the product's m*n*k.
+  thread_local std::vector<float> bt;
+  if (tb || (ldb * 4) % 4096 == 0) {
+    const int64_t ld = gemm_padded_ld(n);
+    if (bt.size() < size_t(k * ld)) bt.resize(size_t(k * ld));
+    float* d = bt.data();
+    if (tb) {
+      for (int64_t j0 = 0; j0 < n; j0 += 16)  // blocks of 16 rows of B^T: each read row stays in cache
+        for (int64_t p = 0; p < k; ++p)
+          for (int64_t j = j0; j < std::min(n, j0 + 16); ++j) d[p * ld + j] = b[j * ldb + p];
+    } else {
+      for (int64_t p = 0; p < k; ++p) std::copy(b + p * ldb, b + p * ldb + n, d + p * ld);
+    }
+    b = d;
+    ldb = ld;
+  }
+  split_gemm(true, m, n, k, 32, 8, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    gemm_f32_avx512(i1 - i0, j1 - j0, k, a + i0 * lda, lda, b + j0, ldb, c + i0 * ldc + j0, ldc);
+  });
 }
 
 void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
@@ -158,6 +191,8 @@ void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a
   gemm_split(blas().dgemm, 1.0, 0.0, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-std::string blas_info() { return blas().info; }
+std::string blas_info() {
+  return blas().info + (use_own_f32() ? "; float32 GEMMs: kiln's AVX-512 kernel" : "");
+}
 
 }  // namespace kiln::runtime

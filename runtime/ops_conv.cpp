@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/blas.h"
+#include "runtime/gemm_avx512.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
 #include "runtime/thread_pool.h"
@@ -194,11 +195,12 @@ void window_in_range(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_
   if (hi < lo) hi = lo;
 }
 
-void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k) {
-  gemm_f32(false, false, m, n, k, a, k, b, n, c, n);
+// C[m, n] = A[m, k] B[k, n] with B's rows ldb apart.
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, int64_t ldb) {
+  gemm_f32(false, false, m, n, k, a, k, b, ldb, c, n);
 }
-void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k) {
-  gemm_f64(false, false, m, n, k, a, k, b, n, c, n);
+void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, int64_t ldb) {
+  gemm_f64(false, false, m, n, k, a, k, b, ldb, c, n);
 }
 
 // The output columns [lo, hi) whose tap at input offset `off` (the input
@@ -266,16 +268,16 @@ void im2col_rows(const Geometry& g, const T* sample0, int64_t sample_stride, int
 // tap gathers its whole row of `cols` through a table instead. The group's
 // planes are first copied with one 0 after each (`planes`: [nn][cin][HW + 1]),
 // and a tap's table entry on padding points at its plane's 0, so the gather
-// has no branch. Rows [k_lo, k_hi) of cols ([K][ld], ld = nn * P).
+// has no branch. Rows [k_lo, k_hi) of cols ([K][ld], n = nn * P columns).
 template <class T>
-void im2col_gather(const Geometry& g, const T* planes, const int32_t* table, int64_t k_lo, int64_t k_hi, T* cols,
-                   int64_t ld) {
+void im2col_gather(const Geometry& g, const T* planes, const int32_t* table, int64_t n, int64_t k_lo, int64_t k_hi,
+                   T* cols, int64_t ld) {
   const int64_t kk = g.kh * g.kw, HW1 = g.H * g.W + 1;
   for (int64_t k = k_lo; k < k_hi; ++k) {
     const T* base = planes + (k / kk) * HW1;
-    const int32_t* t = table + (k % kk) * ld;
+    const int32_t* t = table + (k % kk) * n;
     T* dst = cols + k * ld;
-    for (int64_t j = 0; j < ld; ++j) dst[j] = base[t[j]];
+    for (int64_t j = 0; j < n; ++j) dst[j] = base[t[j]];
   }
 }
 
@@ -329,7 +331,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     for (int64_t n = 0; n < g.N; ++n)
       for (int64_t grp = 0; grp < p.groups; ++grp)
         gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, o + (n * p.cout + grp * cout_g) * P,
-             cout_g, P, K);
+             cout_g, P, K, P);
     add_bias();
     return;
   }
@@ -346,10 +348,11 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     // Per-thread scratch, kept between calls (allocating it per call costs
     // page faults every time: glibc returns blocks this size to the OS).
     thread_local std::vector<T> scratch;
-    const size_t need = size_t(K * nn * P + (nn > 1 ? cout_g * nn * P : 0));
+    const int64_t ld = gemm_padded_ld(nn * P);  // cols' row stride
+    const size_t need = size_t(K * ld + (nn > 1 ? cout_g * nn * P : 0));
     if (scratch.size() < need) scratch.resize(need);
     T* cp = scratch.data();
-    T* rp = cp + K * nn * P;
+    T* rp = cp + K * ld;
     // Measured on a ResNet's stages: the gather beats row copies below 16
     // positions a row, and the shifted block of a 'same' convolution from 8.
     const bool gather = g.ow < 16 && !(g.ow >= 8 && g.sh == 1 && g.sw == 1 && g.ow == g.W);
@@ -375,8 +378,8 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
           }
       }
       auto im2col = [&](int64_t lo, int64_t hi) {
-        if (gather) im2col_gather(g, pl, tb, lo, hi, cp, nn * P);
-        else im2col_rows(g, sample0, g.C * HW, nn, lo, hi, cp, nn * P);
+        if (gather) im2col_gather(g, pl, tb, nn * P, lo, hi, cp, ld);
+        else im2col_rows(g, sample0, g.C * HW, nn, lo, hi, cp, ld);
       };
       if (inner_parallel) parallel_for(K, std::max<int64_t>(1, 8192 / (nn * P)), im2col);
       else im2col(0, K);
@@ -395,7 +398,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
           }
         }
       };
-      gemm(wg, cp, nn > 1 ? rp : og, cout_g, nn * P, K);  // [cout_g, K] x [K, nn * P]
+      gemm(wg, cp, nn > 1 ? rp : og, cout_g, nn * P, K, ld);  // [cout_g, K] x [K, nn * P]
       if (nn == 1 && !bp) continue;
       if (inner_parallel) parallel_for(nn * cout_g, std::max<int64_t>(1, 4096 / P), finish);
       else finish(0, nn * cout_g);

@@ -1,0 +1,31 @@
+// kiln's own float32 GEMM for AVX-512 CPUs, for the shapes convolutions
+// make: C[m, n] = A[m, k] B[k, n], all row-major, m (output channels) and
+// k (channels x taps) in the tens to a thousand, n (positions) anywhere.
+//
+// Why not BLAS: the OpenBLAS kiln loads may be told to use its AVX2
+// kernels (OPENBLAS_CORETYPE, which machines set where older OpenBLAS
+// builds miscompute with their AVX-512 kernels), and on a core with a full
+// 512-bit datapath those run at half its peak: torch's oneDNN convolutions
+// were ~1.8x kiln's im2col + OpenBLAS on a ResNet's 16-channel stages.
+// Here one register tile of 8 rows x 32 columns (16 zmm accumulators)
+// keeps both FMA pipes busy: per k two loads of B and 8 broadcasts of A.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::runtime {
+
+// True when this CPU runs gemm_f32_avx512 (AVX-512 F, checked once).
+bool has_avx512();
+
+// C = A * B (no alpha/beta: C is overwritten). Single-threaded; callers
+// split the work (a convolution runs one per group of samples). B's row
+// stride ldb should not be a multiple of 4 KiB (the 8 rows of a panel
+// would fall in one cache set): conv pads it. Requires has_avx512().
+void gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     float* c, int64_t ldc);
+
+// A row stride for B of n columns that is not a multiple of 4 KiB.
+inline int64_t gemm_padded_ld(int64_t n) { return (n * 4) % 4096 == 0 ? n + 16 : n; }
+
+}  // namespace kiln::runtime
