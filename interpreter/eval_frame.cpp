@@ -219,19 +219,26 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   {
     std::lock_guard<std::mutex> lock(cache_mu);
     FrameCache& c = caches()[code];
-    const output_graph::Guard* g = newest_failure.guard;
-    if (!options.dynamic.has_value() && g && g->kind == output_graph::GuardKind::TensorMatch &&
-        newest_failure.value->is(Kind::Tensor)) {
-      Tensor t = newest_failure.value->as_tensor();
-      if (t.dtype() == g->tensor.dtype && size_t(t.dim()) == g->tensor.sizes.size()) {
-        auto& mask = c.dynamic_dims[g->source->str()];
-        mask.resize(g->tensor.sizes.size(), false);
-        for (size_t d = 0; d < mask.size(); ++d)
-          if (t.sizes()[d] != g->tensor.sizes[d]) {
-            mask[d] = true;
-            why += "; dim " + std::to_string(d) + " of " + g->source->str() + " is now dynamic";
-          }
-      }
+    // The failed guard, and every other tensor argument whose sizes moved
+    // (Dynamo compares every input with the sizes it saw, too).
+    std::vector<GuardTree::Failure> changed;
+    if (!options.dynamic.has_value() && newest_failure.guard) {
+      changed.push_back(newest_failure);
+      for (const GuardTree::Failure& f : entries[0]->guards->size_changes(locals))
+        if (f.guard != newest_failure.guard) changed.push_back(f);
+    }
+    for (const GuardTree::Failure& f : changed) {
+      const output_graph::Guard* g = f.guard;
+      if (g->kind != output_graph::GuardKind::TensorMatch || !f.value->is(Kind::Tensor)) continue;
+      Tensor t = f.value->as_tensor();
+      if (t.dtype() != g->tensor.dtype || size_t(t.dim()) != g->tensor.sizes.size()) continue;
+      auto& mask = c.dynamic_dims[g->source->str()];
+      mask.resize(g->tensor.sizes.size(), false);
+      for (size_t d = 0; d < mask.size(); ++d)
+        if (t.sizes()[d] != g->tensor.sizes[d]) {
+          mask[d] = true;
+          why += "; dim " + std::to_string(d) + " of " + g->source->str() + " is now dynamic";
+        }
     }
     dynamic_dims = c.dynamic_dims;
   }

@@ -335,6 +335,17 @@ static bool holds(const Guard& g, const Value& v) {
   return false;
 }
 
+std::vector<GuardTree::Failure> GuardTree::size_changes(const Value* locals) const {
+  std::vector<Failure> out;
+  for (const ParamTensorCheck& c : param_tensors_) {
+    const Value& v = locals[c.local];
+    if (!v.is(Kind::Tensor)) continue;
+    const Tensor t = v.as_tensor();
+    if (t.dtype() == c.dtype && t.sizes().size() == c.sizes.size() && t.sizes() != c.sizes) out.push_back({c.guard, &v});
+  }
+  return out;
+}
+
 bool GuardTree::check(const Value* locals, const FunctionObj& fn, std::string* why, Failure* failure) {
   if (grad_mode_ >= 0 && grad_mode_enabled() != (grad_mode_ == 1)) {
     if (why) *why = std::string("failed: GRAD_MODE ") + (grad_mode_ ? "on" : "off");

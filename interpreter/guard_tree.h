@@ -28,6 +28,11 @@ class GuardTree {
   bool check(const runtime::Value* locals, const runtime::FunctionObj& fn, std::string* why = nullptr,
              Failure* failure = nullptr);
   size_t size() const { return nguards_; }
+  // The tensor arguments (plain parameters) whose sizes differ from the
+  // traced ones at the same dtype and rank: what automatic dynamic marks,
+  // all at once (q, k and v of a new length fail one guard, but all three
+  // changed). Each with the value it saw, valid while the arguments live.
+  std::vector<Failure> size_changes(const runtime::Value* locals) const;
 
  private:
   struct Accessor {

@@ -48,6 +48,20 @@ def test_a_transformer_block_compiles_twice_for_a_sweep(sweep, sdpa):
     assert module_entries(f) == 2  # the example's sizes, then the sizes as symbols
 
 
+def test_every_argument_whose_size_moved_goes_dynamic_at_once():
+    """q, k and v of a new length fail one guard (q's), but all three
+    changed: the second entry is symbolic in all of them, so later lengths
+    hit it (one entry per changed argument before)."""
+    def scores(q, k, v):
+        return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+
+    f = kiln.compile(scores)
+    for T in (5, 7, 9, 12):
+        q, k, v = (kiln.randn(2, T, 4) for _ in range(3))
+        same(f(q, k, v), scores(q, k, v))
+    assert entries(scores) == 2
+
+
 def test_sizes_read_in_python_stay_symbols_in_the_graph():
     kiln.reset()
     w = kiln.randn(16, 16)
