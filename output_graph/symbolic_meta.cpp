@@ -423,6 +423,22 @@ std::optional<SymShape> sym_cross_entropy_shape(const Rule& r) {
   return out;
 }
 
+// _flash_attention: q's sizes with v's last; the batch dims, k's E and
+// v's S agree with q's and k's (guarded as relations).
+std::optional<SymShape> sym_attention_shape(const Rule& r) {
+  const SymShape &q = r.shape(0), &k = r.shape(1), &v = r.shape(2);
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size()) return std::nullopt;
+  auto same = [&](const SymExpr& a, const SymExpr& b) {
+    if (a != b) r.env.evaluate_relation(a, Rel::EQ, b);
+  };
+  for (size_t d = 0; d + 2 < q.size(); ++d) same(k[d], q[d]), same(v[d], q[d]);
+  same(k.back(), q.back());
+  same(v[v.size() - 2], k[k.size() - 2]);
+  SymShape out = q;
+  out.back() = v.back();
+  return out;
+}
+
 // conv1d/conv2d: each spatial dim (L + 2p - d*(k - 1) - 1) // s + 1.
 std::optional<SymShape> sym_conv_shape(const Rule& r) {
   const SymShape& in = r.shape(0);

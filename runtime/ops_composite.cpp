@@ -257,7 +257,8 @@ Value sort_parts(const OpArgs& args, OpEmitter& e) {
 //   softmax(q @ k^T * scale + mask) @ v
 // with is_causal masking key positions after the query's (top-left
 // aligned), a bool mask keeping where True, a float mask added. A row whose
-// every score is masked gives zeros, not NaN (torch's safe softmax).
+// every score is masked gives zeros, not NaN (torch's safe softmax). Where
+// it can, one call of the tiled kernel (_flash_attention) computes it all.
 Value sdpa_parts(const OpArgs& args, OpEmitter& e) {
   Tensor q = args.tensor(0), k = args.tensor(1), v = args.tensor(2);
   const char* op = "scaled_dot_product_attention";
@@ -309,6 +310,18 @@ Value sdpa_parts(const OpArgs& args, OpEmitter& e) {
       v = repeat(v);
     }
   }
+  // The tiled kernel (runtime/attention.h) when it computes exactly this:
+  // no dropout, float32/float64, the operands' batch dims equal (the
+  // composite below also broadcasts them) and a mask of no higher rank. It
+  // never holds more than a tile of the scores; the composite holds them all.
+  bool tiled = dropout_p == 0 && (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
+               k.dim() == q.dim() && v.dim() == q.dim() && (!mask.defined() || mask.dim() <= q.dim());
+  for (int64_t d = 0; tiled && d + 2 < q.dim(); ++d)
+    tiled = k.sizes()[size_t(d)] == q.sizes()[size_t(d)] && v.sizes()[size_t(d)] == q.sizes()[size_t(d)];
+  if (tiled)
+    return e.call(OpId::_flash_attention, {tensor_value(q), tensor_value(k), tensor_value(v),
+                                           mask.defined() ? tensor_value(mask) : Value::none(), Value::boolean(causal),
+                                           f64(scale)});
   const Tensor kt = emit(e, OpId::transpose, {tensor_value(k), i64(-2), i64(-1)});
   Tensor scores = emit(e, OpId::mul, {e.call(OpId::matmul, {tensor_value(q), tensor_value(kt)}), f64(scale)});
   const double ninf = -std::numeric_limits<double>::infinity();

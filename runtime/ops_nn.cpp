@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/attention.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
 #include "runtime/value_ops.h"
@@ -322,6 +323,33 @@ Value batch_norm_eager(const OpArgs& args) {
       }
     }
   });
+  return tv(out);
+}
+
+// ----- _flash_attention ---------------------------------------------------------
+
+Tensor attention_shape(const OpArgs& args) {
+  const Tensor q = args.tensor(0), k = args.tensor(1), v = args.tensor(2);
+  const char* op = "scaled_dot_product_attention";
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    throw_error(ErrorKind::RuntimeError, std::string(op) + "(): query, key and value must have the same rank (>= 2), got " +
+                                             shape_str(q.sizes()) + ", " + shape_str(k.sizes()) + " and " +
+                                             shape_str(v.sizes()));
+  for (int64_t d = 0; d + 2 < q.dim(); ++d)
+    if (k.sizes()[size_t(d)] != q.sizes()[size_t(d)] || v.sizes()[size_t(d)] != q.sizes()[size_t(d)])
+      throw_error(ErrorKind::RuntimeError, std::string(op) + "(): query, key and value must have the same batch dims, got " +
+                                               shape_str(q.sizes()) + ", " + shape_str(k.sizes()) + " and " +
+                                               shape_str(v.sizes()));
+  Shape out = q.sizes();
+  out.back() = v.sizes().back();
+  return Tensor::meta(out, q.dtype());
+}
+
+Value attention_eager(const OpArgs& args) {
+  const Tensor meta = attention_shape(args);
+  const Tensor mask = args.is_none(3) ? Tensor() : args.tensor(3);
+  Tensor out = Tensor::uninitialized(meta.sizes(), meta.dtype());
+  flash_attention(args.tensor(0), args.tensor(1), args.tensor(2), mask, truth(args[4]), args.number(5), out);
   return tv(out);
 }
 

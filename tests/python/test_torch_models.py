@@ -439,6 +439,32 @@ def test_the_grus_unrolled_steps_compile_once():
     assert r["kernels"] >= 3 * 7 and r["kernels_distinct"] <= 8, r["summary"]
 
 
+def test_sdpa_is_one_tiled_kernel_call_at_every_length():
+    """scaled_dot_product_attention traces to one _flash_attention node (the
+    tiled kernel of runtime/attention.h: no [L, S] score matrix anywhere in
+    the graph or its program), equal to torch past one 64x64 tile, causal
+    and with a padding mask, over a sweep of lengths that compiles twice."""
+    def attend(q, k, v, keep):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+                F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    c = kiln.compile(attend, backend="llvm")
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for T in (70, 131, 200, 67):
+            q, k, v = (torch.randn(2, 4, T, 32) for _ in range(3))
+            keep = torch.rand(2, 1, 1, T) > 0.3
+            keep[..., 0] = True
+            for want, got in zip(attend(q, k, v, keep), c(q, k, v, keep)):
+                close(want, got, tol=2e-5)
+        assert kiln._C.cache_entries(kiln._compile._as_kbc(attend)) == 2  # 70, then the length as a symbol
+        e = kiln.explain(attend)(q, k, v, keep)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    code = e.graphs[0].code
+    assert code.count("kiln._flash_attention(") == 2 and "softmax" not in code and "matmul" not in code, code
+    assert kiln._C.llvm_report()["eager_steps"] == 2
+
+
 def test_batch_norm_in_eval_fuses_with_its_neighbours_and_training_updates_statistics():
     """Eval BatchNorm is x * a + b per channel, fused with the relu and the
     residual add after it (no pass of its own: only the convolutions stay
