@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "output_graph/graph.h"
@@ -185,6 +186,9 @@ struct Program {
   std::vector<Kernel> kernels;
   std::vector<Gemm> gemms;
   std::vector<EagerStep> eager;
+  // Nodes eager steps run that no graph holds (the _flash_attention call
+  // standing for a hand-written attention: codegen/attention_pattern.h).
+  std::vector<std::shared_ptr<const output_graph::Node>> synthetic_nodes;
   std::vector<Step> steps;
   std::vector<OutputSpec> outputs;
   std::vector<SymSource> syms;

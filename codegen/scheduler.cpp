@@ -29,6 +29,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "codegen/attention_pattern.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/symbolic_dims.h"
 #include "runtime/error.h"
@@ -1372,9 +1373,22 @@ Program Scheduler::run() {
     prog_.syms.push_back({SymSource::From::Input, gs.placeholder->index, gs.dim, {}});
     prog_.checks.push_back({Dim::sym(s), Dim::c(0), true, "dynamic dim s" + std::to_string(s) + " >= 2"});
   }
+  // Hand-written attention runs as one call of the tiled kernel: its
+  // scores, scaling, mask and softmax nodes are never scheduled.
+  std::vector<char> absorbed(nodes.size(), 0);
+  std::unordered_map<const Node*, const AttentionMatch*> attention_at;
+  const std::vector<AttentionMatch> attention = find_attention(g_);
+  for (const AttentionMatch& m : attention) {
+    for (const Node* a : m.absorbed) absorbed[size_t(a->index)] = 1;
+    attention_at[m.out] = &m;
+  }
   for (const auto& np : nodes) {
     const Node& n = *np;
-    switch (n.op) {
+    if (absorbed[size_t(n.index)]) continue;
+    if (auto it = attention_at.find(&n); it != attention_at.end()) {
+      prog_.synthetic_nodes.push_back(attention_node(*it->second));
+      eager(*prog_.synthetic_nodes.back(), "softmax(q @ k^T * scale + mask) @ v: the tiled attention kernel");
+    } else switch (n.op) {
       case NodeOp::Placeholder: placeholder(n); break;
       case NodeOp::GetAttr: get_attr(n); break;
       case NodeOp::CallFunction: call_function(n); break;

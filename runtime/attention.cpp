@@ -227,6 +227,8 @@ struct Job {
   T* out;
   const void* mask;
   MaskKind mask_kind;
+  bool keep;       // the bool mask value that keeps a score (false: masked_fill's mask)
+  bool empty_nan;  // a row that saw no unmasked key is NaN, not zeros
   bool causal;
   T scale;
   int64_t L, S, E, Ev, nqb;  // nqb: query blocks per batch index
@@ -259,7 +261,7 @@ KILN_ATTN_INLINE void apply_mask(const Job<T>& J, const M* mb, int64_t i0, int64
       const M mv = mb[(j0 + j) * J.msS];
       T* s = St + j * lanes;
       if constexpr (std::is_same_v<M, bool>) {
-        if (!mv)
+        if (mv != J.keep)
           for (int64_t r = 0; r < lanes; r += W)
             for (int u = 0; u < W; ++u) s[r + u] = ninf<T>();
       } else {
@@ -275,7 +277,7 @@ KILN_ATTN_INLINE void apply_mask(const Job<T>& J, const M* mb, int64_t i0, int64
     for (int64_t j = 0; j < bc; ++j) {
       const M mv = mr[j * J.msS];
       if constexpr (std::is_same_v<M, bool>) {
-        if (!mv) s[j * lanes] = ninf<T>();
+        if (mv != J.keep) s[j * lanes] = ninf<T>();
       } else {
         s[j * lanes] += mv;
       }
@@ -437,7 +439,7 @@ KILN_ATTN_INLINE void run_items(const Job<T>& J, int64_t begin, int64_t end) {
     for (int64_t r = 0; r < rows; ++r) {
       T* __restrict d = ob + r * J.osL;
       const T* __restrict s = O + r * Evw;
-      const T inv = l[r] > 0 ? T(1.0 / l[r]) : T(0);
+      const T inv = l[r] > 0 ? T(1.0 / l[r]) : J.empty_nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
       if (J.osE == 1) {
         using V = typename Simd<T, VB>::V;
         int64_t c = 0;
@@ -531,7 +533,7 @@ std::string shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 
 template <class T>
 void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, MaskKind mk, bool causal,
-            double scale, const Tensor& out) {
+            double scale, const Tensor& out, const AttentionOptions& opt) {
   const int64_t nd = q.dim(), nb = nd - 2;
   const Shape& qs = q.sizes();
   const int64_t L = qs[size_t(nd - 2)], E = qs[size_t(nd - 1)], S = k.sizes()[size_t(nd - 2)],
@@ -549,6 +551,8 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
   J.out = out.data<T>();
   J.mask = mk == MaskKind::None ? nullptr : mask.raw_data();
   J.mask_kind = mk;
+  J.keep = !opt.mask_drops;
+  J.empty_nan = opt.empty_rows_nan && S > 0;  // S == 0: softmax of nothing, an empty sum: zeros
   J.causal = causal;
   J.scale = T(scale);
   J.L = L, J.S = S, J.E = E, J.Ev = Ev;
@@ -599,7 +603,7 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
 }  // namespace
 
 void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                     double scale, const Tensor& out) {
+                     double scale, const Tensor& out, const AttentionOptions& options) {
   if (!q.defined() || !k.defined() || !v.defined() || !out.defined())
     fail("query, key, value and out must be tensors");
   if (q.is_meta() || k.is_meta() || v.is_meta() || out.is_meta() || (mask.defined() && mask.is_meta()))
@@ -645,9 +649,9 @@ void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
            shape_str(target));
   }
   if (q.dtype() == DType::Float32)
-    launch<float>(q, k, v, mask, mk, causal, scale, out);
+    launch<float>(q, k, v, mask, mk, causal, scale, out, options);
   else
-    launch<double>(q, k, v, mask, mk, causal, scale, out);
+    launch<double>(q, k, v, mask, mk, causal, scale, out, options);
 }
 
 void attention_exp(const float* x, float* y, int64_t n) { exp_dispatch(x, y, n); }

@@ -28,8 +28,15 @@ namespace kiln::runtime {
 // row of zeros (not NaN).
 // dtypes: float32 and float64 (the same for q, k, v, out; a float mask too).
 // Bad arguments raise RuntimeError naming scaled_dot_product_attention.
+// What a hand-written softmax(q @ k^T * scale + mask) @ v means where it
+// differs from scaled_dot_product_attention (codegen's scheduler finds that
+// pattern and calls the kernel with these):
+struct AttentionOptions {
+  bool mask_drops = false;      // a bool mask marks what to drop (masked_fill's), not what to keep
+  bool empty_rows_nan = false;  // a fully masked row is NaN (softmax over all -inf), not zeros
+};
 void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                     double scale, const Tensor& out);
+                     double scale, const Tensor& out, const AttentionOptions& options = {});
 
 // The kernel's exp (a vectorizable polynomial, not libm), over n elements:
 // y[i] = exp(x[i]). Exposed for the accuracy tests. Exact 0 below the

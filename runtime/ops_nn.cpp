@@ -349,7 +349,8 @@ Value attention_eager(const OpArgs& args) {
   const Tensor meta = attention_shape(args);
   const Tensor mask = args.is_none(3) ? Tensor() : args.tensor(3);
   Tensor out = Tensor::uninitialized(meta.sizes(), meta.dtype());
-  flash_attention(args.tensor(0), args.tensor(1), args.tensor(2), mask, truth(args[4]), args.number(5), out);
+  flash_attention(args.tensor(0), args.tensor(1), args.tensor(2), mask, truth(args[4]), args.number(5), out,
+                  AttentionOptions{truth(args[6]), truth(args[7])});
   return tv(out);
 }
 

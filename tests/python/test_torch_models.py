@@ -465,6 +465,48 @@ def test_sdpa_is_one_tiled_kernel_call_at_every_length():
     assert kiln._C.llvm_report()["eager_steps"] == 2
 
 
+def test_hand_written_attention_runs_the_tiled_kernel():
+    """nanoGPT's masked_fill(tril == 0, -inf) and BERT's additive mask, a
+    scale by * or /, as one _flash_attention call each (codegen/
+    attention_pattern.h), equal to torch past one tile; a row whose every
+    key is masked is NaN as torch's softmax makes it. Scores something else
+    reads (here returned) keep the plain path."""
+    torch.manual_seed(4)
+    T = 130
+    tril = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
+
+    def gpt_style(q, k, v):
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(tril[:, :, :T, :T] == 0, float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+
+    def bert_style(q, k, v, ext):
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.size(-1))
+        return torch.matmul(nn.functional.softmax(ext + scores, dim=-1), v)
+
+    def scores_read_twice(q, k, v):
+        att = (q @ k.transpose(-2, -1)).softmax(-1)
+        return att @ v, att
+
+    q, k, v = (torch.randn(2, 3, T, 16) for _ in range(3))
+    keep = torch.ones(2, T)
+    keep[0, 100:] = 0
+    ext = (1.0 - keep[:, None, None, :]) * torch.finfo(torch.float32).min
+    dead = torch.zeros(2, 1, 1, T)
+    dead[1] = float("-inf")  # every key of the second sample masked: NaN rows
+    with torch.no_grad():
+        for fn, args, tiled in ((gpt_style, (q, k, v), 1), (bert_style, (q, k, v, ext), 1),
+                                (bert_style, (q, k, v, dead), 1), (scores_read_twice, (q, k, v), 0)):
+            kiln.reset()
+            want, got = fn(*args), kiln.compile(fn, backend="llvm")(*args)
+            for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+                torch.testing.assert_close(g, w, rtol=2e-5, atol=2e-5, equal_nan=True)
+            summary = kiln._C.llvm_report()["summary"]
+            assert summary.count("the tiled attention kernel") == tiled, summary
+            if args[-1] is dead:
+                assert torch.isnan(got[1]).all() and not torch.isnan(got[0]).any()
+
+
 def test_batch_norm_in_eval_fuses_with_its_neighbours_and_training_updates_statistics():
     """Eval BatchNorm is x * a + b per channel, fused with the relu and the
     residual add after it (no pass of its own: only the convolutions stay
