@@ -29,6 +29,8 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+
+#include "runtime/thread_pool.h"
 #include <llvm/Target/TargetMachine.h>
 #include <spdlog/spdlog.h>
 
@@ -51,10 +53,7 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 struct Jit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm;
-  std::mutex mu;  // the TargetMachine and the JIT's symbol table
-  // Made on the first compile: a process that only loads cached kernels
-  // never needs one (warm start-up time).
+  std::mutex mu;  // the JIT's symbol table
   std::unordered_map<std::string, std::vector<KernelFn>> loaded;  // content key -> entry points
 };
 
@@ -239,16 +238,15 @@ size_t distinct_kernels(const Program& p) {
   return keys.size();
 }
 
-std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times, size_t begin,
-                           size_t end) {
-  end = std::min(end, program.kernels.size());
-  Jit& J = jit();
-  auto t0 = std::chrono::steady_clock::now();
-  const HostCpu& cpu = host_cpu();
-  llvm::LLVMContext ctx;
-  auto module = std::make_unique<llvm::Module>("kiln", ctx);
-  std::lock_guard<std::mutex> lock(J.mu);
-  if (!J.tm) {
+namespace {
+
+// One TargetMachine per thread: LLVM's are not safe to share between
+// compiles running at once (compile_kernels compiles a program's parts in
+// parallel), and the pool's threads live as long as the process.
+llvm::TargetMachine& target_machine() {
+  thread_local std::unique_ptr<llvm::TargetMachine> tm;
+  if (!tm) {
+    const HostCpu& cpu = host_cpu();
     std::string err;
     const llvm::Target* target = llvm::TargetRegistry::lookupTarget(cpu.triple, err);
     if (!target) fail("no LLVM target for " + cpu.triple + ": " + err);
@@ -259,11 +257,25 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
     const llvm::CodeGenOptLevel cg = pl == "O3"   ? llvm::CodeGenOptLevel::Aggressive
                                      : pl == "O2" ? llvm::CodeGenOptLevel::Default
                                                   : llvm::CodeGenOptLevel::Less;
-    J.tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_,
-                                           std::nullopt, cg));
-    if (!J.tm) fail("cannot create a target machine for " + cpu.name);
+    tm.reset(target->createTargetMachine(cpu.triple, cpu.name, cpu.features, opts, llvm::Reloc::PIC_, std::nullopt,
+                                         cg));
+    if (!tm) fail("cannot create a target machine for " + cpu.name);
   }
-  module->setDataLayout(J.tm->createDataLayout());
+  return *tm;
+}
+
+}  // namespace
+
+std::string compile_object(const Program& program, const std::string& prefix, CompileTimes* times, size_t begin,
+                           size_t end) {
+  end = std::min(end, program.kernels.size());
+  jit();  // LLVM's targets initialized
+  auto t0 = std::chrono::steady_clock::now();
+  const HostCpu& cpu = host_cpu();
+  llvm::LLVMContext ctx;
+  auto module = std::make_unique<llvm::Module>("kiln", ctx);
+  llvm::TargetMachine& tm = target_machine();
+  module->setDataLayout(tm.createDataLayout());
   module->setTargetTriple(cpu.triple);
   // A kernel equal to one already lowered here (kernel_key) is an alias of
   // its function: a model's repeated blocks cost LLVM once.
@@ -294,7 +306,7 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = false;
   tuning.SLPVectorization = false;
-  llvm::PassBuilder pb(J.tm.get(), tuning);
+  llvm::PassBuilder pb(&tm, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -343,7 +355,7 @@ std::string compile_object(const Program& program, const std::string& prefix, Co
   llvm::SmallVector<char, 0> obj;
   llvm::raw_svector_ostream os(obj);
   llvm::legacy::PassManager pm;
-  if (J.tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
     fail("the target cannot emit object files");
   pm.run(*module);
   if (times) {
@@ -426,10 +438,16 @@ uint64_t kernel_compile_cost(const Kernel& k) {
 }
 
 std::vector<std::pair<uint32_t, uint32_t>> partition_kernels(const Program& program, int parts) {
-  const size_t n = program.kernels.size();
+  std::vector<uint64_t> cost;
+  for (const Kernel& k : program.kernels) cost.push_back(kernel_compile_cost(k));
+  return partition_by_cost(cost, parts);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> partition_by_cost(const std::vector<uint64_t>& cost, int parts) {
+  const size_t n = cost.size();
   if (parts < 1) parts = 1;
   std::vector<uint64_t> prefix(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + kernel_compile_cost(program.kernels[i]);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
   const uint64_t total = prefix[n];
   const uint64_t P = uint64_t(parts);
   // Boundary k sits at the prefix sum nearest to k/P of the total (scaled
@@ -544,14 +562,38 @@ CompiledKernels compile_kernels(const Program& program) {
   }
   if (in_process) return out;
   if (parts.empty()) {
-    CompileTimes times;
-    parts.push_back(Part{0, uint32_t(n), compile_object(program, prefix, &times)});
-    out.lower_ms = times.lower_ms;
-    out.optimize_ms = times.optimize_ms;
-    out.codegen_ms = times.codegen_ms;
+    // Alone, the program's kernels are compiled in parts on the thread
+    // pool, one LLVM module each: LLVM compiles one module on one thread.
+    // A kernel equal to an earlier one costs nothing where it can be an
+    // alias; in another part than its first it is compiled again there.
+    std::vector<uint64_t> cost(n);
+    std::unordered_set<std::string> seen;
+    for (size_t i = 0; i < n; ++i)
+      cost[i] = seen.insert(kernel_key(program, program.kernels[i])).second ? kernel_compile_cost(program.kernels[i]) : 0;
+    int nparts = std::min<int>(runtime::num_threads(), int(seen.size()));
+    uint64_t total = 0;
+    for (uint64_t c : cost) total += c;
+    if (total < 100) nparts = 1;  // under ~10 ms of compiling (cost units of 0.1 ms): not worth a second LLVM set-up
+    const auto ranges = partition_by_cost(cost, nparts);
+    std::vector<CompileTimes> times(ranges.size());
+    parts.resize(ranges.size());
+    runtime::parallel_for(int64_t(ranges.size()), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const auto [b, e] = ranges[size_t(p)];
+        parts[size_t(p)] = Part{b, e, b < e ? compile_object(program, prefix, &times[size_t(p)], b, e) : std::string()};
+      }
+    });
+    parts.erase(std::remove_if(parts.begin(), parts.end(), [](const Part& p) { return p.begin == p.end; }),
+                parts.end());
+    for (const CompileTimes& t : times) {  // CPU time, summed over the parts
+      out.lower_ms += t.lower_ms;
+      out.optimize_ms += t.optimize_ms;
+      out.codegen_ms += t.codegen_ms;
+    }
     out.compiled_here = uint32_t(n);
     out.from = CompiledKernels::From::Compiled;
-    cache.put(key, parts[0].object);
+    if (parts.size() == 1) cache.put(key, parts[0].object);
+    else cache.put(bundle_key, encode_bundle(parts));
   }
   auto t1 = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(J.mu);

@@ -70,5 +70,7 @@ std::string compile_object(const Program& program, const std::string& symbol_pre
 // arithmetic: every rank computes the same split.
 uint64_t kernel_compile_cost(const Kernel& kernel);
 std::vector<std::pair<uint32_t, uint32_t>> partition_kernels(const Program& program, int parts);
+// The same over given per-kernel costs.
+std::vector<std::pair<uint32_t, uint32_t>> partition_by_cost(const std::vector<uint64_t>& cost, int parts);
 
 }  // namespace kiln::codegen

@@ -503,8 +503,8 @@ void mode_share(kiln::collectives::ProcessGroup& world, uint64_t salt) {
               std::to_string(fair) + ")");
     check(rep.objects == size_t(n), "one object file per rank's share was linked (" + std::to_string(rep.objects) + ")");
   } else {
-    check(rep.ranks == 1 && rep.kernels_compiled == rep.kernels && rep.objects == 1,
-          "a single rank compiles everything into one object");
+    check(rep.ranks == 1 && rep.kernels_compiled == rep.kernels && rep.objects >= 1,
+          "a single rank compiles everything (in parts on its thread pool)");
   }
   uint64_t writes = 0;
   for (uint64_t w : all_gather_u64(world, disk_writes() - writes0)) writes += w;
