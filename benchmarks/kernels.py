@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Normalisation and activation kernels (issue 17): kiln's compiled call
+"""Normalisation, activation, GEMM, convolution and attention kernels
+(issue 17): kiln's compiled call
 (`kiln.compile`, llvm backend) against torch eager on the same data, in the
 same process, at transformer shapes.
 
     python3 benchmarks/kernels.py [--reps 15] [--target-ms 2] [--threads 1]
 
 Each case is one compiled function of one op (softmax, log_softmax,
-layer_norm, GELU in both forms, and attention's scale + mask + softmax).
+layer_norm, GELU in both forms, attention's scale + mask + softmax, linear,
+a 3x3 convolution, causal scaled_dot_product_attention).
 Timing: the two sides alternate, kiln then torch, --reps rounds; a round
 calls one side back to back for about --target-ms and records the time per
 call; the figure is the median over rounds, and the ratio is the median of
@@ -28,6 +30,7 @@ import time
 import numpy as np
 
 import kiln
+import kiln.nn.functional as KF
 
 try:
     import torch
@@ -59,6 +62,18 @@ def cases():
         out.append(("gelu tanh", shape, lambda x: kiln.gelu(x, approximate="tanh"),
                     lambda x: F.gelu(x, approximate="tanh"), ()))
         out.append(("gelu erf", shape, lambda x: kiln.gelu(x), lambda x: F.gelu(x), ()))
+    # The GEMM (kiln's own AVX-512 kernel where the CPU has it), a ResNet
+    # convolution (im2col + that GEMM), and attention as one tiled kernel:
+    # SDPA at the GPT's shape and at a long sequence, causal.
+    wl = normal(3 * C, C, scale=0.1)
+    out.append(("linear", (B * T, C), lambda x, w: KF.linear(x, w), lambda x, w: F.linear(x, w), (wl,)))
+    wc = normal(16, 16, 3, 3, scale=0.1)
+    out.append(("conv2d 3x3", (8, 16, 16, 16), lambda x, w: KF.conv2d(x, w, padding=1),
+                lambda x, w: F.conv2d(x, w, padding=1), (wc,)))
+    for shape in ((B, H, T, C // H), (1, 8, 512, 64)):
+        kv = (normal(*shape), normal(*shape))
+        out.append(("sdpa causal", shape, lambda q, k, v: KF.scaled_dot_product_attention(q, k, v, is_causal=True),
+                    lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), kv))
     return [(n, s, kf, tf, (normal(*s, scale=3.0),) + extra) for n, s, kf, tf, extra in out]
 
 
