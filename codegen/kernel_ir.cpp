@@ -5,6 +5,8 @@
 
 #include "codegen/kernel_ir.h"
 
+#include "runtime/blas.h"
+
 namespace kiln::codegen {
 
 Dim Dim::operator*(const Dim& o) const {
@@ -69,7 +71,8 @@ std::string Program::summary() const {
       o << "gemm " << g.node << ": ";
       if (!g.batch.empty()) o << dims_str(g.batch) << " x ";
       o << g.m.str() << "x" << g.n.str() << "x" << g.k.str()
-        << (g.trans_a ? " A^T" : "") << (g.trans_b ? " B^T" : "") << " (BLAS)\n";
+        << (g.trans_a ? " A^T" : "") << (g.trans_b ? " B^T" : "") << " ("
+        << (g.trans_a ? "OpenBLAS" : runtime::gemm_impl(g.dtype == DType::Float64)) << ")\n";
     } else {
       const EagerStep& e = eager[size_t(st.index)];
       o << "eager " << e.node->name << ": " << e.why << "\n";

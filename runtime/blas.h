@@ -28,4 +28,8 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
 // "OpenBLAS 0.3.21 (SkylakeX kernels, chosen by kiln)" and the like.
 std::string blas_info();
 
+// Which code runs gemm_f32/gemm_f64 (without a transposed A): "kiln
+// AVX-512" or "OpenBLAS". For program summaries.
+const char* gemm_impl(bool f64);
+
 }  // namespace kiln::runtime
