@@ -191,6 +191,8 @@ void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a
   gemm_split(blas().dgemm, 1.0, 0.0, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
+bool own_gemm_f32() { return use_own_f32(); }
+
 const char* gemm_impl(bool f64) { return !f64 && use_own_f32() ? "kiln AVX-512" : "OpenBLAS"; }
 
 std::string blas_info() {

@@ -31,5 +31,7 @@ std::string blas_info();
 // Which code runs gemm_f32/gemm_f64 (without a transposed A): "kiln
 // AVX-512" or "OpenBLAS". For program summaries.
 const char* gemm_impl(bool f64);
+// Whether float32 GEMMs run kiln's AVX-512 kernel (runtime/gemm_avx512.h).
+bool own_gemm_f32();
 
 }  // namespace kiln::runtime

@@ -25,6 +25,12 @@ bool has_avx512();
 void gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                      float* c, int64_t ldc);
 
+// The same with row p of B at b + row_offset[p] (rows anywhere: a
+// convolution's taps are shifted windows of one padded input, so its B
+// needs no im2col copy). Each row must have n readable floats.
+void gemm_f32_avx512_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                          const int64_t* row_offset, float* c, int64_t ldc);
+
 // A row stride for B of n columns that is not a multiple of 4 KiB.
 inline int64_t gemm_padded_ld(int64_t n) { return (n * 4) % 4096 == 0 ? n + 16 : n; }
 

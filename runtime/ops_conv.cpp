@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/blas.h"
@@ -299,6 +300,58 @@ void gather_table(const Geometry& g, int64_t nn, int64_t cin, std::vector<int32_
           }
 }
 
+// A unit-stride convolution without im2col, for kiln's float32 GEMM: the
+// group's samples are copied once into zero-padded planes, [cin][nn][Hp][Wp],
+// and row (c, ki, kj) of the GEMM's B is that buffer from the tap's offset
+// on, read over "extended" positions q = s*Hp*Wp + oi*Wp + oj that also
+// cover the padding columns and rows (their results are dropped). A valid
+// position's reads stay in its own sample's plane; the others read into the
+// next plane or a zero tail. Worth it while most extended positions are
+// real: the caller requires oh*ow >= 60% of Hp*Wp.
+void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64_t nn, const float* w, int64_t cout,
+                     const float* bias, float* out, int64_t out_sample_stride, bool inner_parallel) {
+  const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi, plane = Hp * Wp;
+  const int64_t n_ext = nn * plane, kk = g.kh * g.kw, K = cin * kk;
+  const int64_t tail = (g.kh - 1) * g.dh * Wp + (g.kw - 1) * g.dw + 32;
+  thread_local std::vector<float> padded, ext;
+  thread_local std::vector<int64_t> offsets;
+  padded.assign(size_t(cin * n_ext + tail), 0.0f);
+  for (int64_t c = 0; c < cin; ++c)
+    for (int64_t s = 0; s < nn; ++s) {
+      const float* src = sample0 + s * g.C * g.H * g.W + c * g.H * g.W;
+      float* dst = padded.data() + (c * nn + s) * plane + g.ph_lo * Wp + g.pw_lo;
+      for (int64_t i = 0; i < g.H; ++i) std::copy(src + i * g.W, src + (i + 1) * g.W, dst + i * Wp);
+    }
+  offsets.resize(size_t(K));
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t c = k / kk, ki = (k % kk) / g.kw, kj = k % g.kw;
+    offsets[size_t(k)] = c * n_ext + ki * g.dh * Wp + kj * g.dw;
+  }
+  if (ext.size() < size_t(cout * n_ext)) ext.resize(size_t(cout * n_ext));
+  const float* b = padded.data();
+  const int64_t* off = offsets.data();
+  float* e = ext.data();
+  auto columns = [&](int64_t lo, int64_t hi) {  // in units of 32 columns
+    const int64_t j0 = lo * 32, j1 = std::min(n_ext, hi * 32);
+    gemm_f32_avx512_rows(cout, j1 - j0, K, w, K, b + j0, off, e + j0, n_ext);
+  };
+  const int64_t panels = (n_ext + 31) / 32;
+  if (inner_parallel) parallel_for(panels, 1, columns);
+  else columns(0, panels);
+  auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the output, bias added
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t s = r / cout, c = r % cout;
+      const float add = bias ? bias[c] : 0.0f;
+      const float* src = e + c * n_ext + s * plane;
+      float* dst = out + s * out_sample_stride + c * g.oh * g.ow;
+      for (int64_t oi = 0; oi < g.oh; ++oi)
+        for (int64_t oj = 0; oj < g.ow; ++oj) dst[oi * g.ow + oj] = src[oi * Wp + oj] + add;
+    }
+  };
+  if (inner_parallel) parallel_for(nn * cout, std::max<int64_t>(1, 4096 / (g.oh * g.ow)), finish);
+  else finish(0, nn * cout);
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const Geometry& g = p.g;
@@ -344,7 +397,22 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   const int64_t per_group =
       std::max<int64_t>(1, std::min<int64_t>(g.N, std::min<int64_t>(256 / P + (256 % P != 0), (int64_t(1) << 22) / (K * P))));
   const int64_t n_groups = (g.N + per_group - 1) / per_group;
+  // Unit strides and mostly real positions in the padded planes: no im2col
+  // (conv_direct_f32). Fewer than 8 columns a row: the gather below wins.
+  const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi;
+  bool direct = false;
+  if constexpr (std::is_same_v<T, float>)
+    direct = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.ow >= 8 && 10 * P >= 6 * Hp * Wp;
   auto run_group = [&](int64_t n0, int64_t nn, bool inner_parallel) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct) {
+        for (int64_t grp = 0; grp < p.groups; ++grp)
+          conv_direct_f32(g, in + ((n0 * g.C) + grp * cin_g) * g.H * g.W, cin_g, nn, wp + grp * cout_g * K, cout_g,
+                          bp ? bp + grp * cout_g : nullptr, o + (n0 * p.cout + grp * cout_g) * P, p.cout * P,
+                          inner_parallel);
+        return;
+      }
+    }
     // Per-thread scratch, kept between calls (allocating it per call costs
     // page faults every time: glibc returns blocks this size to the OS).
     thread_local std::vector<T> scratch;
