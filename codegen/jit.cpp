@@ -567,14 +567,29 @@ CompiledKernels compile_kernels(const Program& program) {
     // A kernel equal to an earlier one costs nothing where it can be an
     // alias; in another part than its first it is compiled again there.
     std::vector<uint64_t> cost(n);
+    std::vector<std::string> keys(n);
     std::unordered_set<std::string> seen;
-    for (size_t i = 0; i < n; ++i)
-      cost[i] = seen.insert(kernel_key(program, program.kernels[i])).second ? kernel_compile_cost(program.kernels[i]) : 0;
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = kernel_key(program, program.kernels[i]);
+      cost[i] = seen.insert(keys[i]).second ? kernel_compile_cost(program.kernels[i]) : 0;
+    }
     int nparts = std::min<int>(runtime::num_threads(), int(seen.size()));
     uint64_t total = 0;
     for (uint64_t c : cost) total += c;
     if (total < 100) nparts = 1;  // under ~10 ms of compiling (cost units of 0.1 ms): not worth a second LLVM set-up
-    const auto ranges = partition_by_cost(cost, nparts);
+    auto ranges = partition_by_cost(cost, nparts);
+    // What each part really compiles: every key first seen in it. Repeated
+    // blocks spread over all parts (a GRU's unrolled steps) would make each
+    // part compile nearly everything: then one part is faster.
+    uint64_t slowest = 0;
+    for (const auto& [b, e] : ranges) {
+      std::unordered_set<std::string> mine;
+      uint64_t c = 0;
+      for (uint32_t i = b; i < e; ++i)
+        if (mine.insert(keys[i]).second) c += kernel_compile_cost(program.kernels[i]);
+      slowest = std::max(slowest, c);
+    }
+    if (ranges.size() > 1 && 4 * slowest > 3 * total) ranges = partition_by_cost(cost, 1);
     std::vector<CompileTimes> times(ranges.size());
     parts.resize(ranges.size());
     runtime::parallel_for(int64_t(ranges.size()), 1, [&](int64_t lo, int64_t hi) {
