@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "interpreter/verifier.h"
 #include "runtime/builtins.h"
 #include "runtime/set_ops.h"
 #include "runtime/module.h"
@@ -254,6 +255,28 @@ bool Residual::emit_sym(const output_graph::SymExpr& e) {
   return true;
 }
 
+void Residual::emit_build(Opcode op, size_t n, const std::function<void(size_t)>& push) {
+  if (n <= size_t(kMaxCountOperand)) {
+    for (size_t i = 0; i < n; ++i) push(i);
+    b.emit(op, int32_t(n));
+    return;
+  }
+  // tuple(list) / dict(list of (key, value)): the callable goes first.
+  if (op != Opcode::BUILD_LIST) emit_const(*runtime::builtins().find(op == Opcode::BUILD_TUPLE ? "tuple" : "dict"));
+  constexpr size_t kChunk = size_t(1) << 15;
+  b.emit(Opcode::BUILD_LIST, 0);
+  for (size_t at = 0; at < n; at += kChunk) {
+    const size_t m = std::min(kChunk, n - at);
+    for (size_t i = at; i < at + m; ++i) {
+      push(i);
+      if (op == Opcode::BUILD_DICT) b.emit(Opcode::BUILD_TUPLE, 2);
+    }
+    b.emit(Opcode::BUILD_LIST, int32_t(m));
+    b.emit(Opcode::LIST_EXTEND, 1);
+  }
+  if (op != Opcode::BUILD_LIST) b.emit(Opcode::CALL, 1);
+}
+
 void Residual::reconstruct(const VT& v0, bool as_list) {
   VT v = v0;
   if (v && v->is(VTKind::Lazy)) {
@@ -297,21 +320,18 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       auto done = rebuilt.find(v.get());
       if (done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
       if (v->is(VTKind::List)) {
-        for (const VT& x : v->items) reconstruct(x);
-        b.emit(Opcode::BUILD_LIST, int32_t(v->items.size()));
+        emit_build(Opcode::BUILD_LIST, v->items.size(), [&](size_t i) { reconstruct(v->items[i]); });
       } else {
-        for (size_t i = 0; i < v->keys.size(); ++i) {
+        emit_build(Opcode::BUILD_DICT, v->keys.size(), [&](size_t i) {
           emit_const(v->keys[i]);
           reconstruct(v->items[i]);
-        }
-        b.emit(Opcode::BUILD_DICT, int32_t(v->keys.size()));
+        });
       }
       keep_rebuilt(v);
       return;
     }
     case VTKind::Tuple:
-      for (const VT& x : v->items) reconstruct(x);
-      b.emit(Opcode::BUILD_TUPLE, int32_t(v->items.size()));
+      emit_build(Opcode::BUILD_TUPLE, v->items.size(), [&](size_t i) { reconstruct(v->items[i]); });
       return;
     case VTKind::Iterator: {
       const vars::LazyIteration lazy = vars::lazy_iteration(*v);
@@ -370,8 +390,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       if (!as_list)
         if (auto done = rebuilt.find(v.get()); done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
       const std::vector<VT> rest = vars::remaining_items(*v);
-      for (const VT& x : rest) reconstruct(x);
-      b.emit(Opcode::BUILD_LIST, int32_t(rest.size()));
+      emit_build(Opcode::BUILD_LIST, rest.size(), [&](size_t i) { reconstruct(rest[i]); });
       if (as_list) return;
       b.emit(Opcode::GET_ITER);  // one object for every holder
       keep_rebuilt(v);
@@ -545,14 +564,12 @@ void Residual::replay_side_effects() {
       // Items the trace left where they were stay the caller's very
       // objects (an append only appends, as in Python).
       while (w.keep < c->items.size() && is_original_item(c, w.keep)) ++w.keep;
-      for (size_t i = w.keep; i < c->items.size(); ++i) reconstruct(c->items[i]);
-      b.emit(Opcode::BUILD_LIST, int32_t(c->items.size() - w.keep));
+      emit_build(Opcode::BUILD_LIST, c->items.size() - w.keep, [&](size_t i) { reconstruct(c->items[w.keep + i]); });
     } else {  // dict: the new contents (reading the old), then clear, update
-      for (size_t i = 0; i < c->keys.size(); ++i) {
+      emit_build(Opcode::BUILD_DICT, c->keys.size(), [&](size_t i) {
         emit_const(c->keys[i]);
         reconstruct(c->items[i]);
-      }
-      b.emit(Opcode::BUILD_DICT, int32_t(c->keys.size()));
+      });
     }
     b.emit(Opcode::STORE_FAST, w.contents);
     writes.push_back(w);

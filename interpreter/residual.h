@@ -6,6 +6,8 @@
 // (resume_execution.h) with the saved stack and live locals.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <set>
 #include <unordered_map>
@@ -36,6 +38,13 @@ struct Residual {
   void keep_rebuilt(const VT& v);
 
   void emit_const(const Value& v) { b.emit(Opcode::LOAD_CONST, b.constant(v)); }
+
+  // BUILD_LIST / BUILD_TUPLE / BUILD_DICT of n items, `push(i)` pushing
+  // item i (a dict's: key, then value). Past the count an instruction can
+  // carry (kMaxCountOperand) the container is built in chunks (a list
+  // extended chunk by chunk; tuple() or dict() of it), so a list of 10^5
+  // items the trace made still rebuilds.
+  void emit_build(Opcode op, size_t n, const std::function<void(size_t)>& push);
 
   // The frame's cells as one tuple in a temporary, made before any branch
   // (emit_cell fills a trace-made cell only the first time, which a
