@@ -29,8 +29,6 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
-
-#include "runtime/thread_pool.h"
 #include <llvm/Target/TargetMachine.h>
 #include <spdlog/spdlog.h>
 
@@ -39,6 +37,7 @@
 #include "output_graph/backend.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::codegen {
 namespace {

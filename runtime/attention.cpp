@@ -526,9 +526,8 @@ constexpr const char* kOp = "scaled_dot_product_attention";
   throw_error(ErrorKind::RuntimeError, std::string(kOp) + "(): " + what);
 }
 
-std::string shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
-  return "query " + shape_str(q.sizes()) + ", key " + shape_str(k.sizes()) + ", value " + shape_str(v.sizes()) +
-         " and out " + shape_str(out.sizes());
+std::string shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return "query " + shape_str(q.sizes()) + ", key " + shape_str(k.sizes()) + " and value " + shape_str(v.sizes());
 }
 
 template <class T>
@@ -602,39 +601,26 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
 
 }  // namespace
 
-void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                     double scale, const Tensor& out, const AttentionOptions& options) {
-  if (!q.defined() || !k.defined() || !v.defined() || !out.defined())
-    fail("query, key, value and out must be tensors");
-  if (q.is_meta() || k.is_meta() || v.is_meta() || out.is_meta() || (mask.defined() && mask.is_meta()))
-    fail("cannot run on meta tensors");
+Shape attention_result_sizes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+  if (!q.defined() || !k.defined() || !v.defined()) fail("query, key, value and out must be tensors");
   const int64_t nd = q.dim();
-  if (nd < 2 || k.dim() != nd || v.dim() != nd || out.dim() != nd)
-    fail("query, key, value and out must have the same number of dims, at least 2; got " + shapes(q, k, v, out));
+  if (nd < 2 || k.dim() != nd || v.dim() != nd)
+    fail("query, key and value must have the same number of dims, at least 2; got " + shapes(q, k, v));
   if (!is_floating(q.dtype()))
     fail(std::string("expected a float32 or float64 query, got ") + dtype_name(q.dtype()));
-  if (k.dtype() != q.dtype() || v.dtype() != q.dtype() || out.dtype() != q.dtype())
-    fail(std::string("query, key, value and out must have the same dtype, got ") + dtype_name(q.dtype()) + ", " +
-         dtype_name(k.dtype()) + ", " + dtype_name(v.dtype()) + " and " + dtype_name(out.dtype()));
-  const Shape &qs = q.sizes(), &ks = k.sizes(), &vs = v.sizes(), &os = out.sizes();
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    fail(std::string("query, key and value must have the same dtype, got ") + dtype_name(q.dtype()) + ", " +
+         dtype_name(k.dtype()) + " and " + dtype_name(v.dtype()));
+  const Shape &qs = q.sizes(), &ks = k.sizes(), &vs = v.sizes();
   for (int64_t d = 0; d + 2 < nd; ++d)
-    if (ks[size_t(d)] != qs[size_t(d)] || vs[size_t(d)] != qs[size_t(d)] || os[size_t(d)] != qs[size_t(d)])
-      fail("the batch dims of query, key, value and out must be equal; got " + shapes(q, k, v, out));
+    if (ks[size_t(d)] != qs[size_t(d)] || vs[size_t(d)] != qs[size_t(d)])
+      fail("the batch dims of query, key and value must be equal; got " + shapes(q, k, v));
   const size_t L = size_t(nd - 2), E = size_t(nd - 1);
-  if (ks[E] != qs[E])
-    fail("key's last dim must equal query's (" + std::to_string(qs[E]) + "); got " + shapes(q, k, v, out));
+  if (ks[E] != qs[E]) fail("key's last dim must equal query's (" + std::to_string(qs[E]) + "); got " + shapes(q, k, v));
   if (vs[L] != ks[L])
-    fail("value must have as many rows as key (" + std::to_string(ks[L]) + "); got " + shapes(q, k, v, out));
-  if (os[L] != qs[L] || os[E] != vs[E])
-    fail("out must have shape [..., L, Ev] = [..., " + std::to_string(qs[L]) + ", " + std::to_string(vs[E]) +
-         "]; got " + shapes(q, k, v, out));
-  MaskKind mk = MaskKind::None;
+    fail("value must have as many rows as key (" + std::to_string(ks[L]) + "); got " + shapes(q, k, v));
   if (mask.defined()) {
-    if (mask.dtype() == DType::Bool)
-      mk = MaskKind::Bool;
-    else if (mask.dtype() == q.dtype())
-      mk = MaskKind::Float;
-    else
+    if (mask.dtype() != DType::Bool && mask.dtype() != q.dtype())
       fail(std::string("attn_mask must be bool or have the query's dtype (") + dtype_name(q.dtype()) + "), got " +
            dtype_name(mask.dtype()));
     Shape target(qs.begin(), qs.end() - 1);
@@ -648,6 +634,28 @@ void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       fail("attn_mask of shape " + shape_str(mask.sizes()) + " cannot be broadcast to the scores' shape " +
            shape_str(target));
   }
+  Shape out = qs;
+  out.back() = vs.back();
+  return out;
+}
+
+void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                     double scale, const Tensor& out, const AttentionOptions& options) {
+  if (!q.defined() || !k.defined() || !v.defined() || !out.defined())
+    fail("query, key, value and out must be tensors");
+  if (q.is_meta() || k.is_meta() || v.is_meta() || out.is_meta() || (mask.defined() && mask.is_meta()))
+    fail("cannot run on meta tensors");
+  const Shape want = attention_result_sizes(q, k, v, mask);
+  if (out.dim() != q.dim())
+    fail("out must have the same number of dims as query (" + std::to_string(q.dim()) + "); got " +
+         shape_str(out.sizes()));
+  if (out.dtype() != q.dtype())
+    fail(std::string("out must have the same dtype as query (") + dtype_name(q.dtype()) + "), got " +
+         dtype_name(out.dtype()));
+  if (out.sizes() != want)
+    fail("out must have shape [..., L, Ev] = [..., " + std::to_string(want[want.size() - 2]) + ", " +
+         std::to_string(want.back()) + "]; got " + shape_str(out.sizes()));
+  const MaskKind mk = !mask.defined() ? MaskKind::None : mask.dtype() == DType::Bool ? MaskKind::Bool : MaskKind::Float;
   if (q.dtype() == DType::Float32)
     launch<float>(q, k, v, mask, mk, causal, scale, out, options);
   else

@@ -28,6 +28,11 @@ namespace kiln::runtime {
 // row of zeros (not NaN).
 // dtypes: float32 and float64 (the same for q, k, v, out; a float mask too).
 // Bad arguments raise RuntimeError naming scaled_dot_product_attention.
+// The result's sizes, [..., L, Ev], after every check flash_attention
+// makes of q, k, v and the mask (meta tensors welcome): the op's shape
+// rule, so a bad call raises when it is traced, as torch's does.
+Shape attention_result_sizes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask);
+
 // What a hand-written softmax(q @ k^T * scale + mask) @ v means where it
 // differs from scaled_dot_product_attention (codegen's scheduler finds that
 // pattern and calls the kernel with these):

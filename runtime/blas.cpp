@@ -149,9 +149,10 @@ void gemm_split(Fn fn, T one, T zero, bool ta, bool tb, int64_t m, int64_t n, in
   });
 }
 
-// Whether float32 GEMMs run kiln's AVX-512 kernel (runtime/gemm_avx512.h
-// says why): on CPUs that have it, unless KILN_GEMM=blas.
-bool use_own_f32() {
+}  // namespace
+
+// On CPUs that have AVX-512, unless KILN_GEMM=blas.
+bool own_gemm_f32() {
   static const bool yes = [] {
     const char* e = std::getenv("KILN_GEMM");
     return has_avx512() && !(e && std::string(e) == "blas");
@@ -159,11 +160,9 @@ bool use_own_f32() {
   return yes;
 }
 
-}  // namespace
-
 void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
               int64_t ldb, float* c, int64_t ldc) {
-  if (!use_own_f32() || ta) return gemm_split(blas().sgemm, 1.0f, 0.0f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  if (!own_gemm_f32() || ta) return gemm_split(blas().sgemm, 1.0f, 0.0f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
   // B^T (a Linear's weight) is copied to [k][n] first: the kernel's tile
   // reads rows of B. The copy costs n*k against the product's m*n*k.
   thread_local std::vector<float> bt;
@@ -191,12 +190,10 @@ void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a
   gemm_split(blas().dgemm, 1.0, 0.0, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-bool own_gemm_f32() { return use_own_f32(); }
-
-const char* gemm_impl(bool f64) { return !f64 && use_own_f32() ? "kiln AVX-512" : "OpenBLAS"; }
+const char* gemm_impl(bool f64) { return !f64 && own_gemm_f32() ? "kiln AVX-512" : "OpenBLAS"; }
 
 std::string blas_info() {
-  return blas().info + (use_own_f32() ? "; float32 GEMMs: kiln's AVX-512 kernel" : "");
+  return blas().info + (own_gemm_f32() ? "; float32 GEMMs: kiln's AVX-512 kernel" : "");
 }
 
 }  // namespace kiln::runtime

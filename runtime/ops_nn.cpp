@@ -256,15 +256,19 @@ Tensor batch_norm_shape(const OpArgs& args) {
   return Tensor::meta(args.tensor(0).sizes(), p.dtype);
 }
 
+// Training only: evaluation decomposes (batch_norm_parts, ops.def), and
+// call_op runs the decomposition before any kernel.
 Value batch_norm_eager(const OpArgs& args) {
   const BnPlan p = plan_batch_norm(args);
+  if (!p.training)
+    throw_error(ErrorKind::RuntimeError, "batch_norm(): evaluation reached the training kernel (a kiln bug)");
   const Tensor x = args.tensor(0);
   const Tensor xd = as_f64(x);
   const double* in = xd.data<double>();
   const int64_t C = p.channels, N = x.sizes()[0], inner = C && N ? x.numel() / (N * C) : 0;
   const double eps = args.number(7);
   std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));  // var: biased, what normalizes
-  if (p.training) {
+  {
     for (int64_t c = 0; c < C; ++c) {
       double s = 0;
       for (int64_t n = 0; n < N; ++n)
@@ -298,12 +302,6 @@ Value batch_norm_eager(const OpArgs& args) {
       store_f64(rm, nm);
       store_f64(rv, nv);
     }
-  } else {
-    const Tensor rmd = args.tensor(1).to(DType::Float64), rvd = args.tensor(2).to(DType::Float64);
-    for (int64_t c = 0; c < C; ++c) {
-      mean[size_t(c)] = rmd.item_as_double({c});
-      var[size_t(c)] = rvd.item_as_double({c});
-    }
   }
   const Tensor w = args.is_none(3) ? Tensor() : args.tensor(3).to(DType::Float64);
   const Tensor b = args.is_none(4) ? Tensor() : args.tensor(4).to(DType::Float64);
@@ -329,20 +327,9 @@ Value batch_norm_eager(const OpArgs& args) {
 // ----- _flash_attention ---------------------------------------------------------
 
 Tensor attention_shape(const OpArgs& args) {
-  const Tensor q = args.tensor(0), k = args.tensor(1), v = args.tensor(2);
-  const char* op = "scaled_dot_product_attention";
-  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
-    throw_error(ErrorKind::RuntimeError, std::string(op) + "(): query, key and value must have the same rank (>= 2), got " +
-                                             shape_str(q.sizes()) + ", " + shape_str(k.sizes()) + " and " +
-                                             shape_str(v.sizes()));
-  for (int64_t d = 0; d + 2 < q.dim(); ++d)
-    if (k.sizes()[size_t(d)] != q.sizes()[size_t(d)] || v.sizes()[size_t(d)] != q.sizes()[size_t(d)])
-      throw_error(ErrorKind::RuntimeError, std::string(op) + "(): query, key and value must have the same batch dims, got " +
-                                               shape_str(q.sizes()) + ", " + shape_str(k.sizes()) + " and " +
-                                               shape_str(v.sizes()));
-  Shape out = q.sizes();
-  out.back() = v.sizes().back();
-  return Tensor::meta(out, q.dtype());
+  const Tensor mask = args.is_none(3) ? Tensor() : args.tensor(3);
+  return Tensor::meta(attention_result_sizes(args.tensor(0), args.tensor(1), args.tensor(2), mask),
+                      args.tensor(0).dtype());
 }
 
 Value attention_eager(const OpArgs& args) {
