@@ -1,0 +1,452 @@
+"""CPython bytecode as editable instructions: decode, assemble, stack shapes.
+
+`decode(code)` turns a code object into a `Bytecode`: a list of `Instr`
+(jumps hold their target Instr, EXTENDED_ARG folded into the arg, CACHE
+units dropped), the exception table as `ExcEntry` rows over Instrs, and the
+code object itself as the template. `assemble(bc, **replace)` lays the
+instructions out again and returns a code object; unmodified compiler
+output comes back byte-identical (co_code, co_exceptiontable, co_linetable,
+co_stacksize), which tests/python/test_bytecode.py checks over thousands of
+real code objects. `stack_analysis(bc)` gives the run-time shape of the
+value stack before every reachable instruction, NULL slots included.
+
+Used by kiln/_resume.py to build resume functions (continue a frame's
+original bytecode after a graph break). Imports nothing from kiln: the
+per-version facts are in kiln/_bytecode_tables.py.
+"""
+import dis
+
+from . import _bytecode_tables as T
+
+__all__ = ["Instr", "ExcEntry", "Bytecode", "decode", "assemble", "stack_analysis",
+           "StackMergeError", "successors", "max_stack_depth", "localsplus_names", "new_localsplus",
+           "relayout_locals"]
+
+
+class Instr:
+    """One instruction. `target` is the Instr a jump goes to (its `arg` is
+    recomputed by assemble). `positions` is the original dis.Positions (or
+    the positions of the instruction a new one stands for; None: no
+    location). `offset` is the byte offset of the opcode unit in the code
+    it was decoded from (after any EXTENDED_ARG), None for new ones.
+    Identity is the instruction: Instrs hash by id, so dicts keyed by Instr
+    survive edits of the list."""
+    __slots__ = ("opname", "opcode", "arg", "target", "positions", "offset",
+                 "_start", "_end", "_ext")
+
+    def __init__(self, opname, arg=None, *, target=None, positions=None, offset=None):
+        self.opname = opname
+        self.opcode = dis.opmap[opname]
+        self.arg = arg
+        self.target = target
+        self.positions = positions
+        self.offset = offset
+        self._start = self._end = None  # byte range in the last layout, prefixes and caches included
+        self._ext = 0                   # EXTENDED_ARG prefixes in the last layout
+
+    def set_op(self, opname):
+        self.opname, self.opcode = opname, dis.opmap[opname]
+
+    @property
+    def lineno(self):
+        return None if self.positions is None else self.positions.lineno
+
+    def __repr__(self):
+        tgt = f" -> @{self.target.offset}" if self.target is not None else ""
+        arg = "" if self.arg is None else f" {self.arg}"
+        at = "" if self.offset is None else f"@{self.offset} "
+        return f"<{at}{self.opname}{arg}{tgt}>"
+
+
+class ExcEntry:
+    """An exception-table row: instructions from `start` to `end` INCLUSIVE
+    (in list order) raise to `handler` with the stack cut to `depth`, plus
+    the raising instruction's offset (lasti) pushed when `lasti`."""
+    __slots__ = ("start", "end", "handler", "depth", "lasti")
+
+    def __init__(self, start, end, handler, depth, lasti):
+        self.start, self.end, self.handler, self.depth, self.lasti = start, end, handler, depth, lasti
+
+    def __repr__(self):
+        return (f"<ExcEntry {self.start!r}..{self.end!r} -> {self.handler!r} "
+                f"depth {self.depth}{' lasti' if self.lasti else ''}>")
+
+
+class Bytecode:
+    """`instrs` (list[Instr]), `exc_table` (list[ExcEntry], the order of
+    the encoded table), `code` (the template for assemble's replace).
+
+    Keep `exc_table` ordered by position with rows not overlapping: 3.11's
+    lookup (get_exception_handler) scans rows in order and gives up at the
+    first row that starts past the raising offset. To insert instructions
+    inside a row that must not be covered, split the row in two."""
+
+    def __init__(self, instrs, exc_table, code):
+        self.instrs, self.exc_table, self.code = instrs, exc_table, code
+
+    def copy(self):
+        """A deep copy: new Instrs (targets and table rows pointing at the
+        copies), the same template code."""
+        new = {}
+        for ins in self.instrs:
+            c = Instr.__new__(Instr)
+            c.opname, c.opcode, c.arg, c.target, c.positions, c.offset = \
+                ins.opname, ins.opcode, ins.arg, ins.target, ins.positions, ins.offset
+            c._start, c._end, c._ext = ins._start, ins._end, ins._ext
+            new[ins] = c
+        for c in new.values():
+            if c.target is not None:
+                c.target = new[c.target]
+        table = [ExcEntry(new[e.start], new[e.end], new[e.handler], e.depth, e.lasti) for e in self.exc_table]
+        return Bytecode([new[i] for i in self.instrs], table, self.code)
+
+    def at_offset(self, offset):
+        """The instruction decoded from byte `offset` (KeyError if none)."""
+        for ins in self.instrs:
+            if ins.offset == offset:
+                return ins
+        raise KeyError(f"no instruction at offset {offset} in {self.code.co_name}")
+
+    def handlers_of(self):
+        """{Instr: [the ExcEntry CPython uses for it]}: the first row that
+        covers it (rows do not overlap in compiler output; assemble
+        refuses tables that are out of order)."""
+        index = {ins: i for i, ins in enumerate(self.instrs)}
+        out = {}
+        for e in self.exc_table:
+            for ins in self.instrs[index[e.start]:index[e.end] + 1]:
+                out.setdefault(ins, [e])
+        return out
+
+
+# --------------------------------------------------------- slot layout --
+
+def localsplus_names(code):
+    """Names of 3.11's fast-locals slots in index order (LOAD_FAST,
+    LOAD_DEREF, MAKE_CELL, LOAD_CLOSURE ... all index this one array)."""
+    n = len(code.co_varnames) + len(set(code.co_cellvars) - set(code.co_varnames)) + len(code.co_freevars)
+    return [code._varname_from_oparg(i) for i in range(n)]
+
+
+def new_localsplus(varnames, cellvars, freevars):
+    # What the code constructor builds: varnames, cells that are not also
+    # varnames (a cell argument shares its varname's slot), then frees.
+    return list(varnames) + [c for c in cellvars if c not in varnames] + list(freevars)
+
+
+def relayout_locals(instrs, old_names, new_names):
+    """Rewrite local/cell/free slot args from the old slot layout to the new,
+    by name."""
+    index = {}
+    for i, n in enumerate(new_names):
+        index.setdefault(n, i)
+    for ins in instrs:
+        if ins.opcode in T.LOCAL_OPS or ins.opcode in T.FREE_OPS:
+            ins.arg = index[old_names[ins.arg]]
+
+
+
+# ------------------------------------------------------------- decode --
+
+def decode(code):
+    """`code` as a Bytecode (see the module docstring). Instr.offset is the
+    opcode unit's byte offset, as dis reports it."""
+    raw = code.co_code
+    positions = list(code.co_positions())  # one tuple per code unit
+    instrs = []
+    by_start = {}
+    i, ext, start, nprefix = 0, 0, None, 0
+    while i < len(raw):
+        op, a = raw[i], raw[i + 1]
+        if start is None:
+            start = i
+        if op == T.EXTENDED_ARG:
+            ext = (ext | a) << 8
+            nprefix += 1
+            i += 2
+            continue
+        if op == T.CACHE:  # only after an instruction; skipped below
+            raise ValueError(f"stray CACHE at offset {i} in {code.co_name}")
+        ins = Instr(dis.opname[op], (ext | a) if op >= T.HAVE_ARGUMENT else None,
+                    positions=dis.Positions(*positions[start // 2]), offset=i)
+        ins._start, ins._ext = start, nprefix
+        i += 2 + 2 * T.cache_entries(op)
+        ins._end = i
+        instrs.append(ins)
+        by_start[start] = ins
+        ext, start, nprefix = 0, None, 0
+    by_end = {ins._end: ins for ins in instrs}
+    for ins in instrs:
+        if ins.opcode in T.JUMP_OPS:
+            ins.target = by_start[T.jump_target_offset(ins.offset, ins.opcode, ins.arg)]
+    table = [ExcEntry(by_start[s], by_end[e], by_start[h], d, l)
+             for s, e, h, d, l in T.parse_exception_table(code.co_exceptiontable)]
+    return Bytecode(instrs, table, code)
+
+
+# ----------------------------------------------------------- assemble --
+
+def _nprefix(arg):
+    n = 0
+    while arg is not None and arg > 0xFF:
+        arg >>= 8
+        n += 1
+    return n
+
+
+def _layout(instrs):
+    """Fix offsets and jump args/opcodes. Sizes only ever grow between
+    rounds, so the loop ends; starting from the fewest prefixes gives the
+    compiler's own (smallest) layout."""
+    caches = T.CACHES
+    for ins in instrs:
+        ins._ext = _nprefix(ins.arg) if ins.target is None else 0
+    while True:
+        pos = 0
+        for ins in instrs:
+            ins._start = pos
+            pos += 2 * (ins._ext + 1 + caches[ins.opcode])
+            ins._end = pos
+        changed = False
+        for ins in instrs:
+            if ins.target is None:
+                continue
+            op_off = ins._start + 2 * ins._ext
+            backward = T.is_backward_target(op_off, ins.opcode, ins.target._start)
+            if (ins.opcode in T.BACKWARD_JUMPS) != backward:
+                op = T.jump_variant(ins.opcode, backward)
+                ins.set_op(dis.opname[op])
+            ins.arg = T.jump_arg(op_off, ins.opcode, ins.target._start)
+            need = _nprefix(ins.arg)
+            if need > ins._ext:
+                ins._ext = need
+                changed = True
+        if not changed:
+            return pos
+
+
+_ZEROS = [bytes(2 * n) for n in range(max(T.CACHES) + 1)]
+
+
+def assemble(bc, **replace):
+    """A code object for `bc` (co_code, co_exceptiontable, co_linetable and
+    co_stacksize computed; `replace` goes to code.replace and wins)."""
+    instrs = bc.instrs
+    for ins in instrs:
+        if ins.opcode in T.JUMP_OPS and ins.target is None:
+            raise ValueError(f"jump without target: {ins!r}")
+    _layout(instrs)
+    out = bytearray()
+    caches, ext_op = T.CACHES, T.EXTENDED_ARG
+    for ins in instrs:
+        arg = ins.arg or 0
+        for k in range(ins._ext, 0, -1):
+            out.append(ext_op)
+            out.append((arg >> (8 * k)) & 0xFF)
+        out.append(ins.opcode)
+        out.append(arg & 0xFF)
+        if caches[ins.opcode]:
+            out += _ZEROS[caches[ins.opcode]]  # CACHE units, zeroed as co_code shows them
+    rows = [(e.start._start, e.end._end, e.handler._start, e.depth, e.lasti) for e in bc.exc_table]
+    for (s0, e0, *_), (s1, *_) in zip(rows, rows[1:]):
+        if s1 < e0:
+            raise ValueError(f"exception table rows out of order or overlapping: "
+                             f"[{s0}, {e0}) then one starting at {s1}")
+    if any(s >= e for s, e, *_ in rows):
+        raise ValueError("an exception table row ends before it starts (start after end in instrs)")
+    exc = T.encode_exception_table(rows)
+    firstlineno = replace.get("co_firstlineno", bc.code.co_firstlineno)
+    lines = T.encode_location_table(
+        [((ins._end - ins._start) // 2, ins.positions) for ins in instrs], firstlineno)
+    kw = dict(co_code=bytes(out), co_exceptiontable=exc, co_linetable=lines,
+              co_stacksize=max_stack_depth(bc))
+    kw.update(replace)
+    return bc.code.replace(**kw)
+
+
+# ------------------------------------------------------- control flow --
+
+def successors(bc, handlers=None):
+    """{Instr: ([(successor Instr, taken as the jump?)], [ExcEntry covering it])}."""
+    handlers = bc.handlers_of() if handlers is None else handlers
+    out = {}
+    instrs = bc.instrs
+    for i, ins in enumerate(instrs):
+        nxt = []
+        if ins.target is not None:
+            nxt.append((ins.target, True))
+        if ins.opcode not in T.UNCONDITIONAL_JUMPS and ins.opcode not in T.TERMINATORS \
+                and i + 1 < len(instrs):
+            nxt.append((instrs[i + 1], False))
+        out[ins] = (nxt, handlers.get(ins, ()))
+    return out
+
+
+def _arg(ins):
+    return (ins.arg or 0) if ins.opcode >= T.HAVE_ARGUMENT else None
+
+
+_EFFECTS = {}
+
+
+def _compiler_effect(opcode, arg, jump):
+    """dis.stack_effect, memoised; RETURN_GENERATOR counts +1: the frame
+    resumes with the first send()'s value pushed, and the compiler adds
+    that prefix after its depth pass, so counting it gives its numbers."""
+    key = (opcode, arg, jump)
+    e = _EFFECTS.get(key)
+    if e is None:
+        if opcode in T.JUMP_OPS:
+            e = dis.stack_effect(opcode, arg, jump=jump)
+        elif opcode == T.RETURN_GENERATOR:
+            e = 1
+        else:
+            e = dis.stack_effect(opcode, arg)
+        _EFFECTS[key] = e
+    return e
+
+
+def max_stack_depth(bc):
+    """co_stacksize as the 3.11 compiler computes it: the largest depth
+    before or after any reachable instruction, following jumps with their
+    jump effect, and exception handlers at depth + lasti + 1 (the
+    exception). Uses the compiler's accounting (dis.stack_effect: PRECALL
+    -argc, CALL -1), which is what co_stacksize must match; the run-time
+    depth between PRECALL and CALL is never larger than before PRECALL."""
+    instrs = bc.instrs
+    n = len(instrs)
+    if not n:
+        return 0
+    pos = {ins: i for i, ins in enumerate(instrs)}
+    exc = [()] * n
+    for e in bc.exc_table:
+        row = ((pos[e.handler], e.depth + e.lasti + 1),)
+        for i in range(pos[e.start], pos[e.end] + 1):
+            exc[i] += row
+    depth = [None] * n
+    depth[0] = 0
+    work = [0]
+    best = 0
+    no_fall = T.UNCONDITIONAL_JUMPS | T.TERMINATORS
+    have_arg = T.HAVE_ARGUMENT
+    while work:
+        i = work.pop()
+        ins = instrs[i]
+        d = depth[i]
+        op = ins.opcode
+        arg = (ins.arg or 0) if op >= have_arg else None
+        after = d + _compiler_effect(op, arg, False)
+        if after > best:
+            best = after
+        if op not in no_fall and i + 1 < n and depth[i + 1] is None:
+            depth[i + 1] = after
+            work.append(i + 1)
+        if ins.target is not None:
+            j, nd = pos[ins.target], d + _compiler_effect(op, arg, True)
+            if nd > best:
+                best = nd
+            if depth[j] is None:
+                depth[j] = nd
+                work.append(j)
+        for j, nd in exc[i]:
+            if nd > best:
+                best = nd
+            if depth[j] is None:
+                depth[j] = nd
+                work.append(j)
+    return best
+
+
+# ------------------------------------------------------ stack shapes --
+
+class StackMergeError(ValueError):
+    pass
+
+
+def stack_analysis(bc, *, mark_lasti=False):
+    """{Instr: tuple of slot kinds} before each reachable instruction,
+    bottom first: 'v' a value, 'N' a NULL, 'M'/'S' the two slots of a
+    method pair whose first may or may not be NULL at run time (LOAD_METHOD,
+    and any NULL/callable pair once PRECALL has run). Run-time accounting:
+    PRECALL pops nothing, CALL pops argc + 2 (dis.stack_effect charges the
+    args to PRECALL). With `mark_lasti`, slots holding the lasti an
+    exception handler pushed are 'L' (kiln/_resume.py remaps them: they
+    are offsets into the code that raised). Where paths meet, a NULL joins
+    a method pair's first slot ('N'+'M' -> 'M', 'v'+'S' -> 'S', 'v'+'L' ->
+    'L'; see _JOIN); any other difference raises StackMergeError."""
+    if not bc.instrs:
+        return {}
+    succ = successors(bc)
+    shapes = {bc.instrs[0]: ()}
+    work = [bc.instrs[0]]
+    lasti_kind = "L" if mark_lasti else "v"
+
+    def merge(ins, shape, src, exc=False):
+        old = shapes.get(ins)
+        if old is None:
+            shapes[ins] = shape
+            work.append(ins)
+        elif old != shape:
+            joined = _join(old, shape)
+            if joined is not None:
+                if joined != old:
+                    shapes[ins] = joined
+                    work.append(ins)
+                return
+            via = f"an exception at {src!r}" if exc else repr(src)
+            raise StackMergeError(
+                f"{bc.code.co_name} ({bc.code.co_filename}:{bc.code.co_firstlineno}): stack shapes "
+                f"differ at {ins!r}: {''.join(old) or '-'} vs {''.join(shape) or '-'} (via {via})")
+
+    while work:
+        ins = work.pop()
+        shape = shapes[ins]
+        nxt, excs = succ[ins]
+        for e in excs:
+            if len(shape) < e.depth:
+                raise StackMergeError(f"{ins!r}: stack {len(shape)} below handler depth {e.depth}")
+            merge(e.handler, shape[:e.depth] + (lasti_kind,) * e.lasti + ("v",), ins, True)
+        for n, jump in nxt:
+            merge(n, _apply(ins, shape, jump), ins)
+    return shapes
+
+
+# Kinds that meet at a merge point. Compiler output never needs these; a
+# resume function does: its prologue pushes (NULL, bound method) and a
+# remapped lasti as a value, then jumps to an instruction that a loop's
+# back edge also reaches with the original (method pair, lasti) slots.
+_JOIN = {frozenset("NM"): "M", frozenset("vS"): "S", frozenset("vL"): "L"}
+
+
+def _join(a, b):
+    if len(a) != len(b):
+        return None
+    out = []
+    for x, y in zip(a, b):
+        if x != y:
+            x = _JOIN.get(frozenset((x, y)))
+            if x is None:
+                return None
+        out.append(x)
+    return tuple(out)
+
+
+def _apply(ins, shape, jump):
+    op, arg = ins.opcode, ins.arg
+    try:
+        special = T.runtime_transfer(op, arg, jump, shape)
+    except (ValueError, IndexError) as e:
+        raise StackMergeError(f"{ins!r} on stack {''.join(shape) or '-'}: {e}") from None
+    if special is not None:
+        return special
+    # A plain instruction: only its net effect matters for kinds, as long
+    # as it pops no NULL or method slot (checked below): the slots it reads
+    # and leaves, or replaces, are values before and after.
+    e = _compiler_effect(op, _arg(ins), jump)
+    pops, pushed = (-e, ()) if e < 0 else (0, ("v",) * e)
+    if pops > len(shape):
+        raise StackMergeError(f"{ins!r}: pops {pops} from a stack of {len(shape)}")
+    for k in shape[len(shape) - pops:]:
+        if k in "NMS":
+            raise StackMergeError(f"{ins!r} pops a NULL/method slot ({''.join(shape)})")
+    return shape[:len(shape) - pops] + pushed
