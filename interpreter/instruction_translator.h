@@ -242,6 +242,8 @@ class InstructionTranslator {
   // break when the write could be observed elsewhere (translator_calls.cpp).
   void tensor_setitem_traced(const VT& obj, const VT& key, const VT& value);
   VT binary(runtime::BinOp op, const VT& a, const VT& b, bool inplace);
+  // x op= y on a tensor (in place, as torch's), or a break (translator_calls.cpp).
+  VT tensor_inplace(runtime::OpId op, const VT& x, const VT& y);
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
   bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)

@@ -382,10 +382,39 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
   x->node = updated->node;
 }
 
+// x op= y on a tensor is in place, as torch's: x's memory changes and
+// every name holding x sees it. Traced like an assignment into x (x's
+// tracker now denotes the result), so only where nothing else can see x's
+// memory (tensor_setitem_traced's rule); a tensor the caller owns breaks,
+// and CPython runs the in-place op on the caller's tensor. A result torch
+// would refuse to write into x (another dtype, a broadcast shape) breaks
+// too: the program raises it there.
+VT InstructionTranslator::tensor_inplace(OpId op, const VT& x, const VT& y) {
+  // `t[k] op= v`: CPython stores the result back (SWAP, SWAP, STORE_SUBSCR
+  // follow), and that store is the write into t's memory, traced as an
+  // assignment; the view t[k] itself need not change.
+  auto next = [&](size_t k, Opcode o) { return pc_ + k < code_->instrs.size() && code_->instrs[pc_ + k].op == o; };
+  if (next(1, Opcode::SWAP) && next(2, Opcode::SWAP) && next(3, Opcode::STORE_SUBSCR)) return tensor_op(op, {x, y});
+  if (x->source)
+    unsupported(BreakReason::tensor_mutation, "in-place operator on " + x->source->str() + ", which the caller owns");
+  const output_graph::Node* n = x->node;
+  if (n->op != output_graph::NodeOp::CallFunction || may_alias(n))
+    unsupported(BreakReason::tensor_mutation, "in-place operator on a view or a graph input");
+  if (auto it = ctx_.views_of.find(n); it != ctx_.views_of.end())
+    for (const auto& w : it->second)
+      if (!w.expired()) unsupported(BreakReason::tensor_mutation, "in-place operator on a tensor a live view was taken of");
+  VT r = tensor_op(op, {x, y});
+  if (r->meta().dtype != x->meta().dtype || r->meta().sizes != x->meta().sizes)
+    unsupported(BreakReason::python_error, "an in-place result torch cannot write into the tensor (dtype or shape)");
+  x->node = r->node;
+  return x;
+}
+
 VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplace) {
   if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
     int id = tensor_op_for(op);
     if (id < 0) unsupported(BreakReason::untraced_object, std::string("operator ") + binop_symbol(op) + " on a tensor");
+    if (inplace && a->is(VTKind::Tensor)) return tensor_inplace(OpId(id), a, b);
     return tensor_op(OpId(id), {a, b});
   }
   if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {
