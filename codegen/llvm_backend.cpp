@@ -1,3 +1,4 @@
+#include "runtime/fault_injection.h"
 #include "codegen/llvm_backend.h"
 
 #include <chrono>
@@ -475,6 +476,7 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
 const BackendReport& last_report() { return report; }
 
 CompiledGraph llvm_backend(std::shared_ptr<const Graph> graph, const std::vector<Value>& example_inputs) {
+  runtime::fault_point("codegen");
   report = BackendReport{};
   const auto t0 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };

@@ -20,6 +20,7 @@
 #include "interpreter/residual.h"
 #include "interpreter/resume_execution.h"
 #include "runtime/builtins.h"
+#include "runtime/fault_injection.h"
 #include "runtime/set_ops.h"
 #include "runtime/log.h"
 #include "runtime/module.h"
@@ -56,6 +57,53 @@ TraceOutcome run_on_vm(const Ref<FunctionObj>& fn, const Unsupported& u) {
   return out;
 }
 
+// Options::python_frames: the residual rebuilds the whole stack and the
+// live locals into temporaries, replays the side effects and ends there;
+// the embedder (python/) appends CPython code that stores the locals into
+// the frame's own slots, pushes the stack and jumps to the breaking
+// instruction in a copy of the frame's original bytecode (Continuation).
+// Nothing after the break runs on the VM: the breaking instruction and
+// everything after it are CPython's, under the original exception table.
+void emit_continuation(Residual& r, InstructionTranslator& tx, const std::vector<VT>& live_locals,
+                       const std::vector<std::string>& live_names, TraceOutcome& out) {
+  const std::vector<VT>& stack = tx.stack();
+  const auto shared = shared_iterators(stack, live_locals, tx.cells());
+  // A closure's free variables are the frame's own (COPY_FREE_VARS copies
+  // them again); its own cells are made afresh by MAKE_CELL, so a cell the
+  // trace created or wrote cannot be carried over yet.
+  if (!r.code.cellvars.empty() || !r.ctx.side_effects.cell_stores.empty())
+    unsupported(BreakReason::resume_state, "a break in a function with cells of its own (not yet continued by CPython)");
+  Continuation c;
+  c.pc = tx.pc();
+  for (size_t i = 0; i < stack.size(); ++i) {
+    if (!stack[i]) {
+      c.stack.push_back(-1);
+      continue;
+    }
+    c.stack.push_back(r.b.local("__stack" + std::to_string(i)));
+    if (r.defer_container_iterator(stack[i], c.stack.back())) continue;
+    VT sv = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
+    const Slot slot = iterator_slot(sv, shared);
+    r.reconstruct(stack[i], slot != Slot::Value);
+    // A loop's iterator crosses as CPython's own: a list iterator over
+    // the same list, stepped to where the trace left it.
+    if (slot == Slot::Iterator) r.b.emit(Opcode::GET_ITER);
+    if (at_position(slot)) {
+      int32_t pos = r.b.local("__stack_pos" + std::to_string(i));
+      r.b.emit(Opcode::STORE_FAST, pos);
+      emit_step_over(r.b, pos);
+    }
+    r.b.emit(Opcode::STORE_FAST, c.stack.back());
+  }
+  c.live_temps = r.park_live_locals(live_locals);
+  c.live_names = live_names;
+  r.replay_side_effects();
+  r.make_deferred_iterators();
+  r.b.emit(Opcode::LOAD_CONST, r.b.constant(Value::none()));
+  r.b.emit(Opcode::RETURN_VALUE);  // never run: the embedder's code replaces it
+  out.continuation = std::move(c);
+}
+
 // compile_subgraph: the trace stopped (a return, or just before the
 // breaking instruction `brk`): compile the graph so far and build the
 // residual function that runs it, rebuilds the live state, replays side
@@ -86,6 +134,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     for (const VT& c : ctx.side_effects.mutated) count_trace_cells(c, seen, trace_cells);
   }
   Residual r(code, ctx, trace_cells);
+  r.python_frames = options.python_frames;
   // Graph outputs: every computed tensor the residual needs.
   std::vector<Node*> outputs;
   std::set<const vars::VariableTracker*> seen;
@@ -149,6 +198,13 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     r.replay_side_effects();
     r.b.emit(Opcode::LOAD_FAST, ret);
     r.b.emit(Opcode::RETURN_VALUE);
+  } else if (options.python_frames) {
+    emit_continuation(r, *tx, live_locals, live_names, out);
+    out.graph_break = GraphBreak{break_reason_id(why->reason), break_text(*why),
+                                 code.qualname, code.filename, brk->line, break_reason_hint(why->reason)};
+    if (log)
+      log->info("{} at {}:{} in {}: {} (CPython continues the frame)", out.graph_break->id, code.filename,
+                brk->line, code.qualname, out.graph_break->reason);
   } else if (in_try) {
     // The whole stack crosses (the breaking instruction's operands too),
     // then the resume function runs from the breaking instruction on.
@@ -378,6 +434,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
                            CallContext& vm, const std::map<std::string, std::vector<bool>>& dynamic_dims,
                            output_graph::DistributedState* distributed) {
   const Code& code = *fn->code;
+  runtime::fault_point("tracer");
   int64_t stop = -1;
   std::optional<Unsupported> why;
   std::map<std::string, std::vector<bool>> dims = dynamic_dims;

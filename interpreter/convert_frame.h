@@ -33,6 +33,16 @@ struct FastPath {
   ResultTemplate result;
 };
 
+// Options::python_frames, a trace that stopped at a break: the residual
+// ends after the side effects with the frame's state in its temporaries,
+// and CPython goes on at the breaking instruction of the original code.
+struct Continuation {
+  size_t pc = 0;                    // the KBC instruction the trace stopped before
+  std::vector<int32_t> stack;       // per KBC stack slot, bottom first: the residual local holding it; -1 a NULL
+  std::vector<std::string> live_names;  // the frame's locals that are bound there ...
+  std::vector<int32_t> live_temps;      // ... and the residual locals holding their values
+};
+
 struct TraceOutcome {
   runtime::Ref<runtime::FunctionObj> residual;  // called with the frame's own arguments
   output_graph::GuardSet guards;
@@ -40,6 +50,7 @@ struct TraceOutcome {
   std::shared_ptr<output_graph::Graph> graph;  // the graph itself (explain hands it to Python's kiln.fx)
   std::optional<GraphBreak> graph_break;
   std::optional<FastPath> fast;
+  std::optional<Continuation> continuation;  // python_frames and a break
   // The compiler collective, when it ran: the dimensions all ranks agreed
   // to make dynamic (the cache keeps them for later compiles) and whether
   // the analysis had to restart to apply them.

@@ -13,6 +13,7 @@
 
 #include "collectives/all_gather_object.h"
 #include "interpreter/convert_frame.h"
+#include "interpreter/frame_cache.h"
 #include "interpreter/resume_execution.h"
 #include "interpreter/guard_tree.h"
 #include "interpreter/kiln_api.h"
@@ -27,22 +28,10 @@ namespace kiln {
 
 using namespace kiln::runtime;
 using interpreter::GuardTree;
+using interpreter::CacheEntry;
 using interpreter::TraceOutcome;
 
 namespace {
-
-struct CacheEntry {
-  // The backend that compiled it: compiling the same function with another
-  // backend must not reuse this entry (it would silently run the first
-  // backend's code).
-  std::string backend;
-  std::unique_ptr<GuardTree> guards;
-  Value residual;  // a Function with the frame's own signature
-  std::optional<interpreter::FastPath> fast;  // set: call the graph directly, no residual frame
-  // runtime::class_epoch() when the trace started: a class attribute
-  // changed since (Child.K = 5) makes the entry stale, whatever its guards say.
-  uint64_t class_epoch = 0;
-};
 
 struct FrameCache {
   // Owning the code keeps its address (the map key) from being reused by
@@ -87,17 +76,6 @@ Value build_result(const interpreter::ResultTemplate& t, const std::vector<Value
   return Value::none();
 }
 
-Value run_fast(CallContext& vm, const interpreter::FastPath& fast, const Value* params) {
-  std::vector<Value> outputs;
-  if (fast.graph) {
-    std::vector<Value> inputs;
-    inputs.reserve(fast.inputs.size());
-    for (size_t i : fast.inputs) inputs.push_back(params[i]);
-    outputs = fast.graph(vm, inputs);
-  }
-  return build_result(fast.result, outputs, params);
-}
-
 // The frame's id in collective headers: its qualname and first line (the
 // same on every rank running the same program).
 std::string frame_id(const Code& code) { return code.qualname + ":" + std::to_string(code.first_line); }
@@ -137,18 +115,11 @@ Value residual_for(const Value& residual, const FunctionObj& fn) {
   return Value::object(Kind::Function, copy);
 }
 
-Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
+}  // namespace
+
+std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm, const Ref<FunctionObj>& fn,
+                                                                 const Value* locals, const Options& options) {
   const Code* code = fn->code.get();
-  // Guards read the bound parameters. When the arguments are exactly the
-  // positional parameters (the common call) they already are that array.
-  std::vector<Value> bound;
-  const Value* locals = args.args;
-  if (args.kwnames || args.nargs != size_t(code->argcount) || code->flags != 0 || code->kwonlyargcount != 0) {
-    bound.resize(size_t(code->nparams()));
-    interpreter::bind_arguments(fn.get(), args, bound.data());
-    locals = bound.data();
-  }
-  Value fn_value = Value::object(Kind::Function, fn);
 
   std::string why;
   std::vector<std::shared_ptr<CacheEntry>> entries;
@@ -174,11 +145,11 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     if (guard_group) lookup = ++c.lookups;
   }
   GuardTree::Failure newest_failure;
-  const CacheEntry* hit = nullptr;
+  std::shared_ptr<const CacheEntry> hit;
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     if (e->guards->check(locals, *fn, i == 0 ? &why : nullptr, i == 0 ? &newest_failure : nullptr)) {
-      hit = e.get();
+      hit = e;
       break;
     }
   }
@@ -209,10 +180,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
         }
     }
   }
-  if (hit) {
-    if (hit->fast) return run_fast(vm, *hit->fast, locals);
-    return vm.call(residual_for(hit->residual, *fn), args);
-  }
+  if (hit) return hit;
   // A size change that failed the newest entry marks those dimensions
   // dynamic for the next trace (unless dynamic shapes are switched off).
   std::map<std::string, std::vector<bool>> dynamic_dims;
@@ -242,16 +210,17 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     }
     dynamic_dims = c.dynamic_dims;
   }
-  if (gave_up) return vm.call(fn_value, args);
+  if (gave_up) return nullptr;
   if (int(entries.size()) >= options.cache_size_limit) {
+    const char* unchanged = options.python_frames ? "on CPython" : "on the VM";
     if (auto* log = kiln::log::get("recompiles"))
-      log->warn("{} hit cache_size_limit ({}); running it on the VM. Last guard failure: {}", code->qualname,
-                options.cache_size_limit, why);
-    std::fprintf(stderr, "kiln: warning: %s recompiled %d times (cache_size_limit); running it on the VM. %s\n",
-                 code->qualname.c_str(), options.cache_size_limit, why.c_str());
+      log->warn("{} hit cache_size_limit ({}); running it {}. Last guard failure: {}", code->qualname,
+                options.cache_size_limit, unchanged, why);
+    std::fprintf(stderr, "kiln: warning: %s recompiled %d times (cache_size_limit); running it %s. %s\n",
+                 code->qualname.c_str(), options.cache_size_limit, unchanged, why.c_str());
     std::lock_guard<std::mutex> lock(cache_mu);
     caches()[code].gave_up = true;
-    return vm.call(fn_value, args);
+    return nullptr;
   }
 
   std::optional<output_graph::DistributedState> distributed;
@@ -287,6 +256,8 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
   entry->guards = std::make_unique<GuardTree>(out.guards);
   entry->residual = Value::object(Kind::Function, out.residual);
   entry->fast = out.fast;
+  entry->continuation = out.continuation;
+  entry->runs_original = out.residual.get() == fn.get();
   entry->class_epoch = class_epoch;
   if (!entries.empty()) {
     std::string reason = code->qualname + ": " + why;
@@ -326,10 +297,45 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     auto& list = caches()[code].entries;
     list.insert(list.begin(), entry);
   }
-  return vm.call(residual_for(entry->residual, *fn), args);
+  return entry;
 }
 
+namespace {
+
+Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& args, const Options& options) {
+  const Code* code = fn->code.get();
+  // Guards read the bound parameters. When the arguments are exactly the
+  // positional parameters (the common call) they already are that array.
+  std::vector<Value> bound;
+  const Value* locals = args.args;
+  if (args.kwnames || args.nargs != size_t(code->argcount) || code->flags != 0 || code->kwonlyargcount != 0) {
+    bound.resize(size_t(code->nparams()));
+    interpreter::bind_arguments(fn.get(), args, bound.data());
+    locals = bound.data();
+  }
+  std::shared_ptr<const CacheEntry> e = interpreter::lookup_or_compile(vm, fn, locals, options);
+  if (!e) return vm.call(Value::object(Kind::Function, fn), args);
+  if (e->fast) return interpreter::run_fast(vm, *e->fast, locals);
+  return vm.call(residual_for(e->residual, *fn), args);
+}
 }  // namespace
+
+ExplainReport* interpreter::set_explain_recording(ExplainReport* report) {
+  ExplainReport* previous = recording;
+  recording = report;
+  return previous;
+}
+
+Value interpreter::run_fast(CallContext& vm, const interpreter::FastPath& fast, const Value* params) {
+  std::vector<Value> outputs;
+  if (fast.graph) {
+    std::vector<Value> inputs;
+    inputs.reserve(fast.inputs.size());
+    for (size_t i : fast.inputs) inputs.push_back(params[i]);
+    outputs = fast.graph(vm, inputs);
+  }
+  return build_result(fast.result, outputs, params);
+}
 
 struct CompiledFunction::State {
   Ref<FunctionObj> fn;

@@ -73,6 +73,12 @@ struct Options {
   // symbolic sizes yet, so that is the only sound choice.
   std::optional<bool> dynamic;
   int cache_size_limit = 8;          // compiled entries per code object before falling back to the VM
+  // The frames are a Python program's (python/'s frame hook): CPython, not
+  // the VM, runs everything outside the graphs. A break's residual ends
+  // after the side effects (interpreter::Continuation) and the embedder
+  // continues the frame in its original bytecode; a frame kiln cannot
+  // trace is left to the embedder unchanged (lookup_or_compile's null).
+  bool python_frames = false;
   // Where print() in the compiled function writes (stdout when empty).
   std::function<void(std::string_view)> stdout_sink;
 

@@ -348,6 +348,8 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         keep_rebuilt(v);
         return;
       }
+      if (python_frames && (vars::iteration_error(*v) || (container_iterator(*v) && !as_list)))
+        unsupported(BreakReason::resume_state, "an iterator over a container held across the break other than by the loop");
       if (const char* error = vars::iteration_error(*v)) {
         // Its dict or set changed size: an iterator whose next step
         // raises, as Python's (GET_ITER of an iterator is itself).
@@ -484,6 +486,36 @@ void Residual::collect(const VT& v0, std::vector<Node*>& out, std::set<const var
   }
   for (const VT& x : v->items) collect(x, out, seen);
   if (v->self) collect(v->self, out, seen);
+}
+
+bool Residual::defer_container_iterator(const VT& v0, int32_t slot) {
+  VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+  if (!v || !container_iterator(*v) || vars::iteration_error(*v)) return false;
+  DeferredIterator d;
+  d.slot = slot;
+  d.view = v->iterated->is(VTKind::ConstDict) ? v->view : vars::DictView::Keys;
+  reconstruct(v->iterated);
+  d.container = b.local("__stack_container" + std::to_string(slot));
+  b.emit(Opcode::STORE_FAST, d.container);
+  emit_const(Value::integer(int64_t(vars::items_yielded(*v))));
+  d.pos = b.local("__stack_pos" + std::to_string(slot));
+  b.emit(Opcode::STORE_FAST, d.pos);
+  deferred_iterators.push_back(d);
+  return true;
+}
+
+void Residual::make_deferred_iterators() {
+  static const Ref<StrObj> values = intern("values"), items = intern("items");
+  for (const DeferredIterator& d : deferred_iterators) {
+    b.emit(Opcode::LOAD_FAST, d.container);
+    if (d.view != vars::DictView::Keys) {
+      b.emit(Opcode::LOAD_METHOD, b.name(d.view == vars::DictView::Values ? values->s : items->s));
+      b.emit(Opcode::CALL_METHOD, 0);
+    }
+    emit_step_over(b, d.pos);
+    b.emit(Opcode::STORE_FAST, d.slot);
+  }
+  deferred_iterators.clear();
 }
 
 std::vector<int32_t> Residual::park_live_locals(const std::vector<VT>& live_locals) {

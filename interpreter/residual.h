@@ -61,6 +61,24 @@ struct Residual {
   // tensor cannot be reloaded here.
   bool emit_sym(const output_graph::SymExpr& e);
 
+  // Options::python_frames: the code made from this residual runs on
+  // CPython, so every value it rebuilds must be a CPython object (no
+  // kiln-only iterator).
+  bool python_frames = false;
+  // python_frames: a loop's iterator over a container the program can
+  // reach, for stack slot temporary `slot`: the container and position are
+  // parked now, and make_deferred_iterators (after the side effects are
+  // replayed, as PositionedIterator is made when first advanced) stores
+  // CPython's own iterator over it, stepped to the trace's position.
+  // False (nothing emitted) when `v` is no such iterator.
+  bool defer_container_iterator(const VT& v, int32_t slot);
+  void make_deferred_iterators();
+  struct DeferredIterator {
+    int32_t container, pos, slot;
+    variables::DictView view;
+  };
+  std::vector<DeferredIterator> deferred_iterators;
+
   // `as_list`: an iterator is rebuilt for a Slot::Iterator (the list of
   // its remaining items) or an AtPosition slot (its container and position).
   void reconstruct(const VT& v0, bool as_list = false);

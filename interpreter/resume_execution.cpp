@@ -72,30 +72,6 @@ void copy_exception_table(CodeBuilder& b, const Code& code, const std::vector<Co
   for (const ExceptionEntry& e : code.exception_table) b.handler(at(e.start), at(e.end), at(e.target), e.depth, e.lasti);
 }
 
-// Under TOS, a list: replaces it by iter(list) advanced by local `pos`
-// items (exhausted if the list has no more), as plain KBC so that a
-// resumed trace unrolls it and the VM runs it.
-void emit_step_over(CodeBuilder& b, int32_t pos) {
-  auto loop = b.new_label(), exhausted = b.new_label(), done = b.new_label();
-  b.emit(Opcode::GET_ITER);
-  b.bind(loop);
-  b.emit(Opcode::LOAD_FAST, pos);
-  b.emit(Opcode::LOAD_CONST, b.constant(Value::integer(0)));
-  b.emit(Opcode::COMPARE_OP, int32_t(runtime::CmpOp::GT));
-  b.emit(Opcode::POP_JUMP_IF_FALSE, done);
-  b.emit(Opcode::FOR_ITER, exhausted);
-  b.emit(Opcode::POP_TOP);
-  b.emit(Opcode::LOAD_FAST, pos);
-  b.emit(Opcode::LOAD_CONST, b.constant(Value::integer(1)));
-  b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::SUB));
-  b.emit(Opcode::STORE_FAST, pos);
-  b.emit(Opcode::JUMP, loop);
-  b.bind(exhausted);  // FOR_ITER popped the iterator: an exhausted one in its place
-  b.emit(Opcode::LOAD_CONST, b.constant(runtime::make_tuple({})));
-  b.emit(Opcode::GET_ITER);
-  b.bind(done);
-}
-
 }  // namespace
 
 bool is_stack_temp(const std::string& n) {
@@ -185,6 +161,31 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   resume_cache()[ResumeKey{original.get(), orig_target, nstack, live, slots}] = f;
   return f;
 }
+
+// Under TOS, a list: replaces it by iter(list) advanced by local `pos`
+// items (exhausted if the list has no more), as plain KBC so that a
+// resumed trace unrolls it and the VM (or CPython, translated) runs it.
+void emit_step_over(CodeBuilder& b, int32_t pos) {
+  auto loop = b.new_label(), exhausted = b.new_label(), done = b.new_label();
+  b.emit(Opcode::GET_ITER);
+  b.bind(loop);
+  b.emit(Opcode::LOAD_FAST, pos);
+  b.emit(Opcode::LOAD_CONST, b.constant(Value::integer(0)));
+  b.emit(Opcode::COMPARE_OP, int32_t(runtime::CmpOp::GT));
+  b.emit(Opcode::POP_JUMP_IF_FALSE, done);
+  b.emit(Opcode::FOR_ITER, exhausted);
+  b.emit(Opcode::POP_TOP);
+  b.emit(Opcode::LOAD_FAST, pos);
+  b.emit(Opcode::LOAD_CONST, b.constant(Value::integer(1)));
+  b.emit(Opcode::BINARY_OP, int32_t(runtime::BinOp::SUB));
+  b.emit(Opcode::STORE_FAST, pos);
+  b.emit(Opcode::JUMP, loop);
+  b.bind(exhausted);  // FOR_ITER popped the iterator: an exhausted one in its place
+  b.emit(Opcode::LOAD_CONST, b.constant(runtime::make_tuple({})));
+  b.emit(Opcode::GET_ITER);
+  b.bind(done);
+}
+
 
 // `code` is a resume function whose resumed instruction is pc.
 bool resumes_at(const Code& code, size_t pc) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "interpreter/code_builder.h"
 #include "runtime/code.h"
 #include "runtime/value.h"
 
@@ -39,6 +40,11 @@ inline bool at_position(Slot s) { return s == Slot::AtPosition; }
 // locals `live` as parameters. Its closure is fn's cells, in order.
 runtime::Ref<runtime::FunctionObj> make_resume(const runtime::FunctionObj& fn, size_t target, size_t nstack,
                                                const std::vector<std::string>& live, const std::vector<Slot>& slots);
+
+// With a list on top of the stack: replaces it by its iterator stepped
+// over the number of items in local `pos` (an exhausted iterator if there
+// are fewer): how a loop's iterator over a list crosses a break.
+void emit_step_over(CodeBuilder& b, int32_t pos);
 
 // `code` is a resume function whose resumed instruction is pc.
 bool resumes_at(const runtime::Code& code, size_t pc);

@@ -1,0 +1,53 @@
+// The per-code cache of compiled entries (eval_frame.cpp), as the
+// embedders that run the entries themselves see it: the VM path
+// (CompiledFunction) runs an entry's residual KBC; python/'s frame hook
+// runs CPython code made from it (Options::python_frames).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "interpreter/convert_frame.h"
+#include "interpreter/guard_tree.h"
+
+namespace kiln::interpreter {
+
+struct CacheEntry {
+  // The backend that compiled it: compiling the same function with another
+  // backend must not reuse this entry (it would silently run the first
+  // backend's code).
+  std::string backend;
+  std::unique_ptr<GuardTree> guards;
+  runtime::Value residual;  // a Function with the frame's own signature
+  std::optional<FastPath> fast;  // set: call the graph directly, no residual frame
+  std::optional<Continuation> continuation;  // python_frames: where CPython goes on after the residual
+  // The trace could not run or could not be turned into residual code:
+  // the residual is the function itself (the VM runs it; a Python frame
+  // runs unchanged on CPython).
+  bool runs_original = false;
+  // runtime::class_epoch() when the trace started: a class attribute
+  // changed since (Child.K = 5) makes the entry stale, whatever its guards say.
+  uint64_t class_epoch = 0;
+  // What the embedder made of the entry (python/: the CPython code object
+  // that runs it), built on first use and dropped with the entry.
+  mutable std::shared_ptr<void> host;
+};
+
+// The entry this call runs: the newest whose guards pass, or a new one
+// traced and compiled now (convert_frame). `locals` are the frame's bound
+// parameters. Null when the frame is past cache_size_limit: it then runs
+// unchanged (a warning names the last guard that failed).
+std::shared_ptr<const CacheEntry> lookup_or_compile(runtime::CallContext& vm, const runtime::Ref<runtime::FunctionObj>& fn,
+                                                    const runtime::Value* locals, const Options& options);
+
+// A fast-path entry's result: its graph over the parameters, the result
+// built from the template.
+runtime::Value run_fast(runtime::CallContext& vm, const FastPath& fast, const runtime::Value* params);
+
+// What lookup_or_compile reports into while set (kiln::explain does it for
+// one call; python/'s explain for the frames of one Python call): graphs,
+// breaks, guards, recompiles. Returns the previous recorder.
+ExplainReport* set_explain_recording(ExplainReport* report);
+
+}  // namespace kiln::interpreter
