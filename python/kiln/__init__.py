@@ -9,6 +9,7 @@ from ._C import Tensor, from_numpy, manual_seed
 from ._compile import compile, explain, reset, mark_dynamic, disable, config
 from . import nn, distributed
 from . import fx
+from . import _frames
 
 # Every op of the registry (runtime/ops.def) as kiln.<name>, with torch's
 # names and signatures: zeros, ones, randn, add, softmax, linear, ...
@@ -104,3 +105,6 @@ class device(str):
 
     def __reduce__(self):
         return (device, ("cpu",))
+
+
+_C.frames_set_callbacks(_frames.classify, _frames.kbc, _frames.build)

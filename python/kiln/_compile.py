@@ -37,6 +37,16 @@ class Config:
     def __init__(self):
         import os
         self.cache_size_limit = 8
+        # python_frames: kiln compiles a Python function's frames through
+        # the frame hook (PEP 523; kiln/_frames.py): CPython runs everything
+        # outside the graphs, on the program's own objects, and the frames
+        # the function calls are compiled too. KILN_PYTHON_FRAMES=1 turns it
+        # on; it becomes the only path once it covers the whole suite.
+        self.python_frames = os.environ.get("KILN_PYTHON_FRAMES") == "1"
+        # strict: a failure inside kiln (frontend, tracer, backend) raises
+        # instead of leaving the frame to CPython (frames path; the tests
+        # set it).
+        self.strict = os.environ.get("KILN_STRICT") == "1"
         self.enable_compiler_collectives = os.environ.get("KILN_COMPILER_COLLECTIVES") == "1"
         self.enable_guard_collectives = os.environ.get("KILN_GUARD_COLLECTIVES") == "1"
         self.collective_timeout_s = float(os.environ.get("KILN_COLLECTIVE_TIMEOUT_S", "60"))
@@ -180,6 +190,8 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     if not hasattr(fn, "__code__"):
         raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported "
                         "(Python functions and kiln.nn modules are)")
+    if config.python_frames:
+        return _compile_frames(fn, backend, fullgraph, dynamic)
     kbc = _as_kbc(fn)
     if kbc is None:
         log.warning("kiln.compile(%s): not translatable; it runs on CPython", fn.__qualname__)
@@ -194,6 +206,22 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         return call(*args, **kwargs)
 
     wrapper._kiln_compiled = compiled
+    return wrapper
+
+
+def _compile_frames(fn, backend, fullgraph, dynamic):
+    """fn called as itself, with kiln compiling the frames CPython starts
+    (fn's own and those it calls) through the frame hook."""
+    config._apply()
+    compiled = _C.FrameCompiled(fn, backend, fullgraph, dynamic, config.cache_size_limit, bool(config.strict))
+    call = compiled.fastcall
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return call(*args, **kwargs)
+
+    wrapper._kiln_compiled = compiled
+    wrapper._kiln_frames = True
     return wrapper
 
 
@@ -275,7 +303,11 @@ class Explanation:
         self._text = report["text"].replace("the embedder's autograd", "torch's autograd")
         if self.error and str(self.error) not in self._text:
             self._text += f"The call raised: {self.error}\n"
-        self.left_to_cpython_reasons = []
+        # Frames kiln left to CPython during the call (frames path): what
+        # kiln failed at, per function ({"function", "where", "reason"}).
+        self.left_to_cpython_reasons = list(report.get("left_to_cpython", []))
+        for x in self.left_to_cpython_reasons:
+            self._text += f"{x['function']} runs on CPython (not compiled): {x['reason']}\n  at {x['where']}\n"
 
     @classmethod
     def left_to_cpython(cls, fn, reason):
@@ -314,9 +346,14 @@ def explain(fn, *, backend="llvm"):
     else:
         target = getattr(fn, "__wrapped__", fn)
 
-    def run(*args):
+    def run(*args, **kwargs):
         from . import nn
         config._apply()
+        if getattr(fn, "_kiln_frames", False) or (config.python_frames and inspect.isfunction(target)):
+            reset()
+            compiled = fn._kiln_compiled if getattr(fn, "_kiln_frames", False) else _C.FrameCompiled(
+                target, backend, False, None, config.cache_size_limit, bool(config.strict))
+            return Explanation(_C.frames_explain(compiled, *(bound_self + args), **kwargs))
         if isinstance(target, nn.Module) or _is_torch_module(target):
             return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)
@@ -342,6 +379,7 @@ def _untranslatable_reason(fn):
 def reset():
     """Forget every compiled entry (the next call traces again)."""
     _C.reset()
+    _C.frames_reset()
 
 
 def mark_dynamic(t, dim):

@@ -179,6 +179,11 @@ class Translation:
     builtins_required: tuple  # builtins the translator's own sequences call
     freevars: tuple  # the entry function's free variables (KBC names)
     cellvars: tuple  # its cell variables (KBC names)
+    # Where CPython can take over the entry function at a KBC instruction:
+    # {KBC index: (CPython byte offset, abstract stack kinds there)} for the
+    # first KBC instruction of each CPython instruction's translation
+    # (kiln/_frames.py continues a frame after a graph break from it).
+    kbc_starts: dict
 
 
 def translate(fn_or_code) -> Translation:
@@ -323,6 +328,7 @@ class _Compiled:
         self.globals_used = tuple(program.globals_used)
         self.globals_stored = tuple(program.globals_stored)
         self.builtins_required = tuple(program.builtins_required)
+        self.kbc_starts = f.kbc_starts
 
     def header(self, fn) -> str:
         """The entry's `.func NAME(PARAMS)` line with fn's literal defaults."""
@@ -359,7 +365,8 @@ class _Compiled:
             name=self.name, text=header + self.body + self.nested_text, filename=self.filename,
             firstlineno=self.firstlineno, lines=self.lines, functions=self.functions,
             globals_used=self.globals_used, globals_stored=self.globals_stored,
-            builtins_required=self.builtins_required, freevars=self.freevars, cellvars=self.cellvars)
+            builtins_required=self.builtins_required, freevars=self.freevars, cellvars=self.cellvars,
+            kbc_starts=self.kbc_starts)
 
 
 _NO_DEFAULT = object()
@@ -586,8 +593,19 @@ class _Function:
         rows: list[list] = []  # [start label, end label, handler offset, KBC depth, lasti, instructions before]
         current = None
         emitted = 0
+        # KBC instruction indices (labels and directives are not
+        # instructions) -> where CPython resumes: the first of a run of
+        # CPython instructions that emit no KBC of their own (PUSH_NULL,
+        # PRECALL, KW_NAMES, NOP) before the one that does, so CPython
+        # re-runs the run (a KW_NAMES must precede its CALL). The prologue
+        # (MAKE_CELL, COPY_FREE_VARS, RESUME) is never re-run.
+        self.kbc_starts = {}
+        kbc_index = 0
+        run_start = None
+        past_prologue = False
         for k, ins in enumerate(self.instrs):
             if k not in states:
+                run_start = None
                 continue  # unreachable: CPython never runs it
             h = self._handler(k)
             key = None
@@ -608,6 +626,16 @@ class _Function:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
             self._step(k, list(states[k]), out)
+            n_instrs = sum(1 for text in out[mark:] if not text.startswith("  .") and not text.endswith(":"))
+            if ins.opname == "RESUME":
+                past_prologue = True
+            elif past_prologue and n_instrs == 0:
+                if run_start is None or ins.offset in targets:
+                    run_start = (ins.offset, "".join(states[k]))
+            elif past_prologue:
+                self.kbc_starts[kbc_index] = run_start or (ins.offset, "".join(states[k]))
+                run_start = None
+            kbc_index += n_instrs
             if len(out) > mark and self.line != line:
                 line = self.line
                 out.insert(mark, f"  .line {line}")

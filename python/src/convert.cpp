@@ -874,6 +874,8 @@ static Value torch_function(py::handle obj) {
   return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kTorchFunctionVTable, obj.ptr()));
 }
 
+thread_local bool NumpyStaysPython::active = false;
+
 Tensor tensor_from_numpy(py::handle obj) {
   py::array a = py::reinterpret_borrow<py::array>(obj);
   bool ok;
@@ -1097,7 +1099,8 @@ Value to_value(py::handle obj) {
     assign_py_set(*s.as<runtime::SetObj>(), std::move(table));
     return s;
   }
-  if (py::isinstance<py::array>(obj)) return Value::tensor(tensor_from_numpy(obj));
+  if (py::isinstance<py::array>(obj))
+    return NumpyStaysPython::active ? foreign(obj) : Value::tensor(tensor_from_numpy(obj));
   if (o == Py_Ellipsis) return runtime::ellipsis();
   if (PySlice_Check(o)) {
     auto* sl = reinterpret_cast<PySliceObject*>(o);

@@ -32,6 +32,17 @@ py::object to_py(const runtime::Value& v);
 // torch tensors, else a kiln.Tensor.
 py::object tensor_to_py(const runtime::Tensor& t);
 
+// While one is alive on this thread, an ndarray converts to itself (a
+// Foreign value) instead of a tensor over its memory: the frame hook's
+// frames keep the program's arrays (isinstance(a, np.ndarray) holds, numpy
+// computes numpy's results).
+struct NumpyStaysPython {
+  static thread_local bool active;
+  bool saved = active;
+  NumpyStaysPython() { active = true; }
+  ~NumpyStaysPython() { active = saved; }
+};
+
 // An ndarray of float32/float64/int64/bool as a tensor sharing its memory;
 // TypeError for other dtypes or strides that are not whole elements.
 runtime::Tensor tensor_from_numpy(py::handle array);

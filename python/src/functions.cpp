@@ -350,6 +350,8 @@ class PyCompiled {
   CompiledFunction compiled_;
 };
 
+}  // namespace
+
 // kiln.config's collective settings (kiln/_compile.py sets them before
 // each compile).
 struct CollectiveSettings {
@@ -404,7 +406,6 @@ py::object report_to_py(const ExplainReport& r) {
   return d;
 }
 
-}  // namespace
 
 void bind_functions(py::module_& m) {
   m.def("make_kbc_function", &make_kbc_function, py::arg("text"), py::arg("entry"), py::arg("filename"),

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "interpreter/kiln_api.h"
 #include "runtime/value.h"
 
 namespace kiln::python {
@@ -23,6 +24,13 @@ runtime::Value make_kbc_function(const std::string& text, const std::string& ent
 // Python dict (one comparison per module when nothing changed): before any
 // call into compiled or traced code.
 void sync_python_state();
+
+// The Options of a compile from Python: kiln.config's collective settings,
+// print() to sys.stdout.
+Options options_from(const std::string& backend, bool fullgraph, const py::object& dynamic, int cache_size_limit);
+
+// An ExplainReport as the dict kiln.explain reads.
+py::object report_to_py(const ExplainReport& r);
 
 // kiln._C.make_kbc_function, compile, explain, reset, ...
 void bind_functions(py::module_& m);

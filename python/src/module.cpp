@@ -10,6 +10,7 @@
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
 #include "python/src/torch_modules.h"
+#include "python/src/eval_frame_hook.h"
 #include "python/src/functions.h"
 #include "python/src/fx.h"
 #include "python/src/nn.h"
@@ -319,6 +320,7 @@ PYBIND11_MODULE(_C, m) {
   bind_tensor(m);
   bind_ops(m);
   bind_functions(m);
+  bind_eval_frame_hook(m);
   bind_nn(m);
   bind_fx(m);
   bind_torch(m);

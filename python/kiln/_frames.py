@@ -1,0 +1,529 @@
+"""kiln's Python side of the frame hook (python/src/eval_frame_hook.cpp).
+
+The hook calls three functions here:
+
+- `classify(code)`: whether frames of this code are traced at all (None) or
+  left to CPython (the reason). Decided once per code object.
+- `kbc(func)`: the function's KBC form, which the tracer reads it through
+  (kiln._compile._as_kbc; None when kiln cannot translate it).
+- `build(code, info)`: the CPython code object a cache entry runs instead
+  of `code`, made from the entry's residual (KBC that calls the compiled
+  graph, rebuilds the values the rest of the frame needs and replays the
+  trace's side effects). Returns a code object, or the reason none can be
+  made (the frame then runs unchanged).
+
+The code `build` makes, for original code C:
+
+    C's prologue (MAKE_CELL, COPY_FREE_VARS), RESUME 0
+    the residual, translated instruction by instruction to CPython 3.11
+    -- a trace that ended in a return: the residual returns; nothing else --
+    -- a trace that stopped at a break (the entry's continuation): --
+    STORE_FAST the live locals into C's own slots (from the residual's temporaries)
+    push C's value stack at the breaking instruction (PUSH_NULL where C has a NULL)
+    JUMP_FORWARD to the breaking instruction in ...
+    ... a copy of all of C's bytecode, under C's exception table
+
+so CPython runs the breaking instruction and everything after it on the
+program's own objects, with the handlers of any try or with block it is in.
+Frames it calls come back to the hook as frames of their own. (Resume
+functions, kiln/_resume.py, would also trace the rest of this frame after
+the break; this first form leaves it to CPython.)
+
+Trap: in 3.11 a call needs a NULL (or a method's self) *below* the
+callable, and the residual pushes the callable before anyone knows it will
+be called. A residual CALL therefore packs its arguments in a tuple and
+rotates a NULL under the callable with SWAPs before CALL_FUNCTION_EX;
+LOAD_METHOD / CALL_METHOD keep CPython's own pair.
+"""
+import dis
+import logging
+import os
+import sys
+import sysconfig
+import types
+
+from . import _bytecode as B
+from . import _bytecode_tables as T
+from . import _C, _compile, _frontend, _resume
+
+__all__ = ["classify", "kbc", "build", "Refused"]
+
+_log = logging.getLogger("kiln.frames")
+
+
+class Refused(Exception):
+    """The residual has a construct this translation does not make CPython
+    code for; the frame runs unchanged."""
+
+
+# -- which frames are traced ------------------------------------------------
+
+_KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _library_dirs():
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+    for name in ("torch", "numpy", "pybind11", "_pytest", "pluggy"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None):
+            dirs.add(os.path.dirname(os.path.abspath(mod.__file__)))
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+_NOT_FUNCTIONS = ("<module>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
+
+
+def classify(code):
+    """None when frames of `code` are traced, else why CPython runs them."""
+    if code.co_name in _NOT_FUNCTIONS:
+        return f"{code.co_name} code (not a function body)"
+    fname = os.path.abspath(code.co_filename) if not code.co_filename.startswith("<") else code.co_filename
+    if fname.startswith(_KILN_DIR):
+        return "kiln's own code"
+    if fname.startswith("<frozen "):
+        return "the standard library"
+    # torch's and numpy's own Python is what eager runs; the tracer maps
+    # their API from the outside (kiln/_torch_api.py), never their frames.
+    for d in _library_dirs():
+        if fname.startswith(d):
+            return f"library code ({d.rstrip(os.sep).rsplit(os.sep, 1)[-1]})"
+    return None
+
+
+def kbc(func):
+    if _C.fault_enabled("frontend"):
+        raise RuntimeError("kiln: injected fault at frontend (KILN_FAULT)")
+    return _compile._as_kbc(func)
+
+
+# -- the residual as CPython code ---------------------------------------------
+
+_CMP_OPS = {sym: i for i, sym in enumerate(dis.cmp_op)}
+_NB = {sym: i for i, sym in enumerate(("+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^"))}
+_NB_INPLACE = 13  # NB_INPLACE_ADD: the in-place forms follow the plain ones in the same order
+
+
+def build(code, info):
+    if _C.fault_enabled("residual"):
+        raise RuntimeError("kiln: injected fault at residual (KILN_FAULT)")
+    try:
+        return _Builder(code, info).code()
+    except (Refused, B.StackMergeError) as e:
+        return f"{code.co_qualname}: {e}"
+
+
+class _Builder:
+    def __init__(self, code, info):
+        self.orig = code
+        self.info = info
+        self.bc = B.decode(code)
+        self.consts = list(code.co_consts)
+        self.names = list(code.co_names)
+        self.varnames = list(code.co_varnames)
+        self._const_index = {}
+        self._name_index = {}
+        kbc_varnames = info["varnames"]
+        self.local_slot = {}  # residual local index -> C's varnames index (new ones appended)
+        for i, n in enumerate(kbc_varnames):
+            if i < info["nlocals"] and n in code.co_varnames:
+                self.local_slot[i] = code.co_varnames.index(n)
+            else:
+                temp = "___kiln" + n.lstrip("_")
+                while temp in self.varnames:
+                    temp = "_" + temp
+                self.local_slot[i] = len(self.varnames)
+                self.varnames.append(temp)
+        self._run_copies = []     # original instructions copied into the tail (slots to relayout)
+        self._closure_fixups = []  # (LOAD_CLOSURE, name): indexed once every local is known
+        body = self.bc.instrs
+        pro_end = next(i for i, ins in enumerate(body) if ins.opcode == T.RESUME)
+        self.prologue = body[:pro_end + 1]
+        self.body = body[pro_end + 1:]
+
+    # constants and names appended to C's own tables, so every operand of
+    # C's copied bytecode keeps its meaning
+    def const(self, i):
+        if i not in self._const_index:
+            if self.info["const_is_code"][i]:
+                raise Refused("the residual makes a function the trace created")
+            self._const_index[i] = len(self.consts)
+            self.consts.append(self.info["consts"][i])
+        return self._const_index[i]
+
+    def new_const(self, value):
+        self.consts.append(value)
+        return len(self.consts) - 1
+
+    def name(self, i):
+        s = self.info["names"][i]
+        if s not in self._name_index:
+            if s in self.names:
+                self._name_index[s] = self.names.index(s)
+            else:
+                self._name_index[s] = len(self.names)
+                self.names.append(s)
+        return self._name_index[s]
+
+    def code(self):
+        positions = self._positions()
+        prefix = self._translate(positions)
+        cont = self.info["continuation"]
+        if cont is None:
+            instrs = self.prologue + prefix
+            exc = []
+        else:
+            try:
+                resumed = self._resume(cont, positions)
+            except (Refused, _resume.ResumeError) as e:
+                _log.debug("%s: jumping into the original instead of a resume function: %s",
+                           self.orig.co_qualname, e)
+                resumed = None
+            if resumed is not None:
+                instrs = self.prologue + prefix + resumed
+                exc = []
+            else:
+                instrs = self.prologue + prefix + self._continue(cont, positions) + self.body
+                exc = self.bc.exc_table
+        old_names = B.localsplus_names(self.orig)
+        new_names = B.new_localsplus(self.varnames, self.orig.co_cellvars, self.orig.co_freevars)
+        B.relayout_locals(self.prologue + self.body + self._run_copies, old_names, new_names)
+        for ins, name in self._closure_fixups:  # cells and frees sit after every local, the new ones too
+            ins.arg = new_names.index(name)
+        bc = B.Bytecode(instrs, exc, self.orig)
+        # The hook calls this code with the frame's bound parameters, all
+        # positional: the *args tuple and **kwargs dict as themselves.
+        c = self.orig
+        nparams = c.co_argcount + c.co_kwonlyargcount + bool(c.co_flags & T.CO_VARARGS) + \
+            bool(c.co_flags & T.CO_VARKEYWORDS)
+        new = B.assemble(bc, co_consts=tuple(self.consts), co_names=tuple(self.names),
+                         co_varnames=tuple(self.varnames), co_nlocals=len(self.varnames),
+                         co_argcount=nparams, co_posonlyargcount=0, co_kwonlyargcount=0,
+                         co_flags=c.co_flags & ~(T.CO_VARARGS | T.CO_VARKEYWORDS))
+        if B.localsplus_names(new) != new_names:
+            raise AssertionError(f"slot layout of kiln's code for {self.orig.co_qualname} is not as built")
+        return new
+
+    def _positions(self):
+        cont = self.info["continuation"]
+        if cont is not None:
+            target = self._target(cont)[0]
+            return target.positions
+        return dis.Positions(self.orig.co_firstlineno, self.orig.co_firstlineno, None, None)
+
+    def _target(self, cont):
+        starts = _frontend.translate(self.orig).kbc_starts
+        start = starts.get(cont["pc"])
+        if start is None:
+            raise Refused("the break is inside the translation of one CPython instruction")
+        offset, kinds = start
+        return self.bc.at_offset(offset), kinds
+
+    def _continue(self, cont, pos):
+        target, kinds = self._target(cont)
+        out = []
+        for name, temp in zip(cont["live_names"], cont["live_temps"]):
+            if name not in self.orig.co_varnames:
+                raise Refused(f"live local {name!r} is not a plain local of the frame")
+            out.append(B.Instr("LOAD_FAST", self.local_slot[temp], positions=pos))
+            out.append(B.Instr("STORE_FAST", self.orig.co_varnames.index(name), positions=pos))
+        # C's stack at the target from the residual's slots: the frontend's
+        # kinds there, a virtual NULL ('N') having no KBC slot, and a
+        # LOAD_METHOD pair ('M', 'S') being (meth, self) or, when the
+        # attribute is no method, KBC's (attr, NULL) but CPython's (NULL, attr).
+        slots = list(cont["stack"])
+        if len(slots) != sum(1 for k in kinds if k != "N"):
+            raise Refused(f"the traced stack ({len(slots)} slots) is not CPython's ({kinds})")
+        it = iter(slots)
+        i = 0
+        while i < len(kinds):
+            k = kinds[i]
+            if k == "N":
+                out.append(B.Instr("PUSH_NULL", positions=pos))
+            elif k == "M":
+                meth, self_ = next(it), next(it)
+                if self_ < 0:
+                    out.append(B.Instr("PUSH_NULL", positions=pos))
+                    out.append(self._load(meth, pos))
+                else:
+                    out.append(self._load(meth, pos))
+                    out.append(self._load(self_, pos))
+                i += 1  # the 'S' slot
+            else:
+                t = next(it)
+                if t < 0:
+                    raise Refused("a NULL where CPython has a value")
+                out.append(self._load(t, pos))
+            i += 1
+        out.append(B.Instr("JUMP_FORWARD", target=target, positions=pos))
+        return out
+
+    # -- after a break: run the breaking instruction, then a resume function --
+
+    def _resume(self, cont, pos):
+        """The tail that runs the breaking CPython instruction here, then
+        calls the resume function (kiln/_resume.py) of the next instruction
+        with the stack and live locals, so the rest of the frame is a frame
+        of its own the hook traces again (Dynamo's resume functions). None
+        when that shape does not apply (the break is inside a try or with
+        block, whose handlers only the jump into the original keeps; the
+        instruction is no plain one; its results are not plain values):
+        the caller then jumps into a copy of the original instead."""
+        target, kinds = self._target(cont)
+        instrs = self.bc.instrs
+        start = instrs.index(target)
+        emit = start
+        while instrs[emit].opcode in _RUN_PREFIX:
+            emit += 1
+        brk = instrs[emit]
+        if self.orig.co_cellvars or self.bc.handlers_of().get(brk) or self.bc.handlers_of().get(target):
+            return None
+        pops = T.inputs(brk.opname, brk.arg)
+        if pops is None:
+            return None
+        shapes = self._shapes()
+        before = shapes.get(brk)
+        if before is None:
+            return None
+        lower = len(before) - pops  # slots the breaking instruction leaves alone
+        if lower < 0 or lower > len(kinds):
+            return None
+        edges = [(instrs[emit + 1], False)] if brk.opcode not in _BRANCHES else \
+            [(instrs[emit + 1], False), (brk.target, True)]
+        for nxt, _ in edges:
+            after = shapes.get(nxt)
+            if after is None or any(k != "v" for k in after[lower:]):
+                return None
+        slots = _cpython_slots(kinds, cont["stack"])
+        out = []
+        for name, temp in zip(cont["live_names"], cont["live_temps"]):
+            if name not in self.orig.co_varnames:
+                return None
+            out.append(B.Instr("LOAD_FAST", self.local_slot[temp], positions=pos))
+            out.append(B.Instr("STORE_FAST", self.orig.co_varnames.index(name), positions=pos))
+        for kind, temp in slots[lower:]:
+            out.append(B.Instr("PUSH_NULL", positions=pos) if temp < 0 else self._load(temp, pos))
+        run = [_copy(ins) for ins in instrs[start:emit + 1]]
+        self._run_copies += run
+        out.extend(run)
+        bound = set(cont["live_names"]) | {self.orig.co_varnames[ins.arg] for ins in run
+                                            if ins.opname == "STORE_FAST"}
+        if len(edges) == 1:
+            out.extend(self._call_resume(edges[0][0], slots[:lower], bound, pos))
+        else:
+            taken = self._call_resume(edges[1][0], slots[:lower], bound, pos)
+            run[-1].target = taken[0]
+            out.extend(self._call_resume(edges[0][0], slots[:lower], bound, pos) + taken)
+        return out
+
+    def _shapes(self):
+        if not hasattr(self, "_shape_cache"):
+            self._shape_cache = B.stack_analysis(self.bc, mark_lasti=True)
+        return self._shape_cache
+
+    def _call_resume(self, nxt, lower_slots, bound, pos):
+        """With the instruction's results on the stack: calls the resume
+        function at `nxt` with the untouched slots, the results and the
+        bound live locals, and returns its result."""
+        I = lambda name, arg=None: B.Instr(name, arg, positions=pos)  # noqa: E731
+        expected = self._shapes()[nxt]
+        results = len(expected) - len(lower_slots)
+        live = [n for n in _resume.live_locals_at(self.orig, nxt.offset) if n in bound]
+        kinds = []
+        out = []
+        # The results into temporaries (they are on top, the last first).
+        res_temps = [self._temp(f"result{i}") for i in range(results)]
+        for t in reversed(res_temps):
+            out.append(I("STORE_FAST", t))
+        args = []  # instructions pushing each argument
+        i = 0
+        while i < len(lower_slots):
+            want = expected[i]
+            kind, temp = lower_slots[i]
+            if want == "N":
+                kinds.append("N")
+            elif want == "M":
+                kinds += ["N", "v"]
+                meth, self_ = lower_slots[i], lower_slots[i + 1]
+                if meth[1] < 0:            # (NULL, callable)
+                    args.append([self._load(self_[1], pos)])
+                elif self_[1] < 0:         # KBC's (attr, NULL): no method
+                    args.append([self._load(meth[1], pos)])
+                else:                      # (function, self): the bound method
+                    args.append([I("LOAD_CONST", self.new_const(_bind)), I("PUSH_NULL"), I("SWAP", 2),
+                                 self._load(meth[1], pos), self._load(self_[1], pos),
+                                 I("PRECALL", 2), I("CALL", 2)])
+                i += 1
+            else:
+                if temp < 0:
+                    raise Refused("a NULL where the resumed frame has a value")
+                kinds.append("v")
+                args.append([self._load(temp, pos)])
+            i += 1
+        for t in res_temps:
+            kinds.append("v")
+            args.append([I("LOAD_FAST", t)])
+        code = _resume.make_resume(self.orig, nxt.offset, kinds, live)
+        info = _resume.resume_info(code)
+        out.append(I("PUSH_NULL"))
+        flags = 0
+        if info.freevars:
+            for name in info.freevars:  # the frame's own cells and free variables, by name
+                out.append(I("LOAD_CLOSURE", 0))
+                self._closure_fixups.append((out[-1], name))
+            out.append(I("BUILD_TUPLE", len(info.freevars)))
+            flags = 0x08
+        out.append(I("LOAD_CONST", self.new_const(code)))
+        out.append(I("MAKE_FUNCTION", flags))
+        params = list(info.params)
+        by_name = {n: [I("LOAD_FAST", self.orig.co_varnames.index(n))] for n in live}
+        stack_args = iter(args)
+        pushed = 0
+        for p in params:
+            out.extend(by_name[p] if p in by_name else next(stack_args))
+            pushed += 1
+        out += [I("PRECALL", pushed), I("CALL", pushed), I("RETURN_VALUE")]
+        return out
+
+    def _temp(self, what):
+        name = "___kiln" + what
+        while name in self.varnames:
+            name = "_" + name
+        self.varnames.append(name)
+        return len(self.varnames) - 1
+
+    def _load(self, temp, pos):
+        return B.Instr("LOAD_FAST", self.local_slot[temp], positions=pos)
+
+    def _translate(self, pos):
+        """The residual's KBC as CPython instructions (jumps resolved)."""
+        kinstrs = self.info["instrs"]
+        cont = self.info["continuation"]
+        if cont is not None:
+            kinstrs = kinstrs[:-2]  # LOAD_CONST None; RETURN_VALUE: the continuation goes there instead
+        out, first = [], []
+        jumps = []  # (Instr, KBC target index)
+        for op, a, b, sym, line in kinstrs:
+            first.append(len(out))
+            p = dis.Positions(line, line, None, None) if line > 0 else pos
+            emitted = self._one(op, a, b, sym, p, jumps)
+            out.extend(emitted)
+        first.append(len(out))
+        for ins, t in jumps:
+            if first[t] >= len(out):
+                raise Refused("a residual jump to its end")
+            ins.target = out[first[t]]
+        return out
+
+    def _one(self, op, a, b, sym, p, jumps):
+        I = lambda name, arg=None: B.Instr(name, arg, positions=p)  # noqa: E731
+        if op == "LOAD_CONST":
+            return [I("LOAD_CONST", self.const(a))]
+        if op in ("LOAD_FAST", "STORE_FAST", "DELETE_FAST"):
+            return [I(op, self.local_slot[a])]
+        if op == "LOAD_GLOBAL":
+            return [I("LOAD_GLOBAL", self.name(a) << 1)]
+        if op in ("LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_METHOD", "STORE_GLOBAL"):
+            return [I(op, self.name(a))]
+        if op in ("BUILD_LIST", "BUILD_TUPLE", "BUILD_SLICE", "LIST_EXTEND", "COPY", "SWAP"):
+            return [I(op, a)]
+        if op == "BUILD_DICT":
+            return [I("BUILD_MAP", a)]
+        if op in ("BINARY_SUBSCR", "STORE_SUBSCR", "GET_ITER", "POP_TOP", "RETURN_VALUE", "PUSH_NULL"):
+            return [I(op)]
+        if op == "BINARY_OP":
+            return [I("BINARY_OP", _NB[sym] + (_NB_INPLACE if b else 0))]
+        if op == "COMPARE_OP":
+            if sym in _CMP_OPS:
+                return [I("COMPARE_OP", _CMP_OPS[sym])]
+            if sym in ("is", "is not"):
+                return [I("IS_OP", int(sym == "is not"))]
+            if sym in ("in", "not in"):
+                return [I("CONTAINS_OP", int(sym == "not in"))]
+            raise Refused(f"comparison {sym!r}")
+        if op == "CALL":
+            return self._call_n(a, p)
+        if op == "CALL_METHOD":
+            return [I("PRECALL", a), I("CALL", a)]
+        if op in ("CALL_KW", "CALL_METHOD_KW"):
+            names = self.info["consts"][b]
+            if op == "CALL_KW":
+                # callable a1..an -> [NULL, callable, a1..an] needs the NULL
+                # under the callable: pack, rotate, unpack isn't possible, so
+                # call through a helper with one tuple.
+                return [I("BUILD_TUPLE", a), I("LOAD_CONST", self.new_const(names)), I("BUILD_TUPLE", 3),
+                        I("LOAD_CONST", self.new_const(_call_kw)), I("SWAP", 2)] + self._call_ex_on(p, 1)
+            return [I("KW_NAMES", self.new_const(tuple(names))), I("PRECALL", a), I("CALL", a)]
+        if op == "CALL_EX":
+            return self._null_under(2 + (a & 1), p) + [I("CALL_FUNCTION_EX", a & 1)]
+        if op in ("JUMP", "POP_JUMP_IF_FALSE", "FOR_ITER"):
+            name = {"JUMP": "JUMP_FORWARD", "POP_JUMP_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
+                    "FOR_ITER": "FOR_ITER"}[op]
+            ins = B.Instr(name, 0, positions=p)
+            jumps.append((ins, a))
+            return [ins]
+        raise Refused(f"residual instruction {op}")
+
+    @staticmethod
+    def _null_under(depth, p):
+        """A NULL under the `depth` top values (the callable the deepest)."""
+        out = [B.Instr("PUSH_NULL", positions=p)]
+        for k in range(depth + 1, 1, -1):
+            out.append(B.Instr("SWAP", k, positions=p))
+        return out
+
+    def _call_n(self, n, p):
+        I = lambda name, arg=None: B.Instr(name, arg, positions=p)  # noqa: E731
+        if n == 0:
+            return self._null_under(1, p) + [I("PRECALL", 0), I("CALL", 0)]
+        return [I("BUILD_TUPLE", n)] + self._null_under(2, p) + [I("CALL_FUNCTION_EX", 0)]
+
+    def _call_ex_on(self, p, nargs):
+        """[f, args tuple] -> f(*args)."""
+        return self._null_under(2, p) + [B.Instr("CALL_FUNCTION_EX", 0, positions=p)]
+
+
+# CPython instructions that emit no KBC of their own and precede the one
+# that does in a break's run (kiln/_frontend.py's kbc_starts starts there).
+_RUN_PREFIX = frozenset(dis.opmap[n] for n in ("PUSH_NULL", "PRECALL", "KW_NAMES", "NOP"))
+_BRANCHES = frozenset(dis.opmap[n] for n in (
+    "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_TRUE_OR_POP",
+    "JUMP_IF_FALSE_OR_POP", "FOR_ITER"))
+
+def _copy(ins):
+    c = B.Instr(ins.opname, ins.arg, target=ins.target, positions=ins.positions)
+    return c
+
+
+def _cpython_slots(kinds, kbc_slots):
+    """CPython's stack at a break, bottom first, as (kind, residual temp;
+    -1 a NULL): the frontend's kinds there over the residual's KBC slots (a
+    virtual NULL 'N' has none; KBC's method pair is (meth, self) or, for an
+    attribute that is no method, (attr, NULL) where CPython has (NULL, attr))."""
+    it = iter(kbc_slots)
+    out = []
+    i = 0
+    while i < len(kinds):
+        k = kinds[i]
+        if k == "N":
+            out.append(("N", -1))
+        elif k == "M":
+            meth, self_ = next(it), next(it)
+            out += [("M", -1), ("S", meth)] if self_ < 0 else [("M", meth), ("S", self_)]
+            i += 1
+        else:
+            out.append((k, next(it)))
+        i += 1
+    return out
+
+
+def _bind(meth, self_):
+    """LOAD_METHOD's (function, self) pair as the bound method a call of it stands for."""
+    return types.MethodType(meth, self_)
+
+
+def _call_kw(fn, values, names):
+    """fn called with `values`, the last len(names) of them by keyword."""
+    n = len(values) - len(names)
+    return fn(*values[:n], **dict(zip(names, values[n:])))

@@ -1,0 +1,545 @@
+// The frame-evaluation hook (PEP 523) for CPython 3.11.
+//
+// kiln.compile(fn) returns a FrameCompiled: calling it marks this thread
+// active (its Options) and calls fn itself, so CPython runs fn's frame. The
+// hook sees every frame CPython starts while a thread is active:
+//
+//   * a frame of code kiln skips (kiln's own package, the standard
+//     library, torch and numpy, generators and coroutines, code kiln cannot
+//     translate, the CPython code kiln made itself) runs unchanged;
+//   * any other frame is traced (the tracer reads the frame's parameters,
+//     converted once, through its usual Sources and guards) and the cache
+//     entry its guards pick runs instead: a graph alone (FastPath), or a
+//     CPython code object made from the entry's residual by
+//     kiln/_frames.py: the residual's KBC (graph call, values rebuilt, side
+//     effects replayed) translated to CPython bytecode, then, after a
+//     break, a jump into a copy of the frame's own bytecode at the breaking
+//     instruction. Everything outside graphs is CPython's, on the program's
+//     objects, and calls it makes come back to this hook as frames of their
+//     own (a break deep in a model costs one break, not the rest of it).
+//
+// Never worse than eager: anything kiln fails at while translating,
+// tracing or compiling a frame leaves that frame to CPython, unchanged,
+// with the reason logged (KILN_LOGS=frames) and kept for explain; with
+// kiln.config.strict the failure raises instead.
+//
+// 3.11's frame protocol, which this file relies on: the caller of the
+// eval function (_PyEval_Vector) pushed and initialised the frame, with
+// the bound arguments in localsplus[0, nparams) and nothing run yet (cells
+// are made and free variables copied by the code's first instructions),
+// and pops and clears it after the eval function returns, whatever it did
+// with it. With an eval function installed, CPython does not inline
+// Python-to-Python calls, so every frame comes here.
+#include "python/src/eval_frame_hook.h"
+
+#include <Python.h>
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <pybind11/stl.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <vector>
+
+#include "interpreter/frame_cache.h"
+#include "python/src/convert.h"
+#include "python/src/functions.h"
+#include "runtime/builtins.h"
+#include "runtime/code.h"
+#include "runtime/fault_injection.h"
+#include "runtime/name_map.h"
+#include "runtime/log.h"
+
+static_assert(PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000,
+              "eval_frame_hook.cpp reads CPython 3.11's _PyInterpreterFrame");
+
+namespace kiln::python {
+
+using interpreter::CacheEntry;
+using runtime::FunctionObj;
+using runtime::Kind;
+using runtime::Ref;
+using runtime::Value;
+
+namespace {
+
+// What one kiln.compile(fn) call sets for the frames it reaches.
+struct FrameOptions {
+  Options options;
+  bool strict = false;
+};
+
+// The active kiln.compile call on this thread (null: the hook lets every
+// frame through at the cost of one test).
+thread_local const FrameOptions* active = nullptr;
+
+// kiln/_frames.py's callbacks, set once at import.
+struct Callbacks {
+  py::object classify;  // code -> None (trace it) or the reason it is skipped
+  py::object kbc;       // function -> its KBC function, or None
+  py::object build;     // (code, residual info) -> a CPython code object
+};
+Callbacks& callbacks() {
+  static auto* c = new Callbacks();  // never destroyed: Python objects outlive no interpreter
+  return *c;
+}
+
+// Per code object (co_extra): what the hook does with its frames.
+// kiln.reset() advances it: a code's state from before (a frame left to
+// CPython after a failure) is classified afresh.
+uint64_t reset_epoch = 0;
+
+struct CodeState {
+  enum class Mode : uint8_t { Trace, Skip } mode = Mode::Skip;
+  uint64_t epoch = reset_epoch;
+  bool kilns_own = false;  // code kiln made (an entry's CPython code): skipped whatever the epoch
+  std::string skip_reason;
+  // The KBC function the tracer reads the last function of this code
+  // through, and a weak reference to that function: one code serves many
+  // function objects (closures, defaults), each its own KBC function.
+  PyObject* func_ref = nullptr;  // a weakref, or null
+  Value kbc = Value::null();
+  PyObject* plain_globals = nullptr;  // kbc serves every plain function of this code over these globals
+  ~CodeState() { Py_XDECREF(func_ref); }
+};
+
+Py_ssize_t extra_index = -1;
+
+void free_code_state(void* p) { delete static_cast<CodeState*>(p); }
+
+CodeState* state_of(PyCodeObject* code) {
+  void* p = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), extra_index, &p) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return static_cast<CodeState*>(p);
+}
+
+CodeState* set_state(PyCodeObject* code, CodeState* st) {
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(code), extra_index, st) < 0) {
+    PyErr_Clear();
+    delete st;
+    return nullptr;
+  }
+  return st;
+}
+
+spdlog::logger* frames_log() { return kiln::log::get("frames"); }
+
+// Runs kiln's own Python (the callbacks) with the hook switched off for
+// this thread: the frontend's frames are never traced.
+struct Inactive {
+  const FrameOptions* saved = active;
+  Inactive() { active = nullptr; }
+  ~Inactive() { active = saved; }
+};
+
+// The code's state, classified on first sight.
+CodeState* classify(PyCodeObject* code) {
+  if (CodeState* st = state_of(code); st && (st->epoch == reset_epoch || st->kilns_own)) return st;
+  auto* st = new CodeState();
+  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
+    st->skip_reason = "a generator or coroutine";
+  } else if (!callbacks().classify) {
+    st->skip_reason = "kiln._frames is not loaded";
+  } else {
+    Inactive off;
+    try {
+      py::object why = callbacks().classify(py::handle(reinterpret_cast<PyObject*>(code)));
+      if (why.is_none()) st->mode = CodeState::Mode::Trace;
+      else st->skip_reason = py::str(why);
+    } catch (py::error_already_set& e) {
+      st->skip_reason = std::string("kiln could not classify it: ") + e.what();
+    }
+  }
+  return set_state(code, st);
+}
+
+// Frames left to CPython during a frames_explain call: (function, where, why).
+struct LeftToCPython {
+  std::string function, where, reason;
+};
+thread_local std::vector<LeftToCPython>* left_log = nullptr;
+
+void left_to_cpython(PyCodeObject* code, const std::string& why) {
+  if (auto* log = frames_log()) log->info("{} runs on CPython: {}", PyUnicode_AsUTF8(code->co_qualname), why);
+  if (left_log)
+    left_log->push_back({PyUnicode_AsUTF8(code->co_qualname),
+                         std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno),
+                         why});
+}
+
+void skip(PyCodeObject* code, CodeState* st, const std::string& why) {
+  st->mode = CodeState::Mode::Skip;
+  st->skip_reason = why;
+  st->kbc = Value::null();
+  left_to_cpython(code, why);
+}
+
+// The KBC function of `func` (the tracer's view of it); null when kiln
+// cannot translate it.
+Value kbc_for(CodeState* st, PyObject* func) {
+  if (st->func_ref && PyWeakref_GET_OBJECT(st->func_ref) == func) return st->kbc;
+  // A function with nothing of its own (no closure, no defaults) reads the
+  // same as any other of its code over the same globals: the resume
+  // function a residual makes per call is one KBC function, not one each.
+  auto* fo = reinterpret_cast<PyFunctionObject*>(func);
+  const bool plain = !fo->func_closure && !fo->func_defaults && !fo->func_kwdefaults;
+  if (plain && st->plain_globals == fo->func_globals && !st->kbc.is_null()) return st->kbc;
+  Inactive off;
+  py::object kbc = callbacks().kbc(py::handle(func));
+  Py_CLEAR(st->func_ref);
+  st->kbc = Value::null();
+  if (kbc.is_none()) return Value::null();
+  st->func_ref = PyWeakref_NewRef(func, nullptr);
+  if (!st->func_ref) throw py::error_already_set();
+  st->kbc = py::cast<Value>(kbc);
+  // (the KBC function's globals mirror holds the dict: its address is not reused)
+  st->plain_globals = plain ? fo->func_globals : nullptr;
+  return st->kbc;
+}
+
+// The CPython code an entry runs (kiln/_frames.py builds it from the
+// residual once); null when it has none (a fast path) or none could be
+// made (the frame then runs unchanged).
+struct HostCode {
+  PyObject* code = nullptr;  // strong
+  std::string refused;  // why there is none: a construct the translation does not handle ...
+  std::string failed;   // ... or kiln failed at it (kiln.config.strict raises this)
+  ~HostCode() {
+    if (code && Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      Py_DECREF(code);
+    }
+  }
+};
+
+// A residual constant as CPython code holds it. kiln's own builtins that
+// stand for Python's (iter, set, getattr, ...: the residual rebuilds
+// values with them) become Python's very objects, so everything the code
+// makes is a CPython object; any other kiln callable (the compiled graph,
+// a namespace reader) is called through its Python wrapper.
+py::object residual_const(const Value& v) {
+  if (v.is(Kind::Builtin)) {
+    const std::string& name = v.as<runtime::BuiltinObj>()->name;
+    const Value* py_meaning = runtime::python_builtins().find(name);
+    const Value* kbc_meaning = runtime::builtins().find(name);
+    if ((py_meaning && v.is_same(*py_meaning)) || (kbc_meaning && v.is_same(*kbc_meaning))) {
+      static py::dict builtins = py::module_::import("builtins").attr("__dict__");
+      if (builtins.contains(name.c_str())) return builtins[name.c_str()];
+    }
+  }
+  return to_py(v);
+}
+
+// `nlocals`: how many of the residual's locals are the traced function's
+// own (its parameters and locals, in the same slots); the rest are the
+// residual's temporaries.
+py::dict residual_info(const CacheEntry& e, size_t nlocals) {
+  const runtime::Code& rc = *e.residual.as<FunctionObj>()->code;
+  py::dict d;
+  d["nlocals"] = nlocals;
+  py::list instrs;
+  for (const runtime::Instr& in : rc.instrs) {
+    // BINARY_OP and COMPARE_OP carry their operator by its symbol ("+", "is not").
+    const runtime::OperandKind k = runtime::opcode_info(in.op).a;
+    const char* sym = k == runtime::OperandKind::BinOp   ? runtime::binop_symbol(runtime::BinOp(in.a))
+                      : k == runtime::OperandKind::CmpOp ? runtime::cmpop_symbol(runtime::CmpOp(in.a))
+                                                         : "";
+    instrs.append(py::make_tuple(runtime::opcode_info(in.op).name, in.a, in.b, sym, in.line));
+  }
+  d["instrs"] = instrs;
+  py::list consts;
+  for (const Value& v : rc.consts) {
+    // Code objects (MAKE_FUNCTION of a closure the trace made) have no
+    // CPython form here: the builder refuses the residual that needs one.
+    if (v.is(Kind::Code)) consts.append(py::str("<kbc code>"));
+    else consts.append(residual_const(v));
+  }
+  d["consts"] = consts;
+  d["const_is_code"] = [&] {
+    py::list l;
+    for (const Value& v : rc.consts) l.append(v.is(Kind::Code));
+    return l;
+  }();
+  py::list names;
+  for (const auto& n : rc.names) names.append(py::str(n->s));
+  d["names"] = names;
+  d["varnames"] = py::cast(rc.varnames);
+  d["cellvars"] = py::cast(rc.cellvars);
+  d["freevars"] = py::cast(rc.freevars);
+  d["nparams"] = rc.nparams();
+  if (e.continuation) {
+    py::dict c;
+    c["pc"] = e.continuation->pc;
+    c["stack"] = py::cast(e.continuation->stack);
+    c["live_names"] = py::cast(e.continuation->live_names);
+    c["live_temps"] = py::cast(e.continuation->live_temps);
+    d["continuation"] = c;
+  } else {
+    d["continuation"] = py::none();
+  }
+  return d;
+}
+
+const HostCode& host_code(const CacheEntry& e, PyCodeObject* code, size_t nlocals) {
+  if (e.host) return *static_cast<const HostCode*>(e.host.get());
+  auto hc = std::make_shared<HostCode>();
+  try {
+    Inactive off;
+    py::object built = callbacks().build(py::handle(reinterpret_cast<PyObject*>(code)), residual_info(e, nlocals));
+    if (py::isinstance<py::str>(built)) {
+      hc->refused = py::str(built);  // a construct not made CPython code yet: explained, never raised
+    } else if (PyCode_Check(built.ptr())) {
+      hc->code = built.release().ptr();
+      // The code kiln made runs as it is when CPython starts its frame.
+      auto* st = new CodeState();
+      st->skip_reason = "kiln's own residual code";
+      st->kilns_own = true;
+      set_state(reinterpret_cast<PyCodeObject*>(hc->code), st);
+    } else {
+      hc->failed = "kiln/_frames.py's build returned " + std::string(py::repr(built));
+    }
+  } catch (py::error_already_set& e2) {
+    hc->failed = std::string("the residual could not be made CPython code: ") + e2.what();
+  }
+  e.host = hc;
+  return *hc;
+}
+
+Py_ssize_t nparams_of(PyCodeObject* co) {
+  return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+         ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+// Calls `code` as a function of the frame's globals and closure with the
+// frame's bound parameters (its signature is theirs, all positional).
+PyObject* run_code(PyObject* code, _PyInterpreterFrame* f, Py_ssize_t nparams) {
+  PyObject* fn = PyFunction_New(code, f->f_globals);
+  if (!fn) return nullptr;
+  PyObject* closure = f->f_func ? f->f_func->func_closure : nullptr;
+  if (closure && PyFunction_SetClosure(fn, closure) < 0) {
+    Py_DECREF(fn);
+    return nullptr;
+  }
+  PyObject* r = PyObject_Vectorcall(fn, f->localsplus, size_t(nparams), nullptr);
+  Py_DECREF(fn);
+  return r;
+}
+
+// Why kiln failed at the frame, in one line, for the log and explain.
+template <class F>
+bool kiln_failed(F&& attempt, std::string& why) {
+  try {
+    attempt();
+    return false;
+  } catch (py::error_already_set& e) {
+    why = e.what();
+  } catch (const kiln::Error& e) {
+    why = e.what();
+  } catch (const std::exception& e) {
+    why = std::string("internal error: ") + e.what();
+  }
+  return true;
+}
+
+PyObject* eval_default(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+  return _PyEval_EvalFrameDefault(ts, f, throw_flag);
+}
+
+PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+  const FrameOptions* opts = active;
+  if (!opts || throw_flag) return eval_default(ts, f, throw_flag);
+  PyCodeObject* code = f->f_code;
+  CodeState* st = classify(code);
+  if (!st || st->mode != CodeState::Mode::Trace || !f->f_func) return eval_default(ts, f, throw_flag);
+
+  const Py_ssize_t nparams = nparams_of(code);
+  std::shared_ptr<const CacheEntry> entry;
+  std::vector<Value> locals;
+  TensorIdentityScope identity;
+  std::string why;
+  const bool failed = kiln_failed(
+      [&] {
+        // Python that kiln runs meanwhile (the frontend, a mirror's
+        // reads, a property the tracer calls) is not traced as frames.
+        Inactive off;
+        NumpyStaysPython numpy_arrays;
+        Value kbc = kbc_for(st, reinterpret_cast<PyObject*>(f->f_func));
+        if (kbc.is_null()) {
+          why = "kiln cannot translate it";
+          return;
+        }
+        locals.reserve(size_t(nparams));
+        for (Py_ssize_t i = 0; i < nparams; ++i)
+          locals.push_back(f->localsplus[i] ? to_value_shared(f->localsplus[i]) : Value::null());
+        sync_python_state();
+        entry = interpreter::lookup_or_compile(python_vm(), Ref<FunctionObj>(kbc.as<FunctionObj>()), locals.data(),
+                                               opts->options);
+      },
+      why);
+  if (failed && opts->strict) {
+    PyErr_Format(PyExc_RuntimeError, "kiln (strict) failed at %U: %s", code->co_qualname, why.c_str());
+    return nullptr;
+  }
+  if (failed || (!entry && !why.empty())) {
+    skip(code, st, why);
+    return eval_default(ts, f, throw_flag);
+  }
+  if (!entry || entry->runs_original) return eval_default(ts, f, throw_flag);
+  if (entry->fast) {
+    // The graph alone. What it raises is the program's error (the kernels
+    // check what eager checks), surfaced as the same Python exception.
+    try {
+      return to_py(interpreter::run_fast(python_vm(), *entry->fast, locals.data())).release().ptr();
+    } catch (py::error_already_set& e) {
+      e.restore();
+    } catch (const kiln::Error& e) {
+      try {
+        raise_python(e);
+      } catch (py::error_already_set& e2) {
+        e2.restore();
+      }
+    }
+    return nullptr;
+  }
+  const HostCode& hc = host_code(*entry, code, st->kbc.as<FunctionObj>()->code->varnames.size());
+  if (!hc.code) {
+    if (opts->strict && !hc.failed.empty()) {
+      PyErr_Format(PyExc_RuntimeError, "kiln (strict): %s", hc.failed.c_str());
+      return nullptr;
+    }
+    left_to_cpython(code, hc.failed.empty() ? hc.refused : hc.failed);
+    return eval_default(ts, f, throw_flag);
+  }
+  return run_code(hc.code, f, nparams);
+}
+
+void init() {
+  if (extra_index >= 0) return;
+  extra_index = _PyEval_RequestCodeExtraIndex(free_code_state);
+  if (extra_index < 0) throw py::error_already_set();
+}
+
+// The hook is installed only while some thread is inside a compiled call
+// (as Dynamo does): with an eval function set, CPython 3.11 stops inlining
+// Python-to-Python calls, so code outside any compiled call would pay for
+// a hook it never uses. Counted under the GIL.
+int active_calls = 0;
+
+struct ActiveCall {
+  const FrameOptions* saved = active;
+  explicit ActiveCall(const FrameOptions* o) {
+    if (active_calls++ == 0) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), kiln_eval_frame);
+    active = o;
+  }
+  ~ActiveCall() {
+    active = saved;
+    if (--active_calls == 0) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
+  }
+};
+
+// What kiln.compile returns for a Python function when frames are on.
+class FrameCompiled {
+ public:
+  FrameCompiled(py::object fn, FrameOptions options) : fn_(std::move(fn)), options_(std::move(options)) { init(); }
+
+  // CPython's vectorcall convention; a new reference, or null with the
+  // error set.
+  static PyObject* fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    FrameCompiled* c = exact_instance<FrameCompiled>(self);
+    if (!c) {
+      PyErr_SetString(PyExc_TypeError, "FrameCompiled.fastcall: not bound to a FrameCompiled");
+      return nullptr;
+    }
+    return c->call(args, size_t(nargs), kwnames);
+  }
+
+  PyObject* call(PyObject* const* args, size_t nargs, PyObject* kwnames) {
+    ActiveCall on(&options_);
+    return PyObject_Vectorcall(fn_.ptr(), args, nargs, kwnames);
+  }
+
+  const py::object& fn() const { return fn_; }
+
+ private:
+  py::object fn_;
+  FrameOptions options_;
+};
+
+}  // namespace
+
+void bind_eval_frame_hook(py::module_& m) {
+  m.def("frames_set_callbacks", [](py::object classify, py::object kbc, py::object build) {
+    callbacks() = Callbacks{std::move(classify), std::move(kbc), std::move(build)};
+  });
+  static PyMethodDef fastcall_def = {
+      "fastcall", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FrameCompiled::fastcall)),
+      METH_FASTCALL | METH_KEYWORDS, "Calls the function with kiln compiling its frames."};
+  py::class_<FrameCompiled>(m, "FrameCompiled")
+      .def(py::init([](py::object fn, const std::string& backend, bool fullgraph, py::object dynamic,
+                       int cache_size_limit, bool strict) {
+             FrameOptions o{options_from(backend, fullgraph, dynamic, cache_size_limit), strict};
+             o.options.python_frames = true;
+             return std::make_unique<FrameCompiled>(std::move(fn), std::move(o));
+           }),
+           py::arg("fn"), py::arg("backend"), py::arg("fullgraph"), py::arg("dynamic"), py::arg("cache_size_limit"),
+           py::arg("strict"))
+      .def("__call__", [](py::handle self, py::args args, py::kwargs kwargs) {
+        // (the slow path; kiln.compile's wrapper calls fastcall)
+        py::object fn = py::getattr(self, "fastcall");
+        return fn(*args, **kwargs);
+      })
+      .def_property_readonly("fn", &FrameCompiled::fn)
+      // The KBC function whose cache holds the entries of fn's own frames.
+      .def_property_readonly("kbc", [](const FrameCompiled& c) { return callbacks().kbc(c.fn()); })
+      .def_property_readonly("fastcall", [](py::handle self) {
+        return py::reinterpret_steal<py::object>(PyCFunction_NewEx(&fastcall_def, self.ptr(), nullptr));
+      });
+  m.def("frames_reset", [] { ++reset_epoch; }, "Every code object's frames are classified afresh (kiln.reset).");
+  m.def("set_fault_points", [](const std::string& points) { runtime::set_fault_points(points); },
+        "Debug switch (tests): kiln raises an internal error at these points (frontend, tracer, backend, codegen, "
+        "residual), comma-separated; '' for none. KILN_FAULT sets it at start.");
+  m.def("fault_enabled", [](const std::string& point) { return runtime::fault_enabled(point); });
+  // One call with every frame's compile reported: graphs, breaks, guards.
+  m.def("frames_explain", [](py::handle compiled, py::args args, py::kwargs kwargs) {
+    ExplainReport report;
+    ExplainReport* saved = interpreter::set_explain_recording(&report);
+    std::vector<LeftToCPython> left;
+    std::vector<LeftToCPython>* saved_left = left_log;
+    left_log = &left;
+    py::object result;
+    try {
+      result = py::getattr(compiled, "fastcall")(*args, **kwargs);
+    } catch (py::error_already_set& e) {
+      report.error = e.what();
+    }
+    interpreter::set_explain_recording(saved);
+    left_log = saved_left;
+    py::object d = report_to_py(report);
+    d["result"] = result ? result : py::none();
+    py::list l;
+    for (const auto& x : left) {
+      py::dict e;
+      e["function"] = x.function;
+      e["where"] = x.where;
+      e["reason"] = x.reason;
+      l.append(e);
+    }
+    d["left_to_cpython"] = l;
+    return d;
+  });
+  // Why the hook leaves this code's frames to CPython (None: it traces them
+  // or has not seen them).
+  m.def("frames_skip_reason", [](py::handle code) -> py::object {
+    if (!PyCode_Check(code.ptr()) || extra_index < 0) return py::none();
+    CodeState* st = state_of(reinterpret_cast<PyCodeObject*>(code.ptr()));
+    if (!st || st->mode == CodeState::Mode::Trace) return py::none();
+    return py::str(st->skip_reason);
+  });
+}
+
+}  // namespace kiln::python

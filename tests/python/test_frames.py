@@ -1,0 +1,359 @@
+"""The frames path (kiln.config.python_frames): kiln compiles a Python
+program's frames through the PEP 523 hook and CPython runs everything
+outside the graphs, on the program's own objects (python/src/
+eval_frame_hook.cpp, kiln/_frames.py).
+
+Every test compares with CPython running the same function: results,
+exceptions, printed output, the arguments' state after the call."""
+import contextlib
+import io
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frame hook reads CPython 3.11's frames")
+
+
+@pytest.fixture(autouse=True)
+def frames():
+    saved = (kiln.config.python_frames, kiln.config.strict)
+    kiln.config.python_frames, kiln.config.strict = True, True
+    kiln.reset()
+    yield
+    kiln.config.python_frames, kiln.config.strict = saved
+    kiln._C.set_fault_points("")
+    kiln.reset()
+
+
+def run(fn, *args, **kwargs):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            r = ("ok", fn(*args, **kwargs))
+        except Exception as e:  # the program's own exception is part of what it means
+            r = ("raise", type(e), str(e))
+    return r, out.getvalue()
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return type(b) is type(a) and a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, atol=1e-6)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return type(b) is dict and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and a.dtype == b.dtype and np.array_equal(a, b)
+    if type(a).__eq__ is object.__eq__ and hasattr(a, "__dict__"):
+        return type(a) is type(b) and same(vars(a), vars(b))  # the two runs work on copies: compare state
+    return type(a) is type(b) and a == b  # floats exactly: they are CPython's own on this path
+
+
+def check(fn, make_args, calls=2):
+    """fn compiled against fn on CPython, on fresh arguments each call
+    (the same ones: made under the same seed)."""
+    def fresh():
+        torch.manual_seed(0)
+        return make_args()
+
+    want_args = fresh()
+    want, want_out = run(fn, *want_args)
+    compiled = kiln.compile(fn)
+    for _ in range(calls):
+        got_args = fresh()
+        got, got_out = run(compiled, *got_args)
+        assert got[0] == want[0], (want, got)
+        assert same(want[1:], got[1:]) if want[0] == "ok" else want[1:] == got[1:], (want, got)
+        assert got_out == want_out
+        assert same(list(want_args), list(got_args)), "arguments after the call differ"
+    return compiled
+
+
+def explain(fn, *args):
+    return kiln.explain(kiln.compile(fn))(*args)
+
+
+# -- one graph, no break: the cache entry is the graph alone --------------------
+
+def test_a_frame_without_break_is_one_graph_and_returns_torch_tensors():
+    def f(x, y):
+        return torch.relu(x) * 2 + y
+
+    c = check(f, lambda: (torch.randn(3, 4), torch.randn(3, 4)))
+    e = kiln.explain(c)(torch.randn(3, 4), torch.randn(3, 4))
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
+    assert type(c(torch.randn(3, 4), torch.randn(3, 4))) is torch.Tensor
+
+
+def test_recompiles_on_a_new_shape_and_goes_dynamic():
+    def f(x):
+        return x * 3 + 1
+
+    g = kiln.compile(f)
+    for n in (2, 3, 4, 5):
+        x = torch.randn(n, 4)
+        assert torch.allclose(g(x), f(x))
+    assert kiln._C.cache_entries(g._kiln_compiled.kbc) == 2  # static, then dynamic in dim 0
+
+
+# -- a break: the residual, then CPython in the frame's own bytecode ------------
+
+def test_a_break_runs_the_rest_of_the_frame_on_cpython_in_order():
+    def f(x, log):
+        a = torch.relu(x) * 2
+        log.append("traced")
+        print("between", len(log))
+        b = torch.tanh(a) + 1
+        log.append("after")
+        return a, b
+
+    c = check(f, lambda: (torch.randn(5), []))
+    e = kiln.explain(c)(torch.randn(5), [])
+    # the graph before the print, then the resume function's after it
+    assert e.graph_count == 2 and e.graph_break_count == 1
+    assert "print" in e.break_reasons[0]["reason"]
+    assert e.break_reasons[0]["where"].endswith(f":{f.__code__.co_firstlineno + 3}")
+
+
+def test_in_place_op_on_an_argument_after_a_break_changes_the_callers_tensor():
+    def f(x, y):
+        z = x * 2
+        print("break")
+        x += y
+        return z
+
+    x = torch.ones(3)
+    kiln.compile(f)(x, torch.full((3,), 2.0))
+    assert torch.equal(x, torch.full((3,), 3.0))
+    check(f, lambda: (torch.ones(3), torch.full((3,), 2.0)))
+
+
+@pytest.mark.parametrize("kind", ["list", "range", "dict_items", "dict_values", "enumerate", "zip"])
+def test_a_break_inside_a_loop_goes_on_with_the_same_iteration(kind):
+    def f(x, seq):
+        total = x * 0
+        it = {"list": lambda: seq, "range": lambda: range(len(seq)),
+              "dict_items": lambda: {k: v for k, v in enumerate(seq)}.items(),
+              "dict_values": lambda: {k: v for k, v in enumerate(seq)}.values(),
+              "enumerate": lambda: enumerate(seq), "zip": lambda: zip(seq, seq)}[kind]()
+        for item in it:
+            total = total + x
+            if len(str(item)) > 0:
+                print("item", item)
+        return total
+
+    check(f, lambda: (torch.ones(2), [1, 2, 3]))
+
+
+def test_a_loop_over_a_list_the_body_appends_to_sees_the_appends():
+    def f(x, items):
+        for i in items:
+            x = x + i
+            if i < 3:
+                items.append(i + 10)
+            print(i)
+        return x
+
+    check(f, lambda: (torch.zeros(2), [1, 2, 5]))
+
+
+def test_a_break_inside_try_reaches_the_programs_handler():
+    def f(x, d):
+        y = x + 1
+        try:
+            print("in try")
+            v = d["missing"]
+        except KeyError as e:
+            print("handled", e)
+            v = y * 2
+        finally:
+            print("finally")
+        return v
+
+    check(f, lambda: (torch.ones(2), {}))
+
+
+def test_a_break_inside_with_runs_exit_as_cpython_does():
+    class Ctx:
+        def __init__(self, log, swallow):
+            self.log, self.swallow = log, swallow
+
+        def __enter__(self):
+            self.log.append("enter")
+            return self
+
+        def __exit__(self, t, v, tb):
+            self.log.append(("exit", t.__name__ if t else None))
+            return self.swallow
+
+    def f(x, log, swallow):
+        y = x * 3
+        with Ctx(log, swallow):
+            print("inside")
+            y = y + 1
+            if swallow:
+                raise ValueError("boom")
+        return y
+
+    check(f, lambda: (torch.ones(2), [], False))
+    check(f, lambda: (torch.ones(2), [], True))
+
+
+def test_the_programs_exception_after_a_break_is_cpythons_with_its_traceback():
+    def f(x):
+        y = x + 1
+        print("break")
+        return y + undefined_name  # noqa: F821
+
+    check(f, lambda: (torch.ones(2),))
+    try:
+        kiln.compile(f)(torch.ones(2))
+    except NameError as e:
+        tb = e.__traceback__
+        while tb.tb_next:
+            tb = tb.tb_next
+        assert tb.tb_frame.f_code.co_name == "f"
+        assert tb.tb_lineno == f.__code__.co_firstlineno + 3
+
+
+def test_side_effects_are_replayed_before_cpython_goes_on():
+    class Box:
+        pass
+
+    def f(x, box, d):
+        box.v = 1
+        d["k"] = x.sum()
+        print("seen", box.v, sorted(d))
+        box.v += 1
+        return x
+
+    check(f, lambda: (torch.ones(2), Box(), {}))
+
+
+# -- frames the function calls are compiled as frames of their own --------------
+
+def helper_with_a_break(x):
+    y = torch.relu(x) - 1
+    print("inner break")
+    return torch.tanh(y)
+
+
+def test_a_callee_that_breaks_is_compiled_as_its_own_frame():
+    def f(x):
+        a = x * 2
+        b = helper_with_a_break(a)
+        return b + 1
+
+    c = check(f, lambda: (torch.randn(4),))
+    e = kiln.explain(c)(torch.randn(4))
+    # f up to the call; the helper as its own frame up to its print and
+    # its resume function after it; f's resume function after the call
+    assert e.graph_count == 4 and e.graph_break_count == 2
+    assert "inlined function helper_with_a_break" in e.break_reasons[0]["reason"]
+    assert "print" in e.break_reasons[1]["reason"]
+
+
+def test_library_and_generator_frames_are_left_alone():
+    def gen(x):
+        yield x + 1
+
+    def f(x):
+        s = json.dumps({"a": 1})
+        return list(gen(x))[0], s
+
+    check(f, lambda: (torch.ones(2),))
+    assert kiln._C.frames_skip_reason(json.dumps.__code__).startswith("library code")
+    assert kiln._C.frames_skip_reason(gen.__code__) == "a generator or coroutine"
+
+
+def test_the_hook_is_only_installed_during_a_compiled_call():
+    def f(x):
+        return x + 1
+
+    kiln.compile(f)(torch.ones(1))
+
+    def plain():
+        return 1
+
+    plain()  # a frame outside any compiled call: never classified
+    assert kiln._C.frames_skip_reason(plain.__code__) is None
+
+
+# -- never worse than eager ----------------------------------------------------
+
+@pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
+def test_an_internal_failure_leaves_the_frame_to_cpython_and_explain_says_why(point):
+    def f(x, log):
+        log.append(1)
+        y = torch.relu(x) + 1
+        print("break")
+        return y * 2
+
+    kiln.config.strict = False
+    kiln._C.set_fault_points(point)
+    want, want_out = run(f, torch.ones(2), [])
+    got, got_out = run(kiln.compile(f), torch.ones(2), [])
+    assert got[0] == "ok" and torch.equal(got[1], want[1]) and got_out == want_out
+    e = kiln.explain(kiln.compile(f))(torch.ones(2), [])
+    assert any(f"injected fault at {point}" in x["reason"] for x in e.left_to_cpython_reasons), str(e)
+
+
+@pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
+def test_with_strict_an_internal_failure_raises(point):
+    def f(x):
+        y = x + 1
+        print("break")
+        return y
+
+    kiln._C.set_fault_points(point)
+    with pytest.raises(RuntimeError, match="injected fault"):
+        kiln.compile(f)(torch.ones(2))
+
+
+def test_numpy_arguments_stay_numpy_arrays_after_a_break():
+    def f(a, x):
+        y = x + 1
+        print("break")
+        return isinstance(a, np.ndarray), type(a).__name__, y
+
+    check(f, lambda: (np.zeros(3, dtype=np.float32), torch.ones(2)))
+
+
+def test_functions_read_after_a_break_are_the_programs_own():
+    import functools
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def inner(*a):
+            return fn(*a)
+        return inner
+
+    @deco
+    def helper(v):
+        return v + 1
+
+    def f(x):
+        y = x * 2
+        print("break")
+        return helper.__name__, helper.__qualname__, helper.__wrapped__.__module__, y
+
+    check(f, lambda: (torch.ones(2),))
+
+
+def test_an_in_place_operator_on_a_tensor_made_in_the_graph_stays_in_the_graph():
+    def f(x):
+        y = x * 1
+        alias = y
+        y += 1  # in place: the alias sees it, as in torch
+        y[0] *= 3  # stored back into y: an assignment
+        return alias
+
+    c = check(f, lambda: (torch.arange(4.0),))
+    e = kiln.explain(c)(torch.arange(4.0))
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
