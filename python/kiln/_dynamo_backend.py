@@ -147,8 +147,9 @@ class _Table:
                 or callable(getattr(_C.Tensor, name, None)))
 
     def aten(self, op):
-        """An aten overload as the torch-level call kiln lowers: ("function",
-        torch.<name>) when that is a row, ("method", name) when torch.Tensor
+        """An aten overload as the torch-level call kiln lowers: its ATEN
+        row (aten's schema over kiln's ops), ("function", torch.<name>) when
+        that is a row, ("method", name) when torch.Tensor
         has the method and kiln does (aten's schema is the method's, self
         first), else None."""
         hit = self._aten.get(op, False)
@@ -156,8 +157,11 @@ class _Table:
             return hit
         name = op._schema.name.split("::")[-1]
         hit = None
+        row = _torch_api.ATEN.get(name)
         obj = _torch_api._resolve(self.torch, f"torch.{name}")
-        if obj is not None and obj in self.functions:
+        if row is not None:
+            hit = ("function", _torch_api._target(row))
+        elif obj is not None and obj in self.functions:
             hit = ("function", obj)
         elif getattr(self.torch.Tensor, name, None) is not None and (
                 name in _torch_api.TENSOR_METHODS or name in self.op_names):
@@ -177,8 +181,17 @@ def _table():
 
 
 def _target_name(target):
+    """A node target as the user spells it: torch.cumsum, not
+    torch._VariableFunctionsClass.cumsum."""
     if isinstance(target, str):
         return target
+    torch = sys.modules.get("torch")
+    name = getattr(target, "__name__", None)
+    if torch is not None and name:
+        for prefix, namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
+                                  ("torch.Tensor", torch.Tensor)):
+            if getattr(namespace, name, None) is target:
+                return f"{prefix}.{name}"
     mod = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
     return f"{mod}.{name}" if mod else name
@@ -200,7 +213,7 @@ def _classify(node, table):
         hit = table.aten(t)
         if hit is not None:
             return hit, None
-        return None, f"{t} has no kiln lowering (no torch.{t._schema.name.split('::')[-1]} row in " \
+        return None, f"{t} has no kiln lowering (no ATEN or torch.{t._schema.name.split('::')[-1]} row in " \
                      f"kiln/_torch_api.py, no kiln tensor method of that name)"
     try:
         if t in table.functions:
