@@ -50,7 +50,9 @@ a forward and a backward graph of aten ops (each compiled as above) and
 wires them into torch's autograd, so loss.backward() fills the same .grad.
 
 Dynamic shapes: a graph with symbolic sizes (Dynamo's automatic dynamic
-shapes, or dynamic=True) is compiled with kiln's dynamic=True, and each
+shapes, or dynamic=True) is compiled with kiln's automatic dynamic shapes
+(its first size traced as it is, the second marks the dims that changed
+and gives the symbolic graph every later size runs), and each
 SymInt placeholder whose symbol is a dimension of a tensor input is read
 inside the kiln segment as that size (x.shape[d]) rather than passed as a
 Python int: kiln makes it a symbol, so one kiln graph serves every size
@@ -119,6 +121,11 @@ _INPLACE = {
     operator.ifloordiv: "//=", operator.imod: "%=", operator.ipow: "**=", operator.imatmul: "@=",
     operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=",
 }
+# Methods whose result is data, not a tensor: a graph cannot carry them (in
+# a kiln trace they are a break). Dynamo's dynamic graphs read module floats
+# this way (`p.item()` of an unspecialised dropout p); they run first, on
+# torch (_Plan.order).
+_DATA_DEPENDENT = {"item", "tolist", "numpy"}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 
@@ -203,6 +210,8 @@ def _classify(node, table):
     ("getitem",), ("getattr", name)."""
     torch = table.torch
     if node.op == "call_method":
+        if node.target in _DATA_DEPENDENT:
+            return None, f"Tensor.{node.target} reads data out of a tensor: kiln keeps it out of its graphs"
         if table.method(node.target):
             return ("method", node.target), None
         return None, f"Tensor.{node.target} has no kiln lowering (no row in kiln/_torch_api.py, no registry op)"
@@ -275,6 +284,20 @@ class _Emitter:
             return repr(a)
         return self.const(a)
 
+    def index(self, a, names):
+        """A subscript in Python's syntax (x[:, :t]): kiln's translator
+        reads BUILD_SLICE's bounds as sizes, symbols included, while a call
+        of the builtin slice(None, t) would use t as a Python number and
+        specialise the graph to it."""
+        def part(x):
+            if isinstance(x, slice):
+                text = ":".join("" if b is None else self.arg(b, names) for b in (x.start, x.stop))
+                return text if x.step is None else f"{text}:{self.arg(x.step, names)}"
+            return "..." if x is Ellipsis else self.arg(x, names)
+        if isinstance(a, tuple):
+            return ", ".join(part(x) for x in a) + ("," if len(a) == 1 else "")
+        return part(a)
+
     def call(self, node, how, names):
         """One line computing `node` the kiln way (`how` from _classify), or
         the eager way (how=None: the node's own target, as FX runs it)."""
@@ -300,7 +323,7 @@ class _Emitter:
         elif kind == "unary":
             self.lines.append(f"{out} = {how[1]}({args[0]})")
         elif kind == "getitem":
-            self.lines.append(f"{out} = {args[0]}[{args[1]}]")
+            self.lines.append(f"{out} = {args[0]}[{self.index(node.args[1], names)}]")
         elif kind == "getattr":
             self.lines.append(f"{out} = {args[0]}.{how[1]}")
 
@@ -468,7 +491,14 @@ class _Segment:
     def __call__(self, *args):
         from . import _compile
         try:
-            compiled = _compile.compile(self.fn, backend="llvm", fullgraph=True, dynamic=self.plan.dynamic)
+            # A dynamic graph: kiln's automatic dynamic shapes (dynamic=None),
+            # not dynamic=True, which would make every dim of every input a
+            # symbol (the weights' too) and trace on guessed sizes; kiln
+            # marks the dims that change, so its second size compiles the
+            # graph every later size runs. A static graph: Dynamo guards its
+            # sizes, kiln never needs a second entry (dynamic=False).
+            compiled = _compile.compile(self.fn, backend="llvm", fullgraph=True,
+                                        dynamic=None if self.plan.dynamic else False)
             out = compiled(*args)
         except Exception as e:  # noqa: BLE001 - any refusal: split, never fail the compile
             return self._split(args, e)

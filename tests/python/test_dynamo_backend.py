@@ -42,9 +42,12 @@ def fresh():
     patch.__exit__(None, None, None)
 
 
+def flat(x):
+    return [y for v in x for y in flat(v)] if isinstance(x, (tuple, list)) else [x]
+
+
 def close(want, got, tol=1e-4):
-    want = want if isinstance(want, (tuple, list)) else (want,)
-    got = got if isinstance(got, (tuple, list)) else (got,)
+    want, got = flat(want), flat(got)
     assert len(want) == len(got)
     for w, g in zip(want, got):
         assert type(g) is torch.Tensor and g.shape == w.shape and g.dtype == w.dtype
@@ -208,12 +211,12 @@ def test_dynamic_batch_and_length_one_recompile_per_dimension():
             close(model(idx), compiled(idx))
         # The sequence length: one more recompile, for every length after.
         assert count.graphs == 3
-    # kiln compiled each dynamic graph once: its segments read the sizes as
-    # symbols (no kiln recompile per size; a kiln recompile would show as a
-    # second cache entry of the segment's function).
-    seg = _dynamo_backend._plans[-1].segments[0]
+    # The dynamic graph is one kiln segment; kiln traced it at most twice
+    # (its first size, then the dims that changed as symbols), not once
+    # per size.
+    (seg,) = _dynamo_backend._plans[-1].segments
     assert seg.compiled is not None
-    assert kiln._C.cache_entries(kiln._compile._as_kbc(seg.fn)) == 1
+    assert kiln._C.cache_entries(seg.compiled._kiln_compiled.kbc) <= 2
 
 
 def test_dynamic_true_symint_inputs_are_kiln_symbols():
@@ -273,9 +276,9 @@ def test_a_row_kiln_refuses_for_its_arguments_is_split_out(caplog):
         close(f(x, y), got)
         close(f(x, y), compiled(x, y))
     plan = _dynamo_backend._plans[-1]
-    eager = [n.name for n in plan.compute if plan.how[n] is None]
-    assert len(eager) == 1 and "div" in eager[0], eager
-    assert "kiln refused it" in plan.reasons[plan.compute[[n.name for n in plan.compute].index(eager[0])]]
+    eager = [n for n in plan.compute if plan.how[n] is None]
+    assert [n.target for n in eager] == [torch.div], eager
+    assert "kiln refused it" in plan.reasons[eager[0]]
     assert "runs as torch eager" in caplog.text
 
 
