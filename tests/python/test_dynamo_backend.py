@@ -371,3 +371,14 @@ def test_options_are_accepted_and_checked():
     g = torch.compile(lambda x: x + 1, backend="kiln", options={"no_such_option": 1})
     with pytest.raises(Exception, match="no_such_option"):
         g(x)
+
+
+def test_fullgraph_option_refuses_an_eager_node():
+    def f(x):
+        return torch.cumsum(torch.relu(x), 0)
+
+    x = torch.randn(5)
+    with pytest.raises(Exception, match="torch.cumsum has no kiln lowering"):
+        torch.compile(f, backend="kiln", options={"fullgraph": True})(x)
+    torch._dynamo.reset()
+    close(f(x), torch.compile(f, backend="kiln")(x))
