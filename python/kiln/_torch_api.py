@@ -535,12 +535,38 @@ def _aten_softmax_backward_data(grad_output, output, dim, input_dtype):
     return output * (grad_output - _C.sum(grad_output * output, dim, True))
 
 
+def _aten_to_copy(input, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+                  memory_format=None):
+    if dtype is None or dtype == input.dtype:
+        return _C.clone(input)
+    return _C.to(input, dtype)
+
+
+def _aten_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    # (grad_input, grad_weight, grad_bias), each None where output_mask says
+    # it is not wanted; mean and rstd as native_layer_norm returned them.
+    k = len(normalized_shape)
+    dims = [d - k for d in range(k)]
+    lead = list(range(input.dim() - k))
+    x_hat = (input - mean) * rstd
+    g = grad_out if weight is None else grad_out * weight
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_input = rstd * (g - _C.mean(g, dims, True) - x_hat * _C.mean(g * x_hat, dims, True))
+    if output_mask[1] and weight is not None:
+        grad_weight = _C.sum(grad_out * x_hat, lead) if lead else grad_out * x_hat
+    if output_mask[2] and bias is not None:
+        grad_bias = _C.sum(grad_out, lead) if lead else _C.clone(grad_out)
+    return grad_input, grad_weight, grad_bias
+
+
 ATEN = {
     "addmm": _aten_addmm, "_unsafe_view": _aten_unsafe_view, "slice": "slice", "gelu": "gelu",
     "_softmax": _aten_softmax, "_log_softmax": _aten_log_softmax, "rsub": _aten_rsub,
     "threshold_backward": _aten_threshold_backward, "sigmoid_backward": _aten_sigmoid_backward,
     "tanh_backward": _aten_tanh_backward, "native_layer_norm": _aten_native_layer_norm,
     "convolution": _aten_convolution, "_softmax_backward_data": _aten_softmax_backward_data,
+    "_to_copy": _aten_to_copy, "native_layer_norm_backward": _aten_native_layer_norm_backward,
 }
 
 DTYPES = {

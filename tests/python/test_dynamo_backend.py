@@ -309,6 +309,8 @@ def _aten_cases():
     aten = torch.ops.aten
     x, y = torch.randn(3, 4), torch.randn(4, 5)
     img, k = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    ln_x, ln_w, ln_b, ln_grad = torch.randn(2, 3, 4), torch.randn(4), torch.randn(4), torch.randn(2, 3, 4)
+    _, ln_mean, ln_rstd = aten.native_layer_norm.default(ln_x, [4], ln_w, ln_b, 1e-5)
     return {
         "addmm": (aten.addmm.default, (torch.randn(5), x, y), {"beta": 2, "alpha": 0.5}),
         "_unsafe_view": (aten._unsafe_view.default, (x, [2, 6]), {}),
@@ -326,6 +328,9 @@ def _aten_cases():
                                                    [0, 0], 1), {}),
         "_softmax_backward_data": (aten._softmax_backward_data.default, (x, torch.softmax(x, 1), 1,
                                                                          torch.float32), {}),
+        "_to_copy": (aten._to_copy.default, (x,), {"dtype": torch.float64}),
+        "native_layer_norm_backward": (aten.native_layer_norm_backward.default,
+                                       (ln_grad, ln_x, [4], ln_mean, ln_rstd, ln_w, ln_b, [True, True, True]), {}),
     }
 
 
@@ -341,6 +346,7 @@ def test_aten_row_equals_aten(name):
     g.output((g.call_function(op, tuple(ins), kwargs),))
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    assert len(tensors) == len(set(map(id, tensors)))  # one placeholder per tensor
     with torch.no_grad():
         fn = _dynamo_backend.kiln_backend(gm, tensors)
         close(gm(*tensors), fn(*tensors), 1e-4)
@@ -382,3 +388,28 @@ def test_fullgraph_option_refuses_an_eager_node():
         torch.compile(f, backend="kiln", options={"fullgraph": True})(x)
     torch._dynamo.reset()
     close(f(x), torch.compile(f, backend="kiln")(x))
+
+
+def test_dynamic_training_sweep_gradients_equal_eager():
+    # aot_autograd under dynamic shapes: the forward and backward graphs
+    # take SymInts too; one Dynamo recompile per dimension, gradients equal
+    # eager's at every size.
+    torch.manual_seed(0)
+    model = tm.BertLayer().eval()  # dropout off: deterministic gradients
+    ref = copy.deepcopy(model)
+    count = Counter()
+    compiled = torch.compile(model, backend=count)
+    for b, t in ((2, 5), (3, 5), (4, 5), (3, 7), (2, 9)):
+        x = torch.randn(b, t, 16)
+        mask = torch.ones(b, t, dtype=torch.long)
+        mask[0, t - 2:] = 0
+        model.zero_grad()
+        ref.zero_grad()
+        ref(x, mask).pow(2).mean().backward()
+        compiled(x, mask).pow(2).mean().backward()
+        scale = max(float(p.grad.abs().max()) for p in ref.parameters())
+        for (n, p), (_, q) in zip(ref.named_parameters(), model.named_parameters()):
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4 * scale, msg=lambda m: f"{n}: {m}")
+    assert count.graphs == 3  # static, batch dynamic, length dynamic
+    fw, bw = _dynamo_backend._plans[-2:]
+    assert (fw.name, bw.name) == ("forward", "backward") and fw.dynamic and bw.dynamic
