@@ -247,8 +247,9 @@ class _Emitter:
     generated function: kiln reads a global torch object through the table
     by identity, exactly as in user code."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, modules=None):
         self.torch = torch
+        self.modules = modules or {}  # call_module node -> the submodule it calls
         self.globals = {"__builtins__": builtins}
         self.lines = []
         self._consts = {}
@@ -305,7 +306,9 @@ class _Emitter:
         args = [self.arg(a, names) for a in node.args]
         kwargs = [f"{k}={self.arg(v, names)}" for k, v in node.kwargs.items()]
         if how is None:
-            if node.op == "call_method":
+            if node.op == "call_module":  # a leaf module Dynamo kept (not inlined): torch runs it
+                self.lines.append(f"{out} = {self.const(self.modules[node])}({', '.join(args + kwargs)})")
+            elif node.op == "call_method":
                 self.lines.append(f"{out} = {args[0]}.{node.target}({', '.join(args[1:] + kwargs)})")
             else:
                 self.lines.append(f"{out} = {self.const(node.target)}({', '.join(args + kwargs)})")
@@ -362,12 +365,15 @@ class _Plan:
         # guarded int), when its symbol is a dimension of a tensor input.
         self.sym_source = _symbol_sources(self.placeholders) if self.dynamic else {}
         self.attrs = {}
+        self.modules = {}
         self.how = {}
         self.reasons = {}
         for n in graph.nodes:
             if n.op == "get_attr":
                 self.attrs[n] = _fetch_attr(gm, n.target)  # read once
             elif n.op in ("call_function", "call_method", "call_module"):
+                if n.op == "call_module":
+                    self.modules[n] = gm.get_submodule(n.target)
                 how, why = _classify(n, table)
                 self.how[n] = how
                 if how is None:
@@ -412,7 +418,7 @@ class _Plan:
         torch = self.torch
         steps = self.order()
         position = {n: i for i, n in enumerate(self.gm.graph.nodes)}
-        em = _Emitter(torch)
+        em = _Emitter(torch, self.modules)
         names = {n: _var(n) for n in self.gm.graph.nodes}
         params = [names[p] for p in self.placeholders]
         for n, value in self.attrs.items():
@@ -525,7 +531,7 @@ class _Segment:
             log.debug("kiln.dynamo: %s: segment %s..%s split (%s)", plan.name, self.nodes[0].name,
                       self.nodes[-1].name, reason)
         position = {n: i for i, n in enumerate(plan.gm.graph.nodes)}
-        em = _Emitter(plan.torch)
+        em = _Emitter(plan.torch, plan.modules)
         names = {n: _var(n) for n in plan.gm.graph.nodes}
         for sym, (tensor, dim) in self.sym_reads.items():
             em.lines.append(f"{names[sym]} = {names[tensor]}.shape[{dim}]")

@@ -430,3 +430,25 @@ def test_inputs_and_outputs_are_zero_copy():
     assert tail[1, 0] == 123.0
     (plan,) = plans()
     assert all_kiln(plan), plan
+
+
+def test_call_module_nodes_run_their_submodule_on_torch():
+    # Graphs from torch.fx.symbolic_trace keep torch.nn's modules as leaf
+    # call_module nodes; the backend runs them as torch does, and kiln the
+    # rest.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return torch.tanh(self.fc(x)) * 2
+
+    gm = torch.fx.symbolic_trace(M())
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        fn = _dynamo_backend.kiln_backend(gm, [x])
+        close(gm(x), fn(x))
+    (plan,) = plans()
+    assert [e[1] for e in plan["eager"]] == ["fc"], plan
+    assert plan["compiled"] == 1 and plan["kiln_nodes"] == 2, plan
