@@ -392,12 +392,14 @@ class _Plan:
         module float) moves first, so it does not cut a kiln segment in
         two; everything else keeps its place. Returns [(kind, [nodes])]."""
         before, rest = [], []
+        mutated = False  # an in-place node ran: an input may hold new values from here on
         for n in self.compute:
-            if self.how[n] is None and _pure(n) and all(a.op in ("placeholder", "get_attr")
-                                                        for a in n.all_input_nodes):
+            if (not mutated and self.how[n] is None and _pure(n)
+                    and all(a.op in ("placeholder", "get_attr") for a in n.all_input_nodes)):
                 before.append(n)
             else:
                 rest.append(n)
+            mutated = mutated or not _pure(n) or (self.how[n] or ("",))[0] == "inplace"
         steps = [("eager", [n]) for n in before]
         run = []
         for n in rest:
@@ -444,9 +446,16 @@ class _Plan:
 
 
 def _pure(node):
-    """No in-place effect: torch's in-place methods end in "_"."""
-    target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    return not str(target).endswith("_")
+    """No in-place effect: torch's in-place methods and aten ops end in "_"
+    (add_, aten.copy_), operator's in-place forms are iadd, imul, ..."""
+    target = node.target
+    if node.op == "call_module":
+        return False  # a module may update its own state (BatchNorm's statistics)
+    if target in _INPLACE:
+        return False
+    if not isinstance(target, str):
+        target = getattr(target, "__name__", "")
+    return not str(target).split(".")[0].endswith("_")
 
 
 class _Segment:

@@ -452,3 +452,21 @@ def test_call_module_nodes_run_their_submodule_on_torch():
     (plan,) = plans()
     assert [e[1] for e in plan["eager"]] == ["fc"], plan
     assert plan["compiled"] == 1 and plan["kiln_nodes"] == 2, plan
+
+
+def test_a_data_read_after_an_in_place_write_stays_after_it():
+    # .item() of an input moves first only while nothing was written in
+    # place: after x.add_(1) it must read the new value.
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    s = g.placeholder("s")
+    g.call_method("add_", (s, 1.0))
+    item = g.call_method("item", (s,))
+    out = g.call_function(operator.mul, (g.call_function(torch.relu, (x,)), item))
+    g.output((out,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    xs = torch.randn(3)
+    with torch.no_grad():
+        fn = _dynamo_backend.kiln_backend(gm, [xs, torch.tensor(1.0)])
+        want = gm(xs, torch.tensor(1.0))
+        close(want, fn(xs, torch.tensor(1.0)))
