@@ -156,19 +156,21 @@ def min(input, dim=None, keepdim=False):
     return -_C.amax(-input, dim, keepdim), _C.argmin(input, dim, keepdim)
 
 
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def zeros(*size, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     return _C.zeros(*size, dtype=dtype)
 
 
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def ones(*size, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
     return _C.ones(*size, dtype=dtype)
 
 
-def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+         requires_grad=False):
     return _C.full(size, fill_value, dtype=dtype)
 
 
-def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+           requires_grad=False):
     return _C.arange(start, end, step, dtype=dtype)
 
 
@@ -272,19 +274,23 @@ def repeat(self, *sizes):
     return parts
 
 
-def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+def new_zeros(self, *size, dtype=None, layout=None, device=None, pin_memory=False,
+              requires_grad=False):
     return _C.zeros(*size, dtype=self.dtype if dtype is None else dtype)
 
 
-def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+def new_ones(self, *size, dtype=None, layout=None, device=None, pin_memory=False,
+             requires_grad=False):
     return _C.ones(*size, dtype=self.dtype if dtype is None else dtype)
 
 
-def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False,
+             requires_grad=False):
     return _C.full(size, fill_value, dtype=self.dtype if dtype is None else dtype)
 
 
-def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+def new_empty(self, *size, dtype=None, layout=None, device=None, pin_memory=False,
+              requires_grad=False):
     return _C.empty(*size, dtype=self.dtype if dtype is None else dtype)
 
 
@@ -458,6 +464,109 @@ TENSOR_METHODS = {
     "softmax": softmax, "log_softmax": log_softmax, "swapaxes": transpose,
     "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_, "relu_": relu_, "tanh_": tanh_,
     "exp_": exp_,
+}
+
+# aten's operators (torch.ops.aten.<name>.<overload>), as aot_autograd's
+# graphs call them (the torch.compile backend, kiln/_dynamo_backend.py):
+# only those torch.* does not already spell, since an aten op whose
+# torch.<name> is a FUNCTIONS row, or whose name is a tensor method kiln
+# has, is read off those rows. Each value takes aten's schema (every
+# overload of the name: the backend passes the arguments as the graph
+# has them) over kiln's ops; tests/python/test_dynamo_backend.py checks
+# each against aten.
+
+def _aten_addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    out = _C.matmul(mat1, mat2)
+    if alpha != 1:
+        out = out * alpha
+    return out + (input if beta == 1 else input * beta)
+
+
+def _aten_unsafe_view(input, size):
+    return _C.reshape(input, size)
+
+
+def _aten_softmax(input, dim, half_to_float):
+    return _C.softmax(input, dim)
+
+
+def _aten_log_softmax(input, dim, half_to_float):
+    return _C.log_softmax(input, dim)
+
+
+def _aten_rsub(input, other, alpha=1):
+    return other - (input if alpha == 1 else input * alpha)
+
+
+def _aten_threshold_backward(grad_output, input, threshold):
+    return _C.masked_fill(grad_output, input <= threshold, 0.0)
+
+
+def _aten_sigmoid_backward(grad_output, output):
+    return grad_output * output * (1 - output)
+
+
+def _aten_tanh_backward(grad_output, output):
+    return grad_output * (1 - output * output)
+
+
+def _aten_native_layer_norm(input, normalized_shape, weight, bias, eps):
+    # (out, mean, rstd); mean and rstd keep the normalized dims as 1s.
+    dims = [d - len(normalized_shape) for d in range(len(normalized_shape))]
+    mean = _C.mean(input, dims, True)
+    centered = input - mean
+    rstd = _C.rsqrt(_C.mean(centered * centered, dims, True) + eps)
+    out = centered * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def _aten_convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise NotImplementedError("kiln has no transposed convolution")
+    conv = _C.conv2d if input.dim() == 4 else _C.conv1d
+    return conv(input, weight, bias, stride, padding, dilation, groups)
+
+
+def _aten_softmax_backward_data(grad_output, output, dim, input_dtype):
+    return output * (grad_output - _C.sum(grad_output * output, dim, True))
+
+
+def _aten_to_copy(input, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+                  memory_format=None):
+    if dtype is None or dtype == input.dtype:
+        return _C.clone(input)
+    return _C.to(input, dtype)
+
+
+def _aten_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    # (grad_input, grad_weight, grad_bias), each None where output_mask says
+    # it is not wanted; mean and rstd as native_layer_norm returned them.
+    k = len(normalized_shape)
+    dims = [d - k for d in range(k)]
+    lead = list(range(input.dim() - k))
+    x_hat = (input - mean) * rstd
+    g = grad_out if weight is None else grad_out * weight
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_input = rstd * (g - _C.mean(g, dims, True) - x_hat * _C.mean(g * x_hat, dims, True))
+    if output_mask[1] and weight is not None:
+        grad_weight = _C.sum(grad_out * x_hat, lead) if lead else grad_out * x_hat
+    if output_mask[2] and bias is not None:
+        grad_bias = _C.sum(grad_out, lead) if lead else _C.clone(grad_out)
+    return grad_input, grad_weight, grad_bias
+
+
+ATEN = {
+    "addmm": _aten_addmm, "_unsafe_view": _aten_unsafe_view, "slice": "slice", "gelu": "gelu",
+    "_softmax": _aten_softmax, "_log_softmax": _aten_log_softmax, "rsub": _aten_rsub,
+    "threshold_backward": _aten_threshold_backward, "sigmoid_backward": _aten_sigmoid_backward,
+    "tanh_backward": _aten_tanh_backward, "native_layer_norm": _aten_native_layer_norm,
+    "convolution": _aten_convolution, "_softmax_backward_data": _aten_softmax_backward_data,
+    "_to_copy": _aten_to_copy, "native_layer_norm_backward": _aten_native_layer_norm_backward,
 }
 
 DTYPES = {
