@@ -326,15 +326,16 @@ ExplainReport* interpreter::set_explain_recording(ExplainReport* report) {
   return previous;
 }
 
+std::vector<Value> interpreter::run_fast_graph(CallContext& vm, const interpreter::FastPath& fast, const Value* params) {
+  if (!fast.graph) return {};
+  std::vector<Value> inputs;
+  inputs.reserve(fast.inputs.size());
+  for (size_t i : fast.inputs) inputs.push_back(params[i]);
+  return fast.graph(vm, inputs);
+}
+
 Value interpreter::run_fast(CallContext& vm, const interpreter::FastPath& fast, const Value* params) {
-  std::vector<Value> outputs;
-  if (fast.graph) {
-    std::vector<Value> inputs;
-    inputs.reserve(fast.inputs.size());
-    for (size_t i : fast.inputs) inputs.push_back(params[i]);
-    outputs = fast.graph(vm, inputs);
-  }
-  return build_result(fast.result, outputs, params);
+  return build_result(fast.result, run_fast_graph(vm, fast, params), params);
 }
 
 struct CompiledFunction::State {

@@ -44,6 +44,9 @@ std::shared_ptr<const CacheEntry> lookup_or_compile(runtime::CallContext& vm, co
 // A fast-path entry's result: its graph over the parameters, the result
 // built from the template.
 runtime::Value run_fast(runtime::CallContext& vm, const FastPath& fast, const runtime::Value* params);
+// Its graph's outputs alone (an embedder that builds the result from the
+// template itself: python/ returns the caller's own objects for Param).
+std::vector<runtime::Value> run_fast_graph(runtime::CallContext& vm, const FastPath& fast, const runtime::Value* params);
 
 // What lookup_or_compile reports into while set (kiln::explain does it for
 // one call; python/'s explain for the frames of one Python call): graphs,

@@ -183,6 +183,10 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         bound._kiln_compiled = getattr(inner, "_kiln_compiled", None)
         bound._kiln_bound = (fn.__func__, owner)
         return bound
+    if config.python_frames and _is_torch_module(fn):
+        # torch runs Module.__call__ (hooks and all); the hook compiles the
+        # forward frames it reaches.
+        return _compile_frames(fn, backend, fullgraph, dynamic)
     if isinstance(fn, nn.Module) or _is_torch_module(fn):
         return _compile_module(fn, backend, fullgraph, dynamic)
     if not callable(fn):
@@ -215,13 +219,16 @@ def _compile_frames(fn, backend, fullgraph, dynamic):
     config._apply()
     compiled = _C.FrameCompiled(fn, backend, fullgraph, dynamic, config.cache_size_limit, bool(config.strict))
     call = compiled.fastcall
+    module = fn if _is_torch_module(fn) else None
 
-    @functools.wraps(fn)
+    @functools.wraps(type(fn).forward if module is not None else fn)
     def wrapper(*args, **kwargs):
         return call(*args, **kwargs)
 
     wrapper._kiln_compiled = compiled
     wrapper._kiln_frames = True
+    if module is not None:
+        wrapper.module = module
     return wrapper
 
 
@@ -349,7 +356,8 @@ def explain(fn, *, backend="llvm"):
     def run(*args, **kwargs):
         from . import nn
         config._apply()
-        if getattr(fn, "_kiln_frames", False) or (config.python_frames and inspect.isfunction(target)):
+        if getattr(fn, "_kiln_frames", False) or (config.python_frames and (
+                inspect.isfunction(target) or _is_torch_module(target))):
             reset()
             compiled = fn._kiln_compiled if getattr(fn, "_kiln_frames", False) else _C.FrameCompiled(
                 target, backend, False, None, config.cache_size_limit, bool(config.strict))

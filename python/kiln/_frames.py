@@ -73,8 +73,28 @@ def _library_dirs():
 _NOT_FUNCTIONS = ("<module>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
 
 
+def _builtin_forwards():
+    """{forward code of a torch module class kiln maps (kiln/_torch_api.py
+    MODULES): that class}: such a frame is traced as kiln's module call."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    if not _BUILTIN_FORWARDS:
+        from . import _torch_api
+        for cls in _torch_api._mapped_classes(torch):
+            fwd = cls.__dict__.get("forward")
+            if fwd is not None and hasattr(fwd, "__code__"):
+                _BUILTIN_FORWARDS[fwd.__code__] = cls
+    return _BUILTIN_FORWARDS
+
+
+_BUILTIN_FORWARDS = {}
+
+
 def classify(code):
     """None when frames of `code` are traced, else why CPython runs them."""
+    if code in _builtin_forwards():
+        return None
     if code.co_name in _NOT_FUNCTIONS:
         return f"{code.co_name} code (not a function body)"
     fname = os.path.abspath(code.co_filename) if not code.co_filename.startswith("<") else code.co_filename
@@ -93,7 +113,39 @@ def classify(code):
 def kbc(func):
     if _C.fault_enabled("frontend"):
         raise RuntimeError("kiln: injected fault at frontend (KILN_FAULT)")
+    if _compile._is_torch_module(func):  # FrameCompiled.kbc of a compiled module: its forward's
+        func = type(func).forward
+    if getattr(func, "__code__", None) in _builtin_forwards():
+        return _module_call_kbc(func.__code__)
     return _compile._as_kbc(func)
+
+
+_MODULE_CALLS = {}
+
+
+def _module_call_kbc(code):
+    """For the forward frame of a torch module kiln maps: a KBC function of
+    the same parameters that calls the module's forward, so the tracer
+    runs kiln's built-in forward over the module's mirror (torch's own
+    forward is its internals, _VF calls and all)."""
+    hit = _MODULE_CALLS.get(code)
+    if hit is None:
+        n = code.co_argcount + code.co_kwonlyargcount
+        names = code.co_varnames[:n]
+        varargs = code.co_varnames[n] if code.co_flags & T.CO_VARARGS else None
+        if code.co_flags & T.CO_VARKEYWORDS or code.co_kwonlyargcount or code.co_posonlyargcount:
+            hit = None
+        else:
+            params = ", ".join(list(names) + ([f"*{varargs}"] if varargs else []))
+            body = [f"LOAD_FAST {names[0]}", "LOAD_ATTR forward"]
+            body += [f"LOAD_FAST {p}" for p in names[1:]] + [f"BUILD_LIST {len(names) - 1}"]
+            if varargs:
+                body += [f"LOAD_FAST {varargs}", "LIST_EXTEND 1"]
+            body += ["CALL_EX 0", "RETURN_VALUE"]
+            text = f".func forward({params})\n" + "".join(f"    {b}\n" for b in body) + ".end\n"
+            hit = _C.assemble(text, code.co_filename).global_("forward")
+        _MODULE_CALLS[code] = hit
+    return hit
 
 
 # -- the residual as CPython code ---------------------------------------------
@@ -106,6 +158,9 @@ _NB_INPLACE = 13  # NB_INPLACE_ADD: the in-place forms follow the plain ones in 
 def build(code, info):
     if _C.fault_enabled("residual"):
         raise RuntimeError("kiln: injected fault at residual (KILN_FAULT)")
+    if code in _builtin_forwards() and info["continuation"] is not None:
+        # The trace ran kiln's forward, not this code: no offset of it to go on from.
+        return f"{code.co_qualname}: a break in kiln's forward of a torch module (torch runs it)"
     try:
         return _Builder(code, info).code()
     except (Refused, B.StackMergeError) as e:
@@ -419,7 +474,12 @@ class _Builder:
         if op == "LOAD_CONST":
             return [I("LOAD_CONST", self.const(a))]
         if op in ("LOAD_FAST", "STORE_FAST", "DELETE_FAST"):
-            return [I(op, self.local_slot[a])]
+            slot = self.local_slot[a]
+            if slot < len(self.orig.co_varnames) and self.orig.co_varnames[slot] in self.orig.co_cellvars:
+                # A parameter a closure captures: after MAKE_CELL its slot
+                # holds the cell (3.11 keeps a cell argument in its own slot).
+                return [I(op.replace("FAST", "DEREF"), slot)]
+            return [I(op, slot)]
         if op == "LOAD_GLOBAL":
             return [I("LOAD_GLOBAL", self.name(a) << 1)]
         if op in ("LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_METHOD", "STORE_GLOBAL"):

@@ -310,6 +310,26 @@ const HostCode& host_code(const CacheEntry& e, PyCodeObject* code, size_t nlocal
   return *hc;
 }
 
+// A fast path's result as the program's objects: a parameter is the very
+// object the caller passed (its identity, a set's own table), not one
+// converted back from kiln's copy of it.
+py::object fast_result(const interpreter::ResultTemplate& t, const std::vector<Value>& outputs, PyObject** params) {
+  using K = interpreter::ResultTemplate::Kind;
+  switch (t.kind) {
+    case K::Output: return to_py(outputs[t.index]);
+    case K::Param: return py::reinterpret_borrow<py::object>(params[t.index]);
+    case K::Const: return to_py(t.value);
+    case K::Tuple:
+    case K::List: {
+      py::list items;
+      for (const auto& x : t.items) items.append(fast_result(x, outputs, params));
+      if (t.kind == K::List) return std::move(items);
+      return py::tuple(items);
+    }
+  }
+  return py::none();
+}
+
 Py_ssize_t nparams_of(PyCodeObject* co) {
   return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
          ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
@@ -394,7 +414,8 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     // The graph alone. What it raises is the program's error (the kernels
     // check what eager checks), surfaced as the same Python exception.
     try {
-      return to_py(interpreter::run_fast(python_vm(), *entry->fast, locals.data())).release().ptr();
+      const std::vector<Value> outputs = interpreter::run_fast_graph(python_vm(), *entry->fast, locals.data());
+      return fast_result(entry->fast->result, outputs, f->localsplus).release().ptr();
     } catch (py::error_already_set& e) {
       e.restore();
     } catch (const kiln::Error& e) {

@@ -357,3 +357,49 @@ def test_an_in_place_operator_on_a_tensor_made_in_the_graph_stays_in_the_graph()
     c = check(f, lambda: (torch.arange(4.0),))
     e = kiln.explain(c)(torch.arange(4.0))
     assert (e.graph_count, e.graph_break_count) == (1, 0)
+
+
+def test_a_torch_module_runs_its_own_call_and_its_forwards_are_traced():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+            self.ln = torch.nn.LayerNorm(8)
+
+        def forward(self, x):
+            return x + torch.relu(self.fc(self.ln(x)))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block() for _ in range(3)])
+            self.calls = 0
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    torch.manual_seed(0)
+    m = Net().eval()
+    seen = []
+    m.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        c = kiln.compile(m)
+        assert torch.allclose(c(x), m(x), atol=1e-5)
+        assert seen == [torch.Size([4, 8])] * 2  # torch's own __call__ ran the hook both times
+        e = kiln.explain(c)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
+
+
+def test_a_built_in_torch_module_compiled_alone_runs_kilns_forward():
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(6, 5, batch_first=True).eval()
+    x = torch.randn(3, 4, 6)
+    with torch.no_grad():
+        c = kiln.compile(gru)
+        want, got = gru(x), c(x)
+        assert torch.allclose(want[0], got[0], atol=1e-5) and torch.allclose(want[1], got[1], atol=1e-5)
+        e = kiln.explain(c)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
