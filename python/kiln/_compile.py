@@ -62,6 +62,7 @@ config = Config()
 # Per function object, since defaults and closures are per function.
 _kbc = weakref.WeakKeyDictionary()
 _disabled = weakref.WeakSet()
+_disabled_codes = weakref.WeakSet()  # the frame hook's view: frames of these codes, and their callees, run on CPython
 
 
 def _as_kbc(fn):
@@ -94,9 +95,13 @@ _C._set_function_converter(_as_kbc)
 
 def disable(fn):
     """Keep fn out of tracing: compiled code calls it as plain Python (a
-    graph break), and kiln.compile(fn) runs it unchanged."""
+    graph break), and kiln.compile(fn) runs it unchanged. On the frames
+    path what fn calls runs on CPython too (torch._dynamo.disable's rule)."""
     _disabled.add(fn)
     _kbc.pop(fn, None)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        _disabled_codes.add(code)
     return fn
 
 

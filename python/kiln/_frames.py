@@ -92,21 +92,27 @@ _BUILTIN_FORWARDS = {}
 
 
 def classify(code):
-    """None when frames of `code` are traced, else why CPython runs them."""
+    """None when frames of `code` are traced, else (why CPython runs them,
+    whether what they call is left to CPython too)."""
     if code in _builtin_forwards():
         return None
     if code.co_name in _NOT_FUNCTIONS:
-        return f"{code.co_name} code (not a function body)"
+        return f"{code.co_name} code (not a function body)", False
+    if code in _compile._disabled_codes:
+        return "kiln.disable", True
     fname = os.path.abspath(code.co_filename) if not code.co_filename.startswith("<") else code.co_filename
     if fname.startswith(_KILN_DIR):
-        return "kiln's own code"
+        return "kiln's own code", True
     if fname.startswith("<frozen "):
-        return "the standard library"
+        return "the standard library", True
     # torch's and numpy's own Python is what eager runs; the tracer maps
     # their API from the outside (kiln/_torch_api.py), never their frames.
     for d in _library_dirs():
         if fname.startswith(d):
-            return f"library code ({d.rstrip(os.sep).rsplit(os.sep, 1)[-1]})"
+            # torch calls the program back (Module.__call__ -> forward,
+            # hooks): its callees are still looked at; the rest's are not.
+            torch_dir = d.rstrip(os.sep).endswith(os.sep + "torch")
+            return f"library code ({d.rstrip(os.sep).rsplit(os.sep, 1)[-1]})", not torch_dir
     return None
 
 

@@ -95,6 +95,9 @@ struct CodeState {
   enum class Mode : uint8_t { Trace, Skip } mode = Mode::Skip;
   uint64_t epoch = reset_epoch;
   bool kilns_own = false;  // code kiln made (an entry's CPython code): skipped whatever the epoch
+  // Library code (the standard library, torch, numpy, kiln itself) and
+  // kiln.disable'd functions: what they call is left to CPython too.
+  bool recursive = false;
   std::string skip_reason;
   // The KBC function the tracer reads the last function of this code
   // through, and a weak reference to that function: one code serves many
@@ -149,8 +152,13 @@ CodeState* classify(PyCodeObject* code) {
     Inactive off;
     try {
       py::object why = callbacks().classify(py::handle(reinterpret_cast<PyObject*>(code)));
-      if (why.is_none()) st->mode = CodeState::Mode::Trace;
-      else st->skip_reason = py::str(why);
+      if (why.is_none()) {
+        st->mode = CodeState::Mode::Trace;
+      } else {
+        py::tuple t = why;  // (reason, recursive)
+        st->skip_reason = py::str(t[0]);
+        st->recursive = py::cast<bool>(t[1]);
+      }
     } catch (py::error_already_set& e) {
       st->skip_reason = std::string("kiln could not classify it: ") + e.what();
     }
@@ -370,11 +378,33 @@ PyObject* eval_default(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag
   return _PyEval_EvalFrameDefault(ts, f, throw_flag);
 }
 
+// The hook is installed only while some thread is inside a compiled call
+// (as Dynamo does): with an eval function set, CPython 3.11 stops inlining
+// Python-to-Python calls, so code outside compiled calls would pay for a
+// hook it never uses. Counted under the GIL.
+int active_calls = 0;
+bool hook_installed = false;
+PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag);
+
+void set_hook(bool on) {
+  if (on == hook_installed) return;
+  _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), on ? kiln_eval_frame : _PyEval_EvalFrameDefault);
+  hook_installed = on;
+}
+
+// A frame of library code (recursive skip) runs with the hook off for this
+// thread and, when no other thread is inside a compiled call, off for the
+// interpreter: its own calls are inlined again, so code kiln never compiles
+// costs what it costs without kiln. A compiled call it makes switches the
+// hook on again for its duration.
+PyObject* eval_skipped_recursively(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag);
+
 PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
   const FrameOptions* opts = active;
   if (!opts || throw_flag) return eval_default(ts, f, throw_flag);
   PyCodeObject* code = f->f_code;
   CodeState* st = classify(code);
+  if (st && st->mode == CodeState::Mode::Skip && st->recursive) return eval_skipped_recursively(ts, f, throw_flag);
   if (!st || st->mode != CodeState::Mode::Trace || !f->f_func) return eval_default(ts, f, throw_flag);
 
   const Py_ssize_t nparams = nparams_of(code);
@@ -445,23 +475,36 @@ void init() {
   if (extra_index < 0) throw py::error_already_set();
 }
 
-// The hook is installed only while some thread is inside a compiled call
-// (as Dynamo does): with an eval function set, CPython 3.11 stops inlining
-// Python-to-Python calls, so code outside any compiled call would pay for
-// a hook it never uses. Counted under the GIL.
-int active_calls = 0;
+// Threads inside a compiled call, and on this thread the calls whose
+// frames the hook serves (a recursively skipped frame suspends them).
+int active_threads = 0;
+thread_local int thread_calls = 0;
 
 struct ActiveCall {
   const FrameOptions* saved = active;
+  const bool was_installed = hook_installed;
   explicit ActiveCall(const FrameOptions* o) {
-    if (active_calls++ == 0) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), kiln_eval_frame);
+    if (thread_calls++ == 0) ++active_threads;
+    ++active_calls;
+    set_hook(true);
     active = o;
   }
   ~ActiveCall() {
     active = saved;
-    if (--active_calls == 0) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
+    --active_calls;
+    if (--thread_calls == 0) --active_threads;
+    set_hook(was_installed && active_calls > 0);
   }
 };
+
+PyObject* eval_skipped_recursively(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+  Inactive off;  // (the hook, if another thread keeps it on, lets this thread's frames through)
+  const bool alone = active_threads <= 1;
+  if (alone) set_hook(false);
+  PyObject* r = eval_default(ts, f, throw_flag);
+  if (alone) set_hook(active_calls > 0);
+  return r;
+}
 
 // What kiln.compile returns for a Python function when frames are on.
 class FrameCompiled {

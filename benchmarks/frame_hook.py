@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The frames path's costs (issue 26): the PEP 523 hook on Python code kiln
+does not compile, and the cached calls of compiled frames against the VM
+path's, all in one process.
+
+    python3 benchmarks/frame_hook.py [--iters 20000] [--repeats 9]
+
+Rows:
+
+- hook, code not compiled: a pure-Python loop calling many small functions
+  (`loop(n)`), run (a) plainly and (b) inside a compiled call whose frames
+  kiln leaves to CPython (the functions are kiln.disable'd, so every frame
+  goes through the hook's classification and then CPython's own
+  evaluator; kiln.disable'd code is skipped recursively, so the hook is
+  switched off while it runs). Target: (b) at most 5% over (a). Outside
+  any compiled call the hook is not installed at all (row (c), the same
+  loop after a compiled call returned).
+- cached call, one graph: `f(x) = relu(x) * 2 + 1` on 4 floats, through
+  the frames path and the VM path, minus the kernels' time (the same graph
+  through kiln.explain's GraphModule is not comparable; the eager kernels
+  called from Python are the floor both share). Target: the frames path
+  no slower than the VM path by more than 1.5 us.
+- cached call, a frame that breaks once (a print between two ops, stdout
+  to /dev/null). Target: at most 2x the VM path's time.
+
+Timing: interleaved rounds, each configuration once per round; the median
+of --repeats rounds of --iters calls.
+"""
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+
+import kiln
+
+torch = None
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    pass
+
+
+def small(a, b):
+    return a + b
+
+
+def smaller(a):
+    return small(a, 1) - 1
+
+
+def loop(n):
+    s = 0
+    for i in range(n):
+        s = smaller(s + i) + small(i, 0)
+    return s
+
+
+kiln.disable(small)
+kiln.disable(smaller)
+kiln.disable(loop)
+
+
+def run_loop(n):
+    return loop(n)
+
+
+def timed(fn, iters):
+    t = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t) / iters * 1e9
+
+
+def medians(configs, iters, repeats):
+    samples = {name: [] for name in configs}
+    for _ in range(repeats):
+        for name, fn in configs.items():
+            samples[name].append(timed(fn, iters))
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=20000)
+    ap.add_argument("--repeats", type=int, default=9)
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}, torch {getattr(torch, '__version__', 'n/a')}")
+
+    # -- the hook on code kiln does not compile -------------------------------
+    kiln.config.python_frames = True
+    inside = kiln.compile(run_loop)
+    assert inside(50) == loop(50)
+    for n in (50, 1000):
+        iters = max(1, args.iters // (20 if n == 50 else 400))
+        m = medians({"plain": lambda: loop(n), "inside a compiled call": lambda: inside(n),
+                     "after a compiled call": lambda: loop(n)}, iters, args.repeats)
+        calls = 3 * n + 1
+        print(f"\nhook on uncompiled code: loop({n}) = {calls} Python calls")
+        print(f"  plain                     {m['plain'] / 1000:8.2f} us")
+        print(f"  inside a compiled call    {m['inside a compiled call'] / 1000:8.2f} us  "
+              f"({(m['inside a compiled call'] / m['plain'] - 1) * 100:+.1f}%, target <= +5%; "
+              f"the compiled call itself included)")
+        print(f"  after a compiled call     {m['after a compiled call'] / 1000:8.2f} us  "
+              f"({(m['after a compiled call'] / m['plain'] - 1) * 100:+.1f}%: the hook is uninstalled)")
+
+    if torch is None:
+        return
+    x = torch.tensor([1.0, -2.0, 3.0, -4.0])
+
+    def f(x):
+        return torch.relu(x) * 2 + 1
+
+    def g(x):
+        y = torch.relu(x) * 2
+        print("break")
+        return y + 1
+
+    kiln.config.python_frames = True
+    f_frames, g_frames = kiln.compile(f), kiln.compile(g)
+    kiln.config.python_frames = False
+    f_vm, g_vm = kiln.compile(f), kiln.compile(g)
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        for c in (f_frames, f_vm, g_frames, g_vm):
+            c(x)
+            c(x)
+        relu, mul, add = torch.relu, torch.mul, torch.add
+
+        def kernels():
+            add(mul(relu(x), 2), 1)
+
+        r = medians({"kernels": kernels, "f frames": lambda: f_frames(x), "f vm": lambda: f_vm(x),
+                     "g frames": lambda: g_frames(x), "g vm": lambda: g_vm(x), "g eager": lambda: g(x)},
+                    args.iters, args.repeats)
+    k = r["kernels"]
+    print(f"\ncached call, one graph (torch eager kernels alone: {k:.0f} ns)")
+    print(f"  frames path   {r['f frames']:8.0f} ns   overhead {r['f frames'] - k:8.0f} ns")
+    print(f"  VM path       {r['f vm']:8.0f} ns   overhead {r['f vm'] - k:8.0f} ns")
+    print(f"  frames - VM   {r['f frames'] - r['f vm']:+8.0f} ns   (target <= +1500 ns)")
+    print("\ncached call, a frame that breaks once (print to /dev/null)")
+    print(f"  frames path   {r['g frames']:8.0f} ns")
+    print(f"  VM path       {r['g vm']:8.0f} ns")
+    print(f"  eager         {r['g eager']:8.0f} ns")
+    print(f"  frames / VM   {r['g frames'] / r['g vm']:8.2f}x   (target <= 2x)")
+
+
+if __name__ == "__main__":
+    main()
