@@ -471,6 +471,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
   // collective, and the speculation restart before a breaking step.
   for (int attempt = 0; attempt < 3; ++attempt) {
     TraceContext ctx(vm);
+    ctx.python_frames = options.python_frames;
     ctx.out.set_distributed(distributed);
     ctx.builder.all_dynamic = options.dynamic.has_value() && *options.dynamic;
     ctx.builder.never_dynamic = options.dynamic.has_value() && !*options.dynamic;

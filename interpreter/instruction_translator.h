@@ -96,6 +96,12 @@ struct TraceContext {
   // through every other (a lambda made before a break reads the resumed
   // frame's nonlocal).
   std::unordered_map<const runtime::CellObj*, variables::VT> cell_trackers;
+  // Options::python_frames: CPython runs what the trace leaves, on the
+  // program's objects. A Python function's KBC form is only the tracer's
+  // view of it, so what the view cannot know (the function object's own
+  // attributes: __qualname__ set by functools.wraps, __wrapped__, __dict__)
+  // is a break, read by CPython from the real function.
+  bool python_frames = false;
   // Symbolic tracing: the leaf policy (null: every module is traced through).
   output_graph::Tracer* tracer = nullptr;
   // (code, self) of every frame being inlined: the recursion check is a

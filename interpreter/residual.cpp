@@ -313,6 +313,11 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         keep_rebuilt(v);
         return;
       }
+      if (python_frames && v->self && !v->module_path.empty()) {  // t.dtype: torch's own object
+        reconstruct(v->self);
+        b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
+        return;
+      }
       return emit_const(v->value);
     case VTKind::List:
     case VTKind::ConstDict: {

@@ -192,9 +192,13 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         for (size_t d = 0; d < meta.sizes.size(); ++d) dims.push_back(size_of(obj, d));
         return vars::make_tuple(std::move(dims));
       }
-      if (name == "dtype") return const_vt(intern_value(dtype_name(meta.dtype)));
+      if (name == "dtype" || name == "device") {
+        VT c = const_vt(intern_value(name == "dtype" ? dtype_name(meta.dtype) : "cpu"));  // as runtime tensor_attr
+        c->self = obj;
+        c->module_path = name;
+        return c;
+      }
       if (name == "ndim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
-      if (name == "device") return const_vt(intern_value("cpu"));  // as runtime tensor_attr
       if (name == "requires_grad" || name == "is_cuda") return const_vt(Value::boolean(false));
       if (name == "T") {
         std::vector<Value> dims;
@@ -227,6 +231,9 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
     }
     case VTKind::UserFunction:
     case VTKind::Builtin: {
+      if (ctx_.python_frames && obj->kind == VTKind::UserFunction)
+        unsupported(BreakReason::untraced_object, "attribute '" + name + "' of the Python function " + obj->str() +
+                                                      " (CPython reads the function's own)");
       Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
       if (v.is_null()) unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
       return from_value(v);

@@ -97,7 +97,10 @@ struct VariableTracker {
   VT iterated;
   size_t iterated_size = 0;
   DictView view = DictView::Keys;  // iterated a dict: which of its views (keys also for the dict itself)
-  // UserMethod: the bound self
+  // UserMethod: the bound self. Constant: the tensor it was read off
+  // (`t.dtype`, `t.device`; its name in module_path), so code CPython runs
+  // rebuilds it as that attribute of the real tensor (torch's dtype object,
+  // not kiln's name for it).
   VT self;
   // NNModule: the qualified path from the traced root is `path_parent`'s
   // path + "." + `module_path` (a link, not a string: building every path

@@ -61,13 +61,17 @@ class Refused(Exception):
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _library_dirs():
-    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
-    for name in ("torch", "numpy", "pybind11", "_pytest", "pluggy"):
-        mod = sys.modules.get(name)
-        if mod is not None and getattr(mod, "__file__", None):
-            dirs.add(os.path.dirname(os.path.abspath(mod.__file__)))
-    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+def _dir(path):
+    return os.path.abspath(path).rstrip(os.sep) + os.sep
+
+
+_STDLIB = tuple({_dir(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")})
+_SITE = tuple({_dir(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")})
+
+
+def _package_dir(name):
+    mod = sys.modules.get(name)
+    return _dir(os.path.dirname(mod.__file__)) if mod is not None and getattr(mod, "__file__", None) else None
 
 
 _NOT_FUNCTIONS = ("<module>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
@@ -107,12 +111,22 @@ def classify(code):
         return "the standard library", True
     # torch's and numpy's own Python is what eager runs; the tracer maps
     # their API from the outside (kiln/_torch_api.py), never their frames.
-    for d in _library_dirs():
-        if fname.startswith(d):
-            # torch calls the program back (Module.__call__ -> forward,
-            # hooks): its callees are still looked at; the rest's are not.
-            torch_dir = d.rstrip(os.sep).endswith(os.sep + "torch")
-            return f"library code ({d.rstrip(os.sep).rsplit(os.sep, 1)[-1]})", not torch_dir
+    # torch calls the program back (Module.__call__ -> forward, hooks), so
+    # its callees are still looked at.
+    torch_dir = _package_dir("torch")
+    if torch_dir and fname.startswith(torch_dir):
+        return "library code (torch)", False
+    for name in ("numpy", "pybind11", "_pytest", "pluggy"):
+        d = _package_dir(name)
+        if d and fname.startswith(d):
+            return f"library code ({name})", True
+    # Other installed packages are programs too (transformers, timm,
+    # torchvision's models): traced. site-packages lies under the standard
+    # library's directory, so it is checked first.
+    if any(fname.startswith(d) for d in _SITE):
+        return None
+    if any(fname.startswith(d) for d in _STDLIB):
+        return "the standard library", True
     return None
 
 
@@ -426,15 +440,18 @@ class _Builder:
         code = _resume.make_resume(self.orig, nxt.offset, kinds, live)
         info = _resume.resume_info(code)
         out.append(I("PUSH_NULL"))
-        flags = 0
         if info.freevars:
             for name in info.freevars:  # the frame's own cells and free variables, by name
                 out.append(I("LOAD_CLOSURE", 0))
                 self._closure_fixups.append((out[-1], name))
             out.append(I("BUILD_TUPLE", len(info.freevars)))
-            flags = 0x08
-        out.append(I("LOAD_CONST", self.new_const(code)))
-        out.append(I("MAKE_FUNCTION", flags))
+            out.append(I("LOAD_CONST", self.new_const(code)))
+            out.append(I("MAKE_FUNCTION", 0x08))
+        else:
+            # One function object for every call (the entry's globals are
+            # this frame's): no MAKE_FUNCTION per call, and the hook finds
+            # the same function again.
+            out.append(I("LOAD_CONST", self.new_const(types.FunctionType(code, self.info["globals"]))))
         params = list(info.params)
         by_name = {n: [I("LOAD_FAST", self.orig.co_varnames.index(n))] for n in live}
         stack_args = iter(args)
@@ -486,6 +503,16 @@ class _Builder:
                 # holds the cell (3.11 keeps a cell argument in its own slot).
                 return [I(op.replace("FAST", "DEREF"), slot)]
             return [I(op, slot)]
+        if op in ("LOAD_DEREF", "STORE_DEREF"):
+            # The frame's own cells and free variables by name (their slots
+            # are known once every temporary is: fixed up in code()); a cell
+            # the trace made has no CPython form here.
+            name = (list(self.info["cellvars"]) + list(self.info["freevars"]))[a]
+            if name not in self.orig.co_cellvars and name not in self.orig.co_freevars:
+                raise Refused(f"a closure cell the trace made ({name})")
+            ins = I(op, 0)
+            self._closure_fixups.append((ins, name))
+            return [ins]
         if op == "LOAD_GLOBAL":
             return [I("LOAD_GLOBAL", self.name(a) << 1)]
         if op in ("LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_METHOD", "STORE_GLOBAL"):

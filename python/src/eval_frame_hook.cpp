@@ -215,12 +215,16 @@ Value kbc_for(CodeState* st, PyObject* func) {
 // made (the frame then runs unchanged).
 struct HostCode {
   PyObject* code = nullptr;  // strong
+  // The function run_code calls for frames without a closure, made once
+  // (the entry's globals are fixed): no function object per call.
+  mutable PyObject* plain_fn = nullptr;  // strong
   std::string refused;  // why there is none: a construct the translation does not handle ...
   std::string failed;   // ... or kiln failed at it (kiln.config.strict raises this)
   ~HostCode() {
-    if (code && Py_IsInitialized()) {
+    if ((code || plain_fn) && Py_IsInitialized()) {
       py::gil_scoped_acquire gil;
-      Py_DECREF(code);
+      Py_XDECREF(code);
+      Py_XDECREF(plain_fn);
     }
   }
 };
@@ -293,12 +297,16 @@ py::dict residual_info(const CacheEntry& e, size_t nlocals) {
   return d;
 }
 
-const HostCode& host_code(const CacheEntry& e, PyCodeObject* code, size_t nlocals) {
+// `globals`: the frame's (an entry serves one globals dict: the KBC function
+// it was traced through mirrors that dict).
+const HostCode& host_code(const CacheEntry& e, PyCodeObject* code, size_t nlocals, PyObject* globals) {
   if (e.host) return *static_cast<const HostCode*>(e.host.get());
   auto hc = std::make_shared<HostCode>();
   try {
     Inactive off;
-    py::object built = callbacks().build(py::handle(reinterpret_cast<PyObject*>(code)), residual_info(e, nlocals));
+    py::dict info = residual_info(e, nlocals);
+    info["globals"] = py::handle(globals);
+    py::object built = callbacks().build(py::handle(reinterpret_cast<PyObject*>(code)), info);
     if (py::isinstance<py::str>(built)) {
       hc->refused = py::str(built);  // a construct not made CPython code yet: explained, never raised
     } else if (PyCode_Check(built.ptr())) {
@@ -345,11 +353,15 @@ Py_ssize_t nparams_of(PyCodeObject* co) {
 
 // Calls `code` as a function of the frame's globals and closure with the
 // frame's bound parameters (its signature is theirs, all positional).
-PyObject* run_code(PyObject* code, _PyInterpreterFrame* f, Py_ssize_t nparams) {
-  PyObject* fn = PyFunction_New(code, f->f_globals);
-  if (!fn) return nullptr;
+PyObject* run_code(const HostCode& hc, _PyInterpreterFrame* f, Py_ssize_t nparams) {
   PyObject* closure = f->f_func ? f->f_func->func_closure : nullptr;
-  if (closure && PyFunction_SetClosure(fn, closure) < 0) {
+  if (!closure) {
+    if (!hc.plain_fn && !(hc.plain_fn = PyFunction_New(hc.code, f->f_globals))) return nullptr;
+    return PyObject_Vectorcall(hc.plain_fn, f->localsplus, size_t(nparams), nullptr);
+  }
+  PyObject* fn = PyFunction_New(hc.code, f->f_globals);
+  if (!fn) return nullptr;
+  if (PyFunction_SetClosure(fn, closure) < 0) {
     Py_DECREF(fn);
     return nullptr;
   }
@@ -457,7 +469,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     }
     return nullptr;
   }
-  const HostCode& hc = host_code(*entry, code, st->kbc.as<FunctionObj>()->code->varnames.size());
+  const HostCode& hc = host_code(*entry, code, st->kbc.as<FunctionObj>()->code->varnames.size(), f->f_globals);
   if (!hc.code) {
     if (opts->strict && !hc.failed.empty()) {
       PyErr_Format(PyExc_RuntimeError, "kiln (strict): %s", hc.failed.c_str());
@@ -466,7 +478,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     left_to_cpython(code, hc.failed.empty() ? hc.refused : hc.failed);
     return eval_default(ts, f, throw_flag);
   }
-  return run_code(hc.code, f, nparams);
+  return run_code(hc, f, nparams);
 }
 
 void init() {

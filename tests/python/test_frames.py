@@ -268,8 +268,27 @@ def test_library_and_generator_frames_are_left_alone():
         return list(gen(x))[0], s
 
     check(f, lambda: (torch.ones(2),))
-    assert kiln._C.frames_skip_reason(json.dumps.__code__).startswith("library code")
+    assert kiln._C.frames_skip_reason(json.dumps.__code__) == "the standard library"
     assert kiln._C.frames_skip_reason(gen.__code__) == "a generator or coroutine"
+
+
+def test_which_code_is_traced():
+    import sysconfig
+
+    from kiln import _frames
+
+    def code_in(path):
+        return compile("def f():\n    pass\n", path, "exec").co_consts[0]
+
+    site = sysconfig.get_paths()["purelib"]
+    # installed packages are programs (transformers, timm): traced, though
+    # site-packages lies under the standard library's directory
+    assert _frames.classify(code_in(f"{site}/somepkg/modeling.py")) is None
+    assert _frames.classify(json.dumps.__code__) == ("the standard library", True)
+    # torch calls the program back from Module.__call__: not recursive
+    assert _frames.classify(torch.nn.Module._call_impl.__code__) == ("library code (torch)", False)
+    assert _frames.classify(np.ones.__code__ if hasattr(np.ones, "__code__") else np.linspace.__code__)[1] is True
+    assert _frames.classify(torch.nn.GRU.forward.__code__) is None  # kiln's own GRU forward stands for it
 
 
 def test_the_hook_is_only_installed_during_a_compiled_call():
@@ -403,3 +422,15 @@ def test_a_built_in_torch_module_compiled_alone_runs_kilns_forward():
         assert torch.allclose(want[0], got[0], atol=1e-5) and torch.allclose(want[1], got[1], atol=1e-5)
         e = kiln.explain(c)(x)
     assert (e.graph_count, e.graph_break_count) == (1, 0)
+
+
+def test_a_closure_reads_its_free_variables_after_a_break():
+    def make(scale, log):
+        def f(x):
+            y = x * scale
+            log.append(scale)
+            print("break", scale)
+            return y + scale, log
+        return f
+
+    check(make(3.0, []), lambda: (torch.ones(2),))
