@@ -434,3 +434,18 @@ def test_a_closure_reads_its_free_variables_after_a_break():
         return f
 
     check(make(3.0, []), lambda: (torch.ones(2),))
+
+
+@pytest.mark.parametrize("start", range(0, 400, 100), ids=lambda s: f"seeds{s}")
+def test_generated_programs_match_cpython_on_the_frames_path(start):
+    """progen's programs (tests/python/progen.py) through the frames path,
+    strict: a failure of kiln's own raises and shows as a difference."""
+    import progen
+
+    failures = []
+    for seed in range(start, start + 100):
+        try:
+            progen.run_program(progen.generate(seed))
+        except AssertionError as e:
+            failures.append(str(e))
+    assert not failures, f"{len(failures)} programs differ from CPython:\n\n" + "\n\n".join(failures)
