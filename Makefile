@@ -38,6 +38,13 @@ test: python
 demo: python
 	@bash examples/demo.sh $(BUILD)
 
+# The model zoo's full tier (docs/zoo.md): every torchvision, timm and
+# transformers model of tests/python/zoo with torch._dynamo.explain re-run
+# beside kiln (`make test` runs the fast tier: kiln against eager and the pins).
+.PHONY: zoo
+zoo: python
+	python3 -m pytest tests/python/zoo -m zoo_full -q
+
 bench: build
 	python3 benchmarks/vm_dispatch.py --build $(BUILD)
 	python3 benchmarks/tracer.py --build $(BUILD)

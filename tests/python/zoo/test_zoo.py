@@ -1,0 +1,83 @@
+"""The model zoo (tests/python/zoo/README.md): every model of models.py
+compiled with kiln as its library's users build it, compared with eager and
+with the state pinned in expected.json.
+
+A test fails when what is observed differs from the pin in either
+direction: a model that starts to work, breaks less or breaks more all
+change a pin, so an improvement is committed with its pin change
+(`python3 -m tests.python.zoo.record NAME`, then `git diff`). Where kiln
+raises today, the pin holds the exception's type and first line.
+
+test_zoo (in `make test`): status, kiln's error, kiln's graphs and breaks;
+torch.compile's counts are shown from the pins. test_zoo_full (`make zoo`,
+`-m zoo_full`): the same with torch._dynamo.explain re-run and its counts
+compared too.
+"""
+import pytest
+
+from . import models
+from .harness import PINNED, PINNED_DYNAMO
+from .record import load
+
+PINS = load()["models"]
+NAMES = list(models.SPECS)
+
+
+def _check(worker, name, dynamo):
+    pin = PINS.get(name)
+    assert pin is not None, f"{name} has no pin: python3 -m tests.python.zoo.record {name}"
+    rec = worker.run(name, dynamo=dynamo)
+    if rec["status"] == "harness-error":
+        pytest.fail(f"{name}: the harness failed (eager or the model's build, not kiln):\n"
+                    f"{rec['error']}\n{rec.get('traceback', '')}")
+    fields = PINNED + (PINNED_DYNAMO if dynamo else ())
+    seen = {k: rec.get(k) for k in fields}
+    want = {k: pin.get(k) for k in fields}
+    if seen != want:
+        lines = [f"{name} differs from its pin (tests/python/zoo/expected.json):"]
+        lines += [f"  {k}: pinned {want[k]!r}, now {seen[k]!r}" for k in fields if seen[k] != want[k]]
+        lines.append(f"  torch.compile: {pin.get('dynamo_graphs')} graphs, {pin.get('dynamo_breaks')} breaks"
+                     f"{' (pinned)' if not dynamo else ''}")
+        if rec.get("kiln_reasons"):
+            lines.append("  kiln's breaks: " + "; ".join(rec["kiln_reasons"]))
+        if rec.get("kiln_explain_error"):
+            lines.append("  kiln.explain: " + rec["kiln_explain_error"])
+        lines.append("If this is progress, re-pin it with the change: "
+                     f"python3 -m tests.python.zoo.record {name}")
+        if rec.get("traceback"):
+            lines.append(rec["traceback"])
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_zoo(name, zoo_worker):
+    _check(zoo_worker, name, dynamo=False)
+
+
+@pytest.mark.zoo_full
+@pytest.mark.parametrize("name", NAMES)
+def test_zoo_full(name, zoo_worker):
+    _check(zoo_worker, name, dynamo=True)
+
+
+def test_catalogue():
+    """Every torchvision classification constructor, at least 40 timm and
+    20 transformers architectures, each pinned, and the pins recorded with
+    the libraries installed here."""
+    import torchvision
+    import timm
+    import transformers
+    assert sorted(models.TORCHVISION) == sorted(torchvision.models.list_models(module=torchvision.models))
+    assert len(models.TIMM) >= 40
+    assert len(models.TRANSFORMERS) >= 20
+    missing = [n for n in models.SPECS if n not in PINS]
+    stale = [n for n in PINS if n not in models.SPECS]
+    assert not missing and not stale, \
+        f"pins and models.py disagree (python3 -m tests.python.zoo.record NAME...): " \
+        f"not pinned {missing[:10]}{'...' if len(missing) > 10 else ''}, pinned but gone {stale}"
+    meta = load()["meta"]
+    import torch
+    installed = {"torch": torch.__version__, "torchvision": torchvision.__version__, "timm": timm.__version__,
+                 "transformers": transformers.__version__}
+    pinned = {k: meta.get(k) for k in installed}
+    assert installed == pinned, "the pins were recorded with other library versions (scripts/install.sh pins them)"
