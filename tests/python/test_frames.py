@@ -118,6 +118,7 @@ def test_a_break_runs_the_rest_of_the_frame_on_cpython_in_order():
     # the graph before the print, then the resume function's after it
     assert e.graph_count == 2 and e.graph_break_count == 1
     assert "print" in e.break_reasons[0]["reason"]
+    assert "VM" not in str(e)  # the hints say who runs the rest: CPython
     assert e.break_reasons[0]["where"].endswith(f":{f.__code__.co_firstlineno + 3}")
 
 

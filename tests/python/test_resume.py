@@ -13,7 +13,6 @@ tests/python/progen.py.
 """
 import contextlib
 import dis
-import importlib
 import io
 import os
 import re
@@ -24,31 +23,8 @@ import warnings
 import pytest
 
 
-def _load(name):
-    """kiln.<name>, or (kiln._C not built, or stale against the tree) the
-    module from the source tree as a package of its own: _bytecode/_resume
-    import nothing else of kiln."""
-    try:
-        return importlib.import_module(f"kiln.{name}")
-    except Exception:  # noqa: BLE001  any failure of `import kiln` itself
-        pass
-    pkg_name = "_kiln_bytecode_standalone"
-    if pkg_name not in sys.modules:
-        pkg = types.ModuleType(pkg_name)
-        pkg.__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "kiln")]
-        sys.modules[pkg_name] = pkg
-    return importlib.import_module(f"{pkg_name}.{name}")
-
-
-B = _load("_bytecode")
-R = _load("_resume")
-
-@pytest.fixture(autouse=True)
-def fresh_kiln():
-    """Replaces conftest.py's fixture of this name: these tests never touch
-    kiln's runtime state, and must pass while kiln._C is unbuilt or stale."""
-    yield
-
+from kiln import _bytecode as B
+from kiln import _resume as R
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="kiln._resume targets CPython 3.11")
 
