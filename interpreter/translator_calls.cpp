@@ -382,7 +382,7 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
   x->node = updated->node;
 }
 
-// x op= y on a tensor is in place, as torch's: x's memory changes and
+// Python frames: x op= y on a tensor is in place, as torch's: x's memory changes and
 // every name holding x sees it. Traced like an assignment into x (x's
 // tracker now denotes the result), so only where nothing else can see x's
 // memory (tensor_setitem_traced's rule); a tensor the caller owns breaks,
@@ -414,7 +414,9 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
   if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
     int id = tensor_op_for(op);
     if (id < 0) unsupported(BreakReason::untraced_object, std::string("operator ") + binop_symbol(op) + " on a tensor");
-    if (inplace && a->is(VTKind::Tensor)) return tensor_inplace(OpId(id), a, b);
+    // In place for Python programs (torch's meaning); a KBC program's `+=`
+    // on a tensor makes a new one, as its VM does (the oracle of KBC).
+    if (inplace && a->is(VTKind::Tensor) && ctx_.python_frames) return tensor_inplace(OpId(id), a, b);
     return tensor_op(OpId(id), {a, b});
   }
   if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {
