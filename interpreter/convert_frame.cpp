@@ -58,12 +58,12 @@ TraceOutcome run_on_vm(const Ref<FunctionObj>& fn, const Unsupported& u) {
 }
 
 // Options::python_frames: the residual rebuilds the whole stack and the
-// live locals into temporaries, replays the side effects and ends there;
-// the embedder (python/) appends CPython code that stores the locals into
-// the frame's own slots, pushes the stack and jumps to the breaking
-// instruction in a copy of the frame's original bytecode (Continuation).
-// Nothing after the break runs on the VM: the breaking instruction and
-// everything after it are CPython's, under the original exception table.
+// live locals into temporaries, replays the side effects and ends there
+// (Continuation); the embedder (python/, kiln/_frames.py) appends the
+// CPython code that runs the breaking instruction and the rest of the
+// frame: a resume function over the original bytecode, or a jump into a
+// copy of it under its exception table. Nothing after the break runs on
+// the VM.
 void emit_continuation(Residual& r, InstructionTranslator& tx, const std::vector<VT>& live_locals,
                        const std::vector<std::string>& live_names, TraceOutcome& out) {
   const std::vector<VT>& stack = tx.stack();
@@ -81,18 +81,15 @@ void emit_continuation(Residual& r, InstructionTranslator& tx, const std::vector
       continue;
     }
     c.stack.push_back(r.b.local("__stack" + std::to_string(i)));
-    if (r.defer_container_iterator(stack[i], c.stack.back())) continue;
     VT sv = stack[i]->is(VTKind::Lazy) ? stack[i]->realized : stack[i];
     const Slot slot = iterator_slot(sv, shared);
-    r.reconstruct(stack[i], slot != Slot::Value);
-    // A loop's iterator crosses as CPython's own: a list iterator over
-    // the same list, stepped to where the trace left it.
-    if (slot == Slot::Iterator) r.b.emit(Opcode::GET_ITER);
-    if (at_position(slot)) {
-      int32_t pos = r.b.local("__stack_pos" + std::to_string(i));
-      r.b.emit(Opcode::STORE_FAST, pos);
-      emit_step_over(r.b, pos);
-    }
+    // A loop's iterator over a container (iterator_slot's AtPosition and
+    // its dict/set Value) crosses as CPython's own iterator over it, made
+    // after the replay; one held elsewhere too (shared) is refused by
+    // reconstruct, as there is no one CPython object to hand both holders.
+    if (!shared.count(sv.get()) && r.defer_container_iterator(sv, c.stack.back())) continue;
+    r.reconstruct(stack[i], slot == Slot::Iterator);
+    if (slot == Slot::Iterator) r.b.emit(Opcode::GET_ITER);  // its remaining items, iterated again
     r.b.emit(Opcode::STORE_FAST, c.stack.back());
   }
   c.live_temps = r.park_live_locals(live_locals);

@@ -25,9 +25,11 @@ The code `build` makes, for original code C:
 
 so CPython runs the breaking instruction and everything after it on the
 program's own objects, with the handlers of any try or with block it is in.
-Frames it calls come back to the hook as frames of their own. (Resume
-functions, kiln/_resume.py, would also trace the rest of this frame after
-the break; this first form leaves it to CPython.)
+Outside try and with blocks the tail is Dynamo's instead: the breaking
+instruction's run copied here, then a call of the resume function
+(kiln/_resume.py) of the next instruction (of each edge, for a branch),
+a frame of its own that the hook traces again. Frames either form calls
+come back to the hook as frames of their own.
 
 Trap: in 3.11 a call needs a NULL (or a method's self) *below* the
 callable, and the residual pushes the callable before anyone knows it will
@@ -203,11 +205,7 @@ class _Builder:
             if i < info["nlocals"] and n in code.co_varnames:
                 self.local_slot[i] = code.co_varnames.index(n)
             else:
-                temp = "___kiln" + n.lstrip("_")
-                while temp in self.varnames:
-                    temp = "_" + temp
-                self.local_slot[i] = len(self.varnames)
-                self.varnames.append(temp)
+                self.local_slot[i] = self._temp(n.lstrip("_"))
         self._run_copies = []     # original instructions copied into the tail (slots to relayout)
         self._closure_fixups = []  # (LOAD_CLOSURE, name): indexed once every local is known
         body = self.bc.instrs
@@ -294,43 +292,25 @@ class _Builder:
         return self.bc.at_offset(offset), kinds
 
     def _continue(self, cont, pos):
+        """The tail that jumps into the copy of C's bytecode at the breaking
+        instruction, with C's locals and stack as the trace left them."""
         target, kinds = self._target(cont)
+        out = self._store_live_locals(cont, pos) + self._push(_cpython_slots(kinds, cont["stack"]), pos)
+        out.append(B.Instr("JUMP_FORWARD", target=target, positions=pos))
+        return out
+
+    def _store_live_locals(self, cont, pos):
+        """The live locals from the residual's temporaries into C's own slots."""
         out = []
         for name, temp in zip(cont["live_names"], cont["live_temps"]):
             if name not in self.orig.co_varnames:
                 raise Refused(f"live local {name!r} is not a plain local of the frame")
             out.append(B.Instr("LOAD_FAST", self.local_slot[temp], positions=pos))
             out.append(B.Instr("STORE_FAST", self.orig.co_varnames.index(name), positions=pos))
-        # C's stack at the target from the residual's slots: the frontend's
-        # kinds there, a virtual NULL ('N') having no KBC slot, and a
-        # LOAD_METHOD pair ('M', 'S') being (meth, self) or, when the
-        # attribute is no method, KBC's (attr, NULL) but CPython's (NULL, attr).
-        slots = list(cont["stack"])
-        if len(slots) != sum(1 for k in kinds if k != "N"):
-            raise Refused(f"the traced stack ({len(slots)} slots) is not CPython's ({kinds})")
-        it = iter(slots)
-        i = 0
-        while i < len(kinds):
-            k = kinds[i]
-            if k == "N":
-                out.append(B.Instr("PUSH_NULL", positions=pos))
-            elif k == "M":
-                meth, self_ = next(it), next(it)
-                if self_ < 0:
-                    out.append(B.Instr("PUSH_NULL", positions=pos))
-                    out.append(self._load(meth, pos))
-                else:
-                    out.append(self._load(meth, pos))
-                    out.append(self._load(self_, pos))
-                i += 1  # the 'S' slot
-            else:
-                t = next(it)
-                if t < 0:
-                    raise Refused("a NULL where CPython has a value")
-                out.append(self._load(t, pos))
-            i += 1
-        out.append(B.Instr("JUMP_FORWARD", target=target, positions=pos))
         return out
+
+    def _push(self, slots, pos):
+        return [B.Instr("PUSH_NULL", positions=pos) if temp < 0 else self._load(temp, pos) for _, temp in slots]
 
     # -- after a break: run the breaking instruction, then a resume function --
 
@@ -369,15 +349,10 @@ class _Builder:
             if after is None or any(k != "v" for k in after[lower:]):
                 return None
         slots = _cpython_slots(kinds, cont["stack"])
-        out = []
-        for name, temp in zip(cont["live_names"], cont["live_temps"]):
-            if name not in self.orig.co_varnames:
-                return None
-            out.append(B.Instr("LOAD_FAST", self.local_slot[temp], positions=pos))
-            out.append(B.Instr("STORE_FAST", self.orig.co_varnames.index(name), positions=pos))
-        for kind, temp in slots[lower:]:
-            out.append(B.Instr("PUSH_NULL", positions=pos) if temp < 0 else self._load(temp, pos))
-        run = [_copy(ins) for ins in instrs[start:emit + 1]]
+        out = self._store_live_locals(cont, pos) + self._push(slots[lower:], pos)
+        # (jump targets stay C's: the last one, a branch's, is retargeted below)
+        run = [B.Instr(ins.opname, ins.arg, target=ins.target, positions=ins.positions)
+               for ins in instrs[start:emit + 1]]
         self._run_copies += run
         out.extend(run)
         bound = set(cont["live_names"]) | {self.orig.co_varnames[ins.arg] for ins in run
@@ -421,8 +396,6 @@ class _Builder:
                 meth, self_ = lower_slots[i], lower_slots[i + 1]
                 if meth[1] < 0:            # (NULL, callable)
                     args.append([self._load(self_[1], pos)])
-                elif self_[1] < 0:         # KBC's (attr, NULL): no method
-                    args.append([self._load(meth[1], pos)])
                 else:                      # (function, self): the bound method
                     args.append([I("LOAD_CONST", self.new_const(_bind)), I("PUSH_NULL"), I("SWAP", 2),
                                  self._load(meth[1], pos), self._load(self_[1], pos),
@@ -452,14 +425,12 @@ class _Builder:
             # this frame's): no MAKE_FUNCTION per call, and the hook finds
             # the same function again.
             out.append(I("LOAD_CONST", self.new_const(types.FunctionType(code, self.info["globals"]))))
-        params = list(info.params)
         by_name = {n: [I("LOAD_FAST", self.orig.co_varnames.index(n))] for n in live}
         stack_args = iter(args)
-        pushed = 0
-        for p in params:
+        for p in info.params:
             out.extend(by_name[p] if p in by_name else next(stack_args))
-            pushed += 1
-        out += [I("PRECALL", pushed), I("CALL", pushed), I("RETURN_VALUE")]
+        n = len(info.params)
+        out += [I("PRECALL", n), I("CALL", n), I("RETURN_VALUE")]
         return out
 
     def _temp(self, what):
@@ -544,7 +515,7 @@ class _Builder:
                 # under the callable: pack, rotate, unpack isn't possible, so
                 # call through a helper with one tuple.
                 return [I("BUILD_TUPLE", a), I("LOAD_CONST", self.new_const(names)), I("BUILD_TUPLE", 3),
-                        I("LOAD_CONST", self.new_const(_call_kw)), I("SWAP", 2)] + self._call_ex_on(p, 1)
+                        I("LOAD_CONST", self.new_const(_call_kw)), I("SWAP", 2)] + self._call_with_tuple(p)
             return [I("KW_NAMES", self.new_const(tuple(names))), I("PRECALL", a), I("CALL", a)]
         if op == "CALL_EX":
             return self._null_under(2 + (a & 1), p) + [I("CALL_FUNCTION_EX", a & 1)]
@@ -565,12 +536,11 @@ class _Builder:
         return out
 
     def _call_n(self, n, p):
-        I = lambda name, arg=None: B.Instr(name, arg, positions=p)  # noqa: E731
         if n == 0:
-            return self._null_under(1, p) + [I("PRECALL", 0), I("CALL", 0)]
-        return [I("BUILD_TUPLE", n)] + self._null_under(2, p) + [I("CALL_FUNCTION_EX", 0)]
+            return self._null_under(1, p) + [B.Instr("PRECALL", 0, positions=p), B.Instr("CALL", 0, positions=p)]
+        return [B.Instr("BUILD_TUPLE", n, positions=p)] + self._call_with_tuple(p)
 
-    def _call_ex_on(self, p, nargs):
+    def _call_with_tuple(self, p):
         """[f, args tuple] -> f(*args)."""
         return self._null_under(2, p) + [B.Instr("CALL_FUNCTION_EX", 0, positions=p)]
 
@@ -584,16 +554,13 @@ _BRANCHES = frozenset(dis.opmap[n] for n in (
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_TRUE_OR_POP",
     "JUMP_IF_FALSE_OR_POP", "FOR_ITER"))
 
-def _copy(ins):
-    c = B.Instr(ins.opname, ins.arg, target=ins.target, positions=ins.positions)
-    return c
-
-
 def _cpython_slots(kinds, kbc_slots):
     """CPython's stack at a break, bottom first, as (kind, residual temp;
     -1 a NULL): the frontend's kinds there over the residual's KBC slots (a
     virtual NULL 'N' has none; KBC's method pair is (meth, self) or, for an
     attribute that is no method, (attr, NULL) where CPython has (NULL, attr))."""
+    if len(kbc_slots) != sum(1 for k in kinds if k != "N"):
+        raise Refused(f"the traced stack ({len(kbc_slots)} slots) is not CPython's ({kinds})")
     it = iter(kbc_slots)
     out = []
     i = 0
@@ -606,7 +573,10 @@ def _cpython_slots(kinds, kbc_slots):
             out += [("M", -1), ("S", meth)] if self_ < 0 else [("M", meth), ("S", self_)]
             i += 1
         else:
-            out.append((k, next(it)))
+            t = next(it)
+            if t < 0:
+                raise Refused("a NULL where CPython has a value")
+            out.append((k, t))
         i += 1
     return out
 

@@ -264,26 +264,21 @@ py::dict residual_info(const CacheEntry& e, size_t nlocals) {
     instrs.append(py::make_tuple(runtime::opcode_info(in.op).name, in.a, in.b, sym, in.line));
   }
   d["instrs"] = instrs;
-  py::list consts;
+  py::list consts, const_is_code;
   for (const Value& v : rc.consts) {
     // Code objects (MAKE_FUNCTION of a closure the trace made) have no
     // CPython form here: the builder refuses the residual that needs one.
-    if (v.is(Kind::Code)) consts.append(py::str("<kbc code>"));
-    else consts.append(residual_const(v));
+    consts.append(v.is(Kind::Code) ? py::none() : residual_const(v));
+    const_is_code.append(v.is(Kind::Code));
   }
   d["consts"] = consts;
-  d["const_is_code"] = [&] {
-    py::list l;
-    for (const Value& v : rc.consts) l.append(v.is(Kind::Code));
-    return l;
-  }();
+  d["const_is_code"] = const_is_code;
   py::list names;
   for (const auto& n : rc.names) names.append(py::str(n->s));
   d["names"] = names;
   d["varnames"] = py::cast(rc.varnames);
   d["cellvars"] = py::cast(rc.cellvars);
   d["freevars"] = py::cast(rc.freevars);
-  d["nparams"] = rc.nparams();
   if (e.continuation) {
     py::dict c;
     c["pc"] = e.continuation->pc;
