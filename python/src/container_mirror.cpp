@@ -217,13 +217,15 @@ void pull(Mirror& m) {
 // A mirror only one side still holds needs no syncing: Python cannot see
 // an object only the registry holds, kiln cannot see a native only the
 // registry holds (snapshots of other mirrors count as holders: an item of
-// a mirrored container is reachable through it).
+// a mirrored container is reachable through it). A mirror being synced is
+// kept whatever its counts: converting its items may run a nested compiled
+// call, whose scope prunes while the outer sync still writes into it.
 void prune() {
   Registry& r = registry();
   size_t keep = 0;
   for (size_t i = 0; i < r.all.size(); ++i) {
     Mirror& m = *r.all[i];
-    if (m.native.obj()->refcount() <= 1 || Py_REFCNT(m.obj.ptr()) <= 1) {
+    if (!m.busy && (m.native.obj()->refcount() <= 1 || Py_REFCNT(m.obj.ptr()) <= 1)) {
       r.by_native.erase(m.native.obj());
       r.by_py.erase(m.obj.ptr());
       continue;

@@ -1203,7 +1203,18 @@ py::object to_py(const Value& v) {
       const auto* s = v.as<runtime::SetObj>();
       std::vector<py::object> keys(size_t(s->capacity()));
       for (int64_t i = 0; i < s->capacity(); ++i)
-        if (s->table()[i].active()) keys[size_t(i)] = to_py(s->table()[i].key);
+        if (s->table()[i].active()) {
+          keys[size_t(i)] = to_py(s->table()[i].key);
+          // Interned now: a code object made with this set among its
+          // constants (the frames path's residual code) interns its str
+          // elements and, when that replaces one, rebuilds the frozenset
+          // element by element: another table, another order.
+          if (PyUnicode_CheckExact(keys[size_t(i)].ptr())) {
+            PyObject* k = keys[size_t(i)].release().ptr();
+            PyUnicode_InternInPlace(&k);
+            keys[size_t(i)] = py::reinterpret_steal<py::object>(k);
+          }
+        }
       PyObject* set = v.is(Kind::FrozenSet) ? PyFrozenSet_New(nullptr) : PySet_New(nullptr);
       if (!set) throw py::error_already_set();
       py::object out = py::reinterpret_steal<py::object>(set);

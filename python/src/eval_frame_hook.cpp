@@ -243,6 +243,18 @@ py::object residual_const(const Value& v) {
       static py::dict builtins = py::module_::import("builtins").attr("__dict__");
       if (builtins.contains(name.c_str())) return builtins[name.c_str()];
     }
+    // A built-in type's method (the residual's `s.update(...)` at a break
+    // is the pair set.update, s): Python's own method descriptor. kiln's
+    // would convert the real set it is given into a kiln copy and update that.
+    if (const size_t dot = name.find('.'); dot != std::string::npos) {
+      const std::string type = name.substr(0, dot);
+      const Value* kiln_type = runtime::builtins().find(type);
+      static py::dict builtins = py::module_::import("builtins").attr("__dict__");
+      if (kiln_type && kiln_type->is(Kind::Builtin) && builtins.contains(type.c_str()) &&
+          v.is_same(runtime::type_method(kiln_type->as<runtime::BuiltinObj>()->type_of,
+                                         runtime::intern(name.substr(dot + 1)).get())))
+        return builtins[type.c_str()].attr(name.substr(dot + 1).c_str());
+    }
   }
   return to_py(v);
 }
@@ -334,7 +346,7 @@ py::object fast_result(const interpreter::ResultTemplate& t, const std::vector<V
     case K::List: {
       py::list items;
       for (const auto& x : t.items) items.append(fast_result(x, outputs, params));
-      if (t.kind == K::List) return std::move(items);
+      if (t.kind == K::List) return items;
       return py::tuple(items);
     }
   }
