@@ -319,7 +319,8 @@ class Explanation:
         # kiln failed at, per function ({"function", "where", "reason"}).
         self.left_to_cpython_reasons = list(report.get("left_to_cpython", []))
         for x in self.left_to_cpython_reasons:
-            self._text += f"{x['function']} runs on CPython (not compiled): {x['reason']}\n  at {x['where']}\n"
+            what = "runs on CPython (not compiled)" if x.get("whole_frame", True) else "after a break"
+            self._text += f"{x['function']} {what}: {x['reason']}\n  at {x['where']}\n"
 
     @classmethod
     def left_to_cpython(cls, fn, reason):

@@ -184,7 +184,8 @@ def build(code, info):
         # The trace ran kiln's forward, not this code: no offset of it to go on from.
         return f"{code.co_qualname}: a break in kiln's forward of a torch module (torch runs it)"
     try:
-        return _Builder(code, info).code()
+        builder = _Builder(code, info)
+        return builder.code(), builder.tail_note
     except (Refused, B.StackMergeError) as e:
         return f"{code.co_qualname}: {e}"
 
@@ -207,6 +208,7 @@ class _Builder:
             else:
                 self.local_slot[i] = self._temp(n.lstrip("_"))
         self._run_copies = []     # original instructions copied into the tail (slots to relayout)
+        self.tail_note = None  # set when the frame's rest is the original's copy (explain shows it)
         self._closure_fixups = []  # (LOAD_CLOSURE, name): indexed once every local is known
         body = self.bc.instrs
         pro_end = next(i for i, ins in enumerate(body) if ins.opcode == T.RESUME)
@@ -246,11 +248,15 @@ class _Builder:
             exc = []
         else:
             try:
-                resumed = self._resume(cont, positions)
+                resumed, why = self._resume(cont, positions), None
             except (Refused, _resume.ResumeError) as e:
+                resumed, why = None, str(e)
+            if resumed is None:
+                # explain says so: nothing after the break in this frame is compiled.
+                self.tail_note = (f"from line {positions.lineno} on, CPython runs the rest of the frame "
+                                  f"({why}); the frames it calls are still compiled")
                 _log.debug("%s: jumping into the original instead of a resume function: %s",
-                           self.orig.co_qualname, e)
-                resumed = None
+                           self.orig.co_qualname, why)
             if resumed is not None:
                 instrs = self.prologue + prefix + resumed
                 exc = []
@@ -318,11 +324,11 @@ class _Builder:
         """The tail that runs the breaking CPython instruction here, then
         calls the resume function (kiln/_resume.py) of the next instruction
         with the stack and live locals, so the rest of the frame is a frame
-        of its own the hook traces again (Dynamo's resume functions). None
-        when that shape does not apply (the break is inside a try or with
-        block, whose handlers only the jump into the original keeps; the
-        instruction is no plain one; its results are not plain values):
-        the caller then jumps into a copy of the original instead."""
+        of its own the hook traces again (Dynamo's resume functions).
+        Refused when that shape does not apply (the break is inside a try or
+        with block, whose handlers only the jump into the original keeps; the
+        instruction is no plain one; its results are not plain values): the
+        caller then jumps into a copy of the original."""
         target, kinds = self._target(cont)
         instrs = self.bc.instrs
         start = instrs.index(target)
@@ -330,24 +336,26 @@ class _Builder:
         while instrs[emit].opcode in _RUN_PREFIX:
             emit += 1
         brk = instrs[emit]
-        if self.orig.co_cellvars or self.bc.handlers_of().get(brk) or self.bc.handlers_of().get(target):
-            return None
+        if self.bc.handlers_of().get(brk) or self.bc.handlers_of().get(target):
+            raise Refused("the break is inside a try or with block, whose handlers must see it")
+        if self.orig.co_cellvars:
+            raise Refused("the frame has cells of its own, which a resume function cannot share")
         pops = T.inputs(brk.opname, brk.arg)
         if pops is None:
-            return None
+            raise Refused(f"the breaking instruction {brk.opname} is not a plain one")
         shapes = self._shapes()
         before = shapes.get(brk)
         if before is None:
-            return None
+            raise Refused(f"the stack at {brk.opname} is not known")
         lower = len(before) - pops  # slots the breaking instruction leaves alone
         if lower < 0 or lower > len(kinds):
-            return None
+            raise Refused(f"the traced stack does not match CPython's at {brk.opname}")
         edges = [(instrs[emit + 1], False)] if brk.opcode not in _BRANCHES else \
             [(instrs[emit + 1], False), (brk.target, True)]
         for nxt, _ in edges:
             after = shapes.get(nxt)
             if after is None or any(k != "v" for k in after[lower:]):
-                return None
+                raise Refused(f"{brk.opname}'s results are not plain values")
         slots = _cpython_slots(kinds, cont["stack"])
         out = self._store_live_locals(cont, pos) + self._push(slots[lower:], pos)
         # (jump targets stay C's: the last one, a branch's, is retargeted below)

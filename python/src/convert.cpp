@@ -768,7 +768,14 @@ py::object exception_to_py(const Value& exc) {
     obj = py::reinterpret_borrow<py::object>(exception_type(d->kind))(*args);
   }
   if (!d->cause.is_none()) PyException_SetCause(obj.ptr(), to_py(d->cause).release().ptr());
-  for (const auto& [k, v] : d->attrs) obj.attr(py::str(k)) = to_py(v);
+  for (const auto& [k, v] : d->attrs) {
+    // An attribute the constructor left unset reads None, and setting it
+    // to None is not the same: OSError's str() shows a filename slot that
+    // is set, even to None ("[Errno 2] msg: None -> None").
+    py::object value = to_py(v);
+    if (value.is_none() && py::hasattr(obj, k.c_str()) && obj.attr(k.c_str()).is_none()) continue;
+    obj.attr(py::str(k)) = value;
+  }
   auto* held = new py::object(obj);
   d->origin = std::shared_ptr<void>(held, [](void* p) {
     py::gil_scoped_acquire gil;

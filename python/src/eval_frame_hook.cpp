@@ -79,7 +79,7 @@ thread_local const FrameOptions* active = nullptr;
 struct Callbacks {
   py::object classify;  // code -> None (trace it) or the reason it is skipped
   py::object kbc;       // function -> its KBC function, or None
-  py::object build;     // (code, residual info) -> a CPython code object
+  py::object build;     // (code, residual info) -> (CPython code object, note or None), or why not (a str)
 };
 Callbacks& callbacks() {
   static auto* c = new Callbacks();  // never destroyed: Python objects outlive no interpreter
@@ -169,15 +169,17 @@ CodeState* classify(PyCodeObject* code) {
 // Frames left to CPython during a frames_explain call: (function, where, why).
 struct LeftToCPython {
   std::string function, where, reason;
+  bool whole_frame = true;  // false: CPython runs the frame's rest after a break
 };
 thread_local std::vector<LeftToCPython>* left_log = nullptr;
 
-void left_to_cpython(PyCodeObject* code, const std::string& why) {
-  if (auto* log = frames_log()) log->info("{} runs on CPython: {}", PyUnicode_AsUTF8(code->co_qualname), why);
+void left_to_cpython(PyCodeObject* code, const std::string& why, bool whole_frame = true) {
+  if (auto* log = frames_log())
+    log->info("{}{}: {}", PyUnicode_AsUTF8(code->co_qualname), whole_frame ? " runs on CPython" : "", why);
   if (left_log)
     left_log->push_back({PyUnicode_AsUTF8(code->co_qualname),
                          std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno),
-                         why});
+                         why, whole_frame});
 }
 
 void skip(PyCodeObject* code, CodeState* st, const std::string& why) {
@@ -316,8 +318,11 @@ const HostCode& host_code(const CacheEntry& e, PyCodeObject* code, size_t nlocal
     py::object built = callbacks().build(py::handle(reinterpret_cast<PyObject*>(code)), info);
     if (py::isinstance<py::str>(built)) {
       hc->refused = py::str(built);  // a construct not made CPython code yet: explained, never raised
-    } else if (PyCode_Check(built.ptr())) {
-      hc->code = built.release().ptr();
+    } else if (py::isinstance<py::tuple>(built) && py::len(built) == 2 && PyCode_Check(built[py::int_(0)].ptr())) {
+      // (code, note): the note says CPython runs the frame's rest unchanged
+      // (the break is inside a try block, ...): explain lists it.
+      if (py::object note = built[py::int_(1)]; !note.is_none()) left_to_cpython(code, py::str(note), false);
+      hc->code = py::object(built[py::int_(0)]).release().ptr();
       // The code kiln made runs as it is when CPython starts its frame.
       auto* st = new CodeState();
       st->skip_reason = "kiln's own residual code";
@@ -614,6 +619,7 @@ void bind_eval_frame_hook(py::module_& m) {
       e["function"] = x.function;
       e["where"] = x.where;
       e["reason"] = x.reason;
+      e["whole_frame"] = x.whole_frame;
       l.append(e);
     }
     d["left_to_cpython"] = l;
