@@ -254,8 +254,12 @@ py::object residual_const(const Value& v) {
       static py::dict builtins = py::module_::import("builtins").attr("__dict__");
       if (kiln_type && kiln_type->is(Kind::Builtin) && builtins.contains(type.c_str()) &&
           v.is_same(runtime::type_method(kiln_type->as<runtime::BuiltinObj>()->type_of,
-                                         runtime::intern(name.substr(dot + 1)).get())))
-        return builtins[type.c_str()].attr(name.substr(dot + 1).c_str());
+                                         runtime::intern(name.substr(dot + 1)).get()))) {
+        // Only a plain method (a method_descriptor, called with self first);
+        // dict.fromkeys is a classmethod, whose (self, ...) form kiln's takes.
+        py::object method = builtins[type.c_str()].attr("__dict__").attr("get")(name.substr(dot + 1));
+        if (PyObject_TypeCheck(method.ptr(), &PyMethodDescr_Type)) return method;
+      }
     }
   }
   return to_py(v);

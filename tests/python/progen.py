@@ -1,15 +1,18 @@
 """Random Python programs, run differentially against CPython.
 
 `generate(seed)` makes the source of one small module: a few module-level
-classes and globals and a function `f` over caller-owned containers,
-numbers, strings, plain objects, closures, exceptions and kiln tensors.
-`run_program(program)` runs `f` through differential.check (CPython is the
-oracle; kiln.compile with each backend must agree on the result, the
-exception's type and message, the arguments' state and the globals).
+classes (some with __slots__), helpers taking keyword arguments, globals and
+a function `f` over caller-owned containers, numbers, strings, plain
+objects, closures, exceptions and kiln tensors; some of f's parameters are
+passed by keyword (Program.kwargs). `run_program(program)` runs `f` through
+differential.check (CPython is the oracle; kiln.compile with each backend
+must agree on the result, the exception's type and message, the state of
+the arguments, positional and keyword, and the globals; in exact mode, on
+the frames path, also floats bit for bit, the printed output and slots).
 
 A program is a pure function of (seed, features): a failure is reproduced
 by `python tests/python/progen.py --show SEED` (prints the source) and
-`python tests/python/progen.py --seed SEED --count 1` (runs it).
+`python tests/python/progen.py --seed SEED --count 1 [--frames]` (runs it).
 
 Every program terminates: loops run over small ranges or over containers
 the loop body cannot grow; while loops step a counter the body cannot touch
@@ -27,6 +30,11 @@ separate interpreter restarted after a crash or a hang, and prints the
 counts and the first failures:
 
     python tests/python/progen.py --count 100000 --seed 0 --jobs 2
+
+`--frames` runs them on the frames path (kiln.config.python_frames), strict,
+with differential.py's exact comparisons: floats bit for bit, printed
+output, keyword arguments, slots. Without it (the VM path) the VM_PATH_OFF
+features are off unless named.
 """
 import argparse
 import contextlib
@@ -58,11 +66,31 @@ FEATURES = {
     "bigints": True,            # int literals near and past 2**63 (past int64: Python's ints)
     "class_features": True,     # super(), classmethod, staticmethod, property, del attr, __class__
     "set_order": True,          # a set's iteration order seen: repr, loops, list(s), pop()
+    # The constructs the frames path's exact comparisons need (differential
+    # exact mode). With all four off, every seed gives the program it gave
+    # before they existed: their random draws happen only when they are on.
+    "kwargs": True,             # f's parameters passed by keyword (mutated); helpers and methods called
+                                #   with keyword arguments that mutate what they are given
+    "prints": True,             # print() with real output, around graph breaks, in loops and closures
+    "slots": True,              # classes with __slots__ (a subclass too): instances made, passed, mutated
+    "floats": True,             # float-heavy arithmetic: /, //, %, **, math, round, -0.0, inf/nan, formatting
 }
 
 
-def parse_features(spec):
+# What the VM path does not run as CPython does (it re-implements Python:
+# no float.hex/as_integer_ratio/is_integer, float('1_000.5'), print(flush=)).
+# Runs on the VM path leave them out (parse_features(frames=False):
+# test_generated_programs.py, the command line without --frames, fuzz_frontend);
+# the frames path runs CPython's own and needs them for its exact comparisons.
+VM_PATH_OFF = ("prints", "floats")
+
+
+def parse_features(spec, frames=True):
+    """FEATURES changed by "+name,-name"; on the VM path (frames=False) the
+    VM_PATH_OFF features start off (a +name in `spec` still turns one on)."""
     feats = dict(FEATURES)
+    if not frames:
+        feats.update((name, False) for name in VM_PATH_OFF)
     for item in filter(None, (spec or "").split(",")):
         on = not item.startswith("-")
         name = item.lstrip("+-")
@@ -79,8 +107,8 @@ def features_spec(feats):
 
 # ------------------------------------------------------------------ values --
 
-INT, FLOAT, BOOL, STR, LIST, DICT, SET, TUPLE, TENSOR, OBJ = (
-    "int", "float", "bool", "str", "list", "dict", "set", "tuple", "tensor", "obj")
+INT, FLOAT, BOOL, STR, LIST, DICT, SET, TUPLE, TENSOR, OBJ, SLOT = (
+    "int", "float", "bool", "str", "list", "dict", "set", "tuple", "tensor", "obj", "slot")
 CONTAINERS = (LIST, DICT, SET)
 KEYS = ["a", "b", "c", "k", "zz"]
 WORDS = ["", "a", "ab", "xyz", "a-b", "Hi", " pad ", "k"]
@@ -102,19 +130,27 @@ class Var:
 
 
 class Program:
-    def __init__(self, seed, feats, source, args_src, global_names):
+    def __init__(self, seed, feats, source, args_src, global_names, kwargs=()):
         self.seed, self.feats, self.source = seed, feats, source
         self.args_src, self.global_names = args_src, global_names
+        self.kwargs = list(kwargs)  # [(name, source)], passed by keyword; "<alias i>" is argument i
 
     @property
     def filename(self):
         return f"<progen {self.seed}>"
 
-    def describe(self):
+    def describe(self, frames=None):
+        """What reproduces the program: seed, features, arguments, source.
+        `frames` (None: whether kiln.config.python_frames is on) adds
+        --frames to the command, the path the difference was seen on."""
         spec = features_spec(self.feats)
-        return (f"seed {self.seed}" + (f" features {spec}" if spec else "") + f"\nargs: {self.args_src}\n"
+        if frames is None:
+            kiln = sys.modules.get("kiln")
+            frames = bool(kiln is not None and kiln.config.python_frames)
+        kw = ("\nkwargs: " + ", ".join(f"{k}={v}" for k, v in self.kwargs)) if self.kwargs else ""
+        return (f"seed {self.seed}" + (f" features {spec}" if spec else "") + f"\nargs: {self.args_src}{kw}\n"
                 f"reproduce: python tests/python/progen.py --seed {self.seed} --count 1"
-                + (f" --features={spec}" if spec else "") + f"\n{self.source}")
+                + (f" --features={spec}" if spec else "") + (" --frames" if frames else "") + f"\n{self.source}")
 
 
 # The module-level prelude: classes the function body may use.
@@ -190,6 +226,66 @@ class Counter(Box):
 '''
 
 
+# kwargs: module-level functions with keyword(-only) parameters that mutate
+# what they are given (the call sites pass lists, dicts and objects by
+# keyword, sometimes through **{...}).
+PRELUDE_KWARGS = '''
+
+def stash(x, *, into, times=1):
+    for _ in range(times):
+        into.append(x)
+    return len(into)
+
+
+def tally(d, *, key, by=1):
+    d[key] = d.get(key, 0) + by
+    return d[key]
+
+
+def retag(obj, tag="k", *, sink=None):
+    obj.tag = tag
+    if sink is not None:
+        sink.append(tag)
+    return obj
+'''
+
+# slots: instances without __dict__ (the harness compares their slots). Pt's
+# coordinates are floats wherever the program assigns them.
+PRELUDE_SLOTS = '''
+
+class Pt:
+    __slots__ = ("x", "y", "tags")
+
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+        self.tags = []
+
+    def move(self, dx, dy=0.0):
+        self.x += dx
+        self.y -= dy
+        return self.x
+
+    def mark(self, tag, *, times=1):
+        self.tags.extend([tag] * times)
+        return len(self.tags)
+
+    def norm2(self):
+        return self.x * self.x + self.y * self.y
+
+
+class Pt3(Pt):
+    __slots__ = ("z",)
+
+    def __init__(self, x, y, z):
+        Pt.__init__(self, x, y)
+        self.z = z
+
+    def norm2(self):
+        return Pt.norm2(self) + self.z * self.z
+'''
+
+
 class Gen:
     """One program. Statements are generated against an environment of typed
     variables; a container being iterated is frozen (no statement may grow
@@ -207,7 +303,7 @@ class Gen:
         self.frozen = set()      # alias groups being iterated
         self.loop_depth = 0
         self.closure_depth = 0
-        self.funcs = []          # closures callable from here: (name, arity, groups it grows, scope depth)
+        self.funcs = []          # closures callable from here: (name, arity, groups it grows, scope depth, params)
         self.grown = None        # while generating a closure: the alias groups its body grows
         self.exc_vars = []       # names bound by `except ... as e` in scope
         self.budget = self.r.randint(8, 22)
@@ -291,6 +387,8 @@ class Gen:
 
     def any_expr(self, d=0):
         tys = [INT, INT, FLOAT, BOOL]
+        if self.f["floats"]:
+            tys += [FLOAT]
         if self.f["strings"]:
             tys += [STR, STR]
         if self.f["containers"]:
@@ -330,8 +428,24 @@ class Gen:
             opts += ["str_int"]
         if self.f["pending_builtins"]:
             opts += ["pending"]
+        if self.f["floats"]:
+            opts += ["of_float"]
+        if self.f["kwargs"]:
+            opts += ["kw_call"]
+        if self.f["slots"] and self.vars(SLOT):
+            opts += ["slot"]
         k = r.choice(opts)
         e = lambda: self.e_int(d + 1)  # noqa: E731
+        if k == "of_float":
+            f = self.e_float(d + 1)
+            return r.choice([f"math.floor({f})", f"math.ceil({f})", f"round({f})", f"int({f} * 10)",
+                             f"math.trunc({f})", f"({f}).as_integer_ratio()[1]"])
+        if k == "kw_call":
+            return self.kw_call(d) or e()
+        if k == "slot":
+            o = self.var(SLOT).name
+            return r.choice([f"len({o}.tags)", f"{o}.mark({self.pick(WORDS)!r}, times={r.randint(0, 2)})",
+                             f"int({o}.x)", f"len(type({o}).__slots__)"])
         if k == "bin":
             return f"({e()} {r.choice(['+', '-', '*', '+', '-'])} {e()})"
         if k == "div":
@@ -444,10 +558,20 @@ class Gen:
             v = self.var(FLOAT)
             if v and r.random() < 0.7:
                 return v.name
+            if self.f["floats"] and r.random() < 0.5:
+                return self.float_literal()
             return r.choice(["0.5", "-2.25", "3.0", "1e-3", "0.1", "-0.0", "7.75", "1e10"])
-        k = r.choice(["bin", "div", "conv", "abs", "minmax", "mix", "cond", "pow"] +
-                     (["tensor"] if self.f["tensors"] and self.vars(TENSOR) else []))
+        kinds = ["bin", "div", "conv", "abs", "minmax", "mix", "cond", "pow"]
+        if self.f["tensors"] and self.vars(TENSOR):
+            kinds += ["tensor"]
+        if self.f["floats"]:
+            kinds += ["bin", "truediv", "floordiv", "math", "math", "round", "fsum", "fpow", "zero", "fromstr"]
+        if self.f["slots"] and self.vars(SLOT):
+            kinds += ["slot", "slot"]
+        k = r.choice(kinds)
         e = lambda: self.e_float(d + 1)  # noqa: E731
+        if k in ("truediv", "floordiv", "math", "round", "fsum", "fpow", "zero", "fromstr", "slot"):
+            return self.float_heavy(k, d)
         if k == "bin":
             return f"({e()} {r.choice(['+', '-', '*'])} {e()})"
         if k == "div":
@@ -485,7 +609,20 @@ class Gen:
             opts += ["in", "in", "truth", "anyall", "eqc"]
         if self.f["strings"]:
             opts += ["str"]
+        if self.f["floats"]:
+            opts += ["float", "fcmp"]
+        if self.f["slots"] and self.vars(SLOT):
+            opts += ["slot"]
         k = r.choice(opts)
+        if k == "float":
+            f = self.e_float(d + 1)
+            return r.choice([f"({f}).is_integer()", f"math.isclose({f}, {self.e_float(d + 1)})",
+                             f"math.isnan({f})", f"math.isfinite({f})", f"({f} == {self.e_float(d + 1)})",
+                             f"({f} < {self.e_float(d + 1)})"])
+        if k == "slot":
+            o = self.var(SLOT).name
+            return r.choice([f"isinstance({o}, Pt3)", f"hasattr({o}, 'z')", f"hasattr({o}, '__dict__')",
+                             f"({o}.x > {o}.y)"])
         if k == "cmp":
             return f"({self.e_int(d + 1)} {r.choice(['<', '<=', '==', '!=', '>', '>='])} {self.e_int(d + 1)})"
         if k == "fcmp":
@@ -538,8 +675,21 @@ class Gen:
             opts += ["obj"]
         if self.f["pending_builtins"]:
             opts += ["pending"]
+        if self.f["floats"]:
+            opts += ["float", "float"]
         k = r.choice(opts)
         e = lambda: self.e_str(d + 1)  # noqa: E731
+        if k == "float":  # CPython's float repr and formatting, digit for digit
+            f = self.e_float(d + 1)
+            spec = r.choice([".17g", ".3e", ".0f", "g", ".2%", "+.4f", "r"])
+            # str % and str.format belong to pending_builtins (without it, as
+            # many other choices: the same draws either way)
+            pb = self.f["pending_builtins"]
+            return r.choice([f"repr({f})", f"str({f})", f"format({f}, {spec if spec != 'r' else ''!r})",
+                             f"('%.4f' % {f})" if pb else f"repr({f})",
+                             f"('%g|%e' % ({f}, {f}))" if pb else f"str({f})", f"({f}).hex()",
+                             f"str(round({f}, {r.randint(-1, 4)}))",
+                             f"'{{!r}}'.format({f})" if pb else f"format({f}, '.6')"])
         if k == "cat":
             if self.f["errors"] and r.random() < 0.05:
                 return f"({e()} + {self.e_int(d + 1)})"
@@ -744,6 +894,125 @@ class Gen:
         # list being iterated
         return f"Box({self.e_int(d + 1)}, list({self.e_list(d + 1)}))"
 
+    # -- floats, keyword calls, slots -----------------------------------------------
+    def float_literal(self):
+        """Values whose arithmetic rounds (0.1, 1/3's neighbours), signed
+        zeros, the edges of the range; inf and nan rarely (they end many
+        programs early through int() and math.floor)."""
+        r = self.r
+        if r.random() < 0.03:
+            return r.choice(["float('inf')", "float('-inf')", "float('nan')", "(1e308 * 10)"])
+        return r.choice(["0.1", "0.2", "0.3", "-0.0", "1e-300", "1e16", "2.5e-5", "123.456", "-7.0",
+                         "0.7", "1.1", "(1 / 3)", "2.0", "-1.5", "1e22", "5e-324"])
+
+    def float_heavy(self, k, d):
+        r = self.r
+        e = lambda: self.e_float(d + 1)  # noqa: E731
+        i = lambda: self.e_int(d + 1)  # noqa: E731
+        if k == "truediv":  # int / int is correctly rounded in CPython, big ints too
+            num = r.choice([i, i, lambda: r.choice(["(10 ** 17 + 1)", "(2 ** 70)", "(-(3 ** 40))"])])()
+            return f"({num} / ({i()} or {r.choice([3, 7, -9, 10])}))"
+        if k == "floordiv":  # Python's float // and % take the divisor's sign
+            op = r.choice(["//", "%"])
+            if self.f["errors"] and r.random() < 0.1:
+                return f"({e()} {op} {e()})"
+            return f"({e()} {op} ({e()} or {r.choice(['1.5', '-0.25', '3.0'])}))"
+        if k == "math":
+            a, b = e(), e()
+            return r.choice([f"math.sqrt(abs({a}))", f"math.fmod({a}, ({b} or 2.5))", f"math.copysign({a}, {b})",
+                             f"math.hypot({a}, {b})", f"math.exp(min({a}, 30.0))", f"math.log1p(abs({a}))",
+                             f"math.atan2({a}, {b})", f"math.sin({a})", f"math.ldexp({a}, {r.randint(-3, 60)})",
+                             f"math.fabs({a})", f"(math.pi * {a})", f"math.remainder({a}, ({b} or 1.0))",
+                             f"math.log(abs({a}) + 1e-9)"])
+        if k == "round":
+            return f"round({e()}, {r.randint(-1, 4)})"
+        if k == "fsum":  # sum() adds left to right; math.fsum rounds once
+            items = ", ".join(e() for _ in range(r.randint(2, 4)))
+            return r.choice([f"sum([{items}])", f"math.fsum([{items}])", f"sum([{items}], 0.1)"])
+        if k == "fpow":
+            exp = r.choice(["0.5", "1.5", "3", "0.25", "-2"] + (["-1"] if self.f["errors"] else []))
+            if exp in ("-2", "-1"):  # 0.0 ** -n raises ZeroDivisionError: only as an error
+                return f"((abs({e()}) or 0.5) ** {exp})" if not self.f["errors"] else f"(abs({e()}) ** {exp})"
+            if self.loop_depth or self.closure_depth:
+                return f"(min(abs({e()}), 1e6) ** {exp})"
+            return f"(abs({e()}) ** {exp})"
+        if k == "zero":
+            return r.choice(["-0.0", "(0.0 * -1)", "min(0.0, -0.0)", "max(-0.0, 0.0)", f"(-{e()} * 0.0)",
+                             f"math.copysign(0.0, {e()})", "(-0.0 + 0.0)", "(-0.0 - 0.0)"])
+        if k == "fromstr":
+            return r.choice(["float('1e-7')", "float('-0.0')", "float(' 2.5 ')", "float('1_000.5')",
+                             "float.fromhex('0x1.8p1')", "float('0.30000000000000004')", f"float({i()})"])
+        if k == "slot":
+            o = self.var(SLOT)
+            a = o.name
+            opts = [f"{a}.x", f"{a}.y", f"{a}.norm2()", f"{a}.move({e()})", f"getattr({a}, 'y')"]
+            if self.f["kwargs"]:
+                opts += [f"{a}.move(dx={e()}, dy={e()})", f"{a}.move({e()}, dy={e()})"]
+            if o.shape == 3:
+                opts += [f"{a}.z"]
+            return r.choice(opts)
+        raise AssertionError(k)
+
+    def kw_call(self, d):
+        """A call passing what it mutates by keyword (None: nothing to pass)."""
+        r = self.r
+        kinds = []
+        if self.f["containers"]:
+            kinds += ["stash", "tally", "splat"]
+        if self.f["classes"] and self.vars(OBJ):
+            kinds += ["retag", "box"]
+        if self.f["slots"] and self.vars(SLOT):
+            kinds += ["pt"]
+        if not kinds:
+            return None
+        k = r.choice(kinds)
+        if k == "stash":
+            lv = self.mutable(LIST)
+            if lv is None:
+                return None
+            times = r.choice(["", "", f", times={r.randint(0, 2)}"])
+            return r.choice([f"stash({self.e_int(d + 1)}, into={lv.name}{times})",
+                             f"stash({self.e_int(d + 1)}{times}, into={lv.name})"])
+        if k in ("tally", "splat"):
+            dv = self.mutable(DICT)
+            if dv is None:
+                return None
+            key, by = self.e_key(), (self.e_int(d + 1) if r.random() < 0.5 else None)
+            if k == "splat":
+                items = [f"'key': {key}"] + ([f"'by': {by}"] if by is not None else [])
+                return f"tally({dv.name}, **{{{', '.join(items)}}})"
+            return f"tally({dv.name}, key={key}" + (f", by={by}" if by is not None else "") + ")"
+        if k == "retag":
+            o = self.var(OBJ).name
+            lv = self.mutable(LIST) if r.random() < 0.5 else None
+            sink = f", sink={lv.name}" if lv is not None else ""
+            return f"retag({o}, {self.pick(WORDS)!r}{sink}).v"
+        if k == "box":
+            o = self.var(OBJ).name
+            return r.choice([f"{o}.bump(k={self.e_int(d + 1)})", f"{o}.push(x={self.e_int(d + 1)})"])
+        o = self.var(SLOT).name
+        return f"{o}.mark(tag={self.pick(WORDS)!r}, times={r.randint(0, 2)})"
+
+    def e_slot(self, d):
+        """A new Pt or Pt3 (Pt3's shape is 3: it has z)."""
+        if self.r.random() < 0.6:
+            return f"Pt({self.e_float(d + 1)}, {self.e_float(d + 1)})", 2
+        return f"Pt3({self.e_float(d + 1)}, {self.e_float(d + 1)}, {self.e_float(d + 1)})", 3
+
+    def printable(self, d=1):
+        """An expression whose str() is the same in every run: no objects
+        (their repr holds an address), no tensors (their values may differ
+        within the tolerance), sets only with set_order."""
+        tys = [INT, FLOAT, FLOAT, BOOL]
+        if self.f["strings"]:
+            tys += [STR, STR]
+        if self.f["containers"]:
+            tys += [LIST, DICT, TUPLE] + ([SET] if self.f["set_order"] else [])
+        ty = self.pick(tys)
+        if ty == FLOAT and self.f["slots"] and self.vars(SLOT) and self.chance(0.3):
+            return f"{self.var(SLOT).name}.{self.r.choice(['x', 'y'])}"
+        return self.expr(ty, d)
+
     # -- tensors ----------------------------------------------------------------
     def tensor_key(self, shape):
         """A subscript over `shape` as source: ints (negative too), slices with
@@ -841,6 +1110,14 @@ class Gen:
             opts += [("error_probe", 1)]
         if f["class_features"] and f["classes"]:
             opts += [("class_feature", 2)]
+        if f["prints"]:
+            opts += [("print", 2)]
+        if f["floats"]:
+            opts += [("float", 3)]
+        if f["kwargs"]:
+            opts += [("kwcall", 2)]
+        if f["slots"]:
+            opts += [("slot", 3 if self.vars(SLOT) else 1)]
         names, weights = zip(*opts)
         k = r.choices(names, weights)[0]
         getattr(self, "s_" + k)()
@@ -1244,7 +1521,7 @@ class Gen:
         self.block(body)
         self.loop_depth, self.frozen, self.funcs, self.grown = saved
         self.closure_depth -= 1
-        self.funcs.append((name, nparams, grown, len(self.scopes)))
+        self.funcs.append((name, nparams, grown, len(self.scopes), params))
 
     def s_lambda(self):
         name = self.fresh("h")
@@ -1261,20 +1538,22 @@ class Gen:
             saved |= grown
         self.scopes.pop()
         self.emit(f"{name} = lambda {x}: {body}")
-        self.funcs.append((name, 1, grown, len(self.scopes)))
+        self.funcs.append((name, 1, grown, len(self.scopes), [x]))
 
     def call_closure(self, d):
         # never one that grows a container being iterated (it would not end)
         ok = [fn for fn in self.funcs if not (fn[2] & self.frozen)]
         if not ok:
             return self.small_int()
-        name, n, grows, _ = self.pick(ok)
+        name, n, grows, _, params = self.pick(ok)
         if self.grown is not None:
             self.grown |= grows
         # too few arguments only with arity_errors: kiln names a nested
         # function f__g in the TypeError where CPython says f.<locals>.g
         few = self.f["arity_errors"] and self.r.random() < 0.3
         args = [self.e_int(d + 1) for _ in range(1 if few else n)]
+        if self.f["kwargs"] and len(args) == 2 and self.r.random() < 0.5:
+            args[1] = f"{params[1]}={args[1]}"
         return f"{name}({', '.join(args)})"
 
     def s_call(self):
@@ -1363,6 +1642,118 @@ class Gen:
     def s_break_graph(self):
         self.emit('print(end="")')
 
+    def s_print(self):
+        """Real output, compared exactly in exact mode; a print is also a
+        graph break, so prints land on both sides of breaks."""
+        r = self.r
+        p = self.printable
+        k = r.choice(["one", "many", "sep", "fstring", "star", "float", "empty"])
+        if k == "one":
+            self.emit(f"print({p()})")
+        elif k == "many":
+            self.emit(f"print({', '.join(p() for _ in range(r.randint(2, 3)))})")
+        elif k == "sep":
+            self.emit(f"print({p()}, {p()}, sep={r.choice([', ', '', '|'])!r}, end={r.choice(['', ' ', '!', '.'])!r})")
+        elif k == "fstring" and self.f["fstrings"]:
+            self.emit(f"print({self.fstring(1)})")
+        elif k == "star" and self.f["containers"]:
+            self.emit(f"print(*{self.e_list(1)}, sep={r.choice([' ', ','])!r})")
+        elif k == "float":
+            f = self.e_float(1)
+            self.emit(r.choice([f"print({f})", f"print(repr({f}), {self.e_float(1)}, flush=True)"]))
+        else:
+            self.emit("print()")
+
+    def s_float(self):
+        r = self.r
+        k = r.choice(["new", "new", "aug", "acc" if self.f["loops"] else "new", "log"])
+        vs = [v for v in self.vars(FLOAT, writable=True)]
+        if k == "aug" and vs:
+            v = self.pick(vs)
+            if r.random() < 0.3:
+                self.emit(f"{v.name} /= ({self.e_float(1)} or 0.5)")
+            else:
+                self.emit(f"{v.name} {r.choice(['+=', '-=', '*='])} {self.e_float(1)}")
+        elif k == "acc":  # a sum that rounds at every step: its order matters
+            acc, i = self.fresh("f"), self.fresh("i")
+            self.emit(f"{acc} = {r.choice(['0.0', '-0.0', '1.0', self.float_literal()])}")
+            self.emit(f"for {i} in range({r.randint(1, 6)}):")
+            step = r.choice([f"{acc} += {i} * {self.float_literal()}", f"{acc} = {acc} * 1.1 + {self.float_literal()}",
+                             f"{acc} -= {acc} / 3", f"{acc} += 0.1"])
+            self.block(lambda: self.emit(step))
+            self.emit(f"log.append({acc})")
+            self.bind(acc, FLOAT)
+        elif k == "log":
+            self.emit(f"log.append({self.e_float(1)})")
+        else:
+            name = self.fresh("f")
+            self.emit(f"{name} = {self.e_float(0)}")
+            self.bind(name, FLOAT)
+
+    def s_kwcall(self):
+        call = self.kw_call(1)
+        if call is None:
+            return self.s_assign()
+        self.emit(f"log.append({call})")
+
+    def s_slot(self):
+        r = self.r
+        o = self.var(SLOT)
+        if o is None or r.random() < 0.2:
+            name = self.fresh("p")
+            src, shape = self.e_slot(1)
+            self.emit(f"{name} = {src}")
+            self.bind(name, SLOT, shape=shape)
+            return
+        n = o.name
+        k = r.choice(["set", "set", "aug", "move", "mark", "pair", "norm", "setattr", "tags", "tags", "alias",
+                      "del", "bad_attr"])
+        attr = r.choice(["x", "y"] + (["z"] if o.shape == 3 else []))
+        if k == "set":
+            self.emit(f"{n}.{attr} = {self.e_float(1)}")
+        elif k == "aug":
+            self.emit(f"{n}.{attr} {r.choice(['+=', '-=', '*='])} {self.e_float(1)}")
+        elif k == "move":
+            dy = f", {'dy=' if self.f['kwargs'] else ''}{self.e_float(1)}" if r.random() < 0.5 else ""
+            self.emit(f"log.append({n}.move({self.e_float(1)}{dy}))")
+        elif k == "mark":
+            self.emit(f"log.append({n}.mark({self.pick(WORDS)!r}"
+                      + (f", times={r.randint(0, 3)}" if self.f["kwargs"] else "") + "))")
+        elif k == "pair":
+            self.emit(f"log.append(({n}.x, {n}.y))")
+        elif k == "norm":
+            self.emit(f"log.append({n}.norm2())")
+        elif k == "setattr":
+            self.emit(f"setattr({n}, {attr!r}, {self.e_float(1)})")
+        elif k == "tags":
+            self.emit(r.choice([f"{n}.tags.append({self.e_int(1)})", f"log.append(len({n}.tags))",
+                                f"{n}.tags = {n}.tags[{self.slice_src()}]", f"log.append({n}.tags[:])"]))
+        elif k == "alias":  # one object through two names
+            name = self.fresh("p")
+            self.emit(f"{name} = {n}")
+            self.bind(name, SLOT, group=o.group, shape=o.shape)
+        elif k == "del":
+            # a deleted slot reads as AttributeError; put back unless errors
+            # may end the program there
+            self.emit(f"del {n}.{attr}")
+            self.emit(f"log.append(hasattr({n}, {attr!r}))")
+            if not (self.f["errors"] and r.random() < 0.3):
+                self.emit(f"{n}.{attr} = {self.e_float(1)}")
+        elif self.f["errors"]:
+            probe = r.choice([f"{n}.w", f"vars({n})", f"{n}.__dict__"])
+            store = r.choice([f"{n}.w = 1", f"setattr({n}, 'w', 2)"]
+                             + ([f"retag({n}, 'q')"] if self.f["kwargs"] else []))
+            if self.f["exceptions"] and r.random() < 0.6:
+                e = self.fresh("e")
+                self.emit("try:")
+                self.block(lambda: self.emit(r.choice([f"log.append({probe})", store])))
+                self.emit(f"except (AttributeError, TypeError) as {e}:")
+                self.block(lambda: self.emit(f"log.append(str({e}))"))
+            else:
+                self.emit(r.choice([f"log.append({probe})", store]))
+        else:
+            self.emit(f"log.append(hasattr({n}, 'w'))")
+
     def s_error_probe(self):
         """An operation CPython rejects: the message is compared."""
         r = self.r
@@ -1423,11 +1814,13 @@ class Gen:
                 self.emit(f"log.append({o.name}.__class__.__name__)")
 
     # -- the module -------------------------------------------------------------------
-    def arg_value(self, ty):
+    def arg_value(self, ty, shape=None):
         r = self.r
         if ty == INT:
             return str(r.choice([0, 1, 2, 3, -4, 7, 12]))
         if ty == FLOAT:
+            if self.f["floats"] and r.random() < 0.5:
+                return r.choice(["0.1", "-0.0", "1e-300", "1.1", "2.5e-5", "1e16", "0.30000000000000004", "-7.0"])
             return r.choice(["0.5", "-1.25", "2.0", "3.5"])
         if ty == STR:
             return repr(self.pick(WORDS))
@@ -1448,6 +1841,9 @@ class Gen:
             return "(" + "".join(f"{v}, " for v in vals) + ")"
         if ty == OBJ:
             return f"Box({r.randint(0, 5)}, {[r.randint(0, 5) for _ in range(r.randint(0, 3))]})"
+        if ty == SLOT:
+            xs = ", ".join(self.arg_value(FLOAT) for _ in range(3 if shape == 3 else 2))
+            return f"Pt{'3' if shape == 3 else ''}({xs})"
         raise AssertionError(ty)
 
     def program(self):
@@ -1479,6 +1875,38 @@ class Gen:
             params.append(name)
             args.append(f"<alias {params.index(lv.name)}>")
             self.bind(name, LIST, group=lv.group)
+        if f["slots"] and r.random() < 0.3:
+            name, shape = self.fresh("a"), r.choice([2, 3])
+            params.append(name)
+            args.append(self.arg_value(SLOT, shape))
+            self.bind(name, SLOT, shape=shape)
+        kwargs = []
+        if f["kwargs"] and r.random() < 0.6:
+            # Parameters passed by keyword, in another order than declared:
+            # mostly what the body mutates, so their state after the call
+            # is compared (keyword-only after `*` or plain parameters).
+            kw_tys = [INT, FLOAT]
+            if f["containers"]:
+                kw_tys += [LIST, LIST, DICT, DICT]
+            if f["classes"]:
+                kw_tys += [OBJ]
+            if f["slots"]:
+                kw_tys += [SLOT]
+            for _ in range(r.randint(1, 3)):
+                ty = self.pick(kw_tys)
+                name = self.fresh("k")
+                shape = r.choice([2, 3]) if ty == SLOT else None
+                positional = [v for v in self.vars(LIST) if v.name in params]
+                if ty == LIST and positional and r.random() < 0.2:  # the caller's list, by position and by keyword
+                    src = self.pick(positional)
+                    kwargs.append((name, f"<alias {params.index(src.name)}>"))
+                    self.bind(name, LIST, group=src.group)
+                    continue
+                kwargs.append((name, self.arg_value(ty, shape)))
+                self.bind(name, ty, shape=shape)
+            kw_params = [k for k, _ in kwargs]
+            params += ["*"] + kw_params if r.random() < 0.6 else kw_params
+            r.shuffle(kwargs)
         if f["globals"]:
             for ty in r.sample([INT, LIST, DICT], r.randint(0, 2)):
                 name = f"G_{ty.upper()}"
@@ -1498,11 +1926,17 @@ class Gen:
             head.append(PRELUDE_CLASSES.strip("\n"))
         if f["class_features"] and f["classes"]:
             head.append(PRELUDE_CLASS_FEATURES.strip("\n"))
+        if f["kwargs"]:
+            head.append(PRELUDE_KWARGS.strip("\n"))
+        if f["slots"]:
+            head.append(PRELUDE_SLOTS.strip("\n"))
+        if f["floats"]:
+            head.insert(0, "import math")
         for name, (ty, init) in sorted(self.globals.items()):
             head.append(f"{name} = {init}")
         head.append(f"def f({', '.join(params)}):")
         source = "\n\n\n".join(head) + "\n" + "\n".join(self.lines) + "\n"
-        return Program(self.seed, self.f, source, "[" + ", ".join(args) + "]", sorted(self.globals))
+        return Program(self.seed, self.f, source, "[" + ", ".join(args) + "]", sorted(self.globals), kwargs)
 
 
 def generate(seed, feats=None):
@@ -1521,6 +1955,15 @@ def build_args(program, ns):
         else:
             out.append(eval(p, ns))
     return out
+
+
+def build_call(program, ns):
+    """(args, kwargs): a keyword argument `<alias i>` is positional argument
+    i itself (one object passed both ways)."""
+    args = build_args(program, ns)
+    kwargs = {name: args[int(src[7:-1])] if src.startswith("<alias ") else eval(src, ns)
+              for name, src in program.kwargs}
+    return args, kwargs
 
 
 def _split_args(src):
@@ -1549,7 +1992,7 @@ def _split_args(src):
 
 
 def load(program):
-    """Executes the program's module; returns (f, args, globals_)."""
+    """Executes the program's module; returns (f, args, kwargs, globals_)."""
     import linecache
 
     import numpy as np
@@ -1563,17 +2006,19 @@ def load(program):
         code = compile(program.source, program.filename, "exec")
     exec(code, ns)
     globals_ = {name: ns[name] for name in program.global_names}
-    return ns["f"], build_args(program, ns), globals_
+    args, kwargs = build_call(program, ns)
+    return ns["f"], args, kwargs, globals_
 
 
-def run_program(program, backends=None):
+def run_program(program, backends=None, exact=None):
     """differential.check on the program: raises AssertionError naming the
-    seed and the full source when kiln differs from CPython. Returns
-    CPython's outcome."""
+    seed and the full source when kiln differs from CPython. `exact` is
+    check's (None: on with kiln.config.python_frames). Returns CPython's
+    outcome."""
     from differential import BACKENDS, check
-    fn, args, globals_ = load(program)
+    fn, args, kwargs, globals_ = load(program)
     try:
-        return check(fn, *args, globals_=globals_, backends=backends or BACKENDS)
+        return check(fn, *args, kwargs=kwargs, globals_=globals_, backends=backends or BACKENDS, exact=exact)
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- program {program.describe()}") from None
     except Exception as e:  # the harness itself must not fail: kiln broke it
@@ -1583,7 +2028,7 @@ def run_program(program, backends=None):
 def translated(program):
     """Whether kiln translates `f` (False: it runs on CPython as a whole)."""
     from kiln._frontend import Untranslatable, translate
-    fn, _, _ = load(program)
+    fn = load(program)[0]
     try:
         translate(fn)
         return True
@@ -1610,7 +2055,7 @@ class _TooLong(Exception):
 def _terminates(program, lines=200_000):
     """Whether the program ends on CPython within `lines` line events: a
     reduction that drops a loop's `i += 1` must not hang kiln's run."""
-    fn, args, _ = load(program)
+    fn, args, kwargs, _ = load(program)
     left = [lines]
 
     def tracer(frame, event, arg):
@@ -1622,7 +2067,8 @@ def _terminates(program, lines=200_000):
 
     sys.settrace(tracer)
     try:
-        fn(*args)
+        with contextlib.redirect_stdout(None):  # the program's prints
+            fn(*args, **kwargs)
     except _TooLong:
         return False
     except Exception:  # the program's own exception: it ended
@@ -1656,7 +2102,7 @@ def reduce(program):
                 compile(src, "<reduce>", "exec")
         except SyntaxError:
             return False
-        trial = Program(program.seed, program.feats, src, program.args_src, program.global_names)
+        trial = Program(program.seed, program.feats, src, program.args_src, program.global_names, program.kwargs)
         return _terminates(trial) and _failure_kind(trial, backends) == kind
 
     changed = True
@@ -1678,7 +2124,7 @@ def reduce(program):
             i = min(i, len(lines)) - 1
     # the prelude's classes that the reduced body never names
     src = head + "\n" + "\n".join([sig] + lines) + "\n"
-    return Program(program.seed, program.feats, src, program.args_src, program.global_names)
+    return Program(program.seed, program.feats, src, program.args_src, program.global_names, program.kwargs)
 
 
 # ------------------------------------------------------------------ command --
@@ -1846,9 +2292,14 @@ def main(argv=None):
     ap.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
     ap.add_argument("--reduce", type=int, metavar="SEED",
                     help="print a smaller program failing like SEED's (its function body reduced line by line)")
+    ap.add_argument("--frames", action="store_true",
+                    help="run on the frames path, strict (KILN_PYTHON_FRAMES=1 KILN_STRICT=1, also for the workers): "
+                         "exact comparisons (differential.py)")
     ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    feats = parse_features(a.features)
+    if a.frames:  # before kiln is imported: its config reads them once
+        os.environ["KILN_PYTHON_FRAMES"] = os.environ["KILN_STRICT"] = "1"
+    feats = parse_features(a.features, frames=os.environ.get("KILN_PYTHON_FRAMES") == "1")
     if a.worker:
         return _worker(*a.worker, feats)
     if a.reduce is not None:

@@ -1,5 +1,8 @@
 """Generated programs (progen.py) run differentially: CPython against
-kiln.compile on both backends, 2,400 fixed seeds in batches.
+kiln.compile on both backends, 2,400 fixed seeds in batches. On the VM path
+(the default) progen's VM_PATH_OFF features are off; with
+KILN_PYTHON_FRAMES=1 these seeds run with all features and exact
+comparisons, as test_generated_frames.py's do.
 
 A failing batch lists every failing seed with its full source; reproduce
 one with `python tests/python/progen.py --seed SEED --count 1`.
@@ -31,6 +34,9 @@ KNOWN = {
 
 def run_batch(seeds, feats=None):
     """(reports of unexpected differences, known seeds that now pass)"""
+    import kiln
+    if feats is None:
+        feats = progen.parse_features("", frames=kiln.config.python_frames)
     failures, fixed = [], []
     for seed in seeds:
         try:

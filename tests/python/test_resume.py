@@ -61,6 +61,10 @@ def canon(x, path=None):
             return ("fn", getattr(x, "__qualname__", "?"))
         if hasattr(x, "__dict__"):
             return ("obj", type(x).__qualname__, canon(vars(x), path))
+        slots = [n for k in type(x).__mro__ for n in ((lambda s: [s] if isinstance(s, str) else s)(
+            k.__dict__.get("__slots__", ()))) if n not in ("__dict__", "__weakref__")]
+        if slots:  # no __dict__: the state is in the slots (an unset one reads as AttributeError)
+            return ("slots", type(x).__qualname__, [(n, canon(getattr(x, n, "<unset>"), path)) for n in slots])
         return ("other", type(x).__name__, _noaddr(repr(x)))
     finally:
         path.discard(id(x))
@@ -790,8 +794,8 @@ CHUNK = 50
 
 
 def _program_runner(progen, program):
-    """fresh() -> (f, args, globals dict): a new module namespace each time
-    (programs mutate their globals, arguments and classes)."""
+    """fresh() -> (f, (args, kwargs), globals dict): a new module namespace
+    each time (programs mutate their globals, arguments and classes)."""
     import linecache
     linecache.cache[program.filename] = (len(program.source), None, program.source.splitlines(True),
                                          program.filename)
@@ -804,12 +808,12 @@ def _program_runner(progen, program):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(code, ns)
-        return ns["f"], progen.build_args(program, ns), ns
+        return ns["f"], progen.build_call(program, ns), ns
     return fresh
 
 
-def _program_outcome(fn, args, ns, global_names, reached=None):
-    res = outcome(fn, args, reached=reached)
+def _program_outcome(fn, call, ns, global_names, reached=None):
+    res = outcome(fn, call[0], call[1], reached=reached)
     return res + (canon({n: ns[n] for n in global_names}),)
 
 
