@@ -53,4 +53,13 @@ std::vector<runtime::Value> run_fast_graph(runtime::CallContext& vm, const FastP
 // breaks, guards, recompiles. Returns the previous recorder.
 ExplainReport* set_explain_recording(ExplainReport* report);
 
+// Code of the embedder's own (python/: kiln/'s torch-API adapters) whose
+// frames the embedder never compiles on their own (Options::python_frames).
+// A break inside an inlined call of such code is reported as the call's
+// own break, with the inner reason ("torch.add has no kiln lowering"), not
+// as "a break inside the inlined function add" pointing at a frame no
+// explain will ever list. Files under `dir`; "" for none.
+void set_own_code_dir(std::string dir);
+bool is_own_code(const std::string& filename);
+
 }  // namespace kiln::interpreter

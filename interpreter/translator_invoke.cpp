@@ -1,6 +1,7 @@
 // Calling and attribute access during a trace: call_function's dispatch by
 // callee kind, inline_call_ for KBC functions and methods, and attribute
 // reads by tracker kind (a module's call and attributes: nn_module.h).
+#include "interpreter/frame_cache.h"
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 #include "interpreter/stack_guard.h"
@@ -172,6 +173,9 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     child.run();
     return child.result();
   } catch (const Unsupported& u) {
+    // The embedder's own code is never compiled as its own frame: its
+    // break is this call's.
+    if (ctx_.python_frames && is_own_code(code->filename)) throw;
     // The outer frame breaks at this call; the callee will run as its own
     // compiled frame and report its own break.
     std::string cause = u.cause.empty() ? break_reason_text(u.reason, u.detail) + " in " + code->qualname : u.cause;
@@ -258,6 +262,20 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
     default: unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
   }
+}
+
+namespace {
+std::string& own_code_dir() {
+  static auto* dir = new std::string();
+  return *dir;
+}
+}  // namespace
+
+void set_own_code_dir(std::string dir) { own_code_dir() = std::move(dir); }
+
+bool is_own_code(const std::string& filename) {
+  const std::string& dir = own_code_dir();
+  return !dir.empty() && filename.compare(0, dir.size(), dir) == 0;
 }
 
 }  // namespace kiln::interpreter

@@ -107,4 +107,5 @@ class device(str):
         return (device, ("cpu",))
 
 
-_C.frames_set_callbacks(_frames.classify, _frames.kbc, _frames.build)
+_C.frames_set_callbacks(_frames.classify, _frames.kbc, _frames.build, _compile._uses_torch)
+_C.frames_set_own_code_dir(_frames._KILN_DIR)

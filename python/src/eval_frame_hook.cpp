@@ -80,6 +80,7 @@ struct Callbacks {
   py::object classify;  // code -> None (trace it) or the reason it is skipped
   py::object kbc;       // function -> its KBC function, or None
   py::object build;     // (code, residual info) -> (CPython code object, note or None), or why not (a str)
+  py::object uses_torch;  // function -> whether it reads torch (its tensors then leave as torch's)
 };
 Callbacks& callbacks() {
   static auto* c = new Callbacks();  // never destroyed: Python objects outlive no interpreter
@@ -104,6 +105,9 @@ struct CodeState {
   // function objects (closures, defaults), each its own KBC function.
   PyObject* func_ref = nullptr;  // a weakref, or null
   Value kbc = Value::null();
+  // The function reads torch: tensors it makes leave as torch tensors, even
+  // when none came in (torch.arange(5) is torch's, as in eager).
+  bool torch_out = false;
   PyObject* plain_globals = nullptr;  // kbc serves every plain function of this code over these globals
   ~CodeState() { Py_XDECREF(func_ref); }
 };
@@ -207,6 +211,7 @@ Value kbc_for(CodeState* st, PyObject* func) {
   st->func_ref = PyWeakref_NewRef(func, nullptr);
   if (!st->func_ref) throw py::error_already_set();
   st->kbc = py::cast<Value>(kbc);
+  st->torch_out = py::cast<bool>(callbacks().uses_torch(py::handle(func)));
   // (the KBC function's globals mirror holds the dict: its address is not reused)
   st->plain_globals = plain ? fo->func_globals : nullptr;
   return st->kbc;
@@ -451,6 +456,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
           why = "kiln cannot translate it";
           return;
         }
+        if (st->torch_out) identity.torch_out = true;
         locals.reserve(size_t(nparams));
         for (Py_ssize_t i = 0; i < nparams; ++i)
           locals.push_back(f->localsplus[i] ? to_value_shared(f->localsplus[i]) : Value::null());
@@ -565,8 +571,10 @@ class FrameCompiled {
 }  // namespace
 
 void bind_eval_frame_hook(py::module_& m) {
-  m.def("frames_set_callbacks", [](py::object classify, py::object kbc, py::object build) {
-    callbacks() = Callbacks{std::move(classify), std::move(kbc), std::move(build)};
+  m.def("frames_set_own_code_dir", [](std::string dir) { interpreter::set_own_code_dir(std::move(dir)); },
+        "kiln's own Python (kiln/): a break inside an inlined call of it is the call's own break.");
+  m.def("frames_set_callbacks", [](py::object classify, py::object kbc, py::object build, py::object uses_torch) {
+    callbacks() = Callbacks{std::move(classify), std::move(kbc), std::move(build), std::move(uses_torch)};
   });
   static PyMethodDef fastcall_def = {
       "fastcall", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FrameCompiled::fastcall)),

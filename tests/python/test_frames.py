@@ -437,6 +437,31 @@ def test_a_closure_reads_its_free_variables_after_a_break():
     check(make(3.0, []), lambda: (torch.ones(2),))
 
 
+def test_a_tensor_torch_makes_from_no_tensor_is_a_torch_tensor():
+    """torch.arange(n) in eager is torch's tensor; so is the graph's output
+    for a frame that reads torch, though no torch tensor came in."""
+    def f(n):
+        return torch.arange(n) * 2, torch.zeros(n, 2)
+
+    got = check(f, lambda: (5,))(5)
+    assert all(type(t) is torch.Tensor for t in got)
+
+
+def test_a_break_inside_kilns_torch_adapter_is_reported_as_the_users_call():
+    """torch.add(..., out=) goes through kiln's adapter (kiln/_torch_api.py),
+    whose frames are never compiled on their own: the break is the call's,
+    with the adapter's reason, not "inside the inlined function add"."""
+    def f(x, y, out):
+        torch.add(x, y, out=out)
+        return x * y
+
+    a, b = torch.randn(3), torch.randn(3)
+    check(f, lambda: (a, b, torch.zeros(3)))
+    e = explain(f, a, b, torch.zeros(3))
+    assert [(x["id"], x["reason"]) for x in e.break_reasons] == [("library_fallback", "torch.add has no kiln lowering")]
+    assert "on CPython" in e.break_reasons[0]["hint"]
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
