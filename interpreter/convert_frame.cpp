@@ -496,7 +496,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
     if (collective_restarts(ctx)) continue;
     const Instr* brk = why ? &code.instrs[tx->pc()] : nullptr;
     if (brk && options.fullgraph)
-      throw_error(ErrorKind::RuntimeError, "graph break in fullgraph mode: " +
+      throw ProgramError(ErrorKind::RuntimeError, "graph break in fullgraph mode: " +
                                                (why->cause.empty() ? break_reason_text(why->reason, why->detail)
                                                                    : why->cause) +
                                                " (" + code.qualname + ", " +

@@ -17,6 +17,16 @@
 
 namespace kiln::interpreter {
 
+// An error that is the program's, not kiln's failing: a graph break under
+// fullgraph=True (asked for), an exception a user's backend callable
+// raised. The VM path raises every error anyway; the frames path, which
+// otherwise leaves a frame kiln failed at to CPython, raises these.
+class ProgramError : public Error {
+ public:
+  using Error::Error;
+  explicit ProgramError(const Error& e) : Error(e) {}
+};
+
 // How to build a frame's result from its graph's outputs, its parameters
 // and constants, without running residual code (the fast path of a cache
 // hit for a trace that ends in a plain return with no side effects).

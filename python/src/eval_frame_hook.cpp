@@ -397,6 +397,8 @@ bool kiln_failed(F&& attempt, std::string& why) {
   try {
     attempt();
     return false;
+  } catch (const interpreter::ProgramError&) {
+    throw;  // the program's: the caller raises it
   } catch (py::error_already_set& e) {
     why = e.what();
   } catch (const kiln::Error& e) {
@@ -445,7 +447,9 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
   std::vector<Value> locals;
   TensorIdentityScope identity;
   std::string why;
-  const bool failed = kiln_failed(
+  bool failed = false;
+  try {
+  failed = kiln_failed(
       [&] {
         // Python that kiln runs meanwhile (the frontend, a mirror's
         // reads, a property the tracer calls) is not traced as frames.
@@ -465,6 +469,14 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
                                                opts->options);
       },
       why);
+  } catch (const interpreter::ProgramError& e) {
+    try {
+      raise_python(e);
+    } catch (py::error_already_set& e2) {
+      e2.restore();
+    }
+    return nullptr;
+  }
   if (failed && opts->strict) {
     PyErr_Format(PyExc_RuntimeError, "kiln (strict) failed at %U: %s", code->co_qualname, why.c_str());
     return nullptr;

@@ -15,6 +15,7 @@
 
 #include "codegen/llvm_backend.h"
 #include "interpreter/assembler.h"
+#include "interpreter/convert_frame.h"
 #include "interpreter/kiln_api.h"
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
@@ -449,7 +450,18 @@ void bind_functions(py::module_& m) {
             py::cast(std::const_pointer_cast<output_graph::Graph>(graph)));
         py::list ex;
         for (const Value& v : examples) ex.append(to_py(v));
-        py::object compiled = (*fn)(gm, ex);
+        py::object compiled;
+        try {
+          compiled = (*fn)(gm, ex);
+        } catch (py::error_already_set& e) {
+          // The user's backend raised: the program's error, raised on the
+          // frames path too (not a kiln failure it would hide).
+          try {
+            rethrow_as_kiln(e);
+          } catch (const Error& k) {
+            throw interpreter::ProgramError(k);
+          }
+        }
         if (!PyCallable_Check(compiled.ptr()))
           throw_error(ErrorKind::TypeError, "the backend " + std::string(py::repr(*fn)) +
                                                 " returned " + std::string(py::repr(compiled)) + ", not a callable");

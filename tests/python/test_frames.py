@@ -462,6 +462,29 @@ def test_a_break_inside_kilns_torch_adapter_is_reported_as_the_users_call():
     assert "on CPython" in e.break_reasons[0]["hint"]
 
 
+def test_errors_that_are_the_programs_are_raised_not_hidden():
+    """What leaves a frame to CPython is kiln failing; a break under
+    fullgraph=True and an exception of the user's own backend are the
+    program's, raised as on the VM path (strict off: not from strictness)."""
+    kiln.config.strict = False
+
+    def f(x):
+        print("break")
+        return x * 2
+
+    with pytest.raises(RuntimeError, match="graph break in fullgraph mode"):
+        kiln.compile(f, fullgraph=True)(torch.ones(2))
+
+    class Boom(Exception):
+        pass
+
+    def failing_backend(gm, example_inputs):
+        raise Boom("no thanks")
+
+    with pytest.raises(Boom, match="no thanks"):
+        kiln.compile(lambda x: x * 2, backend=failing_backend)(torch.ones(2))
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
