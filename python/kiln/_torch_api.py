@@ -31,6 +31,7 @@ import types
 
 from . import _C
 from . import nn as _nn
+from ._functions import disable
 from .nn import functional as _F
 
 
@@ -607,11 +608,10 @@ def kiln_class_for(cls):
         return kc
     import sys
     torch = sys.modules["torch"]
-    from . import nn
     if cls is torch.nn.Module:
-        kc = nn.Module._kiln_class
+        kc = _nn.Module._kiln_class
     elif cls in _mapped_classes(torch):
-        kc = getattr(nn, _mapped_classes(torch)[cls])._kiln_class
+        kc = getattr(_nn, _mapped_classes(torch)[cls])._kiln_class
     else:
         base = next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
         base_kc = kiln_class_for(base)
@@ -628,9 +628,8 @@ def kiln_class_for(cls):
                 # nn.MultiheadAttention, ...): their methods are torch's
                 # internals, not the program. They stay Python (a call of
                 # the module breaks and torch runs it).
-                from ._compile import disable
                 disable(attr)
-            value = nn._class_attr(name, attr)
+            value = _nn._class_attr(name, attr)
             if value is not None:
                 attrs[name] = value
         _C.set_class_attrs(kc, attrs)
