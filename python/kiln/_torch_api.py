@@ -11,15 +11,15 @@ Each row names a torch object by its path and what kiln runs for it:
   a str value   for a dtype: kiln's dtype name
 
 kiln never imports torch: `install` runs once torch has been imported by
-the program and one of its objects reaches kiln (python/src/torch_interop.h).
-Then convert.cpp maps each row's torch object to its kiln value, so
-`torch.relu(x)` in compiled code is kiln's relu. A torch function without a
-row stays torch's own: called, on the VM, with kiln's tensors passed as
-torch tensors over the same memory, and a traced call breaks there with
-"torch.nn.functional.unfold has no kiln lowering" (graph_breaks.def:
-library_fallback). An adapter meets an argument kiln has no lowering for
-(`out=`, a rounding mode, a device) by calling torch's own function the
-same way (`_torch(...)`).
+the program and one of its objects reaches kiln
+(python/src/torch_interop.h). Then python/src/torch_values.cpp maps each
+row's torch object to its kiln value, so `torch.relu(x)` in compiled code
+is kiln's relu. A torch function without a row stays torch's own: called,
+on the VM, with kiln's tensors passed as torch tensors over the same
+memory, and a traced call breaks there with "torch.nn.functional.unfold has
+no kiln lowering" (graph_breaks.def: library_fallback). An adapter meets an
+argument kiln has no lowering for (`out=`, a rounding mode, a device) by
+calling torch's own function the same way (`_torch(...)`).
 
 Tensor methods: a torch tensor is a kiln tensor in kiln code, so its
 methods are kiln's (every registry op is one). TENSOR_METHODS adds torch's
