@@ -6,7 +6,8 @@
 """
 from . import _C
 from ._C import Tensor, from_numpy, manual_seed
-from ._compile import compile, explain, reset, mark_dynamic, disable, config
+from ._compile import compile, explain, reset, mark_dynamic, config
+from ._functions import disable
 from . import nn, distributed
 from . import fx
 from . import _frames

@@ -2,9 +2,9 @@
 
 A Python function is translated to KBC once per code object
 (kiln._frontend) and made a KBC function whose globals mirror the
-function's module dict live (python/src/functions.cpp). Compiled calls go
-straight into C++: the guard check, the compiled graph and the residual
-code, with the arguments converted once.
+function's module dict live (kiln._functions, python/src/functions.cpp).
+Compiled calls go straight into C++: the guard check, the compiled graph
+and the residual code, with the arguments converted once.
 
 A function kiln cannot translate (try/except, with, generators, ...) runs
 on CPython, and says so: in the logs (`KILN_LOGS=graph_breaks` or the
@@ -13,9 +13,9 @@ on CPython, and says so: in the logs (`KILN_LOGS=graph_breaks` or the
 import functools
 import inspect
 import logging
-import weakref
 
-from . import _C, _frontend
+from . import _C, _frontend, fx, nn
+from ._functions import _as_kbc, _disabled
 
 log = logging.getLogger("kiln.frontend")
 
@@ -57,53 +57,6 @@ class Config:
 
 
 config = Config()
-
-# Python function -> its KBC function (or None: keep it a Python call).
-# Per function object, since defaults and closures are per function.
-_kbc = weakref.WeakKeyDictionary()
-_disabled = weakref.WeakSet()
-_disabled_codes = weakref.WeakSet()  # the frame hook's view: frames of these codes, and their callees, run on CPython
-
-
-def _as_kbc(fn):
-    """The KBC function for a Python function, or None when it stays Python."""
-    try:
-        return _kbc[fn]
-    except KeyError:
-        pass
-    except TypeError:
-        return None
-    if fn in _disabled:
-        _kbc[fn] = None
-        return None
-    try:
-        tr = _frontend.translate(fn)
-    except _frontend.Untranslatable as e:
-        log.info("%s runs on CPython: %s", fn.__qualname__, e)
-        _kbc[fn] = None
-        return None
-    kbc = _C.make_kbc_function(tr.text, tr.name, tr.filename, fn.__globals__, list(tr.globals_used),
-                               fn.__defaults__, fn.__kwdefaults__, fn.__closure__)
-    _kbc[fn] = kbc
-    # After caching: a function that calls itself finds its own KBC form.
-    _C.sync_python_state()
-    return kbc
-
-
-_C._set_function_converter(_as_kbc)
-
-
-def disable(fn):
-    """Keep fn out of tracing: compiled code calls it as plain Python (a
-    graph break), and kiln.compile(fn) runs it unchanged. On the frames
-    path what fn calls runs on CPython too (torch._dynamo.disable's rule)."""
-    _disabled.add(fn)
-    _kbc.pop(fn, None)
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        _disabled_codes.add(code)
-    return fn
-
 
 def _is_torch(obj):
     """obj is torch's (its module, one of its functions, classes or objects):
@@ -174,7 +127,6 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     backend = _backend_name(backend)
-    from . import nn
     if inspect.ismethod(fn):
         # model.forward: the function compiled, self passed first on each call
         # (no hooks: torch.compile(model.forward) does not run __call__ either).
@@ -304,7 +256,6 @@ class Explanation:
         # Per graph: why it runs through torch's autograd (torch's own ops,
         # so gradients flow), or None when it runs on kiln's kernels.
         self.autograd = [why or None for why in report.get("autograd_per_graph", [])]
-        from . import fx
         # The captured graphs as kiln.fx GraphModules (.code, .graph.nodes,
         # callable on the graph's inputs).
         self.graphs = [fx._captured(g) for g in report["graph_objects"]]
@@ -347,7 +298,7 @@ def explain(fn, *, backend="llvm"):
     # What kiln.compile returns leads back to what it compiled: a module, a
     # bound method (its function and self), or a function.
     bound_self = ()
-    if _is_torch_module(fn) or isinstance(fn, __import__("kiln").nn.Module):
+    if _is_torch_module(fn) or isinstance(fn, nn.Module):
         target = fn
     elif getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
         target = fn.module
@@ -360,7 +311,6 @@ def explain(fn, *, backend="llvm"):
         target = getattr(fn, "__wrapped__", fn)
 
     def run(*args, **kwargs):
-        from . import nn
         config._apply()
         if getattr(fn, "_kiln_frames", False) or (config.python_frames and (
                 inspect.isfunction(target) or _is_torch_module(target))):

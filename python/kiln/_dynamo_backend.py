@@ -25,8 +25,8 @@ Each FX node is classified against kiln's one torch-API table
 Consecutive kiln nodes form a segment. A segment is emitted as a
 straight-line Python function calling the very torch objects the graph
 calls, and compiled by kiln.compile(fullgraph=True, backend="llvm"): kiln's
-translator maps each torch object through the table (convert.cpp's
-`op_functions`), so `torch.relu` records kiln's relu, an adapter row is
+translator maps each torch object through the table (python/src/
+convert.h's `op_function`), so `torch.relu` records kiln's relu, an adapter row is
 inlined, and the LLVM backend compiles the graph. Tensors go in and out
 zero-copy (python/src/torch_interop: kiln tensors over torch's memory,
 results handed to torch through DLPack).

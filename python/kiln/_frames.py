@@ -5,7 +5,7 @@ The hook calls three functions here:
 - `classify(code)`: whether frames of this code are traced at all (None) or
   left to CPython (the reason). Decided once per code object.
 - `kbc(func)`: the function's KBC form, which the tracer reads it through
-  (kiln._compile._as_kbc; None when kiln cannot translate it).
+  (kiln._functions._as_kbc; None when kiln cannot translate it).
 - `build(code, info)`: the CPython code object a cache entry runs instead
   of `code`, made from the entry's residual (KBC that calls the compiled
   graph, rebuilds the values the rest of the frame needs and replays the
@@ -46,7 +46,7 @@ import types
 
 from . import _bytecode as B
 from . import _bytecode_tables as T
-from . import _C, _compile, _frontend, _resume
+from . import _C, _compile, _frontend, _functions, _resume
 
 __all__ = ["classify", "kbc", "build", "Refused"]
 
@@ -104,7 +104,7 @@ def classify(code):
         return None
     if code.co_name in _NOT_FUNCTIONS:
         return f"{code.co_name} code (not a function body)", False
-    if code in _compile._disabled_codes:
+    if code in _functions._disabled_codes:
         return "kiln.disable", True
     fname = os.path.abspath(code.co_filename) if not code.co_filename.startswith("<") else code.co_filename
     if fname.startswith(_KILN_DIR):
@@ -139,7 +139,7 @@ def kbc(func):
         func = type(func).forward
     if getattr(func, "__code__", None) in _builtin_forwards():
         return _module_call_kbc(func.__code__)
-    return _compile._as_kbc(func)
+    return _functions._as_kbc(func)
 
 
 _MODULE_CALLS = {}

@@ -102,6 +102,9 @@ import types
 import weakref
 from dataclasses import dataclass
 
+# The opcode table: one row per opcode, and the kinds of abstract-stack slots.
+from ._frontend_opcodes import _ROWS, _VALUE
+
 __all__ = ["Translation", "Untranslatable", "translate"]
 
 _log = logging.getLogger("kiln.frontend")
@@ -113,24 +116,6 @@ _CO_GENERATOR = inspect.CO_GENERATOR
 _CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
-
-# BINARY_OP's oparg in 3.11 (Include/opcode.h NB_*); 13 and up are the
-# in-place forms, which KBC spells with a trailing `=`.
-_NB_SYMBOLS = ("+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^")
-
-_UNARY = {"UNARY_POSITIVE": "+", "UNARY_NEGATIVE": "-", "UNARY_NOT": "not", "UNARY_INVERT": "~"}
-
-_CONDITIONAL = {
-    "POP_JUMP_FORWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
-    "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
-    "POP_JUMP_FORWARD_IF_FALSE": "POP_JUMP_IF_FALSE",
-    "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_IF_FALSE",
-    "POP_JUMP_FORWARD_IF_NONE": "POP_JUMP_IF_NONE",
-    "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
-    "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
-    "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
-}
-_JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
 
 # Opcodes KBC cannot express, with the construct a user would recognise.
 _UNSUPPORTED = {
@@ -412,9 +397,6 @@ class _Program:
 
     def finish(self) -> _Compiled:
         return _Compiled(self)
-
-
-_VALUE = ("v",)  # kinds an ordinary consumer accepts
 
 
 class _Function:
@@ -851,7 +833,3 @@ class _Function:
         st.append("v")
         emit(f"  FORMAT_VALUE {ins.arg & 7}")
         return st, None
-
-
-# The opcode table (its own module; imported last, as it reads the constants above).
-from ._frontend_opcodes import _ROWS  # noqa: E402

@@ -5,7 +5,25 @@ from __future__ import annotations
 import dis
 from dataclasses import dataclass
 
-from ._frontend import _CONDITIONAL, _JUMPS, _NB_SYMBOLS, _UNARY, _VALUE
+# BINARY_OP's oparg in 3.11 (Include/opcode.h NB_*); 13 and up are the
+# in-place forms, which KBC spells with a trailing `=`.
+_NB_SYMBOLS = ("+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^")
+
+_UNARY = {"UNARY_POSITIVE": "+", "UNARY_NEGATIVE": "-", "UNARY_NOT": "not", "UNARY_INVERT": "~"}
+
+_CONDITIONAL = {
+    "POP_JUMP_FORWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE": "POP_JUMP_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_IF_FALSE",
+    "POP_JUMP_FORWARD_IF_NONE": "POP_JUMP_IF_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
+    "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+}
+_JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
+
+_VALUE = ("v",)  # abstract-stack kinds an ordinary consumer accepts (kiln/_frontend.py)
 
 # -- the opcode table -----------------------------------------------------------
 #

@@ -11,15 +11,15 @@ Each row names a torch object by its path and what kiln runs for it:
   a str value   for a dtype: kiln's dtype name
 
 kiln never imports torch: `install` runs once torch has been imported by
-the program and one of its objects reaches kiln (python/src/torch_interop.h).
-Then convert.cpp maps each row's torch object to its kiln value, so
-`torch.relu(x)` in compiled code is kiln's relu. A torch function without a
-row stays torch's own: called, on the VM, with kiln's tensors passed as
-torch tensors over the same memory, and a traced call breaks there with
-"torch.nn.functional.unfold has no kiln lowering" (graph_breaks.def:
-library_fallback). An adapter meets an argument kiln has no lowering for
-(`out=`, a rounding mode, a device) by calling torch's own function the
-same way (`_torch(...)`).
+the program and one of its objects reaches kiln
+(python/src/torch_interop.h). Then python/src/torch_values.cpp maps each
+row's torch object to its kiln value, so `torch.relu(x)` in compiled code
+is kiln's relu. A torch function without a row stays torch's own: called,
+on the VM, with kiln's tensors passed as torch tensors over the same
+memory, and a traced call breaks there with "torch.nn.functional.unfold has
+no kiln lowering" (graph_breaks.def: library_fallback). An adapter meets an
+argument kiln has no lowering for (`out=`, a rounding mode, a device) by
+calling torch's own function the same way (`_torch(...)`).
 
 Tensor methods: a torch tensor is a kiln tensor in kiln code, so its
 methods are kiln's (every registry op is one). TENSOR_METHODS adds torch's
@@ -31,6 +31,7 @@ import types
 
 from . import _C
 from . import nn as _nn
+from ._functions import disable
 from .nn import functional as _F
 
 
@@ -607,11 +608,10 @@ def kiln_class_for(cls):
         return kc
     import sys
     torch = sys.modules["torch"]
-    from . import nn
     if cls is torch.nn.Module:
-        kc = nn.Module._kiln_class
+        kc = _nn.Module._kiln_class
     elif cls in _mapped_classes(torch):
-        kc = getattr(nn, _mapped_classes(torch)[cls])._kiln_class
+        kc = getattr(_nn, _mapped_classes(torch)[cls])._kiln_class
     else:
         base = next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
         base_kc = kiln_class_for(base)
@@ -628,9 +628,8 @@ def kiln_class_for(cls):
                 # nn.MultiheadAttention, ...): their methods are torch's
                 # internals, not the program. They stay Python (a call of
                 # the module breaks and torch runs it).
-                from ._compile import disable
                 disable(attr)
-            value = nn._class_attr(name, attr)
+            value = _nn._class_attr(name, attr)
             if value is not None:
                 attrs[name] = value
         _C.set_class_attrs(kc, attrs)

@@ -40,7 +40,7 @@ import keyword
 
 from . import _C
 from . import nn as _nn
-from ._compile import _as_kbc
+from ._functions import _as_kbc
 
 __all__ = ["symbolic_trace", "Tracer", "Graph", "GraphModule", "Node"]
 

@@ -45,6 +45,9 @@
 
 #include "interpreter/frame_cache.h"
 #include "python/src/convert.h"
+#include "python/src/errors.h"
+#include "python/src/python_vm.h"
+#include "python/src/tensor_identity.h"
 #include "python/src/functions.h"
 #include "runtime/builtins.h"
 #include "runtime/code.h"

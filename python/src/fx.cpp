@@ -21,6 +21,8 @@
 #include "output_graph/graph.h"
 #include "output_graph/tracer_policy.h"
 #include "python/src/convert.h"
+#include "python/src/errors.h"
+#include "python/src/python_vm.h"
 #include "python/src/functions.h"
 #include "python/src/nn.h"
 #include "runtime/module.h"

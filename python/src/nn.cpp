@@ -14,6 +14,10 @@
 
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
+#include "python/src/errors.h"
+#include "python/src/foreign.h"
+#include "python/src/python_vm.h"
+#include "python/src/tensor_identity.h"
 #include "python/src/functions.h"
 #include "python/src/nn.h"
 #include "runtime/builtins.h"

@@ -5,6 +5,9 @@
 
 #include "output_graph/backend.h"
 #include "python/src/convert.h"
+#include "python/src/errors.h"
+#include "python/src/foreign.h"
+#include "python/src/tensor_identity.h"
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
 #include "runtime/value_ops.h"

@@ -4,7 +4,8 @@
 
 #include <cstring>
 
-#include "python/src/convert.h"
+#include "python/src/errors.h"
+#include "python/src/torch_values.h"
 #include "python/src/torch_autograd.h"
 #include "runtime/error.h"
 
@@ -154,7 +155,7 @@ bool torch_seen() {
     rethrow_as_kiln(e);
   }
   // kiln/_torch_api.py's table: torch's functions, dtypes and tensor
-  // methods as kiln's (convert.cpp maps them from now on).
+  // methods as kiln's (torch_values.cpp maps them from now on).
   try {
     py::module_::import("kiln._torch_api").attr("install")(py::handle(torch));
   } catch (py::error_already_set& e) {

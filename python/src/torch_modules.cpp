@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "python/src/convert.h"
+#include "python/src/errors.h"
+#include "python/src/namespaces.h"
+#include "python/src/torch_values.h"
 #include "python/src/torch_interop.h"
 #include "runtime/module.h"
 #include "runtime/value_ops.h"

@@ -26,7 +26,7 @@ reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
 import abc
 
 from .. import _C
-from .._compile import _as_kbc
+from .._functions import _as_kbc
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout",
            "Sequential", "ModuleList", "ModuleDict", "LazyLinear", "Identity", "Flatten", "Tanh", "Sigmoid",

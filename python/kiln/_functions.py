@@ -1,0 +1,66 @@
+"""Python functions as the KBC functions the tracer reads, and kiln.disable.
+
+A Python function is translated to KBC once per code object
+(kiln/_frontend.py) and made a KBC function whose globals mirror the
+function's module dict live (python/src/functions.cpp), once per function
+object, since defaults and closures are per function. `_C` asks for it
+through the converter registered here whenever a Python function reaches
+kiln code; kiln.nn, kiln.fx, kiln.compile and the frame hook
+(kiln/_frames.py) ask `_as_kbc` directly.
+
+This module sits below everything that compiles or traces (kiln.nn,
+kiln.fx, kiln._compile, kiln._frames), so they all reach it without
+reaching each other (docs/architecture.md, "python/kiln import order").
+"""
+import logging
+import weakref
+
+from . import _C, _frontend
+
+log = logging.getLogger("kiln.frontend")
+
+# Python function -> its KBC function (or None: keep it a Python call).
+# Per function object, since defaults and closures are per function.
+_kbc = weakref.WeakKeyDictionary()
+_disabled = weakref.WeakSet()
+_disabled_codes = weakref.WeakSet()  # the frame hook's view: frames of these codes, and their callees, run on CPython
+
+
+def _as_kbc(fn):
+    """The KBC function for a Python function, or None when it stays Python."""
+    try:
+        return _kbc[fn]
+    except KeyError:
+        pass
+    except TypeError:
+        return None
+    if fn in _disabled:
+        _kbc[fn] = None
+        return None
+    try:
+        tr = _frontend.translate(fn)
+    except _frontend.Untranslatable as e:
+        log.info("%s runs on CPython: %s", fn.__qualname__, e)
+        _kbc[fn] = None
+        return None
+    kbc = _C.make_kbc_function(tr.text, tr.name, tr.filename, fn.__globals__, list(tr.globals_used),
+                               fn.__defaults__, fn.__kwdefaults__, fn.__closure__)
+    _kbc[fn] = kbc
+    # After caching: a function that calls itself finds its own KBC form.
+    _C.sync_python_state()
+    return kbc
+
+
+_C._set_function_converter(_as_kbc)
+
+
+def disable(fn):
+    """Keep fn out of tracing: compiled code calls it as plain Python (a
+    graph break), and kiln.compile(fn) runs it unchanged. On the frames
+    path what fn calls runs on CPython too (torch._dynamo.disable's rule)."""
+    _disabled.add(fn)
+    _kbc.pop(fn, None)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        _disabled_codes.add(code)
+    return fn

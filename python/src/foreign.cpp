@@ -1,0 +1,351 @@
+#include "python/src/foreign.h"
+
+#include "python/src/convert.h"
+#include "python/src/set_layout.h"
+#include "runtime/builtins.h"
+#include "runtime/module.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::python {
+
+using runtime::Kind;
+using runtime::Value;
+
+void pull_after_error() {
+  try {
+    mirrors_pull();
+  } catch (...) {
+    PyErr_Clear();  // the error being raised wins
+  }
+}
+
+namespace {
+
+Value foreign_getattr(void* h, std::string_view name) {
+  return calling_python([&] { return to_value_shared(py::handle(handle_of(h)).attr(py::str(std::string(name)))); });
+}
+void foreign_setattr(void* h, std::string_view name, const Value& v) {
+  calling_python([&] {
+    if (v.is_null()) {  // the seam's convention for `del obj.name`
+      if (PyObject_DelAttr(handle_of(h), py::str(std::string(name)).ptr()) != 0) throw py::error_already_set();
+      return 0;
+    }
+    py::handle(handle_of(h)).attr(py::str(std::string(name))) = to_py(v);
+    return 0;
+  });
+}
+Value foreign_call(void* h, const runtime::CallArgs& args) {
+  return calling_python([&] {
+    const size_t nkw = args.nkw(), npos = args.npos();
+    py::tuple pos(npos);
+    for (size_t i = 0; i < npos; ++i) pos[i] = to_py(args[i]);
+    py::dict kw;
+    for (size_t i = 0; i < nkw; ++i)
+      kw[py::str(args.kwnames->items[i].as_str())] = to_py(args[npos + i]);
+    return to_value_shared(py::handle(handle_of(h))(*pos, **kw));
+  });
+}
+Value foreign_binary(void* h, int op, const Value& other, bool reflected, bool inplace) {
+  static const char* names[] = {
+#define KILN_BINOP(E, SYM, T) #E,
+#include "runtime/operators.def"
+#undef KILN_BINOP
+  };
+  static const std::pair<const char*, const char*> py_ops[] = {
+      {"ADD", "add"},   {"SUB", "sub"},          {"MUL", "mul"}, {"TRUEDIV", "truediv"}, {"FLOORDIV", "floordiv"},
+      {"MOD", "mod"},   {"POW", "pow"},          {"MATMUL", "matmul"}, {"AND", "and_"},  {"OR", "or_"},
+      {"XOR", "xor"},   {"LSHIFT", "lshift"},    {"RSHIFT", "rshift"}};
+  return calling_python([&] {
+    const char* fn = nullptr;
+    for (const auto& [k, v] : py_ops)
+      if (std::string_view(k) == names[op]) fn = v;
+    py::object opmod = py::module_::import("operator");
+    py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
+    py::object o = to_py(other);
+    if (inplace && !reflected) {
+      // operator.isub & co.: the object's own __isub__ (a caller's set or
+      // dict is mutated, and the result is that very object)
+      std::string name(fn);
+      if (name.back() == '_') name.pop_back();
+      return to_value_shared(opmod.attr(("i" + name).c_str())(self, o));
+    }
+    return to_value(reflected ? opmod.attr(fn)(o, self) : opmod.attr(fn)(self, o));
+  });
+}
+// compare_op answers is / is not / in / not in itself (identity, and the
+// container protocol's `contains`): only < <= == != > >= come here.
+Value foreign_compare(void* h, int op, const Value& other) {
+  static const char* py_ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  if (op < 0 || op >= int(std::size(py_ops))) throw_error(ErrorKind::TypeError, "unsupported comparison");
+  return calling_python([&] {
+    py::object opmod = py::module_::import("operator");
+    py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
+    return to_value(opmod.attr(py_ops[op])(self, to_py(other)));
+  });
+}
+bool foreign_truth(void* h) {
+  return calling_python([&] { return PyObject_IsTrue(handle_of(h)) == 1 ? true : (PyErr_Occurred() ? throw py::error_already_set() : false); });
+}
+std::string foreign_repr(void* h) {
+  return calling_python([&] { return std::string(py::repr(py::handle(handle_of(h)))); });
+}
+size_t foreign_hash(void* h) {
+  return calling_python([&] { return size_t(py::hash(py::handle(handle_of(h)))); });
+}
+std::string foreign_format(void* h, std::string_view spec) {
+  return calling_python([&] {
+    py::str text = py::reinterpret_steal<py::str>(
+        PyObject_Format(handle_of(h), py::str(spec.data(), spec.size()).ptr()));
+    if (!text) throw py::error_already_set();
+    return std::string(text);
+  });
+}
+// The container protocol: the caller's own list, dict or set, worked on in
+// place (ForeignVTable in runtime/value.h). Items read out stay shared.
+runtime::Kind foreign_container(void* h) {
+  PyObject* o = handle_of(h);
+  if (PyList_CheckExact(o)) return Kind::List;
+  if (PyDict_CheckExact(o)) return Kind::Dict;
+  if (PySet_CheckExact(o)) return Kind::Set;
+  return Kind::Null;
+}
+int64_t foreign_length(void* h) {
+  return calling_python([&] {
+    const Py_ssize_t n = PyObject_Size(handle_of(h));
+    if (n < 0) throw py::error_already_set();
+    return int64_t(n);
+  });
+}
+Value foreign_getitem(void* h, const Value& key) {
+  return calling_python([&] {
+    PyObject* item = PyObject_GetItem(handle_of(h), to_py(key).ptr());
+    if (!item) throw py::error_already_set();
+    return to_value_shared(py::reinterpret_steal<py::object>(item));
+  });
+}
+void foreign_setitem(void* h, const Value& key, const Value& value) {
+  calling_python([&] {
+    const int rc = value.is_null() ? PyObject_DelItem(handle_of(h), to_py(key).ptr())
+                                   : PyObject_SetItem(handle_of(h), to_py(key).ptr(), to_py(value).ptr());
+    if (rc < 0) throw py::error_already_set();
+    return 0;
+  });
+}
+// A Python iterator driven from kiln (for loops, unpacking, list(), ...).
+struct PyIterator final : runtime::IteratorObj {
+  py::object it;
+  ~PyIterator() override {
+    if (!Py_IsInitialized()) {
+      it.release();  // the interpreter is gone: nothing to release
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    it = py::object();
+  }
+  bool next(Value& out) override {
+    return calling_python([&] {
+      PyObject* item = PyIter_Next(it.ptr());
+      if (!item) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return false;
+      }
+      out = to_value_shared(py::reinterpret_steal<py::object>(item));
+      return true;
+    });
+  }
+  void traverse(runtime::Visitor&) const override {}  // a Python object: Python's to track
+};
+Value foreign_iter(void* h) {
+  return calling_python([&] {
+    PyObject* it = PyObject_GetIter(handle_of(h));
+    if (!it) throw py::error_already_set();
+    auto obj = runtime::make_ref<PyIterator>();
+    obj->it = py::reinterpret_steal<py::object>(it);
+    return Value::object(Kind::Iterator, static_cast<runtime::Object*>(obj.get()));
+  });
+}
+bool foreign_contains(void* h, const Value& item) {
+  return calling_python([&] {
+    const int rc = PySequence_Contains(handle_of(h), to_py(item).ptr());
+    if (rc < 0) throw py::error_already_set();
+    return rc == 1;
+  });
+}
+std::string foreign_type_name(void* h) { return Py_TYPE(handle_of(h))->tp_name; }
+// The caller's set read with its table (set_layout.h), or Null when that
+// table is not kiln's: what it holds stays shared.
+Value foreign_set_snapshot(void* h) {
+  return calling_python([&] {
+    PySetTable table = read_py_set(handle_of(h), [](py::handle i) { return to_value_shared(i); });
+    if (!table.exact) return Value::null();
+    Value s = runtime::make_set(false);
+    assign_py_set(*s.as<runtime::SetObj>(), std::move(table));
+    return s;
+  });
+}
+// Pure functions the tracer may call on known values: Python's math
+// module, and Python's own builtins whose row in runtime/builtins.def says
+// Fold (hash, bytes, complex, ...).
+bool foreign_pure(void* h) {
+  PyObject* o = handle_of(h);
+  const char* builtin_name = nullptr;
+  if (PyCFunction_Check(o)) {
+    auto* f = reinterpret_cast<PyCFunctionObject*>(o);
+    PyObject* module = f->m_module;  // the module's name (a str) for a module function
+    if (module && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "math") == 0) return true;
+    if (module && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "builtins") == 0)
+      builtin_name = f->m_ml->ml_name;
+  } else if (PyType_Check(o)) {
+    builtin_name = reinterpret_cast<PyTypeObject*>(o)->tp_name;  // a builtin type's tp_name is its bare name
+  }
+  if (!builtin_name) return false;
+  const runtime::BuiltinRow* row = runtime::find_builtin_row(builtin_name);
+  if (!row || row->how != runtime::BuiltinHow::Fold) return false;
+  // The real builtin of that name, not a look-alike: a C extension's type
+  // may have a bare tp_name too.
+  return PyDict_GetItemString(PyEval_GetBuiltins(), builtin_name) == o;
+}
+bool foreign_instance_check(void* h, const Value& obj, bool subclass) {
+  return calling_python([&] {
+    const int rc = subclass ? PyObject_IsSubclass(to_py(obj).ptr(), handle_of(h))
+                            : PyObject_IsInstance(to_py(obj).ptr(), handle_of(h));
+    if (rc < 0) throw py::error_already_set();
+    return rc == 1;
+  });
+}
+// An attribute read that runs no user code: the object's type keeps
+// Python's default lookup, and the name is an instance __dict__ entry, a
+// __slots__ member or a class attribute that is no descriptor. Properties,
+// __getattr__/__getattribute__ overrides, methods and other descriptors
+// answer false (the tracer leaves those to Python).
+bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
+  PyObject* o = handle_of(h);
+  PyTypeObject* tp = Py_TYPE(o);
+  if (tp->tp_getattro != PyObject_GenericGetAttr || PyType_Check(o) || PyModule_Check(o)) return false;
+  return calling_python([&] {
+    py::str key(name.data(), name.size());
+    PyObject* descr = _PyType_Lookup(tp, key.ptr());  // borrowed; no user code
+    if (descr && Py_TYPE(descr) == &PyMemberDescr_Type) {
+      PyObject* v = PyObject_GenericGetAttr(o, key.ptr());
+      if (!v) {
+        PyErr_Clear();
+        return false;
+      }
+      out = to_value_shared(py::reinterpret_steal<py::object>(v));
+      return true;
+    }
+    if (descr && Py_TYPE(descr)->tp_descr_set) return false;  // a data descriptor (property) wins: user code
+    if (PyObject** dict = _PyObject_GetDictPtr(o); dict && *dict) {
+      PyObject* v = PyDict_GetItemWithError(*dict, key.ptr());  // borrowed; str keys run no user code
+      if (v) {
+        out = to_value_shared(py::handle(v));
+        return true;
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+    }
+    if (!descr || Py_TYPE(descr)->tp_descr_get) return false;  // missing, or a method/classmethod/...
+    out = to_value_shared(py::handle(descr));
+    return true;
+  });
+}
+
+// `raise obj` for a Python object: a class is instantiated, an instance
+// raised as itself; anything else is CPython's TypeError.
+void foreign_raise(void* h) {
+  py::object inst = calling_python([&] {
+    py::handle o(handle_of(h));
+    if (PyExceptionClass_Check(o.ptr())) return o();
+    return py::reinterpret_borrow<py::object>(o);
+  });
+  if (!PyExceptionInstance_Check(inst.ptr()))
+    throw_error(ErrorKind::TypeError, "exceptions must derive from BaseException");
+  throw_py_exception(inst);
+}
+bool foreign_exception_match(void*, const Value& exc, const Value& cls) {
+  return calling_python([&] {
+    py::object e = to_py(exc), c = to_py(cls);
+    auto ok = [](PyObject* k) { return PyExceptionClass_Check(k); };
+    bool valid = ok(c.ptr());
+    if (PyTuple_Check(c.ptr())) {
+      valid = true;
+      for (py::handle k : c) valid = valid && ok(k.ptr());
+    }
+    if (!valid)
+      throw_error(ErrorKind::TypeError, "catching classes that do not inherit from BaseException is not allowed");
+    return PyErr_GivenExceptionMatches(e.ptr(), c.ptr()) != 0;
+  });
+}
+
+void foreign_destroy(void* h) {
+  if (!Py_IsInitialized()) return;  // interpreter gone: nothing to release
+  py::gil_scoped_acquire gil;
+  Py_DECREF(handle_of(h));
+}
+
+Value foreign_unary(void* h, int op) {
+  return calling_python([&] {
+    PyObject* o = handle_of(h);
+    PyObject* r = op == int(runtime::UnOp::NEG)   ? PyNumber_Negative(o)
+                  : op == int(runtime::UnOp::POS) ? PyNumber_Positive(o)
+                                                  : PyNumber_Invert(o);
+    if (!r) throw py::error_already_set();
+    return to_value(py::reinterpret_steal<py::object>(r));
+  });
+}
+
+}  // namespace
+
+constinit const runtime::ForeignVTable kPyObjectVTable = {
+    "PyObject",        foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,   foreign_binary,
+    foreign_compare,   foreign_truth,   foreign_repr,    foreign_hash,    nullptr,        foreign_format,
+    foreign_container, foreign_length,  foreign_getitem, foreign_setitem, foreign_iter,   foreign_contains,
+    foreign_type_name,
+    foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_plain_attr, foreign_unary,
+    foreign_set_snapshot,
+};
+
+Value foreign(py::handle obj) {
+  Py_INCREF(obj.ptr());
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyObjectVTable, obj.ptr()));
+}
+
+PyObject* foreign_object(const Value& v) {
+  if (!v.is(Kind::Foreign)) return nullptr;
+  auto* f = v.as<runtime::ForeignObj>();
+  // Every vtable of a Python object keeps kPyObjectVTable's destroy (see
+  // foreign.h): the one test covers the module and torch vtables too.
+  return f->vt->destroy == foreign_destroy ? handle_of(f->handle) : nullptr;
+}
+
+int visit_python_refs(const Value& v, visitproc visit, void* arg) {
+  if (PyObject* o = foreign_object(v)) return visit(o, arg);
+  if (!v.is_heap() || v.obj()->refcount() != 1) return 0;
+  auto each = [&](const std::vector<Value>& items) {
+    for (const Value& x : items)
+      if (int rc = visit_python_refs(x, visit, arg)) return rc;
+    return 0;
+  };
+  switch (v.kind()) {
+    case Kind::List: return each(v.as<runtime::ListObj>()->items);
+    case Kind::Tuple: return each(v.as<runtime::TupleObj>()->items);
+    case Kind::Dict:
+      for (const auto& [k, x] : v.as<runtime::DictObj>()->entries) {
+        if (int rc = visit_python_refs(k, visit, arg)) return rc;
+        if (int rc = visit_python_refs(x, visit, arg)) return rc;
+      }
+      return 0;
+    case Kind::Module: {
+      auto* m = v.as<runtime::ModuleObj>();
+      for (const runtime::NameMap* map : {&m->attrs, &m->modules})
+        for (const auto& [name, x] : map->entries())
+          if (int rc = visit_python_refs(x, visit, arg)) return rc;
+      for (const auto* hooks : {&m->forward_pre_hooks, &m->forward_hooks})
+        for (const runtime::Hook& h : *hooks)
+          if (int rc = visit_python_refs(h.fn, visit, arg)) return rc;
+      return 0;
+    }
+    default: return 0;
+  }
+}
+
+}  // namespace kiln::python
