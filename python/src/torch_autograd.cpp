@@ -160,7 +160,7 @@ py::object torch_argument(const Value& v) {
     const auto& items = v.is(Kind::Tuple) ? v.as<runtime::TupleObj>()->items : v.as<runtime::ListObj>()->items;
     py::list out(items.size());
     for (size_t i = 0; i < items.size(); ++i) out[i] = torch_argument(items[i]);
-    if (v.is(Kind::List)) return std::move(out);
+    if (v.is(Kind::List)) return out;
     return py::tuple(out);
   }
   return to_py(v);
