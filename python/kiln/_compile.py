@@ -186,6 +186,13 @@ def _compile_frames(fn, backend, fullgraph, dynamic):
     wrapper._kiln_frames = True
     if module is not None:
         wrapper.module = module
+        # The KBC function whose cache holds the forward frame's entries
+        # (what _C.cache_entries counts), as _compile_module's wrapper has.
+        try:
+            wrapper._kiln_entry = compiled.kbc
+        except Exception as e:  # a forward kiln cannot translate runs on CPython: no entries
+            log.info("%s: no cache of its own: %s", type(fn).__qualname__, e)
+            wrapper._kiln_entry = None
     return wrapper
 
 
