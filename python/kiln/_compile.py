@@ -324,7 +324,15 @@ def explain(fn, *, backend="llvm"):
             reset()
             compiled = fn._kiln_compiled if getattr(fn, "_kiln_frames", False) else _C.FrameCompiled(
                 target, backend, False, None, config.cache_size_limit, bool(config.strict))
-            return Explanation(_C.frames_explain(compiled, *(bound_self + args), **kwargs))
+            report = _C.frames_explain(compiled, *(bound_self + args), **kwargs)
+            # fn's own frame left to CPython without running through the hook
+            # (a generator function's call runs none): explain says so too.
+            code = getattr(target, "__code__", None)
+            why = _C.frames_skip_reason(code) if code is not None else None
+            if why is not None and not any(x["function"] == code.co_qualname for x in report["left_to_cpython"]):
+                report["left_to_cpython"].append({"function": code.co_qualname, "reason": why, "whole_frame": True,
+                                                  "where": f"{code.co_filename}:{code.co_firstlineno}"})
+            return Explanation(report)
         if isinstance(target, nn.Module) or _is_torch_module(target):
             return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
         kbc = _as_kbc(target)

@@ -652,11 +652,12 @@ void bind_eval_frame_hook(py::module_& m) {
     d["left_to_cpython"] = l;
     return d;
   });
-  // Why the hook leaves this code's frames to CPython (None: it traces them
-  // or has not seen them).
+  // Why the hook leaves this code's frames to CPython (None: it traces
+  // them), classifying it now if it has not seen it (a generator function's
+  // call runs no frame).
   m.def("frames_skip_reason", [](py::handle code) -> py::object {
     if (!PyCode_Check(code.ptr()) || extra_index < 0) return py::none();
-    CodeState* st = state_of(reinterpret_cast<PyCodeObject*>(code.ptr()));
+    CodeState* st = classify(reinterpret_cast<PyCodeObject*>(code.ptr()));
     if (!st || st->mode == CodeState::Mode::Trace) return py::none();
     return py::str(st->skip_reason);
   });

@@ -21,6 +21,7 @@
 #include "python/src/nn.h"
 #include "python/src/set_layout.h"
 #include "runtime/builtins.h"
+#include "runtime/format.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_index.h"
 #include "runtime/value_ops.h"
@@ -209,6 +210,11 @@ np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the arra
   });
   t.def("__bool__", [](const Tensor& self) { return guarded([&] { return runtime::truth(Value::tensor(self)); }); });
   t.def("__float__", [](const Tensor& self) { return guarded([&] { return self.item(); }); });
+  // format(t, ".2f") as kiln code formats it (a one-element tensor as its
+  // number, as torch does): the same text whether CPython or the VM runs it.
+  t.def("__format__", [](const Tensor& self, const std::string& spec) {
+    return guarded([&] { return runtime::format_value(Value::tensor(self), spec); });
+  });
   t.def("__getitem__", [](const Tensor& self, py::handle key) {
     return guarded([&] { return to_py(runtime::tensor_getitem(self, index_key(key))); });
   });

@@ -485,6 +485,30 @@ def test_errors_that_are_the_programs_are_raised_not_hidden():
         kiln.compile(lambda x: x * 2, backend=failing_backend)(torch.ones(2))
 
 
+def test_cpython_formats_a_kiln_tensor_as_kiln_code_does():
+    """After a break CPython formats the value (f"{t.sum():.2f}"): kiln's
+    Tensor.__format__ is the VM's, a one-element tensor as its number."""
+    assert format(kiln.tensor(1.5), ".3f") == "1.500" and format(kiln.tensor(7), "04d") == "0007"
+    with pytest.raises(TypeError, match="unsupported format string"):
+        format(kiln.ones(2), ".3f")
+
+    def f(x):
+        return f"{x.sum():.2f}"
+
+    assert kiln.compile(f)(kiln.ones(2)) == "2.00"
+
+
+def test_explain_lists_a_generator_function_left_to_cpython():
+    """Calling a generator function runs no frame: explain still says that
+    kiln leaves its frames to CPython, and why."""
+    def gen(x):
+        yield x
+
+    e = explain(gen, torch.ones(2))
+    [r] = e.left_to_cpython_reasons
+    assert r["function"].endswith("gen") and "generator" in r["reason"] and r["whole_frame"]
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
