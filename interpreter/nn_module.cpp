@@ -2,6 +2,8 @@
 // UnspecializedNNModuleVariable, named as the seeds name them.
 #include "interpreter/nn_module.h"
 
+#include <algorithm>
+#include <map>
 #include <optional>
 
 #include "runtime/builtin_forward.h"
@@ -43,8 +45,9 @@ VT specialized_var_getattr(InstructionTranslator& tx, const VT& module, const st
   const bool deleted = overlay != ctx.attr_overlay.end() && !overlay->second;
   if (overlay != ctx.attr_overlay.end() && !deleted) return overlay->second;
   auto* m = module->value.as<ModuleObj>();
+  // Python's order (runtime::module_lookup): the instance __dict__, the
+  // class, then torch's __getattr__ over _parameters, _modules, _buffers.
   if (!deleted) {
-    if (VT v = manually_trace_nn_module_getattr(tx, module, name)) return v;
     if (const Value* a = m->attrs.find(intern(name).get())) {
       auto source = module->source ? attr_source(module->source, name) : nullptr;
       if (a->is(Kind::Tensor) || vars::grad_tensor_view(*a).defined())
@@ -55,9 +58,11 @@ VT specialized_var_getattr(InstructionTranslator& tx, const VT& module, const st
   if (name == "training") return const_vt(Value::boolean(m->training));
   // Class attributes bound as Python binds them (a property's getter is
   // inlined on this module: no instance entry can shadow it, module_setattr
-  // calls its setter instead).
+  // calls its setter instead); a method named like a submodule wins.
   if (const Value* c = m->cls->lookup(intern(name).get()))
     return tx.bind_class_attr_traced(*c, module, m->cls.get(), name);
+  if (!deleted)
+    if (VT v = manually_trace_nn_module_getattr(tx, module, name)) return v;
   if (name == "__class__") return tx.from_value(class_value(m->cls.get()));
   if (VT v = custom_getattr_fallback(tx, module, name)) return v;
   // A traced AttributeError: the graph ends here and the VM raises the
@@ -114,9 +119,9 @@ VT getattr_helper(InstructionTranslator& tx, const VT& module, Field field, cons
 }
 
 VT manually_trace_nn_module_getattr(InstructionTranslator& tx, const VT& module, const std::string& name) {
-  VT out = getattr_helper(tx, module, Field::parameters, name);
-  if (!out) out = getattr_helper(tx, module, Field::modules, name);
+  VT out = getattr_helper(tx, module, Field::parameters, name);  // torch's __getattr__ order
   if (!out) out = getattr_helper(tx, module, Field::buffers, name);
+  if (!out) out = getattr_helper(tx, module, Field::modules, name);
   return out;
 }
 
@@ -468,26 +473,61 @@ VT trace_supported_methods(InstructionTranslator& tx, BuiltinCall& c, std::strin
   if (args.empty()) return nullptr;
   if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(tx, args[0]);
   if (!args[0]->is(VTKind::NNModule)) return nullptr;
-  bool recurse = true;
-  if (args.size() > 1 || c.nkw) {
-    // recurse=... (positional or keyword) must be a known bool
-    const VT& r = args.back();
-    if (!tx.is_constant(r)) unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() with a traced recurse");
-    recurse = truth(tx.constant_value(r));
+  // torch's signatures (module_classes.cpp has the same rows), each
+  // argument a known constant; anything else is CPython's to answer.
+  static const std::map<std::string_view, std::vector<std::string_view>> kParams = {
+      {"parameters", {"recurse"}}, {"buffers", {"recurse"}},
+      {"named_parameters", {"prefix", "recurse", "remove_duplicate"}},
+      {"named_buffers", {"prefix", "recurse", "remove_duplicate"}},
+      {"named_modules", {"memo", "prefix", "remove_duplicate"}},
+      {"children", {}}, {"named_children", {}}, {"modules", {}}};
+  auto row = kParams.find(m);
+  if (row == kParams.end()) return nullptr;
+  std::map<std::string_view, Value> given;
+  const size_t npos = args.size() - c.nkw;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string_view name;
+    if (i < npos) {
+      if (i - 1 >= row->second.size()) unsupported(BreakReason::python_error, c.b.name + "() given too many arguments");
+      name = row->second[i - 1];
+    } else {
+      name = c.kwnames->items[i - npos].as<StrObj>()->s;
+      if (std::find(row->second.begin(), row->second.end(), name) == row->second.end())
+        unsupported(BreakReason::python_error, c.b.name + "() got an unexpected keyword argument '" + std::string(name) + "'");
+    }
+    if (!tx.is_constant(args[i]))
+      unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() with a traced " + std::string(name));
+    given[name] = tx.constant_value(args[i]);
   }
+  auto flag = [&](std::string_view n) { return !given.count(n) || truth(given[n]); };
+  std::string prefix;
+  if (given.count("prefix")) {
+    if (!given["prefix"].is(Kind::Str)) unsupported(BreakReason::python_error, c.b.name + "() with a prefix that is not a str");
+    prefix = given["prefix"].as<StrObj>()->s;
+  }
+  if (m == "named_modules" && given.count("memo") && !given["memo"].is_none())
+    unsupported(BreakReason::builtin_of_traced_value, "named_modules() with a memo set");
+  const bool recurse = flag("recurse"), dedupe = flag("remove_duplicate");
   const VT& self = args[0];
   auto* root = self->value.as<ModuleObj>();
   if (!tx.ctx().attr_overlay.empty())
     for (const auto& [path, mod] : named_modules(root))
       check_structure_unchanged(tx, mod.as<ModuleObj>(), c.b.name + "()");
+  auto named = [&](std::vector<std::pair<std::string, Value>> items, bool modules) {
+    // Trackers keep the path from self (their sources); the names take the prefix.
+    auto out = trackers_of(tx, self, items, modules);
+    if (!prefix.empty())
+      for (auto& [name, vt] : out) name = name.empty() ? prefix : prefix + "." + name;
+    return out;
+  };
   if (m == "parameters") return list_of(collect_parameters(tx, self, recurse), false);
-  if (m == "named_parameters") return list_of(collect_parameters(tx, self, recurse), true);
-  if (m == "buffers") return list_of(trackers_of(tx, self, named_buffers(root, recurse), false), false);
-  if (m == "named_buffers") return list_of(trackers_of(tx, self, named_buffers(root, recurse), false), true);
-  if (m == "children") return list_of(trackers_of(tx, self, named_children(root), true), false);
-  if (m == "named_children") return list_of(trackers_of(tx, self, named_children(root), true), true);
-  if (m == "modules") return list_of(trackers_of(tx, self, named_modules(root), true), false);
-  if (m == "named_modules") return list_of(trackers_of(tx, self, named_modules(root), true), true);
+  if (m == "named_parameters") return list_of(named(named_parameters(root, recurse, dedupe), false), true);
+  if (m == "buffers") return list_of(named(named_buffers(root, recurse), false), false);
+  if (m == "named_buffers") return list_of(named(named_buffers(root, recurse, dedupe), false), true);
+  if (m == "children") return list_of(named(named_children(root), true), false);
+  if (m == "named_children") return list_of(named(named_children(root), true), true);
+  if (m == "modules") return list_of(named(named_modules(root), true), false);
+  if (m == "named_modules") return list_of(named(named_modules(root, dedupe), true), true);
   return nullptr;
 }
 

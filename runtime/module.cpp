@@ -103,12 +103,18 @@ Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& ar
 // ------------------------------------------------------------- attributes --
 
 const Value* module_instance_slot(const ModuleObj* m, const StrObj* name) {
-  // The order is part of kiln's contract (DESIGN.md): the dicts first, so
-  // the common case never reaches a generic __getattr__.
-  if (const Value* v = m->params.find(name)) return v;
-  if (const Value* v = m->modules.find(name)) return v;
-  if (const Value* v = m->buffers.find(name)) return v;
-  return m->attrs.find(name);
+  // Python's order, as torch's modules answer it: the instance __dict__
+  // (attrs), then the class (a method or class attribute named like a
+  // submodule wins: torch's _parameters/_modules/_buffers are only reached
+  // through Module.__getattr__, when the class has no such attribute). A
+  // property never reaches here as an instance entry (module_setattr).
+  if (const Value* v = m->attrs.find(name)) return v;
+  if (m->params.empty() && m->modules.empty() && m->buffers.empty()) return nullptr;
+  const Value* v = m->params.find(name);  // torch's __getattr__: _parameters, _buffers, _modules
+  if (!v) v = m->buffers.find(name);
+  if (!v) v = m->modules.find(name);
+  if (v && m->cls->lookup(name)) return nullptr;  // the class's attribute shadows it
+  return v;
 }
 
 Value module_lookup(const Value& module, const StrObj* name) {
@@ -367,20 +373,33 @@ Value module_call(CallContext& ctx, const Value& module, const CallArgs& args, c
 
 // -------------------------------------------------------------- traversal --
 
-std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m) {
+std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m, bool dedupe) {
   std::vector<std::pair<std::string, Value>> out;
   std::unordered_set<const ModuleObj*> seen;
+  std::vector<const ModuleObj*> path;  // without dedupe: only a cycle is cut
   // Iterative preorder walk; deep hierarchies must not recurse the C stack.
-  std::vector<std::pair<std::string, ModuleObj*>> stack{{"", m}};
+  struct Item {
+    std::string prefix;
+    ModuleObj* m;
+    size_t depth;
+  };
+  std::vector<Item> stack{{"", m, 0}};
   while (!stack.empty()) {
-    auto [prefix, cur] = stack.back();
+    Item item = std::move(stack.back());
     stack.pop_back();
-    if (!seen.insert(cur).second) continue;
-    out.emplace_back(prefix, Value::object(Kind::Module, cur));
+    ModuleObj* cur = item.m;
+    if (dedupe ? !seen.insert(cur).second
+               : std::find(path.begin(), path.begin() + ptrdiff_t(std::min(item.depth, path.size())), cur) !=
+                     path.begin() + ptrdiff_t(std::min(item.depth, path.size())))
+      continue;
+    path.resize(item.depth);
+    path.push_back(cur);
+    out.emplace_back(item.prefix, Value::object(Kind::Module, cur));
     const auto& kids = cur->modules.entries();
     for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
       if (it->second.is_none()) continue;
-      stack.emplace_back(prefix.empty() ? it->first->s : prefix + "." + it->first->s, it->second.as<ModuleObj>());
+      stack.push_back({item.prefix.empty() ? it->first->s : item.prefix + "." + it->first->s,
+                       it->second.as<ModuleObj>(), item.depth + 1});
     }
   }
   return out;
@@ -401,15 +420,22 @@ static std::vector<std::pair<std::string, Value>> named_members(ModuleObj* m, bo
     visit("", m);
     return out;
   }
-  for (const auto& [prefix, mod] : named_modules(m)) visit(prefix, mod.as<ModuleObj>());
+  for (const auto& [prefix, mod] : named_modules(m, dedupe)) visit(prefix, mod.as<ModuleObj>());
   return out;
 }
 
-std::vector<std::pair<std::string, Value>> named_parameters(ModuleObj* m, bool recurse) {
-  return named_members(m, recurse, &ModuleObj::params, true);
+std::vector<std::pair<std::string, Value>> named_parameters(ModuleObj* m, bool recurse, bool dedupe) {
+  return named_members(m, recurse, &ModuleObj::params, dedupe);
 }
-std::vector<std::pair<std::string, Value>> named_buffers(ModuleObj* m, bool recurse) {
-  return named_members(m, recurse, &ModuleObj::buffers, true);
+std::vector<std::pair<std::string, Value>> named_buffers(ModuleObj* m, bool recurse, bool dedupe) {
+  return named_members(m, recurse, &ModuleObj::buffers, dedupe);
+}
+
+std::vector<std::pair<std::string, Value>> with_prefix(std::vector<std::pair<std::string, Value>> items,
+                                                       const std::string& prefix) {
+  if (prefix.empty()) return items;
+  for (auto& [name, v] : items) name = name.empty() ? prefix : prefix + "." + name;
+  return items;
 }
 
 std::vector<std::pair<std::string, Value>> named_children(ModuleObj* m) {

@@ -144,9 +144,10 @@ Ref<ModuleObj> new_module(const Ref<ClassObj>& cls);
 // (or the class's constructor, when it has one).
 Value instantiate(CallContext& ctx, const Ref<ClassObj>& cls, const CallArgs& args);
 
-// Attribute lookup in the documented order: _parameters, _modules,
-// _buffers, plain attributes, the class (functions become bound methods,
-// a property's getter is called), then a user-defined __getattr__.
+// Attribute lookup in Python's order (torch's Module): plain attributes,
+// the class (functions become bound methods, a property's getter is
+// called), _parameters, _buffers, _modules (torch's __getattr__), then a
+// user-defined __getattr__.
 // Missing: AttributeError naming the class ("'Block' object has no
 // attribute 'foo'", Python's words).
 Value module_getattr(CallContext& ctx, const Value& module, const StrObj* name);
@@ -162,9 +163,9 @@ Value module_lookup(const Value& module, const StrObj* name);
 // not a property of `cls`).
 const PropertyObj* class_property(const ClassObj* cls, const StrObj* name);
 Value make_property(Value fget);
-// The slot of `name` in the instance dicts (_parameters, _modules,
-// _buffers, attributes, in that order), or nullptr. Valid until the
-// module's version changes.
+// The instance entry Python's lookup gives for `name` (the attributes,
+// then _parameters, _buffers, _modules unless the class has `name`), or
+// nullptr. Valid until the module's version or the class changes.
 const Value* module_instance_slot(const ModuleObj* m, const StrObj* name);
 // torch's __setattr__: Parameter -> _parameters, Module -> _modules, a
 // tensor/None to an existing buffer name -> _buffers, else a plain attribute.
@@ -195,13 +196,19 @@ void materialize_lazy(ModuleObj* m, const CallArgs& args);
 // the compiled form a residual calls between the hooks it keeps.
 Value module_call(CallContext& ctx, const Value& module, const CallArgs& args, const Value* forward = nullptr);
 
-// Walks, in registration order, deduplicated by identity, skipping None.
-// Names are qualified from `m` ("layers.3.fc.weight").
-std::vector<std::pair<std::string, Value>> named_parameters(ModuleObj* m, bool recurse = true);
-std::vector<std::pair<std::string, Value>> named_buffers(ModuleObj* m, bool recurse = true);
+// Walks, in registration order, deduplicated by identity (torch's
+// remove_duplicate) unless `dedupe` is false, skipping None. Names are
+// qualified from `m` ("layers.3.fc.weight").
+std::vector<std::pair<std::string, Value>> named_parameters(ModuleObj* m, bool recurse = true, bool dedupe = true);
+std::vector<std::pair<std::string, Value>> named_buffers(ModuleObj* m, bool recurse = true, bool dedupe = true);
+// torch's `prefix=` of the named walkers: "p.name", and "p" for the root
+// module's own "" (named_modules).
+std::vector<std::pair<std::string, Value>> with_prefix(std::vector<std::pair<std::string, Value>> items,
+                                                       const std::string& prefix);
 std::vector<std::pair<std::string, Value>> named_children(ModuleObj* m);
-// Includes `m` itself as "" first.
-std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m);
+// Includes `m` itself as "" first; each module once (torch's
+// remove_duplicate), or without `dedupe` under every path (only a cycle cut).
+std::vector<std::pair<std::string, Value>> named_modules(ModuleObj* m, bool dedupe = true);
 
 // Container modules (Sequential, ModuleList, ModuleDict): m[i] / m[key],
 // len(m), iter(m) (children, or ModuleDict's keys). TypeError otherwise.

@@ -60,22 +60,30 @@ Value base_init(CallContext&, const std::vector<Value>&) { return Value::none();
 Value m_parameters(CallContext&, const std::vector<Value>& a) {
   return pairs_to_list(named_parameters(self_of(a), truth(a[1])), false);
 }
+// torch's signatures: (prefix='', recurse=True, remove_duplicate=True).
+std::string prefix_arg(const Value& v) {
+  if (!v.is(Kind::Str)) throw_error(ErrorKind::TypeError, "prefix must be a str");
+  return v.as<StrObj>()->s;
+}
 Value m_named_parameters(CallContext&, const std::vector<Value>& a) {
-  return pairs_to_list(named_parameters(self_of(a), truth(a[1])), true);
+  return pairs_to_list(with_prefix(named_parameters(self_of(a), truth(a[2]), truth(a[3])), prefix_arg(a[1])), true);
 }
 Value m_buffers(CallContext&, const std::vector<Value>& a) {
   return pairs_to_list(named_buffers(self_of(a), truth(a[1])), false);
 }
 Value m_named_buffers(CallContext&, const std::vector<Value>& a) {
-  return pairs_to_list(named_buffers(self_of(a), truth(a[1])), true);
+  return pairs_to_list(with_prefix(named_buffers(self_of(a), truth(a[2]), truth(a[3])), prefix_arg(a[1])), true);
 }
 Value m_children(CallContext&, const std::vector<Value>& a) { return pairs_to_list(named_children(self_of(a)), false); }
 Value m_named_children(CallContext&, const std::vector<Value>& a) {
   return pairs_to_list(named_children(self_of(a)), true);
 }
 Value m_modules(CallContext&, const std::vector<Value>& a) { return pairs_to_list(named_modules(self_of(a)), false); }
+// (memo=None, prefix='', remove_duplicate=True): a memo set is not kiln's
+// Module model (NotImplementedError, never a silent difference).
 Value m_named_modules(CallContext&, const std::vector<Value>& a) {
-  return pairs_to_list(named_modules(self_of(a)), true);
+  if (!a[1].is_none()) throw_error(ErrorKind::NotImplementedError, "named_modules() with a memo set");
+  return pairs_to_list(with_prefix(named_modules(self_of(a), truth(a[3])), prefix_arg(a[2])), true);
 }
 Value m_state_dict(CallContext&, const std::vector<Value>& a) { return state_dict(self_of(a)); }
 Value m_load_state_dict(CallContext&, const std::vector<Value>& a) {
@@ -336,13 +344,13 @@ Ref<ClassObj> module_base_class() {
       "Module", nullptr, BuiltinModule::None,
       {{"__init__", "self", base_init},
        {"parameters", "self, recurse=True", m_parameters},
-       {"named_parameters", "self, recurse=True", m_named_parameters},
+       {"named_parameters", "self, prefix='', recurse=True, remove_duplicate=True", m_named_parameters},
        {"buffers", "self, recurse=True", m_buffers},
-       {"named_buffers", "self, recurse=True", m_named_buffers},
+       {"named_buffers", "self, prefix='', recurse=True, remove_duplicate=True", m_named_buffers},
        {"children", "self", m_children},
        {"named_children", "self", m_named_children},
        {"modules", "self", m_modules},
-       {"named_modules", "self", m_named_modules},
+       {"named_modules", "self, memo=None, prefix='', remove_duplicate=True", m_named_modules},
        {"state_dict", "self", m_state_dict},
        {"load_state_dict", "self, state_dict", m_load_state_dict},
        {"train", "self, mode=True", m_train},

@@ -613,29 +613,52 @@ def kiln_class_for(cls):
     elif cls in _mapped_classes(torch):
         kc = getattr(_nn, _mapped_classes(torch)[cls])._kiln_class
     else:
-        base = next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
-        base_kc = kiln_class_for(base)
+        base_kc = kiln_class_for(_torch_base(cls, torch))
         kc = _C.make_class(cls.__name__, cls.__qualname__, base_kc)
         _C.register_class(kc, cls, True)
         _KILN_CLASSES[cls] = kc
-        chain = set(base.__mro__)
-        attrs = {}
-        for name, (klass, attr) in _nn.first_definitions(cls).items():
-            if klass in chain:
-                continue
-            if _torch_defined(klass) and inspect.isfunction(attr):
-                # torch's own modules without a MODULES row (nn.GRU,
-                # nn.MultiheadAttention, ...): their methods are torch's
-                # internals, not the program. They stay Python (a call of
-                # the module breaks and torch runs it).
-                disable(attr)
-            value = _nn._class_attr(name, attr)
-            if value is not None:
-                attrs[name] = value
-        _C.set_class_attrs(kc, attrs)
+        _C.set_class_attrs(kc, _own_attrs(cls, torch))
+        # The class stays the program's: a change to it (Net.K = 5,
+        # Net.forward = g, on it or a base) is read again before the next
+        # compiled call (python/src/torch_modules.cpp: the watched classes).
+        _C.watch_torch_class(cls)
         return kc
     _KILN_CLASSES[cls] = kc
     return kc
+
+
+def _torch_base(cls, torch):
+    return next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
+
+
+def _own_attrs(cls, torch):
+    """The attributes of cls's kiln class: what its MRO defines before its
+    torch base's chain (whose kiln class answers the rest)."""
+    chain = set(_torch_base(cls, torch).__mro__)
+    attrs = {}
+    for name, (klass, attr) in _nn.first_definitions(cls).items():
+        if klass in chain:
+            continue
+        if _torch_defined(klass) and inspect.isfunction(attr):
+            # torch's own modules without a MODULES row (nn.GRU,
+            # nn.MultiheadAttention, ...): their methods are torch's
+            # internals, not the program. They stay Python (a call of
+            # the module breaks and torch runs it).
+            disable(attr)
+        value = _nn._class_attr(name, attr)
+        if value is not None:
+            attrs[name] = value
+    return attrs
+
+
+def refresh_kiln_class(cls):
+    """cls changed (its type version did): its kiln class's attributes
+    read again; those that differ are set (compiled entries that read the
+    class recompile), those gone deleted."""
+    import sys
+    kc = _KILN_CLASSES.get(cls)
+    if kc is not None:
+        _C.update_class_attrs(kc, _own_attrs(cls, sys.modules["torch"]))
 
 
 _MAPPED = {}

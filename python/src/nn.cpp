@@ -249,6 +249,31 @@ void bind_nn(py::module_& m) {
       return 0;
     });
   }, "A new class's attributes: KBC functions, Python callables, properties, static/class methods, constants.");
+  // A watched torch class changed (torch_modules.cpp): the attributes read
+  // again, and only those that differ change the kiln class (each change
+  // makes compiled entries stale; an unchanged constant read anew is no change).
+  m.def("update_class_attrs", [](const Value& kc, const py::dict& attrs) {
+    guarded([&] {
+      Ref<runtime::ClassObj> cls = class_of(kc);
+      auto same = [](const Value& a, const Value& b) {
+        if (a.is_same(b)) return true;
+        if (a.kind() != b.kind()) return false;
+        const bool plain = a.is(Kind::Int) || a.is(Kind::Float) || a.is(Kind::Bool) || a.is(Kind::Str);
+        return plain && runtime::values_equal(a, b);
+      };
+      std::vector<Ref<runtime::StrObj>> gone;
+      for (const auto& [k, v] : cls->methods)
+        if (!attrs.contains(py::str(k->s))) gone.push_back(k);
+      for (const auto& k : gone) runtime::del_class_attr(cls.get(), k.get());
+      for (auto [k, v] : attrs) {
+        Ref<runtime::StrObj> name = runtime::intern(py::cast<std::string>(k));
+        Value now = py::cast<Value>(v);
+        const Value* before = cls->methods.find(name.get());
+        if (!before || !same(*before, now)) runtime::set_class_attr(cls.get(), name, now);
+      }
+      return 0;
+    });
+  }, "A changed Python class's attributes: those that differ set, those gone deleted.");
   m.def("set_class_attr", [](const Value& kc, const std::string& name, const Value& v) {
     guarded([&] {
       runtime::set_class_attr(class_of(kc).get(), runtime::intern(name), v);

@@ -31,23 +31,30 @@ std::vector<std::string> names(const std::vector<std::pair<std::string, Value>>&
 
 }  // namespace
 
-TEST_CASE("module lookup order: _parameters, _modules, _buffers, attrs, class, __getattr__", "[module]") {
+TEST_CASE("module lookup order: attrs, class, _parameters, _buffers, _modules, __getattr__", "[module]") {
+  // Python's order over torch's Module: the instance __dict__, the class,
+  // then Module.__getattr__'s _parameters, _buffers, _modules.
   interpreter::VM vm;
   Value m = new_mod();
   auto key = intern("x");
   // setattr keeps a name in one dict; write the dicts directly to see the order.
-  M(m)->attrs.set(key, Value::integer(4));
-  CHECK(repr(module_getattr(vm, m, key.get())) == "4");
-  M(m)->buffers.set(key, tensor_of({3}));
-  CHECK(module_getattr(vm, m, key.get()).as_tensor().item() == 3);
   M(m)->modules.set(key, new_mod("Child"));
   CHECK(type_name(module_getattr(vm, m, key.get())) == "Child");
+  M(m)->buffers.set(key, tensor_of({3}));
+  CHECK(module_getattr(vm, m, key.get()).as_tensor().item() == 3);
   M(m)->params.set(key, param_of({1}));
   CHECK(module_getattr(vm, m, key.get()).as_tensor().item() == 1);
+  M(m)->attrs.set(key, Value::integer(4));
+  CHECK(repr(module_getattr(vm, m, key.get())) == "4");
 
-  // Class entries come after the instance dicts; functions come back bound.
+  // A class entry comes after the instance __dict__ but before the dicts
+  // Module.__getattr__ reads: a method named like a submodule wins.
   M(m)->cls->methods.set("y", Value::integer(9));
   CHECK(repr(module_getattr(vm, m, intern("y").get())) == "9");
+  M(m)->modules.set(intern("y"), new_mod("Child"));
+  CHECK(repr(module_getattr(vm, m, intern("y").get())) == "9");
+  M(m)->attrs.set(intern("y"), Value::integer(10));
+  CHECK(repr(module_getattr(vm, m, intern("y").get())) == "10");
   CHECK(module_getattr(vm, m, intern("parameters").get()).is(Kind::BoundMethod));
 
   try {

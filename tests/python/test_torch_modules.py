@@ -529,3 +529,89 @@ def test_many_compiled_modules_each_keep_their_own_cache():
             same(m(x), c(x))
         for c in cs:
             assert entries(c) == 1
+
+
+# -- the program's classes, read as Python reads them (issue 26) --------------
+
+def test_a_changed_class_attribute_is_seen_by_compiled_code_new_instances_and_after_reset():
+    class Scaled(nn.Module):
+        K = 1.0
+
+        def forward(self, x):
+            return x * self.K
+
+    m = Scaled()
+    f = kiln.compile(m)
+    x = torch.ones(2)
+    same(m(x), f(x))
+    Scaled.K = 5.0  # on the class: no instance dict changes
+    same(m(x), f(x))
+    kiln.reset()
+    fresh = Scaled()
+    same(fresh(x), kiln.compile(fresh)(x))
+    Scaled.forward = lambda self, x: x - self.K  # replaced on the class
+    same(m(x), f(x))
+
+
+def test_a_base_class_change_is_seen_through_the_subclass():
+    class Base(nn.Module):
+        def scale(self):
+            return 2.0
+
+    class Child(Base):
+        def forward(self, x):
+            return x * self.scale()
+
+    m = Child()
+    f = kiln.compile(m)
+    x = torch.ones(2)
+    same(m(x), f(x))
+    Base.scale = lambda self: 7.0
+    same(m(x), f(x))
+
+
+def test_a_method_named_like_a_submodule_wins_as_in_python():
+    """torch's _modules are reached through Module.__getattr__, after the
+    class: a method of that name is what self.helper reads."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.helper = nn.Identity()  # registered in _modules
+            self.lin = nn.Linear(2, 2)
+
+        def helper(self, x):
+            return x * 100
+
+        def forward(self, x):
+            return self.helper(self.lin(x))
+
+    seeded()
+    m = Net().eval()
+    x = torch.ones(1, 2)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m)(x))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: [n for n, _ in m.named_parameters(prefix="foo")],
+    lambda m: [n for n, _ in m.named_parameters("p", False)],
+    lambda m: [n for n, _ in m.named_buffers(prefix="b")],
+    lambda m: [n for n, _ in m.named_modules(prefix="root")],
+    lambda m: [n for n, _ in m.named_parameters(remove_duplicate=False)],
+], ids=["prefix", "positional", "buffers", "modules", "duplicates"])
+def test_named_walkers_take_torchs_arguments(call):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 2)
+            self.b = self.a  # shared: remove_duplicate decides
+            self.bn = nn.BatchNorm1d(2)
+
+        def forward(self, x):
+            return call(self), x + 1
+
+    m = Net().eval()
+    want = m(torch.ones(1, 2))
+    got = kiln.compile(m)(torch.ones(1, 2))
+    assert want[0] == got[0]
+    same(want[1], got[1])

@@ -210,16 +210,14 @@ class Module(metaclass=_ModuleType):
     def parameters(self, recurse=True):
         return iter(_C.call(self._method("parameters"), recurse))
 
-    def named_parameters(self, prefix="", recurse=True):
-        pre = prefix + "." if prefix else ""
-        return iter([(pre + n, p) for n, p in _C.call(self._method("named_parameters"), recurse)])
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return iter(_C.call(self._method("named_parameters"), prefix, recurse, remove_duplicate))
 
     def buffers(self, recurse=True):
         return iter(_C.call(self._method("buffers"), recurse))
 
-    def named_buffers(self, prefix="", recurse=True):
-        pre = prefix + "." if prefix else ""
-        return iter([(pre + n, b) for n, b in _C.call(self._method("named_buffers"), recurse)])
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return iter(_C.call(self._method("named_buffers"), prefix, recurse, remove_duplicate))
 
     def children(self):
         return iter(_C.call(self._method("children")))
@@ -230,8 +228,8 @@ class Module(metaclass=_ModuleType):
     def modules(self):
         return iter(_C.call(self._method("modules")))
 
-    def named_modules(self):
-        return iter(_C.call(self._method("named_modules")))
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        return iter(_C.call(self._method("named_modules"), memo, prefix, remove_duplicate))
 
     def state_dict(self):
         return _C.call(self._method("state_dict"))
