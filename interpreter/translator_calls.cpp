@@ -197,7 +197,40 @@ void InstructionTranslator::check_autograd(OpId op, const std::vector<Arg>& pos,
                                                     ctx_.out.graph().autograd + ")");
 }
 
+// Whether this call draws from the random generator: rand/randn and their
+// _like forms; dropout in training with p > 0 (torch's default training=True
+// when not given); attention with dropout_p > 0. An argument only known when
+// the graph runs counts as drawing.
+static bool draws_random(InstructionTranslator& tx, OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
+  if (op == OpId::rand || op == OpId::randn || op == OpId::rand_like || op == OpId::randn_like) return true;
+  const bool dropout = op == OpId::dropout;
+  if (!dropout && op != OpId::scaled_dot_product_attention) return false;
+  const size_t nkw = kwnames ? kwnames->items.size() : 0, npos = args.size() - nkw;
+  auto arg = [&](size_t index, std::string_view name) -> const VT* {
+    if (index < npos) return &args[index];
+    for (size_t k = 0; k < nkw; ++k)
+      if (kwnames->items[k].as_str() == name) return &args[npos + k];
+    return nullptr;
+  };
+  Value p = Value::floating(dropout ? 0.5 : 0.0), training = Value::boolean(true);
+  if (const VT* v = dropout ? arg(1, "p") : arg(4, "dropout_p")) {
+    if (!tx.is_constant(*v)) return true;
+    p = tx.constant_value(*v);
+  }
+  if (const VT* v = dropout ? arg(2, "training") : nullptr) {
+    if (!tx.is_constant(*v)) return true;
+    training = tx.constant_value(*v);
+  }
+  const double prob = p.is(Kind::Int) ? double(p.as_int()) : p.is(Kind::Float) ? p.as_float() : 1.0;
+  return truth(training) && prob != 0.0;
+}
+
 VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
+  // On the frames path the program's random ops are torch's (its seed, its
+  // saved and restored states): CPython runs them (Dynamo's other option,
+  // replaying torch's generator inside the graph, is not kiln's kernels').
+  if (ctx_.python_frames && draws_random(*this, op, args, kwnames))
+    unsupported(BreakReason::random_op, std::string(op_def(op).name) + "()");
   if (op_def(op).decompose)
     if (VT r = decomposed_op(op, args, kwnames)) return r;
   size_t nkw = kwnames ? kwnames->items.size() : 0;

@@ -509,6 +509,33 @@ def test_explain_lists_a_generator_function_left_to_cpython():
     assert r["function"].endswith("gen") and "generator" in r["reason"] and r["whole_frame"]
 
 
+def test_random_ops_draw_from_torchs_generator_as_in_eager():
+    """torch.manual_seed, get_rng_state and set_rng_state govern the random
+    ops of compiled code exactly as in eager: CPython runs them (a break);
+    dropout in eval draws nothing and stays in the graph."""
+    def f(x):
+        y = x * 2
+        state = torch.get_rng_state()
+        a = torch.randn(3)
+        torch.set_rng_state(state)
+        b = torch.randn(3)
+        return y + a, torch.equal(a, b), torch.nn.functional.dropout(y, 0.5, training=True)
+
+    def run_seeded(fn):
+        torch.manual_seed(7)
+        return fn(torch.ones(3))
+
+    want, got = run_seeded(f), run_seeded(kiln.compile(f))
+    assert got[1] is True and all(torch.equal(w, g) for w, g in zip(want[::2], got[::2]))
+    assert {b["id"] for b in explain(f, torch.ones(3)).break_reasons} >= {"random_op"}
+
+    def g(x):
+        return torch.nn.functional.dropout(x * 2, 0.5, training=False) + 1
+
+    e = explain(g, torch.ones(3))
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
