@@ -229,7 +229,10 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
   // On the frames path the program's random ops are torch's (its seed, its
   // saved and restored states): CPython runs them (Dynamo's other option,
   // replaying torch's generator inside the graph, is not kiln's kernels').
-  if (ctx_.python_frames && draws_random(*this, op, args, kwnames))
+  // A graph that records gradients runs as torch's own ops (the autograd
+  // backend), whose dropout draws from torch's generator: it stays.
+  const bool through_torch = !args.empty() && args[0] && args[0]->node && args[0]->node->requires_grad;
+  if (ctx_.python_frames && !through_torch && draws_random(*this, op, args, kwnames))
     unsupported(BreakReason::random_op, std::string(op_def(op).name) + "()");
   if (op_def(op).decompose)
     if (VT r = decomposed_op(op, args, kwnames)) return r;

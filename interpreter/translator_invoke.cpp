@@ -203,7 +203,19 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         return c;
       }
       if (name == "ndim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
-      if (name == "requires_grad" || name == "is_cuda") return const_vt(Value::boolean(false));
+      if (name == "requires_grad") {
+        // torch's answer: a tensor the graph records gradients for does; a
+        // result of the graph otherwise does not. An input's or a
+        // parameter's own flag under no_grad is only the real tensor's
+        // (kiln's tensor has none): on the frames path CPython reads it.
+        const bool leaf = !obj->node || obj->node->op == output_graph::NodeOp::Placeholder ||
+                          obj->node->op == output_graph::NodeOp::GetAttr;
+        if (obj->node && obj->node->requires_grad) return const_vt(Value::boolean(true));
+        if (leaf && ctx_.python_frames)
+          unsupported(BreakReason::untraced_object, "reading requires_grad of a tensor from outside the graph");
+        return const_vt(Value::boolean(false));
+      }
+      if (name == "is_cuda") return const_vt(Value::boolean(false));
       if (name == "T") {
         std::vector<Value> dims;
         for (int64_t d = int64_t(meta.sizes.size()) - 1; d >= 0; --d) dims.push_back(Value::integer(d));

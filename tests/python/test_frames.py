@@ -536,6 +536,26 @@ def test_random_ops_draw_from_torchs_generator_as_in_eager():
     assert (e.graph_count, e.graph_break_count) == (1, 0)
 
 
+def test_requires_grad_is_torchs_answer_inside_compiled_code():
+    """A parameter requires grad under no_grad too (kiln's tensor has no
+    such flag: CPython reads it); a result of the graph under no_grad does not."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return y, self.fc.weight.requires_grad, y.requires_grad, x.requires_grad
+
+    m = M()
+    with torch.no_grad():
+        want = m(torch.ones(3))
+        got = kiln.compile(m)(torch.ones(3))
+    assert want[1:] == got[1:] == (True, False, False)
+    assert torch.allclose(want[0], got[0])
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
