@@ -39,6 +39,7 @@ struct FrameCache {
   Ref<Code> code;
   std::vector<std::shared_ptr<CacheEntry>> entries;  // newest first
   bool gave_up = false;  // cache_size_limit reached: run on the VM
+  bool warned_for_a_module = false;  // one instance reached the limit (said once)
   // Automatic dynamic shapes: per source path, dimensions whose size
   // changed and forced a recompile; the next trace makes them dynamic.
   std::map<std::string, std::vector<bool>> dynamic_dims;
@@ -211,15 +212,31 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
     dynamic_dims = c.dynamic_dims;
   }
   if (gave_up) return nullptr;
-  if (int(entries.size()) >= options.cache_size_limit) {
-    const char* unchanged = options.python_frames ? "on CPython" : "on the VM";
-    if (auto* log = kiln::log::get("recompiles"))
-      log->warn("{} hit cache_size_limit ({}); running it {}. Last guard failure: {}", code->qualname,
-                options.cache_size_limit, unchanged, why);
-    std::fprintf(stderr, "kiln: warning: %s recompiled %d times (cache_size_limit); running it %s. %s\n",
-                 code->qualname.c_str(), options.cache_size_limit, unchanged, why.c_str());
+  // A method of a module is compiled once per instance: its
+  // entries are guarded on that instance, and twelve layers of one Block
+  // class are twelve entries of Block.forward, not eleven recompiles. So the
+  // limit counts this instance's entries (Dynamo's per-instance accounting).
+  // (The first module among the parameters: a resume function of a method
+  // takes the stack first and self among the live locals.)
+  const runtime::Object* self = nullptr;
+  for (int i = 0; i < code->nparams() && !self; ++i)
+    if (locals[i].is(Kind::Module)) self = locals[i].obj();
+  const size_t mine = self ? size_t(std::count_if(entries.begin(), entries.end(),
+                                                  [&](const auto& e) { return e->self_module == self; }))
+                           : entries.size();
+  if (int(mine) >= options.cache_size_limit) {
     std::lock_guard<std::mutex> lock(cache_mu);
-    caches()[code].gave_up = true;
+    FrameCache& c = caches()[code];
+    const char* unchanged = options.python_frames ? "on CPython" : "on the VM";
+    if (!self || !c.warned_for_a_module) {
+      if (auto* log = kiln::log::get("recompiles"))
+        log->warn("{} hit cache_size_limit ({}); running it {}. Last guard failure: {}", code->qualname,
+                  options.cache_size_limit, unchanged, why);
+      std::fprintf(stderr, "kiln: warning: %s recompiled %d times (cache_size_limit); running it %s. %s\n",
+                   code->qualname.c_str(), options.cache_size_limit, unchanged, why.c_str());
+    }
+    if (self) c.warned_for_a_module = true;  // only this instance runs unchanged
+    else c.gave_up = true;
     return nullptr;
   }
 
@@ -259,6 +276,7 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
   entry->continuation = out.continuation;
   entry->runs_original = out.residual.get() == fn.get();
   entry->class_epoch = class_epoch;
+  entry->self_module = self;
   if (!entries.empty()) {
     std::string reason = code->qualname + ": " + why;
     if (auto* log = kiln::log::get("recompiles")) log->info("recompiling {}", reason);

@@ -29,6 +29,10 @@ struct CacheEntry {
   // runtime::class_epoch() when the trace started: a class attribute
   // changed since (Child.K = 5) makes the entry stale, whatever its guards say.
   uint64_t class_epoch = 0;
+  // The frame's first parameter that was a module (self of a module method,
+  // also in its resume functions), identity only: cache_size_limit counts
+  // entries per instance. Null when none was.
+  const runtime::Object* self_module = nullptr;
   // What the embedder made of the entry (python/: the CPython code object
   // that runs it), built on first use and dropped with the entry.
   mutable std::shared_ptr<void> host;

@@ -556,6 +556,36 @@ def test_requires_grad_is_torchs_answer_inside_compiled_code():
     assert torch.allclose(want[0], got[0])
 
 
+def test_twelve_layers_of_one_class_are_compiled_each_without_hitting_the_limit(capfd):
+    """Each layer's forward frame is compiled for its instance (a break in
+    the block makes the model call them one by one): cache_size_limit counts
+    an instance's entries, not the code's (8 < 12)."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            print("block")  # a break: each block is a frame of its own
+            return torch.relu(self.fc(x))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(12))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    torch.manual_seed(0)
+    net = Net()
+    with torch.no_grad():
+        check(net, lambda: (torch.ones(2, 4),))
+    assert "cache_size_limit" not in capfd.readouterr().err
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
