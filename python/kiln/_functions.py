@@ -19,8 +19,9 @@ from . import _C, _frontend
 
 log = logging.getLogger("kiln.frontend")
 
-# Python function -> its KBC function (or None: keep it a Python call).
-# Per function object, since defaults and closures are per function.
+# Python function -> (its __code__ then, its KBC function or None: keep it a
+# Python call). Per function object, since defaults and closures are per
+# function; made again when the program replaces fn.__code__.
 _kbc = weakref.WeakKeyDictionary()
 _disabled = weakref.WeakSet()
 _disabled_codes = weakref.WeakSet()  # the frame hook's view: frames of these codes, and their callees, run on CPython
@@ -28,24 +29,27 @@ _disabled_codes = weakref.WeakSet()  # the frame hook's view: frames of these co
 
 def _as_kbc(fn):
     """The KBC function for a Python function, or None when it stays Python."""
+    code = getattr(fn, "__code__", None)
     try:
-        return _kbc[fn]
+        seen, kbc = _kbc[fn]
+        if seen is code:
+            return kbc
     except KeyError:
         pass
     except TypeError:
         return None
     if fn in _disabled:
-        _kbc[fn] = None
+        _kbc[fn] = (code, None)
         return None
     try:
         tr = _frontend.translate(fn)
     except _frontend.Untranslatable as e:
         log.info("%s runs on CPython: %s", fn.__qualname__, e)
-        _kbc[fn] = None
+        _kbc[fn] = (code, None)
         return None
     kbc = _C.make_kbc_function(tr.text, tr.name, tr.filename, fn.__globals__, list(tr.globals_used),
                                fn.__defaults__, fn.__kwdefaults__, fn.__closure__)
-    _kbc[fn] = kbc
+    _kbc[fn] = (code, kbc)
     # After caching: a function that calls itself finds its own KBC form.
     _C.sync_python_state()
     return kbc

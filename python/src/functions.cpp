@@ -66,12 +66,16 @@ struct Mirror {
   struct Name {
     py::object key;
     py::object seen;
+    py::object code;  // a function's __code__ when seen: f.__code__ = g.__code__ makes it new
   };
   std::unordered_map<std::string, Name> names;
   // Globals holding a torch tensor: torch can swap its storage under the
   // same object (x.data = y, set_, resize_) without touching the dict, so
   // each is compared with its kiln tensor on every sync.
   std::vector<std::string> torch_names;
+  // Globals holding a Python function: the program may replace its
+  // __code__ without touching the dict, so each is compared on every sync.
+  std::vector<std::string> function_names;
 
   void add_name(const std::string& name) {
     if (!names.count(name)) names.emplace(name, Name{py::str(name), py::object()});
@@ -84,6 +88,14 @@ struct Mirror {
       if (it != names.end() && it->second.seen && now && now->is(Kind::Tensor) &&
           !torch_tensor_matches(it->second.seen.ptr(), now->as_tensor()))
         globals->map.set(name, to_value_shared(it->second.seen));
+    }
+    for (const std::string& name : function_names) {
+      auto it = names.find(name);
+      if (it == names.end() || !it->second.seen || !PyFunction_Check(it->second.seen.ptr())) continue;
+      PyObject* code = PyFunction_GET_CODE(it->second.seen.ptr());
+      if (code == it->second.code.ptr()) continue;
+      it->second.code = py::reinterpret_borrow<py::object>(code);
+      globals->map.set(name, to_value_shared(it->second.seen));  // a new KBC function: guards on it fail
     }
     const uint64_t v = dict_version(dict.ptr());
     if (v == version) return;
@@ -124,6 +136,11 @@ struct Mirror {
     }
     n.seen = py::reinterpret_borrow<py::object>(now);
     globals->map.set(name, to_value_shared(py::handle(now)));
+    if (PyFunction_Check(now)) {
+      n.code = py::reinterpret_borrow<py::object>(PyFunction_GET_CODE(now));
+      if (std::find(function_names.begin(), function_names.end(), name) == function_names.end())
+        function_names.push_back(name);
+    }
     if (is_torch_tensor(now) && std::find(torch_names.begin(), torch_names.end(), name) == torch_names.end())
       torch_names.push_back(name);
   }
@@ -181,6 +198,7 @@ struct HostCell {
   py::object cell;
   Ref<runtime::CellObj> kiln;
   PyObject* seen = nullptr;  // identity only: the cell keeps it reachable
+  py::object code;  // a function's __code__ when seen (replaced: converted anew)
 };
 std::vector<HostCell>& host_cells() {
   static auto* v = new std::vector<HostCell>();
@@ -210,7 +228,10 @@ Ref<runtime::CellObj> host_cell_for(py::handle cell) {
   c->v = contents ? to_value_shared(contents) : Value::null();
   c->host = cell.ptr();
   index.emplace(cell.ptr(), host_cells().size());
-  host_cells().push_back({py::reinterpret_borrow<py::object>(cell), c, contents});
+  host_cells().push_back({py::reinterpret_borrow<py::object>(cell), c, contents,
+                          contents && PyFunction_Check(contents)
+                              ? py::reinterpret_borrow<py::object>(PyFunction_GET_CODE(contents))
+                              : py::object()});
   return c;
 }
 
@@ -234,9 +255,11 @@ void sync_host_cells() {
     PyObject* now = PyCell_GET(h.cell.ptr());
     // The same torch tensor with its storage swapped is a new value.
     const bool same = now == h.seen && !(now && is_torch_tensor(now) && h.kiln->v.is(Kind::Tensor) &&
-                                         !torch_tensor_matches(now, h.kiln->v.as_tensor()));
+                                         !torch_tensor_matches(now, h.kiln->v.as_tensor())) &&
+                      !(now && PyFunction_Check(now) && PyFunction_GET_CODE(now) != h.code.ptr());
     if (!same) {
       h.seen = now;
+      h.code = now && PyFunction_Check(now) ? py::reinterpret_borrow<py::object>(PyFunction_GET_CODE(now)) : py::object();
       h.kiln->v = now ? to_value_shared(py::handle(now)) : Value::null();
     }
     ++i;

@@ -586,6 +586,112 @@ def test_twelve_layers_of_one_class_are_compiled_each_without_hitting_the_limit(
     assert "cache_size_limit" not in capfd.readouterr().err
 
 
+# -- monkeypatching: each change recompiles or stays correct ------------------
+
+def _patch_forward():
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    return Net(), lambda m: setattr(type(m), "forward", lambda self, x: x * 7)
+
+
+def _patch_class_attr():
+    class Net(torch.nn.Module):
+        K = 2.0
+
+        def forward(self, x):
+            return x * self.K
+    return Net(), lambda m: setattr(type(m), "K", -3.0)
+
+
+def _patch_hook_dict():
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    return Net(), lambda m: m._forward_hooks.__setitem__(1234, lambda mod, i, o: o * 3)
+
+
+def _patch_hooks_cleared():
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    m = Net()
+    m.register_forward_hook(lambda mod, i, o: o * 3)
+    return m, lambda m: m._forward_hooks.clear()
+
+
+def _patch_class_assigned():
+    class A(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    class B(torch.nn.Module):
+        def forward(self, x):
+            return x - 1
+    return A(), lambda m: setattr(m, "__class__", B)
+
+
+def _patch_partial():
+    import functools
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = functools.partial(torch.nn.functional.leaky_relu, negative_slope=0.2)
+
+        def forward(self, x):
+            return self.act(x - 2)
+    return Net(), lambda m: setattr(m, "act", functools.partial(torch.nn.functional.leaky_relu, negative_slope=0.5))
+
+
+def _patch_decorated_method():
+    import functools
+
+    def twice(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            return fn(*a, **k) * 2
+        return wrapper
+
+    class Net(torch.nn.Module):
+        @twice
+        def helper(self, x):
+            return x + 1
+
+        def forward(self, x):
+            return self.helper(x)
+    return Net(), lambda m: setattr(type(m), "helper", twice(twice(lambda self, x: x)))
+
+
+@pytest.mark.parametrize("make", [_patch_forward, _patch_class_attr, _patch_hook_dict, _patch_hooks_cleared,
+                                  _patch_class_assigned, _patch_partial, _patch_decorated_method],
+                         ids=lambda f: f.__name__[len("_patch_"):])
+def test_monkeypatching_a_module_recompiles_or_stays_correct(make):
+    m, patch = make()
+    compiled = kiln.compile(m)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x), m(x))
+    patch(m)
+    assert torch.equal(compiled(x), m(x))
+
+
+def test_a_functions_code_replaced_is_seen_called_and_inlined():
+    def helper(x):
+        return x + 1
+
+    def uses(x):
+        return helper(x) * 2
+
+    def other(x):
+        return x + 100
+
+    compiled_helper, compiled_uses = kiln.compile(helper), kiln.compile(uses)
+    x = torch.ones(2)
+    assert torch.equal(compiled_uses(x), uses(x)) and torch.equal(compiled_helper(x), helper(x))
+    helper.__code__ = other.__code__
+    assert torch.equal(compiled_uses(x), uses(x)) and torch.equal(compiled_helper(x), helper(x))
+
+
 # -- sets: the residual's sets are CPython's, in CPython's order ---------------
 
 def test_a_builtin_method_at_a_break_updates_the_programs_set():
