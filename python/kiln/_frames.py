@@ -61,6 +61,9 @@ class Refused(Exception):
 # -- which frames are traced ------------------------------------------------
 
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# kiln.nn.Module.__call__ calls the program back (a subclass's forward), as
+# torch's does: its frames are not traced, but what they call is looked at.
+_KILN_NN_DIR = os.path.join(_KILN_DIR, "nn") + os.sep
 
 
 def _dir(path):
@@ -108,7 +111,7 @@ def classify(code):
         return "kiln.disable", True
     fname = os.path.abspath(code.co_filename) if not code.co_filename.startswith("<") else code.co_filename
     if fname.startswith(_KILN_DIR):
-        return "kiln's own code", True
+        return "kiln's own code", not fname.startswith(_KILN_NN_DIR)
     if fname.startswith("<frozen "):
         return "the standard library", True
     # torch's and numpy's own Python is what eager runs; the tracer maps

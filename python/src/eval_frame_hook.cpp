@@ -615,6 +615,8 @@ void bind_eval_frame_hook(py::module_& m) {
         return py::reinterpret_steal<py::object>(PyCFunction_NewEx(&fastcall_def, self.ptr(), nullptr));
       });
   m.def("frames_reset", [] { ++reset_epoch; }, "Every code object's frames are classified afresh (kiln.reset).");
+  m.def("frames_active", [] { return active != nullptr; },
+        "Whether this thread runs inside a frames-path compiled call (the hook compiles the frames CPython starts).");
   m.def("set_fault_points", [](const std::string& points) { runtime::set_fault_points(points); },
         "Debug switch (tests): kiln raises an internal error at these points (frontend, tracer, backend, codegen, "
         "residual), comma-separated; '' for none. KILN_FAULT sets it at start.");

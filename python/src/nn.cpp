@@ -366,6 +366,10 @@ void bind_nn(py::module_& m) {
       return shared;
     });
   });
+  m.def("module_has_hooks", [](const Value& v) {
+    const ModuleObj* m = module_of(v);
+    return !m->forward_pre_hooks.empty() || !m->forward_hooks.empty() || m->lazy;
+  });
   m.def("module_call", [](const Value& v, py::args args, py::kwargs kwargs) {
     TensorIdentityScope identity;
     return guarded([&] {

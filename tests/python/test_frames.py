@@ -586,6 +586,35 @@ def test_twelve_layers_of_one_class_are_compiled_each_without_hitting_the_limit(
     assert "cache_size_limit" not in capfd.readouterr().err
 
 
+class _NoisyKilnModule(kiln.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = kiln.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.fc(x)
+        print("inside")
+        return y * 2
+
+
+def test_a_kiln_nn_module_called_by_cpython_runs_its_forward_as_a_compiled_frame():
+    """After the caller's break CPython calls the module: its forward is the
+    program's Python, run by CPython and compiled by the hook (not the C++
+    module model on the VM), so its own graphs and break are listed."""
+    m = _NoisyKilnModule()
+
+    def f(x):
+        return m(x) + 1
+
+    want, want_out = run(f, kiln.ones(2, 3))
+    got, got_out = run(kiln.compile(f), kiln.ones(2, 3))
+    assert want_out == got_out == "inside\n"
+    assert np.allclose(want[1].numpy(), got[1].numpy())
+    e = explain(f, kiln.ones(2, 3))
+    assert [b["id"] for b in e.break_reasons] == ["inlined_break", "side_effect_builtin"], str(e)
+    assert e.graph_count == 3, str(e)  # the caller's rest, and forward's two sides of its print
+
+
 # -- monkeypatching: each change recompiles or stays correct ------------------
 
 def _patch_forward():

@@ -24,6 +24,7 @@ Calling a module (`m(x)`) runs what a compiled call would run, on kiln's
 reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
 """
 import abc
+import inspect
 
 from .. import _C
 from .._functions import _as_kbc
@@ -115,6 +116,17 @@ def _class_attrs(cls):
     return attrs
 
 
+def _python_forward(cls):
+    """The program's forward of a kiln.nn.Module class (a Python function
+    its MRO defines before kiln's own classes), or None."""
+    for klass in cls.__mro__:
+        attr = vars(klass).get("forward")
+        if attr is not None:
+            own = klass.__module__ == __name__  # Module's and kiln's built-in modules'
+            return None if own or not inspect.isfunction(attr) else attr
+    return None
+
+
 class _ModuleType(abc.ABCMeta):
     """The class of kiln.nn.Module classes: a class attribute set or deleted
     after the class is made (`Child.K = 5`, a patched method) changes the
@@ -187,6 +199,13 @@ class Module(metaclass=_ModuleType):
         return _C.module_getattr(self._kiln_value, name)
 
     def __call__(self, *args, **kwargs):
+        # Inside a frames-path compiled call CPython runs the program's own
+        # forward (its frame is compiled by the hook, like any other); kiln's
+        # built-in modules, hooks and lazy modules go through the C++ model.
+        if _C.frames_active():
+            forward = _python_forward(type(self))
+            if forward is not None and not _C.module_has_hooks(self._kiln_value):
+                return forward(self, *args, **kwargs)
         return _C.module_call(self._kiln_value, *args, **kwargs)
 
     # Container modules (Sequential, ModuleList, ModuleDict) index, measure
