@@ -205,13 +205,14 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       if (name == "ndim") return const_vt(Value::integer(int64_t(meta.sizes.size())));
       if (name == "requires_grad") {
         // torch's answer: a tensor the graph records gradients for does; a
-        // result of the graph otherwise does not. An input's or a
-        // parameter's own flag under no_grad is only the real tensor's
-        // (kiln's tensor has none): on the frames path CPython reads it.
+        // result of the graph otherwise does not. Under grad mode an input
+        // or parameter that requires grad is marked so (builder, wrap);
+        // under no_grad its own flag is only the real tensor's (kiln's
+        // tensor has none): on the frames path CPython reads it.
         const bool leaf = !obj->node || obj->node->op == output_graph::NodeOp::Placeholder ||
                           obj->node->op == output_graph::NodeOp::GetAttr;
         if (obj->node && obj->node->requires_grad) return const_vt(Value::boolean(true));
-        if (leaf && ctx_.python_frames)
+        if (leaf && ctx_.python_frames && !runtime::grad_mode_enabled())
           unsupported(BreakReason::untraced_object, "reading requires_grad of a tensor from outside the graph");
         return const_vt(Value::boolean(false));
       }
