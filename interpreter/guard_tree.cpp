@@ -1,5 +1,6 @@
 #include "interpreter/guard_tree.h"
 
+#include <cmath>
 #include <algorithm>
 #include <unordered_map>
 
@@ -256,7 +257,16 @@ static Kind guarded_kind(const Value& v) {
 // A constant guard's comparison: Python's ==, except that a set must also
 // have the snapshot's table (its order and what later operations do with
 // it depend on that, not only on its elements), at any depth in tuples.
+// The same constant as far as the trace could tell: of the same kind (1,
+// 1.0 and True are three programs: 7 // 2 vs 7 // 2.0, str(True)), floats
+// by their bits' meaning (-0.0 is not 0.0: the sign of a result follows
+// it; every NaN is one NaN, so a NaN argument does not recompile each call).
 static bool same_constant(const Value& v, const Value& expected) {
+  if (v.kind() != expected.kind()) return false;
+  if (v.is(Kind::Float)) {
+    const double a = v.as_float(), b = expected.as_float();
+    return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+  }
   if (is_set_like(v) && is_set_like(expected)) return sets_same_layout(v, expected);
   if (v.is(Kind::Tuple) && expected.is(Kind::Tuple)) {
     const auto& a = v.as<TupleObj>()->items;
@@ -316,6 +326,18 @@ static bool holds(const Guard& g, const Value& v) {
       if (kids.size() != names.size()) return false;
       for (size_t i = 0; i < kids.size(); ++i)  // interned: names compare by pointer
         if (kids[i].first.get() != names[i].obj()) return false;
+      return true;
+    }
+    case GuardKind::DictKeys: {
+      // What a trace read of a dict without reading its values (`k in d`,
+      // len, iteration order) holds only for the same keys.
+      const Value d = v.is(Kind::Dict) ? v : native_container(v);
+      if (!d.is(Kind::Dict)) return false;
+      const auto& entries = d.as<DictObj>()->entries;
+      const auto& keys = g.expected.as<TupleObj>()->items;
+      if (entries.size() != keys.size()) return false;
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (!same_constant(entries[i].first, keys[i])) return false;
       return true;
     }
     case GuardKind::Aliasing: return true;  // checked across sources, after they all resolved

@@ -49,6 +49,7 @@ std::string Guard::str() const {
       return s + " pre_hooks == " + names(both[0]) + " hooks == " + names(both[1]);
     }
     case GuardKind::ModuleChildren: return s + " children == " + runtime::repr(expected);
+    case GuardKind::DictKeys: return s + " keys == " + runtime::repr(expected);
     case GuardKind::Aliasing: return s + " is container #" + std::to_string(length);
     case GuardKind::Absent: return s + " is not defined (the builtin is used)";
   }

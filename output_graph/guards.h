@@ -22,6 +22,7 @@ namespace kiln::output_graph {
   X(ModuleVersion)  /* this module, structurally unchanged (its version)   */  \
   X(ModuleHooks)    /* this module's pre-hooks and hooks: the same functions, in order */ \
   X(ModuleChildren) /* the names in this module's _modules, in order       */  \
+  X(DictKeys)       /* a dict with these keys (same kinds), in this order  */  \
   X(Aliasing)       /* mutable containers: the same object iff same class  */  \
   X(Absent)         /* no such name: a builtin read through the globals    */ \
   X(GradTensorMatch) /* a tensor of the embedder's that requires grad (ForeignVTable::grad_tensor): dtype, sizes, strides */

@@ -241,8 +241,11 @@ VT VariableBuilder::wrap_dict(const Value& v, const std::vector<std::pair<Value,
     values.push_back(make_lazy(val, output_graph::item_source(source, k)));
   }
   add_guard(source, GuardKind::TypeMatch, runtime::make_dict());
-  // Same length and every key readable (Item sources guard them when realized).
+  // Same length, and the same keys in the same order: the trace answers
+  // `k in d`, len(d) and iteration from them (values are guarded by their
+  // Item sources when realized). Dynamo's DICT_KEYS.
   add_guard(source, GuardKind::Length, Value(), int64_t(keys.size()));
+  add_guard(source, GuardKind::DictKeys, runtime::make_tuple(keys));
   VT dict = make_const_dict(std::move(keys), std::move(values), source);
   dict->value = v;
   return dict;

@@ -101,9 +101,11 @@ class Bytecode:
         return Bytecode([new[i] for i in self.instrs], table, self.code)
 
     def at_offset(self, offset):
-        """The instruction decoded from byte `offset` (KeyError if none)."""
+        """The instruction decoded from byte `offset`, or whose EXTENDED_ARG
+        prefix starts there (a jump's target, as the frontend names a loop's
+        head: the folded FOR_ITER sits two bytes later). KeyError if none."""
         for ins in self.instrs:
-            if ins.offset == offset:
+            if ins.offset == offset or getattr(ins, "_start", None) == offset:
                 return ins
         raise KeyError(f"no instruction at offset {offset} in {self.code.co_name}")
 

@@ -341,6 +341,14 @@ class _Builder:
         brk = instrs[emit]
         if self.bc.handlers_of().get(brk) or self.bc.handlers_of().get(target):
             raise Refused("the break is inside a try or with block, whose handlers must see it")
+        # A break inside a loop would make a resume function per iteration,
+        # each called from the one before: the stack grows with the trip
+        # count (RecursionError) and so does compile time. CPython runs the
+        # loop's rest instead, as Dynamo skips such a frame.
+        where = {ins: i for i, ins in enumerate(instrs)}
+        if any(ins.target is not None and where.get(ins.target, len(instrs)) <= emit < i
+               for i, ins in enumerate(instrs) if i > emit):
+            raise Refused("the break is inside a loop, where a resume function per iteration would nest")
         if self.orig.co_cellvars:
             raise Refused("the frame has cells of its own, which a resume function cannot share")
         pops = T.inputs(brk.opname, brk.arg)

@@ -2,6 +2,7 @@
 graphs and breaks as explained, recompiles on changed inputs and globals,
 errors keep their type, NumPy memory is shared."""
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -274,3 +275,29 @@ def test_tensor_made_without_init_is_a_type_error_not_a_crash():
         with pytest.raises(TypeError, match="__init__ has not run"):
             call()
     assert close(f(kiln.tensor([1.0, 2.0])), [2.0, 3.0])
+
+
+def test_a_dict_argument_is_guarded_by_its_keys():
+    """`"a" in d` answered at trace time holds only for the same keys
+    (DictKeys, Dynamo's DICT_KEYS): {"b": 1} then {"a": 7}."""
+    def f(d):
+        return "a" in d, d.get("a", 0)
+
+    g = kiln.compile(f)
+    assert g({"b": 1}) == f({"b": 1}) == (False, 0)
+    assert g({"a": 7}) == f({"a": 7}) == (True, 7)
+
+
+def test_a_float_argument_is_guarded_by_its_sign_and_nan_is_one_value():
+    def sub(y, d):
+        return y - d
+
+    g = kiln.compile(sub)
+    for d in (0.0, -0.0):
+        got, want = g(-0.0, d), sub(-0.0, d)
+        assert got == want and math.copysign(1, got) == math.copysign(1, want)
+    nan = float("nan")
+    g(1.0, nan)
+    before = kiln._C.cache_entries(kiln._compile._as_kbc(sub))
+    g(1.0, float("nan"))  # another NaN object: the same entry
+    assert kiln._C.cache_entries(kiln._compile._as_kbc(sub)) == before
