@@ -34,7 +34,8 @@ counts and the first failures:
 `--frames` runs them on the frames path (kiln.config.python_frames), strict,
 with differential.py's exact comparisons: floats bit for bit, printed
 output, keyword arguments, slots. Without it (the VM path) the VM_PATH_OFF
-features are off unless named.
+features are off unless named, so a seed's program depends on the path:
+give --show and --reduce --frames too for a frames-path seed.
 """
 import argparse
 import contextlib
@@ -141,12 +142,14 @@ class Program:
 
     def describe(self, frames=None):
         """What reproduces the program: seed, features, arguments, source.
-        `frames` (None: whether kiln.config.python_frames is on) adds
-        --frames to the command, the path the difference was seen on."""
+        `frames` (None: whether kiln.config.python_frames is on, or before
+        kiln is imported KILN_PYTHON_FRAMES) adds --frames to the command,
+        the path the difference was seen on."""
         spec = features_spec(self.feats)
         if frames is None:
             kiln = sys.modules.get("kiln")
-            frames = bool(kiln is not None and kiln.config.python_frames)
+            frames = bool(kiln.config.python_frames) if kiln is not None else \
+                os.environ.get("KILN_PYTHON_FRAMES") == "1"
         kw = ("\nkwargs: " + ", ".join(f"{k}={v}" for k, v in self.kwargs)) if self.kwargs else ""
         return (f"seed {self.seed}" + (f" features {spec}" if spec else "") + f"\nargs: {self.args_src}{kw}\n"
                 f"reproduce: python tests/python/progen.py --seed {self.seed} --count 1"
