@@ -456,8 +456,11 @@ int tensor_op_for(UnOp op) {
 }
 
 [[noreturn]] static void unsupported(const char* sym, bool inplace, const Value& a, const Value& b) {
-  throw_error(ErrorKind::TypeError, std::string("unsupported operand type(s) for ") + sym + (inplace ? "=" : "") +
-                                        ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+  // CPython names pow() beside ** (binary_op1's message for the power slot),
+  // but not beside **=.
+  const std::string op = std::string(sym) + (inplace ? "=" : std::strcmp(sym, "**") == 0 ? " or pow()" : "");
+  throw_error(ErrorKind::TypeError,
+              "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
 [[noreturn]] static void overflow_error(const char* sym) {
