@@ -214,6 +214,12 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         if (s.name == "__thisclass__") return &sup->type;
         return nullptr;
       }
+      if (base->is(Kind::BoundMethod)) {  // a method's own two
+        const auto* bm = base->as<BoundMethodObj>();
+        if (s.name == "__func__") return &bm->func;
+        if (s.name == "__self__") return &bm->self;
+        return nullptr;
+      }
       if (!base->is(Kind::Module)) return nullptr;
       return module_instance_slot(base->as<ModuleObj>(), s.interned.get());
     case SourceKind::Item: {

@@ -404,6 +404,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       return;
     }
     case VTKind::UserMethod:
+      if (v->source) return emit_source(v->source);  // the caller's method object
       unsupported(BreakReason::resume_state, "a bound method held across the break");
     case VTKind::GetAttr:
       reconstruct(v->self);

@@ -107,6 +107,20 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
     case Kind::Builtin:
       add_guard(source, GuardKind::IdMatch, v);
       return make_builtin(v, source);
+    case Kind::BoundMethod: {
+      // A new method object per call (a resume function binds it anew):
+      // guarded by what it holds, the function's identity and the object.
+      const auto* bm = v.as<runtime::BoundMethodObj>();
+      if (!bm->func.is(Kind::Function)) {
+        add_guard(source, GuardKind::IdMatch, v);
+        return make_opaque(v, source);
+      }
+      add_guard(source, GuardKind::TypeMatch, v);
+      add_guard(output_graph::attr_source(source, "__func__"), GuardKind::IdMatch, bm->func);
+      VT method = make_user_method(bm->func, wrap(bm->self, output_graph::attr_source(source, "__self__")));
+      method->source = source;
+      return method;
+    }
     case Kind::Range:
     case Kind::Slice:
       add_guard(source, GuardKind::ConstantMatch, v);

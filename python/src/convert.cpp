@@ -1,4 +1,5 @@
 #include "python/src/convert.h"
+#include "python/src/function_origins.h"
 
 #include <pybind11/numpy.h>
 
@@ -321,6 +322,9 @@ py::object to_py(const Value& v) {
       break;
     }
     case Kind::Module: return module_to_py(v);
+    case Kind::Function:
+      if (py::object f = python_function_of(v)) return f;
+      break;
     case Kind::Class:
       if (py::object c = class_to_py(v)) return c;
       break;

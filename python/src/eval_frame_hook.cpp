@@ -198,6 +198,30 @@ void skip(PyCodeObject* code, CodeState* st, const std::string& why) {
 
 // The KBC function of `func` (the tracer's view of it); null when kiln
 // cannot translate it.
+// A frame's argument as the tracer reads it. A bound method of a module
+// (what a resume function receives when a break splits `self.m(...)`: it
+// binds LOAD_METHOD's pair, kiln/_frames.py `_bind`) is read as the method
+// it is, a function bound to the module, so the call after the break is
+// inlined (builder.cpp guards its __func__ and __self__); any other bound
+// method stays Python's.
+Value frame_local_value(PyObject* o) {
+  if (PyMethod_Check(o)) {
+    py::handle self(PyMethod_GET_SELF(o));
+    py::handle func(PyMethod_GET_FUNCTION(o));
+    Value s = to_value(self);
+    if (s.is(Kind::Module)) {
+      Value fn = to_value(func);
+      if (fn.is(Kind::Function)) {
+        auto bm = runtime::make_ref<runtime::BoundMethodObj>();
+        bm->func = std::move(fn);
+        bm->self = std::move(s);
+        return Value::object(Kind::BoundMethod, bm);
+      }
+    }
+  }
+  return to_value_shared(o);
+}
+
 Value kbc_for(CodeState* st, PyObject* func) {
   if (st->func_ref && PyWeakref_GET_OBJECT(st->func_ref) == func) return st->kbc;
   // A function with nothing of its own (no closure, no defaults) reads the
@@ -394,6 +418,16 @@ PyObject* run_code(const HostCode& hc, _PyInterpreterFrame* f, Py_ssize_t nparam
   return r;
 }
 
+// A kiln error that is the program's (a graph's kernel check, a break under
+// fullgraph, a user backend's exception) as the pending Python exception.
+void set_python_error(const kiln::Error& e) {
+  try {
+    raise_python(e);
+  } catch (py::error_already_set& raised) {
+    raised.restore();
+  }
+}
+
 // Why kiln failed at the frame, in one line, for the log and explain.
 template <class F>
 bool kiln_failed(F&& attempt, std::string& why) {
@@ -466,18 +500,14 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
         if (st->torch_out) identity.torch_out = true;
         locals.reserve(size_t(nparams));
         for (Py_ssize_t i = 0; i < nparams; ++i)
-          locals.push_back(f->localsplus[i] ? to_value_shared(f->localsplus[i]) : Value::null());
+          locals.push_back(f->localsplus[i] ? frame_local_value(f->localsplus[i]) : Value::null());
         sync_python_state();
         entry = interpreter::lookup_or_compile(python_vm(), Ref<FunctionObj>(kbc.as<FunctionObj>()), locals.data(),
                                                opts->options);
       },
       why);
   } catch (const interpreter::ProgramError& e) {
-    try {
-      raise_python(e);
-    } catch (py::error_already_set& e2) {
-      e2.restore();
-    }
+    set_python_error(e);
     return nullptr;
   }
   if (failed && opts->strict) {
@@ -498,11 +528,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     } catch (py::error_already_set& e) {
       e.restore();
     } catch (const kiln::Error& e) {
-      try {
-        raise_python(e);
-      } catch (py::error_already_set& e2) {
-        e2.restore();
-      }
+      set_python_error(e);
     }
     return nullptr;
   }

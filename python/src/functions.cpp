@@ -20,6 +20,7 @@
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
 #include "python/src/convert.h"
+#include "python/src/function_origins.h"
 #include "python/src/errors.h"
 #include "python/src/namespaces.h"
 #include "python/src/python_vm.h"
@@ -270,7 +271,8 @@ void sync_host_cells() {
 
 Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
                         const py::dict& globals, const std::vector<std::string>& globals_used,
-                        const py::object& defaults, const py::object& kwdefaults, const py::object& closure) {
+                        const py::object& defaults, const py::object& kwdefaults, const py::object& closure,
+                        const py::object& origin) {
   interpreter::Program program = interpreter::assemble(text, filename);
   Mirror& m = mirror_for(globals);
   // The translation's own functions (comprehensions, nested defs) live in
@@ -310,6 +312,7 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   f->closure.clear();
   if (!closure.is_none())
     for (py::handle cell : closure) f->closure.push_back(host_cell_for(cell));
+  remember_origin(fn, origin);
   return fn;
 }
 
@@ -438,6 +441,7 @@ py::object report_to_py(const ExplainReport& r) {
 void bind_functions(py::module_& m) {
   m.def("make_kbc_function", &make_kbc_function, py::arg("text"), py::arg("entry"), py::arg("filename"),
         py::arg("globals"), py::arg("globals_used"), py::arg("defaults"), py::arg("kwdefaults"), py::arg("closure"),
+        py::arg("origin") = py::none(),
         "The KBC function of a translation, reading the Python module's globals live.");
   m.def("sync_python_state", [] { guarded([&] { sync_python_state(); }); },
         "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");

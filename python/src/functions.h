@@ -18,7 +18,8 @@ namespace py = pybind11;
 // defaults and closure cells from the Python function's.
 runtime::Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
                                  const py::dict& globals, const std::vector<std::string>& globals_used,
-                                 const py::object& defaults, const py::object& kwdefaults, const py::object& closure);
+                                 const py::object& defaults, const py::object& kwdefaults, const py::object& closure,
+                                 const py::object& origin);
 
 // Brings every globals mirror and module namespace up to date with its
 // Python dict (one comparison per module when nothing changed): before any

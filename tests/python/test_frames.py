@@ -413,6 +413,51 @@ def test_a_torch_module_runs_its_own_call_and_its_forwards_are_traced():
     assert (e.graph_count, e.graph_break_count) == (1, 0)
 
 
+def test_a_method_call_split_by_a_break_is_inlined_after_it():
+    # self.combine(self.a(x), scale=3.0): self.a breaks; the resume function
+    # receives self.combine as a bound method and inlines it (it was an
+    # opaque Python object: a fourth break and no graph after it).
+    class Noisy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            print("inside Noisy")
+            return torch.relu(y) * 2
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = Noisy()
+
+        def combine(self, y, scale=1.0):
+            return y * scale + 1
+
+        def forward(self, x):
+            return self.combine(self.a(x), scale=3.0)
+
+    torch.manual_seed(0)
+    m = Outer().eval()
+    with torch.no_grad():
+        check(m, lambda: (torch.randn(2, 4),))
+        e = explain(m, torch.randn(2, 4))
+    assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)
+    assert "foreign" not in str(e)
+
+
+def test_a_function_that_crosses_the_seam_comes_back_as_the_programs_own():
+    def g(y):
+        return y + 1
+
+    def f(fn, x):
+        return fn, x * 2
+
+    got = kiln.compile(f)(g, torch.ones(3))
+    assert got[0] is g  # not kiln's KBC copy of it
+
+
 def test_a_built_in_torch_module_compiled_alone_runs_kilns_forward():
     torch.manual_seed(0)
     gru = torch.nn.GRU(6, 5, batch_first=True).eval()
