@@ -10,6 +10,7 @@
 #include "runtime/builtins.h"
 #include "runtime/descriptors.h"
 #include "runtime/module.h"
+#include "runtime/module_walkers.h"
 #include "runtime/value_ops.h"
 #include "variables/wrap.h"
 
@@ -473,39 +474,30 @@ VT trace_supported_methods(InstructionTranslator& tx, BuiltinCall& c, std::strin
   if (args.empty()) return nullptr;
   if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(tx, args[0]);
   if (!args[0]->is(VTKind::NNModule)) return nullptr;
-  // torch's signatures (module_classes.cpp has the same rows), each
-  // argument a known constant; anything else is CPython's to answer.
-  static const std::map<std::string_view, std::vector<std::string_view>> kParams = {
-      {"parameters", {"recurse"}}, {"buffers", {"recurse"}},
-      {"named_parameters", {"prefix", "recurse", "remove_duplicate"}},
-      {"named_buffers", {"prefix", "recurse", "remove_duplicate"}},
-      {"named_modules", {"memo", "prefix", "remove_duplicate"}},
-      {"children", {}}, {"named_children", {}}, {"modules", {}}};
-  auto row = kParams.find(m);
-  if (row == kParams.end()) return nullptr;
-  std::map<std::string_view, Value> given;
-  const size_t npos = args.size() - c.nkw;
+  // torch's signature (runtime/module_walkers.h), each argument a known
+  // constant; anything else is CPython's to answer.
+  const runtime::Signature* sig = runtime::module_walker_signature(m);
+  if (!sig) return nullptr;
+  std::vector<Value> values{args[0]->value};
   for (size_t i = 1; i < args.size(); ++i) {
-    std::string_view name;
-    if (i < npos) {
-      if (i - 1 >= row->second.size()) unsupported(BreakReason::python_error, c.b.name + "() given too many arguments");
-      name = row->second[i - 1];
-    } else {
-      name = c.kwnames->items[i - npos].as<StrObj>()->s;
-      if (std::find(row->second.begin(), row->second.end(), name) == row->second.end())
-        unsupported(BreakReason::python_error, c.b.name + "() got an unexpected keyword argument '" + std::string(name) + "'");
-    }
     if (!tx.is_constant(args[i]))
-      unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() with a traced " + std::string(name));
-    given[name] = tx.constant_value(args[i]);
+      unsupported(BreakReason::builtin_of_traced_value, c.b.name + "() with a traced argument");
+    values.push_back(tx.constant_value(args[i]));
   }
-  auto flag = [&](std::string_view n) { return !given.count(n) || truth(given[n]); };
+  std::vector<Value> bound;
+  try {
+    bound = sig->bind(runtime::CallArgs{values.data(), values.size(), c.kwnames});
+  } catch (const Error& e) {
+    unsupported(BreakReason::python_error, e.what());
+  }
+  auto param = [&](std::string_view n) { return sig->index_of(n) < 0 ? Value::null() : bound[size_t(sig->index_of(n))]; };
+  auto flag = [&](std::string_view n) { return sig->index_of(n) < 0 || truth(param(n)); };
   std::string prefix;
-  if (given.count("prefix")) {
-    if (!given["prefix"].is(Kind::Str)) unsupported(BreakReason::python_error, c.b.name + "() with a prefix that is not a str");
-    prefix = given["prefix"].as<StrObj>()->s;
+  if (Value p = param("prefix"); !p.is_null()) {
+    if (!p.is(Kind::Str)) unsupported(BreakReason::python_error, c.b.name + "() with a prefix that is not a str");
+    prefix = p.as<StrObj>()->s;
   }
-  if (m == "named_modules" && given.count("memo") && !given["memo"].is_none())
+  if (Value memo = param("memo"); !memo.is_null() && !memo.is_none())
     unsupported(BreakReason::builtin_of_traced_value, "named_modules() with a memo set");
   const bool recurse = flag("recurse"), dedupe = flag("remove_duplicate");
   const VT& self = args[0];

@@ -7,6 +7,7 @@
 #include "runtime/builtin_forward.h"
 #include "runtime/exceptions.h"
 #include "runtime/module.h"
+#include "runtime/module_walkers.h"
 #include "runtime/ops.h"
 #include "runtime/signature.h"
 #include "runtime/value_ops.h"
@@ -314,43 +315,70 @@ struct MethodDef {
   NativeFn fn;
 };
 
+// The module-tree walkers, torch's signatures: the translator answers them
+// at trace time (interpreter/nn_module.cpp binds through these same rows,
+// module_walkers.h). Every other method changes a module (register_*,
+// train, load_state_dict, ...) or is a forward the translator calls as a
+// module. ModuleDict's views are walkers too.
+const MethodDef kWalkers[] = {
+    {"parameters", "self, recurse=True", m_parameters},
+    {"named_parameters", "self, prefix='', recurse=True, remove_duplicate=True", m_named_parameters},
+    {"buffers", "self, recurse=True", m_buffers},
+    {"named_buffers", "self, prefix='', recurse=True, remove_duplicate=True", m_named_buffers},
+    {"children", "self", m_children},
+    {"named_children", "self", m_named_children},
+    {"modules", "self", m_modules},
+    {"named_modules", "self, memo=None, prefix='', remove_duplicate=True", m_named_modules},
+};
+const MethodDef kModuleDictViews[] = {
+    {"keys", "self", module_dict_keys},
+    {"values", "self", module_dict_values},
+    {"items", "self", module_dict_items},
+};
+
+bool is_walker(std::string_view name) {
+  auto named = [&](const MethodDef& m) { return m.name == name; };
+  return std::any_of(std::begin(kWalkers), std::end(kWalkers), named) ||
+         std::any_of(std::begin(kModuleDictViews), std::end(kModuleDictViews), named);
+}
+
+// `methods`, then the rows of `tables` (the shared walker rows above).
 Ref<ClassObj> build_class(const char* name, Ref<ClassObj> base, BuiltinModule kind,
-                          std::initializer_list<MethodDef> methods) {
+                          std::initializer_list<MethodDef> methods,
+                          std::initializer_list<std::pair<const MethodDef*, const MethodDef*>> tables = {}) {
   auto c = make_ref<ClassObj>();
   c->name = name;
   c->base = std::move(base);
   c->builtin = kind;
-  for (const MethodDef& m : methods) {
+  auto add = [&](const MethodDef& m) {
     // A method: the receiver is checked before the native casts it (found
     // by tests/fuzz: Module.eval called on a builtin read it as a module).
     Value b = make_native_method(Kind::Module, name, m.name, m.signature, m.fn);
-    // The module-tree walkers are answered by the translator; every other
-    // method changes a module (register_*, train, load_state_dict, ...) or
-    // is a forward the translator calls as a module.
-    static const std::string_view walkers[] = {"parameters", "named_parameters", "buffers", "named_buffers",
-                                               "children", "named_children", "modules", "named_modules",
-                                               "keys", "values", "items"};
-    if (std::find(std::begin(walkers), std::end(walkers), m.name) != std::end(walkers))
-      b.as<BuiltinObj>()->how = BuiltinHow::Trace;
+    if (is_walker(m.name)) b.as<BuiltinObj>()->how = BuiltinHow::Trace;
     c->methods.set(m.name, b);
-  }
+  };
+  for (const MethodDef& m : methods) add(m);
+  for (const auto& [first, last] : tables) std::for_each(first, last, add);
   return c;
 }
 
 }  // namespace
 
+const Signature* module_walker_signature(std::string_view method) {
+  static const auto* signatures = [] {
+    auto* m = new std::vector<std::pair<std::string_view, Signature>>();  // never destroyed: read at exit too
+    for (const MethodDef& w : kWalkers) m->emplace_back(w.name, Signature(w.name, w.signature));
+    return m;
+  }();
+  for (const auto& [name, sig] : *signatures)
+    if (name == method) return &sig;
+  return nullptr;
+}
+
 Ref<ClassObj> module_base_class() {
   static Ref<ClassObj> cls = build_class(
       "Module", nullptr, BuiltinModule::None,
       {{"__init__", "self", base_init},
-       {"parameters", "self, recurse=True", m_parameters},
-       {"named_parameters", "self, prefix='', recurse=True, remove_duplicate=True", m_named_parameters},
-       {"buffers", "self, recurse=True", m_buffers},
-       {"named_buffers", "self, prefix='', recurse=True, remove_duplicate=True", m_named_buffers},
-       {"children", "self", m_children},
-       {"named_children", "self", m_named_children},
-       {"modules", "self", m_modules},
-       {"named_modules", "self, memo=None, prefix='', remove_duplicate=True", m_named_modules},
        {"state_dict", "self", m_state_dict},
        {"load_state_dict", "self, state_dict", m_load_state_dict},
        {"train", "self, mode=True", m_train},
@@ -360,7 +388,8 @@ Ref<ClassObj> module_base_class() {
        {"add_module", "self, name, module", m_add_module},
        {"register_forward_pre_hook", "self, hook", m_register_forward_pre_hook},
        {"register_forward_hook", "self, hook", m_register_forward_hook},
-       {"remove_hook", "self, id", m_remove_hook}});
+       {"remove_hook", "self, id", m_remove_hook}},
+      {{std::begin(kWalkers), std::end(kWalkers)}});
   return cls;
 }
 
@@ -393,10 +422,8 @@ Ref<ClassObj> builtin_module_class(BuiltinModule kind) {
                    {"append", "self, module", module_list_append},
                    {"extend", "self, modules", module_list_extend}}),
       build_class("ModuleDict", module_base_class(), BuiltinModule::ModuleDict,
-                  {{"__init__", "self, modules=None", module_dict_init},
-                   {"keys", "self", module_dict_keys},
-                   {"values", "self", module_dict_values},
-                   {"items", "self", module_dict_items}}),
+                  {{"__init__", "self, modules=None", module_dict_init}},
+                  {{std::begin(kModuleDictViews), std::end(kModuleDictViews)}}),
       build_class("LazyLinear", module_base_class(), BuiltinModule::LazyLinear,
                   {{"__init__", "self, out_features, bias=True", lazy_linear_init},
                    {"forward", "self, input", builtin_forward<BuiltinModule::LazyLinear>}}),
