@@ -634,21 +634,15 @@ def _torch_base(cls, torch):
 def _own_attrs(cls, torch):
     """The attributes of cls's kiln class: what its MRO defines before its
     torch base's chain (whose kiln class answers the rest)."""
-    chain = set(_torch_base(cls, torch).__mro__)
-    attrs = {}
-    for name, (klass, attr) in _nn.first_definitions(cls).items():
-        if klass in chain:
-            continue
+    def keep_torch_internals_python(klass, attr):
+        # torch's own modules without a MODULES row (nn.GRU,
+        # nn.MultiheadAttention, ...): their methods are torch's internals,
+        # not the program. They stay Python (a call of the module breaks and
+        # torch runs it).
         if _torch_defined(klass) and inspect.isfunction(attr):
-            # torch's own modules without a MODULES row (nn.GRU,
-            # nn.MultiheadAttention, ...): their methods are torch's
-            # internals, not the program. They stay Python (a call of
-            # the module breaks and torch runs it).
             disable(attr)
-        value = _nn._class_attr(name, attr)
-        if value is not None:
-            attrs[name] = value
-    return attrs
+
+    return _nn.class_attrs_over(cls, set(_torch_base(cls, torch).__mro__), keep_torch_internals_python)
 
 
 def refresh_kiln_class(cls):

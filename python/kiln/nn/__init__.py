@@ -84,36 +84,41 @@ def _kiln_base(cls):
     return next((b for b in cls.__mro__[1:] if "_kiln_class" in vars(b)), None)
 
 
-def first_definitions(cls):
-    """name -> (class, attribute) for every name cls's MRO defines, the
-    first class that defines it winning (Python's lookup order), object's
-    own names left out."""
+def class_attrs_over(cls, chain, before=None):
+    """cls's attributes as Python resolves them (the first class of its MRO
+    that defines a name wins), less those defined first by a class of
+    `chain` (the base classes whose C++ class answers them itself), each as
+    its C++ class holds it (_class_attr). `before(klass, attr)` sees each
+    one first. The one walk behind kiln.nn's classes and the kiln classes of
+    torch's (kiln/_torch_api.py)."""
     first = {}
     for klass in cls.__mro__:
         if klass is not object:
             for name, attr in vars(klass).items():
                 first.setdefault(name, (klass, attr))
-    return first
+    attrs = {}
+    for name, (klass, attr) in first.items():
+        if klass in chain:
+            continue
+        if before is not None:
+            before(klass, attr)
+        value = _class_attr(name, attr)
+        if value is not None:
+            attrs[name] = value
+    return attrs
 
 
 def _class_attrs(cls):
-    """cls's attributes as Python resolves them (the first class of the MRO
-    that defines a name wins), less those the C++ base chain answers itself:
-    a mixin's methods (class M(Mixin, nn.Module)) land in M's C++ class,
-    while a name that a class of the chain defines first stays there."""
+    """A kiln.nn.Module subclass's attributes, less those its C++ base
+    chain answers: a mixin's methods (class M(Mixin, nn.Module)) land in
+    M's C++ class, while a name that a class of the chain defines first
+    stays there."""
     chain = set()
     base = _kiln_base(cls)
     while base is not None:
         chain.add(base)
         base = _kiln_base(base)
-    attrs = {}
-    for name, (klass, attr) in first_definitions(cls).items():
-        if klass in chain:
-            continue
-        value = _class_attr(name, attr)
-        if value is not None:
-            attrs[name] = value
-    return attrs
+    return class_attrs_over(cls, chain)
 
 
 def _python_forward(cls):
