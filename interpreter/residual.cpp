@@ -5,6 +5,7 @@
 
 #include "interpreter/verifier.h"
 #include "runtime/builtins.h"
+#include "runtime/dtype.h"
 #include "runtime/set_ops.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
@@ -277,6 +278,22 @@ void Residual::emit_build(Opcode op, size_t n, const std::function<void(size_t)>
   if (op != Opcode::BUILD_LIST) b.emit(Opcode::CALL, 1);
 }
 
+namespace {
+
+// A constant kiln spells its own way that CPython must get as torch's object:
+// a dtype is its name in kiln (t.dtype, torch.long). Read again where the
+// trace read it: the tensor's attribute, or the source (strings are
+// immutable and the source was guarded at entry, so it reads the same).
+// Found by the zoo: transformers' caches call torch.tensor(n,
+// dtype=torch.long) after a break, which CPython then gave a str.
+bool is_torch_spelling(const VT& v) {
+  if (!v->is(VTKind::Constant)) return false;
+  if (v->self && !v->module_path.empty()) return true;
+  return v->source && v->value.is(Kind::Str) && runtime::dtype_from_name(v->value.as_str());
+}
+
+}  // namespace
+
 void Residual::reconstruct(const VT& v0, bool as_list) {
   VT v = v0;
   if (v && v->is(VTKind::Lazy)) {
@@ -313,10 +330,13 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         keep_rebuilt(v);
         return;
       }
-      if (python_frames && v->self && !v->module_path.empty()) {  // t.dtype: torch's own object
-        reconstruct(v->self);
-        b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
-        return;
+      if (python_frames && is_torch_spelling(v)) {
+        if (v->self) {  // t.dtype
+          reconstruct(v->self);
+          b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));
+          return;
+        }
+        return emit_source(v->source);  // torch.long
       }
       return emit_const(v->value);
     case VTKind::List:
@@ -678,6 +698,7 @@ bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t
       return true;
     case VTKind::Constant:
       if (v->value.is(Kind::Set)) return false;  // a fresh set per call: the residual builds it
+      if (ctx.python_frames && is_torch_spelling(v)) return false;  // the residual reads torch's object
       t.kind = ResultTemplate::Kind::Const;
       t.value = v->value;
       return true;

@@ -458,6 +458,18 @@ def test_a_function_that_crosses_the_seam_comes_back_as_the_programs_own():
     assert got[0] is g  # not kiln's KBC copy of it
 
 
+def test_a_dtype_read_from_torch_reaches_cpython_as_torchs_dtype():
+    # transformers' sliding-window cache: torch.tensor(n, dtype=torch.long)
+    # runs on CPython after a break; it was given the dtype's name, a str.
+    def f(x, n):
+        print("break")
+        d = torch.long
+        t = torch.tensor(n, dtype=d)
+        return x + t, d, torch.float32
+
+    check(f, lambda: (torch.ones(3), 4))
+
+
 def test_a_built_in_torch_module_compiled_alone_runs_kilns_forward():
     torch.manual_seed(0)
     gru = torch.nn.GRU(6, 5, batch_first=True).eval()
