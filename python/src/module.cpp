@@ -135,7 +135,13 @@ np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the arra
   t.def("numpy", [](py::object self) { return py::array(py::buffer(self)); });
   t.def("tolist", [](py::object self) { return py::array(py::buffer(self)).attr("tolist")(); });
   t.def("data_ptr", [](const Tensor& self) { return reinterpret_cast<uintptr_t>(self.numel() ? self.raw_data() : nullptr); });
-  t.def("__repr__", [](const Tensor& self) { return self.repr(); });
+  // The one method reached without the program asking (pytest and
+  // debuggers repr arguments): an instance whose __init__ never ran says
+  // so instead of reading storage that holds no Tensor.
+  t.def("__repr__", [](py::handle self) {
+    const Tensor* t = constructed_instance<const Tensor>(self.ptr(), type_info_of<Tensor>());
+    return t ? t->repr() : std::string("<kiln.Tensor whose __init__ has not run>");
+  });
   t.def("__len__", [](const Tensor& self) {
     if (self.dim() == 0) throw py::type_error("len() of a 0-d tensor");
     return self.sizes()[0];
