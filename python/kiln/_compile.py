@@ -37,12 +37,14 @@ class Config:
     def __init__(self):
         import os
         self.cache_size_limit = 8
-        # python_frames: kiln compiles a Python function's frames through
-        # the frame hook (PEP 523; kiln/_frames.py): CPython runs everything
-        # outside the graphs, on the program's own objects, and the frames
-        # the function calls are compiled too. KILN_PYTHON_FRAMES=1 turns it
-        # on; it becomes the only path once it covers the whole suite.
-        self.python_frames = os.environ.get("KILN_PYTHON_FRAMES") == "1"
+        # python_frames (the default): kiln compiles a Python function's
+        # frames through the frame hook (PEP 523; kiln/_frames.py): CPython
+        # runs everything outside the graphs, on the program's own objects,
+        # and the frames the function calls are compiled too.
+        # KILN_PYTHON_FRAMES=0 (or False here) selects the older path, which
+        # runs the code around graphs on the KBC VM over kiln's copies; it
+        # goes once kiln.nn's modules have moved too (docs/architecture.md).
+        self.python_frames = os.environ.get("KILN_PYTHON_FRAMES", "1") != "0"
         # strict: a failure inside kiln (frontend, tracer, backend) raises
         # instead of leaving the frame to CPython (frames path; the tests
         # set it).

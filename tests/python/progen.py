@@ -31,11 +31,12 @@ counts and the first failures:
 
     python tests/python/progen.py --count 100000 --seed 0 --jobs 2
 
-`--frames` runs them on the frames path (kiln.config.python_frames), strict,
-with differential.py's exact comparisons: floats bit for bit, printed
-output, keyword arguments, slots. Without it (the VM path) the VM_PATH_OFF
-features are off unless named, so a seed's program depends on the path:
-give --show and --reduce --frames too for a frames-path seed.
+They run on the frames path (kiln.config.python_frames, the default) with
+differential.py's exact comparisons: floats bit for bit, printed output,
+keyword arguments, slots; `--frames` adds strict (kiln's own failures
+raise). `--vm-path` runs the older path (KILN_PYTHON_FRAMES=0), where the
+VM_PATH_OFF features are off unless named, so a seed's program depends on
+the path: give --show and --reduce --vm-path too for a VM-path seed.
 """
 import argparse
 import contextlib
@@ -81,9 +82,15 @@ FEATURES = {
 # What the VM path does not run as CPython does (it re-implements Python:
 # no float.hex/as_integer_ratio/is_integer, float('1_000.5'), print(flush=)).
 # Runs on the VM path leave them out (parse_features(frames=False):
-# test_generated_programs.py, the command line without --frames, fuzz_frontend);
+# the command line's --vm-path, KILN_PYTHON_FRAMES=0);
 # the frames path runs CPython's own and needs them for its exact comparisons.
 VM_PATH_OFF = ("prints", "floats")
+
+
+def _frames_from_env():
+    """Whether kiln will take the frames path, before kiln is imported
+    (kiln.config reads KILN_PYTHON_FRAMES once, at import; on unless 0)."""
+    return os.environ.get("KILN_PYTHON_FRAMES", "1") != "0"
 
 
 def parse_features(spec, frames=True):
@@ -148,8 +155,7 @@ class Program:
         spec = features_spec(self.feats)
         if frames is None:
             kiln = sys.modules.get("kiln")
-            frames = bool(kiln.config.python_frames) if kiln is not None else \
-                os.environ.get("KILN_PYTHON_FRAMES") == "1"
+            frames = bool(kiln.config.python_frames) if kiln is not None else _frames_from_env()
         kw = ("\nkwargs: " + ", ".join(f"{k}={v}" for k, v in self.kwargs)) if self.kwargs else ""
         return (f"seed {self.seed}" + (f" features {spec}" if spec else "") + f"\nargs: {self.args_src}{kw}\n"
                 f"reproduce: python tests/python/progen.py --seed {self.seed} --count 1"
@@ -2298,11 +2304,16 @@ def main(argv=None):
     ap.add_argument("--frames", action="store_true",
                     help="run on the frames path, strict (KILN_PYTHON_FRAMES=1 KILN_STRICT=1, also for the workers): "
                          "exact comparisons (differential.py)")
+    ap.add_argument("--vm-path", action="store_true",
+                    help="run on the older path (KILN_PYTHON_FRAMES=0: the code around graphs on the KBC VM), "
+                         "with its feature set (VM_PATH_OFF off)")
     ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.frames:  # before kiln is imported: its config reads them once
         os.environ["KILN_PYTHON_FRAMES"] = os.environ["KILN_STRICT"] = "1"
-    feats = parse_features(a.features, frames=os.environ.get("KILN_PYTHON_FRAMES") == "1")
+    if a.vm_path:
+        os.environ["KILN_PYTHON_FRAMES"] = "0"
+    feats = parse_features(a.features, frames=_frames_from_env())
     if a.worker:
         return _worker(*a.worker, feats)
     if a.reduce is not None:
