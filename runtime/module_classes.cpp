@@ -376,6 +376,11 @@ const Signature* module_walker_signature(std::string_view method) {
 }
 
 Ref<ClassObj> module_base_class() {
+  // The walkers' signatures are made with the class (their defaults are
+  // objects: made lazily at a first trace, they would count as a leak of
+  // that run to the census, runtime/census.h).
+  static const Signature* warm = module_walker_signature("parameters");
+  (void)warm;
   static Ref<ClassObj> cls = build_class(
       "Module", nullptr, BuiltinModule::None,
       {{"__init__", "self", base_init},

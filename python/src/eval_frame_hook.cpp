@@ -196,8 +196,6 @@ void skip(PyCodeObject* code, CodeState* st, const std::string& why) {
   left_to_cpython(code, why);
 }
 
-// The KBC function of `func` (the tracer's view of it); null when kiln
-// cannot translate it.
 // A frame's argument as the tracer reads it. A bound method of a module
 // (what a resume function receives when a break splits `self.m(...)`: it
 // binds LOAD_METHOD's pair, kiln/_frames.py `_bind`) is read as the method
@@ -222,6 +220,8 @@ Value frame_local_value(PyObject* o) {
   return to_value_shared(o);
 }
 
+// The KBC function of `func` (the tracer's view of it); null when kiln
+// cannot translate it.
 Value kbc_for(CodeState* st, PyObject* func) {
   if (st->func_ref && PyWeakref_GET_OBJECT(st->func_ref) == func) return st->kbc;
   // A function with nothing of its own (no closure, no defaults) reads the

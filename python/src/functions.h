@@ -15,7 +15,8 @@ namespace py = pybind11;
 
 // The KBC function `entry` of an assembled translation, its globals a live
 // mirror of `globals` (the Python module dict), its defaults, keyword
-// defaults and closure cells from the Python function's.
+// defaults and closure cells from the Python function's; `origin` is that
+// Python function (function_origins.h: what CPython gets back for it).
 runtime::Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
                                  const py::dict& globals, const std::vector<std::string>& globals_used,
                                  const py::object& defaults, const py::object& kwdefaults, const py::object& closure,
