@@ -11,8 +11,8 @@ function the frontend cannot translate runs on CPython and counts as such;
 never a crash or a hang (each worker is its own process, restarted after
 one; a program past --timeout is a hang).
 
-Each run starts at a seed drawn from the clock (far above the 0..2399 that
-test_generated_programs.py covers in CI), so every run explores new
+Each run starts at a seed drawn from the clock (far above the 0..3999 that
+test_generated_frames.py covers in CI), so every run explores new
 programs; the seed range is printed, and a failing seed reproduces with
 `python tests/python/progen.py --seed SEED --count 1`. Failures are written
 to --artifacts as seed-N.txt (the report and the program's source).

@@ -1,17 +1,9 @@
-"""Generated programs (progen.py) run differentially: CPython against
-kiln.compile on both backends, 2,400 fixed seeds in batches, from seed 1600
-on: test_generated_frames.py runs the 1,600 before them, strict, so the two
-cover 4,000 programs on the frames path (the default) with all features and
-exact comparisons. With KILN_PYTHON_FRAMES=0 (the older VM path) progen's
-VM_PATH_OFF features are off.
-
-A failing batch lists every failing seed with its full source; reproduce
-one with `python tests/python/progen.py --seed SEED --count 1`.
-KILN_PROGEN_PROGRAMS changes the number of programs (a longer run), and
-KILN_PROGEN_SEED the first seed.
+"""The program generator itself (progen.py): its programs are deterministic
+and valid Python, a difference is reported with what reproduces it, and
+its features switch. The generated programs are run against CPython by
+test_generated_frames.py (4,000 seeds on the frames path, the default).
 
 PYTEST_DONT_REWRITE: the programs are translated as generated."""
-import os
 import sys
 import warnings
 
@@ -20,41 +12,6 @@ import pytest
 import progen
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
-
-PROGRAMS = int(os.environ.get("KILN_PROGEN_PROGRAMS", "2400"))
-FIRST = int(os.environ.get("KILN_PROGEN_SEED", "1600"))
-BATCH = 100
-
-# Seeds that still differ from CPython, each for a kiln defect reported with
-# a minimal repro (the first line of each seed's difference is kept as its
-# reason). They must keep failing: once a defect is fixed its seeds pass
-# and this test says to remove them. None at the moment.
-KNOWN = {
-}
-
-
-def run_batch(seeds, feats=None):
-    """(reports of unexpected differences, known seeds that now pass)"""
-    import kiln
-    if feats is None:
-        feats = progen.parse_features("", frames=kiln.config.python_frames)
-    failures, fixed = [], []
-    for seed in seeds:
-        try:
-            progen.run_program(progen.generate(seed, feats))
-            if seed in KNOWN:
-                fixed.append(seed)
-        except AssertionError as e:
-            if seed not in KNOWN:
-                failures.append(str(e))
-    return failures, fixed
-
-
-@pytest.mark.parametrize("start", range(FIRST, FIRST + PROGRAMS, BATCH), ids=lambda s: f"seeds{s}")
-def test_generated_programs_match_cpython(start, capsys):
-    failures, fixed = run_batch(range(start, min(start + BATCH, FIRST + PROGRAMS)))
-    assert not failures, f"{len(failures)} of {BATCH} programs differ from CPython:\n\n" + "\n\n".join(failures)
-    assert not fixed, f"known-failing seeds {fixed} now match CPython: remove them from KNOWN"
 
 
 def test_generated_programs_are_deterministic_and_valid():
