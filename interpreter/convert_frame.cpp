@@ -469,6 +469,7 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
   for (int attempt = 0; attempt < 3; ++attempt) {
     TraceContext ctx(vm);
     ctx.python_frames = options.python_frames;
+    ctx.random_is_hosts = options.random_is_hosts;
     ctx.out.set_distributed(distributed);
     ctx.builder.all_dynamic = options.dynamic.has_value() && *options.dynamic;
     ctx.builder.never_dynamic = options.dynamic.has_value() && !*options.dynamic;

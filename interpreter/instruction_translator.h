@@ -102,6 +102,7 @@ struct TraceContext {
   // attributes: __qualname__ set by functools.wraps, __wrapped__, __dict__)
   // is a break, read by CPython from the real function.
   bool python_frames = false;
+  bool random_is_hosts = true;  // Options::random_is_hosts
   // Symbolic tracing: the leaf policy (null: every module is traced through).
   output_graph::Tracer* tracer = nullptr;
   // (code, self) of every frame being inlined: the recursion check is a

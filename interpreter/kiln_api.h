@@ -79,6 +79,12 @@ struct Options {
   // continues the frame in its original bytecode; a frame kiln cannot
   // trace is left to the embedder unchanged (lookup_or_compile's null).
   bool python_frames = false;
+  // python_frames: the program's random ops draw from the host's generator
+  // (torch's: its seed, its saved and restored states), so CPython runs
+  // them (a break). False for a frame over kiln's own tensors and modules
+  // alone, whose random ops draw from kiln's generator in eager code too:
+  // they stay in the graph.
+  bool random_is_hosts = true;
   // Where print() in the compiled function writes (stdout when empty).
   std::function<void(std::string_view)> stdout_sink;
 

@@ -226,13 +226,15 @@ static bool draws_random(InstructionTranslator& tx, OpId op, const std::vector<V
 }
 
 VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const TupleObj* kwnames) {
-  // On the frames path the program's random ops are torch's (its seed, its
-  // saved and restored states): CPython runs them (Dynamo's other option,
-  // replaying torch's generator inside the graph, is not kiln's kernels').
-  // A graph that records gradients runs as torch's own ops (the autograd
-  // backend), whose dropout draws from torch's generator: it stays.
+  // On the frames path a torch program's random ops are torch's (its seed,
+  // its saved and restored states): CPython runs them (Dynamo's other
+  // option, replaying torch's generator inside the graph, is not kiln's
+  // kernels'). A graph that records gradients runs as torch's own ops (the
+  // autograd backend), whose dropout draws from torch's generator: it
+  // stays. A frame over kiln's tensors alone keeps them (kiln's generator,
+  // as its eager ops: Options::random_is_hosts).
   const bool through_torch = !args.empty() && args[0] && args[0]->node && args[0]->node->requires_grad;
-  if (ctx_.python_frames && !through_torch && draws_random(*this, op, args, kwnames))
+  if (ctx_.python_frames && ctx_.random_is_hosts && !through_torch && draws_random(*this, op, args, kwnames))
     unsupported(BreakReason::random_op, std::string(op_def(op).name) + "()");
   if (op_def(op).decompose)
     if (VT r = decomposed_op(op, args, kwnames)) return r;

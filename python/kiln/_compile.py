@@ -142,9 +142,9 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         bound._kiln_compiled = getattr(inner, "_kiln_compiled", None)
         bound._kiln_bound = (fn.__func__, owner)
         return bound
-    if config.python_frames and _is_torch_module(fn):
-        # torch runs Module.__call__ (hooks and all); the hook compiles the
-        # forward frames it reaches.
+    if config.python_frames and _is_module(fn):
+        # torch (kiln.nn) runs Module.__call__, hooks and all, on CPython;
+        # the hook compiles the forward frames it reaches.
         return _compile_frames(fn, backend, fullgraph, dynamic)
     if isinstance(fn, nn.Module) or _is_torch_module(fn):
         return _compile_module(fn, backend, fullgraph, dynamic)
@@ -178,7 +178,7 @@ def _compile_frames(fn, backend, fullgraph, dynamic):
     config._apply()
     compiled = _C.FrameCompiled(fn, backend, fullgraph, dynamic, config.cache_size_limit, bool(config.strict))
     call = compiled.fastcall
-    module = fn if _is_torch_module(fn) else None
+    module = fn if _is_module(fn) else None
 
     @functools.wraps(type(fn).forward if module is not None else fn)
     def wrapper(*args, **kwargs):
@@ -232,6 +232,11 @@ def _is_torch_module(obj):
     import sys
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def _is_module(obj):
+    """obj is a torch.nn.Module or a kiln.nn.Module."""
+    return isinstance(obj, nn.Module) or _is_torch_module(obj)
 
 
 def _compile_module(module, backend, fullgraph, dynamic):
@@ -322,7 +327,7 @@ def explain(fn, *, backend="llvm"):
     def run(*args, **kwargs):
         config._apply()
         if getattr(fn, "_kiln_frames", False) or (config.python_frames and (
-                inspect.isfunction(target) or _is_torch_module(target))):
+                inspect.isfunction(target) or _is_module(target))):
             reset()
             compiled = fn._kiln_compiled if getattr(fn, "_kiln_frames", False) else _C.FrameCompiled(
                 target, backend, False, None, config.cache_size_limit, bool(config.strict))

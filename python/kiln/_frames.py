@@ -46,7 +46,7 @@ import types
 
 from . import _bytecode as B
 from . import _bytecode_tables as T
-from . import _C, _compile, _frontend, _functions, _resume
+from . import _C, _compile, _frontend, _functions, _resume, nn
 
 __all__ = ["classify", "kbc", "build", "Refused"]
 
@@ -83,26 +83,49 @@ _NOT_FUNCTIONS = ("<module>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp
 
 
 def _builtin_forwards():
-    """{forward code of a torch module class kiln maps (kiln/_torch_api.py
-    MODULES): that class}: such a frame is traced as kiln's module call."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {}
+    """{forward code of a module class whose forward is kiln's own: that
+    class}. Such a frame is traced as kiln's module call (its forward as
+    the tracer knows it), not as its code: the torch classes kiln maps
+    (kiln/_torch_api.py MODULES: their forwards are torch's internals, _VF
+    calls and all), and kiln.nn's own classes (their forwards are kiln's
+    code, which the hook otherwise leaves to CPython)."""
     if not _BUILTIN_FORWARDS:
+        for cls in vars(nn).values():
+            if isinstance(cls, type) and issubclass(cls, nn.Module) and cls.__module__ == nn.__name__:
+                _add_forward(cls)
+    torch = sys.modules.get("torch")
+    if torch is not None and not _TORCH_MAPPED:
         from . import _torch_api
+        _TORCH_MAPPED.append(torch)
         for cls in _torch_api._mapped_classes(torch):
-            fwd = cls.__dict__.get("forward")
-            if fwd is not None and hasattr(fwd, "__code__"):
-                _BUILTIN_FORWARDS[fwd.__code__] = cls
+            _add_forward(cls)
     return _BUILTIN_FORWARDS
 
 
+def _add_forward(cls):
+    fwd = cls.__dict__.get("forward")
+    if fwd is not None and hasattr(fwd, "__code__") and fwd.__code__ is not _BASE_FORWARD_CODE:
+        _BUILTIN_FORWARDS[fwd.__code__] = cls
+
+
 _BUILTIN_FORWARDS = {}
+_TORCH_MAPPED = []  # torch, once its classes are in _BUILTIN_FORWARDS
+_BASE_FORWARD_CODE = nn.Module.forward.__code__  # it raises: CPython runs it
+
+
+# kiln.nn.Module.__call__ of the module kiln.compile was given: traced as
+# the module call it is (pre-hooks, forward and hooks in one trace); a break
+# in it leaves the frame to CPython, whose hooks and forward are then frames
+# of their own, as they are for every other module CPython calls.
+_MODULE_CALL_CODE = nn.Module.__call__.__code__
 
 
 def classify(code):
-    """None when frames of `code` are traced, else (why CPython runs them,
-    whether what they call is left to CPython too)."""
+    """None when frames of `code` are traced, "root module call" when only
+    the compiled module's own call is, else (why CPython runs them, whether
+    what they call is left to CPython too)."""
+    if code is _MODULE_CALL_CODE:
+        return "root module call"  # traced for kiln.compile(module)'s own module only
     if code in _builtin_forwards():
         return None
     if code.co_name in _NOT_FUNCTIONS:
@@ -138,10 +161,13 @@ def classify(code):
 def kbc(func):
     if _C.fault_enabled("frontend"):
         raise RuntimeError("kiln: injected fault at frontend (KILN_FAULT)")
-    if _compile._is_torch_module(func):  # FrameCompiled.kbc of a compiled module: its forward's
+    if isinstance(func, nn.Module):  # FrameCompiled.kbc of a compiled kiln.nn module: its call's
+        func = type(func).__call__
+    elif _compile._is_torch_module(func):  # ... of a torch module: its forward's
         func = type(func).forward
-    if getattr(func, "__code__", None) in _builtin_forwards():
-        return _module_call_kbc(func.__code__)
+    code = getattr(func, "__code__", None)
+    if code is _MODULE_CALL_CODE or code in _builtin_forwards():
+        return _module_call_kbc(code)
     return _functions._as_kbc(func)
 
 
@@ -149,26 +175,31 @@ _MODULE_CALLS = {}
 
 
 def _module_call_kbc(code):
-    """For the forward frame of a torch module kiln maps: a KBC function of
-    the same parameters that calls the module's forward, so the tracer
-    runs kiln's built-in forward over the module's mirror (torch's own
-    forward is its internals, _VF calls and all)."""
+    """For kiln.nn.Module.__call__ and the forward frames of the module
+    classes whose forward is kiln's: a KBC function of the same parameters
+    (the residual stores into the frame's slots by name) that calls the
+    module (hooks and all) or its forward, so the tracer runs kiln's module
+    call over the module (torch's own forward is its internals, _VF calls
+    and all)."""
     hit = _MODULE_CALLS.get(code)
     if hit is None:
         n = code.co_argcount + code.co_kwonlyargcount
         names = code.co_varnames[:n]
-        varargs = code.co_varnames[n] if code.co_flags & T.CO_VARARGS else None
-        if code.co_flags & T.CO_VARKEYWORDS or code.co_kwonlyargcount or code.co_posonlyargcount:
+        rest = code.co_varnames[n:]
+        varargs = rest[0] if code.co_flags & T.CO_VARARGS else None
+        varkw = rest[1 if varargs else 0] if code.co_flags & T.CO_VARKEYWORDS else None
+        if code.co_kwonlyargcount or code.co_posonlyargcount:
             hit = None
         else:
-            params = ", ".join(list(names) + ([f"*{varargs}"] if varargs else []))
-            body = [f"LOAD_FAST {names[0]}", "LOAD_ATTR forward"]
+            params = ", ".join(list(names) + ([f"*{varargs}"] if varargs else []) + ([f"**{varkw}"] if varkw else []))
+            body = [f"LOAD_FAST {names[0]}"] + ([] if code is _MODULE_CALL_CODE else ["LOAD_ATTR forward"])
             body += [f"LOAD_FAST {p}" for p in names[1:]] + [f"BUILD_LIST {len(names) - 1}"]
             if varargs:
                 body += [f"LOAD_FAST {varargs}", "LIST_EXTEND 1"]
-            body += ["CALL_EX 0", "RETURN_VALUE"]
-            text = f".func forward({params})\n" + "".join(f"    {b}\n" for b in body) + ".end\n"
-            hit = _C.assemble(text, code.co_filename).global_("forward")
+            body += [f"LOAD_FAST {varkw}", "CALL_EX 1"] if varkw else ["CALL_EX 0"]
+            body += ["RETURN_VALUE"]
+            text = f".func {code.co_name}({params})\n" + "".join(f"    {b}\n" for b in body) + ".end\n"
+            hit = _C.assemble(text, code.co_filename).global_(code.co_name)
         _MODULE_CALLS[code] = hit
     return hit
 
@@ -183,9 +214,11 @@ _NB_INPLACE = 13  # NB_INPLACE_ADD: the in-place forms follow the plain ones in 
 def build(code, info):
     if _C.fault_enabled("residual"):
         raise RuntimeError("kiln: injected fault at residual (KILN_FAULT)")
-    if code in _builtin_forwards() and info["continuation"] is not None:
-        # The trace ran kiln's forward, not this code: no offset of it to go on from.
-        return f"{code.co_qualname}: a break in kiln's forward of a torch module (torch runs it)"
+    if (code in _builtin_forwards() or code is _MODULE_CALL_CODE) and info["continuation"] is not None:
+        # The trace ran kiln's module call, not this code: no offset of it
+        # to go on from. CPython runs the frame; what it calls (hooks, a
+        # forward) comes back to the hook as frames of their own.
+        return f"{code.co_qualname}: a break inside the module call kiln traced for it (CPython runs it)"
     try:
         builder = _Builder(code, info)
         return builder.code(), builder.tail_note

@@ -48,12 +48,14 @@
 #include "python/src/errors.h"
 #include "python/src/python_vm.h"
 #include "python/src/tensor_identity.h"
+#include "python/src/torch_interop.h"
 #include "python/src/functions.h"
 #include "runtime/builtins.h"
 #include "runtime/code.h"
 #include "runtime/fault_injection.h"
 #include "runtime/name_map.h"
 #include "runtime/log.h"
+#include "runtime/module.h"
 
 static_assert(PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000,
               "eval_frame_hook.cpp reads CPython 3.11's _PyInterpreterFrame");
@@ -72,6 +74,13 @@ namespace {
 struct FrameOptions {
   Options options;
   bool strict = false;
+  PyObject* root = nullptr;  // what kiln.compile was given (borrowed: FrameCompiled holds it)
+  // The same with Options::random_is_hosts off: for frames over kiln's own
+  // tensors and modules alone (kiln_eval_frame decides per frame).
+  Options kiln_random;
+  FrameOptions(Options o, bool strict) : options(std::move(o)), strict(strict), kiln_random(options) {
+    kiln_random.random_is_hosts = false;
+  }
 };
 
 // The active kiln.compile call on this thread (null: the hook lets every
@@ -80,7 +89,7 @@ thread_local const FrameOptions* active = nullptr;
 
 // kiln/_frames.py's callbacks, set once at import.
 struct Callbacks {
-  py::object classify;  // code -> None (trace it) or the reason it is skipped
+  py::object classify;  // code -> None (trace it), "root module call" (CodeState::root_only) or why it is skipped
   py::object kbc;       // function -> its KBC function, or None
   py::object build;     // (code, residual info) -> (CPython code object, note or None), or why not (a str)
   py::object uses_torch;  // function -> whether it reads torch (its tensors then leave as torch's)
@@ -112,6 +121,11 @@ struct CodeState {
   // when none came in (torch.arange(5) is torch's, as in eager).
   bool torch_out = false;
   PyObject* plain_globals = nullptr;  // kbc serves every plain function of this code over these globals
+  // kiln.nn.Module.__call__: traced only as the compiled module's own call
+  // (its first argument is FrameOptions::root). Called by CPython for any
+  // other module, it runs unchanged and its hooks and forward are frames of
+  // their own: a break there is the forward's, not reported twice.
+  bool root_only = false;
   ~CodeState() { Py_XDECREF(func_ref); }
 };
 
@@ -161,6 +175,9 @@ CodeState* classify(PyCodeObject* code) {
       py::object why = callbacks().classify(py::handle(reinterpret_cast<PyObject*>(code)));
       if (why.is_none()) {
         st->mode = CodeState::Mode::Trace;
+      } else if (py::isinstance<py::str>(why) && py::cast<std::string>(why) == "root module call") {
+        st->mode = CodeState::Mode::Trace;
+        st->root_only = true;
       } else {
         py::tuple t = why;  // (reason, recursive)
         st->skip_reason = py::str(t[0]);
@@ -478,6 +495,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
   CodeState* st = classify(code);
   if (st && st->mode == CodeState::Mode::Skip && st->recursive) return eval_skipped_recursively(ts, f, throw_flag);
   if (!st || st->mode != CodeState::Mode::Trace || !f->f_func) return eval_default(ts, f, throw_flag);
+  if (st->root_only && f->localsplus[0] != opts->root) return eval_default(ts, f, throw_flag);
 
   const Py_ssize_t nparams = nparams_of(code);
   std::shared_ptr<const CacheEntry> entry;
@@ -498,12 +516,19 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
           return;
         }
         if (st->torch_out) identity.torch_out = true;
+        // A torch program's frame: it reads torch, or a torch tensor or
+        // module comes in. Its random ops are torch's (Options::random_is_hosts).
+        bool torch_frame = st->torch_out;
         locals.reserve(size_t(nparams));
-        for (Py_ssize_t i = 0; i < nparams; ++i)
-          locals.push_back(f->localsplus[i] ? frame_local_value(f->localsplus[i]) : Value::null());
+        for (Py_ssize_t i = 0; i < nparams; ++i) {
+          PyObject* o = f->localsplus[i];
+          locals.push_back(o ? frame_local_value(o) : Value::null());
+          torch_frame = torch_frame || (o && (is_torch_tensor(o) || (locals.back().is(Kind::Module) &&
+                                                                     locals.back().as<runtime::ModuleObj>()->host)));
+        }
         sync_python_state();
         entry = interpreter::lookup_or_compile(python_vm(), Ref<FunctionObj>(kbc.as<FunctionObj>()), locals.data(),
-                                               opts->options);
+                                               torch_frame ? opts->options : opts->kiln_random);
       },
       why);
   } catch (const interpreter::ProgramError& e) {
@@ -584,7 +609,10 @@ PyObject* eval_skipped_recursively(PyThreadState* ts, _PyInterpreterFrame* f, in
 // What kiln.compile returns for a Python function when frames are on.
 class FrameCompiled {
  public:
-  FrameCompiled(py::object fn, FrameOptions options) : fn_(std::move(fn)), options_(std::move(options)) { init(); }
+  FrameCompiled(py::object fn, FrameOptions options) : fn_(std::move(fn)), options_(std::move(options)) {
+    options_.root = fn_.ptr();
+    init();
+  }
 
   // CPython's vectorcall convention; a new reference, or null with the
   // error set.
@@ -623,9 +651,9 @@ void bind_eval_frame_hook(py::module_& m) {
   py::class_<FrameCompiled>(m, "FrameCompiled")
       .def(py::init([](py::object fn, const std::string& backend, bool fullgraph, py::object dynamic,
                        int cache_size_limit, bool strict) {
-             FrameOptions o{options_from(backend, fullgraph, dynamic, cache_size_limit), strict};
-             o.options.python_frames = true;
-             return std::make_unique<FrameCompiled>(std::move(fn), std::move(o));
+             Options options = options_from(backend, fullgraph, dynamic, cache_size_limit);
+             options.python_frames = true;
+             return std::make_unique<FrameCompiled>(std::move(fn), FrameOptions(std::move(options), strict));
            }),
            py::arg("fn"), py::arg("backend"), py::arg("fullgraph"), py::arg("dynamic"), py::arg("cache_size_limit"),
            py::arg("strict"))
@@ -641,8 +669,6 @@ void bind_eval_frame_hook(py::module_& m) {
         return py::reinterpret_steal<py::object>(PyCFunction_NewEx(&fastcall_def, self.ptr(), nullptr));
       });
   m.def("frames_reset", [] { ++reset_epoch; }, "Every code object's frames are classified afresh (kiln.reset).");
-  m.def("frames_active", [] { return active != nullptr; },
-        "Whether this thread runs inside a frames-path compiled call (the hook compiles the frames CPython starts).");
   m.def("set_fault_points", [](const std::string& points) { runtime::set_fault_points(points); },
         "Debug switch (tests): kiln raises an internal error at these points (frontend, tracer, backend, codegen, "
         "residual), comma-separated; '' for none. KILN_FAULT sets it at start.");

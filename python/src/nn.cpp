@@ -78,6 +78,19 @@ Value copy_tensor(const runtime::Tensor& t, py::dict& memo) {
 
 Value deepcopy_value(const Value& v, py::dict& memo);
 
+// The module's plain attributes in its Python object's __dict__ too, as
+// torch keeps them: Python's own lookup then finds an instance attribute
+// before a class attribute of the same name (CPython runs everything
+// outside graphs), while the tracer reads the C++ module. Done wherever
+// attributes arrive other than through Module.__setattr__ (which keeps the
+// two in step itself): a built-in's native __init__, a copy, an unpickle.
+void fill_instance_dict(ModuleObj* m, py::handle wrapper) {
+  if (!wrapper) return;
+  py::dict d = py::reinterpret_borrow<py::dict>(PyObject_GenericGetDict(wrapper.ptr(), nullptr));
+  Py_DECREF(d.ptr());  // (GenericGetDict gave a new reference; the object keeps its dict)
+  for (const auto& [name, x] : m->attrs) d[py::str(name->s)] = to_py(x);
+}
+
 // A module's deep copy: a new ModuleObj of the same class with every dict
 // copied (tensors cloned, submodules copied, plain attributes through
 // Python's copy.deepcopy; functions and classes shared, as Python shares
@@ -103,6 +116,7 @@ py::object deepcopy_module(const Value& v, py::dict& memo) {
   dst->training = src->training;
   dst->lazy = src->lazy;
   dst->bump_version();
+  fill_instance_dict(dst.get(), w);
   return w;
 }
 
@@ -338,6 +352,7 @@ void bind_nn(py::module_& m) {
       std::vector<Value> full{v};
       full.insert(full.end(), a.call_args().args, a.call_args().args + a.call_args().nargs);
       python_vm().call(*init, runtime::CallArgs{full.data(), full.size(), a.call_args().kwnames});
+      if (auto it = wrappers().find(module_of(v)); it != wrappers().end()) fill_instance_dict(module_of(v), it->second);
       return 0;
     });
   }, "A built-in module's native __init__ on an existing module (nn.Linear.__init__).");
@@ -345,11 +360,19 @@ void bind_nn(py::module_& m) {
     auto it = wrappers().find(module_of(v));
     if (it != wrappers().end() && it->second == wrapper.ptr()) wrappers().erase(it);
   }, "`wrapper` is going: the module surfaces in Python again through a new wrapper.");
-  m.def("module_adopt", [](const Value& v, py::handle wrapper) { wrappers()[module_of(v)] = wrapper.ptr(); },
+  m.def("module_adopt", [](const Value& v, py::handle wrapper) {
+        wrappers()[module_of(v)] = wrapper.ptr();
+        fill_instance_dict(module_of(v), wrapper);
+      },
         "`wrapper` is the module's Python object while it lives.");
   m.def("module_setattr", [](const Value& v, const std::string& name, py::handle value) {
-    guarded([&] { runtime::module_setattr(v, runtime::intern(name), to_value_shared(value)); });
-  });
+    return guarded([&] {
+      const auto key = runtime::intern(name);
+      runtime::module_setattr(v, key, to_value_shared(value));
+      return module_of(v)->attrs.contains(key.get());
+    });
+  }, "torch's __setattr__ on the C++ module; whether the value is a plain attribute (not a parameter, "
+     "buffer or submodule), which Python's __dict__ then holds too.");
   m.def("module_getattr", [](const Value& v, const std::string& name) {
     return guarded([&] {
       const auto key = runtime::intern(name);
@@ -366,20 +389,53 @@ void bind_nn(py::module_& m) {
       return shared;
     });
   });
-  m.def("module_has_hooks", [](const Value& v) {
-    const ModuleObj* m = module_of(v);
-    return !m->forward_pre_hooks.empty() || !m->forward_hooks.empty() || m->lazy;
-  });
-  m.def("module_call", [](const Value& v, py::args args, py::kwargs kwargs) {
+  // Module.__call__ (kiln/nn/__init__.py) is CPython's: it asks for the
+  // hooks and the built-in forward here and runs the program's own
+  // callables itself, so an eager call of a kiln.nn module never runs the
+  // program on the KBC VM.
+  m.def("module_hooks", [](const Value& v) {
+    const ModuleObj* mod = module_of(v);
+    auto list = [](const std::vector<runtime::Hook>& hooks) {
+      py::list out;  // a copy: a hook may remove itself while they run
+      for (const runtime::Hook& h : hooks) out.append(py::make_tuple(h.id, to_py(h.fn)));
+      return out;
+    };
+    return py::make_tuple(list(mod->forward_pre_hooks), list(mod->forward_hooks));
+  }, "(pre-hooks, hooks) of a module, each a list of (id, callable) in call order.");
+  m.def("module_materialize", [](const Value& v, py::args args, py::kwargs kwargs) {
+    guarded([&] {
+      ModuleObj* mod = module_of(v);
+      if (mod->lazy) {
+        PyArgs a(args, kwargs);
+        runtime::materialize_lazy(mod, a.call_args());
+      }
+      return 0;
+    });
+  }, "A lazy module's parameters, shaped by its first call's arguments (no-op once made).");
+  m.def("module_forward", [](const Value& cls, const Value& v, py::args args, py::kwargs kwargs) {
     TensorIdentityScope identity;
     return guarded([&] {
-      // The globals translated code reads, as they are now (a class or
-      // constant defined after the module's class was): as a compiled call.
-      sync_python_state();
+      ModuleObj* mod = module_of(v);
+      static const Ref<runtime::StrObj> forward_name = runtime::intern("forward");
+      // cls's, not the instance's class's: a subclass's super().forward(x).
+      const Value* forward = class_of(cls)->lookup(forward_name.get());
+      // Only a built-in class's native forward: a forward written in Python
+      // is CPython's to run (kiln.nn's Python classes call it directly).
+      if (!forward || !forward->is(Kind::Builtin))
+        throw_error(ErrorKind::NotImplementedError,
+                    "Module [" + mod->class_name() + "] is missing the required \"forward\" function");
       PyArgs a(args, kwargs);
-      return to_py(runtime::module_call(python_vm(), v, a.call_args()));
+      std::vector<Value> full{v};
+      const runtime::CallArgs ca = a.call_args();
+      full.insert(full.end(), ca.args, ca.args + ca.nargs);
+      return to_py(python_vm().call(*forward, runtime::CallArgs{full.data(), full.size(), ca.kwnames}));
     });
-  }, "Calls a module as the VM does: pre-hooks, forward, hooks.");
+  }, "Built-in class cls's native forward on module v (no hooks: Module.__call__ runs them).");
+  m.def("class_has_native_forward", [](const Value& cls) {
+    static const Ref<runtime::StrObj> forward_name = runtime::intern("forward");
+    const Value* forward = class_of(cls)->lookup(forward_name.get());
+    return forward && forward->is(Kind::Builtin);
+  });
   m.def("module_class_of", [](const Value& v) { return Value::object(Kind::Class, module_of(v)->cls); });
   m.def("class_name", [](const Value& cls) { return class_of(cls)->name; });
   m.def("class_id", [](const Value& cls) { return reinterpret_cast<uintptr_t>(class_of(cls).get()); },
@@ -424,6 +480,7 @@ void bind_nn(py::module_& m) {
       dst->training = py::cast<bool>(state[4]);
       dst->lazy = py::cast<bool>(state[5]);
       dst->bump_version();
+      if (auto it = wrappers().find(dst); it != wrappers().end()) fill_instance_dict(dst, it->second);
       return 0;
     });
   });

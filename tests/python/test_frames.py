@@ -593,6 +593,23 @@ def test_random_ops_draw_from_torchs_generator_as_in_eager():
     assert (e.graph_count, e.graph_break_count) == (1, 0)
 
 
+def test_random_ops_on_torch_tensors_are_torchs_when_the_function_never_names_torch():
+    """The frame reads no torch name, but a torch tensor and a torch module
+    come in: their random ops are still torch's (CPython runs them), where
+    a frame over kiln's tensors alone keeps kiln's in the graph (test_nn)."""
+    def f(x, m):
+        return m(x * 2) + 1
+
+    drop = torch.nn.Dropout(0.5)
+
+    def seeded(fn):
+        torch.manual_seed(3)
+        return fn(torch.ones(64), drop)
+
+    assert torch.equal(seeded(f), seeded(kiln.compile(f)))
+    assert "random_op" in {b["id"] for b in explain(f, torch.ones(64), drop).break_reasons}
+
+
 def test_requires_grad_is_torchs_answer_inside_compiled_code():
     """A parameter requires grad under no_grad too (kiln's tensor has no
     such flag: CPython reads it); a result of the graph under no_grad does not."""

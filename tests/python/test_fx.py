@@ -331,7 +331,7 @@ def test_a_built_in_root_is_traced_through_as_in_torch_fx():
     x = kiln.randn(2, 8)
     gm = fx.symbolic_trace(lin, x)
     assert [(n.op, n.target_str) for n in gm.graph.nodes] == [
-        ("placeholder", "x0"), ("get_attr", "weight"), ("get_attr", "bias"), ("call_function", "linear"),
+        ("placeholder", "input"), ("get_attr", "weight"), ("get_attr", "bias"), ("call_function", "linear"),
         ("output", "output")]
     assert close(gm(x), lin(x))
 

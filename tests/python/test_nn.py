@@ -88,10 +88,12 @@ class WithGetattr(nn.Module):
         super().__init__()
         self.fc = nn.Linear(3, 3)
 
+    # As torch modules write it: the module's own attributes (fc) are found
+    # through the base's __getattr__ (eager runs exactly this).
     def __getattr__(self, name):
         if name == "twice":
             return 2.0
-        raise AttributeError(name)
+        return super().__getattr__(name)
 
     def forward(self, x):
         return self.fc(x) * self.twice
@@ -275,3 +277,156 @@ def test_a_class_made_in_a_function_reads_its_closure_variables_live():
     assert close(c(x), [3.0, 3.0]) and count() == 3
     rebind(4.0)
     assert close(c(x), [4.0, 4.0]) and close(m(x), [4.0, 4.0]) and count() == 5
+
+
+# ---- eager calls are CPython's; compiled ones trace the whole module call --
+
+class _WhereAmI(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        import sys
+        self.frames.append(sys._getframe(0).f_code)
+        return self.fc(x)
+
+
+def test_an_eager_call_runs_the_programs_forward_and_hooks_on_cpython():
+    """m(x) outside kiln.compile is CPython's call of the program's own
+    forward and hooks (the frame that runs is the function's own code),
+    never a KBC copy of them on the VM; a lambda registered and forgotten
+    is kept by the module and runs as itself."""
+    import sys
+    m = _WhereAmI()
+    object.__setattr__(m, "frames", [])
+    seen = []
+    m.register_forward_pre_hook(lambda mod, args: seen.append(("pre", sys._getframe(0).f_code.co_name)))
+    m.register_forward_hook(lambda mod, args, out: out * 2)
+    import gc
+    gc.collect()
+    x = kiln.ones(2, 3)
+    got = m(x)
+    assert m.frames == [_WhereAmI.forward.__code__]
+    assert seen == [("pre", "<lambda>")]
+    assert close(got, m.fc(x) * 2)
+
+
+def test_sequential_calls_its_children_with_their_hooks_in_order():
+    order = []
+    a, b = nn.Linear(2, 2), nn.ReLU()
+    a.register_forward_hook(lambda mod, args, out: order.append("a"))
+    b.register_forward_pre_hook(lambda mod, args: order.append("b"))
+    seq = nn.Sequential(a, b)
+    x = kiln.randn(3, 2)
+    want = seq(x)
+    assert order == ["a", "b"]
+    order.clear()
+    got = kiln.compile(seq)(x)
+    assert order == ["a", "b"] and close(got, want)
+
+
+class _Twice(nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_a_subclass_of_a_built_in_reaches_its_native_forward_through_super():
+    m = _Twice(3, 3)
+    x = kiln.randn(2, 3)
+    want = m(x)
+    assert close(want, nn.Linear.forward(m, x) * 2)
+    assert close(kiln.compile(m)(x), want)
+    e = kiln.explain(m)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+def test_a_built_in_module_compiles_to_one_graph():
+    m = nn.Linear(4, 4)
+    x = kiln.randn(2, 4)
+    assert close(kiln.compile(m)(x), m(x))
+    e = kiln.explain(m)(x)
+    assert (e.graph_count, e.graph_break_count, e.ops_per_graph) == (1, 0, [1]), str(e)
+
+
+def test_a_module_call_with_hooks_compiles_to_one_graph():
+    """kiln.compile(m): pre-hooks, forward and hooks in one trace, as the
+    VM path traced them."""
+    m = Block(4)
+    m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+    m.register_forward_hook(lambda mod, args, out: out + 1)
+    x = kiln.randn(2, 4)
+    assert close(kiln.compile(m)(x), m(x))
+    e = kiln.explain(m)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+class _Loud(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.fc(x)
+        print("loud")
+        return y + 1
+
+
+def test_a_break_inside_a_module_with_hooks_runs_each_hook_once(capsys):
+    """The traced module call breaks: CPython runs Module.__call__, whose
+    forward is a frame the hook compiles with its own break; each hook runs
+    once, as in eager."""
+    calls = []
+    m = _Loud()
+    m.register_forward_hook(lambda mod, args, out: calls.append("post") or out * 3)
+    x = kiln.randn(2, 3)
+    want = m(x)
+    got = kiln.compile(m)(x)
+    assert close(got, want)
+    assert calls == ["post", "post"]
+    assert capsys.readouterr().out == "loud\nloud\n"
+
+
+def test_dropout_of_a_kiln_program_stays_in_the_graph():
+    """kiln's tensors draw from kiln's generator in eager code too: a
+    training-mode dropout is a graph op, not a break (a torch program's is
+    torch's, test_frames)."""
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    m.train()
+    e = kiln.explain(m)(kiln.randn(8, 4))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+def test_a_module_without_forward_raises_torchs_error():
+    with pytest.raises(NotImplementedError, match=r'Module \[ModuleList\] is missing the required "forward"'):
+        nn.ModuleList([nn.ReLU()])(kiln.ones(1))
+    with pytest.raises(NotImplementedError, match=r'Module \[ModuleList\] is missing the required "forward"'):
+        kiln.compile(nn.ModuleList([nn.ReLU()]))(kiln.ones(1))
+
+
+class _Shadows(nn.Module):
+    K = 2.0
+
+    def __init__(self):
+        super().__init__()
+        self.K = 0.5
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x) * self.K
+
+
+def test_an_instance_attribute_shadows_the_class_attribute_in_copies_too():
+    """CPython runs forward: the instance's K (in its __dict__, as torch
+    keeps plain attributes) wins over the class's, in the module, its deep
+    copy and its unpickled copy, eager and compiled."""
+    import copy
+    import pickle
+    m = _Shadows()
+    x = kiln.ones(1, 2)
+    for other in (m, copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert other.K == 0.5 and _Shadows.K == 2.0
+        assert close(other(x), other.fc(x) * 0.5)
+        assert close(kiln.compile(other)(x), other.fc(x) * 0.5)
+    del m.K
+    assert m.K == 2.0 and close(m(x), m.fc(x) * 2.0)

@@ -20,11 +20,15 @@ back to Python gives `Child` again; calling it constructs in Python.
 Zero-argument super() works in translated methods as in Python (the
 method's `__class__` cell holds the class).
 
-Calling a module (`m(x)`) runs what a compiled call would run, on kiln's
-reference VM: pre-hooks, forward, hooks. kiln.compile(m) traces that call.
+Calling a module (`m(x)`) is CPython's call, as torch's is: pre-hooks,
+forward, hooks, each the program's own callable (a built-in's forward is
+its native kernel). The KBC forms of a class's functions are only the
+tracer's view of them; no Python program runs on the KBC VM. kiln.compile(m)
+traces the whole call (kiln/_frames.py: Module.__call__ of the compiled
+module is traced as kiln's module call; the forward frames of kiln.nn's own
+classes are too, wherever CPython reaches them).
 """
 import abc
-import inspect
 
 from .. import _C
 from .._functions import _as_kbc
@@ -121,17 +125,6 @@ def _class_attrs(cls):
     return class_attrs_over(cls, chain)
 
 
-def _python_forward(cls):
-    """The program's forward of a kiln.nn.Module class (a Python function
-    its MRO defines before kiln's own classes), or None."""
-    for klass in cls.__mro__:
-        attr = vars(klass).get("forward")
-        if attr is not None:
-            own = klass.__module__ == __name__  # Module's and kiln's built-in modules'
-            return None if own or not inspect.isfunction(attr) else attr
-    return None
-
-
 class _ModuleType(abc.ABCMeta):
     """The class of kiln.nn.Module classes: a class attribute set or deleted
     after the class is made (`Child.K = 5`, a patched method) changes the
@@ -186,17 +179,22 @@ class Module(metaclass=_ModuleType):
     # Attributes live in the C++ module: the tracer reads them there. A
     # property of the class (a data descriptor) is Python's, as in torch:
     # its setter or deleter runs, or Python's AttributeError.
+    # A plain attribute is also in the instance's __dict__ (torch keeps it
+    # there): Python finds it before a class attribute of the same name.
     def __setattr__(self, name, value):
         if _is_data_descriptor(type(self), name):
             object.__setattr__(self, name, value)
+        elif _C.module_setattr(self._kiln_value, name, value):
+            self.__dict__[name] = value
         else:
-            _C.module_setattr(self._kiln_value, name, value)
+            self.__dict__.pop(name, None)
 
     def __delattr__(self, name):
         if _is_data_descriptor(type(self), name):
             object.__delattr__(self, name)
         else:
             _C.module_delattr(self._kiln_value, name)
+            self.__dict__.pop(name, None)
 
     def __getattr__(self, name):  # only for names Python's lookup did not find
         if name.startswith("__") or name == "_kiln_value":
@@ -204,14 +202,29 @@ class Module(metaclass=_ModuleType):
         return _C.module_getattr(self._kiln_value, name)
 
     def __call__(self, *args, **kwargs):
-        # Inside a frames-path compiled call CPython runs the program's own
-        # forward (its frame is compiled by the hook, like any other); kiln's
-        # built-in modules, hooks and lazy modules go through the C++ model.
-        if _C.frames_active():
-            forward = _python_forward(type(self))
-            if forward is not None and not _C.module_has_hooks(self._kiln_value):
-                return forward(self, *args, **kwargs)
-        return _C.module_call(self._kiln_value, *args, **kwargs)
+        # torch's order, run by CPython on the program's own callables:
+        # pre-hooks (which may replace the positional arguments), forward,
+        # hooks (which may replace the output); keywords pass straight to
+        # forward. Inside a compiled call the frame hook compiles the frames
+        # this reaches (kiln/_frames.py traces kiln.nn's own forwards as
+        # module calls).
+        value = self._kiln_value
+        _C.module_materialize(value, *args, **kwargs)
+        pre_hooks, hooks = _C.module_hooks(value)
+        if pre_hooks or hooks:
+            kept = self.__dict__.get("_kiln_hook_objects", {})
+            pre_hooks = [kept.get(i, h) for i, h in pre_hooks]
+            hooks = [kept.get(i, h) for i, h in hooks]
+        for hook in pre_hooks:
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook in hooks:
+            result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
 
     # Container modules (Sequential, ModuleList, ModuleDict) index, measure
     # and iterate as in torch; other modules raise TypeError, as there.
@@ -224,8 +237,8 @@ class Module(metaclass=_ModuleType):
     def __iter__(self):
         return iter(_C.module_items(self._kiln_value))
 
-    def forward(self, *args):
-        raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     # --- the Module API, answered by the C++ model ------------------------
     def _method(self, name):
@@ -283,11 +296,22 @@ class Module(metaclass=_ModuleType):
 
     def register_forward_pre_hook(self, hook):
         """hook(module, args) -> None or new args, before forward."""
-        return _C.call(self._method("register_forward_pre_hook"), hook)  # a handle with .remove()
+        return self._keep_hook(hook, _C.call(self._method("register_forward_pre_hook"), hook))
 
     def register_forward_hook(self, hook):
         """hook(module, args, output) -> None or new output, after forward."""
-        return _C.call(self._method("register_forward_hook"), hook)
+        return self._keep_hook(hook, _C.call(self._method("register_forward_hook"), hook))
+
+    def _keep_hook(self, hook, handle):
+        # The C++ module holds the tracer's (KBC) view of the hook, which
+        # refers to the Python callable only weakly; the module keeps the
+        # program's own object, which its eager calls run (a lambda
+        # registered and forgotten included). Removed hooks' entries go here.
+        live = {i for hooks in _C.module_hooks(self._kiln_value) for i, _ in hooks}
+        kept = {i: h for i, h in self.__dict__.get("_kiln_hook_objects", {}).items() if i in live}
+        kept[handle.id] = hook
+        object.__setattr__(self, "_kiln_hook_objects", kept)
+        return handle  # .remove() unregisters it
 
     def apply(self, fn):
         """fn(m) for every submodule, children first, then this one (torch's
@@ -343,12 +367,38 @@ def _builtin_init(self, *args, **kwargs):
     _C.module_init_builtin(self._kiln_value, *args, **kwargs)
 
 
+def _native_forward(kiln_class, name):
+    """The Python forward of a built-in class: its native forward, called
+    by CPython (Module.__call__, a subclass's super().forward). A function
+    of its own per class (its code is the frame hook's key: kiln/_frames.py
+    traces it as kiln's module call, with a cache per class)."""
+    source = ("def forward(self, input):\n"
+              "    return _C.module_forward(_CLASS, self._kiln_value, input)\n")
+    scope = {"_C": _C, "_CLASS": kiln_class}
+    exec(compile(source, __file__, "exec"), scope)
+    forward = scope["forward"]
+    forward.__qualname__ = f"{name}.forward"
+    return forward
+
+
+def _sequential_forward(self, input):
+    # torch's: each child called (hooks and all) on the previous result.
+    for module in self:
+        input = module(input)
+    return input
+
+
 def _builtin(name):
     # __module__ given: the metaclass (an ABCMeta) would otherwise name abc,
     # and pickle finds a class by its module.
-    cls = type(name, (Module,), {"_kiln_class": _C.module_class(name), "__init__": _builtin_init,
-                                 "__module__": __name__,
-                                 "__doc__": f"kiln's built-in {name} (same arguments as torch.nn.{name})."})
+    kiln_class = _C.module_class(name)
+    attrs = {"_kiln_class": kiln_class, "__init__": _builtin_init, "__module__": __name__,
+             "__doc__": f"kiln's built-in {name} (same arguments as torch.nn.{name})."}
+    if name == "Sequential":
+        attrs["forward"] = _sequential_forward
+    elif _C.class_has_native_forward(kiln_class):
+        attrs["forward"] = _native_forward(kiln_class, name)
+    cls = type(name, (Module,), attrs)
     _C.register_class(cls._kiln_class, cls, False)
     return cls
 
@@ -387,7 +437,7 @@ _C._set_module_wrapper_factory(_wrap)
 _C._set_module_base(Module)
 
 # ---- modules written in Python over kiln.nn.functional: one forward serves
-# eager calls (the VM) and compiled ones (the tracer inlines it) -------------
+# eager calls (CPython) and compiled ones (the tracer inlines it) ------------
 
 import math  # noqa: E402
 
