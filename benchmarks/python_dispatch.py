@@ -121,7 +121,7 @@ def kiln_configs(n):
                    kernel=kernel, plain=plain, target=True)
         c.kbc = inner.kbc
         out.append(c)
-        out.append(Config(n, f"  its _C.CompiledFunction alone", f"g({call})", {**env, "g": inner},
+        out.append(Config(n, f"  its _C.FrameCompiled alone", f"g({call})", {**env, "g": inner},
                           kernel=kernel, plain=plain,
                           note="without kiln.compile's Python wrapper"))
     return out

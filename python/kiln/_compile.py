@@ -1,21 +1,24 @@
-"""kiln.compile, kiln.explain and friends for Python functions.
+"""kiln.compile, kiln.explain and friends for Python callers.
 
-A Python function is translated to KBC once per code object
-(kiln._frontend) and made a KBC function whose globals mirror the
-function's module dict live (kiln._functions, python/src/functions.cpp).
-Compiled calls go straight into C++: the guard check, the compiled graph
-and the residual code, with the arguments converted once.
+kiln.compile(fn) returns fn called as itself with kiln's frame hook on
+(python/src/eval_frame_hook.cpp, kiln/_frames.py): CPython runs every
+instruction kiln does not put in a graph, on the program's own objects;
+each frame the call starts (fn's own, those it calls, a module's forward)
+is traced on first sight, its graphs compiled, and later calls check the
+frame's guards and run the compiled code. The KBC VM runs KBC programs
+(the C++ API, the `kiln` tool), never a Python program.
 
-A function kiln cannot translate (try/except, with, generators, ...) runs
-on CPython, and says so: in the logs (`KILN_LOGS=graph_breaks` or the
-`kiln.frontend` Python logger) and in kiln.explain.
+A frame kiln cannot trace (a generator, code the frontend refuses, a
+failure inside kiln) runs on CPython, and says so: in the logs
+(`KILN_LOGS=frames`) and in kiln.explain; kiln.config.strict raises
+instead.
 """
 import functools
 import inspect
 import logging
 
-from . import _C, _frontend, fx, nn
-from ._functions import _as_kbc, _disabled
+from . import _C, fx, nn
+from ._functions import _as_kbc  # noqa: F401 - kiln._compile._as_kbc: the tests read KBC views through it
 
 log = logging.getLogger("kiln.frontend")
 
@@ -23,7 +26,8 @@ log = logging.getLogger("kiln.frontend")
 class Config:
     """Process-wide settings, read when a function is compiled.
 
-    cache_size_limit: compiled entries per function before it runs on the VM.
+    cache_size_limit: compiled entries per code object (per module instance
+        for a method) before its frames run on CPython unchanged.
     enable_compiler_collectives: under mpirun, the ranks agree on input sizes
         before compiling a frame, so every rank builds the same graph and
         guards (a size that differs on any rank becomes dynamic on all).
@@ -37,17 +41,8 @@ class Config:
     def __init__(self):
         import os
         self.cache_size_limit = 8
-        # python_frames (the default): kiln compiles a Python function's
-        # frames through the frame hook (PEP 523; kiln/_frames.py): CPython
-        # runs everything outside the graphs, on the program's own objects,
-        # and the frames the function calls are compiled too.
-        # KILN_PYTHON_FRAMES=0 (or False here) selects the older path, which
-        # runs the code around graphs on the KBC VM over kiln's copies; it
-        # goes once kiln.nn's modules have moved too (docs/architecture.md).
-        self.python_frames = os.environ.get("KILN_PYTHON_FRAMES", "1") != "0"
         # strict: a failure inside kiln (frontend, tracer, backend) raises
-        # instead of leaving the frame to CPython (frames path; the tests
-        # set it).
+        # instead of leaving the frame to CPython (the tests set it).
         self.strict = os.environ.get("KILN_STRICT") == "1"
         self.enable_compiler_collectives = os.environ.get("KILN_COMPILER_COLLECTIVES") == "1"
         self.enable_guard_collectives = os.environ.get("KILN_GUARD_COLLECTIVES") == "1"
@@ -122,7 +117,7 @@ def _backend_name(backend):
 def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     """Compile a function (as `@kiln.compile`, `@kiln.compile(...)` or
     `kiln.compile(fn)`), a bound method (`kiln.compile(model.forward)`: self
-    stays bound) or a kiln.nn.Module. backend: "llvm" (default), "eager", a
+    stays bound) or a torch or kiln.nn module. backend: "llvm" (default), "eager", a
     registered name, or a Python callable (gm, example_inputs) -> callable.
     fullgraph: a graph break is an error. dynamic: None (automatic), True
     (all dims dynamic from the start) or False (never)."""
@@ -142,34 +137,14 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         bound._kiln_compiled = getattr(inner, "_kiln_compiled", None)
         bound._kiln_bound = (fn.__func__, owner)
         return bound
-    if config.python_frames and _is_module(fn):
-        # torch (kiln.nn) runs Module.__call__, hooks and all, on CPython;
-        # the hook compiles the forward frames it reaches.
+    if _is_module(fn) or (callable(fn) and hasattr(fn, "__code__")):
+        # A module: torch (kiln.nn) runs Module.__call__, hooks and all, on
+        # CPython; the hook compiles the frames it reaches.
         return _compile_frames(fn, backend, fullgraph, dynamic)
-    if isinstance(fn, nn.Module) or _is_torch_module(fn):
-        return _compile_module(fn, backend, fullgraph, dynamic)
     if not callable(fn):
-        raise TypeError(f"kiln.compile expects a function or a kiln.nn.Module, got {type(fn).__name__}")
-    if not hasattr(fn, "__code__"):
-        raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported "
-                        "(Python functions and kiln.nn modules are)")
-    if config.python_frames:
-        return _compile_frames(fn, backend, fullgraph, dynamic)
-    kbc = _as_kbc(fn)
-    if kbc is None:
-        log.warning("kiln.compile(%s): not translatable; it runs on CPython", fn.__qualname__)
-        return fn
-    config._apply()
-    compiled = _C.compile(fn, kbc, backend, fullgraph, dynamic, config.cache_size_limit)
-    compiled.torch_out = _uses_torch(fn)
-    call = compiled.fastcall  # the call without pybind11's dispatcher
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return call(*args, **kwargs)
-
-    wrapper._kiln_compiled = compiled
-    return wrapper
+        raise TypeError(f"kiln.compile expects a function or a module, got {type(fn).__name__}")
+    raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported "
+                    "(Python functions, bound methods and torch or kiln.nn modules are)")
 
 
 def _compile_frames(fn, backend, fullgraph, dynamic):
@@ -188,43 +163,15 @@ def _compile_frames(fn, backend, fullgraph, dynamic):
     wrapper._kiln_frames = True
     if module is not None:
         wrapper.module = module
-        # The KBC function whose cache holds the forward frame's entries
-        # (what _C.cache_entries counts), as _compile_module's wrapper has.
+        # The KBC function whose cache holds the module call's entries (a
+        # kiln.nn module's) or its forward frame's (a torch module's): what
+        # _C.cache_entries counts.
         try:
             wrapper._kiln_entry = compiled.kbc
         except Exception as e:  # a forward kiln cannot translate runs on CPython: no entries
             log.info("%s: no cache of its own: %s", type(fn).__qualname__, e)
             wrapper._kiln_entry = None
     return wrapper
-
-
-# Calling a module is pre-hooks, forward, hooks (runtime/module.h): the
-# traced entry point is a one-line KBC function that calls it, so a
-# module's compiled entries are guarded on the module itself.
-_CALL_MODULE_KBC = """
-.func call_module(m, *args, **kwargs)
-    LOAD_FAST m
-    LOAD_FAST args
-    LOAD_FAST kwargs
-    CALL_EX 1
-    RETURN_VALUE
-.end
-"""
-
-
-def _call_module_function():
-    """A call_module function of its own: compiled entries are cached per
-    code object, so modules compiled through one shared function would
-    share (and exhaust) one cache_size_limit, the ninth module running on
-    the VM."""
-    return _C.assemble(_CALL_MODULE_KBC, "<kiln.compile(module)>").global_("call_module")
-
-
-_CALL_MODULE = _call_module_function()
-
-
-def _no_closure():
-    pass
 
 
 def _is_torch_module(obj):
@@ -237,23 +184,6 @@ def _is_torch_module(obj):
 def _is_module(obj):
     """obj is a torch.nn.Module or a kiln.nn.Module."""
     return isinstance(obj, nn.Module) or _is_torch_module(obj)
-
-
-def _compile_module(module, backend, fullgraph, dynamic):
-    config._apply()
-    entry = _call_module_function()
-    compiled = _C.compile(_no_closure, entry, backend, fullgraph, dynamic, config.cache_size_limit)
-    compiled.torch_out = _is_torch_module(module)  # a torch model returns torch tensors
-    fast = compiled.fastcall
-
-    @functools.wraps(type(module).forward)
-    def call(*args, **kwargs):
-        return fast(module, *args, **kwargs)
-
-    call._kiln_compiled = compiled
-    call._kiln_entry = entry  # the function whose cache holds this module's entries
-    call.module = module
-    return call
 
 
 class Explanation:
@@ -287,19 +217,6 @@ class Explanation:
             what = "runs on CPython (not compiled)" if x.get("whole_frame", True) else "after a break"
             self._text += f"{x['function']} {what}: {x['reason']}\n  at {x['where']}\n"
 
-    @classmethod
-    def left_to_cpython(cls, fn, reason):
-        """The report for a function kiln leaves to CPython: no graphs, and why."""
-        name = getattr(fn, "__qualname__", repr(fn))
-        code = getattr(fn, "__code__", None)
-        where = f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
-        report = {"graph_count": 0, "graph_break_count": 0, "breaks": [], "ops_per_graph": [],
-                  "graph_objects": [], "guards": [], "recompile_reasons": [], "result": None, "error": None,
-                  "text": f"{name} runs on CPython (not compiled): {reason}\n  at {where}\n"}
-        e = cls(report)
-        e.left_to_cpython_reasons = [{"function": name, "where": where, "reason": reason}]
-        return e
-
     def __str__(self):
         return self._text
 
@@ -312,7 +229,7 @@ def explain(fn, *, backend="llvm"):
     # What kiln.compile returns leads back to what it compiled: a module, a
     # bound method (its function and self), or a function.
     bound_self = ()
-    if _is_torch_module(fn) or isinstance(fn, nn.Module):
+    if _is_module(fn):
         target = fn
     elif getattr(fn, "module", None) is not None and hasattr(fn, "_kiln_compiled"):
         target = fn.module
@@ -326,40 +243,20 @@ def explain(fn, *, backend="llvm"):
 
     def run(*args, **kwargs):
         config._apply()
-        if getattr(fn, "_kiln_frames", False) or (config.python_frames and (
-                inspect.isfunction(target) or _is_module(target))):
-            reset()
-            compiled = fn._kiln_compiled if getattr(fn, "_kiln_frames", False) else _C.FrameCompiled(
-                target, backend, False, None, config.cache_size_limit, bool(config.strict))
-            report = _C.frames_explain(compiled, *(bound_self + args), **kwargs)
-            # fn's own frame left to CPython without running through the hook
-            # (a generator function's call runs none): explain says so too.
-            code = getattr(target, "__code__", None)
-            why = _C.frames_skip_reason(code) if code is not None else None
-            if why is not None and not any(x["function"] == code.co_qualname for x in report["left_to_cpython"]):
-                report["left_to_cpython"].append({"function": code.co_qualname, "reason": why, "whole_frame": True,
-                                                  "where": f"{code.co_filename}:{code.co_firstlineno}"})
-            return Explanation(report)
-        if isinstance(target, nn.Module) or _is_torch_module(target):
-            return Explanation(_C.explain(_CALL_MODULE, (target,) + args, backend, config.cache_size_limit))
-        kbc = _as_kbc(target)
-        if kbc is None:
-            return Explanation.left_to_cpython(target, _untranslatable_reason(target))
-        return Explanation(_C.explain(kbc, bound_self + args, backend, config.cache_size_limit))
+        reset()
+        compiled = fn._kiln_compiled if getattr(fn, "_kiln_frames", False) else _C.FrameCompiled(
+            target, backend, False, None, config.cache_size_limit, bool(config.strict))
+        report = _C.frames_explain(compiled, *(bound_self + args), **kwargs)
+        # fn's own frame left to CPython without running through the hook
+        # (a generator function's call runs none): explain says so too.
+        code = getattr(target, "__code__", None)
+        why = _C.frames_skip_reason(code) if code is not None else None
+        if why is not None and not any(x["function"] == code.co_qualname for x in report["left_to_cpython"]):
+            report["left_to_cpython"].append({"function": code.co_qualname, "reason": why, "whole_frame": True,
+                                              "where": f"{code.co_filename}:{code.co_firstlineno}"})
+        return Explanation(report)
 
     return run
-
-
-def _untranslatable_reason(fn):
-    if fn in _disabled:
-        return "kiln.disable"
-    try:
-        _frontend.translate(fn)
-    except _frontend.Untranslatable as e:
-        return str(e)
-    except Exception as e:  # noqa: BLE001 - reported, not raised: explain describes
-        return f"{type(e).__name__}: {e}"
-    return "not a Python function kiln translates"
 
 
 def reset():

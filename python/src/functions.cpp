@@ -1,5 +1,6 @@
-// Python functions as KBC functions, their globals mirrored live, and the
-// compiled-function object kiln.compile returns.
+// Python functions as the KBC functions the tracer reads them through
+// (never run: CPython runs the program), their globals mirrored live; the
+// settings and reports kiln.compile's frame hook shares.
 //
 // A Python function's code is translated to KBC once (kiln/_frontend.py);
 // the KBC function reads its globals from a GlobalsObj that mirrors the
@@ -328,60 +329,6 @@ void sync_python_state() {
 }  // namespace kiln::python
 
 namespace kiln::python {
-namespace {
-
-// What kiln.compile returns (wrapped in Python by functools.wraps).
-class PyCompiled {
- public:
-  PyCompiled(py::object pyfn, Value fn, Options options)
-      : pyfn_(std::move(pyfn)), fn_(fn), compiled_(kiln::compile(fn, std::move(options))) {}
-
-  py::object call(const py::args& args, const py::kwargs& kwargs) {
-    TensorIdentityScope identity;
-    return guarded([&] { return run(PyArgs(args, kwargs)); });
-  }
-
-  // The same call in CPython's vectorcall convention, without pybind11's
-  // dispatcher (argument casters, py::args/py::kwargs, a type lookup for
-  // `self`): kiln.compile's wrapper calls this. Returns a new reference,
-  // or null with the Python error set.
-  static PyObject* fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-    try {
-      PyCompiled* c = exact_instance<PyCompiled>(self);
-      if (!c) throw py::type_error("CompiledFunction.fastcall: not bound to a CompiledFunction");
-      TensorIdentityScope identity;
-      return guarded([&] { return c->run(PyArgs(args, size_t(nargs), kwnames)); }).release().ptr();
-    } catch (py::error_already_set& e) {
-      e.restore();
-    } catch (const py::builtin_exception& e) {
-      e.set_error();
-    } catch (const std::exception& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-    }
-    return nullptr;
-  }
-
-  const Value& kbc() const { return fn_; }
-
-  // Results leave as torch tensors even when no torch tensor came in: the
-  // function uses torch's API (kiln/_compile.py decides once).
-  bool torch_out = false;
-
- private:
-  py::object run(const PyArgs& a) {
-    if (torch_out) TensorIdentityScope::active()->torch_out = true;
-    // A cell the Python code rebinds (nonlocal) reaches the KBC closure here
-    // (sync_host_cells); the tracer guards what it read from the cell.
-    sync_python_state();
-    return to_py(compiled_.call(a.call_args()));
-  }
-
-  py::object pyfn_;
-  Value fn_;
-  CompiledFunction compiled_;
-};
-
-}  // namespace
 
 // kiln.config's collective settings (kiln/_compile.py sets them before
 // each compile).
@@ -445,24 +392,6 @@ void bind_functions(py::module_& m) {
         "The KBC function of a translation, reading the Python module's globals live.");
   m.def("sync_python_state", [] { guarded([&] { sync_python_state(); }); },
         "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");
-  static PyMethodDef fastcall_def = {
-      "fastcall", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PyCompiled::fastcall)),
-      METH_FASTCALL | METH_KEYWORDS, "Calls the compiled function (CPython's vectorcall convention)."};
-  py::class_<PyCompiled>(m, "CompiledFunction")
-      .def("__call__", &PyCompiled::call)
-      .def_property_readonly("kbc", &PyCompiled::kbc)
-      .def_readwrite("torch_out", &PyCompiled::torch_out)
-      // A builtin bound to this object: f.fastcall(*args, **kwargs) is
-      // f(*args, **kwargs) at a fraction of pybind11's dispatch cost.
-      .def_property_readonly("fastcall", [](py::handle self) {
-        return py::reinterpret_steal<py::object>(PyCFunction_NewEx(&fastcall_def, self.ptr(), nullptr));
-      });
-  m.def("compile", [](py::object pyfn, const Value& fn, const std::string& backend, bool fullgraph, py::object dynamic,
-                      int cache_size_limit) {
-    return guarded([&] {
-      return std::make_unique<PyCompiled>(pyfn, fn, options_from(backend, fullgraph, dynamic, cache_size_limit));
-    });
-  });
   // backend=<a Python callable>: (gm: kiln.fx.GraphModule, example_inputs)
   // -> a callable taking the graph's inputs and returning its outputs (a
   // list or tuple, or the one output), as torch.compile's backends are.
@@ -518,15 +447,6 @@ void bind_functions(py::module_& m) {
       }
     });
   }, "Registers a Python backend (gm, example_inputs) -> callable under `name`.");
-  m.def("explain", [](const Value& fn, const py::tuple& args, const std::string& backend, int cache_size_limit) {
-    TensorIdentityScope identity;  // as a compiled call: torch tensors in, torch tensors out
-    return guarded([&] {
-      sync_python_state();
-      std::vector<Value> values;
-      for (py::handle a : args) values.push_back(to_value(a));
-      return report_to_py(kiln::explain(fn, values, options_from(backend, false, py::none(), cache_size_limit)));
-    });
-  });
   m.def("reset", [] {
     kiln::reset();
     torch_modules_walk_next();

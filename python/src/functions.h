@@ -34,7 +34,7 @@ Options options_from(const std::string& backend, bool fullgraph, const py::objec
 // An ExplainReport as the dict kiln.explain reads.
 py::object report_to_py(const ExplainReport& r);
 
-// kiln._C.make_kbc_function, compile, explain, reset, ...
+// kiln._C.make_kbc_function, register_python_backend, reset, ...
 void bind_functions(py::module_& m);
 
 }  // namespace kiln::python

@@ -40,8 +40,7 @@ def main(argv=None):
     ap.add_argument("--artifacts", default=None)
     args = ap.parse_args(argv)
     first = args.seed if args.seed is not None else 10_000_000 + (int(time.time() * 1000) % 1_000_000_000)
-    # the VM path (KILN_PYTHON_FRAMES=0) leaves out what only the frames path runs as CPython does
-    feats = progen.parse_features("", frames=progen._frames_from_env())
+    feats = progen.parse_features("")
     deadline = time.time() + args.seconds
     seed, batch = first, 8 * args.jobs
     totals = {"programs": 0, "translated": 0, "differences": 0, "crashes": 0, "hangs": 0}

@@ -12,9 +12,8 @@ copies of the same inputs, and compares
   mutation is part of what a program means), and
 - the module globals named in `globals_`, each reset before every run.
 
-Exact mode (`exact=True`; by default on when `kiln.config.python_frames` is,
-since on the frames path CPython itself runs everything outside graphs, so
-nothing but tensor values may differ) also compares
+Exact mode (`exact=True`, the default: CPython itself runs everything
+outside graphs, so nothing but tensor values may differ) also compares
 
 - Python floats bit for bit (NaN equals NaN, -0.0 is not 0.0): they are
   CPython's own results there; the tolerance `tol` stays for tensor values,
@@ -22,8 +21,8 @@ nothing but tensor values may differ) also compares
 - what each run prints (stdout captured per run, compared as text);
 - objects without `__dict__` (classes with `__slots__`) by their slots.
 
-The VM path (exact=False) keeps its tolerance for Python floats: its VM
-does the arithmetic, in C++.
+exact=False keeps a tolerance for Python floats (a test of kiln's own float
+arithmetic, which only KBC programs run).
 
 A mismatch raises AssertionError naming the run and what differs.
 """
@@ -218,14 +217,13 @@ def _compare(want, got, want_args, got_args, label, tol, want_kwargs=None, got_k
 def check(fn, *args, kwargs=None, globals_=None, backends=BACKENDS, calls=2, tol=1e-5, compile_kwargs=None,
           exact=None):
     """Runs fn on CPython and compiled (each backend, `calls` times) and
-    compares everything a program's meaning includes. `exact` (None: whether
-    kiln.config.python_frames is on) is the exact mode of the module
-    docstring. Returns CPython's outcome ("ok", value) or ("raise",
+    compares everything a program's meaning includes. `exact` (None: on) is
+    the exact mode of the module docstring. Returns CPython's outcome ("ok", value) or ("raise",
     exception) for further checks."""
     kwargs = kwargs or {}
     globals_ = globals_ or {}
     if exact is None:
-        exact = bool(kiln.config.python_frames)
+        exact = True
     g = fn.__globals__
 
     def fresh():

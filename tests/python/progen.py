@@ -12,7 +12,7 @@ the frames path, also floats bit for bit, the printed output and slots).
 
 A program is a pure function of (seed, features): a failure is reproduced
 by `python tests/python/progen.py --show SEED` (prints the source) and
-`python tests/python/progen.py --seed SEED --count 1 [--frames]` (runs it).
+`python tests/python/progen.py --seed SEED --count 1 [--strict]` (runs it).
 
 Every program terminates: loops run over small ranges or over containers
 the loop body cannot grow; while loops step a counter the body cannot touch
@@ -31,12 +31,9 @@ counts and the first failures:
 
     python tests/python/progen.py --count 100000 --seed 0 --jobs 2
 
-They run on the frames path (kiln.config.python_frames, the default) with
-differential.py's exact comparisons: floats bit for bit, printed output,
-keyword arguments, slots; `--frames` adds strict (kiln's own failures
-raise). `--vm-path` runs the older path (KILN_PYTHON_FRAMES=0), where the
-VM_PATH_OFF features are off unless named, so a seed's program depends on
-the path: give --show and --reduce --vm-path too for a VM-path seed.
+They run with differential.py's exact comparisons (CPython runs everything
+outside graphs): floats bit for bit, printed output, keyword arguments,
+slots; `--strict` makes kiln's own failures raise (KILN_STRICT=1).
 """
 import argparse
 import contextlib
@@ -68,8 +65,8 @@ FEATURES = {
     "bigints": True,            # int literals near and past 2**63 (past int64: Python's ints)
     "class_features": True,     # super(), classmethod, staticmethod, property, del attr, __class__
     "set_order": True,          # a set's iteration order seen: repr, loops, list(s), pop()
-    # The constructs the frames path's exact comparisons need (differential
-    # exact mode). With all four off, every seed gives the program it gave
+    # The constructs the exact comparisons need (differential exact mode).
+    # With all four off, every seed gives the program it gave
     # before they existed: their random draws happen only when they are on.
     "kwargs": True,             # f's parameters passed by keyword (mutated); helpers and methods called
                                 #   with keyword arguments that mutate what they are given
@@ -79,26 +76,9 @@ FEATURES = {
 }
 
 
-# What the VM path does not run as CPython does (it re-implements Python:
-# no float.hex/as_integer_ratio/is_integer, float('1_000.5'), print(flush=)).
-# Runs on the VM path leave them out (parse_features(frames=False):
-# the command line's --vm-path, KILN_PYTHON_FRAMES=0);
-# the frames path runs CPython's own and needs them for its exact comparisons.
-VM_PATH_OFF = ("prints", "floats")
-
-
-def _frames_from_env():
-    """Whether kiln will take the frames path, before kiln is imported
-    (kiln.config reads KILN_PYTHON_FRAMES once, at import; on unless 0)."""
-    return os.environ.get("KILN_PYTHON_FRAMES", "1") != "0"
-
-
-def parse_features(spec, frames=True):
-    """FEATURES changed by "+name,-name"; on the VM path (frames=False) the
-    VM_PATH_OFF features start off (a +name in `spec` still turns one on)."""
+def parse_features(spec):
+    """FEATURES changed by "+name,-name"."""
     feats = dict(FEATURES)
-    if not frames:
-        feats.update((name, False) for name in VM_PATH_OFF)
     for item in filter(None, (spec or "").split(",")):
         on = not item.startswith("-")
         name = item.lstrip("+-")
@@ -147,19 +127,16 @@ class Program:
     def filename(self):
         return f"<progen {self.seed}>"
 
-    def describe(self, frames=None):
-        """What reproduces the program: seed, features, arguments, source.
-        `frames` (None: whether kiln.config.python_frames is on, or before
-        kiln is imported KILN_PYTHON_FRAMES) adds --frames to the command,
-        the path the difference was seen on."""
+    def describe(self):
+        """What reproduces the program: seed, features, arguments, source
+        (with --strict when kiln's own failures raise here)."""
         spec = features_spec(self.feats)
-        if frames is None:
-            kiln = sys.modules.get("kiln")
-            frames = bool(kiln.config.python_frames) if kiln is not None else _frames_from_env()
+        kiln = sys.modules.get("kiln")
+        strict = bool(kiln.config.strict) if kiln is not None else os.environ.get("KILN_STRICT") == "1"
         kw = ("\nkwargs: " + ", ".join(f"{k}={v}" for k, v in self.kwargs)) if self.kwargs else ""
         return (f"seed {self.seed}" + (f" features {spec}" if spec else "") + f"\nargs: {self.args_src}{kw}\n"
                 f"reproduce: python tests/python/progen.py --seed {self.seed} --count 1"
-                + (f" --features={spec}" if spec else "") + (" --frames" if frames else "") + f"\n{self.source}")
+                + (f" --features={spec}" if spec else "") + (" --strict" if strict else "") + f"\n{self.source}")
 
 
 # The module-level prelude: classes the function body may use.
@@ -2022,8 +1999,7 @@ def load(program):
 def run_program(program, backends=None, exact=None):
     """differential.check on the program: raises AssertionError naming the
     seed and the full source when kiln differs from CPython. `exact` is
-    check's (None: on with kiln.config.python_frames). Returns CPython's
-    outcome."""
+    check's (None: on). Returns CPython's outcome."""
     from differential import BACKENDS, check
     fn, args, kwargs, globals_ = load(program)
     try:
@@ -2301,19 +2277,14 @@ def main(argv=None):
     ap.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
     ap.add_argument("--reduce", type=int, metavar="SEED",
                     help="print a smaller program failing like SEED's (its function body reduced line by line)")
-    ap.add_argument("--frames", action="store_true",
-                    help="run on the frames path, strict (KILN_PYTHON_FRAMES=1 KILN_STRICT=1, also for the workers): "
-                         "exact comparisons (differential.py)")
-    ap.add_argument("--vm-path", action="store_true",
-                    help="run on the older path (KILN_PYTHON_FRAMES=0: the code around graphs on the KBC VM), "
-                         "with its feature set (VM_PATH_OFF off)")
+    ap.add_argument("--strict", action="store_true",
+                    help="kiln's own failures raise (KILN_STRICT=1, also for the workers) instead of leaving the "
+                         "frame to CPython")
     ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.frames:  # before kiln is imported: its config reads them once
-        os.environ["KILN_PYTHON_FRAMES"] = os.environ["KILN_STRICT"] = "1"
-    if a.vm_path:
-        os.environ["KILN_PYTHON_FRAMES"] = "0"
-    feats = parse_features(a.features, frames=_frames_from_env())
+    if a.strict:  # before kiln is imported: its config reads it once
+        os.environ["KILN_STRICT"] = "1"
+    feats = parse_features(a.features)
     if a.worker:
         return _worker(*a.worker, feats)
     if a.reduce is not None:

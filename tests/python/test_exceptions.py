@@ -762,21 +762,16 @@ def test_graph_breaks_inside_try_and_with(fn, fail):
 @pytest.mark.parametrize("fail", [False, True])
 def test_a_break_inside_a_try_compiles_the_code_before_it(fail):
     # `t * 2` before the try is a graph; the break at note() inside the try
-    # resumes there, and explain says who runs the rest: on the VM path a
-    # resume function (with the exception table) on the VM; on the frames
-    # path CPython, in a copy of the original bytecode, while note()'s own
-    # frames are compiled (and break at their print()).
+    # resumes there, and explain says who runs the rest: CPython, in a copy
+    # of the original bytecode, while note()'s own frames are compiled (and
+    # break at their print()).
     e = kiln.explain(tensor_in_try)(kiln.tensor([1.0]), fail)
     assert e.graph_count == 1 and e.ops_per_graph == [1]
     ids = [b["id"] for b in e.break_reasons]
-    if kiln.config.python_frames:
-        assert ids[0] == "inlined_break" and set(ids[1:]) == {"side_effect_builtin"}, ids
-        [rest] = e.left_to_cpython_reasons
-        assert rest["function"] == "tensor_in_try" and not rest["whole_frame"]
-        assert "try or with block" in rest["reason"] and f"from line {tensor_in_try.__code__.co_firstlineno + 3}" in rest["reason"]
-    else:
-        assert ids == ["inlined_break", "in_try_block"]
-        assert "try or with block" in e.break_reasons[1]["reason"]
+    assert ids[0] == "inlined_break" and set(ids[1:]) == {"side_effect_builtin"}, ids
+    [rest] = e.left_to_cpython_reasons
+    assert rest["function"] == "tensor_in_try" and not rest["whole_frame"]
+    assert "try or with block" in rest["reason"] and f"from line {tensor_in_try.__code__.co_firstlineno + 3}" in rest["reason"]
 
 
 # -- tracebacks --------------------------------------------------------------------

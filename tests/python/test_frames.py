@@ -1,4 +1,4 @@
-"""The frames path (kiln.config.python_frames): kiln compiles a Python
+"""The frames path (kiln's only path for Python callers): kiln compiles a Python
 program's frames through the PEP 523 hook and CPython runs everything
 outside the graphs, on the program's own objects (python/src/
 eval_frame_hook.cpp, kiln/_frames.py).
@@ -22,11 +22,11 @@ pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the fra
 
 @pytest.fixture(autouse=True)
 def frames():
-    saved = (kiln.config.python_frames, kiln.config.strict)
-    kiln.config.python_frames, kiln.config.strict = True, True
+    saved = kiln.config.strict
+    kiln.config.strict = True
     kiln.reset()
     yield
-    kiln.config.python_frames, kiln.config.strict = saved
+    kiln.config.strict = saved
     kiln._C.set_fault_points("")
     kiln.reset()
 
@@ -862,7 +862,7 @@ def test_a_frozenset_constant_in_residual_code_keeps_its_order(hash_seed):
     import os
     prog = (
         "import kiln\n"
-        "kiln.config.python_frames = kiln.config.strict = True\n"
+        "kiln.config.strict = True\n"
         "def f():\n    return frozenset('mississippi'), set('hello world'), (frozenset(('ab', 'cd', 'ef')),)\n"
         "want, got = f(), kiln.compile(f)()\n"
         "print(repr(want) == repr(got), want, got)\n")

@@ -8,10 +8,10 @@ the call; only tensor values keep a tolerance.
 4,000 fixed seeds in batches of 100 (about 100 s alone on this 2-core
 machine; the generator's own tests are in test_generated_programs.py). A failing batch lists every
 failing seed with its full source; reproduce one with
-`python tests/python/progen.py --seed SEED --count 1 --frames`.
+`python tests/python/progen.py --seed SEED --count 1 --strict`.
 KILN_PROGEN_PROGRAMS changes the number of programs and KILN_PROGEN_SEED the
 first seed (a longer run is faster on the command line, which recycles its
-worker processes: `python tests/python/progen.py --frames --count N --seed S
+worker processes: `python tests/python/progen.py --strict --count N --seed S
 --jobs 2`).
 
 PYTEST_DONT_REWRITE: the programs are translated as generated."""
@@ -56,11 +56,11 @@ REGRESSIONS = [655, 1040, 1214, 2656, 6598, 32278, 33321]
 
 @pytest.fixture(autouse=True)
 def frames_path():
-    saved = (kiln.config.python_frames, kiln.config.strict)
-    kiln.config.python_frames, kiln.config.strict = True, True
+    saved = kiln.config.strict
+    kiln.config.strict = True
     kiln.reset()
     yield
-    kiln.config.python_frames, kiln.config.strict = saved
+    kiln.config.strict = saved
     kiln.reset()
 
 
@@ -170,7 +170,7 @@ def test_a_float_one_ulp_off_is_reported(monkeypatch):
         return (math.nextafter(r[0], math.inf),) + r[1:]
     report = _run_with(monkeypatch, change)
     assert report is not None and "result[0]" in report and "floats compared exactly" in report
-    assert "--frames" in report and SOURCE in report
+    assert "--strict" in report and SOURCE in report
 
 
 def test_a_zero_of_the_other_sign_is_reported(monkeypatch):

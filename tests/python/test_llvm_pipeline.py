@@ -35,9 +35,9 @@ def test_every_pipeline_gives_eager_results(pipeline):
 def test_an_unknown_pipeline_is_an_error_naming_the_variable():
     r = run("O4")
     message = "KILN_LLVM_PIPELINE: expected kiln, O1, O2 or O3, got 'O4'"
-    if os.environ.get("KILN_PYTHON_FRAMES", "1") != "0" and os.environ.get("KILN_STRICT") != "1":
-        # The frames path: a frame kiln fails to compile runs on CPython
-        # (eager's answer), and the log says why.
+    if os.environ.get("KILN_STRICT") != "1":
+        # A frame kiln fails to compile runs on CPython (eager's answer),
+        # and the log says why.
         assert r.returncode == 0 and float(r.stdout.strip().split()[-1]) <= 1e-6, r.stderr
         r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, KILN_CACHE_DIR="off", KILN_LLVM_PIPELINE="O4", KILN_STRICT="1"))
