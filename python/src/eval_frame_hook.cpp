@@ -280,6 +280,36 @@ struct HostCode {
   }
 };
 
+// A kiln callable the residual's CPython code calls (the compiled graph, a
+// namespace reader): a builtin function over CPython's vectorcall
+// convention, bound to the callable's Python handle (kiln._C.Object),
+// without pybind11's dispatcher and its args tuple and kwargs dict: the
+// graph call is on every cached call of a frame that breaks.
+PyObject* native_fastcall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  try {
+    const Value* v = exact_instance<Value>(self);
+    if (!v) throw py::type_error("kiln: a residual callable lost its kiln value");
+    return guarded([&] {
+      PyArgs a(args, size_t(nargs), kwnames);
+      return to_py(python_vm().call(*v, a.call_args()));
+    }).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+py::object native_callable(const Value& v) {
+  static PyMethodDef def = {"kiln_native", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&native_fastcall)),
+                            METH_FASTCALL | METH_KEYWORDS, "A kiln callable, called by a residual's CPython code."};
+  py::object handle = py::cast(v);
+  return py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, handle.ptr(), nullptr));
+}
+
 // A residual constant as CPython code holds it. kiln's own builtins that
 // stand for Python's (iter, set, getattr, ...: the residual rebuilds
 // values with them) become Python's very objects, so everything the code
@@ -310,6 +340,10 @@ py::object residual_const(const Value& v) {
         if (PyObject_TypeCheck(method.ptr(), &PyMethodDescr_Type)) return method;
       }
     }
+    py::object o = to_py(v);
+    // Still kiln's handle (not a Python type or exception class it stands for).
+    if (exact_instance<Value>(o.ptr())) return native_callable(v);
+    return o;
   }
   return to_py(v);
 }
