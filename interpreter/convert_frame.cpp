@@ -182,9 +182,17 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     FastPath fast;
     fast.graph = compiled;
     bool ok = true;
+    auto param = [&](const output_graph::Source* s) {
+      return s && s->kind == SourceKind::Local && s->local_index >= 0 && s->local_index < code.nparams();
+    };
     for (const auto& in : ctx.out.inputs()) {
-      if (in.source->kind != SourceKind::Local || in.source->local_index >= code.nparams()) ok = false;
-      else fast.inputs.push_back(size_t(in.source->local_index));
+      const output_graph::Source* s = in.source.get();
+      if (param(s))
+        fast.inputs.push_back({size_t(s->local_index)});
+      else if (s->kind == SourceKind::Item && param(s->base.get()) && s->key.is(Kind::Int) && s->key.as_int() >= 0)
+        fast.inputs.push_back({size_t(s->base->local_index), s->key.as_int()});
+      else
+        ok = false;
     }
     if (ok && result_template(tx->result(), r, ctx, code.nparams(), fast.result)) out.fast = std::move(fast);
   }

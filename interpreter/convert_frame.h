@@ -37,9 +37,18 @@ struct ResultTemplate {
   std::vector<ResultTemplate> items;
 };
 
+// Where a fast path's graph input is: a bound parameter, or an item of one
+// at a constant index (a varargs tuple's: kiln.nn's Module.__call__(self,
+// *args) reads its input as args[0]; the entry's guards fixed the
+// container's type and length, so the read cannot fail).
+struct FastInput {
+  size_t param = 0;
+  int64_t item = -1;  // >= 0: params[param][item]
+};
+
 struct FastPath {
   output_graph::CompiledGraph graph;  // empty when the trace made no graph
-  std::vector<size_t> inputs;         // the bound parameter behind each graph input
+  std::vector<FastInput> inputs;      // the bound parameter behind each graph input
   ResultTemplate result;
 };
 

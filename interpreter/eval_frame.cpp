@@ -348,7 +348,13 @@ std::vector<Value> interpreter::run_fast_graph(CallContext& vm, const interprete
   if (!fast.graph) return {};
   std::vector<Value> inputs;
   inputs.reserve(fast.inputs.size());
-  for (size_t i : fast.inputs) inputs.push_back(params[i]);
+  for (const FastInput& in : fast.inputs) {
+    const Value& p = params[in.param];
+    if (in.item < 0) inputs.push_back(p);
+    else if (p.is(Kind::Tuple) && size_t(in.item) < p.as<TupleObj>()->items.size())
+      inputs.push_back(p.as<TupleObj>()->items[size_t(in.item)]);
+    else inputs.push_back(runtime::get_item(p, Value::integer(in.item)));
+  }
   return fast.graph(vm, inputs);
 }
 

@@ -8,6 +8,8 @@
 
 #include "codegen/llvm_backend.h"
 #include "corpus.h"
+#include "interpreter/convert_frame.h"
+#include "interpreter/frame_cache.h"
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
 #include "runtime/module.h"
@@ -274,6 +276,34 @@ TEST_CASE("a closure cell changing recompiles", "[tracer][guards]") {
   CHECK(repr(f({x})) == "tensor([2., 4.])");
   fn.as<FunctionObj>()->closure[0]->v = Value::floating(10.0);
   CHECK(repr(f({x})) == "tensor([10., 20.])");
+}
+
+// kiln.nn's Module.__call__(self, *args, **kwargs) reads its input as
+// args[0]: a plain-return trace over an item of a varargs tuple still runs
+// as the graph alone (no residual code per cached call).
+TEST_CASE("a graph input read from a varargs tuple keeps the fast path", "[tracer]") {
+  Program p = program(R"(
+.func f(*args)
+    LOAD_FAST args
+    LOAD_CONST 0
+    BINARY_SUBSCR
+    LOAD_CONST 2
+    BINARY_OP *
+    RETURN_VALUE
+.end
+)");
+  reset();
+  interpreter::VM vm;
+  const Value args = make_tuple({T({1, 2}, {2})});
+  interpreter::TraceOutcome out =
+      interpreter::convert_frame(Ref<FunctionObj>(p.global("f").as<FunctionObj>()), {args}, eager_options(), vm);
+  REQUIRE(out.fast.has_value());
+  REQUIRE(out.fast->inputs.size() == 1);
+  CHECK((out.fast->inputs[0].param == 0 && out.fast->inputs[0].item == 0));
+  CHECK(repr(interpreter::run_fast(vm, *out.fast, &args)) == "tensor([2., 4.])");
+  CompiledFunction c = compile(p.global("f"), eager_options());
+  CHECK(repr(c({T({3, 4}, {2})})) == "tensor([6., 8.])");
+  CHECK(repr(c({T({5, 6}, {2})})) == "tensor([10., 12.])");
 }
 
 TEST_CASE("past cache_size_limit the function runs on the VM, still correct", "[tracer][guards]") {
