@@ -610,27 +610,6 @@ def test_random_ops_on_torch_tensors_are_torchs_when_the_function_never_names_to
     assert "random_op" in {b["id"] for b in explain(f, torch.ones(64), drop).break_reasons}
 
 
-def test_super_forward_of_a_mapped_torch_module_called_by_cpython_is_torchs():
-    """The torch twin of test_nn's: a Linear subclass whose forward reaches
-    torch's Linear.forward through super() from CPython (after a break in a
-    try block) gets torch's Linear, not its own forward run again."""
-    class Odd(torch.nn.Linear):
-        def forward(self, x, loud=False):
-            try:
-                if loud:
-                    print("loud")
-                y = super().forward(x)
-            finally:
-                pass
-            return y * 2
-
-    m = Odd(3, 3)
-    x = torch.randn(2, 3)
-    with torch.no_grad():
-        want, got = m(x, loud=True), kiln.compile(m)(x, loud=True)
-    assert torch.allclose(got, want)
-
-
 def test_requires_grad_is_torchs_answer_inside_compiled_code():
     """A parameter requires grad under no_grad too (kiln's tensor has no
     such flag: CPython reads it); a result of the graph under no_grad does not."""
