@@ -84,11 +84,19 @@ Value deepcopy_value(const Value& v, py::dict& memo);
 // outside graphs), while the tracer reads the C++ module. Done wherever
 // attributes arrive other than through Module.__setattr__ (which keeps the
 // two in step itself): a built-in's native __init__, a copy, an unpickle.
-void fill_instance_dict(ModuleObj* m, py::handle wrapper) {
-  if (!wrapper) return;
-  py::dict d = py::reinterpret_borrow<py::dict>(PyObject_GenericGetDict(wrapper.ptr(), nullptr));
+void fill_instance_dict(ModuleObj* m) {
+  auto it = wrappers().find(m);
+  if (it == wrappers().end()) return;
+  py::dict d = py::reinterpret_borrow<py::dict>(PyObject_GenericGetDict(it->second, nullptr));
   Py_DECREF(d.ptr());  // (GenericGetDict gave a new reference; the object keeps its dict)
   for (const auto& [name, x] : m->attrs) d[py::str(name->s)] = to_py(x);
+}
+
+// A built-in class's native forward (null: none, or one written in Python).
+const Value* native_forward(const Value& cls) {
+  static const Ref<runtime::StrObj> forward_name = runtime::intern("forward");
+  const Value* forward = class_of(cls)->lookup(forward_name.get());
+  return forward && forward->is(Kind::Builtin) ? forward : nullptr;
 }
 
 // A module's deep copy: a new ModuleObj of the same class with every dict
@@ -116,7 +124,7 @@ py::object deepcopy_module(const Value& v, py::dict& memo) {
   dst->training = src->training;
   dst->lazy = src->lazy;
   dst->bump_version();
-  fill_instance_dict(dst.get(), w);
+  fill_instance_dict(dst.get());
   return w;
 }
 
@@ -352,7 +360,7 @@ void bind_nn(py::module_& m) {
       std::vector<Value> full{v};
       full.insert(full.end(), a.call_args().args, a.call_args().args + a.call_args().nargs);
       python_vm().call(*init, runtime::CallArgs{full.data(), full.size(), a.call_args().kwnames});
-      if (auto it = wrappers().find(module_of(v)); it != wrappers().end()) fill_instance_dict(module_of(v), it->second);
+      fill_instance_dict(module_of(v));
       return 0;
     });
   }, "A built-in module's native __init__ on an existing module (nn.Linear.__init__).");
@@ -362,7 +370,7 @@ void bind_nn(py::module_& m) {
   }, "`wrapper` is going: the module surfaces in Python again through a new wrapper.");
   m.def("module_adopt", [](const Value& v, py::handle wrapper) {
         wrappers()[module_of(v)] = wrapper.ptr();
-        fill_instance_dict(module_of(v), wrapper);
+        fill_instance_dict(module_of(v));
       },
         "`wrapper` is the module's Python object while it lives.");
   m.def("module_setattr", [](const Value& v, const std::string& name, py::handle value) {
@@ -416,12 +424,10 @@ void bind_nn(py::module_& m) {
     TensorIdentityScope identity;
     return guarded([&] {
       ModuleObj* mod = module_of(v);
-      static const Ref<runtime::StrObj> forward_name = runtime::intern("forward");
       // cls's, not the instance's class's: a subclass's super().forward(x).
-      const Value* forward = class_of(cls)->lookup(forward_name.get());
-      // Only a built-in class's native forward: a forward written in Python
-      // is CPython's to run (kiln.nn's Python classes call it directly).
-      if (!forward || !forward->is(Kind::Builtin))
+      // Only a native one: a forward written in Python is CPython's to run.
+      const Value* forward = native_forward(cls);
+      if (!forward)
         throw_error(ErrorKind::NotImplementedError,
                     "Module [" + mod->class_name() + "] is missing the required \"forward\" function");
       PyArgs a(args, kwargs);
@@ -431,11 +437,7 @@ void bind_nn(py::module_& m) {
       return to_py(python_vm().call(*forward, runtime::CallArgs{full.data(), full.size(), ca.kwnames}));
     });
   }, "Built-in class cls's native forward on module v (no hooks: Module.__call__ runs them).");
-  m.def("class_has_native_forward", [](const Value& cls) {
-    static const Ref<runtime::StrObj> forward_name = runtime::intern("forward");
-    const Value* forward = class_of(cls)->lookup(forward_name.get());
-    return forward && forward->is(Kind::Builtin);
-  });
+  m.def("class_has_native_forward", [](const Value& cls) { return native_forward(cls) != nullptr; });
   m.def("module_class_of", [](const Value& v) { return Value::object(Kind::Class, module_of(v)->cls); });
   m.def("class_name", [](const Value& cls) { return class_of(cls)->name; });
   m.def("class_id", [](const Value& cls) { return reinterpret_cast<uintptr_t>(class_of(cls).get()); },
@@ -480,7 +482,7 @@ void bind_nn(py::module_& m) {
       dst->training = py::cast<bool>(state[4]);
       dst->lazy = py::cast<bool>(state[5]);
       dst->bump_version();
-      if (auto it = wrappers().find(dst); it != wrappers().end()) fill_instance_dict(dst, it->second);
+      fill_instance_dict(dst);
       return 0;
     });
   });
