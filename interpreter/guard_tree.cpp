@@ -220,6 +220,8 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         if (s.name == "__self__") return &bm->self;
         return nullptr;
       }
+      if (base->is(Kind::Function))  // a translated Python function's own attribute (runtime/value.h)
+        return host_function_attr(*base->as<FunctionObj>(), s.name, scratch) ? &scratch : nullptr;
       if (!base->is(Kind::Module)) return nullptr;
       return module_instance_slot(base->as<ModuleObj>(), s.interned.get());
     case SourceKind::Item: {

@@ -248,9 +248,17 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
     }
     case VTKind::UserFunction:
     case VTKind::Builtin: {
-      if (ctx_.python_frames && obj->kind == VTKind::UserFunction)
+      if (ctx_.python_frames && obj->kind == VTKind::UserFunction) {
+        // The program's function, not kiln's translation of it, answers
+        // (its __module__, __name__, a __dict__ entry), guarded at its
+        // source as the guards re-read it.
+        Value v;
+        if (obj->source && obj->value.is(Kind::Function) &&
+            runtime::host_function_attr(*obj->value.as<FunctionObj>(), name, v))
+          return ctx_.builder.wrap(v, attr_source(obj->source, name));
         unsupported(BreakReason::untraced_object, "attribute '" + name + "' of the Python function " + obj->str() +
                                                       " (CPython reads the function's own)");
+      }
       Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
       if (v.is_null()) unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
       return from_value(v);

@@ -170,6 +170,14 @@ int64_t RangeObj::length() const {
   return 0;
 }
 
+namespace {
+HostFunctionAttr host_function_attr_hook = nullptr;
+}
+void set_host_function_attr(HostFunctionAttr hook) { host_function_attr_hook = hook; }
+bool host_function_attr(const FunctionObj& fn, std::string_view name, Value& out) {
+  return host_function_attr_hook && host_function_attr_hook(fn, name, out);
+}
+
 FunctionObj::FunctionObj() = default;
 FunctionObj::~FunctionObj() = default;
 void FunctionObj::traverse(Visitor& v) const {

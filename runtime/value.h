@@ -331,6 +331,17 @@ struct FunctionObj final : Object {
   void traverse(Visitor& v) const override;  // out of line: GlobalsObj is incomplete here
   void clear() override;
 };
+// The embedder's seam for a KBC function made from one of its own (python/:
+// a Python function translated for tracing). host_function_attr: the
+// attribute `name` of that host function, read without running user code
+// (its __name__, __module__, a __dict__ entry) — the host's object, not
+// kiln's copy, is what the program sees. False for KBC's own functions and
+// for attributes the host does not expose this way. Both the tracer and the
+// guards (interpreter/guard_tree.cpp) read through it.
+using HostFunctionAttr = bool (*)(const FunctionObj& fn, std::string_view name, Value& out);
+void set_host_function_attr(HostFunctionAttr hook);
+bool host_function_attr(const FunctionObj& fn, std::string_view name, Value& out);
+
 struct BoundMethodObj final : Object {
   Value func, self;
   void traverse(Visitor& v) const override {

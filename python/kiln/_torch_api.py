@@ -456,6 +456,24 @@ FUNCTIONS = {
     **{f"torch.nn.functional.{n}": f"F.{n}" for n in _F.__all__},
 }
 
+# torch functions that report how the program is being run, and torch's
+# once-per-process usage logging: the tracer calls torch's own function at
+# trace time on known arguments and folds its answer, so library code
+# guarded by `if not torch.jit.is_scripting():` (torchvision's
+# stochastic_depth) traces without a break. Answers are eager's (kiln is
+# not torch.compile: torch.compiler.is_compiling() is False, as it is for
+# the program run without kiln). They are read when the graph is traced,
+# not guarded: a compiled function later run under torch.jit.trace keeps
+# the answer it was traced with (Dynamo folds these the same way).
+TRACE_TIME = (
+    "torch.jit.is_scripting", "torch.jit.is_tracing", "torch._C._get_tracing_state",
+    "torch.fx._symbolic_trace.is_fx_tracing", "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
+    "torch.onnx.is_in_onnx_export", "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling",
+    "torch.compiler.is_exporting", "torch._utils.is_compiling",
+    # logs a key once per process: at trace time is when eager would first log it
+    "torch._C._log_api_usage_once",
+)
+
 TENSOR_METHODS = {
     "t": t, "mm": mm, "bmm": mm, "to": to, "type_as": type_as, "view_as": view_as, "reshape_as": reshape_as,
     "expand_as": expand_as, "detach": detach, "cpu": cpu, "ndimension": ndimension, "nelement": nelement,
@@ -757,6 +775,10 @@ def install(torch):
         obj = _resolve(torch, path)
         if obj is not None:
             _C._map_torch(obj, _target(value))
+    for path in TRACE_TIME:
+        obj = _resolve(torch, path)
+        if obj is not None:
+            _C._fold_torch(obj)
     for path, cls in TYPES.items():
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():

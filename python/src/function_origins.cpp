@@ -1,6 +1,10 @@
 #include "python/src/function_origins.h"
 
+#include <algorithm>
 #include <unordered_map>
+
+#include "python/src/convert.h"
+#include "python/src/foreign.h"
 
 namespace kiln::python {
 
@@ -38,5 +42,44 @@ py::object python_function_of(const Value& fn) {
   PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());
   return o == Py_None ? py::object() : py::reinterpret_borrow<py::object>(o);
 }
+
+namespace {
+
+// A Python function's attribute as the program reads it, without running
+// its code: the function type cannot be subclassed and keeps Python's
+// default lookup, so its data (name, module, docstring, defaults) and its
+// __dict__ entries are plain reads. Its code, globals, closure and
+// builtins stay CPython's: a trace that reads those breaks.
+bool origin_attr(const runtime::FunctionObj& fn, std::string_view name, Value& out) {
+  static constexpr std::string_view kData[] = {"__name__",     "__qualname__",    "__module__", "__doc__",
+                                               "__defaults__", "__kwdefaults__", "__wrapped__"};
+  auto it = origins().find(&fn);
+  if (it == origins().end()) return false;
+  PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());
+  if (o == Py_None || !PyFunction_Check(o)) return false;
+  return calling_python([&] {
+    py::str key(name.data(), name.size());
+    PyObject** dict_ptr = _PyObject_GetDictPtr(o);
+    if (PyObject* dict = dict_ptr ? *dict_ptr : nullptr) {
+      if (PyObject* v = PyDict_GetItemWithError(dict, key.ptr())) {  // borrowed; str keys run no user code
+        out = to_value_shared(py::handle(v));
+        return true;
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+    }
+    if (std::find(std::begin(kData), std::end(kData), name) == std::end(kData)) return false;
+    PyObject* v = PyObject_GetAttr(o, key.ptr());
+    if (!v) {  // __wrapped__ of an unwrapped function: AttributeError, left to CPython
+      PyErr_Clear();
+      return false;
+    }
+    out = to_value_shared(py::reinterpret_steal<py::object>(v));
+    return true;
+  });
+}
+
+}  // namespace
+
+void install_function_origin_attrs() { runtime::set_host_function_attr(origin_attr); }
 
 }  // namespace kiln::python

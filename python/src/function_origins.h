@@ -18,4 +18,8 @@ void remember_origin(const runtime::Value& fn, const py::object& origin);
 // Python caller its copy of the program's function.
 py::object python_function_of(const runtime::Value& fn);
 
+// Makes the tracer and the guards read a translated function's attributes
+// off the Python function it was made from (runtime::host_function_attr).
+void install_function_origin_attrs();
+
 }  // namespace kiln::python

@@ -9,6 +9,7 @@
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
+#include "python/src/function_origins.h"
 #include "python/src/errors.h"
 #include "python/src/foreign.h"
 #include "python/src/python_ints.h"
@@ -289,6 +290,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "kiln's C++ core: tensors, ops, KBC, the tracer and its backends";
   install_python_hashes();  // first: nothing may be hashed before (runtime/hash.h)
   install_python_ints();
+  install_function_origin_attrs();
   // GC support: a module's Python wrapper holds its kiln value here, and the
   // value may hold Python objects that hold the wrapper (visit_python_refs).
   auto gc_setup = py::custom_type_setup([](PyHeapTypeObject* heap_type) {

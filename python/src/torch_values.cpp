@@ -143,6 +143,15 @@ const runtime::ForeignVTable kTorchFunctionVTable = [] {
   vt.pure = nullptr;
   return vt;
 }();
+// kiln/_torch_api.py's TRACE_TIME rows (torch.jit.is_scripting, ...): the
+// tracer calls torch's own function on known arguments and folds its answer,
+// the one eager gets at that moment.
+bool torch_trace_time_pure(void*) { return true; }
+const runtime::ForeignVTable kTorchTraceTimeVTable = [] {
+  runtime::ForeignVTable vt = kTorchFunctionVTable;
+  vt.pure = torch_trace_time_pure;
+  return vt;
+}();
 // torch.no_grad() & co.: the tracer traces their with-blocks as doing
 // nothing; the classes (and a decorator's `clone`) are pure: calling them
 // only makes such an object.
@@ -261,6 +270,14 @@ void bind_torch(py::module_& m) {
     guarded([&] { register_op_function(torch_obj, to_value(target)); });
     torch_obj.inc_ref();  // the table's key: torch's objects live for the process anyway
   }, "kiln/_torch_api.py's rows: compiled code reaching torch_obj gets target's kiln value.");
+  m.def("_fold_torch", [](py::handle torch_obj) {
+    guarded([&] {
+      torch_obj.inc_ref();  // the Foreign value's reference
+      register_op_function(torch_obj, Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(
+                                                                       &kTorchTraceTimeVTable, torch_obj.ptr())));
+    });
+    torch_obj.inc_ref();  // the table's key, as for _map_torch
+  }, "kiln/_torch_api.py's TRACE_TIME rows: compiled code calls torch_obj at trace time and folds the answer.");
   m.def("_register_tensor_method", [](const std::string& name, py::handle fn) {
     guarded([&] { runtime::register_tensor_method(name, to_value(fn)); });
   }, "A tensor method kiln code finds before the registry op of that name (kiln/_torch_api.py).");

@@ -366,6 +366,38 @@ def test_functions_read_after_a_break_are_the_programs_own():
     check(f, lambda: (torch.ones(2),))
 
 
+def test_a_python_functions_own_attributes_are_read_in_the_graph_and_guarded():
+    # torchvision's _log_api_usage_once(stochastic_depth) reads
+    # fn.__module__ / fn.__name__ in the middle of a model: the program's
+    # function answers (not kiln's translation of it), without a break, and
+    # a changed attribute is seen on the next call.
+    def helper(v):
+        return v + 1
+
+    helper.scale = 3
+
+    def f(x):
+        return x * helper.scale + len(helper.__module__) + len(helper.__name__) + len(helper.__qualname__)
+
+    c = check(f, lambda: (torch.ones(2),))
+    e = kiln.explain(f)(torch.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    helper.scale, helper.__name__ = 5, "renamed_helper"
+    assert same(f(torch.ones(2)), c(torch.ones(2)))
+
+
+def test_a_python_functions_code_and_globals_stay_cpythons():
+    def helper(v):
+        return v + 1
+
+    def f(x):
+        return x * len(helper.__code__.co_name)
+
+    e = kiln.explain(f)(torch.ones(2))
+    assert e.graph_break_count >= 1 and "__code__" in str(e), str(e)
+    check(f, lambda: (torch.ones(2),))
+
+
 def test_an_in_place_operator_on_a_tensor_made_in_the_graph_stays_in_the_graph():
     def f(x):
         y = x * 1

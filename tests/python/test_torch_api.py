@@ -437,6 +437,30 @@ def test_mapped_functions_on_tensors_kiln_does_not_take_run_on_torch(backend):
             assert all(g.requires_grad for g in got)
 
 
+def test_every_trace_time_row_names_a_torch_function():
+    assert [p for p in _torch_api.TRACE_TIME if _torch_api._resolve(torch, p) is None] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tracing_state_functions_fold_to_eagers_answers(backend):
+    # torchvision's stochastic_depth: `if not torch.jit.is_scripting() and
+    # not torch.jit.is_tracing(): _log_api_usage_once(...)` in every block.
+    def f(x):
+        if not torch.jit.is_scripting() and not torch.jit.is_tracing():
+            torch._C._log_api_usage_once("kiln.test.tracing_state")
+        flags = (torch.compiler.is_compiling(), torch.compiler.is_dynamo_compiling(),
+                 torch.onnx.is_in_onnx_export(), torch.fx._symbolic_trace.is_fx_tracing())
+        return x * 2, flags
+
+    x = t(4)
+    want = f(x)
+    got = kiln.compile(f, backend=backend)(x)
+    same(want[0], got[0])
+    assert got[1] == want[1] == (False, False, False, False)
+    e = kiln.explain(f, backend=backend)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_finfo_and_iinfo_fold(backend):
     def f(x):
