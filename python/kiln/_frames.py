@@ -122,12 +122,14 @@ _MODULE_CALL_CODE = nn.Module.__call__.__code__
 
 def classify(code):
     """None when frames of `code` are traced, "root module call" when only
-    the compiled module's own call is, else (why CPython runs them, whether
-    what they call is left to CPython too)."""
+    the compiled module's own call is, "module forward" when only a module
+    whose class's forward is this code is (not a subclass's super().forward),
+    else (why CPython runs them, whether what they call is left to CPython
+    too)."""
     if code is _MODULE_CALL_CODE:
         return "root module call"  # traced for kiln.compile(module)'s own module only
     if code in _builtin_forwards():
-        return None
+        return "module forward"  # traced when the module's own class's forward is this one
     if code.co_name in _NOT_FUNCTIONS:
         return f"{code.co_name} code (not a function body)", False
     if code in _functions._disabled_codes:

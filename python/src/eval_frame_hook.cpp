@@ -89,7 +89,7 @@ thread_local const FrameOptions* active = nullptr;
 
 // kiln/_frames.py's callbacks, set once at import.
 struct Callbacks {
-  py::object classify;  // code -> None (trace it), "root module call" (CodeState::root_only) or why it is skipped
+  py::object classify;  // code -> None (trace it), "root module call" / "module forward" (CodeState) or why not
   py::object kbc;       // function -> its KBC function, or None
   py::object build;     // (code, residual info) -> (CPython code object, note or None), or why not (a str)
   py::object uses_torch;  // function -> whether it reads torch (its tensors then leave as torch's)
@@ -126,6 +126,12 @@ struct CodeState {
   // other module, it runs unchanged and its hooks and forward are frames of
   // their own: a break there is the forward's, not reported twice.
   bool root_only = false;
+  // The forward of a module class whose forward is kiln's (kiln/_frames.py
+  // _builtin_forwards): traced as `self.forward(...)`, which is this code
+  // only when the module's class resolves forward to it. Reached through a
+  // subclass's super().forward(x), it runs unchanged (its native kernel, or
+  // torch's own): tracing it as the subclass's forward would run that.
+  bool own_forward_only = false;
   ~CodeState() { Py_XDECREF(func_ref); }
 };
 
@@ -175,9 +181,9 @@ CodeState* classify(PyCodeObject* code) {
       py::object why = callbacks().classify(py::handle(reinterpret_cast<PyObject*>(code)));
       if (why.is_none()) {
         st->mode = CodeState::Mode::Trace;
-      } else if (py::isinstance<py::str>(why) && py::cast<std::string>(why) == "root module call") {
+      } else if (py::isinstance<py::str>(why)) {  // "root module call" or "module forward"
         st->mode = CodeState::Mode::Trace;
-        st->root_only = true;
+        (py::cast<std::string>(why) == "root module call" ? st->root_only : st->own_forward_only) = true;
       } else {
         py::tuple t = why;  // (reason, recursive)
         st->skip_reason = py::str(t[0]);
@@ -211,6 +217,13 @@ void skip(PyCodeObject* code, CodeState* st, const std::string& why) {
   st->skip_reason = why;
   st->kbc = Value::null();
   left_to_cpython(code, why);
+}
+
+// Whether `self`'s class resolves `forward` to a function of `code`.
+bool forward_is(PyObject* self, PyCodeObject* code) {
+  static PyObject* name = PyUnicode_InternFromString("forward");
+  PyObject* fwd = self ? _PyType_Lookup(Py_TYPE(self), name) : nullptr;  // borrowed; the type's method cache
+  return fwd && PyFunction_Check(fwd) && PyFunction_GET_CODE(fwd) == reinterpret_cast<PyObject*>(code);
 }
 
 // A frame's argument as the tracer reads it. A bound method of a module
@@ -530,6 +543,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
   if (st && st->mode == CodeState::Mode::Skip && st->recursive) return eval_skipped_recursively(ts, f, throw_flag);
   if (!st || st->mode != CodeState::Mode::Trace || !f->f_func) return eval_default(ts, f, throw_flag);
   if (st->root_only && f->localsplus[0] != opts->root) return eval_default(ts, f, throw_flag);
+  if (st->own_forward_only && !forward_is(f->localsplus[0], code)) return eval_default(ts, f, throw_flag);
 
   const Py_ssize_t nparams = nparams_of(code);
   std::shared_ptr<const CacheEntry> entry;

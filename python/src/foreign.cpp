@@ -221,6 +221,20 @@ bool foreign_instance_check(void* h, const Value& obj, bool subclass) {
 bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
   PyObject* o = handle_of(h);
   PyTypeObject* tp = Py_TYPE(o);
+  // A class's names (_log_api_usage_once reads obj.__class__.__name__):
+  // type's own getsets when its metaclass is type itself, which runs no
+  // user code; a heap class's may be reassigned, and the guard re-reads them.
+  if (tp == &PyType_Type && (name == "__name__" || name == "__qualname__" || name == "__module__")) {
+    return calling_python([&] {
+      PyObject* v = PyObject_GetAttrString(o, std::string(name).c_str());
+      if (!v) {
+        PyErr_Clear();
+        return false;
+      }
+      out = to_value_shared(py::reinterpret_steal<py::object>(v));
+      return true;
+    });
+  }
   if (tp->tp_getattro != PyObject_GenericGetAttr || PyType_Check(o) || PyModule_Check(o)) return false;
   return calling_python([&] {
     py::str key(name.data(), name.size());

@@ -52,7 +52,7 @@ namespace {
 // builtins stay CPython's: a trace that reads those breaks.
 bool origin_attr(const runtime::FunctionObj& fn, std::string_view name, Value& out) {
   static constexpr std::string_view kData[] = {"__name__",     "__qualname__",    "__module__", "__doc__",
-                                               "__defaults__", "__kwdefaults__", "__wrapped__"};
+                                               "__defaults__", "__kwdefaults__", "__wrapped__", "__class__"};
   auto it = origins().find(&fn);
   if (it == origins().end()) return false;
   PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());

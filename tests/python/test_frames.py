@@ -289,7 +289,8 @@ def test_which_code_is_traced():
     # torch calls the program back from Module.__call__: not recursive
     assert _frames.classify(torch.nn.Module._call_impl.__code__) == ("library code (torch)", False)
     assert _frames.classify(np.ones.__code__ if hasattr(np.ones, "__code__") else np.linspace.__code__)[1] is True
-    assert _frames.classify(torch.nn.GRU.forward.__code__) is None  # kiln's own GRU forward stands for it
+    # kiln's own GRU forward stands for it, when the module's class resolves forward to it
+    assert _frames.classify(torch.nn.GRU.forward.__code__) == "module forward"
 
 
 def test_the_hook_is_only_installed_during_a_compiled_call():
@@ -377,7 +378,8 @@ def test_a_python_functions_own_attributes_are_read_in_the_graph_and_guarded():
     helper.scale = 3
 
     def f(x):
-        return x * helper.scale + len(helper.__module__) + len(helper.__name__) + len(helper.__qualname__)
+        return x * helper.scale + len(helper.__module__) + len(helper.__name__) + len(helper.__qualname__) \
+            + len(helper.__class__.__name__)
 
     c = check(f, lambda: (torch.ones(2),))
     e = kiln.explain(f)(torch.ones(2))
@@ -640,6 +642,27 @@ def test_random_ops_on_torch_tensors_are_torchs_when_the_function_never_names_to
 
     assert torch.equal(seeded(f), seeded(kiln.compile(f)))
     assert "random_op" in {b["id"] for b in explain(f, torch.ones(64), drop).break_reasons}
+
+
+def test_super_forward_of_a_mapped_torch_module_called_by_cpython_is_torchs():
+    """The torch twin of test_nn's: a Linear subclass whose forward reaches
+    torch's Linear.forward through super() from CPython (after a break in a
+    try block) gets torch's Linear, not its own forward run again."""
+    class Odd(torch.nn.Linear):
+        def forward(self, x, loud=False):
+            try:
+                if loud:
+                    print("loud")
+                y = super().forward(x)
+            finally:
+                pass
+            return y * 2
+
+    m = Odd(3, 3)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        want, got = m(x, loud=True), kiln.compile(m)(x, loud=True)
+    assert torch.allclose(got, want)
 
 
 def test_requires_grad_is_torchs_answer_inside_compiled_code():

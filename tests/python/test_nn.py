@@ -430,3 +430,26 @@ def test_an_instance_attribute_shadows_the_class_attribute_in_copies_too():
         assert close(kiln.compile(other)(x), other.fc(x) * 0.5)
     del m.K
     assert m.K == 2.0 and close(m(x), m.fc(x) * 2.0)
+
+
+class _SuperAfterBreak(nn.Linear):
+    def forward(self, x, loud=False):
+        try:
+            if loud:
+                print("loud")
+            y = super().forward(x)  # CPython calls it: the try block's rest after the break
+        finally:
+            pass
+        return y * 2
+
+
+def test_super_forward_of_a_built_in_called_by_cpython_is_the_built_ins(capsys):
+    """CPython runs super().forward(x) after a break: the built-in's forward
+    frame is traced as a module call only when the module's own class's
+    forward is that one; here it runs the native kernel (traced as
+    self.forward it ran the subclass's forward again: twice the answer)."""
+    m = _SuperAfterBreak(3, 3)
+    x = kiln.randn(2, 3)
+    want = m(x, loud=True)
+    assert close(kiln.compile(m)(x, loud=True), want)
+    assert close(want, nn.Linear.forward(m, x) * 2)
