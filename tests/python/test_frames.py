@@ -388,6 +388,24 @@ def test_a_python_functions_own_attributes_are_read_in_the_graph_and_guarded():
     assert same(f(torch.ones(2)), c(torch.ones(2)))
 
 
+def test_inspect_signature_in_compiled_code_sees_the_programs_function():
+    # transformers reads inspect.signature(self.forward).parameters to decide
+    # which arguments a model takes: the program's function answers.
+    import inspect
+
+    def helper(a, b=2, *, c):
+        pass
+
+    class Net(torch.nn.Module):
+        def forward(self, x, mask=None):
+            names = list(inspect.signature(self.forward).parameters)
+            return x * len(names), "mask" in names, inspect.signature(helper).parameters["b"].default
+
+    m, x = Net(), torch.ones(2)
+    want, got = m(x), kiln.compile(m)(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (True, 2)
+
+
 def test_a_python_functions_code_and_globals_stay_cpythons():
     def helper(v):
         return v + 1
