@@ -54,9 +54,26 @@ void class_delattr(ClassObj* cls, const StrObj* name) {
 
 void ModuleObj::bump_version() { version = next_version(); }
 
+namespace {
+PendingMethodResolver pending_method_resolver = nullptr;
+}
+void set_pending_method_resolver(PendingMethodResolver resolver) { pending_method_resolver = resolver; }
+
+const Value* ClassObj::find_own(const StrObj* key) const {
+  const Value* v = methods.find(key);
+  if (v && v->is(Kind::Foreign) && pending_method_resolver) {
+    // Resolved in place: the slot is the attribute's own (no rehash), so
+    // pointers other lookups returned stay valid. No epoch change: the
+    // class means what it meant, only kiln's form of it is made now.
+    Value method;
+    if (pending_method_resolver(*v, method)) *const_cast<Value*>(v) = std::move(method);
+  }
+  return v;
+}
+
 const Value* ClassObj::lookup(const StrObj* key) const {
   for (const ClassObj* c = this; c; c = c->base.get())
-    if (const Value* v = c->methods.find(key)) return v;
+    if (const Value* v = c->find_own(key)) return v;
   return nullptr;
 }
 

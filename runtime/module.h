@@ -50,6 +50,9 @@ struct ClassObj final : Object {
   Value constructor = Value::null();
   // Looks `name` up in this class, then its bases.
   const Value* lookup(const StrObj* name) const;
+  // `name` in this class's own attributes, a pending method resolved
+  // (set_pending_method_resolver).
+  const Value* find_own(const StrObj* name) const;
   bool is_subclass_of(const ClassObj* other) const;
   // The nearest built-in class in the base chain (None if none).
   BuiltinModule builtin_kind() const;
@@ -135,6 +138,15 @@ uint64_t class_epoch();
 // whether it did (false: a class of KBC alone, changed here).
 using HostClassAttrHook = bool (*)(ClassObj* cls, const StrObj* name, const Value& value);
 void set_host_class_attr_hook(HostClassAttrHook hook);
+// A class attribute that stands for a method not made yet (python/: a
+// Python function of a torch class's body, translated to KBC only when the
+// tracer first looks it up, not when the class is read). The resolver says
+// whether `attr` is such a placeholder and, if so, gives the method it
+// stands for; ClassObj::lookup then stores that in the attribute's slot, so
+// no reader of a class's methods ever sees a placeholder. Readers that
+// walk `methods` directly go through ClassObj::find_own.
+using PendingMethodResolver = bool (*)(const Value& attr, Value& method);
+void set_pending_method_resolver(PendingMethodResolver resolver);
 void class_setattr(ClassObj* cls, const Ref<StrObj>& name, const Value& value);
 void class_delattr(ClassObj* cls, const StrObj* name);
 

@@ -53,7 +53,7 @@ const Value* super_find(const SuperObj* s, const StrObj* name, ClassObj** owner)
   // obj_type's chain passes through `type` (make_super checked it): the
   // search starts at the class after it.
   for (ClassObj* c = s->type_class()->base.get(); c; c = c->base.get())
-    if (const Value* v = c->methods.find(name)) {
+    if (const Value* v = c->find_own(name)) {
       if (owner) *owner = c;
       return v;
     }

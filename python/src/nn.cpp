@@ -18,6 +18,7 @@
 #include "python/src/foreign.h"
 #include "python/src/python_vm.h"
 #include "python/src/tensor_identity.h"
+#include "python/src/function_origins.h"
 #include "python/src/functions.h"
 #include "python/src/nn.h"
 #include "runtime/builtins.h"
@@ -219,10 +220,52 @@ bool python_class_attr(runtime::ClassObj* cls, const runtime::StrObj* name, cons
   }
   return true;
 }
+
+// A class body's function as a method: its KBC form, or a native that calls
+// the Python function when kiln cannot translate it (as a class attribute
+// it must still bind to the instance as a method does).
+Value method_of(py::handle fn) {
+  Value v = to_value(fn);
+  if (!v.is(Kind::Foreign)) return v;  // its KBC translation
+  std::string name = py::cast<std::string>(fn.attr("__qualname__"));
+  runtime::Object* callee = v.obj();  // held by the builtin (make_builtin_closure's rule)
+  return runtime::make_builtin_closure(
+      name,
+      [callee](runtime::CallContext& ctx, const runtime::CallArgs& args) {
+        return ctx.call(Value::object(Kind::Foreign, callee), args);
+      },
+      {runtime::Ref<runtime::Object>(callee)});
+}
+
+// A method not made yet (runtime::set_pending_method_resolver): the Python
+// function itself, translated the first time a lookup reaches it. A torch
+// class's body has dozens of methods the tracer never calls (transformers'
+// PreTrainedModel: generate, save_pretrained, ...); translating them all
+// when the class is first read cost most of a first call.
+const runtime::ForeignVTable kPendingMethodVTable = kPyObjectVTable;
+bool resolve_pending_method(const Value& attr, Value& method) {
+  if (attr.as<runtime::ForeignObj>()->vt != &kPendingMethodVTable) return false;
+  method = calling_python([&] { return method_of(py::handle(handle_of(attr.as<runtime::ForeignObj>()->handle))); });
+  return true;
+}
+Value pending_method(py::handle fn) {
+  fn.inc_ref();
+  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPendingMethodVTable, fn.ptr()));
+}
+// The Python function a class attribute is or stands for (pending, or
+// translated from it); null for anything else.
+PyObject* python_function_behind(const Value& v) {
+  if (v.is(Kind::Foreign) && v.as<runtime::ForeignObj>()->vt == &kPendingMethodVTable)
+    return handle_of(v.as<runtime::ForeignObj>()->handle);
+  py::object f = python_function_of(v);
+  return f ? f.ptr() : nullptr;  // borrowed: the origin lives while the class holds its translation
+}
+
 }  // namespace
 
 void bind_nn(py::module_& m) {
   runtime::set_host_class_attr_hook(python_class_attr);
+  runtime::set_pending_method_resolver(resolve_pending_method);
   // super() over a Python class that is no kiln class (a plain helper
   // class's method translated to KBC) is Python's own business.
   runtime::set_host_super(foreign(py::module_::import("builtins").attr("super")));
@@ -279,6 +322,8 @@ void bind_nn(py::module_& m) {
       Ref<runtime::ClassObj> cls = class_of(kc);
       auto same = [](const Value& a, const Value& b) {
         if (a.is_same(b)) return true;
+        // A method pending or made from the same Python function.
+        if (PyObject* f = python_function_behind(a)) return f == python_function_behind(b);
         if (a.kind() != b.kind()) return false;
         const bool plain = a.is(Kind::Int) || a.is(Kind::Float) || a.is(Kind::Bool) || a.is(Kind::Str);
         return plain && runtime::values_equal(a, b);
@@ -314,23 +359,8 @@ void bind_nn(py::module_& m) {
   }, py::arg("fget"), py::arg("fset") = py::none(), py::arg("fdel") = py::none(),
      "property(fget, fset, fdel) of KBC functions or Python callables; None: absent.");
   m.def("make_staticmethod", [](const Value& f) { return runtime::make_staticmethod(f); });
-  m.def("as_method", [](py::handle fn) {
-    return guarded([&] {
-      Value v = to_value(fn);
-      if (!v.is(Kind::Foreign)) return v;  // its KBC translation
-      // A function kiln could not translate stays Python's; as a class
-      // attribute it must still bind to the instance as a method does, so
-      // it is a native (which binds) calling the Python function.
-      std::string name = py::cast<std::string>(fn.attr("__qualname__"));
-      runtime::Object* callee = v.obj();  // held by the builtin (make_builtin_closure's rule)
-      return runtime::make_builtin_closure(
-          name,
-          [callee](runtime::CallContext& ctx, const runtime::CallArgs& args) {
-            return ctx.call(Value::object(Kind::Foreign, callee), args);
-          },
-          {runtime::Ref<runtime::Object>(callee)});
-    });
-  }, "A class body's function as a method: its KBC form, or a native that calls the Python function.");
+  m.def("pending_method", [](py::handle fn) { return pending_method(fn); },
+        "A class body's function as a method made when the tracer first looks it up (as_method then).");
   m.def("make_classmethod", [](const Value& f) { return runtime::make_classmethod(f); });
   m.def("as_value_shared", [](py::handle obj) { return guarded([&] { return to_value_shared(obj); }); },
         "A Python object as kiln sees an argument: a list, dict or set stays the caller's own object.");

@@ -883,6 +883,32 @@ def test_monkeypatching_a_module_recompiles_or_stays_correct(make):
     assert torch.equal(compiled(x), m(x))
 
 
+@pytest.mark.parametrize("base", ["torch", "kiln"])
+def test_a_classs_methods_are_translated_only_when_the_tracer_reaches_them(base):
+    """A library class's body has many methods a forward never calls
+    (transformers' PreTrainedModel: generate, save_pretrained, ...): kiln
+    translates a method to KBC when the tracer first looks it up, not when
+    it first reads the class."""
+    from kiln import _functions
+
+    Base = torch.nn.Module if base == "torch" else kiln.nn.Module
+
+    class Net(Base):
+        def forward(self, x):
+            return self.used(x) * 2
+
+        def used(self, x):
+            return x + 1
+
+        def unused(self, x):
+            return x - 1
+
+    m, x = Net(), (torch.ones(2) if base == "torch" else kiln.ones(2))
+    want, got = m(x), kiln.compile(m)(x)
+    assert want.tolist() == got.tolist() == [4.0, 4.0]
+    assert Net.used in _functions._kbc and Net.unused not in _functions._kbc
+
+
 def test_a_functions_code_replaced_is_seen_called_and_inlined():
     def helper(x):
         return x + 1

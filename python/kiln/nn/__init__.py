@@ -64,7 +64,7 @@ def _function(f):
 
 def _class_attr(name, attr):
     """What the C++ class holds for one class attribute: a function as KBC
-    (or a Python callable), a property, staticmethod or classmethod as
+    (or a Python callable) once first looked up, a property, staticmethod or classmethod as
     such, a class constant as itself (a list or dict stays the class's own
     object); None for Python's own machinery."""
     if name in _NOT_ATTRIBUTES:
@@ -76,7 +76,9 @@ def _class_attr(name, attr):
     if isinstance(attr, classmethod):
         return _C.make_classmethod(_C.as_value(attr.__func__))
     if callable(attr) and hasattr(attr, "__code__"):
-        return _C.as_method(attr)
+        # Translated when the tracer first looks it up (most of a library
+        # class's methods never are): python/src/nn.cpp pending_method.
+        return _C.pending_method(attr)
     if name.startswith("__") and name.endswith("__"):
         return None
     return _C.as_value_shared(attr)
