@@ -360,7 +360,7 @@ void bind_nn(py::module_& m) {
      "property(fget, fset, fdel) of KBC functions or Python callables; None: absent.");
   m.def("make_staticmethod", [](const Value& f) { return runtime::make_staticmethod(f); });
   m.def("pending_method", [](py::handle fn) { return pending_method(fn); },
-        "A class body's function as a method made when the tracer first looks it up (as_method then).");
+        "A class body's function as a method, made (its KBC form, or a native calling it) when first looked up.");
   m.def("make_classmethod", [](const Value& f) { return runtime::make_classmethod(f); });
   m.def("as_value_shared", [](py::handle obj) { return guarded([&] { return to_value_shared(obj); }); },
         "A Python object as kiln sees an argument: a list, dict or set stays the caller's own object.");
