@@ -56,11 +56,31 @@ void ModuleObj::bump_version() { version = next_version(); }
 
 namespace {
 PendingMethodResolver pending_method_resolver = nullptr;
-}
+HostClassReader host_class_reader = nullptr;
+}  // namespace
 void set_pending_method_resolver(PendingMethodResolver resolver) { pending_method_resolver = resolver; }
+void set_host_class_reader(HostClassReader reader) { host_class_reader = reader; }
+
+void forget_host_reads(ClassObj* cls) {
+  auto reads = std::move(cls->host_reads);  // dies after the map is consistent again
+  cls->host_reads.clear();
+  ++class_epoch_counter;
+}
 
 const Value* ClassObj::find_own(const StrObj* key) const {
   const Value* v = methods.find(key);
+  if (!v && reads_host && host_class_reader) {
+    auto it = host_reads.find(key);
+    if (it == host_reads.end()) {
+      Value read = Value::null();
+      if (!host_class_reader(this, key, read)) read = Value::null();
+      // The reader may have read other names meanwhile: emplace, never
+      // overwrite, and node addresses stay put.
+      it = host_reads.emplace(key, std::make_pair(intern(key->s), std::move(read))).first;
+    }
+    if (it->second.second.is_null()) return nullptr;
+    v = &it->second.second;
+  }
   if (v && v->is(Kind::Foreign) && pending_method_resolver) {
     // Resolved in place: the slot is the attribute's own (no rehash), so
     // pointers other lookups returned stay valid. No epoch change: the

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -48,10 +49,19 @@ struct ClassObj final : Object {
   // calling the class calls this, which constructs the object there (its
   // own __new__ and __init__ run). Null: instantiate() below.
   Value constructor = Value::null();
+  // A class of the host language (python/: a torch.nn.Module or kiln.nn.Module
+  // subclass) is never copied: an attribute is read from the host class the
+  // first time a lookup asks for it (set_host_class_reader) and kept in
+  // `host_reads` (a miss as Null) until the host class changes
+  // (forget_host_reads). A tracing-time cache of what was read, nothing a
+  // program runs on. Node-based on purpose: a pointer a lookup returned stays
+  // valid while later lookups read more names.
+  bool reads_host = false;
+  mutable std::unordered_map<const StrObj*, std::pair<Ref<StrObj>, Value>> host_reads;
   // Looks `name` up in this class, then its bases.
   const Value* lookup(const StrObj* name) const;
-  // `name` in this class's own attributes, a pending method resolved
-  // (set_pending_method_resolver).
+  // `name` in this class's own attributes (read from the host class when
+  // reads_host), a pending method resolved (set_pending_method_resolver).
   const Value* find_own(const StrObj* name) const;
   bool is_subclass_of(const ClassObj* other) const;
   // The nearest built-in class in the base chain (None if none).
@@ -59,10 +69,16 @@ struct ClassObj final : Object {
   void traverse(Visitor& v) const override {
     visit(v, base);
     methods.traverse(v);
+    for (const auto& [key, read] : host_reads) {
+      visit(v, read.first);
+      visit(v, read.second);
+    }
     visit(v, constructor);
   }
   void clear() override {
     methods.take();
+    auto reads = std::move(host_reads);
+    host_reads.clear();
     Value c = std::move(constructor);
     constructor = Value::null();
   }
@@ -147,6 +163,16 @@ void set_host_class_attr_hook(HostClassAttrHook hook);
 // walk `methods` directly go through ClassObj::find_own.
 using PendingMethodResolver = bool (*)(const Value& attr, Value& method);
 void set_pending_method_resolver(PendingMethodResolver resolver);
+// Reads `name` from the host class of `cls` (ClassObj::reads_host): true
+// with the attribute as kiln holds it (a pending method, a property, a
+// constant), false when the class does not define it itself (its kiln base
+// chain answers then, or nothing does).
+using HostClassReader = bool (*)(const ClassObj* cls, const StrObj* name, Value& out);
+void set_host_class_reader(HostClassReader reader);
+// The host class of `cls` changed (a class attribute set, a method
+// replaced, a base changed): what was read is read again on demand, and a
+// new class epoch makes every compiled entry that may have folded it stale.
+void forget_host_reads(ClassObj* cls);
 void class_setattr(ClassObj* cls, const Ref<StrObj>& name, const Value& value);
 void class_delattr(ClassObj* cls, const StrObj* name);
 

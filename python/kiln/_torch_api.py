@@ -618,9 +618,10 @@ def kiln_class_for(cls):
     torch_modules.h): torch.nn.Module is kiln's Module (its methods are
     kiln's Module model: attribute lookup, __call__ with hooks, parameters(),
     ...), a MODULES row kiln's class of that name, any other class a new
-    kiln class under the kiln class of its torch base, holding what its own
-    body (and its mixins) define, translated as kiln.nn translates a
-    kiln.nn.Module subclass's body."""
+    kiln class under the kiln class of its torch base. Nothing is copied
+    into it: the tracer reads an attribute from cls the first time it looks
+    one up (read_class_attr), and reads it again when cls or a base changes
+    (its type version moves: python/src/torch_modules.cpp)."""
     kc = _KILN_CLASSES.get(cls)
     if kc is not None:
         return kc
@@ -634,13 +635,7 @@ def kiln_class_for(cls):
         base_kc = kiln_class_for(_torch_base(cls, torch))
         kc = _C.make_class(cls.__name__, cls.__qualname__, base_kc)
         _C.register_class(kc, cls, True)
-        _KILN_CLASSES[cls] = kc
-        _C.set_class_attrs(kc, _own_attrs(cls, torch))
-        # The class stays the program's: a change to it (Net.K = 5,
-        # Net.forward = g, on it or a base) is read again before the next
-        # compiled call (python/src/torch_modules.cpp: the watched classes).
-        _C.watch_torch_class(cls)
-        return kc
+        _C.read_class_attrs_from(kc, cls, read_class_attr)
     _KILN_CLASSES[cls] = kc
     return kc
 
@@ -649,28 +644,22 @@ def _torch_base(cls, torch):
     return next(b for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, torch.nn.Module))
 
 
-def _own_attrs(cls, torch):
-    """The attributes of cls's kiln class: what its MRO defines before its
-    torch base's chain (whose kiln class answers the rest)."""
-    def keep_torch_internals_python(klass, attr):
+def read_class_attr(cls, name):
+    """One attribute of a torch class's kiln class: what cls's MRO defines
+    for `name` before its torch base's chain (whose kiln class answers the
+    rest), or None."""
+    import sys
+    torch = sys.modules["torch"]
+    klass, attr = _nn.first_definition(cls, name, set(_torch_base(cls, torch).__mro__))
+    if klass is None:
+        return None
+    if _torch_defined(klass) and inspect.isfunction(attr):
         # torch's own modules without a MODULES row (nn.GRU,
         # nn.MultiheadAttention, ...): their methods are torch's internals,
         # not the program. They stay Python (a call of the module breaks and
         # torch runs it).
-        if _torch_defined(klass) and inspect.isfunction(attr):
-            disable(attr)
-
-    return _nn.class_attrs_over(cls, set(_torch_base(cls, torch).__mro__), keep_torch_internals_python)
-
-
-def refresh_kiln_class(cls):
-    """cls changed (its type version did): its kiln class's attributes
-    read again; those that differ are set (compiled entries that read the
-    class recompile), those gone deleted."""
-    import sys
-    kc = _KILN_CLASSES.get(cls)
-    if kc is not None:
-        _C.update_class_attrs(kc, _own_attrs(cls, sys.modules["torch"]))
+        disable(attr)
+    return _nn.class_attr(name, attr)
 
 
 _MAPPED = {}

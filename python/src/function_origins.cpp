@@ -57,6 +57,9 @@ bool origin_attr(const runtime::FunctionObj& fn, std::string_view name, Value& o
   if (it == origins().end()) return false;
   PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());
   if (o == Py_None || !PyFunction_Check(o)) return false;
+  // Not foreign_plain_attr: a function's __globals__, __closure__ and
+  // __builtins__ are member descriptors, which that read answers; here
+  // they stay CPython's (a break), so only the __dict__ and kData are read.
   return calling_python([&] {
     py::str key(name.data(), name.size());
     PyObject** dict_ptr = _PyObject_GetDictPtr(o);

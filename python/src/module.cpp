@@ -19,6 +19,7 @@
 #include "python/src/eval_frame_hook.h"
 #include "python/src/functions.h"
 #include "python/src/fx.h"
+#include "python/src/host_classes.h"
 #include "python/src/nn.h"
 #include "python/src/set_layout.h"
 #include "runtime/builtins.h"
@@ -340,6 +341,7 @@ PYBIND11_MODULE(_C, m) {
   bind_ops(m);
   bind_functions(m);
   bind_eval_frame_hook(m);
+  bind_host_classes(m);
   bind_nn(m);
   bind_fx(m);
   bind_torch(m);

@@ -20,6 +20,7 @@
 #include "python/src/tensor_identity.h"
 #include "python/src/function_origins.h"
 #include "python/src/functions.h"
+#include "python/src/host_classes.h"
 #include "python/src/nn.h"
 #include "runtime/builtins.h"
 #include "runtime/descriptors.h"
@@ -221,51 +222,10 @@ bool python_class_attr(runtime::ClassObj* cls, const runtime::StrObj* name, cons
   return true;
 }
 
-// A class body's function as a method: its KBC form, or a native that calls
-// the Python function when kiln cannot translate it (as a class attribute
-// it must still bind to the instance as a method does).
-Value method_of(py::handle fn) {
-  Value v = to_value(fn);
-  if (!v.is(Kind::Foreign)) return v;  // its KBC translation
-  std::string name = py::cast<std::string>(fn.attr("__qualname__"));
-  runtime::Object* callee = v.obj();  // held by the builtin (make_builtin_closure's rule)
-  return runtime::make_builtin_closure(
-      name,
-      [callee](runtime::CallContext& ctx, const runtime::CallArgs& args) {
-        return ctx.call(Value::object(Kind::Foreign, callee), args);
-      },
-      {runtime::Ref<runtime::Object>(callee)});
-}
-
-// A method not made yet (runtime::set_pending_method_resolver): the Python
-// function itself, translated the first time a lookup reaches it. A torch
-// class's body has dozens of methods the tracer never calls (transformers'
-// PreTrainedModel: generate, save_pretrained, ...); translating them all
-// when the class is first read cost most of a first call.
-const runtime::ForeignVTable kPendingMethodVTable = kPyObjectVTable;
-bool resolve_pending_method(const Value& attr, Value& method) {
-  if (attr.as<runtime::ForeignObj>()->vt != &kPendingMethodVTable) return false;
-  method = calling_python([&] { return method_of(py::handle(handle_of(attr.as<runtime::ForeignObj>()->handle))); });
-  return true;
-}
-Value pending_method(py::handle fn) {
-  fn.inc_ref();
-  return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPendingMethodVTable, fn.ptr()));
-}
-// The Python function a class attribute is or stands for (pending, or
-// translated from it); null for anything else.
-PyObject* python_function_behind(const Value& v) {
-  if (v.is(Kind::Foreign) && v.as<runtime::ForeignObj>()->vt == &kPendingMethodVTable)
-    return handle_of(v.as<runtime::ForeignObj>()->handle);
-  py::object f = python_function_of(v);
-  return f ? f.ptr() : nullptr;  // borrowed: the origin lives while the class holds its translation
-}
-
 }  // namespace
 
 void bind_nn(py::module_& m) {
   runtime::set_host_class_attr_hook(python_class_attr);
-  runtime::set_pending_method_resolver(resolve_pending_method);
   // super() over a Python class that is no kiln class (a plain helper
   // class's method translated to KBC) is Python's own business.
   runtime::set_host_super(foreign(py::module_::import("builtins").attr("super")));
@@ -284,7 +244,7 @@ void bind_nn(py::module_& m) {
       if (qualname != name) cls->qualname = qualname;
       return Value::object(Kind::Class, cls);
     });
-  }, "A runtime class for a Python Module subclass (its attributes come with set_class_attrs).");
+  }, "A runtime class for a Python Module subclass (its attributes are read with read_class_attrs_from).");
   m.def("register_class", [](const Value& kc, py::handle pycls, bool construct) {
     guarded([&] {
       Ref<runtime::ClassObj> cls = class_of(kc);
@@ -307,60 +267,12 @@ void bind_nn(py::module_& m) {
     py::object c = class_to_py(kc);
     return c ? c : py::none();
   }, "The Python class of a kiln class, or None.");
-  m.def("set_class_attrs", [](const Value& kc, const py::dict& attrs) {
-    guarded([&] {
-      Ref<runtime::ClassObj> cls = class_of(kc);
-      for (auto [k, v] : attrs) cls->methods.set(py::cast<std::string>(k), py::cast<Value>(v));
-      return 0;
-    });
-  }, "A new class's attributes: KBC functions, Python callables, properties, static/class methods, constants.");
-  // A watched torch class changed (torch_modules.cpp): the attributes read
-  // again, and only those that differ change the kiln class (each change
-  // makes compiled entries stale; an unchanged constant read anew is no change).
-  m.def("update_class_attrs", [](const Value& kc, const py::dict& attrs) {
-    guarded([&] {
-      Ref<runtime::ClassObj> cls = class_of(kc);
-      auto same = [](const Value& a, const Value& b) {
-        if (a.is_same(b)) return true;
-        // A method pending or made from the same Python function.
-        if (PyObject* f = python_function_behind(a)) return f == python_function_behind(b);
-        if (a.kind() != b.kind()) return false;
-        const bool plain = a.is(Kind::Int) || a.is(Kind::Float) || a.is(Kind::Bool) || a.is(Kind::Str);
-        return plain && runtime::values_equal(a, b);
-      };
-      std::vector<Ref<runtime::StrObj>> gone;
-      for (const auto& [k, v] : cls->methods)
-        if (!attrs.contains(py::str(k->s))) gone.push_back(k);
-      for (const auto& k : gone) runtime::del_class_attr(cls.get(), k.get());
-      for (auto [k, v] : attrs) {
-        Ref<runtime::StrObj> name = runtime::intern(py::cast<std::string>(k));
-        Value now = py::cast<Value>(v);
-        const Value* before = cls->methods.find(name.get());
-        if (!before || !same(*before, now)) runtime::set_class_attr(cls.get(), name, now);
-      }
-      return 0;
-    });
-  }, "A changed Python class's attributes: those that differ set, those gone deleted.");
-  m.def("set_class_attr", [](const Value& kc, const std::string& name, const Value& v) {
-    guarded([&] {
-      runtime::set_class_attr(class_of(kc).get(), runtime::intern(name), v);
-      return 0;
-    });
-  }, "A class attribute set on the Python class after it was made (Child.K = 5): compiled entries recompile.");
-  m.def("del_class_attr", [](const Value& kc, const std::string& name) {
-    guarded([&] {
-      runtime::del_class_attr(class_of(kc).get(), runtime::intern(name).get());
-      return 0;
-    });
-  }, "A class attribute deleted from the Python class (del Child.K).");
   m.def("make_property", [](py::handle fget, py::handle fset, py::handle fdel) {
     auto fn = [](py::handle f) { return f.is_none() ? Value::null() : py::cast<Value>(f); };
     return runtime::make_property(fn(fget), fn(fset), fn(fdel));
   }, py::arg("fget"), py::arg("fset") = py::none(), py::arg("fdel") = py::none(),
      "property(fget, fset, fdel) of KBC functions or Python callables; None: absent.");
   m.def("make_staticmethod", [](const Value& f) { return runtime::make_staticmethod(f); });
-  m.def("pending_method", [](py::handle fn) { return pending_method(fn); },
-        "A class body's function as a method, made (its KBC form, or a native calling it) when first looked up.");
   m.def("make_classmethod", [](const Value& f) { return runtime::make_classmethod(f); });
   m.def("as_value_shared", [](py::handle obj) { return guarded([&] { return to_value_shared(obj); }); },
         "A Python object as kiln sees an argument: a list, dict or set stays the caller's own object.");
@@ -414,6 +326,7 @@ void bind_nn(py::module_& m) {
   m.def("module_getattr", [](const Value& v, const std::string& name) {
     return guarded([&] {
       const auto key = runtime::intern(name);
+      refresh_class_chain(module_of(v)->cls.get());
       Value r = runtime::module_getattr(python_vm(), v, key.get());
       const bool container = r.is(Kind::List) || r.is(Kind::Dict) || r.is(Kind::Set);
       const Value* slot = container ? runtime::module_instance_slot(module_of(v), key.get()) : nullptr;

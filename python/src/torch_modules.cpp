@@ -451,48 +451,7 @@ Value torch_module_value(py::handle obj) {
   return Value::object(Kind::Module, mr->m);
 }
 
-namespace {
-
-// The torch classes kiln made kiln classes of (kiln/_torch_api.py:
-// kiln_class_for), each with its type version when last read. CPython
-// gives a type a new version whenever it or a base changes (PyType_Modified
-// drops it; the next lookup assigns a fresh one): Net.K = 5, Net.forward = g.
-struct WatchedClass {
-  py::object cls;
-  unsigned version = 0;
-};
-std::vector<WatchedClass>& watched_classes() {
-  static auto* v = new std::vector<WatchedClass>();
-  return *v;
-}
-
-// The type's version, assigned now if a change dropped it (0: none could be
-// assigned, so every sync reads the class again).
-unsigned type_version(PyTypeObject* t) {
-  if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
-    static PyObject* probe = PyUnicode_InternFromString("__kiln_version_probe__");
-    _PyType_Lookup(t, probe);  // assigns a version as a side effect (method cache)
-  }
-  return (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? t->tp_version_tag : 0;
-}
-
-// Every watched class whose version moved is read again: the kiln class
-// takes what changed, and class_epoch makes the entries that read it stale.
-void refresh_changed_classes() {
-  auto& all = watched_classes();
-  for (size_t i = 0; i < all.size(); ++i) {  // by index: a refresh may watch new classes
-    auto* t = reinterpret_cast<PyTypeObject*>(all[i].cls.ptr());
-    const unsigned now = type_version(t);
-    if (now != 0 && now == all[i].version) continue;
-    py::module_::import("kiln._torch_api").attr("refresh_kiln_class")(all[i].cls);
-    all[i].version = type_version(t);
-  }
-}
-
-}  // namespace
-
 void sync_torch_modules() {
-  refresh_changed_classes();
   auto& all = mirrors();
   if (all.empty() || filling) return;
   const bool global = global_changed();
@@ -557,11 +516,6 @@ Tensor torch_held_grad_view(PyObject* obj) {
 PyObject* torch_module_object(const ModuleObj* m) { return static_cast<PyObject*>(m->host); }
 
 void bind_torch_modules(py::module_& m) {
-  m.def("watch_torch_class", [](py::handle cls) {
-    if (!PyType_Check(cls.ptr())) throw py::type_error("watch_torch_class: not a class");
-    watched_classes().push_back({py::reinterpret_borrow<py::object>(cls),
-                                 type_version(reinterpret_cast<PyTypeObject*>(cls.ptr()))});
-  }, "Reads the class again before a compiled call whenever it (or a base) changes.");
   m.def("_torch_mirror_count", [] { return mirrors().size(); }, "How many torch modules kiln mirrors now.");
   m.def("_torch_walks", [] { return walks; }, "How many times a sync walked every mirror (a change was signalled).");
   m.def("_torch_mirror_version", [](py::handle obj) -> py::object {

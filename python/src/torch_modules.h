@@ -8,8 +8,8 @@
 // dicts of torch.nn.modules.module), its tensors kiln tensors over the
 // torch tensors' memory, its class a kiln class for the torch class
 // (kiln/_torch_api.py: torch's built-in modules are kiln's own classes,
-// any other class holds its Python methods, translated when first looked
-// up (nn.cpp pending_method), torch.nn.Module's own
+// any other class reads its Python attributes when first looked up,
+// methods translated then (host_classes.h), torch.nn.Module's own
 // methods answered by kiln's Module model). From there the tracer treats it
 // as any kiln module: attribute lookup in torch's order
 // (nn_module::var_getattr), __call__ with hooks (nn_module::call_function), containers

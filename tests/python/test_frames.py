@@ -884,6 +884,50 @@ def test_monkeypatching_a_module_recompiles_or_stays_correct(make):
 
 
 @pytest.mark.parametrize("base", ["torch", "kiln"])
+def test_a_classs_attributes_are_read_and_guarded_only_where_the_tracer_read_them(base):
+    """The class is the program's, never copied: the tracer reads the
+    attributes it looks up (through the MRO, a mixin included) and guards
+    those. A class attribute the graph never read (a counter the program
+    keeps) changes without a recompile; one it read, also on a plain mixin
+    or through a base, is seen on the next call."""
+    Base = torch.nn.Module if base == "torch" else kiln.nn.Module
+
+    class Mixin:
+        SCALE = 2.0
+
+    class Net(Mixin, Base):
+        calls = 0
+
+        def forward(self, x):
+            return x * self.SCALE
+
+    class Sub(Net):
+        pass
+
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    m, x = Net(), (torch.ones(2) if base == "torch" else kiln.ones(2))
+    compiled = kiln.compile(m, backend=counting)
+    assert compiled(x).tolist() == [2.0, 2.0] and len(graphs) == 1
+    Net.calls += 1  # not read by forward
+    assert compiled(x).tolist() == [2.0, 2.0] and len(graphs) == 1
+    Mixin.SCALE = 5.0
+    assert compiled(x).tolist() == m(x).tolist() == [5.0, 5.0] and len(graphs) == 2
+    Net.SCALE = -1.0  # now Net's own, before the mixin's
+    assert compiled(x).tolist() == m(x).tolist() == [-1.0, -1.0]
+    del Net.SCALE
+    s = Sub()
+    assert kiln.compile(s)(x).tolist() == s(x).tolist() == [5.0, 5.0]
+    del Mixin.SCALE
+    with pytest.raises(AttributeError, match="SCALE"):
+        s.SCALE
+
+
+@pytest.mark.parametrize("base", ["torch", "kiln"])
 def test_a_classs_methods_are_translated_only_when_the_tracer_reaches_them(base):
     """A library class's body has many methods a forward never calls
     (transformers' PreTrainedModel: generate, save_pretrained, ...): kiln

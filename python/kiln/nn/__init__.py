@@ -62,7 +62,7 @@ def _function(f):
     return None if f is None else _C.as_value(f)
 
 
-def _class_attr(name, attr):
+def class_attr(name, attr):
     """What the C++ class holds for one class attribute: a function as KBC
     (or a Python callable) once first looked up, a property, staticmethod or classmethod as
     such, a class constant as itself (a list or dict stays the class's own
@@ -90,62 +90,54 @@ def _kiln_base(cls):
     return next((b for b in cls.__mro__[1:] if "_kiln_class" in vars(b)), None)
 
 
-def class_attrs_over(cls, chain, before=None):
-    """cls's attributes as Python resolves them (the first class of its MRO
-    that defines a name wins), less those defined first by a class of
-    `chain` (the base classes whose C++ class answers them itself), each as
-    its C++ class holds it (_class_attr). `before(klass, attr)` sees each
-    one first. The one walk behind kiln.nn's classes and the kiln classes of
-    torch's (kiln/_torch_api.py)."""
-    first = {}
+def first_definition(cls, name, chain):
+    """(klass, attr): the first class of cls's MRO that defines `name`, and
+    what it defines; (None, None) when none does, or when that class is one
+    of `chain` (the base classes whose C++ class answers for themselves).
+    Python's own lookup order: a mixin's method (class M(Mixin, nn.Module))
+    is M's, a name the chain defines first is the chain's."""
     for klass in cls.__mro__:
-        if klass is not object:
-            for name, attr in vars(klass).items():
-                first.setdefault(name, (klass, attr))
-    attrs = {}
-    for name, (klass, attr) in first.items():
-        if klass in chain:
-            continue
-        if before is not None:
-            before(klass, attr)
-        value = _class_attr(name, attr)
-        if value is not None:
-            attrs[name] = value
-    return attrs
+        if klass is object:
+            break
+        attrs = vars(klass)
+        if name in attrs:
+            return (None, None) if klass in chain else (klass, attrs[name])
+    return None, None
 
 
-def _class_attrs(cls):
-    """A kiln.nn.Module subclass's attributes, less those its C++ base
-    chain answers: a mixin's methods (class M(Mixin, nn.Module)) land in
-    M's C++ class, while a name that a class of the chain defines first
-    stays there."""
+def _read_class_attr(cls, name):
+    """One attribute of a kiln.nn.Module subclass's C++ class, read from the
+    Python class the first time the tracer looks it up (python/src/nn.cpp:
+    read_class_attrs_from), or None."""
     chain = set()
     base = _kiln_base(cls)
     while base is not None:
         chain.add(base)
         base = _kiln_base(base)
-    return class_attrs_over(cls, chain)
+    klass, attr = first_definition(cls, name, chain)
+    return None if klass is None else class_attr(name, attr)
 
 
 class _ModuleType(abc.ABCMeta):
     """The class of kiln.nn.Module classes: a class attribute set or deleted
-    after the class is made (`Child.K = 5`, a patched method) changes the
-    C++ class too, as Python's lookup would see it. An ABCMeta, so that
-    `class Base(nn.Module, ABC)` (a common torch idiom) has one metaclass."""
+    after the class is made (`Child.K = 5`, a patched method) makes the C++
+    class read what it read from the Python class again, at once (a
+    module's __getattr__ falls back on the C++ lookup, which must not answer
+    from a stale read). An ABCMeta, so that `class Base(nn.Module, ABC)` (a
+    common torch idiom) has one metaclass."""
 
     def __setattr__(cls, name, value):
         super().__setattr__(name, value)
-        kiln_class = cls.__dict__.get("_kiln_class")
-        if kiln_class is not None:
-            converted = _class_attr(name, value)
-            if converted is not None:
-                _C.set_class_attr(kiln_class, name, converted)
+        cls._forget_reads(name)
 
     def __delattr__(cls, name):
         super().__delattr__(name)
+        cls._forget_reads(name)
+
+    def _forget_reads(cls, name):
         kiln_class = cls.__dict__.get("_kiln_class")
         if kiln_class is not None and name not in _NOT_ATTRIBUTES:
-            _C.del_class_attr(kiln_class, name)
+            _C.forget_class_reads(kiln_class, name)
 
 
 class Module(metaclass=_ModuleType):
@@ -161,9 +153,10 @@ class Module(metaclass=_ModuleType):
         kiln_class = _C.make_class(cls.__name__, cls.__qualname__, _kiln_base(cls)._kiln_class)
         _C.register_class(kiln_class, cls, True)
         cls._kiln_class = kiln_class
-        # After the class is a kiln class: the methods' `__class__` cells
-        # (zero-argument super) then hold it as kiln code sees classes.
-        _C.set_class_attrs(kiln_class, _class_attrs(cls))
+        # Nothing copied: the tracer reads an attribute the first time it
+        # looks one up (a method is translated then, after the class is a
+        # kiln class, so its `__class__` cell reads as one).
+        _C.read_class_attrs_from(kiln_class, cls, _read_class_attr)
 
     def __new__(cls, *args, **kwargs):
         self = object.__new__(cls)
