@@ -145,6 +145,23 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
     if (gave_up) guard_group = nullptr;
     if (guard_group) lookup = ++c.lookups;
   }
+  // An entry whose trace read a host class that changed since is stale, as
+  // one older than the class epoch. Checked outside the lock: bringing a
+  // class's reads up to date reads the host class (Python) again.
+  std::vector<const CacheEntry*> stale;
+  for (const auto& e : entries) {
+    std::string changed;
+    if (runtime::class_reads_hold(e->class_reads, &changed)) continue;
+    stale.push_back(e.get());
+    why = "an attribute of class '" + changed + "' changed since it was compiled";
+  }
+  if (!stale.empty()) {
+    auto gone = [&](const auto& e) { return std::find(stale.begin(), stale.end(), e.get()) != stale.end(); };
+    entries.erase(std::remove_if(entries.begin(), entries.end(), gone), entries.end());
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto& all = caches()[code].entries;
+    all.erase(std::remove_if(all.begin(), all.end(), gone), all.end());
+  }
   GuardTree::Failure newest_failure;
   std::shared_ptr<const CacheEntry> hit;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -253,8 +270,16 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
     distributed->header.compile_seq = ++caches()[code].compiles;
   }
   const uint64_t class_epoch = runtime::class_epoch();
+  // The host classes the trace reads attributes from: the entry's guard on
+  // them (class_reads_hold).
+  std::vector<runtime::ClassObj*> read_log;
+  struct LogScope {
+    std::vector<runtime::ClassObj*>* prev;
+    ~LogScope() { runtime::set_class_read_log(prev); }
+  } log_scope{runtime::set_class_read_log(&read_log)};
   TraceOutcome out = interpreter::convert_frame(fn, std::vector<Value>(locals, locals + code->nparams()), options,
                                                 vm, dynamic_dims, distributed ? &*distributed : nullptr);
+  runtime::set_class_read_log(log_scope.prev);
   // The KernelPlan exchange of a compile whose backend did not run one (no
   // graph, no kernels): the other ranks may be in theirs.
   if (distributed) output_graph::finish_shared_compile(*distributed);
@@ -276,6 +301,7 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
   entry->continuation = out.continuation;
   entry->runs_original = out.residual.get() == fn.get();
   entry->class_epoch = class_epoch;
+  entry->class_reads = runtime::class_reads_of(read_log);
   entry->self_module = self;
   if (!entries.empty()) {
     std::string reason = code->qualname + ": " + why;

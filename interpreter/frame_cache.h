@@ -10,6 +10,7 @@
 
 #include "interpreter/convert_frame.h"
 #include "interpreter/guard_tree.h"
+#include "runtime/module.h"
 
 namespace kiln::interpreter {
 
@@ -29,6 +30,12 @@ struct CacheEntry {
   // runtime::class_epoch() when the trace started: a class attribute
   // changed since (Child.K = 5) makes the entry stale, whatever its guards say.
   uint64_t class_epoch = 0;
+  // The host classes (a Python class kiln reads on demand) the trace looked
+  // attributes up in, each with its reads_version then: a class whose
+  // attributes read differently since makes the entry stale. Only the
+  // classes read: a program writing a class attribute of an unrelated class
+  // (or one no trace read) recompiles nothing.
+  std::vector<runtime::ClassRead> class_reads;
   // The frame's first parameter that was a module (self of a module method,
   // also in its resume functions), identity only: cache_size_limit counts
   // entries per instance. Null when none was.

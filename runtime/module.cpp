@@ -57,17 +57,53 @@ void ModuleObj::bump_version() { version = next_version(); }
 namespace {
 PendingMethodResolver pending_method_resolver = nullptr;
 HostClassReader host_class_reader = nullptr;
+HostClassCheck host_class_check = nullptr;
+thread_local std::vector<ClassObj*>* class_read_log = nullptr;
 }  // namespace
 void set_pending_method_resolver(PendingMethodResolver resolver) { pending_method_resolver = resolver; }
 void set_host_class_reader(HostClassReader reader) { host_class_reader = reader; }
+void set_host_class_check(HostClassCheck check) { host_class_check = check; }
+
+std::vector<ClassObj*>* set_class_read_log(std::vector<ClassObj*>* log) {
+  std::vector<ClassObj*>* prev = class_read_log;
+  class_read_log = log;
+  return prev;
+}
 
 void forget_host_reads(ClassObj* cls) {
-  auto reads = std::move(cls->host_reads);  // dies after the map is consistent again
+  // The maps are consistent before the oldest generation dies (its values'
+  // destructors may run the host's code).
+  ClassObj::HostReads dying = std::move(cls->retired_reads);
+  cls->retired_reads = std::move(cls->host_reads);
   cls->host_reads.clear();
-  ++class_epoch_counter;
+  ++cls->reads_version;
+}
+
+std::vector<ClassRead> class_reads_of(const std::vector<ClassObj*>& log) {
+  std::vector<ClassRead> out;
+  std::unordered_set<const ClassObj*> seen;
+  for (ClassObj* c : log)
+    if (seen.insert(c).second) out.push_back({Ref<ClassObj>(c), c->reads_version});
+  return out;
+}
+
+bool class_reads_hold(const std::vector<ClassRead>& reads, std::string* changed) {
+  for (const ClassRead& r : reads) {
+    if (host_class_check) host_class_check(r.cls.get());
+    if (r.cls->reads_version != r.version) {
+      if (changed) *changed = r.cls->name;
+      return false;
+    }
+  }
+  return true;
 }
 
 const Value* ClassObj::find_own(const StrObj* key) const {
+  if (reads_host) {
+    auto* self = const_cast<ClassObj*>(this);
+    if (host_class_check) host_class_check(self);
+    if (class_read_log) class_read_log->push_back(self);
+  }
   const Value* v = methods.find(key);
   if (!v && reads_host && host_class_reader) {
     auto it = host_reads.find(key);

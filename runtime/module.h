@@ -56,8 +56,18 @@ struct ClassObj final : Object {
   // (forget_host_reads). A tracing-time cache of what was read, nothing a
   // program runs on. Node-based on purpose: a pointer a lookup returned stays
   // valid while later lookups read more names.
+  // Every lookup first brings the reads up to date with the host class
+  // (set_host_class_check), and a trace records the classes it read
+  // (set_class_read_log): its compiled entry holds while each one's
+  // reads_version is unchanged, which is how an entry guards the class
+  // attributes it folded, and only those classes.
   bool reads_host = false;
-  mutable std::unordered_map<const StrObj*, std::pair<Ref<StrObj>, Value>> host_reads;
+  uint64_t reads_version = 0;  // bumped by forget_host_reads
+  using HostReads = std::unordered_map<const StrObj*, std::pair<Ref<StrObj>, Value>>;
+  mutable HostReads host_reads;
+  // The generation before the last forget, kept one more generation: a
+  // pointer a lookup returned earlier in a trace stays valid across it.
+  HostReads retired_reads;
   // Looks `name` up in this class, then its bases.
   const Value* lookup(const StrObj* name) const;
   // `name` in this class's own attributes (read from the host class when
@@ -69,16 +79,18 @@ struct ClassObj final : Object {
   void traverse(Visitor& v) const override {
     visit(v, base);
     methods.traverse(v);
-    for (const auto& [key, read] : host_reads) {
-      visit(v, read.first);
-      visit(v, read.second);
-    }
+    for (const HostReads* reads : {static_cast<const HostReads*>(&host_reads), &retired_reads})
+      for (const auto& [key, read] : *reads) {
+        visit(v, read.first);
+        visit(v, read.second);
+      }
     visit(v, constructor);
   }
   void clear() override {
     methods.take();
-    auto reads = std::move(host_reads);
+    HostReads reads = std::move(host_reads), retired = std::move(retired_reads);
     host_reads.clear();
+    retired_reads.clear();
     Value c = std::move(constructor);
     constructor = Value::null();
   }
@@ -169,10 +181,27 @@ void set_pending_method_resolver(PendingMethodResolver resolver);
 // chain answers then, or nothing does).
 using HostClassReader = bool (*)(const ClassObj* cls, const StrObj* name, Value& out);
 void set_host_class_reader(HostClassReader reader);
-// The host class of `cls` changed (a class attribute set, a method
-// replaced, a base changed): what was read is read again on demand, and a
-// new class epoch makes every compiled entry that may have folded it stale.
+// Brings `cls`'s reads up to date with its host class: if the host class
+// changed (a class attribute set, a method replaced, a base changed) and
+// something read from it now reads differently, forget_host_reads.
+using HostClassCheck = void (*)(ClassObj* cls);
+void set_host_class_check(HostClassCheck check);
+// What was read from the host class of `cls` is read again on demand, and
+// its reads_version moves: compiled entries that read it are stale.
 void forget_host_reads(ClassObj* cls);
+// The classes (reads_host) a trace looked attributes up in: while `log` is
+// set, every lookup through such a class appends it. Returns the previous log.
+std::vector<ClassObj*>* set_class_read_log(std::vector<ClassObj*>* log);
+// A compiled entry's guard on the classes its trace read: each one with its
+// reads_version then.
+struct ClassRead {
+  Ref<ClassObj> cls;
+  uint64_t version;
+};
+std::vector<ClassRead> class_reads_of(const std::vector<ClassObj*>& log);
+// Whether every class read is as it was (each brought up to date with its
+// host class first). False names the first class that changed in `changed`.
+bool class_reads_hold(const std::vector<ClassRead>& reads, std::string* changed = nullptr);
 void class_setattr(ClassObj* cls, const Ref<StrObj>& name, const Value& value);
 void class_delattr(ClassObj* cls, const StrObj* name);
 

@@ -23,7 +23,6 @@
 #include "python/src/convert.h"
 #include "python/src/errors.h"
 #include "python/src/function_origins.h"
-#include "python/src/host_classes.h"
 #include "python/src/namespaces.h"
 #include "python/src/python_vm.h"
 #include "python/src/tensor_identity.h"
@@ -324,7 +323,6 @@ void sync_python_state() {
   for (auto& [dict, m] : mirrors()) m->sync();
   sync_namespaces();
   sync_host_cells();
-  refresh_changed_classes();
   sync_torch_modules();
 }
 

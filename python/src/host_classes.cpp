@@ -1,6 +1,7 @@
 // The kiln class of a Python class, read on demand and watched (host_classes.h).
 #include "python/src/host_classes.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -66,20 +67,22 @@ PyObject* python_function_behind(const Value& v) {
 // never a closure over the class, which python_classes() holds weakly), and
 // the class's type version when last checked.
 struct ReadClass {
+  Ref<ClassObj> kc;
   py::object reader;
-  py::object cls;  // weak reference
+  // The Python class, borrowed: its weak reference's callback (`weak`)
+  // clears it before the class is freed, so the per-call check reads the
+  // type's version without a weak-reference lookup.
+  PyTypeObject* type = nullptr;
+  py::object weak;
   unsigned version = 0;
 };
+// Node-based: a ReadClass's address is stable while others are added.
 std::unordered_map<const ClassObj*, ReadClass>& read_classes() {
   static auto* m = new std::unordered_map<const ClassObj*, ReadClass>();
   return *m;
 }
-// Insertion order, for refresh_changed_classes (a refresh may read, and
-// register, more classes).
-std::vector<Ref<ClassObj>>& watch_order() {
-  static auto* v = new std::vector<Ref<ClassObj>>();
-  return *v;
-}
+// The Python class, borrowed; null when it is gone.
+PyTypeObject* python_class(const ReadClass& e) { return e.type; }
 
 // The type's version, assigned now if a change dropped it (0: none could be
 // assigned, so every check reads the class again). PyType_Modified drops it
@@ -97,9 +100,12 @@ unsigned type_version(PyTypeObject* t) {
 bool read_python_class_attr(const ClassObj* cls, const runtime::StrObj* name, Value& out) {
   auto it = read_classes().find(cls);
   if (it == read_classes().end()) return false;
-  py::object pycls = it->second.cls();
-  if (pycls.is_none()) return false;  // the Python class is gone: nothing to read
-  py::object reader = it->second.reader;  // `it` may not survive the call
+  ReadClass& e = it->second;
+  PyTypeObject* t = python_class(e);
+  if (!t) return false;  // the Python class is gone: nothing to read
+  if (getenv("KILN_DBG_READ")) fprintf(stderr, "read %s.%s\n", cls->name.c_str(), name->s.c_str());
+  py::object reader = e.reader;
+  py::object pycls = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(t));
   return calling_python([&] {
     py::object v = reader(pycls, py::str(name->s));
     if (v.is_none()) return false;
@@ -135,78 +141,67 @@ void refresh_reads(ClassObj* cls) {
   }
 }
 
-// cls re-read if its type version moved since the last check.
-void refresh_if_changed(ClassObj* cls) {
+// runtime::set_host_class_check: cls's reads re-read if its type version
+// moved since the last check (CPython's guard on the MRO dicts), forgotten
+// if any reads differently.
+void check_host_class(ClassObj* cls) {
   auto it = read_classes().find(cls);
   if (it == read_classes().end()) return;
-  py::object pycls = it->second.cls();
-  if (pycls.is_none()) return;
-  auto* t = reinterpret_cast<PyTypeObject*>(pycls.ptr());
+  ReadClass& e = it->second;
+  PyTypeObject* t = python_class(e);
+  if (!t) return;
   const unsigned now = type_version(t);
-  if (now != 0 && now == it->second.version) return;
+  if (now != 0 && now == e.version) return;
+  e.version = now;  // first: re-reading looks the class up again
   refresh_reads(cls);
-  read_classes()[cls].version = type_version(t);  // re-found: the refresh may have added classes
+  e.version = type_version(t);
+}
+
+// Classes whose Python class is gone (a class defined in a function) go,
+// with what was read from them.
+void drop_dead_classes() {
+  for (auto it = read_classes().begin(); it != read_classes().end();) {
+    if (python_class(it->second)) {
+      ++it;
+      continue;
+    }
+    Ref<ClassObj> kc = it->second.kc;
+    kc->reads_host = false;
+    runtime::forget_host_reads(kc.get());
+    it = read_classes().erase(it);
+  }
 }
 
 }  // namespace
 
-void refresh_changed_classes() {
-  auto& order = watch_order();
-  bool dead = false;
-  for (size_t i = 0; i < order.size(); ++i) {  // by index: a refresh may register more
-    auto it = read_classes().find(order[i].get());
-    if (it->second.cls().is_none()) dead = true;
-    else refresh_if_changed(order[i].get());
-  }
-  if (!dead) return;
-  // A Python class gone (a class defined in a function): its reads go with it.
-  std::vector<Ref<ClassObj>> kept;
-  for (Ref<ClassObj>& c : order) {
-    auto it = read_classes().find(c.get());
-    if (!it->second.cls().is_none()) {
-      kept.push_back(std::move(c));
-      continue;
-    }
-    read_classes().erase(it);
-    c->reads_host = false;
-    runtime::forget_host_reads(c.get());
-  }
-  order.swap(kept);
-}
-
-void refresh_class_chain(ClassObj* cls) {
-  for (ClassObj* c = cls; c; c = c->base.get())
-    if (c->reads_host) refresh_if_changed(c);
-}
-
 void bind_host_classes(py::module_& m) {
   runtime::set_host_class_reader(read_python_class_attr);
+  runtime::set_host_class_check(check_host_class);
   runtime::set_pending_method_resolver(resolve_pending_method);
   m.def("read_class_attrs_from", [](const Value& kc, py::handle pycls, py::object reader) {
     guarded([&] {
       if (!kc.is(Kind::Class) || !PyType_Check(pycls.ptr()))
         throw_error(ErrorKind::TypeError, "read_class_attrs_from: expected a kiln class and a Python class");
       auto* cls = kc.as<ClassObj>();
-      const bool known = read_classes().count(cls) != 0;
-      read_classes()[cls] = {std::move(reader), py::weakref(pycls),
-                             type_version(reinterpret_cast<PyTypeObject*>(pycls.ptr()))};
-      if (!known) watch_order().push_back(Ref<ClassObj>(cls));
+      static size_t swept_at = 64;
+      if (read_classes().size() >= 2 * swept_at) {  // amortized: test suites define thousands of classes
+        drop_dead_classes();
+        swept_at = std::max<size_t>(64, read_classes().size());
+      }
+      if (read_classes().count(cls)) throw_error(ErrorKind::TypeError, "read_class_attrs_from: already reading");
+      ReadClass& e = read_classes()[cls];
+      e.kc = Ref<ClassObj>(cls);
+      e.reader = std::move(reader);
+      e.type = reinterpret_cast<PyTypeObject*>(pycls.ptr());
+      e.weak = py::weakref(pycls, py::cpp_function([cls](py::handle) {
+        auto it = read_classes().find(cls);
+        if (it != read_classes().end()) it->second.type = nullptr;  // dropped at the next sweep
+      }));
       cls->reads_host = true;
       return 0;
     });
   }, "kc's attributes are read from pycls on demand, reader(pycls, name) giving one as kiln holds it (or None), "
      "and read again whenever pycls or a base changes (its type version moves).");
-  m.def("forget_class_reads", [](const Value& kc, const std::string& name) {
-    guarded([&] {
-      if (!kc.is(Kind::Class)) throw_error(ErrorKind::TypeError, "forget_class_reads: expected a kiln class");
-      // A name no lookup read through this class cannot be in a compiled
-      // entry (a subclass's lookup that reaches this class records its read
-      // here, a miss included): changing it recompiles nothing.
-      auto* cls = kc.as<ClassObj>();
-      if (cls->host_reads.count(runtime::intern(name).get())) runtime::forget_host_reads(cls);
-      return 0;
-    });
-  }, "kc's Python class changed `name` (Child.K = 5): if the tracer read it, it is read again and entries recompile.");
   m.def("pending_method", [](py::handle fn) { return pending_method(fn); },
         "A class body's function as a method, made (its KBC form, or a native calling it) when first looked up.");
 }

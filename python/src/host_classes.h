@@ -3,11 +3,12 @@
 // attribute is read from the Python class the first time a lookup asks for
 // it (runtime::ClassObj::reads_host; a method stays the Python function
 // until then, "pending", and is translated to KBC on that first lookup),
-// and every class read is watched by its CPython type version, the guard
-// CPython itself keeps on a class's MRO dicts: when the class or any base
-// changes, what the tracer read is read again before the next compiled
-// call, and a difference makes the compiled entries that may have folded it
-// stale (runtime::class_epoch).
+// and every lookup first compares the class's CPython type version, the
+// guard CPython itself keeps on a class's MRO dicts: when the class or any
+// base changed, what was read is read again, and if anything reads
+// differently the reads are forgotten and the class's reads_version moves,
+// which makes stale exactly the compiled entries whose trace read this class
+// (runtime::class_reads_hold, checked before an entry's guards).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -25,13 +26,6 @@ namespace py = pybind11;
 // A class body's function as a method: its KBC form, or a native that calls
 // the Python function when kiln cannot translate it.
 runtime::Value method_of(py::handle fn);
-
-// Every watched class whose type version moved is read again (the start of
-// each compiled call: sync_python_state).
-void refresh_changed_classes();
-// The same for `cls` and its kiln bases alone, now (a Python __getattr__
-// falling back on the C++ lookup must not answer from a stale read).
-void refresh_class_chain(runtime::ClassObj* cls);
 
 void bind_host_classes(py::module_& m);
 

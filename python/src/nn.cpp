@@ -20,7 +20,6 @@
 #include "python/src/tensor_identity.h"
 #include "python/src/function_origins.h"
 #include "python/src/functions.h"
-#include "python/src/host_classes.h"
 #include "python/src/nn.h"
 #include "runtime/builtins.h"
 #include "runtime/descriptors.h"
@@ -326,7 +325,6 @@ void bind_nn(py::module_& m) {
   m.def("module_getattr", [](const Value& v, const std::string& name) {
     return guarded([&] {
       const auto key = runtime::intern(name);
-      refresh_class_chain(module_of(v)->cls.get());
       Value r = runtime::module_getattr(python_vm(), v, key.get());
       const bool container = r.is(Kind::List) || r.is(Kind::Dict) || r.is(Kind::Set);
       const Value* slot = container ? runtime::module_instance_slot(module_of(v), key.get()) : nullptr;

@@ -886,10 +886,11 @@ def test_monkeypatching_a_module_recompiles_or_stays_correct(make):
 @pytest.mark.parametrize("base", ["torch", "kiln"])
 def test_a_classs_attributes_are_read_and_guarded_only_where_the_tracer_read_them(base):
     """The class is the program's, never copied: the tracer reads the
-    attributes it looks up (through the MRO, a mixin included) and guards
-    those. A class attribute the graph never read (a counter the program
-    keeps) changes without a recompile; one it read, also on a plain mixin
-    or through a base, is seen on the next call."""
+    attributes it looks up (through the MRO, a mixin included) and an entry
+    guards the classes its trace read. A class attribute the graph never
+    read (a counter the program keeps) changes without a recompile, and a
+    class change leaves entries that read no class alone; one it read, also
+    on a plain mixin or through a base, is seen on the next call."""
     Base = torch.nn.Module if base == "torch" else kiln.nn.Module
 
     class Mixin:
@@ -910,13 +911,17 @@ def test_a_classs_attributes_are_read_and_guarded_only_where_the_tracer_read_the
         graphs.append(gm)
         return gm
 
+    def reads_no_class(x):
+        return x + 1
+
     m, x = Net(), (torch.ones(2) if base == "torch" else kiln.ones(2))
-    compiled = kiln.compile(m, backend=counting)
-    assert compiled(x).tolist() == [2.0, 2.0] and len(graphs) == 1
+    compiled, other = kiln.compile(m, backend=counting), kiln.compile(reads_no_class, backend=counting)
+    assert compiled(x).tolist() == [2.0, 2.0] and other(x).tolist() == [2.0, 2.0] and len(graphs) == 2
     Net.calls += 1  # not read by forward
-    assert compiled(x).tolist() == [2.0, 2.0] and len(graphs) == 1
+    assert compiled(x).tolist() == [2.0, 2.0] and len(graphs) == 2
     Mixin.SCALE = 5.0
-    assert compiled(x).tolist() == m(x).tolist() == [5.0, 5.0] and len(graphs) == 2
+    assert compiled(x).tolist() == m(x).tolist() == [5.0, 5.0] and len(graphs) == 3
+    assert other(x).tolist() == [2.0, 2.0] and len(graphs) == 3  # its entry read no class: it holds
     Net.SCALE = -1.0  # now Net's own, before the mixin's
     assert compiled(x).tolist() == m(x).tolist() == [-1.0, -1.0]
     del Net.SCALE

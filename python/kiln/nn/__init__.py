@@ -119,25 +119,11 @@ def _read_class_attr(cls, name):
 
 
 class _ModuleType(abc.ABCMeta):
-    """The class of kiln.nn.Module classes: a class attribute set or deleted
-    after the class is made (`Child.K = 5`, a patched method) makes the C++
-    class read what it read from the Python class again, at once (a
-    module's __getattr__ falls back on the C++ lookup, which must not answer
-    from a stale read). An ABCMeta, so that `class Base(nn.Module, ABC)` (a
-    common torch idiom) has one metaclass."""
-
-    def __setattr__(cls, name, value):
-        super().__setattr__(name, value)
-        cls._forget_reads(name)
-
-    def __delattr__(cls, name):
-        super().__delattr__(name)
-        cls._forget_reads(name)
-
-    def _forget_reads(cls, name):
-        kiln_class = cls.__dict__.get("_kiln_class")
-        if kiln_class is not None and name not in _NOT_ATTRIBUTES:
-            _C.forget_class_reads(kiln_class, name)
+    """The class of kiln.nn.Module classes: an ABCMeta, so that `class
+    Base(nn.Module, ABC)` (a common torch idiom) has one metaclass. A class
+    attribute set later (`Child.K = 5`, a patched method, on the class, a
+    base or a mixin) needs no hook: the C++ class compares the Python
+    class's type version before every lookup (python/src/host_classes.h)."""
 
 
 class Module(metaclass=_ModuleType):
