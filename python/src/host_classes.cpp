@@ -103,7 +103,6 @@ bool read_python_class_attr(const ClassObj* cls, const runtime::StrObj* name, Va
   ReadClass& e = it->second;
   PyTypeObject* t = python_class(e);
   if (!t) return false;  // the Python class is gone: nothing to read
-  if (getenv("KILN_DBG_READ")) fprintf(stderr, "read %s.%s\n", cls->name.c_str(), name->s.c_str());
   py::object reader = e.reader;
   py::object pycls = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(t));
   return calling_python([&] {
