@@ -240,7 +240,12 @@ py::object tensor_to_py(const Tensor& t) {
     if (PyObject* o = scope->find(t.impl())) return py::reinterpret_borrow<py::object>(o);
     if (scope->torch_out) {
       if (PyObject* o = torch_held_object(t.impl())) return py::reinterpret_borrow<py::object>(o);
-      return tensor_to_torch(t);
+      // Remembered both ways: the same kiln tensor leaves as one torch
+      // object (`return y, y`), and that object coming back in (a resume
+      // function's argument, in a nested scope) is this kiln tensor again.
+      py::object out = tensor_to_torch(t);
+      scope->remember_torch(t.impl(), out.ptr());
+      return out;
     }
   }
   if (PyObject* o = torch_held_object(t.impl())) return py::reinterpret_borrow<py::object>(o);

@@ -32,6 +32,9 @@ class TensorIdentityScope {
   // converted twice in a scope is the same kiln tensor (f(x, x)).
   void remember_torch(runtime::TensorImpl* impl, PyObject* obj);
   runtime::TensorImpl* find_torch(PyObject* obj) const;  // borrowed, or nullptr
+  // The scope this one is nested in (a compiled frame called from the
+  // residual of another: the resume function of a break), or nullptr.
+  TensorIdentityScope* outer() const { return outer_; }
   // Set once a torch tensor entered: kiln tensors then leave as torch
   // tensors (a call that got torch tensors returns torch tensors).
   bool torch_out = false;

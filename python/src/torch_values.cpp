@@ -201,6 +201,20 @@ Value torch_tensor_value(py::handle obj) {
   if (scope) {
     scope->torch_out = true;
     if (runtime::TensorImpl* impl = scope->find_torch(o)) return Value::tensor(Tensor(runtime::Ref<runtime::TensorImpl>(impl)));
+    // A torch tensor an enclosing scope already had as a kiln tensor (the
+    // graph output a residual passes to its resume function): that kiln
+    // tensor again, if CPython's code in between left the torch object as
+    // it was (no t_(), set_(), .data =, requires_grad_(), __class__ =).
+    for (TensorIdentityScope* s = scope->outer(); s; s = s->outer()) {
+      runtime::TensorImpl* impl = s->find_torch(o);
+      if (!impl) continue;
+      Tensor t{runtime::Ref<runtime::TensorImpl>(impl)};
+      if (Py_TYPE(o) != torch_types::tensor || impl->is_parameter || !torch_tensor_matches(o, t) ||
+          (torch_grad_enabled() && torch_requires_grad(o)))
+        break;
+      scope->remember_torch(impl, o);
+      return Value::tensor(t);
+    }
   }
   if (!torch_tensor_refusal(o).empty()) return torch_tensor_foreign(obj);
   Tensor t = tensor_from_torch(o);

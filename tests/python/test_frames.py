@@ -135,6 +135,37 @@ def test_in_place_op_on_an_argument_after_a_break_changes_the_callers_tensor():
     check(f, lambda: (torch.ones(3), torch.full((3,), 2.0)))
 
 
+def _transposed(t):
+    t.t_()
+
+
+def _data_swapped(t):
+    t.data = torch.arange(6.0).reshape(2, 3)
+
+
+def _requires_grad(t):
+    t.requires_grad_()
+
+
+@pytest.mark.parametrize("change", [_transposed, _data_swapped, _requires_grad], ids=lambda f: f.__name__[1:])
+def test_a_graph_output_changed_by_cpython_before_the_resume_function_is_read_again(change):
+    """The resume function gets the torch tensor the first graph returned;
+    kiln reuses its kiln tensor only while CPython's code at the break left
+    the object as the graph made it (a transpose in place, a swapped
+    .data, requires_grad_() are each seen)."""
+    change = kiln.disable(change)
+
+    def f(x):
+        y = x * 2
+        change(y)  # CPython runs it: a break
+        return y + 1
+
+    with torch.enable_grad():
+        got, want = kiln.compile(f)(torch.ones(2, 3)), f(torch.ones(2, 3))
+    assert got.shape == want.shape and torch.equal(got.detach(), want.detach())
+    assert got.requires_grad == want.requires_grad
+
+
 @pytest.mark.parametrize("kind", ["list", "range", "dict_items", "dict_values", "enumerate", "zip"])
 def test_a_break_inside_a_loop_goes_on_with_the_same_iteration(kind):
     def f(x, seq):
