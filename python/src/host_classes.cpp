@@ -70,8 +70,9 @@ struct ReadClass {
   Ref<ClassObj> kc;
   py::object reader;
   // The Python class, borrowed: its weak reference's callback (`weak`)
-  // clears it before the class is freed, so the per-call check reads the
-  // type's version without a weak-reference lookup.
+  // clears it before the class is freed, so the check on every lookup
+  // (check_host_class) reads the type's version without a weak-reference
+  // lookup.
   PyTypeObject* type = nullptr;
   py::object weak;
   unsigned version = 0;
