@@ -273,13 +273,14 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
   // The host classes the trace reads attributes from: the entry's guard on
   // them (class_reads_hold).
   std::vector<runtime::ClassObj*> read_log;
-  struct LogScope {
-    std::vector<runtime::ClassObj*>* prev;
-    ~LogScope() { runtime::set_class_read_log(prev); }
-  } log_scope{runtime::set_class_read_log(&read_log)};
-  TraceOutcome out = interpreter::convert_frame(fn, std::vector<Value>(locals, locals + code->nparams()), options,
-                                                vm, dynamic_dims, distributed ? &*distributed : nullptr);
-  runtime::set_class_read_log(log_scope.prev);
+  TraceOutcome out = [&] {
+    struct LogScope {  // restored on the way out, an exception included
+      std::vector<runtime::ClassObj*>* prev;
+      ~LogScope() { runtime::set_class_read_log(prev); }
+    } log_scope{runtime::set_class_read_log(&read_log)};
+    return interpreter::convert_frame(fn, std::vector<Value>(locals, locals + code->nparams()), options, vm,
+                                      dynamic_dims, distributed ? &*distributed : nullptr);
+  }();
   // The KernelPlan exchange of a compile whose backend did not run one (no
   // graph, no kernels): the other ranks may be in theirs.
   if (distributed) output_graph::finish_shared_compile(*distributed);

@@ -54,13 +54,12 @@ struct ClassObj final : Object {
   // first time a lookup asks for it (set_host_class_reader) and kept in
   // `host_reads` (a miss as Null) until the host class changes
   // (forget_host_reads). A tracing-time cache of what was read, nothing a
-  // program runs on. Node-based on purpose: a pointer a lookup returned stays
-  // valid while later lookups read more names.
-  // Every lookup first brings the reads up to date with the host class
-  // (set_host_class_check), and a trace records the classes it read
-  // (set_class_read_log): its compiled entry holds while each one's
+  // program runs on. Every lookup first brings the reads up to date with
+  // the host class (set_host_class_check), and a trace records the classes
+  // it read (set_class_read_log): its compiled entry holds while each one's
   // reads_version is unchanged, which is how an entry guards the class
-  // attributes it folded, and only those classes.
+  // attributes it folded, and only those classes. Node-based on purpose: a
+  // pointer a lookup returned stays valid while later lookups read more.
   bool reads_host = false;
   uint64_t reads_version = 0;  // bumped by forget_host_reads
   using HostReads = std::unordered_map<const StrObj*, std::pair<Ref<StrObj>, Value>>;

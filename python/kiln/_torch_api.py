@@ -621,7 +621,7 @@ def kiln_class_for(cls):
     kiln class under the kiln class of its torch base. Nothing is copied
     into it: the tracer reads an attribute from cls the first time it looks
     one up (read_class_attr), and reads it again when cls or a base changes
-    (its type version moves: python/src/torch_modules.cpp)."""
+    (its type version moves: python/src/host_classes.h)."""
     kc = _KILN_CLASSES.get(cls)
     if kc is not None:
         return kc

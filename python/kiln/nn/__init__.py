@@ -107,8 +107,8 @@ def first_definition(cls, name, chain):
 
 def _read_class_attr(cls, name):
     """One attribute of a kiln.nn.Module subclass's C++ class, read from the
-    Python class the first time the tracer looks it up (python/src/nn.cpp:
-    read_class_attrs_from), or None."""
+    Python class the first time the tracer looks it up (python/src/
+    host_classes.cpp: read_class_attrs_from), or None."""
     chain = set()
     base = _kiln_base(cls)
     while base is not None:
