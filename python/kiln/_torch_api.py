@@ -26,12 +26,11 @@ methods are kiln's (every registry op is one). TENSOR_METHODS adds torch's
 methods kiln lacks or spells otherwise; they become methods of kiln
 tensors too (in compiled code, the VM and Python).
 """
-import inspect
+import sys
 import types
 
 from . import _C
 from . import nn as _nn
-from ._functions import disable
 from .nn import functional as _F
 
 
@@ -373,7 +372,6 @@ def requires_grad_(self, requires_grad=True):
 # table below (autograd_lowerings).
 
 def _torch_mod():
-    import sys
     return sys.modules["torch"]
 
 
@@ -460,18 +458,35 @@ FUNCTIONS = {
 # once-per-process usage logging: the tracer calls torch's own function at
 # trace time on known arguments and folds its answer, so library code
 # guarded by `if not torch.jit.is_scripting():` (torchvision's
-# stochastic_depth) traces without a break. Answers are eager's (kiln is
-# not torch.compile: torch.compiler.is_compiling() is False, as it is for
-# the program run without kiln). They are read when the graph is traced,
-# not guarded: a compiled function later run under torch.jit.trace keeps
-# the answer it was traced with (Dynamo folds these the same way).
+# stochastic_depth) traces without a break. They are read when the graph
+# is traced, not guarded: a compiled function later run under
+# torch.jit.trace keeps the answer it was traced with (Dynamo folds these
+# the same way). torch._assert on a known condition (a shape check: kiln
+# guards the sizes it compares) folds to None; a false one raises there,
+# so the call breaks and CPython raises torch's AssertionError.
 TRACE_TIME = (
     "torch.jit.is_scripting", "torch.jit.is_tracing", "torch._C._get_tracing_state",
     "torch.fx._symbolic_trace.is_fx_tracing", "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
-    "torch.onnx.is_in_onnx_export", "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling",
-    "torch.compiler.is_exporting", "torch._utils.is_compiling",
+    "torch.onnx.is_in_onnx_export", "torch.compiler.is_exporting", "torch._assert",
     # logs a key once per process: at trace time is when eager would first log it
     "torch._C._log_api_usage_once",
+)
+
+
+def _compiling():
+    return True
+
+
+# "Am I being compiled?": True in traced code, as under torch.compile
+# (transformers and timm take their compile-friendly paths on it: no
+# data-dependent checks, no Python-side caches). Code CPython runs around
+# the graphs calls torch's own and gets False, as it does under Dynamo.
+# torch._dynamo is one of torch's lazy modules: its row is installed only
+# when the program imported it before kiln first saw torch (reading the
+# attribute would import it, a second's work).
+COMPILING = (
+    "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch._utils.is_compiling",
+    "torch._dynamo.is_compiling", "torch._dynamo.external_utils.is_compiling",
 )
 
 TENSOR_METHODS = {
@@ -625,7 +640,6 @@ def kiln_class_for(cls):
     kc = _KILN_CLASSES.get(cls)
     if kc is not None:
         return kc
-    import sys
     torch = sys.modules["torch"]
     if cls is torch.nn.Module:
         kc = _nn.Module._kiln_class
@@ -647,27 +661,18 @@ def _torch_base(cls, torch):
 def read_class_attr(cls, name):
     """One attribute of a torch class's kiln class: what cls's MRO defines
     for `name` before its torch base's chain (whose kiln class answers the
-    rest), or None."""
-    import sys
+    rest), or None. torch's own module classes without a MODULES row
+    (nn.Hardswish, nn.LSTM) are read as the program's are: their forwards
+    are traced, as Dynamo inlines torch.nn, and what they call that kiln
+    has no lowering for breaks there with its name."""
     torch = sys.modules["torch"]
     klass, attr = _nn.first_definition(cls, name, set(_torch_base(cls, torch).__mro__))
     if klass is None:
         return None
-    if _torch_defined(klass) and inspect.isfunction(attr):
-        # torch's own modules without a MODULES row (nn.GRU,
-        # nn.MultiheadAttention, ...): their methods are torch's internals,
-        # not the program. They stay Python (a call of the module breaks and
-        # torch runs it).
-        disable(attr)
     return _nn.class_attr(name, attr)
 
 
 _MAPPED = {}
-
-
-def _torch_defined(cls):
-    module = cls.__dict__.get("__module__", "") or ""
-    return module == "torch" or module.startswith("torch.")
 
 
 def class_value(cls):
@@ -676,7 +681,6 @@ def class_value(cls):
     kiln class kiln made for it, so super() and isinstance follow kiln's
     chain; None for torch.nn.Module and torch's classes kiln spells with its
     own (MODULES), which stay Python's: calling them makes torch modules."""
-    import sys
     torch = sys.modules["torch"]
     if cls is torch.nn.Module or cls in _mapped_classes(torch):
         return None
@@ -768,6 +772,12 @@ def install(torch):
         obj = _resolve(torch, path)
         if obj is not None:
             _C._fold_torch(obj)
+    for path in COMPILING:
+        if path.startswith("torch._dynamo") and "torch._dynamo" not in sys.modules:
+            continue
+        obj = _resolve(torch, path)
+        if obj is not None:
+            _C._map_torch(obj, _compiling)
     for path, cls in TYPES.items():
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():

@@ -28,6 +28,7 @@ def mask(*shape, seed=0):
 
 
 A, B = t(3, 4), t(3, 4, seed=1)
+WIDE = torch.linspace(-5.0, 5.0, 41).reshape(1, 41) * t(3, 1, seed=2).abs().add(0.5)
 # Each row of FUNCTIONS: a list of calls (args, kwargs) to compare.
 FUNCTION_CALLS = {
     "torch.mul": [((A, B), {}), ((A, 2.5), {})],
@@ -111,6 +112,15 @@ FUNCTION_CALLS = {
     "torch.nn.functional.adaptive_avg_pool1d": [((t(2, 3, 8), 2), {})],
     "torch.nn.functional.adaptive_avg_pool2d": [((t(1, 2, 6, 6), (1, 1)), {})],
     "torch.nn.functional.pad": [((A, (1, 2)), {"value": 0.5})],
+    # wide values: both sides of every kink (hardswish's -3 and 3, softplus's threshold)
+    "torch.nn.functional.hardtanh": [((WIDE,), {}), ((WIDE, -2.0, 0.5), {})],
+    "torch.nn.functional.relu6": [((WIDE,), {})],
+    "torch.nn.functional.hardswish": [((WIDE,), {})], "torch.nn.functional.hardsigmoid": [((WIDE,), {})],
+    "torch.nn.functional.leaky_relu": [((WIDE,), {}), ((WIDE, 0.2), {})],
+    "torch.nn.functional.elu": [((WIDE,), {}), ((WIDE,), {"alpha": 0.5})],
+    "torch.nn.functional.softplus": [((WIDE,), {}), ((WIDE * 8,), {"beta": 2.0, "threshold": 10.0})],
+    "torch.nn.functional.mish": [((WIDE,), {})],
+    "torch.nn.functional.group_norm": [((t(2, 6, 3, 3), 3, t(6), t(6, seed=1)), {}), ((t(2, 4, 5), 2), {"eps": 1e-3})],
 }
 # Rows whose results are random: compared by type, shape and dtype only.
 RANDOM = {"torch.rand": [((2, 3), {})], "torch.randn": [((4,), {"dtype": torch.float64})],
@@ -442,9 +452,11 @@ def test_every_trace_time_row_names_a_torch_function():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tracing_state_functions_fold_to_eagers_answers(backend):
+def test_tracing_state_functions_fold_and_compiled_code_is_compiling(backend):
     # torchvision's stochastic_depth: `if not torch.jit.is_scripting() and
     # not torch.jit.is_tracing(): _log_api_usage_once(...)` in every block.
+    # torch.compiler.is_compiling() is True in traced code, as under
+    # torch.compile (transformers' is_torchdynamo_compiling reads it).
     def f(x):
         if not torch.jit.is_scripting() and not torch.jit.is_tracing():
             torch._C._log_api_usage_once("kiln.test.tracing_state")
@@ -456,9 +468,40 @@ def test_tracing_state_functions_fold_to_eagers_answers(backend):
     want = f(x)
     got = kiln.compile(f, backend=backend)(x)
     same(want[0], got[0])
-    assert got[1] == want[1] == (False, False, False, False)
+    assert want[1] == (False, False, False, False)
+    assert got[1] == (True, True, False, False)
     e = kiln.explain(f, backend=backend)(x)
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    # Code CPython runs (a kiln.disable'd function) gets torch's own answer;
+    # after that break the resume function is compiled again.
+    @kiln.disable
+    def plain():
+        return torch.compiler.is_compiling()
+
+    def g(x):
+        outside = plain()
+        return x + 1, outside, torch.compiler.is_compiling()
+
+    assert kiln.compile(g, backend=backend)(x)[1:] == (False, True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_assert_on_known_conditions_folds_and_a_false_one_raises_torchs_error(backend):
+    # torchvision's ViT and timm's PatchEmbed check the input size with
+    # torch._assert: a shape comparison kiln guards, then nothing to run.
+    def f(x):
+        torch._assert(x.shape[-1] == 4, f"Wrong image width! Expected 4 but got {x.shape[-1]}")
+        return x * 2
+
+    x = t(4)
+    e = kiln.explain(f, backend=backend)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    c = kiln.compile(f, backend=backend)
+    same(f(x), c(x))
+    with pytest.raises(AssertionError, match="Expected 4 but got 5"):
+        f(t(5))
+    with pytest.raises(AssertionError, match="Expected 4 but got 5"):
+        c(t(5))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

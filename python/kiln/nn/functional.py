@@ -16,7 +16,8 @@ __all__ = [
     "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "layer_norm", "linear", "embedding",
     "dropout", "scaled_dot_product_attention", "cross_entropy", "binary_cross_entropy", "mse_loss", "conv1d",
     "conv2d", "batch_norm", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d", "pad"]
+    "adaptive_avg_pool2d", "pad", "hardtanh", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu",
+    "softplus", "mish", "group_norm"]
 
 # The ops whose signatures are torch's own.
 gelu = _C.gelu
@@ -81,3 +82,67 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if padding_idx is not None:
         return _C.embedding(input, weight, padding_idx)
     return _C.embedding(input, weight)
+
+
+def _in_place(input, out, inplace):
+    if inplace:
+        input[...] = out
+        return input
+    return out
+
+
+# The activations below are written in torch's CPU kernels' order of
+# operations (aten/src/ATen/native/cpu/Activation.cpp), so float32 results
+# round as torch's do.
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _in_place(input, _C.clamp(input, min_val, max_val), inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardswish(input, inplace=False):
+    return _in_place(input, input * _C.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _in_place(input, _C.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _in_place(input, _C.where(input > 0, input, input * negative_slope), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    # torch: expm1(x) * alpha; exp(x) - 1 differs from it by rounding
+    # only (at most ~1e-7 absolute for float32, where x is near 0).
+    return _in_place(input, _C.where(input > 0, input, (_C.exp(input) - 1.0) * alpha), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    # torch: log1p(exp(x * beta)) / beta below the threshold, x above it.
+    scaled = input * beta
+    return _C.where(scaled > threshold, input, _C.log(_C.exp(scaled) + 1.0) / beta)
+
+
+def mish(input, inplace=False):
+    return _in_place(input, input * _C.tanh(softplus(input)), inplace)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    # Statistics over each group's channels and positions, biased variance,
+    # as torch's (N, G, C/G * HW) view computes them.
+    shape = input.shape
+    x = _C.reshape(input, (shape[0], num_groups, -1))
+    mean = _C.mean(x, -1, True)
+    centered = x - mean
+    var = _C.mean(centered * centered, -1, True)
+    out = _C.reshape(centered * _C.rsqrt(var + eps), shape)
+    affine = (shape[1],) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        out = out * _C.reshape(weight, affine)
+    if bias is not None:
+        out = out + _C.reshape(bias, affine)
+    return out
