@@ -82,6 +82,14 @@ def _package_dir(name):
 _NOT_FUNCTIONS = ("<module>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
 
 
+# torch's nn.Sequential.forward (`for module in self: input =
+# module(input)`): traced as its own code, not as kiln's module call, so a
+# break at one child resumes at the next child in a function of this code
+# (the loop's iterator crosses as its remaining children) instead of
+# leaving the whole container to CPython, each child then a graph of its own.
+_TRACED_AS_CODE = set()
+
+
 def _builtin_forwards():
     """{forward code of a module class whose forward is kiln's own: that
     class}. Such a frame is traced as kiln's module call (its forward as
@@ -98,7 +106,10 @@ def _builtin_forwards():
         from . import _torch_api
         _TORCH_MAPPED.append(torch)
         for cls in _torch_api._mapped_classes(torch):
-            _add_forward(cls)
+            if cls is not torch.nn.Sequential:
+                _add_forward(cls)
+            else:
+                _TRACED_AS_CODE.add(cls.forward.__code__)
     return _BUILTIN_FORWARDS
 
 
@@ -130,6 +141,8 @@ def classify(code):
         return "root module call"  # traced for kiln.compile(module)'s own module only
     if code in _builtin_forwards():
         return "module forward"  # traced when the module's own class's forward is this one
+    if code in _TRACED_AS_CODE:
+        return None
     if code.co_name in _NOT_FUNCTIONS:
         return f"{code.co_name} code (not a function body)", False
     if code in _functions._disabled_codes:
