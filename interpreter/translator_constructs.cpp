@@ -1,6 +1,6 @@
 // Tracing the constructs the Python frontend maps to their own opcodes:
 // sets (BUILD_SET, SET_ADD, SET_UPDATE), f-string fields (FORMAT_VALUE),
-// f(**m) (DICT_MERGE) and assert (LOAD_ASSERTION_ERROR).
+// f(**m) (DICT_MERGE), assert (LOAD_ASSERTION_ERROR) and imports.
 //
 // A set in a trace is a Constant tracker holding a SetObj of constants. It
 // is never mutated in place: an update replaces the tracker's value with an
@@ -124,6 +124,40 @@ void InstructionTranslator::op_DICT_MERGE(const Instr& i) {
 }
 
 void InstructionTranslator::op_LOAD_ASSERTION_ERROR(const Instr&) { push(vars::make_builtin(assertion_error())); }
+
+// `import x` / `from x import y` in traced code: the module the host has
+// loaded already, as the program's object (nothing runs, as Dynamo folds
+// an import). An import that would run a module's code, or a relative one,
+// breaks: CPython runs it, in the program's order. What the module's
+// attributes give is guarded where they are read, as for a global module;
+// sys.modules itself is not guarded (neither is it by Dynamo).
+void InstructionTranslator::op_IMPORT_NAME(const Instr& i) {
+  const auto* name = code_->consts[size_t(i.a)].as<runtime::StrObj>();
+  VT fromlist = realize(stack_[stack_.size() - 1]);
+  VT level = realize(stack_[stack_.size() - 2]);
+  if (!is_constant(fromlist) || !is_constant(level))
+    unsupported(BreakReason::untraced_object, "import of '" + name->s + "' with a computed fromlist or level");
+  const Value lv = constant_value(level);
+  if (!lv.is(Kind::Int) || lv.as_int() != 0)
+    unsupported(BreakReason::untraced_object, "relative import of '" + name->s + "' (CPython runs it)");
+  const Value fl = constant_value(fromlist);
+  Value module = import_module(name, fl, lv, true);
+  if (module.is_null())
+    unsupported(BreakReason::untraced_object,
+                "import of '" + name->s + "' that would load a module or look a name up (CPython runs it)");
+  pop();
+  pop();
+  // Its own source (the module object itself): what the trace reads of it
+  // is guarded at paths from there, and a residual reloads it as it is.
+  // (`import a.b` gives the package a, `from a.b import c` a.b itself.)
+  const bool top = fl.is_none() || (fl.is(Kind::Tuple) && fl.as<runtime::TupleObj>()->items.empty());
+  push(vars::make_lazy(module, output_graph::const_source(module, top ? name->s.substr(0, name->s.find('.')) : name->s)));
+}
+
+void InstructionTranslator::op_IMPORT_FROM(const Instr& i) {
+  VT module = realize(stack_.back());
+  push(get_attr(module, code_->names[size_t(i.a)]->s));
+}
 
 }  // namespace kiln::interpreter
 

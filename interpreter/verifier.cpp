@@ -159,6 +159,9 @@ class Verifier {
       case Opcode::FORMAT_VALUE: range(ins.a, 0, 7, "format flags"); break;
       case Opcode::CALL_KW:
       case Opcode::CALL_METHOD_KW: check_kwnames(pc, ins); break;
+      case Opcode::IMPORT_NAME:
+        if (!code_.consts[size_t(ins.a)].is(Kind::Str)) fail_at(pc, "IMPORT_NAME's module name must be a str constant");
+        break;
       default: break;
     }
   }

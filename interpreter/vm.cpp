@@ -706,6 +706,22 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
   op_LOAD_ASSERTION_ERROR:
     *sp++ = assertion_error();
     NEXT();
+  op_IMPORT_NAME:
+    REPLACE_TOP(2, import_module(code->consts[size_t(ip->a)].as<StrObj>(), sp[-1], sp[-2], false));
+    NEXT();
+  op_IMPORT_FROM:
+    {
+      const StrObj* name = code->names[size_t(ip->a)].get();
+      Value attr;
+      try {
+        attr = get_attr(*this, sp[-1], name);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::AttributeError) throw;
+        throw_error(ErrorKind::ImportError, "cannot import name '" + name->s + "'");
+      }
+      *sp++ = std::move(attr);
+    }
+    NEXT();
   op_UNPACK_SEQUENCE:
     {
       std::vector<Value> items = to_vector(sp[-1]);

@@ -798,6 +798,15 @@ Value assertion_error() {
   return v;
 }
 
+static ImportHook import_hook = nullptr;
+void set_import_hook(ImportHook hook) { import_hook = hook; }
+
+Value import_module(const StrObj* name, const Value& fromlist, const Value& level, bool loaded_only) {
+  if (import_hook) return import_hook(name, fromlist, level, loaded_only);
+  if (loaded_only) return Value::null();
+  throw_error(ErrorKind::ModuleNotFoundError, "No module named '" + name->s + "' (a KBC program imports no modules)");
+}
+
 Value op_builtin(int op_id) {
   static const std::vector<Value> table = [] {
     std::vector<Value> t;

@@ -61,4 +61,13 @@ Value type_classmethod(Kind k, const StrObj* name);
 // program's globals bind that name to.
 Value assertion_error();
 
+// IMPORT_NAME: __import__(name, None, None, fromlist, level), answered by
+// the host language (python/: builtins.__import__). loaded_only (the
+// tracer's): imports nothing, the module only if the host has it loaded
+// already, else Null. Without a host (KBC programs): ModuleNotFoundError,
+// or Null when loaded_only.
+using ImportHook = Value (*)(const StrObj* name, const Value& fromlist, const Value& level, bool loaded_only);
+void set_import_hook(ImportHook hook);
+Value import_module(const StrObj* name, const Value& fromlist, const Value& level, bool loaded_only);
+
 }  // namespace kiln::runtime

@@ -341,7 +341,9 @@ _INPUTS_311 = {
     "BUILD_STRING": lambda a: a, "BUILD_SLICE": lambda a: a, "BUILD_CONST_KEY_MAP": lambda a: a + 1,
     "FORMAT_VALUE": lambda a: 2 if a & 4 else 1, "LOAD_GLOBAL": 0, "LOAD_FAST": 0, "LOAD_CONST": 0,
     "LOAD_DEREF": 0, "STORE_FAST": 1, "STORE_GLOBAL": 1, "POP_TOP": 1, "LIST_TO_TUPLE": 1,
-    "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 0, "LOAD_ASSERTION_ERROR": 0,
+    # IMPORT_FROM reads the module under it and pushes it back with the
+    # name: it takes the module, and the module is one of its results.
+    "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 1, "LOAD_ASSERTION_ERROR": 0,
     "POP_JUMP_FORWARD_IF_FALSE": 1, "POP_JUMP_FORWARD_IF_TRUE": 1, "POP_JUMP_BACKWARD_IF_FALSE": 1,
     "POP_JUMP_BACKWARD_IF_TRUE": 1, "POP_JUMP_FORWARD_IF_NONE": 1, "POP_JUMP_FORWARD_IF_NOT_NONE": 1,
     "POP_JUMP_BACKWARD_IF_NONE": 1, "POP_JUMP_BACKWARD_IF_NOT_NONE": 1, "JUMP_IF_TRUE_OR_POP": 1,

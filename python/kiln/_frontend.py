@@ -124,9 +124,7 @@ _UNSUPPORTED = {
     "MATCH_SEQUENCE": "match statement",
     "MATCH_KEYS": "match statement",
     "MATCH_CLASS": "match statement",
-    "IMPORT_NAME": "import statement",
-    "IMPORT_FROM": "import statement",
-    "IMPORT_STAR": "import statement",
+    "IMPORT_STAR": "import statement (from x import *)",
     "LOAD_BUILD_CLASS": "class definition",
     "LOAD_CLASSDEREF": "class body",
     "LOAD_NAME": "module or class body",
@@ -171,11 +169,15 @@ class Translation:
     kbc_starts: dict
 
 
-def translate(fn_or_code) -> Translation:
+def translate(fn_or_code, *, own_defaults=False) -> Translation:
     """The cached KBC translation of a function, method or code object.
 
     A function's literal defaults go into the entry `.func` header (a code
-    object has none); defaults a header cannot spell are Untranslatable.
+    object has none); defaults a header cannot spell are Untranslatable,
+    unless `own_defaults`: the caller makes the KBC function with the
+    function's own default objects (kiln/_functions.py, through
+    make_kbc_function, which replaces every default the header gives), so
+    the header only marks such a parameter as having one (`=None`).
     """
     if inspect.ismethod(fn_or_code):
         fn_or_code = fn_or_code.__func__
@@ -202,7 +204,7 @@ def translate(fn_or_code) -> Translation:
         raise Untranslatable(*compiled)
 
     try:
-        header = compiled.header(fn)
+        header = compiled.header(fn, own_defaults)
     except Untranslatable as exc:
         _log.info("leaving %s to CPython: %s", code.co_qualname, exc)
         raise
@@ -315,7 +317,7 @@ class _Compiled:
         self.builtins_required = tuple(program.builtins_required)
         self.kbc_starts = f.kbc_starts
 
-    def header(self, fn) -> str:
+    def header(self, fn, own_defaults=False) -> str:
         """The entry's `.func NAME(PARAMS)` line with fn's literal defaults."""
         defaults = (fn.__defaults__ or ()) if fn is not None else ()
         kwdefaults = (fn.__kwdefaults__ or {}) if fn is not None else {}
@@ -323,22 +325,24 @@ class _Compiled:
         params = []
         for i, name in enumerate(self.positional):
             value = defaults[i - first_default] if i >= first_default else _NO_DEFAULT
-            params.append(self._param(name, value))
+            params.append(self._param(name, value, own_defaults))
             if i + 1 == self.posonly:
                 params.append("/")
         if self.varargs is not None:
             params.append("*" + self.varargs)
         elif self.kwonly:
             params.append("*")
-        params += [self._param(n, kwdefaults.get(n, _NO_DEFAULT)) for n in self.kwonly]
+        params += [self._param(n, kwdefaults.get(n, _NO_DEFAULT), own_defaults) for n in self.kwonly]
         if self.varkw is not None:
             params.append("**" + self.varkw)
         return f".func {self.name}({', '.join(params)})\n"
 
-    def _param(self, name, value) -> str:
+    def _param(self, name, value, own_defaults) -> str:
         if value is _NO_DEFAULT:
             return name
         lit = _literal(value)
+        if lit is None and own_defaults:
+            lit = "None"  # a mark only: the KBC function gets the function's own object
         if lit is None:
             raise Untranslatable(
                 f"default of parameter '{name}' is a {type(value).__name__}, which a KBC .func header cannot hold",

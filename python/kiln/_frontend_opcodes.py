@@ -254,6 +254,24 @@ def _dict_merge(f, k, ins, st, emit):
     return st, None
 
 
+@_row("IMPORT_NAME", effect=_const(-1))
+def _import_name(f, k, ins, st, emit):
+    # level fromlist -> module; the dotted name as a str constant (the
+    # tracer folds a module already loaded, runtime/opcodes.def).
+    f._pop(st, 2, ins)
+    st.append("v")
+    emit(f"  IMPORT_NAME {f._constant(ins.argval)}")
+    return st, None
+
+
+@_row("IMPORT_FROM", effect=_const(1))
+def _import_from(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st += ["v", "v"]
+    emit(f"  IMPORT_FROM {f.name_operand(ins.argval)}")
+    return st, None
+
+
 @_row("LOAD_ASSERTION_ERROR", effect=_const(1))
 def _load_assertion_error(f, k, ins, st, emit):
     st.append("v")

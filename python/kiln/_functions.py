@@ -42,7 +42,7 @@ def _as_kbc(fn):
         _kbc[fn] = (code, None)
         return None
     try:
-        tr = _frontend.translate(fn)
+        tr = _frontend.translate(fn, own_defaults=True)
     except _frontend.Untranslatable as e:
         log.info("%s runs on CPython: %s", fn.__qualname__, e)
         _kbc[fn] = (code, None)

@@ -8,6 +8,7 @@
 
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
+#include "python/src/namespaces.h"
 #include "python/src/convert.h"
 #include "python/src/function_origins.h"
 #include "python/src/errors.h"
@@ -342,6 +343,7 @@ PYBIND11_MODULE(_C, m) {
   bind_functions(m);
   bind_eval_frame_hook(m);
   bind_host_classes(m);
+  install_import_hook();
   bind_nn(m);
   bind_fx(m);
   bind_torch(m);

@@ -6,6 +6,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
+#include "runtime/builtins.h"
 
 namespace kiln::python {
 
@@ -82,6 +83,50 @@ Value module_namespace(py::handle module) {
   Py_INCREF(o);
   return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kPyModuleVTable, o));
 }
+
+namespace {
+
+// Whether every name of `fromlist` is there without importing: in the
+// module's dict, or a submodule already loaded (importlib's
+// _handle_fromlist would import the others).
+bool fromlist_loaded(PyObject* module, const std::string& name, PyObject* fromlist) {
+  py::object items = py::reinterpret_borrow<py::object>(fromlist);
+  for (py::handle item : items) {
+    if (!PyUnicode_Check(item.ptr())) return false;
+    const std::string sub = py::cast<std::string>(item);
+    if (sub == "*") return false;
+    // The module's own dict, not getattr: a lazy module's __getattr__
+    // (PEP 562, transformers' _LazyModule) would import.
+    if (PyModule_Check(module) && PyDict_GetItem(PyModule_GetDict(module), item.ptr())) continue;
+    if (!PyDict_GetItemString(PyImport_GetModuleDict(), (name + "." + sub).c_str())) return false;
+  }
+  return true;
+}
+
+// runtime::set_import_hook: builtins.__import__, as CPython's IMPORT_NAME
+// calls it (a program that replaced __import__ gets its own). loaded_only:
+// only a module already in sys.modules, whose import runs no code (its
+// top package for `import a.b`; its fromlist's submodules loaded too).
+Value import_python_module(const runtime::StrObj* name, const Value& fromlist, const Value& level, bool loaded_only) {
+  return calling_python([&]() -> Value {
+    py::object fl = to_py(fromlist), lv = to_py(level);
+    if (loaded_only) {
+      PyObject* modules = PyImport_GetModuleDict();
+      PyObject* m = PyDict_GetItemString(modules, name->s.c_str());  // borrowed
+      if (!m || !PyLong_Check(lv.ptr()) || PyLong_AsLong(lv.ptr()) != 0) return Value::null();
+      const std::string top = name->s.substr(0, name->s.find('.'));
+      if (!PyDict_GetItemString(modules, top.c_str())) return Value::null();
+      if (!fl.is_none() && !fromlist_loaded(m, name->s, fl.ptr())) return Value::null();
+    }
+    py::object builtins = py::reinterpret_borrow<py::object>(PyEval_GetBuiltins());
+    py::object imp = builtins["__import__"];
+    return to_value(imp(py::str(name->s), py::none(), py::none(), fl, lv));
+  });
+}
+
+}  // namespace
+
+void install_import_hook() { runtime::set_import_hook(import_python_module); }
 
 void sync_namespaces() {
   for (auto& [mod, ns] : namespaces()) {

@@ -24,6 +24,9 @@ runtime::Value module_namespace(py::handle module);
 // compiled call, so guards see current values.
 void sync_namespaces();
 
+// IMPORT_NAME's host (runtime::set_import_hook): CPython's import.
+void install_import_hook();
+
 // CPython 3.11's dict version tag (PEP 509): changes on every mutation, so
 // an unchanged tag means nothing to re-read.
 uint64_t dict_version(PyObject* dict);

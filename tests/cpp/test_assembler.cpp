@@ -84,6 +84,21 @@ ok:
   BUILD_STRING 2
   RETURN_VALUE
 .end
+.func imports(pkg)
+  .locals np sep
+  LOAD_CONST 0
+  LOAD_CONST None
+  IMPORT_NAME "numpy.linalg"
+  STORE_FAST np
+  LOAD_CONST 0
+  LOAD_CONST ("sep",)
+  IMPORT_NAME "os"
+  IMPORT_FROM sep
+  STORE_FAST sep
+  POP_TOP
+  LOAD_FAST sep
+  RETURN_VALUE
+.end
 )"},
     {"stack_and_variables.kbc", R"(
 .func stack_ops(a, b)

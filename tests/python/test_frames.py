@@ -337,6 +337,80 @@ def test_the_hook_is_only_installed_during_a_compiled_call():
     assert kiln._C.frames_skip_reason(plain.__code__) is None
 
 
+def test_a_break_inside_nn_sequential_keeps_the_children_before_it_in_one_graph():
+    # torch's Sequential.forward is traced as its own code (not as kiln's
+    # module call, which a break inside gave up on whole: every child then
+    # a graph of its own). A child kiln cannot trace (interpolate) breaks
+    # there; the children before it are one graph. The loop's rest runs on
+    # CPython (a break inside a loop is not resumed, as Dynamo skips such a
+    # frame): each child after it is a frame of its own.
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.BatchNorm2d(4),
+                            torch.nn.Upsample(scale_factor=2), torch.nn.Conv2d(4, 4, 3), torch.nn.ReLU()).eval()
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = m
+
+        def forward(self, x):
+            return self.body(x) * 2
+
+    # m: conv, relu and bn in one graph, then conv and relu; Net: the same
+    # inside, its own `* 2` in the graph of its resume function.
+    for model, counts in ((m, (3, 1)), (Net().eval(), (4, 2))):
+        with torch.no_grad():
+            c = check(model, lambda: (torch.randn(2, 3, 8, 8),))
+            e = kiln.explain(c)(torch.randn(2, 3, 8, 8))
+        assert (e.graph_count, e.graph_break_count) == counts, str(e)
+        assert all("interpolate" in b["reason"] for b in e.break_reasons), str(e)
+        assert "conv2d" in e.graphs[0].code and "relu" in e.graphs[0].code, str(e)
+
+
+def test_torchs_own_module_classes_are_traced_like_the_programs():
+    # nn.Hardswish, nn.ReLU6 (Hardtanh), nn.GroupNorm...: no row of kiln's,
+    # their forwards traced (as Dynamo inlines torch.nn); what they call is
+    # mapped by kiln.nn.functional.
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3), torch.nn.GroupNorm(3, 6), torch.nn.Hardswish(),
+                            torch.nn.ReLU6(inplace=True), torch.nn.Hardsigmoid(), torch.nn.LeakyReLU(0.2),
+                            torch.nn.Mish(), torch.nn.ELU()).eval()
+    with torch.no_grad():
+        c = check(m, lambda: (torch.randn(2, 3, 8, 8) * 4,))
+        e = kiln.explain(c)(torch.randn(2, 3, 8, 8))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+def test_imports_in_traced_code_fold_to_loaded_modules_and_cpython_runs_the_rest():
+    import importlib
+    sys.modules.pop("colorsys", None)
+
+    def f(x):
+        import torch.nn.functional as F
+        from math import pi
+        import os.path
+        return F.relu(x) * pi + len(os.path.sep)
+
+    def g(x):
+        y = x + 1
+        import colorsys  # not loaded: CPython imports it, in the program's order
+        return y * colorsys.ONE_THIRD
+
+    def h(x):
+        from math import no_such_name
+        return x
+
+    c = check(f, lambda: (torch.randn(4),))
+    e = kiln.explain(c)(torch.randn(4))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    assert "colorsys" not in sys.modules
+    check(g, lambda: (torch.randn(4),))
+    assert "colorsys" in sys.modules
+    sys.modules.pop("colorsys")
+    e = explain(g, torch.randn(4))
+    assert e.graph_break_count == 1 and "import of 'colorsys'" in e.break_reasons[0]["reason"], str(e)
+    check(h, lambda: (torch.randn(4),))  # CPython's ImportError, its message
+    importlib.import_module("colorsys")
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
