@@ -519,6 +519,17 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
                                             b->str());
 }
 
+// `a op b` as `b op' a`: Python's reflection of a comparison.
+static CmpOp reflected_cmpop(CmpOp op) {
+  switch (op) {
+    case CmpOp::LT: return CmpOp::GT;
+    case CmpOp::LE: return CmpOp::GE;
+    case CmpOp::GT: return CmpOp::LT;
+    case CmpOp::GE: return CmpOp::LE;
+    default: return op;  // == and != are their own reflections
+  }
+}
+
 static bool stands_for_one_object(const VT& v) {
   switch (v->kind) {
     case VTKind::Opaque:
@@ -576,6 +587,21 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
   if (is_constant(a) && is_constant(b)) {
     try {
       return from_value(compare_op(op, constant_value(a), constant_value(b)));
+    } catch (const Error&) {
+      unsupported(BreakReason::python_error, std::string("comparison ") + cmpop_symbol(op) + " raising an error");
+    }
+  }
+  // A Python object its guards pin, compared by C slots alone (a str
+  // Enum's member against a str): compared now.
+  for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+    if (!x->is(VTKind::Opaque) || !x->value.is(Kind::Foreign) || !stands_for_one_object(x)) continue;
+    if (!is_constant(y) && !(y->is(VTKind::Opaque) && stands_for_one_object(y))) continue;
+    const auto* f = x->value.as<ForeignObj>();
+    const Value other = is_constant(y) ? constant_value(y) : y->value;
+    const CmpOp flipped = x == a ? op : reflected_cmpop(op);
+    if (!f->vt->pure_compare || !f->vt->pure_compare(f->handle, int(flipped), other)) continue;
+    try {
+      return from_value(f->vt->compare(f->handle, int(flipped), other));
     } catch (const Error&) {
       unsupported(BreakReason::python_error, std::string("comparison ") + cmpop_symbol(op) + " raising an error");
     }

@@ -551,6 +551,10 @@ struct ForeignVTable {
   // a graph that reads it runs through the library's own ops (its autograd
   // records them: output_graph/backend.h, kAutogradBackend).
   Tensor (*grad_tensor)(void* handle) = nullptr;
+  // Optional: whether compare(op, other) runs no user code (both operands'
+  // types compare with their C slots: a str Enum's member against a str),
+  // so the tracer may compare an object its guards pin at trace time.
+  bool (*pure_compare)(void* handle, int op, const Value& other) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

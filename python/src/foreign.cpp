@@ -83,6 +83,24 @@ Value foreign_compare(void* h, int op, const Value& other) {
     return to_value(opmod.attr(py_ops[op])(self, to_py(other)));
   });
 }
+// Whether `obj op other` runs no user code: neither operand's type
+// defines the operator (or its reflection) in Python, so CPython's compare
+// is C slots alone (str's for a str Enum, object's identity for a plain
+// Enum). `other` is a kiln value or another Python object.
+bool foreign_pure_compare(void* h, int op, const Value& other) {
+  static const char* names[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+  static const int reflected[] = {4, 5, 2, 3, 0, 1};
+  if (op < 0 || op >= int(std::size(names))) return false;
+  auto c_only = [](PyTypeObject* t, const char* name) {
+    PyObject* attr = _PyType_Lookup(t, py::str(name).ptr());  // borrowed; no user code
+    return !attr || Py_TYPE(attr) == &PyWrapperDescr_Type;
+  };
+  return calling_python([&] {
+    PyObject* o = handle_of(h);
+    py::object rhs = to_py(other);
+    return c_only(Py_TYPE(o), names[op]) && c_only(Py_TYPE(rhs.ptr()), names[reflected[op]]);
+  });
+}
 bool foreign_truth(void* h) {
   return calling_python([&] { return PyObject_IsTrue(handle_of(h)) == 1 ? true : (PyErr_Occurred() ? throw py::error_already_set() : false); });
 }
@@ -213,6 +231,45 @@ bool foreign_instance_check(void* h, const Value& obj, bool subclass) {
     return rc == 1;
   });
 }
+// Whether `descr` is enum.Enum's own `value` or `name` descriptor (never a
+// subclass's override): it only reads the member's _value_ / _name_.
+bool enum_stock_property(PyObject* descr, std::string_view name) {
+  if (name != "value" && name != "name") return false;
+  PyObject* enum_module = PyDict_GetItemString(PyImport_GetModuleDict(), "enum");  // borrowed; never imports
+  if (!enum_module) return false;
+  PyObject* enum_cls = PyObject_GetAttrString(enum_module, "Enum");
+  if (!enum_cls) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool stock = PyType_Check(enum_cls) &&
+                     PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(enum_cls)->tp_dict, std::string(name).c_str()) == descr;
+  Py_DECREF(enum_cls);
+  return stock;
+}
+
+// A class attribute that type's own lookup finds without running code (an
+// Enum's member, a constant, a function): the metaclass keeps
+// type.__getattribute__ (a __getattr__ of its, EnumType's, runs only on a
+// miss, and a miss answers false here), no data descriptor of the
+// metaclass has the name, and what the class's MRO holds is no
+// descriptor, or a plain function (which a class reads as itself).
+bool plain_class_attr(PyTypeObject* cls, std::string_view name, Value& out) {
+  return calling_python([&] {
+    static PyObject* type_getattribute = PyDict_GetItemString(PyType_Type.tp_dict, "__getattribute__");
+    static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
+    PyTypeObject* meta = Py_TYPE(cls);
+    if (_PyType_Lookup(meta, getattribute_name) != type_getattribute) return false;
+    py::str key(name.data(), name.size());
+    PyObject* meta_attr = _PyType_Lookup(meta, key.ptr());  // borrowed; no user code
+    if (meta_attr && Py_TYPE(meta_attr)->tp_descr_set) return false;
+    PyObject* attr = _PyType_Lookup(cls, key.ptr());
+    if (!attr || (Py_TYPE(attr)->tp_descr_get && !PyFunction_Check(attr))) return false;
+    out = to_value_shared(py::handle(attr));
+    return true;
+  });
+}
+
 // An attribute read that runs no user code: the object's type keeps
 // Python's default lookup, and the name is an instance __dict__ entry, a
 // __slots__ member or a class attribute that is no descriptor. Properties,
@@ -235,7 +292,8 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
       return true;
     });
   }
-  if (tp->tp_getattro != PyObject_GenericGetAttr || PyType_Check(o) || PyModule_Check(o)) return false;
+  if (PyType_Check(o)) return plain_class_attr(reinterpret_cast<PyTypeObject*>(o), name, out);
+  if (tp->tp_getattro != PyObject_GenericGetAttr || PyModule_Check(o)) return false;
   return calling_python([&] {
     py::str key(name.data(), name.size());
     PyObject* descr = _PyType_Lookup(tp, key.ptr());  // borrowed; no user code
@@ -248,7 +306,14 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
       out = to_value_shared(py::reinterpret_steal<py::object>(v));
       return true;
     }
-    if (descr && Py_TYPE(descr)->tp_descr_set) return false;  // a data descriptor (property) wins: user code
+    if (descr && Py_TYPE(descr)->tp_descr_set) {
+      // A data descriptor (property) wins: user code, but for an Enum
+      // member's stock `value` / `name` (enum.property), which read the
+      // member's _value_ / _name_.
+      if (!enum_stock_property(descr, name)) return false;
+      key = py::str(name == "value" ? "_value_" : "_name_");
+      descr = nullptr;
+    }
     if (PyObject** dict = _PyObject_GetDictPtr(o); dict && *dict) {
       PyObject* v = PyDict_GetItemWithError(*dict, key.ptr());  // borrowed; str keys run no user code
       if (v) {
@@ -316,6 +381,9 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     foreign_type_name,
     foreign_raise,     foreign_exception_match, foreign_pure,   foreign_instance_check, foreign_plain_attr, foreign_unary,
     foreign_set_snapshot,
+    // (traverse, clear, untraced_reason, null_context, grad_tensor: none)
+    nullptr, nullptr, nullptr, nullptr, nullptr,
+    foreign_pure_compare,
 };
 
 Value foreign(py::handle obj) {

@@ -3,6 +3,7 @@ objects) are constants under guards: their fields fold into the graph, a
 changed field recompiles, and an attribute whose read would run user code
 (a property, __getattr__) is left to Python. The reference is CPython
 (differential.py) and explain()'s graph and break counts."""
+import enum
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -183,3 +184,65 @@ def mutates_config(x, ns):
 
 def test_a_config_mutated_in_forward_is_mutated():
     check(mutates_config, kiln.ones(2), SimpleNamespace(calls=0))
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+    EXACT = "exact"
+
+
+class Fmt(str, enum.Enum):  # compares as a str (timm's Format)
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class Consts:
+    SCALE = 3.0
+
+    def helper(v):  # read off the class: a plain function
+        return v + 1
+
+
+def uses_enums(x, mode=Mode.FAST, fmt="NCHW"):
+    if mode is Mode.FAST and fmt == Fmt.NCHW and Fmt.NHWC != fmt:
+        x = Consts.helper(x) * Consts.SCALE
+    return x, Mode.EXACT.value
+
+
+def test_enum_members_and_class_attributes_fold_under_guards():
+    # Class attributes read without running code (an Enum's member, a
+    # constant, a function), and comparisons that run no user code (a str
+    # Enum against a str: str's own ==) fold; a changed class attribute
+    # recompiles (the read is guarded).
+    check(uses_enums, kiln.ones(2))
+    check(uses_enums, kiln.ones(2), Mode.EXACT, "NHWC")
+    assert graphs_and_breaks(uses_enums, kiln.ones(2)) == (1, 0)
+    f = kiln.compile(uses_enums)
+    assert f(kiln.ones(2))[0].numpy().tolist() == [6.0, 6.0]
+    Consts.SCALE = 4.0
+    try:
+        assert f(kiln.ones(2))[0].numpy().tolist() == [8.0, 8.0]
+    finally:
+        Consts.SCALE = 3.0
+
+
+class EqInPython(str):
+    def __eq__(self, other):  # user code: never run at trace time
+        EqInPython.calls += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+    calls = 0
+
+
+def compares_user_eq(x, tag):
+    return x * 2 if tag == "a" else x
+
+
+def test_a_comparison_that_runs_python_is_left_to_python():
+    check(compares_user_eq, kiln.ones(2), EqInPython("a"))
+    EqInPython.calls = 0
+    f = kiln.compile(compares_user_eq)
+    for _ in range(3):
+        f(kiln.ones(2), EqInPython("a"))
+    assert EqInPython.calls == 3  # CPython's own, one a call: none at trace time
