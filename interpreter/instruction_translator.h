@@ -220,6 +220,8 @@ class InstructionTranslator {
 #undef KILN_DECLARE_Fold
 #undef KILN_DECLARE_Effect
   VT reads_tensor_value(BuiltinCall& call);
+  // all() / any() (`stop_at`: the truth that ends the loop, False / True).
+  VT short_circuit(BuiltinCall& call, bool stop_at);
   // iter(v) as GET_ITER makes it (an iterator is itself).
   VT iter_of(const VT& v);
   // iter() of each of [first, last), for a lazy iterator over them.

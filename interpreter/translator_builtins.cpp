@@ -4,6 +4,7 @@
 // handler here, Effect breaks the graph so the call runs when the program
 // runs. Method handlers (list, dict, set, Tensor, Module) live in
 // translator_methods.cpp.
+#include "interpreter/frame_cache.h"
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 #include "runtime/builtins.h"
@@ -114,7 +115,19 @@ VT InstructionTranslator::trace_len(BuiltinCall& c) {
 // A value of the same Python type as the tracker (isinstance, type).
 Value InstructionTranslator::type_sample(const VT& v) {
   switch (v->kind) {
-    case VTKind::Tensor: return Value::tensor(output_graph::meta_tensor(v->meta()));
+    case VTKind::Tensor: {
+      // A frame over the embedder's tensors (random_is_hosts: torch's) asks
+      // about what the program holds there: torch's tensor, not kiln's;
+      // kiln's own Python (its torch-API adapters) asks about kiln's.
+      Tensor meta = output_graph::meta_tensor(v->meta());
+      // A module's parameter (a get_attr of the graph): a Parameter.
+      if (v->node && v->node->op == output_graph::NodeOp::GetAttr)
+        if (const Value* attr = ctx_.out.graph().attr_of(*v->node); attr && attr->is(Kind::Tensor) && attr->as_tensor().is_parameter())
+          meta = meta.as_parameter();
+      if (ctx_.python_frames && ctx_.random_is_hosts && !is_own_code(code_->filename))
+        if (Value host = host_tensor_sample(meta); !host.is_null()) return host;
+      return Value::tensor(meta);
+    }
     case VTKind::List: return make_list({});
     case VTKind::Tuple: return make_tuple({});
     case VTKind::ConstDict: return make_dict();
@@ -217,6 +230,21 @@ VT InstructionTranslator::trace_sum(BuiltinCall& c) {
   VT total = c.args.size() > 1 ? c.args[1] : const_vt(Value::integer(0));
   for (const VT& x : unpack(c.args[0])) total = binary(BinOp::ADD, total, realize(x), false);
   return total;
+}
+
+// all() / any() over what the trace holds (a generator expression's items,
+// a list of known values): Python's loop item by item, stopping where
+// Python stops, so an iterator keeps its rest. A constant folds; an item
+// whose truth is data breaks (truth_of).
+VT InstructionTranslator::trace_all(BuiltinCall& c) { return short_circuit(c, false); }
+VT InstructionTranslator::trace_any(BuiltinCall& c) { return short_circuit(c, true); }
+VT InstructionTranslator::short_circuit(BuiltinCall& c, bool stop_at) {
+  if (c.nkw || c.args.size() != 1 || is_constant(c.args[0])) return nullptr;
+  VT it = iter_of(c.args[0]);
+  VT item;
+  while (next_item(it, item))
+    if (truth_of(realize(item)) == stop_at) return const_vt(Value::boolean(stop_at));
+  return const_vt(Value::boolean(!stop_at));
 }
 
 // KBC's slice(x, dim, start, end): the registry op on a tensor; Python's

@@ -170,8 +170,22 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
       std::multiset<std::pair<const void*, const void*>>::iterator it;
       ~Leave() { set.erase(it); }
     } leave{ctx_.active_frames, active};
+    // A generator expression is made its items at once (kiln/_frontend.py):
+    // what CPython's lazy generator gives only when making them changes
+    // nothing but its own list (one append per item). A body with any other
+    // effect (an append to an outer list, an attribute store) breaks here,
+    // and CPython runs the generator lazily, interleaved with its consumer.
+    const bool genexpr = code->qualname.size() >= 9 && code->qualname.ends_with("<genexpr>");
+    const size_t effects_before = ctx_.side_effects.effect_count();
     child.run();
-    return child.result();
+    VT r = child.result();
+    if (genexpr) {
+      VT it = realize(r);
+      const size_t n = !it->is(VTKind::Iterator) ? 0 : it->iterated ? it->iterated->items.size() : it->items.size();
+      if (!it->is(VTKind::Iterator) || ctx_.side_effects.effect_count() - effects_before != n)
+        unsupported(BreakReason::untraced_object, "a generator expression whose body has effects (CPython runs it lazily)");
+    }
+    return r;
   } catch (const Unsupported& u) {
     // The embedder's own code is never compiled as its own frame: its
     // break is this call's.

@@ -263,4 +263,7 @@ namespace kiln::runtime {
 static GradModeHook grad_mode_hook = nullptr;
 void set_grad_mode_hook(GradModeHook hook) { grad_mode_hook = hook; }
 bool grad_mode_enabled() { return grad_mode_hook && grad_mode_hook(); }
+static HostTensorSample host_tensor_sample_hook = nullptr;
+void set_host_tensor_sample(HostTensorSample hook) { host_tensor_sample_hook = hook; }
+Value host_tensor_sample(const Tensor& meta) { return host_tensor_sample_hook ? host_tensor_sample_hook(meta) : Value::null(); }
 }  // namespace kiln::runtime

@@ -562,6 +562,15 @@ struct ForeignVTable {
 using GradModeHook = bool (*)();
 void set_grad_mode_hook(GradModeHook hook);
 bool grad_mode_enabled();
+
+// What a traced tensor is to the embedder (python/: a torch tensor of its
+// shape and dtype on torch's meta device, a Parameter for a parameter): the
+// value isinstance() and type() are asked about in a trace over the
+// embedder's tensors, so `type(x) is torch.Tensor` answers as in eager.
+// Null without such an embedder.
+using HostTensorSample = Value (*)(const Tensor& meta);
+void set_host_tensor_sample(HostTensorSample hook);
+Value host_tensor_sample(const Tensor& meta);
 struct ForeignObj final : Object {
   ForeignObj(const ForeignVTable* vt, void* handle) : vt(vt), handle(handle) {}
   ~ForeignObj() override { if (vt && vt->destroy) vt->destroy(handle); }

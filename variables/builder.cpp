@@ -15,6 +15,7 @@ using output_graph::GuardKind;
 using runtime::Kind;
 
 void SideEffects::mark_mutated(const VT& container) {
+  ++container_writes;
   if (!container->source || container->mutated) return;
   container->mutated = true;
   mutated.push_back(container);

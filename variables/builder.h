@@ -40,9 +40,17 @@ struct SideEffects {
   std::vector<GlobalStore> global_stores;
   std::vector<CellStore> cell_stores;
   std::vector<VT> mutated;  // Lists / ConstDicts with a source whose contents changed
+  // Every container mutation the trace made, sourced or not: a generator
+  // expression's body is inlined eagerly only when it made none but its
+  // own list's appends (InstructionTranslator::inline_call).
+  size_t container_writes = 0;
 
   bool empty() const {
     return attr_stores.empty() && global_stores.empty() && cell_stores.empty() && mutated.empty();
+  }
+  // Every effect so far: stores and container writes.
+  size_t effect_count() const {
+    return attr_stores.size() + global_stores.size() + cell_stores.size() + container_writes;
   }
   void mark_mutated(const VT& container);
 };

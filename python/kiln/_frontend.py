@@ -410,6 +410,7 @@ class _Function:
         self.program = program
         self.code = code
         self.name = name
+        self.genexpr = bool(code.co_flags & _CO_GENERATOR) and code.co_name == "<genexpr>"
         self.filename = code.co_filename
         self.line = code.co_firstlineno
         self.lines: set[int] = set()
@@ -458,6 +459,16 @@ class _Function:
         self.cellvars = tuple(self.rename[n] for n in code.co_cellvars)
         self.freevars = tuple(self.rename[n] for n in code.co_freevars)
         self.temp = None  # a scratch local for UNPACK_EX, declared on first use
+        # A generator expression is translated as the list of what it yields,
+        # made when it is called, and an iterator over it (RETURN_GENERATOR,
+        # YIELD_VALUE and RETURN_VALUE's rows): the tracer inlines it only
+        # when its body has no effect, so making the items at once is what
+        # CPython's lazy generator gives (interpreter/translator_invoke.cpp).
+        self.gen_items = None
+        if self.genexpr:
+            self.gen_items = "_genexpr_items"
+            while self.gen_items in set(self.rename.values()):
+                self.gen_items += "_"
 
     def scratch(self) -> str:
         if self.temp is None:
@@ -479,9 +490,8 @@ class _Function:
         first = code.co_firstlineno
         if code.co_flags & _CO_ASYNC:
             self.fail("async function", first)
-        if code.co_flags & _CO_GENERATOR:
-            kind = "generator expression" if code.co_name == "<genexpr>" else "generator function (yield)"
-            self.fail(kind, first)
+        if code.co_flags & _CO_GENERATOR and not self.genexpr:
+            self.fail("generator function (yield)", first)
         ops = {i.opname for i in self.instrs}
         if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
             line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
@@ -637,7 +647,7 @@ class _Function:
         head = [f"  .firstline {code.co_firstlineno}"]
         if code.co_qualname != self.name:  # CPython's name in messages: f.<locals>.g, not the KBC name f__g
             head.append(f"  .qualname {code.co_qualname}")
-        local_names = self.locals + ([self.temp] if self.temp else [])
+        local_names = self.locals + ([self.temp] if self.temp else []) + ([self.gen_items] if self.gen_items else [])
         if local_names:
             head.append("  .locals " + " ".join(local_names))
         if self.cellvars:

@@ -114,8 +114,45 @@ def _unary(f, k, ins, st, emit):
 @_row("RETURN_VALUE", effect=_const(-1))
 def _return(f, k, ins, st, emit):
     f._pop(st, 1, ins)
+    if f.genexpr:
+        # The end of a generator expression (its None): what it yielded.
+        f.program.use_builtin("iter")
+        emit("  POP_TOP")
+        emit("  LOAD_GLOBAL iter")
+        emit(f"  LOAD_FAST {f.gen_items}")
+        emit("  CALL 1")
     emit("  RETURN_VALUE")
     return None, None
+
+
+# A generator expression's own opcodes (kiln/_frontend.py, _Function.
+# gen_items): the items into a list as they are yielded. Other generators
+# (`yield` in a def) are refused before any row runs.
+@_row("RETURN_GENERATOR", effect=_const(0), checked=False)
+def _return_generator(f, k, ins, st, emit):
+    if not f.genexpr:
+        f.fail("generator function (yield)")
+    # CPython pushes the value the generator is first resumed with (None)
+    # once it runs: dis counts 0, the POP_TOP after it pops that.
+    emit("  BUILD_LIST 0")
+    emit(f"  STORE_FAST {f.gen_items}")
+    emit("  LOAD_CONST None")
+    st.append("v")
+    return st, None
+
+
+@_row("YIELD_VALUE", effect=_const(0))
+def _yield_value(f, k, ins, st, emit):
+    if not f.genexpr:
+        f.fail("generator function (yield)")
+    f._pop(st, 1, ins)
+    emit(f"  LOAD_FAST {f.gen_items}")
+    emit("  SWAP 2")
+    emit("  LIST_APPEND 1")
+    emit("  POP_TOP")
+    emit("  LOAD_CONST None")  # the value sent in: None when iterated
+    st.append("v")
+    return st, None
 
 
 @_row("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", effect=_const(1))

@@ -248,6 +248,16 @@ bool enum_stock_property(PyObject* descr, std::string_view name) {
   return stock;
 }
 
+// Whether metaclass `meta` reads a class's `name` (__name__, ...) with
+// type's own getset: it keeps type.__getattribute__ and overrides neither.
+bool type_own_name(PyTypeObject* meta, std::string_view name) {
+  static PyObject* type_getattribute = PyDict_GetItemString(PyType_Type.tp_dict, "__getattribute__");
+  static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
+  py::str key(name.data(), name.size());
+  return _PyType_Lookup(meta, getattribute_name) == type_getattribute &&
+         _PyType_Lookup(meta, key.ptr()) == PyDict_GetItem(PyType_Type.tp_dict, key.ptr());
+}
+
 // A class attribute that type's own lookup finds without running code (an
 // Enum's member, a constant, a function): the metaclass keeps
 // type.__getattribute__ (a __getattr__ of its, EnumType's, runs only on a
@@ -279,9 +289,11 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
   PyObject* o = handle_of(h);
   PyTypeObject* tp = Py_TYPE(o);
   // A class's names (_log_api_usage_once reads obj.__class__.__name__):
-  // type's own getsets when its metaclass is type itself, which runs no
-  // user code; a heap class's may be reassigned, and the guard re-reads them.
-  if (tp == &PyType_Type && (name == "__name__" || name == "__qualname__" || name == "__module__")) {
+  // type's own getsets, when its metaclass (type, torch's _TensorMeta)
+  // finds them there, which runs no user code; a heap class's may be
+  // reassigned, and the guard re-reads them.
+  if (PyType_Check(o) && (name == "__name__" || name == "__qualname__" || name == "__module__") &&
+      (tp == &PyType_Type || type_own_name(tp, name))) {
     return calling_python([&] {
       PyObject* v = PyObject_GetAttrString(o, std::string(name).c_str());
       if (!v) {

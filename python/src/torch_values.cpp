@@ -277,7 +277,30 @@ Value torch_object_value(py::handle obj) {
   return Value::null();
 }
 
-void install_torch_op_hook() { runtime::set_foreign_op_hook(torch_op_hook); }
+// runtime::set_host_tensor_sample: a torch tensor of the traced tensor's
+// shape and dtype on torch's meta device (no memory), a Parameter for a
+// parameter; as torch's own object (Foreign), so isinstance and type see
+// torch's classes. Null before torch is seen.
+Value torch_tensor_sample(const Tensor& meta) {
+  if (!torch_seen()) return Value::null();
+  return calling_python([&] {
+    py::module_ torch = py::module_::import("torch");
+    py::list sizes;
+    for (int64_t d : meta.sizes()) sizes.append(d);
+    const char* dtype = meta.dtype() == runtime::DType::Float32   ? "float32"
+                        : meta.dtype() == runtime::DType::Float64 ? "float64"
+                        : meta.dtype() == runtime::DType::Int64   ? "int64"
+                                                                  : "bool";
+    py::object t = torch.attr("empty")(sizes, py::arg("dtype") = torch.attr(dtype), py::arg("device") = "meta");
+    if (meta.is_parameter()) t = torch.attr("nn").attr("Parameter")(t, py::arg("requires_grad") = false);
+    return torch_tensor_foreign(t);
+  });
+}
+
+void install_torch_op_hook() {
+  runtime::set_foreign_op_hook(torch_op_hook);
+  runtime::set_host_tensor_sample(torch_tensor_sample);
+}
 
 void bind_torch(py::module_& m) {
   m.def("_map_torch", [](py::handle torch_obj, py::handle target) {

@@ -411,6 +411,55 @@ def test_imports_in_traced_code_fold_to_loaded_modules_and_cpython_runs_the_rest
     importlib.import_module("colorsys")
 
 
+_GEN_LOG = []
+
+
+def test_generator_expressions_are_traced_when_their_bodies_change_nothing():
+    # A generator expression is made its items at once in the trace (what
+    # tuple/all/any/sum then consume); a body with an effect (an append to
+    # an outer list) breaks, and CPython runs it lazily, interleaved with
+    # its consumer, as always.
+    def f(q, k):
+        a, b = tuple(x.transpose(0, 1) for x in (q, k))
+        ok = all(isinstance(x, torch.Tensor) for x in (q, k)) and not any(x.dim() > 2 for x in (q, k))
+        return (a @ b.transpose(0, 1)) * sum(i * 2 for i in range(4) if i) if ok else a
+
+    def g(x, xs):
+        _GEN_LOG.clear()
+        hit = any(_GEN_LOG.append(v) or v > 1 for v in xs)  # stops at 2: the log is [0, 2]
+        return (x * 2 if hit else x), list(_GEN_LOG)
+
+    def h(x):
+        gen = (x * i for i in range(3))
+        first = next(gen)  # the rest stays in the generator
+        return first, list(gen)
+
+    c = check(f, lambda: (torch.randn(3, 4), torch.randn(3, 4)))
+    e = kiln.explain(c)(torch.randn(3, 4), torch.randn(3, 4))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    check(g, lambda: (torch.randn(3), [0, 2, 5]))
+    e = explain(g, torch.randn(3), [0, 2, 5])
+    assert "generator expression whose body has effects" in e.break_reasons[0]["reason"], str(e)
+    check(h, lambda: (torch.randn(3),))
+
+
+def test_type_and_isinstance_of_a_traced_tensor_are_torchs():
+    # The program holds torch tensors (and Parameters): type() and
+    # isinstance() answer as eager does, in one graph.
+    lin = torch.nn.Linear(3, 3)
+
+    def f(x):
+        flags = (type(x) is torch.Tensor, isinstance(x, torch.Tensor), isinstance(x, torch.nn.Parameter),
+                 isinstance(lin.weight, torch.nn.Parameter), type(x * 2) is torch.Tensor)
+        return lin(x) * 2, flags
+
+    with torch.no_grad():
+        c = check(f, lambda: (torch.randn(2, 3),))
+        assert c(torch.randn(2, 3))[1] == (True, True, False, True, True)
+        e = kiln.explain(c)(torch.randn(2, 3))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
