@@ -99,7 +99,9 @@ for _name, _pops, _pushes, _operand in [
         ("STORE_DEREF", 1, 0, "local"),
         # Exception handling: KBC shares CPython 3.11's model.
         ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),
-        ("BEFORE_WITH", 1, 2, None)]:
+        ("BEFORE_WITH", 1, 2, None),
+        # from module import name: module -> module module.name
+        ("IMPORT_FROM", 1, 2, "name")]:
     _row(_name, effect=_const(_pushes - _pops))(_same(_pops, _pushes, _operand))
 
 
@@ -298,14 +300,6 @@ def _import_name(f, k, ins, st, emit):
     f._pop(st, 2, ins)
     st.append("v")
     emit(f"  IMPORT_NAME {f._constant(ins.argval)}")
-    return st, None
-
-
-@_row("IMPORT_FROM", effect=_const(1))
-def _import_from(f, k, ins, st, emit):
-    f._pop(st, 1, ins)
-    st += ["v", "v"]
-    emit(f"  IMPORT_FROM {f.name_operand(ins.argval)}")
     return st, None
 
 
