@@ -248,14 +248,19 @@ bool enum_stock_property(PyObject* descr, std::string_view name) {
   return stock;
 }
 
+// Whether metaclass `meta` keeps type.__getattribute__ (no user code
+// decides what a class's attribute read finds).
+bool keeps_type_getattribute(PyTypeObject* meta) {
+  static PyObject* type_getattribute = PyDict_GetItemString(PyType_Type.tp_dict, "__getattribute__");
+  static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
+  return _PyType_Lookup(meta, getattribute_name) == type_getattribute;
+}
+
 // Whether metaclass `meta` reads a class's `name` (__name__, ...) with
 // type's own getset: it keeps type.__getattribute__ and overrides neither.
 bool type_own_name(PyTypeObject* meta, std::string_view name) {
-  static PyObject* type_getattribute = PyDict_GetItemString(PyType_Type.tp_dict, "__getattribute__");
-  static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
   py::str key(name.data(), name.size());
-  return _PyType_Lookup(meta, getattribute_name) == type_getattribute &&
-         _PyType_Lookup(meta, key.ptr()) == PyDict_GetItem(PyType_Type.tp_dict, key.ptr());
+  return keeps_type_getattribute(meta) && _PyType_Lookup(meta, key.ptr()) == PyDict_GetItem(PyType_Type.tp_dict, key.ptr());
 }
 
 // A class attribute that type's own lookup finds without running code (an
@@ -266,10 +271,8 @@ bool type_own_name(PyTypeObject* meta, std::string_view name) {
 // descriptor, or a plain function (which a class reads as itself).
 bool plain_class_attr(PyTypeObject* cls, std::string_view name, Value& out) {
   return calling_python([&] {
-    static PyObject* type_getattribute = PyDict_GetItemString(PyType_Type.tp_dict, "__getattribute__");
-    static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
     PyTypeObject* meta = Py_TYPE(cls);
-    if (_PyType_Lookup(meta, getattribute_name) != type_getattribute) return false;
+    if (!keeps_type_getattribute(meta)) return false;
     py::str key(name.data(), name.size());
     PyObject* meta_attr = _PyType_Lookup(meta, key.ptr());  // borrowed; no user code
     if (meta_attr && Py_TYPE(meta_attr)->tp_descr_set) return false;
