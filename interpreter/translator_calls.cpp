@@ -519,17 +519,6 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
                                             b->str());
 }
 
-// `a op b` as `b op' a`: Python's reflection of a comparison.
-static CmpOp reflected_cmpop(CmpOp op) {
-  switch (op) {
-    case CmpOp::LT: return CmpOp::GT;
-    case CmpOp::LE: return CmpOp::GE;
-    case CmpOp::GT: return CmpOp::LT;
-    case CmpOp::GE: return CmpOp::LE;
-    default: return op;  // == and != are their own reflections
-  }
-}
-
 static bool stands_for_one_object(const VT& v) {
   switch (v->kind) {
     case VTKind::Opaque:

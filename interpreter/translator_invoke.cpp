@@ -175,7 +175,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     // nothing but its own list (one append per item). A body with any other
     // effect (an append to an outer list, an attribute store) breaks here,
     // and CPython runs the generator lazily, interleaved with its consumer.
-    const bool genexpr = code->qualname.size() >= 9 && code->qualname.ends_with("<genexpr>");
+    const bool genexpr = code->qualname.ends_with("<genexpr>");
     const size_t effects_before = ctx_.side_effects.effect_count();
     child.run();
     VT r = child.result();

@@ -41,6 +41,15 @@ int num_cmpops() { return int(std::size(kCmpSym)); }
 int num_unops() { return int(std::size(kUnSym)); }
 const char* binop_symbol(BinOp op) { return kBinSym[int(op)]; }
 const char* cmpop_symbol(CmpOp op) { return kCmpSym[int(op)]; }
+CmpOp reflected_cmpop(CmpOp op) {
+  switch (op) {
+    case CmpOp::LT: return CmpOp::GT;
+    case CmpOp::LE: return CmpOp::GE;
+    case CmpOp::GT: return CmpOp::LT;
+    case CmpOp::GE: return CmpOp::LE;
+    default: return op;
+  }
+}
 const char* unop_symbol(UnOp op) { return kUnSym[int(op)]; }
 std::optional<BinOp> binop_from_symbol(std::string_view s) {
   if (auto i = find_sym(kBinSym, s)) return BinOp(*i);

@@ -46,6 +46,9 @@ int num_cmpops();
 int num_unops();
 const char* binop_symbol(BinOp op);
 const char* cmpop_symbol(CmpOp op);
+// `a op b` as `b op' a`: Python's reflection of a comparison (< and >,
+// <= and >=; the others are their own).
+CmpOp reflected_cmpop(CmpOp op);
 const char* unop_symbol(UnOp op);
 std::optional<BinOp> binop_from_symbol(std::string_view s);
 std::optional<CmpOp> cmpop_from_symbol(std::string_view s);

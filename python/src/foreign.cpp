@@ -72,15 +72,18 @@ Value foreign_binary(void* h, int op, const Value& other, bool reflected, bool i
     return to_value(reflected ? opmod.attr(fn)(o, self) : opmod.attr(fn)(self, o));
   });
 }
+// Python's names of the comparisons < <= == != > >=, by CmpOp id (the
+// operator module's functions; "__lt__" & co. are the special methods).
+constexpr const char* kPyCompareOps[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+static_assert(int(runtime::CmpOp::LT) == 0 && int(runtime::CmpOp::GE) == 5, "kPyCompareOps follows operators.def");
 // compare_op answers is / is not / in / not in itself (identity, and the
 // container protocol's `contains`): only < <= == != > >= come here.
 Value foreign_compare(void* h, int op, const Value& other) {
-  static const char* py_ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
-  if (op < 0 || op >= int(std::size(py_ops))) throw_error(ErrorKind::TypeError, "unsupported comparison");
+  if (op < 0 || op >= int(std::size(kPyCompareOps))) throw_error(ErrorKind::TypeError, "unsupported comparison");
   return calling_python([&] {
     py::object opmod = py::module_::import("operator");
     py::object self = py::reinterpret_borrow<py::object>(handle_of(h));
-    return to_value(opmod.attr(py_ops[op])(self, to_py(other)));
+    return to_value(opmod.attr(kPyCompareOps[op])(self, to_py(other)));
   });
 }
 // Whether `obj op other` runs no user code: neither operand's type
@@ -88,17 +91,17 @@ Value foreign_compare(void* h, int op, const Value& other) {
 // is C slots alone (str's for a str Enum, object's identity for a plain
 // Enum). `other` is a kiln value or another Python object.
 bool foreign_pure_compare(void* h, int op, const Value& other) {
-  static const char* names[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
-  static const int reflected[] = {4, 5, 2, 3, 0, 1};
-  if (op < 0 || op >= int(std::size(names))) return false;
-  auto c_only = [](PyTypeObject* t, const char* name) {
-    PyObject* attr = _PyType_Lookup(t, py::str(name).ptr());  // borrowed; no user code
+  if (op < 0 || op >= int(std::size(kPyCompareOps))) return false;
+  auto c_only = [](PyTypeObject* t, runtime::CmpOp cmp) {
+    py::str name("__" + std::string(kPyCompareOps[int(cmp)]) + "__");
+    PyObject* attr = _PyType_Lookup(t, name.ptr());  // borrowed; no user code
     return !attr || Py_TYPE(attr) == &PyWrapperDescr_Type;
   };
   return calling_python([&] {
     PyObject* o = handle_of(h);
     py::object rhs = to_py(other);
-    return c_only(Py_TYPE(o), names[op]) && c_only(Py_TYPE(rhs.ptr()), names[reflected[op]]);
+    const auto cmp = runtime::CmpOp(op);
+    return c_only(Py_TYPE(o), cmp) && c_only(Py_TYPE(rhs.ptr()), runtime::reflected_cmpop(cmp));
   });
 }
 bool foreign_truth(void* h) {

@@ -42,19 +42,19 @@ adaptive_avg_pool2d = _C.adaptive_avg_pool2d
 pad = _C.pad
 
 
-def relu(input, inplace=False):
-    if inplace:
-        input[...] = _C.relu(input)
-        return input
-    return _C.relu(input)
-
-
-def silu(input, inplace=False):
-    out = input * _C.sigmoid(input)
+def _in_place(input, out, inplace):
     if inplace:
         input[...] = out
         return input
     return out
+
+
+def relu(input, inplace=False):
+    return _in_place(input, _C.relu(input), inplace)
+
+
+def silu(input, inplace=False):
+    return _in_place(input, input * _C.sigmoid(input), inplace)
 
 
 def _softmax_dim(ndim):
@@ -82,13 +82,6 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if padding_idx is not None:
         return _C.embedding(input, weight, padding_idx)
     return _C.embedding(input, weight)
-
-
-def _in_place(input, out, inplace):
-    if inplace:
-        input[...] = out
-        return input
-    return out
 
 
 # The activations below are written in torch's CPU kernels' order of
