@@ -722,16 +722,6 @@ Value binary_op(BinOp op, const Value& a, const Value& b, bool inplace) {
   unsupported(binop_symbol(op), inplace, a, b);
 }
 
-static CmpOp reflect(CmpOp op) {
-  switch (op) {
-    case CmpOp::LT: return CmpOp::GT;
-    case CmpOp::LE: return CmpOp::GE;
-    case CmpOp::GT: return CmpOp::LT;
-    case CmpOp::GE: return CmpOp::LE;
-    default: return op;
-  }
-}
-
 // Three-way ordering for <, <=, >, >= on non-tensor values.
 static int order(CmpOp op, const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
@@ -782,7 +772,7 @@ Value compare_op(CmpOp op, const Value& a, const Value& b) {
     if (f->vt->compare) return f->vt->compare(f->handle, int(op), b);
   } else if (b.is(Kind::Foreign)) {
     auto* f = b.as<ForeignObj>();
-    if (f->vt->compare) return f->vt->compare(f->handle, int(reflect(op)), a);
+    if (f->vt->compare) return f->vt->compare(f->handle, int(reflected_cmpop(op)), a);
   }
   if (op == CmpOp::EQ) return Value::boolean(values_equal(a, b));
   if (op == CmpOp::NE) return Value::boolean(!values_equal(a, b));
