@@ -118,7 +118,24 @@ class CompiledProgram {
   Program p_;
   CompiledKernels k_;
   CompiledGraph eager_;
+  // A call's working arrays. The program keeps one set, reused by the call
+  // that holds arena_mu_ (a concurrent call makes its own): a small graph's
+  // cached call made a dozen heap allocations here before its first kernel,
+  // a tenth of the call. release() drops the tensors a call held, so a
+  // finished call keeps no input or output alive.
+  struct Scratch {
+    std::vector<int64_t> dyn;
+    std::vector<bool> known, done;
+    std::vector<char*> bufs, kbufs;
+    std::vector<Value> owners, eager_results;
+    std::vector<std::pair<const char*, const char*>> temps;
+    void release() {
+      owners.clear();
+      eager_results.clear();
+    }
+  };
   std::mutex arena_mu_;
+  Scratch scratch_;  // under arena_mu_
   runtime::Ref<runtime::Storage> arena_;
   std::vector<runtime::Ref<runtime::Storage>> dyn_pool_;  // per buffer: a dynamic program's temporary (under arena_mu_)
   size_t graph_syms_ = 0;            // program symbols 0..graph_syms_-1 are the graph's
@@ -325,8 +342,21 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   if (inputs.size() != p_.num_inputs)
     throw_error(ErrorKind::RuntimeError, "llvm backend: the graph takes " + std::to_string(p_.num_inputs) +
                                              " inputs, got " + std::to_string(inputs.size()));
-  std::vector<int64_t> dyn = init_dyn_;
-  std::vector<bool> known = init_known_, done(p_.checks.size(), false);
+  // The arena and the working arrays: the program's own when free, else (a
+  // concurrent call) fresh ones.
+  std::unique_lock<std::mutex> arena_lock(arena_mu_, std::try_to_lock);
+  Scratch own;
+  Scratch& sc = arena_lock.owns_lock() ? scratch_ : own;
+  struct Release {
+    Scratch& sc;
+    ~Release() { sc.release(); }
+  } release{sc};
+  std::vector<int64_t>& dyn = sc.dyn;
+  std::vector<bool>& known = sc.known;
+  std::vector<bool>& done = sc.done;
+  dyn = init_dyn_;
+  known = init_known_;
+  done.assign(p_.checks.size(), false);
   for (size_t s : input_syms_) {  // a step's symbols are known once it ran
     const SymSource& src = p_.syms[s];
     dyn[s] = inputs[size_t(src.index)].as<runtime::TensorImpl>()->sizes[size_t(src.dim)];
@@ -337,10 +367,10 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   if (!checks_hold(dyn, known, done, why)) return run_eagerly(ctx, inputs, why);
   if (!inputs_match(inputs, dyn, why)) return run_eagerly(ctx, inputs, why);
   const size_t nb = p_.buffers.size();
-  std::vector<char*> bufs(nb, nullptr);
-  std::vector<Value> owners(nb);  // the tensor behind each buffer, where there is one
-  // The arena: the program's own when free, else (a concurrent call) a fresh one.
-  std::unique_lock<std::mutex> arena_lock(arena_mu_, std::try_to_lock);
+  std::vector<char*>& bufs = sc.bufs;
+  std::vector<Value>& owners = sc.owners;  // the tensor behind each buffer, where there is one
+  bufs.assign(nb, nullptr);
+  owners.resize(nb);
   runtime::Ref<runtime::Storage> arena;
   if (!p_.dynamic() && p_.arena_bytes) {
     if (arena_lock.owns_lock()) {
@@ -352,7 +382,8 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
   }
   // Memory an eager step's result must not point into (it is reused):
   // the arena, or each temporary of a dynamic program.
-  std::vector<std::pair<const char*, const char*>> temps;
+  std::vector<std::pair<const char*, const char*>>& temps = sc.temps;
+  temps.clear();
   if (arena) temps.emplace_back(static_cast<const char*>(arena->data), static_cast<const char*>(arena->data) + p_.arena_bytes);
   // A dynamic program's temporaries: the program's own when free, kept from
   // call to call and grown when a call needs more (fresh memory each call
@@ -405,8 +436,9 @@ std::vector<Value> CompiledProgram::operator()(runtime::CallContext& ctx, const 
     }
   };
 
-  std::vector<Value> eager_results(p_.eager.size());
-  std::vector<char*> kbufs;
+  std::vector<Value>& eager_results = sc.eager_results;
+  eager_results.resize(p_.eager.size());
+  std::vector<char*>& kbufs = sc.kbufs;
   for (const Step& st : p_.steps) {
     switch (st.kind) {
       case Step::Kind::Kernel: {

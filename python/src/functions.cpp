@@ -71,33 +71,38 @@ struct Mirror {
     py::object code;  // a function's __code__ when seen: f.__code__ = g.__code__ makes it new
   };
   std::unordered_map<std::string, Name> names;
+  // Entries of `names` are never erased, and a node-based map keeps their
+  // addresses through rehashing: the per-call lists below point at them,
+  // so the sync of every compiled call does no string hashing or compares
+  // (it did, and it was a tenth of a breaking frame's cached call).
+  using Entry = std::pair<const std::string, Name>;
   // Globals holding a torch tensor: torch can swap its storage under the
   // same object (x.data = y, set_, resize_) without touching the dict, so
   // each is compared with its kiln tensor on every sync.
-  std::vector<std::string> torch_names;
+  std::vector<Entry*> torch_names;
   // Globals holding a Python function: the program may replace its
   // __code__ without touching the dict, so each is compared on every sync.
-  std::vector<std::string> function_names;
+  std::vector<Entry*> function_names;
 
   void add_name(const std::string& name) {
     if (!names.count(name)) names.emplace(name, Name{py::str(name), py::object()});
   }
 
   void sync() {
-    for (const std::string& name : torch_names) {
-      auto it = names.find(name);
-      const Value* now = globals->map.find(name);
-      if (it != names.end() && it->second.seen && now && now->is(Kind::Tensor) &&
-          !torch_tensor_matches(it->second.seen.ptr(), now->as_tensor()))
-        globals->map.set(name, to_value_shared(it->second.seen));
+    for (Entry* e : torch_names) {
+      Name& n = e->second;
+      if (!n.seen || !is_torch_tensor(n.seen.ptr())) continue;
+      const Value* now = globals->map.find(e->first);
+      if (now && now->is(Kind::Tensor) && !torch_tensor_matches(n.seen.ptr(), now->as_tensor()))
+        globals->map.set(e->first, to_value_shared(n.seen));
     }
-    for (const std::string& name : function_names) {
-      auto it = names.find(name);
-      if (it == names.end() || !it->second.seen || !PyFunction_Check(it->second.seen.ptr())) continue;
-      PyObject* code = PyFunction_GET_CODE(it->second.seen.ptr());
-      if (code == it->second.code.ptr()) continue;
-      it->second.code = py::reinterpret_borrow<py::object>(code);
-      globals->map.set(name, to_value_shared(it->second.seen));  // a new KBC function: guards on it fail
+    for (Entry* e : function_names) {
+      Name& n = e->second;
+      if (!n.seen || !PyFunction_Check(n.seen.ptr())) continue;
+      PyObject* code = PyFunction_GET_CODE(n.seen.ptr());
+      if (code == n.code.ptr()) continue;
+      n.code = py::reinterpret_borrow<py::object>(code);
+      globals->map.set(e->first, to_value_shared(n.seen));  // a new KBC function: guards on it fail
     }
     const uint64_t v = dict_version(dict.ptr());
     if (v == version) return;
@@ -106,16 +111,18 @@ struct Mirror {
     // which adds names here: walk a snapshot, then the names added meanwhile.
     // (Element pointers survive the map's rehashing; iterators do not.)
     size_t done = 0;
-    std::vector<std::pair<const std::string, Name>*> todo;
+    std::vector<Entry*> todo;
     do {
       todo.clear();
       for (auto& kv : names) todo.push_back(&kv);
       done = todo.size();
-      for (auto* entry : todo) sync_name(entry->first, entry->second);
+      for (Entry* entry : todo) sync_name(*entry);
     } while (names.size() != done);
   }
 
-  void sync_name(const std::string& name, Name& n) {
+  void sync_name(Entry& e) {
+    const std::string& name = e.first;
+    Name& n = e.second;
     PyObject* now = PyDict_GetItemWithError(dict.ptr(), n.key.ptr());  // borrowed; str keys cannot raise
     if (now == n.seen.ptr() && now) return;
     if (!now) {
@@ -140,11 +147,11 @@ struct Mirror {
     globals->map.set(name, to_value_shared(py::handle(now)));
     if (PyFunction_Check(now)) {
       n.code = py::reinterpret_borrow<py::object>(PyFunction_GET_CODE(now));
-      if (std::find(function_names.begin(), function_names.end(), name) == function_names.end())
-        function_names.push_back(name);
+      if (std::find(function_names.begin(), function_names.end(), &e) == function_names.end())
+        function_names.push_back(&e);
     }
-    if (is_torch_tensor(now) && std::find(torch_names.begin(), torch_names.end(), name) == torch_names.end())
-      torch_names.push_back(name);
+    if (is_torch_tensor(now) && std::find(torch_names.begin(), torch_names.end(), &e) == torch_names.end())
+      torch_names.push_back(&e);
   }
 
   // STORE_GLOBAL in translated code (GlobalsObj::on_store): the module dict
