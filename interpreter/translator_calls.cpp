@@ -567,6 +567,27 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
       } catch (const Error&) {
         unsupported(BreakReason::python_error, "`in` raising an error");  // e.g. an unhashable item: the VM raises it
       }
+    } else if ((b->is(VTKind::Tuple) || b->is(VTKind::List)) && !a->is(VTKind::Tensor)) {
+      // A sequence's `in` as CPython's tuplecontains / list_contains runs
+      // it: item by item, `item is a or item == a`, stopping at the first
+      // hit (`action in (Action.NOTIFY, Action.NOTIFY_ALWAYS)` over Enum
+      // members). Each test must come out a known bool; one that does not
+      // (a tensor item, an object whose == is user code) breaks as before.
+      for (const VT& item : b->items) {
+        if (item->is(VTKind::Tensor)) unsupported(BreakReason::traced_python_value, "`in` over " + b->str());
+        VT same = compare(CmpOp::IS, item, a);
+        if (same->value.as_bool()) {
+          found = true;
+          break;
+        }
+        VT eq = compare(CmpOp::EQ, item, a);
+        if (!is_constant(eq) || !constant_value(eq).is(Kind::Bool))
+          unsupported(BreakReason::traced_python_value, "`in` over " + b->str());
+        if (constant_value(eq).as_bool()) {
+          found = true;
+          break;
+        }
+      }
     } else {
       unsupported(BreakReason::traced_python_value, "`in` over " + b->str());
     }

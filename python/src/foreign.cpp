@@ -324,6 +324,17 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
       out = to_value_shared(py::reinterpret_steal<py::object>(v));
       return true;
     }
+    // A code object's fields (co_varnames, co_argcount, ...): C getters
+    // and members of an immutable object, so constants of it.
+    if (descr && PyCode_Check(o) && Py_TYPE(descr) == &PyGetSetDescr_Type) {
+      PyObject* v = PyObject_GenericGetAttr(o, key.ptr());
+      if (!v) {
+        PyErr_Clear();
+        return false;
+      }
+      out = to_value_shared(py::reinterpret_steal<py::object>(v));
+      return true;
+    }
     if (descr && Py_TYPE(descr)->tp_descr_set) {
       // A data descriptor (property) wins: user code, but for an Enum
       // member's stock `value` / `name` (enum.property), which read the

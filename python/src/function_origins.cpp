@@ -47,12 +47,16 @@ namespace {
 
 // A Python function's attribute as the program reads it, without running
 // its code: the function type cannot be subclassed and keeps Python's
-// default lookup, so its data (name, module, docstring, defaults) and its
-// __dict__ entries are plain reads. Its code, globals, closure and
+// default lookup, so its data (name, module, docstring, defaults, code) and its
+// __dict__ entries are plain reads. Its globals, closure and
 // builtins stay CPython's: a trace that reads those breaks.
 bool origin_attr(const runtime::FunctionObj& fn, std::string_view name, Value& out) {
-  static constexpr std::string_view kData[] = {"__name__",     "__qualname__",    "__module__", "__doc__",
-                                               "__defaults__", "__kwdefaults__", "__wrapped__", "__class__"};
+  // __code__ too: transformers' capture_outputs reads
+  // func.__code__.co_varnames; the guard re-reads it at its source, and a
+  // code object's fields are constants (foreign_plain_attr reads them).
+  static constexpr std::string_view kData[] = {"__name__",     "__qualname__",   "__module__", "__doc__",
+                                               "__defaults__", "__kwdefaults__", "__wrapped__", "__class__",
+                                               "__code__"};
   auto it = origins().find(&fn);
   if (it == origins().end()) return false;
   PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());

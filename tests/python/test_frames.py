@@ -6,6 +6,7 @@ eval_frame_hook.cpp, kiln/_frames.py).
 Every test compares with CPython running the same function: results,
 exceptions, printed output, the arguments' state after the call."""
 import contextlib
+import enum
 import io
 import json
 import sys
@@ -458,6 +459,64 @@ def test_type_and_isinstance_of_a_traced_tensor_are_torchs():
         assert c(torch.randn(2, 3))[1] == (True, True, False, True, True)
         e = kiln.explain(c)(torch.randn(2, 3))
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+class _Action(enum.Enum):
+    NONE = "none"
+    NOTIFY = "notify"
+    NOTIFY_ALWAYS = "notify_always"
+
+
+def test_in_over_a_tuple_of_enum_members_is_decided_in_the_trace():
+    # transformers' deprecate_kwarg: `action in (Action.NOTIFY,
+    # Action.NOTIFY_ALWAYS)`, item by item as CPython does (is, then ==).
+    def f(x, notify):
+        a = _Action.NOTIFY if notify else _Action.NONE
+        if a in (_Action.NOTIFY, _Action.NOTIFY_ALWAYS):
+            x = x + 100
+        if "notify" not in [_Action.NONE.value, a.value]:
+            x = x * 3
+        return x * 2
+
+    for notify in (False, True):
+        check(f, lambda: (torch.randn(3), notify))
+        e = explain(f, torch.randn(3), notify)
+        assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+    def g(x, y):
+        return x * 2 if x in (y, 1) else x  # a tensor item: CPython decides (its == is elementwise)
+
+    e = explain(g, torch.ones(1), torch.ones(1))
+    assert e.graph_break_count >= 1 and "`in` over" in e.break_reasons[0]["reason"], str(e)
+    check(g, lambda: (torch.ones(1), torch.ones(1)))
+
+
+def _takes_scale(x, scale=2):
+    return x * scale
+
+
+def _takes_shift(x, shift=2):
+    return x + shift
+
+
+def test_a_functions_code_and_its_varnames_are_read_in_the_trace_and_guarded():
+    # transformers' capture_outputs: `name in func.__code__.co_varnames`.
+    def f(x):
+        fn = _takes_scale
+        if "scale" in fn.__code__.co_varnames:
+            return fn(x, scale=fn.__code__.co_varnames.index("scale") + 3)
+        return fn(x)
+
+    c = check(f, lambda: (torch.randn(3),))
+    e = kiln.explain(c)(torch.randn(3))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    saved = _takes_scale.__code__
+    try:
+        _takes_scale.__code__ = _takes_shift.__code__  # the guard on __code__ sees it
+        x = torch.randn(3)
+        assert torch.equal(c(x), f(x)) and torch.equal(c(x), x + 2)
+    finally:
+        _takes_scale.__code__ = saved
 
 
 # -- never worse than eager ----------------------------------------------------
