@@ -120,6 +120,172 @@ __attribute__((target("avx512f"))) void extended_avx512(const Layout& l, const f
 }
 #endif
 
+// A stride-1 convolution whose output is as large as its input (padding
+// 'same', the common depthwise layer) needs no copy at all: output position
+// q = oi * W + oj reads the input at q + (ki * dh - ph) * W + kj * dw - pw,
+// one shifted run of the plane itself, and the reads that would fall on
+// padding (or wrap into the next row) are masked off. The masks depend on
+// the position and the tap only, so one table serves every plane: entry
+// [block][tap] for the block's 16 positions. A masked-off lane is never
+// read, so the shifted runs may start before the plane or end after it.
+struct SameMasks {
+  int64_t blocks = 0;              // ceil(P / 16)
+  std::vector<uint16_t> mask;      // [blocks][taps]
+  std::vector<int64_t> offset;     // [taps]: q's input index minus q
+};
+
+SameMasks same_masks(const DepthwiseShape& s) {
+  SameMasks m;
+  const int64_t P = s.H * s.W, taps = s.kh * s.kw;
+  m.blocks = (P + 15) / 16;
+  m.mask.assign(size_t(m.blocks * taps), 0);
+  for (int64_t ki = 0; ki < s.kh; ++ki)
+    for (int64_t kj = 0; kj < s.kw; ++kj) {
+      const int64_t t = ki * s.kw + kj, di = ki * s.dh - s.ph, dj = kj * s.dw - s.pw;
+      m.offset.push_back(di * s.W + dj);
+      for (int64_t q = 0; q < P; ++q) {
+        const int64_t i = q / s.W + di, j = q % s.W + dj;
+        if (i >= 0 && i < s.H && j >= 0 && j < s.W) m.mask[size_t((q / 16) * taps + t)] |= uint16_t(1u << (q % 16));
+      }
+    }
+  return m;
+}
+
+#if defined(__x86_64__)
+// out[P] = bias + sum_t w[t] * plane[q + offset[t]] (masked), four blocks
+// of 16 positions at a time (four independent FMA chains), then single
+// blocks, the last one stored under the mask of the positions that exist.
+__attribute__((target("avx512f"))) void same_plane_avx512(const SameMasks& m, int64_t P, const float* plane,
+                                                          const float* w, float bias, float* out) {
+  const int64_t taps = int64_t(m.offset.size());
+  const int64_t* off = m.offset.data();
+  const uint16_t* mk = m.mask.data();
+  int64_t b = 0;
+  for (; (b + 4) * 16 <= P; b += 4) {
+    const float* src = plane + b * 16;
+    const uint16_t* k0 = mk + b * taps;
+    __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m512 wt = _mm512_set1_ps(w[t]);
+      const float* p = src + off[t];
+      a0 = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(__mmask16(k0[t]), p), a0);
+      a1 = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(__mmask16(k0[taps + t]), p + 16), a1);
+      a2 = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(__mmask16(k0[2 * taps + t]), p + 32), a2);
+      a3 = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(__mmask16(k0[3 * taps + t]), p + 48), a3);
+    }
+    _mm512_storeu_ps(out + b * 16, a0);
+    _mm512_storeu_ps(out + b * 16 + 16, a1);
+    _mm512_storeu_ps(out + b * 16 + 32, a2);
+    _mm512_storeu_ps(out + b * 16 + 48, a3);
+  }
+  for (; b < m.blocks; ++b) {
+    const float* src = plane + b * 16;
+    const uint16_t* k0 = mk + b * taps;
+    __m512 a0 = _mm512_set1_ps(bias);
+    for (int64_t t = 0; t < taps; ++t)
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[t]), _mm512_maskz_loadu_ps(__mmask16(k0[t]), src + off[t]), a0);
+    const int64_t n = std::min<int64_t>(16, P - b * 16);
+    _mm512_mask_storeu_ps(out + b * 16, __mmask16(n == 16 ? 0xffffu : (1u << n) - 1), a0);
+  }
+}
+#endif
+
+// Wide planes at stride 1 (ow >= 16): the loads, not the FMAs, bound the
+// extended kernels (a zmm load per FMA, plus a mask), so here an input row
+// vector, once loaded, feeds every output row that reads it: kRows output
+// rows x CB column blocks of 16 are accumulated at once (4 x CB zmm), and
+// input row u of the group (u = r + ki * dh) at tap column kj is one load
+// for up to kRows FMAs. Columns that would read padding are masked per
+// (column block, kj) (ColMasks); rows past the input are skipped.
+constexpr int kRows = 4;
+
+struct ColMasks {
+  int64_t blocks = 0;          // ceil(ow / 16)
+  std::vector<uint16_t> load;  // [blocks][kw]: lanes whose input column exists
+  std::vector<uint16_t> store; // [blocks]: lanes whose output column exists
+};
+
+ColMasks col_masks(const DepthwiseShape& s) {
+  ColMasks m;
+  m.blocks = (s.ow + 15) / 16;
+  m.load.assign(size_t(m.blocks * s.kw), 0);
+  m.store.assign(size_t(m.blocks), 0);
+  for (int64_t oj = 0; oj < s.ow; ++oj) {
+    const int64_t b = oj / 16;
+    m.store[size_t(b)] |= uint16_t(1u << (oj % 16));
+    for (int64_t kj = 0; kj < s.kw; ++kj) {
+      const int64_t j = oj + kj * s.dw - s.pw;
+      if (j >= 0 && j < s.W) m.load[size_t(b * s.kw + kj)] |= uint16_t(1u << (oj % 16));
+    }
+  }
+  return m;
+}
+
+#if defined(__x86_64__)
+// Output rows [oi0, oi0 + rr) x column blocks [b0, b0 + CB) of one plane.
+template <int CB>
+__attribute__((target("avx512f"))) void rows_group_avx512(const DepthwiseShape& s, const ColMasks& m, int64_t oi0,
+                                                          int64_t rr, int64_t b0, const float* plane, const float* w,
+                                                          float bias, float* out) {
+  __m512 acc[kRows][CB];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_set1_ps(bias);
+  const int64_t span = (rr - 1) + (s.kh - 1) * s.dh;  // input rows of the group: u in [0, span]
+  for (int64_t u = 0; u <= span; ++u) {
+    const int64_t ir = oi0 + u - s.ph;
+    if (ir < 0 || ir >= s.H) continue;
+    // The output rows r that read this input row, and the weight row each uses.
+    const float* wr[kRows];
+    bool use[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t d = u - r;
+      use[r] = r < rr && d >= 0 && d % s.dh == 0 && d / s.dh < s.kh;
+      wr[r] = use[r] ? w + (d / s.dh) * s.kw : w;
+    }
+    const float* row = plane + ir * s.W;
+    for (int64_t kj = 0; kj < s.kw; ++kj) {
+      __m512 v[CB];
+#pragma GCC unroll 4
+      for (int c = 0; c < CB; ++c)
+        v[c] = _mm512_maskz_loadu_ps(__mmask16(m.load[size_t((b0 + c) * s.kw + kj)]),
+                                     row + (b0 + c) * 16 + kj * s.dw - s.pw);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        if (!use[r]) continue;
+        const __m512 wt = _mm512_set1_ps(wr[r][kj]);
+#pragma GCC unroll 4
+        for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(wt, v[c], acc[r][c]);
+      }
+    }
+  }
+  // Every index constant (no loop bound of rr): the accumulators stay in
+  // registers only when no access needs them addressable.
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < CB; ++c)
+      if (r < rr) _mm512_mask_storeu_ps(out + (oi0 + r) * s.ow + (b0 + c) * 16, __mmask16(m.store[size_t(b0 + c)]), acc[r][c]);
+}
+
+__attribute__((target("avx512f"))) void rows_plane_avx512(const DepthwiseShape& s, const ColMasks& m,
+                                                          const float* plane, const float* w, float bias, float* out) {
+  for (int64_t oi0 = 0; oi0 < s.oh; oi0 += kRows) {
+    const int64_t rr = std::min<int64_t>(kRows, s.oh - oi0);
+    int64_t b = 0;
+    for (; b + 4 <= m.blocks; b += 4) rows_group_avx512<4>(s, m, oi0, rr, b, plane, w, bias, out);
+    switch (m.blocks - b) {
+      case 3: rows_group_avx512<3>(s, m, oi0, rr, b, plane, w, bias, out); break;
+      case 2: rows_group_avx512<2>(s, m, oi0, rr, b, plane, w, bias, out); break;
+      case 1: rows_group_avx512<1>(s, m, oi0, rr, b, plane, w, bias, out); break;
+      default: break;
+    }
+  }
+}
+#endif
+
 template <class T>
 void extended(const Layout& l, const T* qp, const T* w, T bias, T* ext) {
 #if defined(__x86_64__)
@@ -132,6 +298,43 @@ void extended(const Layout& l, const T* qp, const T* w, T bias, T* ext) {
 
 template <class T>
 void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T* out) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (has_avx512() && s.sh == 1 && s.sw == 1 && s.ow >= 16) {
+      const ColMasks masks = col_masks(s);
+      const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.oh * s.ow;
+      const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, m * P * taps));
+      parallel_for(s.N * s.C, grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t plane = lo; plane < hi; ++plane) {
+          const int64_t n = plane / s.C, c = plane % s.C;
+          for (int64_t k = 0; k < m; ++k) {
+            const int64_t o = c * m + k;
+            rows_plane_avx512(s, masks, in + plane * s.H * s.W, weight + o * taps, bias ? bias[o] : 0.0f,
+                              out + (n * s.cout + o) * P);
+          }
+        }
+      });
+      return;
+    }
+    if (has_avx512() && s.sh == 1 && s.sw == 1 && s.oh == s.H && s.ow == s.W) {
+      const SameMasks masks = same_masks(s);
+      const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.H * s.W;
+      // Cost per input plane: its m output planes, taps FMAs per position.
+      const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, m * masks.blocks * 16 * taps));
+      parallel_for(s.N * s.C, grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t plane = lo; plane < hi; ++plane) {
+          const int64_t n = plane / s.C, c = plane % s.C;
+          for (int64_t k = 0; k < m; ++k) {
+            const int64_t o = c * m + k;
+            same_plane_avx512(masks, P, in + plane * P, weight + o * taps, bias ? bias[o] : 0.0f,
+                              out + (n * s.cout + o) * P);
+          }
+        }
+      });
+      return;
+    }
+  }
+#endif
   const Layout l = make_layout(s);
   const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.oh * s.ow, phases = s.sh * s.sw;
   // The cost model: element-taps per input plane (its m outputs over the

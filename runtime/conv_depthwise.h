@@ -5,14 +5,22 @@
 // Why its own kernel: as a grouped convolution it was one GEMM of
 // [1 x taps] x [taps x positions] per channel after an im2col copy, so the
 // copy and the per-call cost were all of it (C=144 at 56x56: 4.07 ms against
-// torch eager's 0.75). Here each plane is copied once into zero-padded
-// "phase planes" (the padded plane split by row and column phase of the
-// stride, so every tap is a contiguous run for any stride and dilation),
-// and the output is computed over "extended" positions q = oi * L + oj of
-// those planes' row length L: every tap is then one shifted contiguous
-// load for the whole plane, so vectors stay full however narrow the plane
-// (a 7x7 plane fills them as well as a 56x56). The columns oj >= ow of the
-// extended rows are computed and dropped when the plane is written out.
+// torch eager's 0.75). Three paths, by the plane's shape (float32 on
+// AVX-512 CPUs; the third is also the portable one, float64 included):
+// - stride 1, output rows of 16 or more: vectors along the output rows,
+//   4 rows x up to 4 column blocks accumulated at once, so one load of an
+//   input row feeds every output row that reads it (the loads, not the
+//   FMAs, bound a depthwise kernel); padding by masked loads.
+// - stride 1, narrower 'same' planes (14x14, 7x7): vectors over the whole
+//   plane's positions q = oi * W + oj, each tap one shifted run of the
+//   plane itself with the padding masked off (one mask table for every
+//   plane): full vectors however narrow the rows.
+// - otherwise (strides > 1): each plane copied once into zero-padded
+//   "phase planes" (split by the stride's row and column phase, so every
+//   tap of any stride and dilation is a contiguous run), computed over
+//   their extended positions q = oi * L + oj, the columns past ow dropped.
+// Bias is added in the same pass. Planes are split over the thread pool by
+// their cost (taps x positions), so a small layer stays on one thread.
 #pragma once
 
 #include <cstdint>
