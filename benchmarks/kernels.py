@@ -122,8 +122,15 @@ def depthwise_modules(C, k, s, block):
 
 
 def run_depthwise(args):
+    import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
     inductor_config.freezing = True
+    # Each thread count is a recompile for dynamo (its guards hold
+    # num_threads), and every Conv2d/Sequential shares one code object: the
+    # default limit of 8 would silently leave later rows to eager.
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(dynamo_config, name):
+            setattr(dynamo_config, name, 4096)
     if os.environ.get("KILN_NUM_THREADS"):
         raise SystemExit("--depthwise: unset KILN_NUM_THREADS (kiln follows torch.set_num_threads)")
     threads = [int(t) for t in args.threads_list.split(",")]

@@ -160,9 +160,20 @@ Pool& pool() {
 
 void set_thread_count_source(ThreadCountSource s) { source.store(s, std::memory_order_release); }
 
+// The source's last answer: what a pool worker sees (a kernel asking from
+// inside a task, which runs inline anyway). Workers never call the source:
+// torch's at::get_num_threads initializes per-thread state on a thread's
+// first call, and kiln's workers are not torch's to initialize.
+std::atomic<int> last_from_source{1};
+
 int num_threads() {
   if (const int e = env_threads()) return e;
-  if (const ThreadCountSource s = source.load(std::memory_order_acquire)) return std::clamp(s(), 1, kMaxThreads);
+  if (const ThreadCountSource s = source.load(std::memory_order_acquire)) {
+    if (in_pool_task) return last_from_source.load(std::memory_order_relaxed);
+    const int n = std::clamp(s(), 1, kMaxThreads);
+    last_from_source.store(n, std::memory_order_relaxed);
+    return n;
+  }
   static const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   return cores;
 }
