@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/gemm_avx512.h"
@@ -76,6 +77,50 @@ void fill_phases(const DepthwiseShape& s, const Layout& l, const T* plane, T* q)
       std::fill(dst + i_hi * l.L, dst + l.S, T(0));
     }
 }
+
+#if defined(__x86_64__)
+// fill_phases for a column stride of 2 (MobileNet's and EfficientNet's
+// downsampling layers), float32: the scalar strided copy cost several times
+// the convolution itself, so each padded row is read 32 columns at a time
+// (two masked loads: the lanes on padding read nothing and are 0) and split
+// into its even and odd columns (two permutes), the rows of phases 0 and 1.
+__attribute__((target("avx512f"))) void fill_phases_s2_avx512(const DepthwiseShape& s, const Layout& l,
+                                                              const float* plane, float* q) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  // Lanes [lo, hi) of a 16-lane mask, clamped.
+  auto lanes = [](int64_t lo, int64_t hi) {
+    lo = std::clamp<int64_t>(lo, 0, 16), hi = std::clamp<int64_t>(hi, 0, 16);
+    return __mmask16(hi <= lo ? 0u : ((hi - lo == 16 ? 0xffffu : (1u << (hi - lo)) - 1u) << lo));
+  };
+  for (int64_t pr = 0; pr < s.sh; ++pr) {
+    float* d0 = q + (pr * 2) * l.S;
+    float* d1 = d0 + l.S;
+    for (int64_t i = 0; i < l.rows; ++i) {
+      const int64_t ir = i * s.sh + pr - s.ph;
+      float* r0 = d0 + i * l.L;
+      float* r1 = d1 + i * l.L;
+      const bool row_in = ir >= 0 && ir < s.H;
+      const float* src = plane + (row_in ? ir : 0) * s.W;
+      for (int64_t j0 = 0; j0 < l.L; j0 += 16) {
+        const int64_t c0 = 2 * j0 - s.pw;  // input column of the window's first lane
+        __m512 e = _mm512_setzero_ps(), o = e;
+        if (row_in) {
+          const __m512 a = _mm512_maskz_loadu_ps(lanes(-c0, s.W - c0), src + c0);
+          const __m512 b = _mm512_maskz_loadu_ps(lanes(-c0 - 16, s.W - c0 - 16), src + c0 + 16);
+          e = _mm512_permutex2var_ps(a, even, b);
+          o = _mm512_permutex2var_ps(a, odd, b);
+        }
+        const __mmask16 st = lanes(0, l.L - j0);
+        _mm512_mask_storeu_ps(r0 + j0, st, e);
+        _mm512_mask_storeu_ps(r1 + j0, st, o);
+      }
+    }
+    std::fill(d0 + l.rows * l.L, d0 + l.S, 0.0f);
+    std::fill(d1 + l.rows * l.L, d1 + l.S, 0.0f);
+  }
+}
+#endif
 
 // ext[q] = bias + sum_t w[t] * q_planes[tap[t] + q] for q in [0, Epad):
 // a tap-outer loop over a block of positions the compiler vectorizes (the
@@ -354,7 +399,16 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
     T* const ext = ebuf.data();
     for (int64_t plane = lo; plane < hi; ++plane) {
       const int64_t n = plane / s.C, c = plane % s.C;
+#if defined(__x86_64__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (s.sw == 2 && has_avx512()) fill_phases_s2_avx512(s, l, in + plane * s.H * s.W, qp);
+        else fill_phases(s, l, in + plane * s.H * s.W, qp);
+      } else {
+        fill_phases(s, l, in + plane * s.H * s.W, qp);
+      }
+#else
       fill_phases(s, l, in + plane * s.H * s.W, qp);
+#endif
       for (int64_t k = 0; k < m; ++k) {
         const int64_t o = c * m + k;
         extended(l, qp, weight + o * taps, bias ? bias[o] : T(0), ext);
