@@ -141,11 +141,18 @@ def run_depthwise(args):
           f"{'induct us':>10}{'k/eager':>9}{'k/induct':>9}{'max err':>10}")
     with torch.no_grad():
         for name, N, C, H, W, k, s, block in DEPTHWISE_LAYERS:
+            if args.only not in name:
+                continue
             x = torch.randn(N, C, H, W)
             for mname, mod in depthwise_modules(C, k, s, block):
                 torch.set_num_threads(threads[0])
                 want = mod(x)
-                engines = [kiln.compile(mod), mod, torch.compile(mod)]
+                # Static shapes for both compilers: every layer here is a
+                # new instance of the same classes, so their shared forward
+                # code would otherwise be recompiled with dynamic sizes from
+                # the second row on (automatic dynamic shapes, in kiln as in
+                # dynamo), which no whole-model compile of one layer sees.
+                engines = [kiln.compile(mod, dynamic=False), mod, torch.compile(mod, dynamic=False)]
                 err = max(float((e(x) - want).abs().max()) for e in (engines[0], engines[2]))
                 for th in threads:
                     torch.set_num_threads(th)
@@ -188,6 +195,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="threads for each side (0: each one's default)")
     ap.add_argument("--depthwise", action="store_true", help="the depthwise rows (issue 28) instead")
     ap.add_argument("--threads-list", default="1,2", help="--depthwise: thread counts, each for every engine")
+    ap.add_argument("--only", default="", help="--depthwise: only the layers whose name contains this")
     args = ap.parse_args()
     if torch is None:
         print("torch is not installed: nothing to compare with (pip install torch==2.13.0)")
