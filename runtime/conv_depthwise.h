@@ -5,8 +5,12 @@
 // Why its own kernel: as a grouped convolution it was one GEMM of
 // [1 x taps] x [taps x positions] per channel after an im2col copy, so the
 // copy and the per-call cost were all of it (C=144 at 56x56: 4.07 ms against
-// torch eager's 0.75). Three paths, by the plane's shape (float32 on
-// AVX-512 CPUs; the third is also the portable one, float64 included):
+// torch eager's 0.75). Four paths, by the plane's shape (float32 on
+// AVX-512 CPUs; the last is also the portable one, float64 included):
+// - 7x7 windows on 7x7 and 14x14 planes (ConvNeXt's late stages), unit
+//   stride and dilation: vectors over 16 channels (transposed in and out
+//   by gathers and scatters), one output row's accumulators and a window
+//   row's weights in registers, each input vector feeding up to 7 FMAs.
 // - stride 1, output rows of 16 or more: vectors along the output rows,
 //   4 rows x up to 4 column blocks accumulated at once, so one load of an
 //   input row feeds every output row that reads it (the loads, not the

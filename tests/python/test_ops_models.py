@@ -601,6 +601,20 @@ def test_depthwise_conv2d_matches_torch_on_generated_geometries(dtype):
         checked += 1
 
 
+@pytest.mark.parametrize("N, C, H, W, pad", [
+    (2, 20, 7, 7, 3), (1, 37, 7, 7, 3), (3, 16, 9, 9, 2), (1, 33, 14, 14, 3), (2, 17, 16, 16, 4),
+    (1, 48, 7, 11, (3, 1)), (1, 18, 8, 14, (2, 3)),
+])
+def test_depthwise_conv2d_7x7_channel_blocks_match_torch(N, C, H, W, pad):
+    """7x7 windows on 7- and 14-column outputs (the channel-block path):
+    channel counts that leave a partial block of 16, padding on one side
+    more than the other, taller than wide, batch > 1, with and without bias."""
+    x, w, b = rand((N, C, H, W), seed=67), rand((C, 1, 7, 7), seed=68), rand((C,), seed=69)
+    for bias in (b, None):
+        same(F.conv2d(t2k(x), t2k(w), None if bias is None else t2k(bias), padding=pad, groups=C),
+             TF.conv2d(x, w, bias, padding=pad, groups=C), rtol=1e-4, atol=1e-4)
+
+
 def test_depthwise_conv1d_matches_torch():
     x, w, b = rand((2, 12, 40), seed=64), rand((24, 1, 5), seed=65), rand((24,), seed=66)
     for kw_ in (dict(padding=2), dict(stride=2, dilation=3, padding=4), dict(padding="same")):
