@@ -411,6 +411,74 @@ ChannelBlockFn channel_block_for(const DepthwiseShape& s) {
 }
 #endif
 
+#if defined(__x86_64__)
+// rows_group_avx512 with the whole window's weights in registers (3x3 and
+// 5x5, unit stride and dilation): there a broadcast weight per FMA made
+// the loads, not the FMAs, the bound. KH * KW weights + R * CB
+// accumulators + CB input vectors must fit the 32 zmm: 3x3 runs 4 rows x
+// up to 4 column blocks, 5x5 2 rows x up to 2. Every loop but the one over
+// the plane's row groups is unrolled, so the indices are constants and
+// nothing is spilled; rows past the output are computed and not stored.
+template <int KH, int KW, int R, int CB>
+__attribute__((target("avx512f"))) inline void rows_reg_group(const DepthwiseShape& s, const ColMasks& m,
+                                                               const __m512 (&wv)[KH * KW], int64_t oi0, int64_t b0,
+                                                               const float* plane, float bias, float* out) {
+  __m512 acc[R][CB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_set1_ps(bias);
+#pragma GCC unroll 16
+  for (int u = 0; u < R + KH - 1; ++u) {
+    const int64_t ir = oi0 + u - s.ph;
+    if (ir < 0 || ir >= s.H) continue;
+    const float* row = plane + ir * s.W + b0 * 16 - s.pw;
+#pragma GCC unroll 8
+    for (int kj = 0; kj < KW; ++kj) {
+      __m512 v[CB];
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c)
+        v[c] = _mm512_maskz_loadu_ps(__mmask16(m.load[size_t((b0 + c) * KW + kj)]), row + c * 16 + kj);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const int ki = u - r;
+        if (ki < 0 || ki >= KH) continue;
+#pragma GCC unroll 8
+        for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(wv[ki * KW + kj], v[c], acc[r][c]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c)
+      if (oi0 + r < s.oh)
+        _mm512_mask_storeu_ps(out + (oi0 + r) * s.ow + (b0 + c) * 16, __mmask16(m.store[size_t(b0 + c)]), acc[r][c]);
+}
+
+template <int KH, int KW, int R, int CB>
+__attribute__((target("avx512f"))) void rows_reg_plane(const DepthwiseShape& s, const ColMasks& m, const float* plane,
+                                                        const float* w, float bias, float* out) {
+  __m512 wv[KH * KW];
+#pragma GCC unroll 32
+  for (int t = 0; t < KH * KW; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  for (int64_t oi0 = 0; oi0 < s.oh; oi0 += R) {
+    int64_t b = 0;
+    for (; b + CB <= m.blocks; b += CB) rows_reg_group<KH, KW, R, CB>(s, m, wv, oi0, b, plane, bias, out);
+    for (; b < m.blocks; ++b) rows_reg_group<KH, KW, R, 1>(s, m, wv, oi0, b, plane, bias, out);
+  }
+}
+
+using RowsPlaneFn = void (*)(const DepthwiseShape&, const ColMasks&, const float*, const float*, float, float*);
+
+// The register-weight instantiation for this layer, or rows_plane_avx512.
+RowsPlaneFn rows_plane_for(const DepthwiseShape& s) {
+  if (s.dh == 1 && s.dw == 1 && s.kh == 3 && s.kw == 3) return &rows_reg_plane<3, 3, 4, 4>;
+  if (s.dh == 1 && s.dw == 1 && s.kh == 5 && s.kw == 5) return &rows_reg_plane<5, 5, 2, 2>;
+  return &rows_plane_avx512;
+}
+#endif
+
 template <class T>
 void extended(const Layout& l, const T* qp, const T* w, T bias, T* ext) {
 #if defined(__x86_64__)
@@ -438,6 +506,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
     }
     if (has_avx512() && s.sh == 1 && s.sw == 1 && s.ow >= 16) {
       const ColMasks masks = col_masks(s);
+      const RowsPlaneFn plane_fn = rows_plane_for(s);
       const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.oh * s.ow;
       const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, m * P * taps));
       parallel_for(s.N * s.C, grain, [&](int64_t lo, int64_t hi) {
@@ -445,8 +514,8 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
           const int64_t n = plane / s.C, c = plane % s.C;
           for (int64_t k = 0; k < m; ++k) {
             const int64_t o = c * m + k;
-            rows_plane_avx512(s, masks, in + plane * s.H * s.W, weight + o * taps, bias ? bias[o] : 0.0f,
-                              out + (n * s.cout + o) * P);
+            plane_fn(s, masks, in + plane * s.H * s.W, weight + o * taps, bias ? bias[o] : 0.0f,
+                     out + (n * s.cout + o) * P);
           }
         }
       });

@@ -14,7 +14,8 @@
 // - stride 1, output rows of 16 or more: vectors along the output rows,
 //   4 rows x up to 4 column blocks accumulated at once, so one load of an
 //   input row feeds every output row that reads it (the loads, not the
-//   FMAs, bound a depthwise kernel); padding by masked loads.
+//   FMAs, bound a depthwise kernel); padding by masked loads. 3x3 and 5x5
+//   windows (unit dilation) keep all their weights in registers too.
 // - stride 1, narrower 'same' planes (14x14, 7x7): vectors over the whole
 //   plane's positions q = oi * W + oj, each tap one shifted run of the
 //   plane itself with the padding masked off (one mask table for every

@@ -615,6 +615,19 @@ def test_depthwise_conv2d_7x7_channel_blocks_match_torch(N, C, H, W, pad):
              TF.conv2d(x, w, bias, padding=pad, groups=C), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("k", [3, 5])
+@pytest.mark.parametrize("H, W, pad", [(19, 21, 0), (23, 37, 1), (5, 50, 2), (30, 20, (3, 0)), (9, 33, (0, 5))])
+def test_depthwise_conv2d_register_weight_rows_match_torch(k, H, W, pad):
+    """3x3 and 5x5 windows on rows of 16 or more (weights in registers, 4
+    or 2 output rows a group): heights that leave a partial row group,
+    widths that leave a partial column block or a single one, padding
+    none, 'same', past the window's reach and on one axis only."""
+    x, w, b = rand((2, 7, H, W), seed=70), rand((7, 1, k, k), seed=71), rand((7,), seed=72)
+    for bias in (b, None):
+        same(F.conv2d(t2k(x), t2k(w), None if bias is None else t2k(bias), padding=pad, groups=7),
+             TF.conv2d(x, w, bias, padding=pad, groups=7), rtol=1e-4, atol=1e-4)
+
+
 def test_depthwise_conv1d_matches_torch():
     x, w, b = rand((2, 12, 40), seed=64), rand((24, 1, 5), seed=65), rand((24,), seed=66)
     for kw_ in (dict(padding=2), dict(stride=2, dilation=3, padding=4), dict(padding="same")):
