@@ -504,7 +504,11 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
       });
       return;
     }
-    if (has_avx512() && s.sh == 1 && s.sw == 1 && s.ow >= 16) {
+    // Rows of 16 or more; with the window's weights in registers (3x3,
+    // 5x5) from 8: measured at 14 columns, 1.2x the masked position
+    // vectors below (672x14x14 5x5: 337 -> 276 us), equal at 7.
+    const bool reg = s.dh == 1 && s.dw == 1 && s.kh == s.kw && (s.kh == 3 || s.kh == 5);
+    if (has_avx512() && s.sh == 1 && s.sw == 1 && (s.ow >= 16 || (reg && s.ow >= 8))) {
       const ColMasks masks = col_masks(s);
       const RowsPlaneFn plane_fn = rows_plane_for(s);
       const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.oh * s.ow;

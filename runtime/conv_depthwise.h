@@ -15,8 +15,9 @@
 //   4 rows x up to 4 column blocks accumulated at once, so one load of an
 //   input row feeds every output row that reads it (the loads, not the
 //   FMAs, bound a depthwise kernel); padding by masked loads. 3x3 and 5x5
-//   windows (unit dilation) keep all their weights in registers too.
-// - stride 1, narrower 'same' planes (14x14, 7x7): vectors over the whole
+//   windows (unit dilation) keep all their weights in registers too, and
+//   take this path from 8 columns.
+// - stride 1, other narrower 'same' planes (7x7): vectors over the whole
 //   plane's positions q = oi * W + oj, each tap one shifted run of the
 //   plane itself with the padding masked off (one mask table for every
 //   plane): full vectors however narrow the rows.

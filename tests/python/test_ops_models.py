@@ -616,9 +616,10 @@ def test_depthwise_conv2d_7x7_channel_blocks_match_torch(N, C, H, W, pad):
 
 
 @pytest.mark.parametrize("k", [3, 5])
-@pytest.mark.parametrize("H, W, pad", [(19, 21, 0), (23, 37, 1), (5, 50, 2), (30, 20, (3, 0)), (9, 33, (0, 5))])
+@pytest.mark.parametrize("H, W, pad", [(19, 21, 0), (23, 37, 1), (5, 50, 2), (30, 20, (3, 0)), (9, 33, (0, 5)),
+                                      (14, 14, "same"), (11, 10, 1)])
 def test_depthwise_conv2d_register_weight_rows_match_torch(k, H, W, pad):
-    """3x3 and 5x5 windows on rows of 16 or more (weights in registers, 4
+    """3x3 and 5x5 windows on rows of 8 or more (weights in registers, 4
     or 2 output rows a group): heights that leave a partial row group,
     widths that leave a partial column block or a single one, padding
     none, 'same', past the window's reach and on one axis only."""
