@@ -5,6 +5,7 @@
 same process, at transformer shapes.
 
     python3 benchmarks/kernels.py [--reps 15] [--target-ms 2] [--threads 1]
+    python3 benchmarks/kernels.py --depthwise [--reps 9] [--threads-list 1,2]
 
 Each case is one compiled function of one op (softmax, log_softmax,
 layer_norm, GELU in both forms, attention's scale + mask + softmax, linear,
@@ -21,6 +22,17 @@ where |torch's| >= 1e-3). --threads N gives both sides N threads
 torch's OpenMP threads spin between calls and its 2-thread figures swing
 by 100x with the other sessions' load, so 1 is the default.
 Target: each kiln/torch ratio <= 1.0.
+
+--depthwise (issue 28): depthwise convolution layers at backbone shapes
+(MobileNetV2/V3, EfficientNet-B0, ConvNeXt's 7x7; batch 2 at 224x224), as
+torch modules in eval under no_grad: the convolution alone and, where the
+backbone has them, with its BatchNorm and activation. Three engines on the
+same module and input, alternating within each round: kiln (kiln.compile
+of the module), torch eager, and inductor with freezing
+(`torch._inductor.config.freezing = True`, its CPU inference setting), at
+each thread count of --threads-list: `torch.set_num_threads(n)`, which
+kiln's pool follows (KILN_NUM_THREADS must be unset). Targets: kiln/eager
+<= 0.8 at every shape.
 """
 import argparse
 import os
@@ -77,6 +89,86 @@ def cases():
     return [(n, s, kf, tf, (normal(*s, scale=3.0),) + extra) for n, s, kf, tf, extra in out]
 
 
+# (name, N, C, H, W, kernel, stride, block): block is what follows the
+# convolution in that backbone ("bias": a biased convolution alone).
+DEPTHWISE_LAYERS = [
+    ("mbv2 s2", 2, 96, 112, 112, 3, 2, "relu6"),
+    ("mbv2", 2, 144, 56, 56, 3, 1, "relu6"),
+    ("mbv2", 2, 576, 14, 14, 3, 1, "relu6"),
+    ("mbv2", 2, 960, 7, 7, 3, 1, "relu6"),
+    ("mbv3 5x5 s2", 2, 72, 56, 56, 5, 2, "relu"),
+    ("mbv3 5x5", 2, 672, 14, 14, 5, 1, "hardswish"),
+    ("effnet 5x5", 2, 240, 28, 28, 5, 1, "silu"),
+    ("effnet", 2, 1152, 7, 7, 3, 1, "silu"),
+    ("convnext 7x7", 2, 96, 56, 56, 7, 1, "bias"),
+    ("convnext 7x7", 2, 768, 7, 7, 7, 1, "bias"),
+]
+
+
+def depthwise_modules(C, k, s, block):
+    """The layer's modules: the convolution alone, and with BN + activation."""
+    nn = torch.nn
+    act = {"relu6": nn.ReLU6, "relu": nn.ReLU, "hardswish": nn.Hardswish, "silu": nn.SiLU, "gelu": nn.GELU}
+    conv = nn.Conv2d(C, C, k, s, k // 2, groups=C, bias=True)
+    out = [("conv", conv)]
+    if block != "bias":
+        bn = nn.BatchNorm2d(C)
+        with torch.no_grad():  # not the identity: running statistics as a trained model has them
+            bn.running_mean.uniform_(-0.5, 0.5), bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5), bn.bias.uniform_(-0.5, 0.5)
+        out.append((f"+bn+{block}", nn.Sequential(nn.Conv2d(C, C, k, s, k // 2, groups=C, bias=False), bn,
+                                                  act[block]())))
+    return [(n, m.eval()) for n, m in out]
+
+
+def run_depthwise(args):
+    import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
+    inductor_config.freezing = True
+    # Each thread count is a recompile for dynamo (its guards hold
+    # num_threads), and every Conv2d/Sequential shares one code object: the
+    # default limit of 8 would silently leave later rows to eager.
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(dynamo_config, name):
+            setattr(dynamo_config, name, 4096)
+    if os.environ.get("KILN_NUM_THREADS"):
+        raise SystemExit("--depthwise: unset KILN_NUM_THREADS (kiln follows torch.set_num_threads)")
+    threads = [int(t) for t in args.threads_list.split(",")]
+    torch.manual_seed(0)
+    print(f"depthwise convolutions: kiln (llvm backend) vs torch {torch.__version__} eager and inductor (freezing), "
+          f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}; medians of {args.reps} alternating rounds")
+    print(f"{'layer':<14}{'shape':<20}{'k/s':<6}{'module':<16}{'thr':>4}{'kiln us':>10}{'eager us':>10}"
+          f"{'induct us':>10}{'k/eager':>9}{'k/induct':>9}{'max err':>10}")
+    with torch.no_grad():
+        for name, N, C, H, W, k, s, block in DEPTHWISE_LAYERS:
+            if args.only not in name:
+                continue
+            x = torch.randn(N, C, H, W)
+            for mname, mod in depthwise_modules(C, k, s, block):
+                torch.set_num_threads(threads[0])
+                want = mod(x)
+                # Static shapes for both compilers: every layer here is a
+                # new instance of the same classes, so their shared forward
+                # code would otherwise be recompiled with dynamic sizes from
+                # the second row on (automatic dynamic shapes, in kiln as in
+                # dynamo), which no whole-model compile of one layer sees.
+                engines = [kiln.compile(mod, dynamic=False), mod, torch.compile(mod, dynamic=False)]
+                err = max(float((e(x) - want).abs().max()) for e in (engines[0], engines[2]))
+                for th in threads:
+                    torch.set_num_threads(th)
+                    ns = [per_call(e, (x,), args.target_ms / 1e3) for e in engines]
+                    times = [[], [], []]
+                    for _ in range(args.reps):
+                        for i, e in enumerate(engines):
+                            times[i].append(timed(e, (x,), ns[i]))
+                    kr = statistics.median(a / b for a, b in zip(times[0], times[1]))
+                    ki = statistics.median(a / b for a, b in zip(times[0], times[2]))
+                    k_us, e_us, i_us = (statistics.median(t) * 1e6 for t in times)
+                    print(f"{name:<14}{str((N, C, H, W)):<20}{f'{k}/{s}':<6}{mname:<16}{th:>4}{k_us:>10.1f}"
+                          f"{e_us:>10.1f}{i_us:>10.1f}{kr:>9.2f}{ki:>9.2f}{err:>10.1e}", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
 def per_call(fn, args, target_s):
     n = 1
     while True:  # calibrate: enough calls for target_s
@@ -101,9 +193,15 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--target-ms", type=float, default=2.0)
     ap.add_argument("--threads", type=int, default=1, help="threads for each side (0: each one's default)")
+    ap.add_argument("--depthwise", action="store_true", help="the depthwise rows (issue 28) instead")
+    ap.add_argument("--threads-list", default="1,2", help="--depthwise: thread counts, each for every engine")
+    ap.add_argument("--only", default="", help="--depthwise: only the layers whose name contains this")
     args = ap.parse_args()
     if torch is None:
         print("torch is not installed: nothing to compare with (pip install torch==2.13.0)")
+        return
+    if args.depthwise:
+        run_depthwise(args)
         return
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -6,7 +6,8 @@
 // Convolution is im2col + BLAS: per sample and group, the input patches
 // become a [C_in/groups * kernel, out positions] matrix multiplied by the
 // group's weight rows, straight into the output (OpenBLAS for float32 and
-// float64); a 1x1 unit-stride convolution multiplies the input itself.
+// float64); a 1x1 unit-stride convolution multiplies the input itself; a
+// depthwise one has its own kernel (conv_depthwise.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "runtime/blas.h"
+#include "runtime/conv_depthwise.h"
 #include "runtime/gemm_avx512.h"
 #include "runtime/ops_kernels.h"
 #include "runtime/strided.h"
@@ -376,6 +378,17 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
         for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
       }
   };
+  // Depthwise (one input channel per group, any channel multiplier): its
+  // own kernel (runtime/conv_depthwise.h); as groups of GEMMs each would
+  // be a 1-row matrix product.
+  if (p.groups > 1 && cin_g == 1) {
+    DepthwiseShape s;
+    s.N = g.N, s.C = g.C, s.H = g.H, s.W = g.W, s.cout = p.cout;
+    s.kh = g.kh, s.kw = g.kw, s.sh = g.sh, s.sw = g.sw, s.dh = g.dh, s.dw = g.dw;
+    s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
+    depthwise_conv2d(s, in, wp, bp, o);
+    return;
+  }
   // A 1x1 window, unit stride, no padding: each sample's input planes are
   // the matrix, one GEMM per sample straight into the output.
   const bool pointwise = kk == 1 && g.sh == 1 && g.sw == 1 && g.ph_lo == 0 && g.ph_hi == 0 && g.pw_lo == 0 &&

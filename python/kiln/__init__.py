@@ -10,7 +10,7 @@ from ._compile import compile, explain, reset, mark_dynamic, config
 from ._functions import disable
 from . import nn, distributed
 from . import fx
-from . import _frames
+from . import _frames, _threads
 
 # Every op of the registry (runtime/ops.def) as kiln.<name>, with torch's
 # names and signatures: zeros, ones, randn, add, softmax, linear, ...
@@ -108,5 +108,6 @@ class device(str):
         return (device, ("cpu",))
 
 
+_threads.follow_torch()  # torch imported first: its thread count is kiln's
 _C.frames_set_callbacks(_frames.classify, _frames.kbc, _frames.build, _compile._uses_torch)
 _C.frames_set_own_code_dir(_frames._KILN_DIR)

@@ -17,7 +17,7 @@ import functools
 import inspect
 import logging
 
-from . import _C, fx, nn
+from . import _C, _threads, fx, nn
 from ._functions import _as_kbc  # noqa: F401 - kiln._compile._as_kbc: the tests read KBC views through it
 
 log = logging.getLogger("kiln.frontend")
@@ -123,6 +123,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     (all dims dynamic from the start) or False (never)."""
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    _threads.follow_torch()
     backend = _backend_name(backend)
     if inspect.ismethod(fn):
         # model.forward: the function compiled, self passed first on each call

@@ -637,6 +637,8 @@ def kiln_backend(gm, example_inputs, **kwargs):
     torch.compile passes them."""
     options = _apply_options(kwargs.get("options"))
     import torch
+    from . import _threads
+    _threads.follow_torch()
     needs_grad = torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
     if needs_grad:

@@ -2,6 +2,7 @@
 // method), NumPy and buffer-protocol interop, and KBC programs (assemble,
 // run on the VM). The Python package `kiln` builds its API on these.
 #include <cstring>
+#include <dlfcn.h>
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -27,6 +28,7 @@
 #include "runtime/format.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_index.h"
+#include "runtime/thread_pool.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::python {
@@ -390,6 +392,28 @@ PYBIND11_MODULE(_C, m) {
     });
   }, "Calls a kiln callable (a KBC function, a module) with Python arguments.");
   m.def("manual_seed", [](uint64_t seed) { runtime::manual_seed(seed); });
+  m.def("num_threads", [] { return runtime::num_threads(); },
+        "Threads kiln's next kernel runs on (KILN_NUM_THREADS, else torch's, else every core).");
+  // kiln._threads.follow_torch: torch's thread count as the pool's source.
+  // at::get_num_threads is resolved in the already loaded torch library (the
+  // handle of torch._C, whose dependencies dlsym searches too), not linked:
+  // the core never depends on torch. It is per thread and costs nanoseconds
+  // (a thread_local check and omp_get_max_threads), so the pool asks it on
+  // every parallel_for and follows a later torch.set_num_threads at once.
+  m.def("_follow_torch_threads", [](const std::string& torch_c_path) {
+    void* lib = dlopen(torch_c_path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib) return false;
+    void* fn = dlsym(lib, "_ZN2at15get_num_threadsEv");  // int at::get_num_threads()
+    if (!fn) return false;
+    runtime::set_thread_count_source(reinterpret_cast<runtime::ThreadCountSource>(fn));
+    return true;
+  }, py::arg("torch_c_path"));
+  m.def("_set_fixed_threads", [](int n) {
+    // The fallback when torch's function cannot be found: a value read once.
+    static int fixed = 0;
+    fixed = n;
+    runtime::set_thread_count_source(n > 0 ? +[] { return fixed; } : nullptr);
+  }, py::arg("n"));
 }
 
 }  // namespace kiln::python

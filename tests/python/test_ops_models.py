@@ -550,6 +550,92 @@ def test_conv2d_matches_torch_on_generated_geometries():
         checked += 1
 
 
+DEPTHWISE_BACKBONE = [  # (N, C, H, W, kernel, stride): MobileNetV2/V3, EfficientNet, ConvNeXt layers
+    (1, 144, 56, 56, 3, 1), (2, 96, 112, 112, 3, 2), (1, 240, 28, 28, 5, 1), (1, 672, 14, 14, 5, 2),
+    (2, 960, 7, 7, 3, 1), (1, 96, 56, 56, 7, 1), (1, 768, 7, 7, 7, 1),
+]
+
+
+@pytest.mark.parametrize("shape", DEPTHWISE_BACKBONE)
+def test_depthwise_conv2d_matches_torch_at_backbone_shapes(shape):
+    """runtime/conv_depthwise.h at the shapes it is for: planes wide and
+    narrow (7x7: the extended rows wrap within one vector), many planes
+    split over the threads, 'same' padding k // 2, with and without bias."""
+    N, C, H, W, k, s = shape
+    x, w, b = rand((N, C, H, W), seed=60), rand((C, 1, k, k), seed=61), rand((C,), seed=62)
+    for bias in (b, None):
+        got = F.conv2d(t2k(x), t2k(w), None if bias is None else t2k(bias), stride=s, padding=k // 2, groups=C)
+        same(got, TF.conv2d(x, w, bias, stride=s, padding=k // 2, groups=C), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_depthwise_conv2d_matches_torch_on_generated_geometries(dtype):
+    """Depthwise (groups = input channels, channel multipliers 1-3) on 150
+    generated geometries: kernels 1-7 and rectangular, strides 1-3 (each
+    stride a set of phase planes), dilation 1-3, padding up to past the
+    kernel's reach and asymmetric ('same' with an even kernel), batches 1-3,
+    odd and 1-wide planes, non-contiguous inputs."""
+    rng = np.random.default_rng(63)
+    checked = 0
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else dict(rtol=1e-10, atol=1e-10)
+    while checked < 150:
+        N, C, mult = int(rng.integers(1, 4)), int(rng.integers(2, 20)), int(rng.choice([1, 1, 1, 2, 3]))
+        H, W = int(rng.integers(1, 30)), int(rng.integers(1, 30))
+        kh, kw = (int(rng.choice([1, 3, 5, 7])),) * 2 if checked % 3 else (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        st = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        dil = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        pad = (int(rng.integers(0, kh + 2)), int(rng.integers(0, kw + 2)))
+        if checked % 10 == 0:
+            st, pad = (1, 1), "same"
+        elif H + 2 * pad[0] < dil[0] * (kh - 1) + 1 or W + 2 * pad[1] < dil[1] * (kw - 1) + 1:
+            continue
+        x = rand((N, C, H, W), dtype, seed=4000 + checked)
+        if checked % 4 == 1:  # a non-contiguous input
+            x = rand((N, C, W, H), dtype, seed=4000 + checked).transpose(2, 3)
+        w = rand((C * mult, 1, kh, kw), dtype, seed=5000 + checked)
+        b = rand((C * mult,), dtype, seed=6000 + checked) if checked % 2 else None
+        kw_ = dict(stride=st, padding=pad, dilation=dil, groups=C)
+        got = F.conv2d(t2k(x.contiguous()) if checked % 4 != 1 else t2k(x.transpose(2, 3).contiguous()).transpose(2, 3),
+                       t2k(w), None if b is None else t2k(b), **kw_)
+        same(got, TF.conv2d(x, w, b, **kw_), **tol)
+        checked += 1
+
+
+@pytest.mark.parametrize("N, C, H, W, pad", [
+    (2, 20, 7, 7, 3), (1, 37, 7, 7, 3), (3, 16, 9, 9, 2), (1, 33, 14, 14, 3), (2, 17, 16, 16, 4),
+    (1, 48, 7, 11, (3, 1)), (1, 18, 8, 14, (2, 3)),
+])
+def test_depthwise_conv2d_7x7_channel_blocks_match_torch(N, C, H, W, pad):
+    """7x7 windows on 7- and 14-column outputs (the channel-block path):
+    channel counts that leave a partial block of 16, padding on one side
+    more than the other, taller than wide, batch > 1, with and without bias."""
+    x, w, b = rand((N, C, H, W), seed=67), rand((C, 1, 7, 7), seed=68), rand((C,), seed=69)
+    for bias in (b, None):
+        same(F.conv2d(t2k(x), t2k(w), None if bias is None else t2k(bias), padding=pad, groups=C),
+             TF.conv2d(x, w, bias, padding=pad, groups=C), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k", [3, 5])
+@pytest.mark.parametrize("H, W, pad", [(19, 21, 0), (23, 37, 1), (5, 50, 2), (30, 20, (3, 0)), (9, 33, (0, 5)),
+                                      (14, 14, "same"), (11, 10, 1)])
+def test_depthwise_conv2d_register_weight_rows_match_torch(k, H, W, pad):
+    """3x3 and 5x5 windows on rows of 8 or more (weights in registers, 4
+    or 2 output rows a group): heights that leave a partial row group,
+    widths that leave a partial column block or a single one, padding
+    none, 'same', past the window's reach and on one axis only."""
+    x, w, b = rand((2, 7, H, W), seed=70), rand((7, 1, k, k), seed=71), rand((7,), seed=72)
+    for bias in (b, None):
+        same(F.conv2d(t2k(x), t2k(w), None if bias is None else t2k(bias), padding=pad, groups=7),
+             TF.conv2d(x, w, bias, padding=pad, groups=7), rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_conv1d_matches_torch():
+    x, w, b = rand((2, 12, 40), seed=64), rand((24, 1, 5), seed=65), rand((24,), seed=66)
+    for kw_ in (dict(padding=2), dict(stride=2, dilation=3, padding=4), dict(padding="same")):
+        same(F.conv1d(t2k(x), t2k(w), t2k(b), groups=12, **kw_), TF.conv1d(x, w, b, groups=12, **kw_),
+             rtol=1e-4, atol=1e-4)
+
+
 def test_max_pool2d_keeps_torchs_nan_and_first_of_equals_rule_on_every_geometry():
     """The pooled value is the first of the window's maxima in row-major
     order (0.0 and -0.0 compare equal: which one shows), a NaN wins."""
