@@ -120,7 +120,10 @@ struct CodeState {
   // The function reads torch: tensors it makes leave as torch tensors, even
   // when none came in (torch.arange(5) is torch's, as in eager).
   bool torch_out = false;
-  PyObject* plain_globals = nullptr;  // kbc serves every plain function of this code over these globals
+  // kbc serves every function of this code over these globals without
+  // defaults whose closure holds these very cells (none: a plain function).
+  PyObject* plain_globals = nullptr;
+  std::vector<py::object> cells;
   // kiln.nn.Module.__call__: traced only as the compiled module's own call
   // (its first argument is FrameOptions::root). Called by CPython for any
   // other module, it runs unchanged and its hooks and forward are frames of
@@ -254,12 +257,22 @@ Value frame_local_value(PyObject* o) {
 // cannot translate it.
 Value kbc_for(CodeState* st, PyObject* func) {
   if (st->func_ref && PyWeakref_GET_OBJECT(st->func_ref) == func) return st->kbc;
-  // A function with nothing of its own (no closure, no defaults) reads the
-  // same as any other of its code over the same globals: the resume
-  // function a residual makes per call is one KBC function, not one each.
+  // A function without defaults reads the same as any other of its code
+  // over the same globals and the same closure cells: the resume function
+  // a residual makes per call (a new function, its closure a new tuple of
+  // the frame's own cells) is one KBC function, not one each. Before, a
+  // resume function of a closure (any method calling super()) was
+  // translated and compiled again on every call.
   auto* fo = reinterpret_cast<PyFunctionObject*>(func);
-  const bool plain = !fo->func_closure && !fo->func_defaults && !fo->func_kwdefaults;
-  if (plain && st->plain_globals == fo->func_globals && !st->kbc.is_null()) return st->kbc;
+  const bool plain = !fo->func_defaults && !fo->func_kwdefaults;
+  auto same_cells = [&] {
+    const Py_ssize_t n = fo->func_closure ? PyTuple_GET_SIZE(fo->func_closure) : 0;
+    if (size_t(n) != st->cells.size()) return false;
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (PyTuple_GET_ITEM(fo->func_closure, i) != st->cells[size_t(i)].ptr()) return false;
+    return true;
+  };
+  if (plain && st->plain_globals == fo->func_globals && !st->kbc.is_null() && same_cells()) return st->kbc;
   Inactive off;
   py::object kbc = callbacks().kbc(py::handle(func));
   Py_CLEAR(st->func_ref);
@@ -271,6 +284,10 @@ Value kbc_for(CodeState* st, PyObject* func) {
   st->torch_out = py::cast<bool>(callbacks().uses_torch(py::handle(func)));
   // (the KBC function's globals mirror holds the dict: its address is not reused)
   st->plain_globals = plain ? fo->func_globals : nullptr;
+  st->cells.clear();
+  if (plain && fo->func_closure)
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fo->func_closure); ++i)
+      st->cells.push_back(py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(fo->func_closure, i)));
   return st->kbc;
 }
 

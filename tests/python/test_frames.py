@@ -519,6 +519,37 @@ def test_a_functions_code_and_its_varnames_are_read_in_the_trace_and_guarded():
         _takes_scale.__code__ = saved
 
 
+class _Base:
+    def scale(self, x):
+        return x * 2
+
+
+class _Child(_Base):
+    def scale(self, x):
+        y = super().scale(x) + 1
+        print("between")
+        return y * 3  # after the break: the resume function of a frame with a __class__ cell
+
+
+def test_the_resume_function_of_a_closure_is_translated_and_compiled_once():
+    # The residual makes the resume function anew on each call, its closure
+    # a new tuple of the frame's own cells: one KBC function for them all.
+    # Before, every call translated and compiled it again (a transformers
+    # config's __getattribute__ did, 300 times per GPT-2 forward).
+    obj = _Child()
+
+    def make(n):
+        def f(x):
+            for _ in range(n):
+                x = obj.scale(x)
+            return x
+        return f
+
+    counts = [kiln.explain(make(n))(torch.ones(2)).graph_count for n in (2, 8)]
+    assert counts[0] == counts[1], counts
+    check(make(3), lambda: (torch.ones(2),))
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
@@ -619,7 +650,7 @@ def test_inspect_signature_in_compiled_code_sees_the_programs_function():
     assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (True, 2)
 
 
-def test_a_python_functions_code_and_globals_stay_cpythons():
+def test_a_python_functions_code_is_read_and_guarded_and_its_globals_stay_cpythons():
     def helper(v):
         return v + 1
 
@@ -627,8 +658,16 @@ def test_a_python_functions_code_and_globals_stay_cpythons():
         return x * len(helper.__code__.co_name)
 
     e = kiln.explain(f)(torch.ones(2))
-    assert e.graph_break_count >= 1 and "__code__" in str(e), str(e)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    assert "F.__closure__[0].__code__ is the same object" in str(e), str(e)
     check(f, lambda: (torch.ones(2),))
+
+    def g(x):
+        return x * len(helper.__globals__)
+
+    e = kiln.explain(g)(torch.ones(2))
+    assert e.graph_break_count >= 1 and "__globals__" in str(e), str(e)
+    check(g, lambda: (torch.ones(2),))
 
 
 def test_an_in_place_operator_on_a_tensor_made_in_the_graph_stays_in_the_graph():
