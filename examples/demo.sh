@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: kiln compiles a real model (examples/demo_model.kbc: three
 # MLP blocks with LayerNorm, 150k parameters) and shows what it captured,
-# where and why the graph broke, and its speed against eager.
+# where and why the graph broke, and its speed against eager; then kiln.nn
+# models from Python, and library models (torchvision, transformers) beside
+# torch eager and torch.compile.
 set -euo pipefail
 BUILD=${1:-build}
 KILN="$BUILD/kiln"
@@ -30,3 +32,6 @@ KILN_LOGS=output_code "$KILN" run --compile "$MODEL" 2>&1 | grep -E "llvm backen
 echo
 echo "== the same from Python: kiln.nn models compiled with kiln.compile (python3 -m kiln.demo) =="
 python3 -m kiln.demo
+echo
+echo "== models as their libraries build them: torchvision ResNet-18 and transformers GPT-2, beside eager and torch.compile (examples/library_demo.py) =="
+python3 examples/library_demo.py
