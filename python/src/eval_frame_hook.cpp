@@ -40,7 +40,9 @@
 #include <pybind11/stl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "interpreter/frame_cache.h"
@@ -112,18 +114,44 @@ struct CodeState {
   // kiln.disable'd functions: what they call is left to CPython too.
   bool recursive = false;
   std::string skip_reason;
-  // The KBC function the tracer reads the last function of this code
-  // through, and a weak reference to that function: one code serves many
-  // function objects (closures, defaults), each its own KBC function.
-  PyObject* func_ref = nullptr;  // a weakref, or null
+  // The KBC functions the tracer reads this code's functions through: one
+  // code serves many function objects (closures, defaults), each its own
+  // KBC function. A few are kept, newest first: the methods one decorator
+  // wraps share its wrapper's code, and a single slot made every call of
+  // the next wrapped method translate and compile it again (a transformers
+  // forward's deprecate_kwarg wrappers did, on every call).
+  struct Translation {
+    PyObject* func_ref = nullptr;  // a weakref to the function translated
+    Value kbc;
+    // It reads torch: tensors it makes leave as torch tensors, even when
+    // none came in (torch.arange(5) is torch's, as in eager).
+    bool torch_out = false;
+    // kbc also serves every other function of this code over these globals
+    // without defaults whose closure holds these very cells (none: a plain
+    // function). The resume function a residual makes per call is such a
+    // function: new each call, its closure a new tuple of the frame's cells.
+    PyObject* globals = nullptr;  // null: kbc serves its own function only
+    std::vector<py::object> cells;
+    Translation() = default;
+    Translation(Translation&& o) noexcept
+        : func_ref(std::exchange(o.func_ref, nullptr)), kbc(std::move(o.kbc)), torch_out(o.torch_out),
+          globals(o.globals), cells(std::move(o.cells)) {}
+    Translation& operator=(Translation&& o) noexcept {
+      std::swap(func_ref, o.func_ref);
+      kbc = std::move(o.kbc);
+      torch_out = o.torch_out;
+      globals = o.globals;
+      cells = std::move(o.cells);
+      return *this;
+    }
+    ~Translation() { Py_XDECREF(func_ref); }
+  };
+  static constexpr size_t kTranslations = 8;
+  std::vector<Translation> translations;
+  // The translation kbc_for returned last: what the frame being evaluated
+  // runs (its varnames size the residual's locals).
   Value kbc = Value::null();
-  // The function reads torch: tensors it makes leave as torch tensors, even
-  // when none came in (torch.arange(5) is torch's, as in eager).
   bool torch_out = false;
-  // kbc serves every function of this code over these globals without
-  // defaults whose closure holds these very cells (none: a plain function).
-  PyObject* plain_globals = nullptr;
-  std::vector<py::object> cells;
   // kiln.nn.Module.__call__: traced only as the compiled module's own call
   // (its first argument is FrameOptions::root). Called by CPython for any
   // other module, it runs unchanged and its hooks and forward are frames of
@@ -135,7 +163,6 @@ struct CodeState {
   // subclass's super().forward(x), it runs unchanged (its native kernel, or
   // torch's own): tracing it as the subclass's forward would run that.
   bool own_forward_only = false;
-  ~CodeState() { Py_XDECREF(func_ref); }
 };
 
 Py_ssize_t extra_index = -1;
@@ -219,6 +246,7 @@ void skip(PyCodeObject* code, CodeState* st, const std::string& why) {
   st->mode = CodeState::Mode::Skip;
   st->skip_reason = why;
   st->kbc = Value::null();
+  st->translations.clear();
   left_to_cpython(code, why);
 }
 
@@ -256,38 +284,43 @@ Value frame_local_value(PyObject* o) {
 // The KBC function of `func` (the tracer's view of it); null when kiln
 // cannot translate it.
 Value kbc_for(CodeState* st, PyObject* func) {
-  if (st->func_ref && PyWeakref_GET_OBJECT(st->func_ref) == func) return st->kbc;
-  // A function without defaults reads the same as any other of its code
-  // over the same globals and the same closure cells: the resume function
-  // a residual makes per call (a new function, its closure a new tuple of
-  // the frame's own cells) is one KBC function, not one each. Before, a
-  // resume function of a closure (any method calling super()) was
-  // translated and compiled again on every call.
   auto* fo = reinterpret_cast<PyFunctionObject*>(func);
-  const bool plain = !fo->func_defaults && !fo->func_kwdefaults;
-  auto same_cells = [&] {
-    const Py_ssize_t n = fo->func_closure ? PyTuple_GET_SIZE(fo->func_closure) : 0;
-    if (size_t(n) != st->cells.size()) return false;
-    for (Py_ssize_t i = 0; i < n; ++i)
-      if (PyTuple_GET_ITEM(fo->func_closure, i) != st->cells[size_t(i)].ptr()) return false;
+  const bool shareable = !fo->func_defaults && !fo->func_kwdefaults;
+  const Py_ssize_t ncells = fo->func_closure ? PyTuple_GET_SIZE(fo->func_closure) : 0;
+  auto serves = [&](const CodeState::Translation& t) {
+    if (t.func_ref && PyWeakref_GET_OBJECT(t.func_ref) == func) return true;
+    if (!shareable || !t.globals || t.globals != fo->func_globals || size_t(ncells) != t.cells.size()) return false;
+    for (Py_ssize_t i = 0; i < ncells; ++i)
+      if (PyTuple_GET_ITEM(fo->func_closure, i) != t.cells[size_t(i)].ptr()) return false;
     return true;
   };
-  if (plain && st->plain_globals == fo->func_globals && !st->kbc.is_null() && same_cells()) return st->kbc;
+  for (size_t i = 0; i < st->translations.size(); ++i) {
+    if (!serves(st->translations[i])) continue;
+    if (i) std::rotate(st->translations.begin(), st->translations.begin() + ptrdiff_t(i),
+                       st->translations.begin() + ptrdiff_t(i) + 1);
+    st->kbc = st->translations[0].kbc;
+    st->torch_out = st->translations[0].torch_out;
+    return st->kbc;
+  }
   Inactive off;
-  py::object kbc = callbacks().kbc(py::handle(func));
-  Py_CLEAR(st->func_ref);
   st->kbc = Value::null();
+  py::object kbc = callbacks().kbc(py::handle(func));
   if (kbc.is_none()) return Value::null();
-  st->func_ref = PyWeakref_NewRef(func, nullptr);
-  if (!st->func_ref) throw py::error_already_set();
-  st->kbc = py::cast<Value>(kbc);
-  st->torch_out = py::cast<bool>(callbacks().uses_torch(py::handle(func)));
+  CodeState::Translation t;
+  t.func_ref = PyWeakref_NewRef(func, nullptr);
+  if (!t.func_ref) throw py::error_already_set();
+  t.kbc = py::cast<Value>(kbc);
+  t.torch_out = py::cast<bool>(callbacks().uses_torch(py::handle(func)));
   // (the KBC function's globals mirror holds the dict: its address is not reused)
-  st->plain_globals = plain ? fo->func_globals : nullptr;
-  st->cells.clear();
-  if (plain && fo->func_closure)
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fo->func_closure); ++i)
-      st->cells.push_back(py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(fo->func_closure, i)));
+  if (shareable) {
+    t.globals = fo->func_globals;
+    for (Py_ssize_t i = 0; i < ncells; ++i)
+      t.cells.push_back(py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(fo->func_closure, i)));
+  }
+  st->translations.insert(st->translations.begin(), std::move(t));
+  if (st->translations.size() > CodeState::kTranslations) st->translations.pop_back();
+  st->kbc = st->translations[0].kbc;
+  st->torch_out = st->translations[0].torch_out;
   return st->kbc;
 }
 

@@ -7,6 +7,7 @@ Every test compares with CPython running the same function: results,
 exceptions, printed output, the arguments' state after the call."""
 import contextlib
 import enum
+import functools
 import io
 import json
 import sys
@@ -542,6 +543,41 @@ def test_the_resume_function_of_a_closure_is_translated_and_compiled_once():
         def f(x):
             for _ in range(n):
                 x = obj.scale(x)
+            return x
+        return f
+
+    counts = [kiln.explain(make(n))(torch.ones(2)).graph_count for n in (2, 8)]
+    assert counts[0] == counts[1], counts
+    check(make(3), lambda: (torch.ones(2),))
+
+
+def _between(fn):
+    @functools.wraps(fn)
+    def wrapped(x):
+        y = fn(x) + 1
+        print("between")
+        return y * 2  # the resume function of the wrapper's code, per wrapped function
+    return wrapped
+
+
+@_between
+def _times3(x):
+    return x * 3
+
+
+@_between
+def _minus3(x):
+    return x - 3
+
+
+def test_functions_sharing_a_decorators_code_keep_their_translations():
+    # Two functions one decorator made share its wrapper's code: calling
+    # them in turn must not translate and compile each again on every call
+    # (transformers' deprecate_kwarg wraps most forwards).
+    def make(n):
+        def f(x):
+            for _ in range(n):
+                x = _minus3(_times3(x))
             return x
         return f
 
