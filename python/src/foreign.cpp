@@ -351,7 +351,21 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
       }
       if (PyErr_Occurred()) throw py::error_already_set();
     }
-    if (!descr || Py_TYPE(descr)->tp_descr_get) return false;  // missing, or a method/classmethod/...
+    // A Python method of the object's class, bound as CPython binds it: the
+    // trace inlines the call with the object as self (builder.cpp guards
+    // the bound method by its function and its object), as Dynamo inlines
+    // a user-defined object's methods. Before, every call of a plain
+    // object's method broke the graph.
+    if (descr && PyFunction_Check(descr)) {
+      Value fn = to_value_shared(py::handle(descr));
+      if (!fn.is(Kind::Function)) return false;  // kiln cannot translate it: CPython calls it
+      auto bm = runtime::make_ref<runtime::BoundMethodObj>();
+      bm->func = std::move(fn);
+      bm->self = to_value_shared(py::handle(o));
+      out = Value::object(Kind::BoundMethod, bm);
+      return true;
+    }
+    if (!descr || Py_TYPE(descr)->tp_descr_get) return false;  // missing, or a classmethod/property/...
     out = to_value_shared(py::handle(descr));
     return true;
   });

@@ -586,6 +586,40 @@ def test_functions_sharing_a_decorators_code_keep_their_translations():
     check(make(3), lambda: (torch.ones(2),))
 
 
+class _Scaler:
+    def __init__(self):
+        self.k = 3
+
+    def apply(self, x):
+        return self.shift(x * self.k)
+
+    def shift(self, x):
+        return x + 1
+
+
+def test_a_plain_objects_methods_are_inlined_and_guarded():
+    # The program's own helper object (not a module): its methods are
+    # traced with the object as self, as Dynamo inlines them; its fields
+    # and its class's methods are guarded where the trace read them.
+    s = _Scaler()
+
+    def f(x):
+        return s.apply(x) * 2
+
+    c = check(f, lambda: (torch.ones(2),))
+    e = kiln.explain(f)(torch.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    x = torch.ones(2)
+    s.k = 5
+    assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 12.0))
+    saved = _Scaler.shift
+    try:
+        _Scaler.shift = lambda self, v: v - 1
+        assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 8.0))
+    finally:
+        _Scaler.shift = saved
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
