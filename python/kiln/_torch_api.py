@@ -134,6 +134,16 @@ def mm(input, mat2):
     return _C.matmul(input, mat2)
 
 
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    # GPT-2's Conv1D (transformers' pytorch_utils) and aten's addmm.
+    if out is not None:
+        return _TORCH["addmm"](input, mat1, mat2, beta=beta, alpha=alpha, out=out)
+    r = _C.matmul(mat1, mat2)
+    if alpha != 1:
+        r = r * alpha
+    return r + (input if beta == 1 else input * beta)
+
+
 def numel(input):
     return input.numel()
 
@@ -445,7 +455,7 @@ FUNCTIONS = {
     "torch.add": add, "torch.sub": sub, "torch.subtract": sub, "torch.div": div, "torch.divide": div,
     "torch.sum": sum, "torch.mean": mean, "torch.softmax": softmax, "torch.log_softmax": log_softmax,
     "torch.embedding": embedding, "torch.dropout": dropout, "torch.clone": clone, "torch.transpose": transpose, "torch.t": t,
-    "torch.mm": mm, "torch.numel": numel, "torch.max": max, "torch.min": min,
+    "torch.mm": mm, "torch.addmm": addmm, "torch.numel": numel, "torch.max": max, "torch.min": min,
     "torch.finfo": finfo, "torch.iinfo": iinfo,
     "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
@@ -508,13 +518,6 @@ TENSOR_METHODS = {
 # overload of the name: the backend passes the arguments as the graph
 # has them) over kiln's ops; tests/python/test_dynamo_backend.py checks
 # each against aten.
-
-def _aten_addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    out = _C.matmul(mat1, mat2)
-    if alpha != 1:
-        out = out * alpha
-    return out + (input if beta == 1 else input * beta)
-
 
 def _aten_unsafe_view(input, size):
     return _C.reshape(input, size)
@@ -595,7 +598,7 @@ def _aten_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rs
 
 
 ATEN = {
-    "addmm": _aten_addmm, "_unsafe_view": _aten_unsafe_view, "slice": "slice", "gelu": "gelu",
+    "addmm": addmm, "_unsafe_view": _aten_unsafe_view, "slice": "slice", "gelu": "gelu",
     "_softmax": _aten_softmax, "_log_softmax": _aten_log_softmax, "rsub": _aten_rsub,
     "threshold_backward": _aten_threshold_backward, "sigmoid_backward": _aten_sigmoid_backward,
     "tanh_backward": _aten_tanh_backward, "native_layer_norm": _aten_native_layer_norm,
@@ -782,7 +785,7 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():
         _C._map_torch(_resolve(torch, path), name)
-    for name in ("add", "sub", "div"):
+    for name in ("add", "sub", "div", "addmm"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         f = torch.finfo(dtype)

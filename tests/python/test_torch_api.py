@@ -82,6 +82,7 @@ FUNCTION_CALLS = {
     "torch.dropout": [((A, 0.5, False), {})],
     "torch.clone": [((A,), {})], "torch.transpose": [((A, 0, 1), {})], "torch.t": [((A,), {})],
     "torch.mm": [((A, t(4, 2)), {})], "torch.numel": [((A,), {})],
+    "torch.addmm": [((t(2), A, t(4, 2)), {}), ((t(3, 2), A, t(4, 2)), {"beta": 0.5, "alpha": 2.0})],
     "torch.max": [((A,), {}), ((A, 1), {}), ((A, B), {})],
     "torch.min": [((A,), {}), ((A, 0), {"keepdim": True}), ((A, B), {})],
     "torch.full": [(((2, 3), 1.5), {})], "torch.arange": [((5,), {}), ((1, 7, 2), {"dtype": torch.float32})],
