@@ -136,7 +136,13 @@ class _Table:
     def __init__(self, torch):
         self.torch = torch
         self.functions = {}  # torch object -> its row's path
-        for path in _torch_api.FUNCTIONS:
+        # TRACE_TIME rows too (torch._C._log_api_usage_once, torch._assert,
+        # torch.jit.is_scripting, ...): Dynamo keeps a library's usage log
+        # in its graph (torchvision's stochastic_depth), and kiln's
+        # translator folds such a call when it traces the segment, as
+        # kiln.compile does; as an eager node between segments it would cut
+        # the graph at every block.
+        for path in (*_torch_api.FUNCTIONS, *_torch_api.TRACE_TIME):
             obj = _torch_api._resolve(torch, path)
             if obj is not None:
                 try:
@@ -394,7 +400,9 @@ class _Plan:
         before, rest = [], []
         mutated = False  # an in-place node ran: an input may hold new values from here on
         for n in self.compute:
-            if (not mutated and self.how[n] is None and _pure(n)
+            # A node that reads no node at all (torch.tensor([]) of a
+            # constant) cannot see a write, so it moves first in any case.
+            if (self.how[n] is None and _pure(n) and (not mutated or not n.all_input_nodes)
                     and all(a.op in ("placeholder", "get_attr") for a in n.all_input_nodes)):
                 before.append(n)
             else:
@@ -608,13 +616,14 @@ def _symbol_sources(placeholders):
 # --------------------------------------------------------------- backend --
 
 _plans = []  # the last compiled plans, newest last (tests and explain read them)
+PLANS_KEPT = 64  # how many: a plan holds its GraphModule (the model zoo raises it to see every graph)
 
 
 def _compile_graph(gm, example_inputs, name="graph"):
     plan = _Plan(gm, example_inputs, name)
     fn = plan.build()
     _plans.append(plan)
-    del _plans[:-64]
+    del _plans[:-PLANS_KEPT]
     log.debug("kiln.dynamo: %s: %d nodes, %d run as torch eager, dynamic=%s\n%s", name, len(plan.compute),
               len(plan.eager_nodes), plan.dynamic, fn.__kiln_source__)
     return fn

@@ -282,6 +282,44 @@ def test_a_row_kiln_refuses_for_its_arguments_is_split_out(caplog):
     assert "runs as torch eager" in caplog.text
 
 
+def test_usage_log_calls_fold_in_kiln_and_do_not_cut_the_graph():
+    # torchvision's stochastic_depth calls torch._C._log_api_usage_once,
+    # which Dynamo keeps in its graph: a TRACE_TIME row of kiln's table,
+    # folded by kiln's translator as under kiln.compile. As an eager node
+    # after an in-place add it cut torchvision's convnext into 118 segments
+    # and left each `result += input` on a segment input kiln refuses.
+    def f(x, y):
+        torch._C._log_api_usage_once("kiln.test")
+        r = torch.relu(x) * 2
+        r += y
+        torch._C._log_api_usage_once("kiln.test")
+        return torch.tanh(r) + 1
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    got = torch.compile(f, backend="kiln")(x, y)
+    close(f(x, y), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+
+
+def test_a_node_reading_no_node_moves_first_even_after_a_write():
+    # torch.tensor([]) (transformers' empty KV cache) has no kiln row; it
+    # reads no tensor, so no write can change it: it runs first and does
+    # not cut the kiln nodes around it, in-place ones included.
+    def f(x, y):
+        r = torch.relu(x) * 2
+        r += y
+        e = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        return torch.tanh(r) + e
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    got = torch.compile(f, backend="kiln")(x, y)
+    close(f(x, y), got)
+    (plan,) = plans()
+    assert [e[1] for e in plan["eager"]] == ["torch.tensor"], plan
+    assert plan["segments"] == 1 and plan["kiln_nodes"] == plan["nodes"] - 1, plan
+
+
 def test_item_of_an_input_does_not_cut_the_graph():
     # Dynamo's dynamic graphs read unspecialised module floats with .item()
     # (a node kiln does not lower); it reads only an input, so it runs
