@@ -149,6 +149,17 @@ class _Table:
                     self.functions.setdefault(obj, path)
                 except TypeError:  # unhashable: never a call target
                     pass
+        # torch.<name> for an ATEN row's name (torch.addmm: GPT-2's Conv1D,
+        # torch.convolution, torch.rsub, ...): torch's function of that name
+        # is aten's operator under aten's schema, so the row's adapter takes
+        # its arguments as they are. Used by this backend only: kiln's
+        # translator (kiln.compile) keeps to FUNCTIONS.
+        self.aten_functions = {}
+        for name, row in _torch_api.ATEN.items():
+            obj = _torch_api._resolve(torch, f"torch.{name}")
+            if obj is not None and obj not in self.functions and \
+                    obj is getattr(torch._C._VariableFunctions, name, None):
+                self.aten_functions[obj] = _torch_api._target(row)
         self.op_names = set(_C.op_names)
         self._aten = {}
 
@@ -233,6 +244,8 @@ def _classify(node, table):
     try:
         if t in table.functions:
             return ("function", t), None
+        if t in table.aten_functions:
+            return ("function", table.aten_functions[t]), None
     except TypeError:
         pass
     if t is operator.getitem:
@@ -305,11 +318,13 @@ class _Emitter:
             return ", ".join(part(x) for x in a) + ("," if len(a) == 1 else "")
         return part(a)
 
-    def call(self, node, how, names):
+    def call(self, node, how, names, node_args=None):
         """One line computing `node` the kiln way (`how` from _classify), or
-        the eager way (how=None: the node's own target, as FX runs it)."""
+        the eager way (how=None: the node's own target, as FX runs it).
+        node_args: the node's arguments as kiln takes them, where they
+        differ from the graph's (_Plan.rewrites)."""
         out = names[node]
-        args = [self.arg(a, names) for a in node.args]
+        args = [self.arg(a, names) for a in (node.args if node_args is None else node_args)]
         kwargs = [f"{k}={self.arg(v, names)}" for k, v in node.kwargs.items()]
         if how is None:
             if node.op == "call_module":  # a leaf module Dynamo kept (not inlined): torch runs it
@@ -384,6 +399,9 @@ class _Plan:
                 self.how[n] = how
                 if how is None:
                     self.reasons[n] = why
+        # Arguments kiln takes in another form than the graph has them.
+        self.rewrites = {n: a for n in self.how if self.how[n] is not None
+                         for a in [_legacy_cat_args(n, torch)] if a is not None}
         self.output = next(n for n in graph.nodes if n.op == "output")
         self.compute = [n for n in graph.nodes if n in self.how]
         self.eager_nodes = [n for n in self.compute if self.how[n] is None]
@@ -453,6 +471,39 @@ class _Plan:
         return fn
 
 
+def _legacy_cat_args(node, torch):
+    """torch.cat's legacy rule: a 1-D tensor of size 0 among higher-rank
+    ones is skipped (transformers' KV cache starts as torch.tensor([]) and
+    grows by torch.cat([keys, new], dim=-2)); kiln's cat takes it as a
+    tensor of the wrong rank and refuses, which left every KV-cache update
+    of the zoo's decoders to torch eager. The args without such tensors,
+    read off Dynamo's example values, else None (also when the empty
+    tensor's dtype takes part in the promotion: cat(float64[0], float32)
+    is float64)."""
+    if node.op != "call_function" or not node.args or node.target not in (
+            torch.cat, torch.concat, torch.concatenate, torch.ops.aten.cat.default):
+        return None
+    tensors, out = node.args[0], _example(node)
+    if not isinstance(tensors, (list, tuple)) or not isinstance(out, torch.Tensor) or out.dim() == 1:
+        return None
+    keep, dtypes = [], []
+    for t in tensors:
+        v = _example(t) if isinstance(t, torch.fx.Node) else None
+        if not isinstance(v, torch.Tensor):
+            return None
+        if not (v.dim() == 1 and type(v.shape[0]) is int and v.shape[0] == 0):
+            keep.append(t)
+            dtypes.append(v.dtype)
+    if not keep or len(keep) == len(tensors):
+        return None
+    promoted = dtypes[0]
+    for d in dtypes[1:]:
+        promoted = torch.promote_types(promoted, d)
+    if promoted != out.dtype:  # the empty tensor's dtype took part in the promotion
+        return None
+    return (type(tensors)(keep),) + tuple(node.args[1:])
+
+
 def _pure(node):
     """No in-place effect: torch's in-place methods and aten ops end in "_"
     (add_, aten.copy_), operator's in-place forms are iadd, imul, ..."""
@@ -507,7 +558,7 @@ class _Segment:
         for sym, (tensor, dim) in self.sym_reads.items():
             em.lines.append(f"{names[sym]} = {names[tensor]}.shape[{dim}]")
         for n in self.nodes:
-            em.call(n, self.plan.how[n], names)
+            em.call(n, self.plan.how[n], names, self.plan.rewrites.get(n))
         return em.function(f"segment_{self.nodes[0].name}", [names[i] for i in self.inputs],
                            [names[o] for o in self.outputs])
 

@@ -302,6 +302,48 @@ def test_usage_log_calls_fold_in_kiln_and_do_not_cut_the_graph():
     assert all_kiln(plan) and plan["segments"] == 1, plan
 
 
+def test_torch_functions_of_aten_rows_run_on_kiln():
+    # torch.addmm (transformers' GPT-2 Conv1D) is aten.addmm under aten's
+    # schema: the ATEN row lowers it (it cut GPT-2's graph into 29
+    # segments as torch eager).
+    def f(b, x, w):
+        y = torch.addmm(b, x, w)
+        z = torch.addmm(b, y, w, beta=0.5, alpha=2.0)
+        return torch.relu(z) + torch.rsub(y, 1.0)
+
+    b, x, w = torch.randn(6), torch.randn(4, 6), torch.randn(6, 6)
+    got = torch.compile(f, backend="kiln")(b, x, w)
+    close(f(b, x, w), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+
+
+def test_cat_skips_a_legacy_empty_tensor_as_torch_does():
+    # transformers' KV cache: keys = torch.tensor([]), then
+    # torch.cat([keys, new], dim=-2). torch skips the 1-D empty tensor;
+    # kiln's cat is handed the rest, so the update runs on kiln. An empty
+    # tensor of another dtype (type promotion) is kept: torch eager.
+    def f(x):
+        keys = torch.tensor([])
+        k = torch.cat([keys, torch.relu(x)], dim=-2)
+        return torch.cat([k, x * 2], dim=-2).tanh()
+
+    x = torch.randn(2, 3, 4)
+    got = torch.compile(f, backend="kiln")(x)
+    close(f(x), got)
+    (plan,) = plans()
+    assert [e[1] for e in plan["eager"]] == ["torch.tensor"], plan
+    assert plan["segments"] == 1 and plan["kiln_nodes"] == plan["nodes"] - 1, plan
+
+    def g(x):
+        return torch.cat([torch.tensor([], dtype=torch.float64), x], dim=-2) + 1
+
+    _dynamo_backend._plans.clear()
+    got = torch.compile(g, backend="kiln")(x)
+    close(g(x), got)
+    assert "torch.cat" in [e[1] for e in plans()[0]["eager"]], plans()
+
+
 def test_a_node_reading_no_node_moves_first_even_after_a_write():
     # torch.tensor([]) (transformers' empty KV cache) has no kiln row; it
     # reads no tensor, so no write can change it: it runs first and does
