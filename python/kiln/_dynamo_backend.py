@@ -160,6 +160,17 @@ class _Table:
             if obj is not None and obj not in self.functions and \
                     obj is getattr(torch._C._VariableFunctions, name, None):
                 self.aten_functions[obj] = _torch_api._target(row)
+        # C functions Dynamo calls where the user called a Python wrapper of
+        # the same signature that is a row: F.pad is a Python function that
+        # hands its arguments to torch._C._nn.pad, and Dynamo inlines it
+        # (swin's window padding). Only those checked to share the
+        # signature: torch._C._nn's mse_loss, say, takes reduction as an int
+        # where F.mse_loss has size_average.
+        self.aliases = {}
+        for c_path, py_path in (("torch._C._nn.pad", "torch.nn.functional.pad"),):
+            c_obj, py_obj = _torch_api._resolve(torch, c_path), _torch_api._resolve(torch, py_path)
+            if c_obj is not None and py_obj in self.functions and c_obj not in self.functions:
+                self.aliases[c_obj] = py_obj
         self.op_names = set(_C.op_names)
         self._aten = {}
 
@@ -246,10 +257,17 @@ def _classify(node, table):
             return ("function", t), None
         if t in table.aten_functions:
             return ("function", table.aten_functions[t]), None
+        if t in table.aliases:
+            return ("function", table.aliases[t]), None
     except TypeError:
         pass
     if t is operator.getitem:
         return ("getitem",), None
+    if t is operator.setitem and len(node.args) == 3 and not node.kwargs:
+        # x[i] = v as Python spells it: kiln's translator writes into a
+        # tensor the segment made, and refuses one the caller owns (then
+        # the node runs as torch eager, in its place).
+        return ("setitem",), None
     if t is builtins.getattr and len(node.args) == 2 and isinstance(node.args[1], str):
         return ("getattr", node.args[1]), None
     for kinds, form in ((_INFIX, "infix"), (_INPLACE, "inplace"), (_UNARY, "unary")):
@@ -348,6 +366,9 @@ class _Emitter:
             self.lines.append(f"{out} = {how[1]}({args[0]})")
         elif kind == "getitem":
             self.lines.append(f"{out} = {args[0]}[{self.index(node.args[1], names)}]")
+        elif kind == "setitem":
+            self.lines.append(f"{args[0]}[{self.index(node.args[1], names)}] = {args[2]}")
+            self.lines.append(f"{out} = None")
         elif kind == "getattr":
             self.lines.append(f"{out} = {args[0]}.{how[1]}")
 
@@ -504,14 +525,31 @@ def _legacy_cat_args(node, torch):
     return (type(tensors)(keep),) + tuple(node.args[1:])
 
 
+# Writes spelled as operator calls: Dynamo's graph of `x[i] = v` calls
+# operator.setitem (no "_" to tell it by).
+_WRITES = {operator.setitem, operator.delitem}
+
+
+def _takes_inplace(target):
+    import inspect
+    try:
+        return "inplace" in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _pure(node):
     """No in-place effect: torch's in-place methods and aten ops end in "_"
     (add_, aten.copy_), operator's in-place forms are iadd, imul, ..."""
     target = node.target
     if node.op == "call_module":
         return False  # a module may update its own state (BatchNorm's statistics)
-    if target in _INPLACE:
+    if target in _INPLACE or target in _WRITES:
         return False
+    if node.kwargs.get("inplace") is True or node.kwargs.get("out") is not None:
+        return False  # F.relu(x, inplace=True), torch.add(a, b, out=c)
+    if node.op == "call_function" and _takes_inplace(target) and any(a is True for a in node.args[1:]):
+        return False  # F.relu(x, True): a True in a function with an inplace flag may be it
     if not isinstance(target, str):
         target = getattr(target, "__name__", "")
     return not str(target).split(".")[0].endswith("_")

@@ -344,6 +344,51 @@ def test_cat_skips_a_legacy_empty_tensor_as_torch_does():
     assert "torch.cat" in [e[1] for e in plans()[0]["eager"]], plans()
 
 
+def test_a_write_into_an_input_stays_after_the_reads_before_it():
+    # `x[0] = 1` is operator.setitem in Dynamo's graph: a write with no "_"
+    # in its name. It ran first as a "pure" eager node reading only an
+    # input, so y saw the written x (a wrong result); F.silu(x, True) the
+    # same. Writes keep their place; into a tensor the segment made, kiln
+    # lowers them.
+    def f(x):
+        y = torch.relu(x) * 2
+        x[0] = 1.0
+        return y
+
+    def g(x):
+        y = torch.tanh(x) + 1
+        return y, F.silu(x, True)
+
+    def h(x):
+        y = torch.relu(x) * 2
+        y[0] = 1.0
+        y[:, 1] = x[:, 2]
+        return y + 1
+
+    for fn, on_kiln in ((f, False), (g, False), (h, True)):
+        x = torch.randn(3, 4)
+        _dynamo_backend._plans.clear()
+        torch._dynamo.reset()
+        want, got = fn(x.clone()), torch.compile(fn, backend="kiln")(x.clone())
+        close(want, got)
+        (plan,) = plans()
+        assert (plan["eager"] == []) == on_kiln, (fn.__name__, plan)
+
+
+def test_pad_runs_on_kiln():
+    # Dynamo inlines F.pad (a Python function) to torch._C._nn.pad, which
+    # takes the same arguments: kiln's F.pad row lowers it.
+    def f(x):
+        y = F.pad(torch.relu(x), (1, 2, 0, 1))
+        return F.pad(y, (1, 1), mode="constant", value=0.5) * 2
+
+    x = torch.randn(2, 3, 4, 5)
+    got = torch.compile(f, backend="kiln")(x)
+    close(f(x), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+
+
 def test_a_node_reading_no_node_moves_first_even_after_a_write():
     # torch.tensor([]) (transformers' empty KV cache) has no kiln row; it
     # reads no tensor, so no write can change it: it runs first and does

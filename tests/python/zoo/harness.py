@@ -38,7 +38,7 @@ backend's compile and the first call), and
   plans, nodes, kiln_nodes, segments   the backend's plans over those
                    graphs (kiln._dynamo_backend.last_plans()): graphs
                    planned, compute nodes, nodes run in kiln-compiled
-                   segments, kiln segments
+                   segments, kiln-compiled segments
   eager_ops        {target: count} of the nodes run as torch eager
   eager_reasons    {target: its first reason} (information)
 """
@@ -289,7 +289,7 @@ def _backend_counts(rec):
     rec["plans"] = len(plans)
     rec["nodes"] = sum(p["nodes"] for p in plans)
     rec["kiln_nodes"] = sum(p["kiln_nodes"] for p in plans)
-    rec["segments"] = sum(p["segments"] for p in plans)
+    rec["segments"] = sum(p["compiled"] for p in plans)  # segments kiln compiled and ran
     eager = {}
     why = {}
     for p in plans:
