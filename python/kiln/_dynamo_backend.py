@@ -430,6 +430,7 @@ class _Plan:
             log.info("kiln.dynamo: %s: node %s (%s) runs as torch eager: %s", name, n.name,
                      _target_name(n.target), self.reasons[n])
         self.segments = []
+        self.refused = False  # kiln refused a node during the last call: _Driver re-plans
 
     def order(self):
         """The compute nodes as steps, in an order FX's allows: an eager
@@ -631,6 +632,7 @@ class _Segment:
             n = self.nodes[0]
             plan.how[n] = None
             plan.reasons[n] = f"kiln refused it: {reason}"
+            plan.refused = True
             log.info("kiln.dynamo: %s: node %s (%s) runs as torch eager: %s", plan.name, n.name,
                      _target_name(n.target), plan.reasons[n])
         else:
@@ -708,13 +710,36 @@ _plans = []  # the last compiled plans, newest last (tests and explain read them
 PLANS_KEPT = 64  # how many: a plan holds its GraphModule (the model zoo raises it to see every graph)
 
 
+class _Driver:
+    """What Dynamo calls: the plan's driver. A segment kiln refuses is
+    halved down to the refusing node during the call (_Segment._split),
+    which leaves the nodes around it in up to 2·log2(n) pieces; after such
+    a call the plan is built again with the refused nodes as eager nodes, so
+    the rest forms the longest segments again (compiled at the next call).
+    It ends: each rebuild follows a call that found a new refused node."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.run = plan.build()
+
+    def __call__(self, *args):
+        out = self.run(*args)
+        if self.plan.refused:
+            self.plan.refused = False
+            self.plan.segments = []
+            self.run = self.plan.build()
+            log.debug("kiln.dynamo: %s: re-planned around the refused nodes\n%s", self.plan.name,
+                      self.run.__kiln_source__)
+        return out
+
+
 def _compile_graph(gm, example_inputs, name="graph"):
     plan = _Plan(gm, example_inputs, name)
-    fn = plan.build()
+    fn = _Driver(plan)
     _plans.append(plan)
     del _plans[:-PLANS_KEPT]
     log.debug("kiln.dynamo: %s: %d nodes, %d run as torch eager, dynamic=%s\n%s", name, len(plan.compute),
-              len(plan.eager_nodes), plan.dynamic, fn.__kiln_source__)
+              len(plan.eager_nodes), plan.dynamic, fn.run.__kiln_source__)
     return fn
 
 
@@ -756,7 +781,10 @@ def kiln_backend(gm, example_inputs, **kwargs):
 
 def last_plans():
     """What the backend did for the graphs it compiled last: a list of dicts
-    (name, nodes, eager: [(node, target, reason)], segments, dynamic)."""
+    (name, nodes, eager: [(node, target, reason)], segments, dynamic).
+    After a call in which kiln refused a node, the plan is rebuilt around
+    it (_Driver): its segments are those of the next call, not compiled
+    yet (compiled 0) until that call."""
     return [{
         "name": p.name,
         "nodes": len(p.compute),

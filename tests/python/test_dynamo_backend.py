@@ -407,6 +407,35 @@ def test_a_node_reading_no_node_moves_first_even_after_a_write():
     assert plan["segments"] == 1 and plan["kiln_nodes"] == plan["nodes"] - 1, plan
 
 
+def test_after_a_refusal_the_graph_is_replanned_into_whole_segments():
+    # Halving down to the refused node leaves its neighbours in pieces;
+    # the next call runs the plan rebuilt around it: one segment before,
+    # one after, every other node on kiln.
+    def f(x, y):
+        a = torch.sigmoid(x) + 1
+        b = torch.exp(y) * a
+        c = torch.relu(b - a) + 2
+        q = torch.div(c * 7, b + 3, rounding_mode="trunc")
+        d = torch.tanh(q) + c
+        e = d * 2 - a
+        return torch.relu(e) + b
+
+    x, y = torch.randn(5, 6), torch.randn(5, 6)
+    compiled = torch.compile(f, backend="kiln")
+    close(f(x, y), compiled(x, y))
+    (first,) = plans()
+    assert [e[1] for e in first["eager"]] == ["torch.div"], first
+    # rebuilt after the call: two segments, compiled at the next call
+    assert first["segments"] == 2 and first["compiled"] == 0, first
+    close(f(x, y), compiled(x, y))
+    (again,) = plans()
+    assert [e[1] for e in again["eager"]] == ["torch.div"], again
+    assert again["segments"] == again["compiled"] == 2, again
+    assert again["kiln_nodes"] == again["nodes"] - 1, again
+    close(f(x, y), compiled(x, y))
+    assert plans() == [again]
+
+
 def test_item_of_an_input_does_not_cut_the_graph():
     # Dynamo's dynamic graphs read unspecialised module floats with .item()
     # (a node kiln does not lower); it reads only an input, so it runs

@@ -53,7 +53,7 @@ def dump(data, path=EXPECTED):
 
 KEPT_BACKEND = ("status", "error", "graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops",
                 "plans", "dynamo_reason", "eager_reasons", "max_abs_diff", "build_s", "eager_s", "kiln_first_s",
-                "cpu_s", "wall_s")
+                "second_s", "cpu_s", "wall_s")
 
 
 def pin_of(rec, mode="kiln"):
