@@ -42,6 +42,10 @@ segments compile), and
                    planned, compute nodes, nodes run in kiln-compiled
                    segments, kiln-compiled segments
   eager_ops        {target: count} of the nodes run as torch eager
+  gave_up          the kiln segments that recompiled up to kiln's
+                   cache_size_limit (8) and then ran on CPython, i.e. as
+                   torch eager (kiln's warning; generate() entries whose
+                   segments specialise on a length that grows each step)
   eager_reasons    {target: its first reason} (information)
 """
 import gc
@@ -64,8 +68,8 @@ PINNED = ("status", "error", "kiln_graphs", "kiln_breaks")
 PINNED_DYNAMO = ("dynamo_graphs", "dynamo_breaks")
 # The backend mode (torch.compile(model, backend="kiln")): its record's
 # fields, and those its tests compare with the pins (expected_backend.json).
-BACKEND_FIELDS = ("graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops", "dynamo_reason")
-PINNED_BACKEND = ("status", "error", "graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops")
+BACKEND_FIELDS = ("graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops", "gave_up", "dynamo_reason")
+PINNED_BACKEND = ("status", "error", "graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops", "gave_up")
 
 
 def _one_line(text, limit=240):
@@ -276,11 +280,37 @@ def _backend_compile(fn):
     return torch.compile(fn, backend="kiln")
 
 
-def _backend_counts(rec):
+class _StderrTap:
+    """The process's stderr (fd 2) into a file until stop(), which puts it
+    back, echoes what was written and returns it: kiln's C++ core reports a
+    function that hit cache_size_limit there only."""
+
+    def __init__(self):
+        import tempfile
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+
+    def stop(self):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        text = self.file.read().decode(errors="replace")
+        self.file.close()
+        sys.stderr.write(text)
+        return text
+
+
+def _backend_counts(rec, stderr=""):
     """What Dynamo and the kiln backend did in this process (it is a fresh
     fork per model, and the counters were cleared before the compile):
-    Dynamo's graphs and breaks (its counters), and the backend's plans
-    summed over those graphs (kiln._dynamo_backend.last_plans())."""
+    Dynamo's graphs and breaks (its counters), the backend's plans summed
+    over those graphs (kiln._dynamo_backend.last_plans()), and the kiln
+    segments that recompiled up to kiln's cache_size_limit and from then
+    on ran on CPython, i.e. as torch eager (kiln's warning on stderr)."""
+    rec["gave_up"] = sorted(set(re.findall(r"kiln: warning: (\S+) recompiled \d+ times", stderr)))
     from torch._dynamo.utils import counters
     from kiln import _dynamo_backend
     rec["graphs"] = int(counters["stats"]["unique_graphs"])
@@ -319,6 +349,7 @@ def run_model(name, dynamo=True, mode="kiln"):
         counters.clear()
         _dynamo_backend._plans.clear()
         _dynamo_backend.PLANS_KEPT = 1 << 20  # every graph's plan, however many Dynamo makes
+        tap = _StderrTap()
     kiln.reset()
     torch.manual_seed(0)
     kiln.manual_seed(0)
@@ -386,7 +417,7 @@ def run_model(name, dynamo=True, mode="kiln"):
                 del again
         compiled = None
         if mode == "backend":
-            _backend_counts(rec)
+            _backend_counts(rec, tap.stop())
         elif spec.kind == "forward":
             _kiln_explain(rec, model, args)
             if dynamo:

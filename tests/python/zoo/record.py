@@ -51,7 +51,7 @@ def dump(data, path=EXPECTED):
         f.write("\n".join(lines) + "\n")
 
 
-KEPT_BACKEND = ("status", "error", "graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops",
+KEPT_BACKEND = ("status", "error", "graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops", "gave_up",
                 "plans", "dynamo_reason", "eager_reasons", "max_abs_diff", "build_s", "eager_s", "kiln_first_s",
                 "second_s", "cpu_s", "wall_s")
 
@@ -92,7 +92,8 @@ def main(argv=None):
                     else "  (pin changed)"
                 print(f"[{i + 1}/{len(names)}] {n}: {rec['status']} dynamo {rec.get('graphs')}/{rec.get('breaks')}"
                       f" kiln nodes {rec.get('kiln_nodes')}/{rec.get('nodes')} segments {rec.get('segments')}"
-                      f" eager {rec.get('eager_ops')} {rec.get('wall_s')} s"
+                      f" eager {rec.get('eager_ops')}{' gave up ' + str(rec['gave_up']) if rec.get('gave_up') else ''}"
+                      f" {rec.get('wall_s')} s"
                       f"{'  ' + rec['error'] if rec.get('error') else ''}{change}", flush=True)
                 if rec["status"] == "harness-error":
                     print(rec.get("traceback", ""), file=sys.stderr)

@@ -121,6 +121,8 @@ def backend_rows(data, only=()):
             continue
         nodes = "-" if p.get("nodes") is None else f"{p['kiln_nodes']}/{p['nodes']}"
         eager = ", ".join(f"{t} x{c}" for t, c in (p.get("eager_ops") or {}).items())
+        if p.get("gave_up"):
+            eager += f"; on CPython after 8 recompiles: {', '.join(p['gave_up'])}"
         out.append((name, p["status"], _counts(p.get("graphs"), p.get("breaks")), nodes,
                     "-" if p.get("segments") is None else str(p["segments"]), _secs(p.get("kiln_first_s")),
                     p.get("error") or eager))
@@ -149,6 +151,7 @@ def backend_totals(data, only=()):
         "all_kiln": sum(p["status"] == "ok" and p.get("nodes") is not None and p["kiln_nodes"] == p["nodes"]
                         for p in ps.values()),
         "with_eager": sum(bool(p.get("eager_ops")) for p in ps.values()),
+        "gave_up": sum(bool(p.get("gave_up")) for p in ps.values()),
         "eager_ops": {t: len(ns) for t, ns in sorted(ops.items(), key=lambda kv: -len(kv[1]))},
         "libraries": libs,
     }
@@ -162,7 +165,9 @@ def backend_totals_text(t):
             f"{t['wrong']} differ, {t['raises']} raise, {t['crash']} crash or time out.\n"
             f"Nodes of Dynamo's graphs run in kiln segments: {t['kiln_nodes']}/{t['nodes']} ({share:.1f}%); "
             f"entries with every node in kiln: {t['all_kiln']}; with nodes run as torch eager: {t['with_eager']}.\n"
-            f"Ops run as torch eager (entries): {ops}.")
+            f"Ops run as torch eager (entries): {ops}.\n"
+            f"Entries with a kiln segment that recompiled up to cache_size_limit and then ran on CPython: "
+            f"{t['gave_up']}.")
 
 
 def print_backend(data, only=(), file=None):
