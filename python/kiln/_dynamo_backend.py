@@ -126,6 +126,11 @@ _INPLACE = {
 # this way (`p.item()` of an unspecialised dropout p); they run first, on
 # torch (_Plan.order).
 _DATA_DEPENDENT = {"item", "tolist", "numpy"}
+# Tensor methods that are a cast to a dtype kiln has: x.float() is
+# x.to(torch.float32), which kiln's `to` row takes (rotary embeddings'
+# inv_freq.float(), timm's efficientvit). x.int() (int32), x.half() stay
+# torch's: kiln has no such dtype.
+_CASTS = {"float": "float32", "double": "float64", "long": "int64", "bool": "bool"}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 
@@ -234,10 +239,12 @@ def _target_name(target):
 
 def _classify(node, table):
     """(how kiln runs the node, or None; why not). `how`: ("function", obj),
-    ("method", name), ("infix", sym), ("inplace", sym), ("unary", sym),
-    ("getitem",), ("getattr", name)."""
+    ("method", name), ("cast", dtype), ("infix", sym), ("inplace", sym),
+    ("unary", sym), ("getitem",), ("setitem",), ("getattr", name)."""
     torch = table.torch
     if node.op == "call_method":
+        if node.target in _CASTS and len(node.args) == 1 and not node.kwargs:
+            return ("cast", getattr(torch, _CASTS[node.target])), None
         if node.target in _DATA_DEPENDENT:
             return None, f"Tensor.{node.target} reads data out of a tensor: kiln keeps it out of its graphs"
         if table.method(node.target):
@@ -366,6 +373,8 @@ class _Emitter:
             self.lines.append(f"{out} = {how[1]}({args[0]})")
         elif kind == "getitem":
             self.lines.append(f"{out} = {args[0]}[{self.index(node.args[1], names)}]")
+        elif kind == "cast":
+            self.lines.append(f"{out} = {args[0]}.to({self.const(how[1])})")
         elif kind == "setitem":
             self.lines.append(f"{args[0]}[{self.index(node.args[1], names)}] = {args[2]}")
             self.lines.append(f"{out} = None")

@@ -389,6 +389,29 @@ def test_pad_runs_on_kiln():
     assert all_kiln(plan) and plan["segments"] == 1, plan
 
 
+def test_casts_to_kiln_dtypes_run_on_kiln():
+    # x.float(), .double(), .long(), .bool() are x.to(dtype) for a dtype
+    # kiln has (rotary embeddings' inv_freq.float()); .int() is int32,
+    # which kiln does not have: torch eager.
+    def f(x, i):
+        a = (x.double() * 2).float() + i.float()
+        m = (x > 0).long() + i.long()
+        return a.relu(), m * 3, (m > 1).bool()
+
+    def g(x):
+        return x.int() + 1
+
+    x, i = torch.randn(3, 4), torch.randint(0, 5, (3, 4))
+    got = torch.compile(f, backend="kiln")(x, i)
+    close(f(x, i), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+    _dynamo_backend._plans.clear()
+    got = torch.compile(g, backend="kiln")(x)
+    assert got.dtype == torch.int32 and torch.equal(got, g(x))
+    assert [e[1] for e in plans()[0]["eager"]][:1] == ["int"], plans()
+
+
 def test_a_node_reading_no_node_moves_first_even_after_a_write():
     # torch.tensor([]) (transformers' empty KV cache) has no kiln row; it
     # reads no tensor, so no write can change it: it runs first and does
