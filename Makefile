@@ -40,7 +40,9 @@ demo: python
 
 # The model zoo's full tier (docs/zoo.md): every torchvision, timm and
 # transformers model of tests/python/zoo with torch._dynamo.explain re-run
-# beside kiln (`make test` runs the fast tier: kiln against eager and the pins).
+# beside kiln, and every model through torch.compile(backend="kiln")
+# (`make test` runs the fast tier: kiln against eager and the pins, and a
+# handful through the backend).
 .PHONY: zoo
 zoo: python
 	python3 -m pytest tests/python/zoo -m zoo_full -q

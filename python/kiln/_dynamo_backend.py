@@ -126,6 +126,11 @@ _INPLACE = {
 # this way (`p.item()` of an unspecialised dropout p); they run first, on
 # torch (_Plan.order).
 _DATA_DEPENDENT = {"item", "tolist", "numpy"}
+# Tensor methods that are a cast to a dtype kiln has: x.float() is
+# x.to(torch.float32), which kiln's `to` row takes (rotary embeddings'
+# inv_freq.float(), timm's efficientvit). x.int() (int32), x.half() stay
+# torch's: kiln has no such dtype.
+_CASTS = {"float": "float32", "double": "float64", "long": "int64", "bool": "bool"}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 
@@ -136,13 +141,41 @@ class _Table:
     def __init__(self, torch):
         self.torch = torch
         self.functions = {}  # torch object -> its row's path
-        for path in _torch_api.FUNCTIONS:
+        # TRACE_TIME rows too (torch._C._log_api_usage_once, torch._assert,
+        # torch.jit.is_scripting, ...): Dynamo keeps a library's usage log
+        # in its graph (torchvision's stochastic_depth), and kiln's
+        # translator folds such a call when it traces the segment, as
+        # kiln.compile does; as an eager node between segments it would cut
+        # the graph at every block.
+        for path in (*_torch_api.FUNCTIONS, *_torch_api.TRACE_TIME):
             obj = _torch_api._resolve(torch, path)
             if obj is not None:
                 try:
                     self.functions.setdefault(obj, path)
                 except TypeError:  # unhashable: never a call target
                     pass
+        # torch.<name> for an ATEN row's name (torch.addmm: GPT-2's Conv1D,
+        # torch.convolution, torch.rsub, ...): torch's function of that name
+        # is aten's operator under aten's schema, so the row's adapter takes
+        # its arguments as they are. Used by this backend only: kiln's
+        # translator (kiln.compile) keeps to FUNCTIONS.
+        self.aten_functions = {}
+        for name, row in _torch_api.ATEN.items():
+            obj = _torch_api._resolve(torch, f"torch.{name}")
+            if obj is not None and obj not in self.functions and \
+                    obj is getattr(torch._C._VariableFunctions, name, None):
+                self.aten_functions[obj] = _torch_api._target(row)
+        # C functions Dynamo calls where the user called a Python wrapper of
+        # the same signature that is a row: F.pad is a Python function that
+        # hands its arguments to torch._C._nn.pad, and Dynamo inlines it
+        # (swin's window padding). Only those checked to share the
+        # signature: torch._C._nn's mse_loss, say, takes reduction as an int
+        # where F.mse_loss has size_average.
+        self.aliases = {}
+        for c_path, py_path in (("torch._C._nn.pad", "torch.nn.functional.pad"),):
+            c_obj, py_obj = _torch_api._resolve(torch, c_path), _torch_api._resolve(torch, py_path)
+            if c_obj is not None and py_obj in self.functions and c_obj not in self.functions:
+                self.aliases[c_obj] = py_obj
         self.op_names = set(_C.op_names)
         self._aten = {}
 
@@ -206,10 +239,12 @@ def _target_name(target):
 
 def _classify(node, table):
     """(how kiln runs the node, or None; why not). `how`: ("function", obj),
-    ("method", name), ("infix", sym), ("inplace", sym), ("unary", sym),
-    ("getitem",), ("getattr", name)."""
+    ("method", name), ("cast", dtype), ("infix", sym), ("inplace", sym),
+    ("unary", sym), ("getitem",), ("setitem",), ("getattr", name)."""
     torch = table.torch
     if node.op == "call_method":
+        if node.target in _CASTS and len(node.args) == 1 and not node.kwargs:
+            return ("cast", getattr(torch, _CASTS[node.target])), None
         if node.target in _DATA_DEPENDENT:
             return None, f"Tensor.{node.target} reads data out of a tensor: kiln keeps it out of its graphs"
         if table.method(node.target):
@@ -227,10 +262,19 @@ def _classify(node, table):
     try:
         if t in table.functions:
             return ("function", t), None
+        if t in table.aten_functions:
+            return ("function", table.aten_functions[t]), None
+        if t in table.aliases:
+            return ("function", table.aliases[t]), None
     except TypeError:
         pass
     if t is operator.getitem:
         return ("getitem",), None
+    if t is operator.setitem and len(node.args) == 3 and not node.kwargs:
+        # x[i] = v as Python spells it: kiln's translator writes into a
+        # tensor the segment made, and refuses one the caller owns (then
+        # the node runs as torch eager, in its place).
+        return ("setitem",), None
     if t is builtins.getattr and len(node.args) == 2 and isinstance(node.args[1], str):
         return ("getattr", node.args[1]), None
     for kinds, form in ((_INFIX, "infix"), (_INPLACE, "inplace"), (_UNARY, "unary")):
@@ -299,11 +343,13 @@ class _Emitter:
             return ", ".join(part(x) for x in a) + ("," if len(a) == 1 else "")
         return part(a)
 
-    def call(self, node, how, names):
+    def call(self, node, how, names, node_args=None):
         """One line computing `node` the kiln way (`how` from _classify), or
-        the eager way (how=None: the node's own target, as FX runs it)."""
+        the eager way (how=None: the node's own target, as FX runs it).
+        node_args: the node's arguments as kiln takes them, where they
+        differ from the graph's (_Plan.rewrites)."""
         out = names[node]
-        args = [self.arg(a, names) for a in node.args]
+        args = [self.arg(a, names) for a in (node.args if node_args is None else node_args)]
         kwargs = [f"{k}={self.arg(v, names)}" for k, v in node.kwargs.items()]
         if how is None:
             if node.op == "call_module":  # a leaf module Dynamo kept (not inlined): torch runs it
@@ -327,6 +373,11 @@ class _Emitter:
             self.lines.append(f"{out} = {how[1]}({args[0]})")
         elif kind == "getitem":
             self.lines.append(f"{out} = {args[0]}[{self.index(node.args[1], names)}]")
+        elif kind == "cast":
+            self.lines.append(f"{out} = {args[0]}.to({self.const(how[1])})")
+        elif kind == "setitem":
+            self.lines.append(f"{args[0]}[{self.index(node.args[1], names)}] = {args[2]}")
+            self.lines.append(f"{out} = None")
         elif kind == "getattr":
             self.lines.append(f"{out} = {args[0]}.{how[1]}")
 
@@ -378,6 +429,9 @@ class _Plan:
                 self.how[n] = how
                 if how is None:
                     self.reasons[n] = why
+        # Arguments kiln takes in another form than the graph has them.
+        self.rewrites = {n: a for n in self.how if self.how[n] is not None
+                         for a in [_legacy_cat_args(n, torch)] if a is not None}
         self.output = next(n for n in graph.nodes if n.op == "output")
         self.compute = [n for n in graph.nodes if n in self.how]
         self.eager_nodes = [n for n in self.compute if self.how[n] is None]
@@ -385,6 +439,7 @@ class _Plan:
             log.info("kiln.dynamo: %s: node %s (%s) runs as torch eager: %s", name, n.name,
                      _target_name(n.target), self.reasons[n])
         self.segments = []
+        self.refused = False  # kiln refused a node during the last call: _Driver re-plans
 
     def order(self):
         """The compute nodes as steps, in an order FX's allows: an eager
@@ -394,7 +449,9 @@ class _Plan:
         before, rest = [], []
         mutated = False  # an in-place node ran: an input may hold new values from here on
         for n in self.compute:
-            if (not mutated and self.how[n] is None and _pure(n)
+            # A node that reads no node at all (torch.tensor([]) of a
+            # constant) cannot see a write, so it moves first in any case.
+            if (self.how[n] is None and _pure(n) and (not mutated or not n.all_input_nodes)
                     and all(a.op in ("placeholder", "get_attr") for a in n.all_input_nodes)):
                 before.append(n)
             else:
@@ -445,14 +502,64 @@ class _Plan:
         return fn
 
 
+def _legacy_cat_args(node, torch):
+    """torch.cat's legacy rule: a 1-D tensor of size 0 among higher-rank
+    ones is skipped (transformers' KV cache starts as torch.tensor([]) and
+    grows by torch.cat([keys, new], dim=-2)); kiln's cat takes it as a
+    tensor of the wrong rank and refuses, which left every KV-cache update
+    of the zoo's decoders to torch eager. The args without such tensors,
+    read off Dynamo's example values, else None (also when the empty
+    tensor's dtype takes part in the promotion: cat(float64[0], float32)
+    is float64)."""
+    if node.op != "call_function" or not node.args or node.target not in (
+            torch.cat, torch.concat, torch.concatenate, torch.ops.aten.cat.default):
+        return None
+    tensors, out = node.args[0], _example(node)
+    if not isinstance(tensors, (list, tuple)) or not isinstance(out, torch.Tensor) or out.dim() == 1:
+        return None
+    keep, dtypes = [], []
+    for t in tensors:
+        v = _example(t) if isinstance(t, torch.fx.Node) else None
+        if not isinstance(v, torch.Tensor):
+            return None
+        if not (v.dim() == 1 and type(v.shape[0]) is int and v.shape[0] == 0):
+            keep.append(t)
+            dtypes.append(v.dtype)
+    if not keep or len(keep) == len(tensors):
+        return None
+    promoted = dtypes[0]
+    for d in dtypes[1:]:
+        promoted = torch.promote_types(promoted, d)
+    if promoted != out.dtype:  # the empty tensor's dtype took part in the promotion
+        return None
+    return (type(tensors)(keep),) + tuple(node.args[1:])
+
+
+# Writes spelled as operator calls: Dynamo's graph of `x[i] = v` calls
+# operator.setitem (no "_" to tell it by).
+_WRITES = {operator.setitem, operator.delitem}
+
+
+def _takes_inplace(target):
+    import inspect
+    try:
+        return "inplace" in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _pure(node):
     """No in-place effect: torch's in-place methods and aten ops end in "_"
     (add_, aten.copy_), operator's in-place forms are iadd, imul, ..."""
     target = node.target
     if node.op == "call_module":
         return False  # a module may update its own state (BatchNorm's statistics)
-    if target in _INPLACE:
+    if target in _INPLACE or target in _WRITES:
         return False
+    if node.kwargs.get("inplace") is True or node.kwargs.get("out") is not None:
+        return False  # F.relu(x, inplace=True), torch.add(a, b, out=c)
+    if node.op == "call_function" and _takes_inplace(target) and any(a is True for a in node.args[1:]):
+        return False  # F.relu(x, True): a True in a function with an inplace flag may be it
     if not isinstance(target, str):
         target = getattr(target, "__name__", "")
     return not str(target).split(".")[0].endswith("_")
@@ -499,7 +606,7 @@ class _Segment:
         for sym, (tensor, dim) in self.sym_reads.items():
             em.lines.append(f"{names[sym]} = {names[tensor]}.shape[{dim}]")
         for n in self.nodes:
-            em.call(n, self.plan.how[n], names)
+            em.call(n, self.plan.how[n], names, self.plan.rewrites.get(n))
         return em.function(f"segment_{self.nodes[0].name}", [names[i] for i in self.inputs],
                            [names[o] for o in self.outputs])
 
@@ -534,6 +641,7 @@ class _Segment:
             n = self.nodes[0]
             plan.how[n] = None
             plan.reasons[n] = f"kiln refused it: {reason}"
+            plan.refused = True
             log.info("kiln.dynamo: %s: node %s (%s) runs as torch eager: %s", plan.name, n.name,
                      _target_name(n.target), plan.reasons[n])
         else:
@@ -608,15 +716,39 @@ def _symbol_sources(placeholders):
 # --------------------------------------------------------------- backend --
 
 _plans = []  # the last compiled plans, newest last (tests and explain read them)
+PLANS_KEPT = 64  # how many: a plan holds its GraphModule (the model zoo raises it to see every graph)
+
+
+class _Driver:
+    """What Dynamo calls: the plan's driver. A segment kiln refuses is
+    halved down to the refusing node during the call (_Segment._split),
+    which leaves the nodes around it in up to 2·log2(n) pieces; after such
+    a call the plan is built again with the refused nodes as eager nodes, so
+    the rest forms the longest segments again (compiled at the next call).
+    It ends: each rebuild follows a call that found a new refused node."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.run = plan.build()
+
+    def __call__(self, *args):
+        out = self.run(*args)
+        if self.plan.refused:
+            self.plan.refused = False
+            self.plan.segments = []
+            self.run = self.plan.build()
+            log.debug("kiln.dynamo: %s: re-planned around the refused nodes\n%s", self.plan.name,
+                      self.run.__kiln_source__)
+        return out
 
 
 def _compile_graph(gm, example_inputs, name="graph"):
     plan = _Plan(gm, example_inputs, name)
-    fn = plan.build()
+    fn = _Driver(plan)
     _plans.append(plan)
-    del _plans[:-64]
+    del _plans[:-PLANS_KEPT]
     log.debug("kiln.dynamo: %s: %d nodes, %d run as torch eager, dynamic=%s\n%s", name, len(plan.compute),
-              len(plan.eager_nodes), plan.dynamic, fn.__kiln_source__)
+              len(plan.eager_nodes), plan.dynamic, fn.run.__kiln_source__)
     return fn
 
 
@@ -660,7 +792,10 @@ def kiln_backend(gm, example_inputs, **kwargs):
 
 def last_plans():
     """What the backend did for the graphs it compiled last: a list of dicts
-    (name, nodes, eager: [(node, target, reason)], segments, dynamic)."""
+    (name, nodes, eager: [(node, target, reason)], segments, dynamic).
+    After a call in which kiln refused a node, the plan is rebuilt around
+    it (_Driver): its segments are those of the next call, not compiled
+    yet (compiled 0) until that call."""
     return [{
         "name": p.name,
         "nodes": len(p.compute),

@@ -70,8 +70,21 @@ def _dir(path):
     return os.path.abspath(path).rstrip(os.sep) + os.sep
 
 
+def _site_dirs():
+    """Where installed packages live: this environment's site-packages and,
+    in a virtual environment made with --system-site-packages, the base
+    interpreter's too (sys.base_prefix's purelib/platlib, which lie under
+    the base's standard library: without them, torchvision or transformers
+    installed there read as the standard library and were never traced)."""
+    dirs = set()
+    for scheme_vars in (None, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars) if scheme_vars else sysconfig.get_paths()
+        dirs.update(_dir(paths[k]) for k in ("purelib", "platlib"))
+    return tuple(dirs)
+
+
 _STDLIB = tuple({_dir(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")})
-_SITE = tuple({_dir(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")})
+_SITE = _site_dirs()
 
 
 def _package_dir(name):

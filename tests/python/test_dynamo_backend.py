@@ -282,6 +282,183 @@ def test_a_row_kiln_refuses_for_its_arguments_is_split_out(caplog):
     assert "runs as torch eager" in caplog.text
 
 
+def test_usage_log_calls_fold_in_kiln_and_do_not_cut_the_graph():
+    # torchvision's stochastic_depth calls torch._C._log_api_usage_once,
+    # which Dynamo keeps in its graph: a TRACE_TIME row of kiln's table,
+    # folded by kiln's translator as under kiln.compile. As an eager node
+    # after an in-place add it cut torchvision's convnext into 118 segments
+    # and left each `result += input` on a segment input kiln refuses.
+    def f(x, y):
+        torch._C._log_api_usage_once("kiln.test")
+        r = torch.relu(x) * 2
+        r += y
+        torch._C._log_api_usage_once("kiln.test")
+        return torch.tanh(r) + 1
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    got = torch.compile(f, backend="kiln")(x, y)
+    close(f(x, y), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+
+
+def test_torch_functions_of_aten_rows_run_on_kiln():
+    # torch.addmm (transformers' GPT-2 Conv1D) is aten.addmm under aten's
+    # schema: the ATEN row lowers it (it cut GPT-2's graph into 29
+    # segments as torch eager).
+    def f(b, x, w):
+        y = torch.addmm(b, x, w)
+        z = torch.addmm(b, y, w, beta=0.5, alpha=2.0)
+        return torch.relu(z) + torch.rsub(y, 1.0)
+
+    b, x, w = torch.randn(6), torch.randn(4, 6), torch.randn(6, 6)
+    got = torch.compile(f, backend="kiln")(b, x, w)
+    close(f(b, x, w), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+
+
+def test_cat_skips_a_legacy_empty_tensor_as_torch_does():
+    # transformers' KV cache: keys = torch.tensor([]), then
+    # torch.cat([keys, new], dim=-2). torch skips the 1-D empty tensor;
+    # kiln's cat is handed the rest, so the update runs on kiln. An empty
+    # tensor of another dtype (type promotion) is kept: torch eager.
+    def f(x):
+        keys = torch.tensor([])
+        k = torch.cat([keys, torch.relu(x)], dim=-2)
+        return torch.cat([k, x * 2], dim=-2).tanh()
+
+    x = torch.randn(2, 3, 4)
+    got = torch.compile(f, backend="kiln")(x)
+    close(f(x), got)
+    (plan,) = plans()
+    assert [e[1] for e in plan["eager"]] == ["torch.tensor"], plan
+    assert plan["segments"] == 1 and plan["kiln_nodes"] == plan["nodes"] - 1, plan
+
+    def g(x):
+        return torch.cat([torch.tensor([], dtype=torch.float64), x], dim=-2) + 1
+
+    _dynamo_backend._plans.clear()
+    got = torch.compile(g, backend="kiln")(x)
+    close(g(x), got)
+    assert "torch.cat" in [e[1] for e in plans()[0]["eager"]], plans()
+
+
+def test_a_write_into_an_input_stays_after_the_reads_before_it():
+    # `x[0] = 1` is operator.setitem in Dynamo's graph: a write with no "_"
+    # in its name. It ran first as a "pure" eager node reading only an
+    # input, so y saw the written x (a wrong result); F.silu(x, True) the
+    # same. Writes keep their place; into a tensor the segment made, kiln
+    # lowers them.
+    def f(x):
+        y = torch.relu(x) * 2
+        x[0] = 1.0
+        return y
+
+    def g(x):
+        y = torch.tanh(x) + 1
+        return y, F.silu(x, True)
+
+    def h(x):
+        y = torch.relu(x) * 2
+        y[0] = 1.0
+        y[:, 1] = x[:, 2]
+        return y + 1
+
+    for fn, on_kiln in ((f, False), (g, False), (h, True)):
+        x = torch.randn(3, 4)
+        _dynamo_backend._plans.clear()
+        torch._dynamo.reset()
+        want, got = fn(x.clone()), torch.compile(fn, backend="kiln")(x.clone())
+        close(want, got)
+        (plan,) = plans()
+        assert (plan["eager"] == []) == on_kiln, (fn.__name__, plan)
+
+
+def test_pad_runs_on_kiln():
+    # Dynamo inlines F.pad (a Python function) to torch._C._nn.pad, which
+    # takes the same arguments: kiln's F.pad row lowers it.
+    def f(x):
+        y = F.pad(torch.relu(x), (1, 2, 0, 1))
+        return F.pad(y, (1, 1), mode="constant", value=0.5) * 2
+
+    x = torch.randn(2, 3, 4, 5)
+    got = torch.compile(f, backend="kiln")(x)
+    close(f(x), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+
+
+def test_casts_to_kiln_dtypes_run_on_kiln():
+    # x.float(), .double(), .long(), .bool() are x.to(dtype) for a dtype
+    # kiln has (rotary embeddings' inv_freq.float()); .int() is int32,
+    # which kiln does not have: torch eager.
+    def f(x, i):
+        a = (x.double() * 2).float() + i.float()
+        m = (x > 0).long() + i.long()
+        return a.relu(), m * 3, (m > 1).bool()
+
+    def g(x):
+        return x.int() + 1
+
+    x, i = torch.randn(3, 4), torch.randint(0, 5, (3, 4))
+    got = torch.compile(f, backend="kiln")(x, i)
+    close(f(x, i), got)
+    (plan,) = plans()
+    assert all_kiln(plan) and plan["segments"] == 1, plan
+    _dynamo_backend._plans.clear()
+    got = torch.compile(g, backend="kiln")(x)
+    assert got.dtype == torch.int32 and torch.equal(got, g(x))
+    assert [e[1] for e in plans()[0]["eager"]][:1] == ["int"], plans()
+
+
+def test_a_node_reading_no_node_moves_first_even_after_a_write():
+    # torch.tensor([]) (transformers' empty KV cache) has no kiln row; it
+    # reads no tensor, so no write can change it: it runs first and does
+    # not cut the kiln nodes around it, in-place ones included.
+    def f(x, y):
+        r = torch.relu(x) * 2
+        r += y
+        e = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        return torch.tanh(r) + e
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    got = torch.compile(f, backend="kiln")(x, y)
+    close(f(x, y), got)
+    (plan,) = plans()
+    assert [e[1] for e in plan["eager"]] == ["torch.tensor"], plan
+    assert plan["segments"] == 1 and plan["kiln_nodes"] == plan["nodes"] - 1, plan
+
+
+def test_after_a_refusal_the_graph_is_replanned_into_whole_segments():
+    # Halving down to the refused node leaves its neighbours in pieces;
+    # the next call runs the plan rebuilt around it: one segment before,
+    # one after, every other node on kiln.
+    def f(x, y):
+        a = torch.sigmoid(x) + 1
+        b = torch.exp(y) * a
+        c = torch.relu(b - a) + 2
+        q = torch.div(c * 7, b + 3, rounding_mode="trunc")
+        d = torch.tanh(q) + c
+        e = d * 2 - a
+        return torch.relu(e) + b
+
+    x, y = torch.randn(5, 6), torch.randn(5, 6)
+    compiled = torch.compile(f, backend="kiln")
+    close(f(x, y), compiled(x, y))
+    (first,) = plans()
+    assert [e[1] for e in first["eager"]] == ["torch.div"], first
+    # rebuilt after the call: two segments, compiled at the next call
+    assert first["segments"] == 2 and first["compiled"] == 0, first
+    close(f(x, y), compiled(x, y))
+    (again,) = plans()
+    assert [e[1] for e in again["eager"]] == ["torch.div"], again
+    assert again["segments"] == again["compiled"] == 2, again
+    assert again["kiln_nodes"] == again["nodes"] - 1, again
+    close(f(x, y), compiled(x, y))
+    assert plans() == [again]
+
+
 def test_item_of_an_input_does_not_cut_the_graph():
     # Dynamo's dynamic graphs read unspecialised module floats with .item()
     # (a node kiln does not lower); it reads only an input, so it runs

@@ -318,6 +318,11 @@ def test_which_code_is_traced():
     # installed packages are programs (transformers, timm): traced, though
     # site-packages lies under the standard library's directory
     assert _frames.classify(code_in(f"{site}/somepkg/modeling.py")) is None
+    # ... and so are those of the base interpreter's site-packages, which a
+    # virtual environment made with --system-site-packages sees (without
+    # this, torchvision there read as the standard library: never traced)
+    base_site = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})["purelib"]
+    assert _frames.classify(code_in(f"{base_site}/somepkg/modeling.py")) is None
     assert _frames.classify(json.dumps.__code__) == ("the standard library", True)
     # torch calls the program back from Module.__call__: not recursive
     assert _frames.classify(torch.nn.Module._call_impl.__code__) == ("library code (torch)", False)

@@ -27,6 +27,26 @@ A record (a dict, JSON-ready):
   max_abs_diff  largest |kiln - eager| over float outputs (ok and wrong)
   build_s, eager_s, kiln_first_s, explain_s, dynamo_s   seconds (wall)
   cpu_s         the worker's CPU seconds for the whole entry (all threads)
+
+A record of the backend mode (torch.compile(model, backend="kiln"),
+run_model(mode="backend"); pins in expected_backend.json): status, error,
+max_abs_diff and the times as above (kiln_first_s: Dynamo's capture, the
+backend's compile and the first call), for forward entries over a first
+and a second call (second_s: the second, where the backend's re-planned
+segments compile), and
+  graphs, breaks   Dynamo's graphs and graph breaks in that run (its
+                   counters: stats.unique_graphs, graph_break)
+  dynamo_reason    Dynamo's first break reason
+  plans, nodes, kiln_nodes, segments   the backend's plans over those
+                   graphs (kiln._dynamo_backend.last_plans()): graphs
+                   planned, compute nodes, nodes run in kiln-compiled
+                   segments, kiln-compiled segments
+  eager_ops        {target: count} of the nodes run as torch eager
+  gave_up          the kiln segments that recompiled up to kiln's
+                   cache_size_limit (8) and then ran on CPython, i.e. as
+                   torch eager (kiln's warning; generate() entries whose
+                   segments specialise on a length that grows each step)
+  eager_reasons    {target: its first reason} (information)
 """
 import gc
 import math
@@ -46,6 +66,10 @@ STARTUP_TIMEOUT = 300.0
 # The fields a test compares with the pins; the rest is information.
 PINNED = ("status", "error", "kiln_graphs", "kiln_breaks")
 PINNED_DYNAMO = ("dynamo_graphs", "dynamo_breaks")
+# The backend mode (torch.compile(model, backend="kiln")): its record's
+# fields, and those its tests compare with the pins (expected_backend.json).
+BACKEND_FIELDS = ("graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops", "gave_up", "dynamo_reason")
+PINNED_BACKEND = ("status", "error", "graphs", "breaks", "nodes", "kiln_nodes", "segments", "eager_ops", "gave_up")
 
 
 def _one_line(text, limit=240):
@@ -240,14 +264,92 @@ def _kiln_call(rec, fn):
         rec["kiln_first_s"] = round(time.perf_counter() - t, 3)
 
 
-def run_model(name, dynamo=True):
-    """Runs one zoo model; returns its record (see the module's doc)."""
+def _empty_record(name, mode):
+    spec = models.SPECS[name]
+    rec = {"name": name, "library": spec.library, "kind": spec.kind, "status": None, "error": None}
+    rec.update(dict.fromkeys(BACKEND_FIELDS if mode == "backend" else
+                             ("kiln_graphs", "kiln_breaks", "kiln_reason",
+                              "dynamo_graphs", "dynamo_breaks", "dynamo_reason")))
+    return rec
+
+
+def _backend_compile(fn):
+    """torch.compile(fn, backend="kiln"): found by name, through the
+    torch_dynamo_backends entry point `pip install` registers."""
+    import torch
+    return torch.compile(fn, backend="kiln")
+
+
+class _StderrTap:
+    """The process's stderr (fd 2) into a file until stop(), which puts it
+    back, echoes what was written and returns it: kiln's C++ core reports a
+    function that hit cache_size_limit there only."""
+
+    def __init__(self):
+        import tempfile
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+
+    def stop(self):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        text = self.file.read().decode(errors="replace")
+        self.file.close()
+        sys.stderr.write(text)
+        return text
+
+
+def _backend_counts(rec, stderr=""):
+    """What Dynamo and the kiln backend did in this process (it is a fresh
+    fork per model, and the counters were cleared before the compile):
+    Dynamo's graphs and breaks (its counters), the backend's plans summed
+    over those graphs (kiln._dynamo_backend.last_plans()), and the kiln
+    segments that recompiled up to kiln's cache_size_limit and from then
+    on ran on CPython, i.e. as torch eager (kiln's warning on stderr)."""
+    rec["gave_up"] = sorted(set(re.findall(r"kiln: warning: (\S+) recompiled \d+ times", stderr)))
+    from torch._dynamo.utils import counters
+    from kiln import _dynamo_backend
+    rec["graphs"] = int(counters["stats"]["unique_graphs"])
+    rec["breaks"] = int(sum(counters["graph_break"].values()))
+    reasons = _reasons(counters["graph_break"])
+    rec["dynamo_reason"] = reasons[0] if reasons else None
+    plans = _dynamo_backend.last_plans()
+    rec["plans"] = len(plans)
+    rec["nodes"] = sum(p["nodes"] for p in plans)
+    rec["kiln_nodes"] = sum(p["kiln_nodes"] for p in plans)
+    rec["segments"] = sum(p["compiled"] for p in plans)  # segments kiln compiled and ran
+    eager = {}
+    why = {}
+    for p in plans:
+        for _, target, reason in p["eager"]:
+            eager[target] = eager.get(target, 0) + 1
+            why.setdefault(target, _one_line(reason, 200))
+    rec["eager_ops"] = dict(sorted(eager.items()))
+    rec["eager_reasons"] = dict(sorted(why.items()))
+
+
+def run_model(name, dynamo=True, mode="kiln"):
+    """Runs one zoo model; returns its record (see the module's doc).
+    mode "kiln": kiln.compile (and kiln.explain, torch._dynamo.explain when
+    dynamo); mode "backend": torch.compile(model, backend="kiln"), compared
+    with eager the same way, with Dynamo's counts and the backend's plan."""
     import torch
     import kiln
     spec = models.SPECS[name]
-    rec = {"name": name, "library": spec.library, "kind": spec.kind, "status": None, "error": None,
-           "kiln_graphs": None, "kiln_breaks": None, "kiln_reason": None,
-           "dynamo_graphs": None, "dynamo_breaks": None, "dynamo_reason": None}
+    rec = _empty_record(name, mode)
+    if mode == "backend":
+        import torch._dynamo
+        from torch._dynamo.utils import counters
+        from kiln import _dynamo_backend
+        torch._dynamo.reset()
+        counters.clear()
+        _dynamo_backend._plans.clear()
+        _dynamo_backend.PLANS_KEPT = 1 << 20  # every graph's plan, however many Dynamo makes
+        tap = _StderrTap()
     kiln.reset()
     torch.manual_seed(0)
     kiln.manual_seed(0)
@@ -266,7 +368,7 @@ def run_model(name, dynamo=True):
             def kiln_generate():
                 # What transformers documents for torch.compile: compile the
                 # forward, generate() as usual (KV cache, sampling).
-                model.forward = kiln.compile(model.forward)
+                model.forward = (_backend_compile if mode == "backend" else kiln.compile)(model.forward)
                 try:
                     torch.manual_seed(1)
                     return model.generate(*args, **kwargs)
@@ -281,7 +383,13 @@ def run_model(name, dynamo=True):
             rec["eager_s"] = round(time.perf_counter() - t, 3)
             kiln.reset()
             torch.manual_seed(1)
-            got = _kiln_call(rec, lambda: kiln.compile(model)(*args))
+            compile_ = _backend_compile if mode == "backend" else kiln.compile
+            compiled = []
+
+            def first_call():
+                compiled.append(compile_(model))
+                return compiled[0](*args)
+            got = _kiln_call(rec, first_call)
             rtol, atol = spec.rtol, spec.atol
         if rec["status"] is None:
             what, worst = compare(want, got, rtol, atol)
@@ -289,7 +397,28 @@ def run_model(name, dynamo=True):
             rec["error"] = what
             rec["max_abs_diff"] = None if worst is None else float(f"{worst:.3g}")
         del got
-        if spec.kind == "forward":
+        if mode == "backend" and spec.kind == "forward" and rec["status"] == "ok":
+            # The cached call too: Dynamo's guards pass, the backend's
+            # driver runs as re-planned after the first call (a node kiln
+            # refused there runs as torch eager, the rest in whole segments).
+            torch.manual_seed(1)
+            t = time.perf_counter()
+            try:
+                again = compiled[0](*args)
+            except Exception as e:  # noqa: BLE001 - recorded
+                rec["status"], rec["error"] = "raises", "second call: " + describe_error(e)
+                rec["traceback"] = traceback.format_exc(limit=-8)[-4000:]
+            else:
+                rec["second_s"] = round(time.perf_counter() - t, 3)
+                what, worst = compare(want, again, rtol, atol)
+                if what:
+                    rec["status"], rec["error"] = "wrong", "second call: " + what
+                rec["max_abs_diff"] = max(rec["max_abs_diff"] or 0.0, float(f"{worst or 0.0:.3g}"))
+                del again
+        compiled = None
+        if mode == "backend":
+            _backend_counts(rec, tap.stop())
+        elif spec.kind == "forward":
             _kiln_explain(rec, model, args)
             if dynamo:
                 _dynamo_explain(rec, model, args)
@@ -341,7 +470,7 @@ def _die_with_parent():
         pass
 
 
-def _run_forked(name, dynamo, timeout):
+def _run_forked(name, dynamo, timeout, mode="kiln"):
     """Runs one model in a child forked from the worker: (record, None), or
     (None, (status, error)) when the child dies or passes the timeout."""
     import pickle
@@ -352,7 +481,7 @@ def _run_forked(name, dynamo, timeout):
         os.close(r)
         try:
             try:
-                rec = run_model(name, dynamo)
+                rec = run_model(name, dynamo, mode)
             except BaseException as e:  # noqa: BLE001 - a harness or eager failure, not kiln's
                 rec = {"name": name, "status": "harness-error", "error": describe_error(e),
                        "traceback": traceback.format_exc()}
@@ -389,7 +518,7 @@ def _serve(conn):
     every model starts from the same state (what one model leaves in kiln,
     torch or the libraries never changes the next one's pins) and a crash
     or a hang ends that model's process only. Messages: ("run", name,
-    dynamo, timeout) -> (record, failure); ("versions",) -> dict."""
+    dynamo, timeout, mode) -> (record, failure); ("versions",) -> dict."""
     _die_with_parent()
     try:
         setup_worker()
@@ -403,7 +532,7 @@ def _serve(conn):
         except EOFError:
             return
         if msg[0] == "run":
-            conn.send(_run_forked(msg[1], msg[2], msg[3]))
+            conn.send(_run_forked(*msg[1:]))
         elif msg[0] == "versions":
             conn.send(versions())
         else:
@@ -469,17 +598,15 @@ class Worker:
         self._kill()
         return None, ("timeout", f"worker: no answer after {timeout:.0f} s")
 
-    def run(self, name, dynamo=True):
+    def run(self, name, dynamo=True, mode="kiln"):
         t = time.perf_counter()
-        answer, failure = self._ask(("run", name, dynamo, self.timeout), self.timeout + 60)
+        answer, failure = self._ask(("run", name, dynamo, self.timeout, mode), self.timeout + 60)
         rec = None
         if answer is not None:
             rec, failure = answer
         if failure:
-            spec = models.SPECS[name]
-            rec = {"name": name, "library": spec.library, "kind": spec.kind, "status": failure[0],
-                   "error": failure[1], "kiln_graphs": None, "kiln_breaks": None, "kiln_reason": None,
-                   "dynamo_graphs": None, "dynamo_breaks": None, "dynamo_reason": None}
+            rec = _empty_record(name, mode)
+            rec["status"], rec["error"] = failure
         rec["wall_s"] = round(time.perf_counter() - t, 3)
         return rec
 

@@ -345,3 +345,15 @@ for _n, _cfg, _kw, _auto, _inputs, _gen in TRANSFORMERS:
                       kind="generate", generate=_mode))
 
 del _n
+
+# The fast tier of the backend mode (torch.compile(model, backend="kiln"),
+# test_zoo_backend_quick in `make test`): a handful across the three
+# libraries, chosen for Dynamo's capture being quick (a few seconds each)
+# while covering convolutions with batch norm, attention, a KV cache through
+# generate(), and ops kiln runs as torch eager. The whole zoo runs in the
+# full tier (test_zoo_backend, `make zoo`).
+BACKEND_QUICK = [
+    "torchvision.resnet18", "torchvision.mobilenet_v3_small",
+    "timm.vit_tiny_patch16_224", "timm.convnext_atto",
+    "transformers.gpt2", "transformers.bert", "transformers.gpt2.generate_greedy",
+]

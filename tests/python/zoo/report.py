@@ -4,6 +4,7 @@
     python3 -m tests.python.zoo.report --markdown   # as in tests/python/zoo/README.md
     python3 -m tests.python.zoo.report -k timm      # only names containing 'timm'
     python3 -m tests.python.zoo.report --readme     # rewrite the table in tests/python/zoo/README.md
+    python3 -m tests.python.zoo.report --backend    # torch.compile(backend="kiln"), from expected_backend.json
 
 Per model: status (ok = kiln's output equals eager within the tolerance),
 kiln's graphs/breaks, torch.compile's (torch._dynamo.explain) graphs/breaks,
@@ -108,6 +109,78 @@ def print_table(data, only=(), markdown=False, file=None):
     print(totals_text(totals(data, only)), file=file)
 
 
+# ------------------------------------------ torch.compile(backend="kiln")
+
+BACKEND_HEAD = ("model", "status", "dynamo g/b", "kiln nodes", "segments", "1st s", "nodes run as torch eager")
+
+
+def backend_rows(data, only=()):
+    out = []
+    for name, p in data["models"].items():
+        if only and not any(k in name for k in only):
+            continue
+        nodes = "-" if p.get("nodes") is None else f"{p['kiln_nodes']}/{p['nodes']}"
+        eager = ", ".join(f"{t} x{c}" for t, c in (p.get("eager_ops") or {}).items())
+        if p.get("gave_up"):
+            eager += f"; on CPython after 8 recompiles: {', '.join(p['gave_up'])}"
+        out.append((name, p["status"], _counts(p.get("graphs"), p.get("breaks")), nodes,
+                    "-" if p.get("segments") is None else str(p["segments"]), _secs(p.get("kiln_first_s")),
+                    p.get("error") or eager))
+    return out
+
+
+def backend_totals(data, only=()):
+    ps = {n: p for n, p in data["models"].items() if not only or any(k in n for k in only)}
+    libs = {}
+    for n, p in ps.items():
+        d = libs.setdefault(n.split(".")[0], {"models": 0, "ok": 0})
+        d["models"] += 1
+        d["ok"] += p["status"] == "ok"
+    ops = {}
+    for n, p in ps.items():
+        for t in (p.get("eager_ops") or {}):
+            ops.setdefault(t, []).append(n)
+    return {
+        "entries": len(ps),
+        "ok": sum(p["status"] == "ok" for p in ps.values()),
+        "wrong": sum(p["status"] == "wrong" for p in ps.values()),
+        "raises": sum(p["status"] == "raises" for p in ps.values()),
+        "crash": sum(p["status"] in ("crash", "timeout") for p in ps.values()),
+        "nodes": sum(p.get("nodes") or 0 for p in ps.values()),
+        "kiln_nodes": sum(p.get("kiln_nodes") or 0 for p in ps.values()),
+        "all_kiln": sum(p["status"] == "ok" and p.get("nodes") is not None and p["kiln_nodes"] == p["nodes"]
+                        for p in ps.values()),
+        "with_eager": sum(bool(p.get("eager_ops")) for p in ps.values()),
+        "gave_up": sum(bool(p.get("gave_up")) for p in ps.values()),
+        "eager_ops": {t: len(ns) for t, ns in sorted(ops.items(), key=lambda kv: -len(kv[1]))},
+        "libraries": libs,
+    }
+
+
+def backend_totals_text(t):
+    libs = ", ".join(f"{lib} {d['ok']}/{d['models']}" for lib, d in t["libraries"].items())
+    share = 100.0 * t["kiln_nodes"] / t["nodes"] if t["nodes"] else 0.0
+    ops = ", ".join(f"{op} ({n})" for op, n in t["eager_ops"].items()) or "none"
+    return (f"{t['entries']} entries through torch.compile(backend=\"kiln\"): {t['ok']} equal eager ({libs}), "
+            f"{t['wrong']} differ, {t['raises']} raise, {t['crash']} crash or time out.\n"
+            f"Nodes of Dynamo's graphs run in kiln segments: {t['kiln_nodes']}/{t['nodes']} ({share:.1f}%); "
+            f"entries with every node in kiln: {t['all_kiln']}; with nodes run as torch eager: {t['with_eager']}.\n"
+            f"Ops run as torch eager (entries): {ops}.\n"
+            f"Entries with a kiln segment that recompiled up to cache_size_limit and then ran on CPython: "
+            f"{t['gave_up']}.")
+
+
+def print_backend(data, only=(), file=None):
+    rs = backend_rows(data, only)
+    widths = [max(len(h), *(len(r[i]) for r in rs)) if rs else len(h) for i, h in enumerate(BACKEND_HEAD[:-1])]
+    fmt = "  ".join(f"{{:{w}}}" for w in widths) + "  {}"
+    print(fmt.format(*BACKEND_HEAD), file=file)
+    for r in rs:
+        print(fmt.format(*r[:-1], r[-1][:110]), file=file)
+    print(file=file)
+    print(backend_totals_text(backend_totals(data, only)), file=file)
+
+
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
 BEGIN, END = "<!-- zoo table: begin -->", "<!-- zoo table: end -->"
 
@@ -138,7 +211,15 @@ def main(argv=None):
     ap.add_argument("-k", action="append", default=[], help="only names containing this")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--readme", action="store_true", help="rewrite the table in README.md")
+    ap.add_argument("--backend", action="store_true",
+                    help='torch.compile(backend="kiln"): the pins of expected_backend.json')
     a = ap.parse_args(argv)
+    if a.backend:
+        from .record import EXPECTED_BACKEND
+        data = load(EXPECTED_BACKEND)
+        _print_meta(data)
+        print_backend(data, a.k)
+        return
     data = load()
     if a.readme:
         write_readme(data)
