@@ -315,18 +315,11 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
   return calling_python([&] {
     py::str key(name.data(), name.size());
     PyObject* descr = _PyType_Lookup(tp, key.ptr());  // borrowed; no user code
-    if (descr && Py_TYPE(descr) == &PyMemberDescr_Type) {
-      PyObject* v = PyObject_GenericGetAttr(o, key.ptr());
-      if (!v) {
-        PyErr_Clear();
-        return false;
-      }
-      out = to_value_shared(py::reinterpret_steal<py::object>(v));
-      return true;
-    }
-    // A code object's fields (co_varnames, co_argcount, ...): C getters
-    // and members of an immutable object, so constants of it.
-    if (descr && PyCode_Check(o) && Py_TYPE(descr) == &PyGetSetDescr_Type) {
+    // A member (a __slots__ field), or a code object's fields (co_varnames,
+    // co_argcount, ...: C getters of an immutable object, so constants of
+    // it): read as CPython reads them, running no user code.
+    if (descr && (Py_TYPE(descr) == &PyMemberDescr_Type ||
+                  (PyCode_Check(o) && Py_TYPE(descr) == &PyGetSetDescr_Type))) {
       PyObject* v = PyObject_GenericGetAttr(o, key.ptr());
       if (!v) {
         PyErr_Clear();

@@ -100,12 +100,7 @@ def print_table(data, only=(), markdown=False, file=None):
             print("| " + " | ".join(cells) + " |", file=file)
         print(file=file)
     else:
-        widths = [max(len(h), *(len(r[i]) for r in rs)) if rs else len(h) for i, h in enumerate(HEAD[:-1])]
-        fmt = "  ".join(f"{{:{w}}}" for w in widths) + "  {}"
-        print(fmt.format(*HEAD), file=file)
-        for r in rs:
-            print(fmt.format(*r[:-1], r[-1][:110]), file=file)
-        print(file=file)
+        _print_columns(HEAD, rs, file)
     print(totals_text(totals(data, only)), file=file)
 
 
@@ -170,14 +165,18 @@ def backend_totals_text(t):
             f"{t['gave_up']}.")
 
 
-def print_backend(data, only=(), file=None):
-    rs = backend_rows(data, only)
-    widths = [max(len(h), *(len(r[i]) for r in rs)) if rs else len(h) for i, h in enumerate(BACKEND_HEAD[:-1])]
+def _print_columns(head, rs, file):
+    """rows as aligned columns, the last (the reason) cut at 110 characters."""
+    widths = [max(len(h), *(len(r[i]) for r in rs)) if rs else len(h) for i, h in enumerate(head[:-1])]
     fmt = "  ".join(f"{{:{w}}}" for w in widths) + "  {}"
-    print(fmt.format(*BACKEND_HEAD), file=file)
+    print(fmt.format(*head), file=file)
     for r in rs:
         print(fmt.format(*r[:-1], r[-1][:110]), file=file)
     print(file=file)
+
+
+def print_backend(data, only=(), file=None):
+    _print_columns(BACKEND_HEAD, backend_rows(data, only), file)
     print(backend_totals_text(backend_totals(data, only)), file=file)
 
 

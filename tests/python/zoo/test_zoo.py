@@ -30,19 +30,26 @@ BACKEND_PINS = load(EXPECTED_BACKEND)["models"]
 NAMES = list(models.SPECS)
 
 
-def _check(worker, name, dynamo):
-    pin = PINS.get(name)
-    assert pin is not None, f"{name} has no pin: python3 -m tests.python.zoo.record {name}"
-    rec = worker.run(name, dynamo=dynamo)
+def _run(worker, name, **how):
+    rec = worker.run(name, **how)
     if rec["status"] == "harness-error":
         pytest.fail(f"{name}: the harness failed (eager or the model's build, not kiln):\n"
                     f"{rec['error']}\n{rec.get('traceback', '')}")
-    fields = PINNED + (PINNED_DYNAMO if dynamo else ())
-    seen = {k: rec.get(k) for k in fields}
-    want = {k: pin.get(k) for k in fields}
-    if seen != want:
-        lines = [f"{name} differs from its pin (tests/python/zoo/expected.json):"]
-        lines += [f"  {k}: pinned {want[k]!r}, now {seen[k]!r}" for k in fields if seen[k] != want[k]]
+    return rec
+
+
+def _differs(rec, pin, fields):
+    """One line per pinned field the record does not match."""
+    return [f"  {k}: pinned {pin.get(k)!r}, now {rec.get(k)!r}" for k in fields if rec.get(k) != pin.get(k)]
+
+
+def _check(worker, name, dynamo):
+    pin = PINS.get(name)
+    assert pin is not None, f"{name} has no pin: python3 -m tests.python.zoo.record {name}"
+    rec = _run(worker, name, dynamo=dynamo)
+    differs = _differs(rec, pin, PINNED + (PINNED_DYNAMO if dynamo else ()))
+    if differs:
+        lines = [f"{name} differs from its pin (tests/python/zoo/expected.json):"] + differs
         lines.append(f"  torch.compile: {pin.get('dynamo_graphs')} graphs, {pin.get('dynamo_breaks')} breaks"
                      f"{' (pinned)' if not dynamo else ''}")
         if rec.get("kiln_reasons"):
@@ -70,16 +77,11 @@ def test_zoo_full(name, zoo_worker):
 def _check_backend(worker, name):
     pin = BACKEND_PINS.get(name)
     assert pin is not None, f"{name} has no backend pin: python3 -m tests.python.zoo.record --backend {name}"
-    rec = worker.run(name, dynamo=False, mode="backend")
-    if rec["status"] == "harness-error":
-        pytest.fail(f"{name}: the harness failed (eager or the model's build, not kiln):\n"
-                    f"{rec['error']}\n{rec.get('traceback', '')}")
-    seen = {k: rec.get(k) for k in PINNED_BACKEND}
-    want = {k: pin.get(k) for k in PINNED_BACKEND}
-    if seen != want:
+    rec = _run(worker, name, dynamo=False, mode="backend")
+    differs = _differs(rec, pin, PINNED_BACKEND)
+    if differs:
         lines = [f'{name} through torch.compile(backend="kiln") differs from its pin '
-                 f"(tests/python/zoo/expected_backend.json):"]
-        lines += [f"  {k}: pinned {want[k]!r}, now {seen[k]!r}" for k in PINNED_BACKEND if seen[k] != want[k]]
+                 f"(tests/python/zoo/expected_backend.json):"] + differs
         if rec.get("eager_reasons"):
             lines.append("  run as torch eager: " + "; ".join(f"{t}: {r}" for t, r in rec["eager_reasons"].items()))
         if rec.get("dynamo_reason"):
