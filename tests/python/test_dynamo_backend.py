@@ -647,3 +647,19 @@ def test_a_data_read_after_an_in_place_write_stays_after_it():
         fn = _dynamo_backend.kiln_backend(gm, [xs, torch.tensor(1.0)])
         want = gm(xs, torch.tensor(1.0))
         close(want, fn(xs, torch.tensor(1.0)))
+
+
+def test_a_parameter_changed_after_compiling_is_seen():
+    # Dynamo passes parameters as graph inputs: an optimizer step, an
+    # in-place write or a new Parameter between calls is read again, never
+    # a copy kiln kept.
+    torch._dynamo.reset()
+    m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    f = torch.compile(m, backend="kiln")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        close(m(x), f(x))
+        m[0].weight.mul_(2)
+        close(m(x), f(x))
+        m[0].bias = torch.nn.Parameter(torch.randn(3))
+        close(m(x), f(x))
