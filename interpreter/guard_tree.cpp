@@ -239,6 +239,31 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       return &scratch;
     }
     case SourceKind::Const: return &s.key;
+    case SourceKind::GenericAttr:
+    case SourceKind::TypeAttr: {
+      // A Python object's attribute by Python's generic lookup, or what its
+      // class lookup finds (unbound: the function, the property). Absent:
+      // missing, which an Absent guard accepts; a lookup that would run
+      // user code now reads as Null, which no other guard accepts.
+      if (!base->is(Kind::Foreign)) return nullptr;
+      const auto* f = base->as<ForeignObj>();
+      if (!f->vt->lookup_attr) return nullptr;
+      Value raw;
+      const bool generic = s.kind == SourceKind::GenericAttr;
+      const ForeignAttr found = f->vt->lookup_attr(f->handle, s.name, generic ? nullptr : &s.key, scratch, &raw);
+      if (found == ForeignAttr::Absent) return nullptr;
+      if (generic && found == ForeignAttr::Method) {
+        auto bm = make_ref<BoundMethodObj>();
+        bm->func = std::move(scratch);
+        bm->self = *base;
+        scratch = Value::object(Kind::BoundMethod, bm);
+      } else if (!generic && found != ForeignAttr::Undecided) {
+        scratch = std::move(raw);
+      } else if (found != ForeignAttr::Found) {
+        scratch = Value::null();
+      }
+      return &scratch;
+    }
     case SourceKind::Cell: {
       const FunctionObj* f = &fn;
       if (s.base) {

@@ -311,6 +311,7 @@ void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   VT obj = realize(pop());
   VT value = pop();
   const std::string& name = code_->names[size_t(i.a)]->s;
+  if (!obj->is_module() && obj->source && user_object_setattr(obj, name, value)) return;  // translator_user_defined.cpp
   if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str());
   // A property: its setter inlined (without one, the VM raises
   // AttributeError at this line).

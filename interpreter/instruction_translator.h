@@ -55,6 +55,9 @@ struct Unsupported {
   // "file:line" of the innermost instruction that broke (set as it leaves
   // that frame's step): symbolic_trace's error names the user's line.
   std::string where = {};
+  // attribute_error: Python's lookup found no such attribute (guarded as
+  // absent), so getattr(obj, name, default) and hasattr answer without it.
+  bool missing_attribute = false;
 };
 
 [[noreturn]] inline void unsupported(BreakReason reason, std::string detail) {
@@ -279,6 +282,30 @@ class InstructionTranslator {
   // bound as runtime/descriptors.h says; a property's getter is inlined.
   VT bind_class_attr_traced(const runtime::Value& attr, const VT& instance, runtime::ClassObj* cls,
                             const std::string& name);
+
+  // plain Python objects (translator_user_defined.cpp)
+  // obj.name for a Python object with a source, as type(obj).__getattribute__
+  // reads it (its own inlined, or Python's generic lookup, then __getattr__);
+  // null: kiln cannot tell without running user code.
+  VT user_object_getattr(const VT& obj, const std::string& name);
+  // object.__getattribute__(obj, name); or_missing: null on a miss (guarded
+  // absent) instead of the AttributeError.
+  VT generic_getattr(const VT& obj, const std::string& name, bool or_missing);
+  // obj.name = value as type(obj).__setattr__ makes it (its own inlined, or
+  // Python's generic store, recorded and replayed after the graph); false:
+  // not a Python object kiln traces stores into.
+  bool user_object_setattr(const VT& obj, const std::string& name, const VT& value);
+  // object.__setattr__(obj, name, value); `generic`: replayed as that call.
+  void generic_setattr(const VT& obj, const std::string& name, const VT& value, bool generic);
+  // type(obj).name(obj, *args) for a Python object whose class defines
+  // that special method as a Python function, inlined (guarded by the
+  // class lookup); null otherwise.
+  VT call_special_method(const VT& obj, const std::string& name, std::vector<VT> args);
+  VT host_super_of(const VT& type, const VT& obj);
+  VT host_super_getattr(const VT& sup, const std::string& name);
+  runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,
+                                    runtime::Value& out);
+  VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& obj);
 
  private:
   TraceContext& ctx_;

@@ -7,6 +7,7 @@
 #include "runtime/builtins.h"
 #include "runtime/dtype.h"
 #include "runtime/set_ops.h"
+#include "runtime/super.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
 #include "runtime/value_ops.h"
@@ -200,6 +201,16 @@ void Residual::emit_source(const SourceRef& s) {
       if (s->base) unsupported(BreakReason::resume_state, "reloading another function's closure cell");
       b.emit(Opcode::LOAD_DEREF, int32_t(trace_cells) + s->local_index);
       return;
+    case SourceKind::GenericAttr:
+      // object.__getattribute__(base, name): not base.name, which runs the
+      // class's own __getattribute__ (the trace read past it).
+      emit_const(runtime::object_getattribute());
+      emit_source(s->base);
+      emit_const(runtime::intern_value(s->name));
+      b.emit(Opcode::CALL, 2);
+      return;
+    case SourceKind::TypeAttr:
+      unsupported(BreakReason::resume_state, "reloading what a class lookup found (" + s->str() + ")");
   }
 }
 
@@ -209,7 +220,7 @@ namespace {
 // function's cell it cannot).
 bool reloadable(const output_graph::SourceRef& s) {
   if (!s) return false;
-  if (s->kind == SourceKind::Cell && s->base) return false;
+  if ((s->kind == SourceKind::Cell && s->base) || s->kind == SourceKind::TypeAttr) return false;
   return !s->base || s->kind == SourceKind::Global || reloadable(s->base);
 }
 
@@ -459,7 +470,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       return emit_const(Value::integer(
           ctx.out.guards().shapes().specialize(v->sym, "a value the code after the graph reads")));
     case VTKind::Opaque:
-      if (v->value.is(Kind::Super) && v->self && !v->source) {
+      if ((v->value.is(Kind::Super) || v->host_super) && v->self && !v->source) {
         // super(type, obj) again, over the obj this run has (a baked-in
         // super object would hold on to the traced call's module).
         emit_const(*runtime::builtins().find("super"));
@@ -654,6 +665,15 @@ void Residual::replay_side_effects() {
   }
   for (size_t i = 0; i < ctx.side_effects.attr_stores.size(); ++i) {
     const auto& s = ctx.side_effects.attr_stores[i];
+    if (s.generic) {
+      emit_const(runtime::object_setattr());
+      b.emit(Opcode::LOAD_FAST, attr_parked[i].second);
+      emit_const(runtime::intern_value(s.name));
+      b.emit(Opcode::LOAD_FAST, attr_parked[i].first);
+      b.emit(Opcode::CALL, 3);
+      b.emit(Opcode::POP_TOP);
+      continue;
+    }
     if (s.value) b.emit(Opcode::LOAD_FAST, attr_parked[i].first);
     b.emit(Opcode::LOAD_FAST, attr_parked[i].second);
     b.emit(s.value ? Opcode::STORE_ATTR : Opcode::DELETE_ATTR, b.name(s.name));

@@ -333,8 +333,11 @@ VT InstructionTranslator::getattr_or_hasattr(BuiltinCall& c, bool has) {
   try {
     VT v = get_attr(obj, attr);
     return has ? const_vt(Value::boolean(true)) : v;
-  } catch (const Unsupported&) {
-    if (obj->is(VTKind::Constant) || obj->is(VTKind::Tensor)) {
+  } catch (const Unsupported& u) {
+    // Python's lookup proved the name missing (guarded absent), in a
+    // Python object's own __getattribute__ too: getattr catches that
+    // AttributeError, as CPython's does.
+    if (obj->is(VTKind::Constant) || obj->is(VTKind::Tensor) || u.missing_attribute) {
       if (has) return const_vt(Value::boolean(false));
       if (c.args.size() == 3) return c.args[2];
     }

@@ -588,6 +588,11 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
           break;
         }
       }
+    } else if (VT r = call_special_method(b, "__contains__", {a})) {
+      // A Python class's own __contains__ (a Mapping's: try self[key]),
+      // inlined; `in` takes the truth of what it returns.
+      if (!is_constant(r)) unsupported(BreakReason::traced_python_value, "`in` over " + b->str());
+      found = truth(constant_value(r));
     } else {
       unsupported(BreakReason::traced_python_value, "`in` over " + b->str());
     }
@@ -727,6 +732,7 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
       unsupported(BreakReason::python_error, "subscript raising an error");
     }
   }
+  if (VT r = call_special_method(obj, "__getitem__", {key})) return r;  // a Python class's own, inlined
   unsupported(BreakReason::untraced_object, "subscript of " + obj->str());
 }
 

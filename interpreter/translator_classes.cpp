@@ -102,6 +102,7 @@ VT InstructionTranslator::super_of(std::vector<VT> args) {
   }
   type = realize(type);
   obj = realize(obj);
+  if (type->is(VTKind::Opaque) && type->value.is(Kind::Foreign)) return host_super_of(type, obj);
   if (!class_of_tracker(type))
     unsupported(BreakReason::untraced_object, "super() over " + type->str() + " (not a kiln class)");
   if (!obj->is_module() && !class_of_tracker(obj))
@@ -146,11 +147,23 @@ VT InstructionTranslator::trace_class_builtin(const Value& builtin, std::vector<
   static const std::string forward = ".forward";
   const bool native_forward = name.size() > forward.size() &&
                               name.compare(name.size() - forward.size(), forward.size(), forward) == 0;
+  const bool generic_getattribute = builtin.is_same(object_getattribute());
+  const bool generic_setattr_call = builtin.is_same(object_setattr());
   if (name != "super" && name != "delattr" && name != "setattr" && name != "hasattr" && name != "getattr" &&
-      !native_forward)
+      !native_forward && !generic_getattribute && !generic_setattr_call)
     return nullptr;
   if (kwnames) return nullptr;  // the generic path decides (and breaks)
   for (VT& a : args) a = realize(a);
+  // super().__getattribute__(name) / __setattr__(name, value) reaching
+  // object's: translator_user_defined.cpp.
+  if (generic_getattribute || generic_setattr_call) {
+    if (args.size() != (generic_getattribute ? 2u : 3u) || !is_constant(args[1]) ||
+        !constant_value(args[1]).is(Kind::Str))
+      return nullptr;
+    if (generic_getattribute) return generic_getattr(args[0], constant_value(args[1]).as_str(), /*or_missing=*/false);
+    generic_setattr(args[0], constant_value(args[1]).as_str(), args[2], /*generic=*/true);
+    return const_vt(Value::none());
+  }
   if (name == "super") return super_of(args);
   if (native_forward) {
     // A built-in class's forward called on its module as a method

@@ -117,7 +117,11 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   // forward on many different modules, which is nesting, not recursion.
   const void* self_id = (!args.empty() && args[0] && args[0]->is_module()) ? args[0]->value.obj() : nullptr;
   const std::pair<const void*, const void*> frame_key{code, self_id};
-  if (ctx_.active_frames.count(frame_key)) unsupported(BreakReason::recursion, code->qualname);
+  // A class's __getattribute__ / __getattr__ re-enters itself by design
+  // (a property it returns reads another attribute): a few levels of that
+  // are nesting; deeper is recursion kiln leaves to CPython.
+  const bool attribute_hook = code->name == "__getattribute__" || code->name == "__getattr__";
+  if (ctx_.active_frames.count(frame_key) >= (attribute_hook ? 4u : 1u)) unsupported(BreakReason::recursion, code->qualname);
   if (stack_nearly_exhausted()) unsupported(BreakReason::recursion, code->qualname + " (inlining too deep for the stack)");
 
   // Python's binding rules over trackers; a binding error is left to the VM,
@@ -193,7 +197,8 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     // The outer frame breaks at this call; the callee will run as its own
     // compiled frame and report its own break.
     std::string cause = u.cause.empty() ? break_reason_text(u.reason, u.detail) + " in " + code->qualname : u.cause;
-    throw Unsupported{BreakReason::inlined_break, code->qualname, std::move(cause), -1, u.innermost(), u.where};
+    throw Unsupported{BreakReason::inlined_break, code->qualname, std::move(cause), -1, u.innermost(), u.where,
+                      u.missing_attribute};
   }
 }
 
@@ -280,6 +285,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
     case VTKind::Opaque:
       if (obj->value.is(Kind::Class)) return class_getattr(obj, name);
       if (obj->value.is(Kind::Super) && obj->self) return super_getattr(obj, name);
+      if (obj->host_super) return host_super_getattr(obj, name);
       // A foreign namespace (a Python module: kiln.softmax, math.pi): its
       // attribute is read now and guarded at its own source, like a
       // module dict entry.
@@ -290,8 +296,13 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         if (f->vt->namespace_find) {
           if (const Value* v = f->vt->namespace_find(f->handle, intern(name).get()))
             return ctx_.builder.wrap(*v, attr_source(obj->source, name));
+        } else if (ctx_.attr_overlay.count({object_identity(obj->value), name})) {
+          // Stored earlier in this trace: read as the class's lookup reads it.
+          if (VT v = user_object_getattr(obj, name)) return v;
         } else if (Value v; f->vt->plain_attr && f->vt->plain_attr(f->handle, name, v)) {
           return ctx_.builder.wrap(v, attr_source(obj->source, name));
+        } else if (VT v = user_object_getattr(obj, name)) {
+          return v;
         }
       }
       unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());

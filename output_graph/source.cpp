@@ -11,7 +11,7 @@ SourceRef make(SourceKind k, SourceRef base, std::string name, runtime::Value ke
   s->depth = base ? base->depth + 1 : 0;
   s->base = std::move(base);
   s->name = std::move(name);
-  if (k == SourceKind::Global || k == SourceKind::Attr) s->interned = runtime::intern(s->name);
+  if (k == SourceKind::Global || k == SourceKind::Attr || k == SourceKind::GenericAttr) s->interned = runtime::intern(s->name);
   s->key = std::move(key);
   s->local_index = index;
   return s;
@@ -31,6 +31,11 @@ const std::string& Source::str() const {
         path_ = (base ? base->str() : std::string("F")) + ".__closure__[" + std::to_string(local_index) + "]";
         break;
       case SourceKind::Const: path_ = "K['" + name + "']"; break;
+      case SourceKind::GenericAttr: path_ = "object.__getattribute__(" + base->str() + ", '" + name + "')"; break;
+      case SourceKind::TypeAttr:
+        path_ = (key.is_null() ? "type(" + base->str() + ")" : "super(" + runtime::repr(key) + ", " + base->str() + ")") +
+                ".__dict__['" + name + "']";
+        break;
     }
     has_path_ = true;
   }
@@ -59,6 +64,24 @@ SourceRef cell_source(const SourceRef& function, int index) {
 }
 SourceRef const_source(const runtime::Value& object, const std::string& name) {
   return make(SourceKind::Const, nullptr, name, object, -1);
+}
+
+// Interned under the base like attr_source's children, keyed apart from
+// plain attribute names (no identifier holds a NUL).
+SourceRef generic_attr_source(const SourceRef& base, const std::string& name) {
+  auto& slot = base->attr_children[std::string("\0g", 2) + name];
+  if (SourceRef existing = slot.lock()) return existing;
+  SourceRef s = make(SourceKind::GenericAttr, base, name, {}, -1);
+  slot = s;
+  return s;
+}
+SourceRef type_attr_source(const SourceRef& base, const std::string& name, const runtime::Value& after) {
+  const std::string key = std::string("\0t", 2) + std::to_string(reinterpret_cast<uintptr_t>(after.is_null() ? nullptr : runtime::object_identity(after))) + ":" + name;
+  auto& slot = base->attr_children[key];
+  if (SourceRef existing = slot.lock(); existing && existing->key.is_same(after)) return existing;
+  SourceRef s = make(SourceKind::TypeAttr, base, name, after, -1);
+  slot = s;
+  return s;
 }
 
 }  // namespace kiln::output_graph

@@ -24,7 +24,9 @@ namespace kiln::output_graph {
   X(Attr)    /* base.name (module dicts, plain attributes)  */ \
   X(Item)    /* base[key] for a constant key                */ \
   X(Cell)    /* closure cell `local_index` of the function at base (null base: the frame's own function) */ \
-  X(Const)   /* the object in `key` itself: a function the trace reached by a guarded path without a source of its own */
+  X(Const)   /* the object in `key` itself: a function the trace reached by a guarded path without a source of its own */ \
+  X(GenericAttr) /* object.__getattribute__(base, name): Python's generic lookup, whatever base's type does instead */ \
+  X(TypeAttr)    /* what the class lookup of `name` finds for base: along type(base).__mro__ after class `key` (Null: from type(base) itself), unbound */
 
 enum class SourceKind : uint8_t {
 #define KILN_SOURCE_ENUM(k) k,
@@ -74,5 +76,12 @@ SourceRef cell_source(const SourceRef& function, int index);
 // have a source to be guarded at. The paths that reached it are guarded
 // by their own guards (the module's, the class epoch).
 SourceRef const_source(const runtime::Value& object, const std::string& name);
+// A plain Python object's attribute as object.__getattribute__ reads it
+// (inside a class's own __getattribute__, which the trace inlines), and the
+// class attribute a lookup of `name` finds (the __getattribute__ or
+// property the trace inlined, the function super() found): guards pin
+// them (ForeignVTable::lookup_attr reads both).
+SourceRef generic_attr_source(const SourceRef& base, const std::string& name);
+SourceRef type_attr_source(const SourceRef& base, const std::string& name, const runtime::Value& after);
 
 }  // namespace kiln::output_graph

@@ -100,4 +100,58 @@ std::string super_repr(const SuperObj* s) {
          ">";
 }
 
+const Value& object_getattribute() {
+  static const Value fn = census::permanent_value(make_native(
+      "object.__getattribute__", "self, name, /", [](CallContext& ctx, const std::vector<Value>& a) -> Value {
+        if (!a[1].is(Kind::Str))
+          throw_error(ErrorKind::TypeError, "attribute name must be string, not '" + type_name(a[1]) + "'");
+        const std::string& name = a[1].as_str();
+        if (a[0].is(Kind::Foreign)) {
+          // A host object: its generic lookup through the seam, which only
+          // answers where no user code runs; the rest is the host's.
+          const auto* f = a[0].as<ForeignObj>();
+          Value out;
+          switch (f->vt->lookup_attr ? f->vt->lookup_attr(f->handle, name, nullptr, out, nullptr)
+                                     : ForeignAttr::Undecided) {
+            case ForeignAttr::Found: return out;
+            case ForeignAttr::Method: {
+              auto bm = make_ref<BoundMethodObj>();
+              bm->func = std::move(out);
+              bm->self = a[0];
+              return Value::object(Kind::BoundMethod, bm);
+            }
+            case ForeignAttr::Absent:
+              throw_error(ErrorKind::AttributeError, "'" + type_name(a[0]) + "' object has no attribute '" + name + "'");
+            default:
+              throw_error(ErrorKind::TypeError, "object.__getattribute__ of a host object reads '" + name +
+                                                    "' through code kiln does not run (its host runs it)");
+          }
+        }
+        return get_attr(ctx, a[0], a[1].as<StrObj>());  // kiln's own objects have Python's generic lookup
+      }));
+  return fn;
+}
+
+const Value& object_setattr() {
+  static const Value fn = census::permanent_value(make_native(
+      "object.__setattr__", "self, name, value, /", [](CallContext& ctx, const std::vector<Value>& a) -> Value {
+        if (!a[1].is(Kind::Str))
+          throw_error(ErrorKind::TypeError, "attribute name must be string, not '" + type_name(a[1]) + "'");
+        if (a[0].is(Kind::Foreign)) {
+          // A host object: stored by its host only where that is the generic store.
+          const auto* f = a[0].as<ForeignObj>();
+          Value unused;
+          const Value from_type = Value::null();
+          if (!f->vt->lookup_attr ||
+              f->vt->lookup_attr(f->handle, "__setattr__", &from_type, unused, nullptr) != ForeignAttr::GenericSetattr)
+            throw_error(ErrorKind::TypeError, "object.__setattr__ of a host object with its own __setattr__ (its host runs it)");
+          f->vt->setattr(f->handle, a[1].as_str(), a[2]);
+          return Value::none();
+        }
+        set_attr(ctx, a[0], intern(a[1].as_str()), a[2]);
+        return Value::none();
+      }));
+  return fn;
+}
+
 }  // namespace kiln::runtime

@@ -53,6 +53,18 @@ Value super_getattr_or_null(CallContext& ctx, const Value& super, const StrObj* 
 // "'super' object has no attribute 'x'"
 [[noreturn]] void super_attribute_error(const StrObj* name);
 
+// object.__getattribute__, Python's generic attribute lookup, as a kiln
+// callable (self, name): what super().__getattribute__ reaches in a Python
+// class's own __getattribute__ (a transformers config's). The tracer reads
+// what it finds itself (interpreter/translator_user_defined.cpp); code
+// CPython runs holds Python's own object.__getattribute__ in its place
+// (python/src/eval_frame_hook.cpp, residual_const).
+const Value& object_getattribute();
+// object.__setattr__ likewise (self, name, value): the store super().
+// __setattr__ reaches in a Python class's own __setattr__, which the trace
+// records and code CPython runs makes with Python's own.
+const Value& object_setattr();
+
 std::string super_repr(const SuperObj* s);  // <super: <class 'B'>, <Child object>>
 
 }  // namespace kiln::runtime

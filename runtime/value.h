@@ -450,6 +450,17 @@ Value make_builtin_closure(std::string name, NativeClosure fn, std::vector<Ref<O
 
 // The opaque Python object seam. python/ fills the vtable; the core never
 // includes Python. Every entry may throw kiln::Error.
+// What ForeignVTable::lookup_attr found.
+enum class ForeignAttr : uint8_t {
+  Undecided,   // reading it runs user code, or kiln cannot tell: CPython reads it
+  Absent,      // no such attribute (an AttributeError before any __getattr__)
+  Found,       // out: the attribute's value
+  Method,      // out: a Python function on the class, which the read binds to the object
+  Property,    // out: the getter (a Python function) of a property on the class
+  GenericGetattribute,  // object.__getattribute__ itself: the generic lookup
+  GenericSetattr,       // object.__setattr__ itself: the generic store
+};
+
 struct ForeignVTable {
   const char* type_name;
   void (*destroy)(void* handle);
@@ -555,6 +566,17 @@ struct ForeignVTable {
   // types compare with their C slots: a str Enum's member against a str),
   // so the tracer may compare an object its guards pin at trace time.
   bool (*pure_compare)(void* handle, int op, const Value& other) = nullptr;
+  // Optional: how CPython's attribute lookup resolves `name` on the object,
+  // decided without running user code (ForeignAttr says what was found).
+  // `after` null: object.__getattribute__(obj, name), Python's generic
+  // lookup (data descriptors of the type, then the instance __dict__, then
+  // the type's other attributes), whatever the object's own type does
+  // instead. `after` a class: the lookup super(after, obj).name makes
+  // along type(obj).__mro__ after that class; a Null `after`: from the
+  // type itself (where CPython finds a special method). `raw`, when
+  // given, receives what the class holds (the function, the property), for
+  // guards that pin it.
+  ForeignAttr (*lookup_attr)(void* handle, std::string_view name, const Value* after, Value& out, Value* raw) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

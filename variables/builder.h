@@ -27,6 +27,10 @@ struct SideEffects {
     VT object;  // has a source
     std::string name;
     VT value;
+    // Replayed as object.__setattr__(object, name, value): a store a
+    // Python class's own __setattr__ made through super() (a STORE_ATTR
+    // would run that __setattr__ again).
+    bool generic = false;
   };
   struct GlobalStore {
     std::string name;

@@ -121,6 +121,9 @@ struct VariableTracker {
   // specialized twin (an NNModule under a version guard), once a read
   // needed the whole structure.
   VT realized;
+  // Opaque: super(items[0], self) over a Python class, made in the trace
+  // (interpreter/translator_user_defined.cpp); `value` is Python's own.
+  bool host_super = false;
 
   bool is(VTKind k) const { return kind == k; }
   // NNModule or UnspecializedNNModule: a module, whichever way it is traced.

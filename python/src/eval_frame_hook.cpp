@@ -58,6 +58,7 @@
 #include "runtime/name_map.h"
 #include "runtime/log.h"
 #include "runtime/module.h"
+#include "runtime/super.h"
 
 static_assert(PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000,
               "eval_frame_hook.cpp reads CPython 3.11's _PyInterpreterFrame");
@@ -387,6 +388,10 @@ py::object residual_const(const Value& v) {
       static py::dict builtins = py::module_::import("builtins").attr("__dict__");
       if (builtins.contains(name.c_str())) return builtins[name.c_str()];
     }
+    // object.__getattribute__ / __setattr__'s stand-ins (runtime/super.h).
+    if (v.is_same(runtime::object_getattribute()) || v.is_same(runtime::object_setattr()))
+      return py::reinterpret_borrow<py::object>(
+          PyDict_GetItemString(PyBaseObject_Type.tp_dict, name.substr(std::string_view("object.").size()).c_str()));
     // A built-in type's method (the residual's `s.update(...)` at a break
     // is the pair set.update, s): Python's own method descriptor. kiln's
     // would convert the real set it is given into a kiln copy and update that.

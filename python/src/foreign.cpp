@@ -286,11 +286,143 @@ bool plain_class_attr(PyTypeObject* cls, std::string_view name, Value& out) {
   });
 }
 
+// object.__getattribute__ / __setattr__ themselves, the slot wrappers in
+// object's __dict__: what a class that keeps Python's generic lookup or
+// store finds under those names.
+PyObject* object_slot(const char* name) { return PyDict_GetItemString(PyBaseObject_Type.tp_dict, name); }  // borrowed, immortal
+
+// The attribute `key` along tp.__mro__, after class `after` (null: from
+// tp itself), read from each class's own __dict__ as CPython's lookup does
+// (str keys: no user code). Borrowed; null when no class has it. *in_mro:
+// false when `after` is not in the MRO (super() would raise).
+PyObject* mro_lookup(PyTypeObject* tp, PyObject* after, PyObject* key, bool& in_mro) {
+  PyObject* mro = tp->tp_mro;
+  in_mro = mro != nullptr;
+  if (!mro) return nullptr;
+  const Py_ssize_t n = PyTuple_GET_SIZE(mro);
+  Py_ssize_t i = 0;
+  if (after) {
+    while (i < n && PyTuple_GET_ITEM(mro, i) != after) ++i;
+    if (i == n) {
+      in_mro = false;
+      return nullptr;
+    }
+    ++i;
+  }
+  for (; i < n; ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    if (PyObject* v = PyDict_GetItemWithError(dict, key)) return v;
+    if (PyErr_Occurred()) throw py::error_already_set();
+  }
+  return nullptr;
+}
+
+// What reading a class attribute through an object gives when the class
+// lookup found `attr` (super's binding, a special method's): a Python
+// function binds to the object, a property runs its getter, a plain value
+// is itself; any other descriptor runs code kiln does not see.
+runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
+  using runtime::ForeignAttr;
+  static PyObject* const getattribute = object_slot("__getattribute__");
+  static PyObject* const setattr = object_slot("__setattr__");
+  if (attr == getattribute) return ForeignAttr::GenericGetattribute;
+  if (attr == setattr) return ForeignAttr::GenericSetattr;
+  if (PyFunction_Check(attr)) {
+    out = to_value_shared(py::handle(attr));
+    return out.is(Kind::Function) ? ForeignAttr::Method : ForeignAttr::Undecided;  // kiln cannot translate it
+  }
+  if (Py_IS_TYPE(attr, &PyProperty_Type)) {  // exactly property: its __get__ is fget(obj)
+    py::object fget = py::reinterpret_steal<py::object>(PyObject_GetAttrString(attr, "fget"));  // a member: no user code
+    if (!fget) throw py::error_already_set();
+    if (!PyFunction_Check(fget.ptr())) return ForeignAttr::Undecided;
+    out = to_value_shared(fget);
+    return out.is(Kind::Function) ? ForeignAttr::Property : ForeignAttr::Undecided;
+  }
+  if (Py_TYPE(attr)->tp_descr_get) return ForeignAttr::Undecided;  // classmethod, a C method, ...
+  out = to_value_shared(py::handle(attr));
+  return ForeignAttr::Found;
+}
+
+// object.__getattribute__(o, name) (PyObject_GenericGetAttr's order), as
+// far as it runs no user code: a data descriptor of the type (a __slots__
+// member, the instance __dict__ itself, a code object's fields, a
+// property's getter to trace, an Enum member's stock value/name), then the
+// instance __dict__, then the type's function or plain value.
+runtime::ForeignAttr generic_lookup(PyObject* o, PyObject* key, std::string_view name, Value& out, Value* raw) {
+  using runtime::ForeignAttr;
+  PyTypeObject* tp = Py_TYPE(o);
+  PyObject* descr = _PyType_Lookup(tp, key);  // borrowed; no user code
+  if (raw && descr) *raw = to_value_shared(py::handle(descr));
+  auto read_generic = [&]() {
+    PyObject* v = PyObject_GenericGetAttr(o, key);
+    if (!v) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+      PyErr_Clear();  // an unset __slots__ member
+      return ForeignAttr::Absent;
+    }
+    out = to_value_shared(py::reinterpret_steal<py::object>(v));
+    return ForeignAttr::Found;
+  };
+  if (descr && Py_TYPE(descr)->tp_descr_set) {  // a data descriptor wins over the instance __dict__
+    if (Py_TYPE(descr) == &PyMemberDescr_Type) return read_generic();  // a __slots__ field
+    // The instance __dict__ (the type's own getset for it), a code object's
+    // fields (C getters of an immutable object).
+    if (Py_TYPE(descr) == &PyGetSetDescr_Type && (name == "__dict__" || PyCode_Check(o))) return read_generic();
+    if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr_meaning(descr, out);
+    if (!enum_stock_property(descr, name)) return ForeignAttr::Undecided;
+    // enum.property's stock value/name read the member's _value_ / _name_.
+    py::str field(name == "value" ? "_value_" : "_name_");
+    if (PyObject** dict = _PyObject_GetDictPtr(o); dict && *dict)
+      if (PyObject* v = PyDict_GetItemWithError(*dict, field.ptr())) {
+        out = to_value_shared(py::handle(v));
+        return ForeignAttr::Found;
+      }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return ForeignAttr::Undecided;
+  }
+  if (PyObject** dict = _PyObject_GetDictPtr(o); dict && *dict) {
+    if (PyObject* v = PyDict_GetItemWithError(*dict, key)) {  // borrowed; str keys run no user code
+      out = to_value_shared(py::handle(v));
+      return ForeignAttr::Found;
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+  }
+  if (!descr) return ForeignAttr::Absent;
+  const ForeignAttr found = class_attr_meaning(descr, out);
+  return found == ForeignAttr::Property ? ForeignAttr::Undecided : found;  // (a property is a data descriptor: above)
+}
+
+runtime::ForeignAttr foreign_lookup_attr(void* h, std::string_view name, const Value* after, Value& out, Value* raw) {
+  using runtime::ForeignAttr;
+  PyObject* o = handle_of(h);
+  if (PyType_Check(o) || PyModule_Check(o)) return ForeignAttr::Undecided;  // type's and module's own lookups
+  return calling_python([&] {
+    py::str key(name.data(), name.size());
+    if (!after) return generic_lookup(o, key.ptr(), name, out, raw);
+    PyObject* start = nullptr;
+    if (!after->is_null()) {
+      py::object cls = to_py(*after);
+      if (!PyType_Check(cls.ptr())) return ForeignAttr::Undecided;
+      start = cls.ptr();  // kept alive by the object's MRO, which holds it
+    }
+    bool in_mro = false;
+    PyObject* attr = mro_lookup(Py_TYPE(o), start, key.ptr(), in_mro);
+    if (!in_mro) return ForeignAttr::Undecided;  // super(C, o) over an o that is no C: CPython raises
+    if (!attr) return ForeignAttr::Absent;
+    if (raw) *raw = to_value_shared(py::handle(attr));
+    return class_attr_meaning(attr, out);
+  });
+}
+
 // An attribute read that runs no user code: the object's type keeps
 // Python's default lookup, and the name is an instance __dict__ entry, a
-// __slots__ member or a class attribute that is no descriptor. Properties,
-// __getattr__/__getattribute__ overrides, methods and other descriptors
-// answer false (the tracer leaves those to Python).
+// __slots__ member, a class attribute that is no descriptor, or a Python
+// function of the class, bound as CPython binds it (the trace inlines the
+// call with the object as self; builder.cpp guards the bound method by its
+// function and its object, as Dynamo inlines a user-defined object's
+// methods). Properties, __getattr__/__getattribute__ overrides and other
+// descriptors answer false: the tracer decides those
+// (translator_user_defined.cpp) or leaves them to Python.
 bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
   PyObject* o = handle_of(h);
   PyTypeObject* tp = Py_TYPE(o);
@@ -312,56 +444,17 @@ bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
   }
   if (PyType_Check(o)) return plain_class_attr(reinterpret_cast<PyTypeObject*>(o), name, out);
   if (tp->tp_getattro != PyObject_GenericGetAttr || PyModule_Check(o)) return false;
-  return calling_python([&] {
-    py::str key(name.data(), name.size());
-    PyObject* descr = _PyType_Lookup(tp, key.ptr());  // borrowed; no user code
-    // A member (a __slots__ field), or a code object's fields (co_varnames,
-    // co_argcount, ...: C getters of an immutable object, so constants of
-    // it): read as CPython reads them, running no user code.
-    if (descr && (Py_TYPE(descr) == &PyMemberDescr_Type ||
-                  (PyCode_Check(o) && Py_TYPE(descr) == &PyGetSetDescr_Type))) {
-      PyObject* v = PyObject_GenericGetAttr(o, key.ptr());
-      if (!v) {
-        PyErr_Clear();
-        return false;
-      }
-      out = to_value_shared(py::reinterpret_steal<py::object>(v));
-      return true;
-    }
-    if (descr && Py_TYPE(descr)->tp_descr_set) {
-      // A data descriptor (property) wins: user code, but for an Enum
-      // member's stock `value` / `name` (enum.property), which read the
-      // member's _value_ / _name_.
-      if (!enum_stock_property(descr, name)) return false;
-      key = py::str(name == "value" ? "_value_" : "_name_");
-      descr = nullptr;
-    }
-    if (PyObject** dict = _PyObject_GetDictPtr(o); dict && *dict) {
-      PyObject* v = PyDict_GetItemWithError(*dict, key.ptr());  // borrowed; str keys run no user code
-      if (v) {
-        out = to_value_shared(py::handle(v));
-        return true;
-      }
-      if (PyErr_Occurred()) throw py::error_already_set();
-    }
-    // A Python method of the object's class, bound as CPython binds it: the
-    // trace inlines the call with the object as self (builder.cpp guards
-    // the bound method by its function and its object), as Dynamo inlines
-    // a user-defined object's methods. Before, every call of a plain
-    // object's method broke the graph.
-    if (descr && PyFunction_Check(descr)) {
-      Value fn = to_value_shared(py::handle(descr));
-      if (!fn.is(Kind::Function)) return false;  // kiln cannot translate it: CPython calls it
+  switch (foreign_lookup_attr(h, name, nullptr, out, nullptr)) {
+    case runtime::ForeignAttr::Found: return true;
+    case runtime::ForeignAttr::Method: {
       auto bm = runtime::make_ref<runtime::BoundMethodObj>();
-      bm->func = std::move(fn);
-      bm->self = to_value_shared(py::handle(o));
+      bm->func = std::move(out);
+      bm->self = calling_python([&] { return to_value_shared(py::handle(o)); });
       out = Value::object(Kind::BoundMethod, bm);
       return true;
     }
-    if (!descr || Py_TYPE(descr)->tp_descr_get) return false;  // missing, or a classmethod/property/...
-    out = to_value_shared(py::handle(descr));
-    return true;
-  });
+    default: return false;
+  }
 }
 
 // `raise obj` for a Python object: a class is instantiated, an instance
@@ -419,7 +512,7 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     foreign_set_snapshot,
     // (traverse, clear, untraced_reason, null_context, grad_tensor: none)
     nullptr, nullptr, nullptr, nullptr, nullptr,
-    foreign_pure_compare,
+    foreign_pure_compare, foreign_lookup_attr,
 };
 
 Value foreign(py::handle obj) {

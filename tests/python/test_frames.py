@@ -625,6 +625,232 @@ def test_a_plain_objects_methods_are_inlined_and_guarded():
         _Scaler.shift = saved
 
 
+class _LayerChecks:
+    # A mixin's own __getattribute__ over Python's (transformers'
+    # HeterogeneousConfigMixin): it reads the instance __dict__ through
+    # object.__getattribute__ and passes every read on.
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_per_layer")
+        if spec is not None and key in spec:
+            raise AttributeError(f"'{key}' is a per-layer attribute")
+        return super().__getattribute__(key)
+
+
+class _AliasedConfig(_LayerChecks):
+    # transformers' PreTrainedConfig: an alias table read in __getattribute__.
+    attribute_map = {"hidden_size": "n_embd"}
+
+    def __init__(self):
+        self.n_embd = 3
+        self.scale = 2.0
+        self.sizes = [1, 2]
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    @property
+    def doubled(self):
+        return self.scale * 2
+
+
+def test_a_classs_own_getattribute_is_inlined_through_super_to_objects():
+    # Each config read in a forward was a graph break: the class's
+    # __getattribute__ and its mixin's, their super() calls and the
+    # property behind one name are inlined, object.__getattribute__ read.
+    cfg = _AliasedConfig()
+
+    def f(x):
+        y = x * cfg.hidden_size + cfg.doubled + len(cfg.sizes)
+        if getattr(cfg, "vision_layer", None) is None and not hasattr(cfg, "other"):
+            y = y + 1
+        return y
+
+    c = check(f, lambda: (torch.ones(2),))
+    e = kiln.explain(f)(torch.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    x = torch.ones(2)
+    # Guards see each thing the trace read: the instance's fields, the
+    # property (a class attribute), a name that was missing, the class's
+    # __getattribute__ itself.
+    cfg.n_embd = 5
+    assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 12.0))
+    saved = _AliasedConfig.doubled
+    try:
+        _AliasedConfig.doubled = property(lambda self: 100.0)
+        assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 108.0))
+    finally:
+        _AliasedConfig.doubled = saved
+    cfg.vision_layer = 1
+    assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 11.0))
+    del cfg.vision_layer
+    cfg._per_layer = {"scale"}  # the mixin now raises for scale, which `doubled` reads
+    assert run(c, x) == run(f, x) and run(f, x)[0][0] == "raise"
+    del cfg._per_layer
+    saved = _AliasedConfig.__getattribute__
+    try:
+        _AliasedConfig.__getattribute__ = lambda self, key: object.__getattribute__(self, key)
+        assert run(c, x) == run(f, x) and run(f, x)[0][0] == "raise"  # no alias table now: hidden_size is missing
+    finally:
+        _AliasedConfig.__getattribute__ = saved
+    assert torch.equal(c(x), f(x))
+
+
+def test_a_value_read_past_getattribute_crosses_a_break_as_objects_read():
+    # Reloaded after the break by object.__getattribute__, not by
+    # cfg.sizes (which would run the class's own lookup again); the
+    # caller's list is appended to, as in eager.
+    def f(x, cfg):
+        sizes = cfg.sizes
+        print("break")
+        sizes.append(3)
+        return x * len(sizes)
+
+    check(f, lambda: (torch.ones(2), _AliasedConfig()))
+
+
+class _Fallback:
+    def __init__(self):
+        self.present = 2.0
+
+    def __getattr__(self, name):  # only on a miss
+        if name.startswith("opt_"):
+            return 0.5
+        raise AttributeError(name)
+
+    @property
+    def twice(self):
+        return self.present * 2
+
+
+class _Base:
+    def scale(self, x):
+        return x * 3
+
+
+class _Child(_Base):
+    def scale(self, x):
+        return super().scale(x) + 1
+
+
+def test_properties_getattr_fallbacks_and_super_of_plain_objects_are_inlined():
+    fb, child = _Fallback(), _Child()
+
+    def f(x):
+        y = x * fb.twice + fb.opt_bias + child.scale(x)
+        return y if hasattr(fb, "present") else -y
+
+    def g(x):  # a __getattr__ that raises under hasattr: a break, CPython's answer
+        return x if hasattr(fb, "absent") else -x
+
+    check(g, lambda: (torch.ones(2),))
+    c = check(f, lambda: (torch.ones(2),))
+    e = kiln.explain(f)(torch.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    x = torch.ones(2)
+    fb.present = 4.0
+    assert torch.equal(c(x), f(x))
+    saved = _Base.scale
+    try:
+        _Base.scale = lambda self, v: v * 10  # what super() finds
+        assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 19.5))
+    finally:
+        _Base.scale = saved
+
+
+class _Layer:
+    # transformers' DynamicLayer: a cache that stores what it grew into.
+    def __init__(self):
+        self.keys = None
+        self.n = 0
+
+    def update(self, k):
+        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=0)
+        self.n = self.n + 1
+        return self.keys
+
+
+class _Recording:
+    # Its own __setattr__ (ModelOutput's, a config's alias table), storing
+    # through super(): replayed as object.__setattr__, not by running this
+    # __setattr__ again.
+    def __init__(self):
+        object.__setattr__(self, "log", [])
+
+    def __setattr__(self, name, value):
+        self.log.append(name)
+        super().__setattr__(name, value)
+
+
+def test_stores_into_plain_objects_are_replayed_after_the_graph():
+    def f(x, layer, rec):
+        y = layer.update(x * 2)
+        rec.total = y.sum()
+        rec.count = layer.n  # read back in the trace: the store's value
+        return y + rec.count
+
+    def args():
+        return torch.ones(2), _Layer(), _Recording()
+
+    check(f, args)
+    e = kiln.explain(f)(*args())
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    # The same objects called again: each call sees what the last stored.
+    c = kiln.compile(f)
+    x, layer, rec = args()
+    x2, layer2, rec2 = args()
+    for _ in range(3):
+        assert torch.equal(c(x, layer, rec), f(x2, layer2, rec2))
+    assert torch.equal(layer.keys, layer2.keys) and layer.n == layer2.n == 3
+    assert rec.log == rec2.log == ["total", "count"] * 3 and rec.count == 3
+
+
+class _Registry(__import__("collections").abc.MutableMapping):
+    # transformers' AttentionInterface: a Mapping whose `in` and .get come
+    # from collections.abc (try: self[key] except KeyError), over a
+    # class-wide dict and an instance one.
+    _global = {"double": lambda v: v * 2}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._global[key]
+
+    def __setitem__(self, key, value):
+        self._local[key] = value
+
+    def __delitem__(self, key):
+        del self._local[key]
+
+    def __iter__(self):
+        return iter({**self._global, **self._local})
+
+    def __len__(self):
+        return len(self._global.keys() | self._local.keys())
+
+
+def test_a_mappings_python_contains_getitem_and_get_are_inlined():
+    reg = _Registry()
+
+    def f(x, name):
+        if name not in reg:
+            raise KeyError(name)
+        return reg.get(name, None)(x) + reg[name](x)
+
+    c = check(f, lambda: (torch.ones(2), "double"))
+    e = kiln.explain(f)(torch.ones(2), "double")
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    # A missing key raises KeyError inside the Mapping's try: CPython's answer.
+    assert run(c, torch.ones(2), "triple") == run(f, torch.ones(2), "triple")
+    reg["double"] = lambda v: v * 3  # an instance entry now shadows the class's
+    assert torch.equal(c(torch.ones(2), "double"), f(torch.ones(2), "double"))
+    assert torch.equal(c(torch.ones(2), "double"), torch.full((2,), 6.0))
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])

@@ -1,0 +1,213 @@
+// Plain Python objects during a trace (Dynamo's UserDefinedObjectVariable):
+// attribute reads as CPython's lookup makes them, and super() over their
+// classes. What runs no user code is read now under guards (an instance
+// __dict__ entry, a class constant: ForeignVTable::lookup_attr); what is
+// user code is inlined, never called: a class's own __getattribute__, a
+// property's getter, a __getattr__ on a miss, the method super() finds.
+//
+// A transformers config is the case this was written for: its class
+// defines __getattribute__ (an alias table: config.hidden_size reads
+// n_embd) over a mixin's __getattribute__ (per-layer checks), which both
+// end in super().__getattribute__(key), i.e. object.__getattribute__.
+// Each forward reads a dozen config fields, so a break per read was a
+// dozen graphs per model.
+//
+// Guards pin every lookup the trace made (output_graph/source.h): the
+// class attribute each inlined function came from (TypeAttr: the class's
+// __getattribute__, the property, the function after a super() class), and
+// each value object.__getattribute__ read (GenericAttr, Absent when it
+// found nothing). A class changed after compiling fails them, so the next
+// call traces again.
+#include "interpreter/instruction_translator.h"
+
+#include "runtime/super.h"
+#include "runtime/value_ops.h"
+
+namespace kiln::interpreter {
+
+using namespace kiln::runtime;
+namespace vars = kiln::variables;
+using output_graph::generic_attr_source;
+using output_graph::type_attr_source;
+
+namespace {
+
+VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
+
+const ForeignObj* foreign_of(const VT& v) {
+  if (!v->is(VTKind::Opaque) || !v->value.is(Kind::Foreign)) return nullptr;
+  const auto* f = v->value.as<ForeignObj>();
+  return f->vt->lookup_attr ? f : nullptr;
+}
+
+std::string no_attribute(const VT& obj, const std::string& name) {
+  return "'" + type_name(obj->value) + "' object has no attribute '" + name + "'";
+}
+
+// Where the trace's own stores into a Python object are kept
+// (TraceContext::attr_overlay): by the object's identity, not its handle.
+std::pair<const void*, std::string> overlay_key(const VT& obj, const std::string& name) {
+  return {object_identity(obj->value), name};
+}
+
+}  // namespace
+
+// The class lookup of `name` for `obj` (after class `after`; Null: from
+// type(obj)), pinned by a guard on what it found.
+ForeignAttr InstructionTranslator::class_lookup(const VT& obj, const std::string& name, const Value& after,
+                                               Value& out) {
+  const ForeignObj* f = foreign_of(obj);
+  Value raw;
+  const ForeignAttr found = f->vt->lookup_attr(f->handle, name, &after, out, &raw);
+  if (found == ForeignAttr::Absent) ctx_.builder.absent_guard(type_attr_source(obj->source, name, after));
+  else if (found != ForeignAttr::Undecided) ctx_.builder.wrap(raw, type_attr_source(obj->source, name, after));
+  return found;
+}
+
+// The meaning of a class attribute the lookup found, read through `obj`:
+// a function bound to it, a property's getter run on it, object's generic
+// __getattribute__ bound to it; a plain value (a class constant) is itself.
+VT InstructionTranslator::bind_found(ForeignAttr found, const Value& attr, const VT& obj) {
+  switch (found) {
+    case ForeignAttr::Found: return from_value(attr);
+    case ForeignAttr::Method: return vars::make_user_method(attr, obj);
+    case ForeignAttr::Property: return call_function(from_value(attr), {obj}, nullptr);
+    case ForeignAttr::GenericGetattribute: return vars::make_user_method(object_getattribute(), obj);
+    case ForeignAttr::GenericSetattr: return vars::make_user_method(object_setattr(), obj);
+    default: return nullptr;
+  }
+}
+
+VT InstructionTranslator::user_object_getattr(const VT& obj, const std::string& name) {
+  if (!foreign_of(obj) || !obj->source) return nullptr;
+  // type(obj).__getattribute__ decides: Python's generic one, or the
+  // class's own, inlined as CPython would call it.
+  Value getattribute;
+  const ForeignAttr how = class_lookup(obj, "__getattribute__", Value::null(), getattribute);
+  if (how == ForeignAttr::Method)
+    return call_function(vars::make_user_method(getattribute, obj), {const_vt(intern_value(name))}, nullptr);
+  if (how != ForeignAttr::GenericGetattribute) return nullptr;
+  if (VT v = generic_getattr(obj, name, /*or_missing=*/true)) return v;
+  // A miss: the class's __getattr__, inlined, or Python's AttributeError.
+  Value getattr_fn;
+  const ForeignAttr fallback = class_lookup(obj, "__getattr__", Value::null(), getattr_fn);
+  if (fallback == ForeignAttr::Method)
+    return call_function(vars::make_user_method(getattr_fn, obj), {const_vt(intern_value(name))}, nullptr);
+  if (fallback != ForeignAttr::Absent) return nullptr;
+  throw Unsupported{BreakReason::attribute_error, no_attribute(obj, name), {}, -1, std::nullopt, {}, true};
+}
+
+VT InstructionTranslator::generic_getattr(const VT& obj, const std::string& name, bool or_missing) {
+  const ForeignObj* f = foreign_of(obj);
+  if (!f || !obj->source) unsupported(BreakReason::untraced_object, "object.__getattribute__ of " + obj->str());
+  // A store earlier in this trace: what the object holds by the time
+  // this read runs (generic_setattr stores only where a read finds it).
+  if (auto stored = ctx_.attr_overlay.find(overlay_key(obj, name)); stored != ctx_.attr_overlay.end())
+    return stored->second;
+  Value v;
+  switch (f->vt->lookup_attr(f->handle, name, nullptr, v, nullptr)) {
+    case ForeignAttr::Found: return ctx_.builder.wrap(v, generic_attr_source(obj->source, name));
+    case ForeignAttr::Method: {
+      auto bm = make_ref<BoundMethodObj>();
+      bm->func = std::move(v);
+      bm->self = obj->value;
+      return ctx_.builder.wrap(Value::object(Kind::BoundMethod, bm), generic_attr_source(obj->source, name));
+    }
+    case ForeignAttr::Property: {
+      // A data descriptor: it wins over the instance __dict__, so pinning
+      // the class attribute pins the read.
+      Value getter;
+      if (class_lookup(obj, name, Value::null(), getter) != ForeignAttr::Property)
+        unsupported(BreakReason::untraced_object, "property '" + name + "' of " + obj->str());
+      return call_function(from_value(getter), {obj}, nullptr);
+    }
+    case ForeignAttr::Absent:
+      ctx_.builder.absent_guard(generic_attr_source(obj->source, name));
+      if (or_missing) return nullptr;
+      throw Unsupported{BreakReason::attribute_error, no_attribute(obj, name), {}, -1, std::nullopt, {}, true};
+    default:
+      unsupported(BreakReason::untraced_object,
+                  "attribute '" + name + "' of " + obj->str() + " (reading it runs code kiln does not trace)");
+  }
+}
+
+bool InstructionTranslator::user_object_setattr(const VT& obj, const std::string& name, const VT& value) {
+  if (!foreign_of(obj) || !obj->source) return false;
+  Value setattr_fn;
+  switch (class_lookup(obj, "__setattr__", Value::null(), setattr_fn)) {
+    case ForeignAttr::Method:  // the class's own __setattr__, inlined
+      call_function(vars::make_user_method(setattr_fn, obj), {const_vt(intern_value(name)), value}, nullptr);
+      return true;
+    case ForeignAttr::GenericSetattr: generic_setattr(obj, name, value, /*generic=*/false); return true;
+    default: return false;
+  }
+}
+
+void InstructionTranslator::generic_setattr(const VT& obj, const std::string& name, const VT& value, bool generic) {
+  if (!foreign_of(obj) || !obj->source)
+    unsupported(BreakReason::outside_mutation, "object.__setattr__ on " + obj->str());
+  // Python's generic store goes to a data descriptor of the class when
+  // there is one (a property's setter, a __slots__ member), else into the
+  // instance __dict__, where a later read finds it (object.__getattribute__
+  // looks at data descriptors first, then the __dict__). Only the second
+  // is recorded; the class lookup's guard pins that it stays so.
+  Value attr;
+  switch (class_lookup(obj, name, Value::null(), attr)) {
+    case ForeignAttr::Absent:
+    case ForeignAttr::Found:   // a plain class value, which the instance's own shadows
+    case ForeignAttr::Method:  // a function: not a data descriptor either
+      break;
+    default:
+      unsupported(BreakReason::outside_mutation,
+                  "attribute store on " + obj->str() + " through the class's descriptor '" + name + "'");
+  }
+  // The instance __dict__ must exist: a __slots__ class without one raises
+  // AttributeError, which CPython raises (the identity guard pins the
+  // object, and with it its layout: __class__ assignment keeps it).
+  const ForeignObj* f = foreign_of(obj);
+  Value dict;
+  if (f->vt->lookup_attr(f->handle, "__dict__", nullptr, dict, nullptr) != ForeignAttr::Found)
+    unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str() + " (no instance __dict__)");
+  ctx_.attr_overlay[overlay_key(obj, name)] = value;
+  ctx_.side_effects.attr_stores.push_back({obj, name, value, generic});
+}
+
+VT InstructionTranslator::call_special_method(const VT& obj, const std::string& name, std::vector<VT> args) {
+  if (!foreign_of(obj) || !obj->source) return nullptr;
+  Value fn;
+  if (class_lookup(obj, name, Value::null(), fn) != ForeignAttr::Method) return nullptr;
+  return call_function(vars::make_user_method(fn, obj), std::move(args), nullptr);
+}
+
+// super(type, obj) over a Python class (the zero-argument form inside a
+// method of it): a tracker that only remembers the two; every lookup
+// through it is decided and guarded at the read (host_super_getattr).
+VT InstructionTranslator::host_super_of(const VT& type, const VT& obj) {
+  if (!foreign_of(obj) || !obj->source) unsupported(BreakReason::untraced_object, "super() of " + obj->str());
+  Value unused;
+  const ForeignObj* f = foreign_of(obj);
+  // That `type` is in type(obj).__mro__, checked without running user
+  // code (CPython's supercheck reads obj.__class__ when it is not): a
+  // lookup of a name no class holds is Undecided only then.
+  if (f->vt->lookup_attr(f->handle, "", &type->value, unused, nullptr) == ForeignAttr::Undecided)
+    unsupported(BreakReason::untraced_object, "super() over " + type->str() + " of " + obj->str());
+  VT vt = vars::make_opaque(builtin_super(ctx_.vm, {type->value, obj->value}), nullptr);  // Python's super(type, obj)
+  vt->host_super = true;
+  vt->self = obj;
+  vt->items = {type};
+  return vt;
+}
+
+VT InstructionTranslator::host_super_getattr(const VT& sup, const std::string& name) {
+  const VT& obj = sup->self;
+  const Value& after = sup->items[0]->value;
+  if (name == "__thisclass__") return sup->items[0];
+  if (name == "__self__") return obj;
+  Value attr;
+  const ForeignAttr found = class_lookup(obj, name, after, attr);
+  if (found == ForeignAttr::Absent) unsupported(BreakReason::attribute_error, "'super' object has no attribute '" + name + "'");
+  if (VT v = bind_found(found, attr, obj)) return v;
+  unsupported(BreakReason::untraced_object, "super()." + name + " over " + obj->str() + " (a descriptor kiln does not trace)");
+}
+
+}  // namespace kiln::interpreter
