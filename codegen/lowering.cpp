@@ -138,6 +138,8 @@ struct IrEval {
   Value* where(Value* cnd, Value* x, Value* y) { return B.CreateSelect(cnd, x, y); }
   Value* exp(Value* a) { return sleef("exp", {float_only(a)}); }
   Value* log(Value* a) { return sleef("log", {float_only(a)}); }
+  Value* sin(Value* a) { return sleef("sin", {float_only(a)}); }
+  Value* cos(Value* a) { return sleef("cos", {float_only(a)}); }
   // float32 tanh and erf have cheaper forms than SLEEF's (whose u10 tanh,
   // expm1 and erf cost about 5x its exp): a short polynomial near 0 and
   // SLEEF's exp elsewhere. float64 keeps SLEEF's u10 functions.

@@ -187,6 +187,10 @@ struct EagerEval {
   template <class T>
   T erf(T a) const { return unary_float(a, [](auto x) { return std::erf(x); }); }
   template <class T>
+  T sin(T a) const { return unary_float(a, [](auto x) { return std::sin(x); }); }
+  template <class T>
+  T cos(T a) const { return unary_float(a, [](auto x) { return std::cos(x); }); }
+  template <class T>
   T sqrt(T a) const { return unary_float(a, [](auto x) { return std::sqrt(x); }); }
 
   template <class T>

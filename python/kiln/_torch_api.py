@@ -439,7 +439,8 @@ FUNCTIONS = {
     **{f"torch.{n}": n for n in (
         "mul", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
         "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "masked_fill", "clamp_min",
-        "clamp_max", "neg", "abs", "exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "relu", "amax", "layer_norm",
+        "clamp_max", "neg", "abs", "exp", "log", "tanh", "sin", "cos", "sqrt", "rsqrt", "sigmoid", "relu", "amax",
+        "layer_norm",
         "matmul", "reshape", "permute", "select", "unsqueeze", "squeeze", "flatten", "cat", "argmax", "argmin",
         "argsort", "gather", "tril", "triu", "split", "chunk", "unbind", "stack", "clamp", "clip", "roll", "topk",
         "sort", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "adaptive_avg_pool1d",

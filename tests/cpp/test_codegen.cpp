@@ -435,6 +435,8 @@ Tol pointwise_tol(OpId id, DType result) {
     case OpId::exp:
     case OpId::log:
     case OpId::tanh:
+    case OpId::sin:
+    case OpId::cos:
     case OpId::pow:
     case OpId::sigmoid: return float_tol(result, kTranscendental32, kTranscendental64);
     // tanh-GELU: 0.5*x*(1 + tanh(...)); tanh's 2 ULP turn absolute where
@@ -653,7 +655,7 @@ TEST_CASE("codegen pointwise: NaN, inf and signed zeros", "[codegen]") {
                       OpId::remainder, OpId::eq, OpId::ne, OpId::lt, OpId::le, OpId::gt, OpId::ge, OpId::pow})
         b.add(id, {N(x), N(y)}, "specials");
       for (OpId id : {OpId::relu, OpId::abs, OpId::neg, OpId::sqrt, OpId::rsqrt, OpId::exp, OpId::log, OpId::tanh,
-                      OpId::sigmoid, OpId::gelu})
+                      OpId::sin, OpId::cos, OpId::sigmoid, OpId::gelu})
         b.add(id, {N(x)}, "specials");
       b.add(OpId::maximum, {N(x), F(nan)}, "with NaN scalar");
       b.add(OpId::minimum, {N(x), F(-inf)}, "with -inf scalar");
