@@ -54,18 +54,27 @@ CatPlan plan_cat(const OpArgs& args) {
                 std::string("cat(): argument 'tensors' must be a tuple or list of Tensors, not ") + kind_name(seq.kind()));
   if (items->empty()) throw_error(ErrorKind::RuntimeError, "cat: expected a non-empty list of tensors");
   CatPlan p;
+  // torch's legacy rule: a 1-d empty tensor takes part in the result's
+  // dtype only, whatever the others' rank (transformers' KV cache starts
+  // as torch.tensor([]) and grows by cat along dim -2). When every input
+  // is one, the result is the first.
+  std::vector<Tensor> all;
   for (size_t i = 0; i < items->size(); ++i) {
     const Value& v = (*items)[i];
     if (!v.is(Kind::Tensor))
       throw_error(ErrorKind::TypeError, "cat(): expected a tuple or list of Tensors, but element " + std::to_string(i) +
                                             " is " + kind_name(v.kind()));
-    p.inputs.push_back(v.as_tensor());
+    all.push_back(v.as_tensor());
+    if (all.back().dim() == 0)
+      throw_error(ErrorKind::RuntimeError, "cat: zero-dimensional tensors cannot be concatenated");
+    if (!(all.back().dim() == 1 && all.back().sizes()[0] == 0)) p.inputs.push_back(all.back());
   }
+  if (p.inputs.empty()) p.inputs.push_back(all[0]);
   const Tensor& first = p.inputs[0];
-  if (first.dim() == 0) throw_error(ErrorKind::RuntimeError, "cat: zero-dimensional tensors cannot be concatenated");
   p.dim = wrap_dim("cat", args.integer(1), first.dim());
   p.sizes = first.sizes();
-  p.dtype = first.dtype();
+  p.dtype = all[0].dtype();
+  for (const Tensor& t : all) p.dtype = promote(p.dtype, t.dtype());
   for (size_t i = 1; i < p.inputs.size(); ++i) {
     const Tensor& t = p.inputs[i];
     bool ok = t.dim() == first.dim();
@@ -74,7 +83,6 @@ CatPlan plan_cat(const OpArgs& args) {
       throw_error(ErrorKind::RuntimeError, "cat: shapes " + shape_str(first.sizes()) + " and " + shape_str(t.sizes()) +
                                                " do not match outside dimension " + std::to_string(p.dim));
     p.sizes[size_t(p.dim)] += t.sizes()[size_t(p.dim)];
-    p.dtype = promote(p.dtype, t.dtype());
   }
   return p;
 }

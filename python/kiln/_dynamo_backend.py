@@ -343,13 +343,11 @@ class _Emitter:
             return ", ".join(part(x) for x in a) + ("," if len(a) == 1 else "")
         return part(a)
 
-    def call(self, node, how, names, node_args=None):
+    def call(self, node, how, names):
         """One line computing `node` the kiln way (`how` from _classify), or
-        the eager way (how=None: the node's own target, as FX runs it).
-        node_args: the node's arguments as kiln takes them, where they
-        differ from the graph's (_Plan.rewrites)."""
+        the eager way (how=None: the node's own target, as FX runs it)."""
         out = names[node]
-        args = [self.arg(a, names) for a in (node.args if node_args is None else node_args)]
+        args = [self.arg(a, names) for a in node.args]
         kwargs = [f"{k}={self.arg(v, names)}" for k, v in node.kwargs.items()]
         if how is None:
             if node.op == "call_module":  # a leaf module Dynamo kept (not inlined): torch runs it
@@ -429,9 +427,6 @@ class _Plan:
                 self.how[n] = how
                 if how is None:
                     self.reasons[n] = why
-        # Arguments kiln takes in another form than the graph has them.
-        self.rewrites = {n: a for n in self.how if self.how[n] is not None
-                         for a in [_legacy_cat_args(n, torch)] if a is not None}
         self.output = next(n for n in graph.nodes if n.op == "output")
         self.compute = [n for n in graph.nodes if n in self.how]
         self.eager_nodes = [n for n in self.compute if self.how[n] is None]
@@ -500,39 +495,6 @@ class _Plan:
         em.lines.append(f"return {em.arg(self.output.args[0], names)}")
         fn = em.function("run", params, None)
         return fn
-
-
-def _legacy_cat_args(node, torch):
-    """torch.cat's legacy rule: a 1-D tensor of size 0 among higher-rank
-    ones is skipped (transformers' KV cache starts as torch.tensor([]) and
-    grows by torch.cat([keys, new], dim=-2)); kiln's cat takes it as a
-    tensor of the wrong rank and refuses, which left every KV-cache update
-    of the zoo's decoders to torch eager. The args without such tensors,
-    read off Dynamo's example values, else None (also when the empty
-    tensor's dtype takes part in the promotion: cat(float64[0], float32)
-    is float64)."""
-    if node.op != "call_function" or not node.args or node.target not in (
-            torch.cat, torch.concat, torch.concatenate, torch.ops.aten.cat.default):
-        return None
-    tensors, out = node.args[0], _example(node)
-    if not isinstance(tensors, (list, tuple)) or not isinstance(out, torch.Tensor) or out.dim() == 1:
-        return None
-    keep, dtypes = [], []
-    for t in tensors:
-        v = _example(t) if isinstance(t, torch.fx.Node) else None
-        if not isinstance(v, torch.Tensor):
-            return None
-        if not (v.dim() == 1 and type(v.shape[0]) is int and v.shape[0] == 0):
-            keep.append(t)
-            dtypes.append(v.dtype)
-    if not keep or len(keep) == len(tensors):
-        return None
-    promoted = dtypes[0]
-    for d in dtypes[1:]:
-        promoted = torch.promote_types(promoted, d)
-    if promoted != out.dtype:  # the empty tensor's dtype took part in the promotion
-        return None
-    return (type(tensors)(keep),) + tuple(node.args[1:])
 
 
 # Writes spelled as operator calls: Dynamo's graph of `x[i] = v` calls
@@ -606,7 +568,7 @@ class _Segment:
         for sym, (tensor, dim) in self.sym_reads.items():
             em.lines.append(f"{names[sym]} = {names[tensor]}.shape[{dim}]")
         for n in self.nodes:
-            em.call(n, self.plan.how[n], names, self.plan.rewrites.get(n))
+            em.call(n, self.plan.how[n], names)
         return em.function(f"segment_{self.nodes[0].name}", [names[i] for i in self.inputs],
                            [names[o] for o in self.outputs])
 

@@ -130,6 +130,13 @@ def t(input):
     return _C.transpose(input, 0, 1)
 
 
+def addcmul(input, tensor1, tensor2, *, value=1, out=None):
+    # torch's order: input + value * tensor1 * tensor2 (timm's ResMLP affine).
+    if out is not None:
+        return _TORCH["addcmul"](input, tensor1, tensor2, value=value, out=out)
+    return input + value * tensor1 * tensor2
+
+
 def mm(input, mat2):
     return _C.matmul(input, mat2)
 
@@ -182,6 +189,16 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, pi
 def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, pin_memory=False,
            requires_grad=False):
     return _C.arange(start, end, step, dtype=dtype)
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    # torch.tensor of Python data (a KV cache's torch.tensor([])): a
+    # constant the trace folds. A tensor to record gradients for, pinned
+    # memory or another device is torch's own.
+    if (requires_grad or pin_memory or (device is not None and str(device) not in ("cpu", "cpu:0"))
+            or not (dtype is None or isinstance(dtype, str))):  # a torch dtype kiln lacks stays torch's
+        return _TORCH["tensor"](data, dtype=dtype, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
+    return _C.tensor(data, dtype)
 
 
 def _like(op):
@@ -428,8 +445,34 @@ def _embedding(input, weight, padding_idx=None):
     return _torch_mod().nn.functional.embedding(input, weight, padding_idx)
 
 
+def _flash_attention(query, key, value, attn_mask=None, is_causal=False, scale=1.0, mask_drops=False,
+                     empty_rows_nan=False):
+    # kiln's attention kernel (runtime/attention.h) in torch's ops, which
+    # record gradients: softmax(q @ k^T * scale + mask) @ v; a bool mask
+    # keeps where True (drops, with mask_drops); a row with every score
+    # masked is zeros, or NaN (empty_rows_nan: a hand-written softmax's).
+    torch = _torch_mod()
+    s = torch.matmul(query, key.transpose(-2, -1)) * scale
+    keep = None
+    if is_causal:
+        keep = torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            m = ~attn_mask if mask_drops else attn_mask
+            keep = m if keep is None else keep & m
+        else:
+            s = s + attn_mask
+    if keep is not None:
+        s = s.masked_fill(~keep, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    if not empty_rows_nan:
+        p = p.masked_fill((s == float("-inf")).all(dim=-1, keepdim=True), 0.0)
+    return torch.matmul(p, value)
+
+
 OP_FORMS = {"index": _index, "setitem": _setitem, "slice": _slice, "_gelu_tanh": _gelu_tanh,
-            "_topk_indices": _topk_indices, "batch_norm": _batch_norm, "embedding": _embedding, "gelu": _gelu}
+            "_topk_indices": _topk_indices, "batch_norm": _batch_norm, "embedding": _embedding, "gelu": _gelu,
+            "_flash_attention": _flash_attention}
 
 
 # --------------------------------------------------------------- the table --
@@ -458,7 +501,8 @@ FUNCTIONS = {
     "torch.embedding": embedding, "torch.dropout": dropout, "torch.clone": clone, "torch.transpose": transpose, "torch.t": t,
     "torch.mm": mm, "torch.addmm": addmm, "torch.numel": numel, "torch.max": max, "torch.min": min,
     "torch.finfo": finfo, "torch.iinfo": iinfo,
-    "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange,
+    "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange, "torch.tensor": tensor,
+    "torch.addcmul": addcmul,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
     # torch.nn.functional.*: kiln.nn.functional has torch's signatures
@@ -508,7 +552,7 @@ TENSOR_METHODS = {
     "copy_": copy_, "requires_grad_": requires_grad_, "max": max, "min": min, "sum": sum, "mean": mean,
     "softmax": softmax, "log_softmax": log_softmax, "swapaxes": transpose,
     "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_, "relu_": relu_, "tanh_": tanh_,
-    "exp_": exp_,
+    "exp_": exp_, "addcmul": addcmul,
 }
 
 # aten's operators (torch.ops.aten.<name>.<overload>), as aot_autograd's
@@ -786,7 +830,7 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():
         _C._map_torch(_resolve(torch, path), name)
-    for name in ("add", "sub", "div", "addmm"):
+    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         f = torch.finfo(dtype)

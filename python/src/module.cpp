@@ -370,6 +370,9 @@ PYBIND11_MODULE(_C, m) {
       return shared.clone();
     });
   }, py::arg("data"), py::arg("dtype") = py::none());
+  // In traced code it is the builtin (runtime/builtins.def): Python data
+  // known at trace time folds to a constant tensor.
+  register_op_function(m.attr("tensor"), *runtime::builtins().find("tensor"));
 
   py::class_<interpreter::Program>(m, "Program", "An assembled KBC program")
       .def("global_", [](const interpreter::Program& p, const std::string& name) { return to_py(p.global(name)); })

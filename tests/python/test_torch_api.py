@@ -56,7 +56,11 @@ FUNCTION_CALLS = {
     "torch.reshape": [((A, (4, 3)), {})], "torch.permute": [((A, (1, 0)), {})],
     "torch.select": [((A, 1, 2), {})], "torch.unsqueeze": [((A, 1), {})],
     "torch.squeeze": [((t(3, 1, 4), 1), {})], "torch.flatten": [((t(2, 3, 4), 1), {})],
-    "torch.cat": [(([A, B],), {"dim": 1})], "torch.concat": [(([A, B],), {})],
+    # torch's legacy rule: a 1-d empty tensor is skipped (a KV cache that
+    # starts as torch.tensor([]) and grows along dim -2).
+    "torch.cat": [(([A, B],), {"dim": 1}), (([torch.tensor([]), A],), {"dim": -2}),
+                  (([torch.tensor([], dtype=torch.float64), A, B],), {})],
+    "torch.concat": [(([A, B],), {})],
     "torch.concatenate": [(([A, B],), {"dim": -1})],
     "torch.argmax": [((A,), {"dim": 1})], "torch.argmin": [((A, 0), {"keepdim": True})],
     "torch.argsort": [((A,), {"dim": 1, "descending": True})],
@@ -86,6 +90,9 @@ FUNCTION_CALLS = {
     "torch.addmm": [((t(2), A, t(4, 2)), {}), ((t(3, 2), A, t(4, 2)), {"beta": 0.5, "alpha": 2.0})],
     "torch.max": [((A,), {}), ((A, 1), {}), ((A, B), {})],
     "torch.min": [((A,), {}), ((A, 0), {"keepdim": True}), ((A, B), {})],
+    "torch.addcmul": [((A, B, t(3, 1, seed=3)), {}), ((A, t(4), B), {"value": 0.5})],
+    "torch.tensor": [(([1.0, 2.5],), {}), (([[1, 2], [3, 4]],), {}), (([],), {"dtype": torch.float32}),
+                     ((3,), {}), (([True, False],), {}), (([1.5],), {"dtype": torch.float64})],
     "torch.full": [(((2, 3), 1.5), {})], "torch.arange": [((5,), {}), ((1, 7, 2), {"dtype": torch.float32})],
     "torch.zeros": [((2, 3), {}), (((2, 3),), {"dtype": torch.int64})],
     "torch.ones": [((3,), {"dtype": torch.float64})],
@@ -130,7 +137,7 @@ RANDOM = {"torch.rand": [((2, 3), {})], "torch.randn": [((4,), {"dtype": torch.f
           "torch.empty_like": [((A,), {})]}
 
 METHOD_CALLS = {
-    "t": [((A,), {})], "mm": [((A, t(4, 2)), {})], "bmm": [((t(2, 3, 4), t(2, 4, 1)), {})],
+    "t": [((A,), {})], "mm": [((A, t(4, 2)), {})], "addcmul": [((A, B, t(4)), {"value": -2.0})], "bmm": [((t(2, 3, 4), t(2, 4, 1)), {})],
     "to": [((A, torch.float64), {}), ((A, "cpu"), {}), ((A,), {"dtype": torch.int64}), ((A, ints(2)), {}),
            ((A, torch.float32), {"copy": True})],
     "type_as": [((A, ints(2)), {})], "view_as": [((A, t(4, 3)), {})], "reshape_as": [((A.t(), t(2, 6)), {})],
@@ -157,7 +164,7 @@ NO_DATA = {"new_empty", "torch.empty", "empty_like"}
 # so no graph (and no break).
 NO_GRAPH = {("torch.dropout", 0), ("torch.nn.functional.dropout", 0), ("torch.numel", 0), ("cpu", 0),
             ("requires_grad_", 0), ("to", 1), ("ndimension", 0), ("nelement", 0), ("is_floating_point", 0),
-            ("is_floating_point", 1)}
+            ("is_floating_point", 1)} | {("torch.tensor", i) for i in range(6)}  # a constant: folded, no graph
 
 
 def resolve(path):
@@ -168,8 +175,11 @@ def resolve(path):
 
 
 def clone_args(args):
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else [x.clone() for x in a] if isinstance(a, list) else a
-                 for a in args)
+    def clone(a):
+        if isinstance(a, torch.Tensor):
+            return a.clone()
+        return [clone(x) for x in a] if isinstance(a, list) else a
+    return tuple(clone(a) for a in args)
 
 
 def same(want, got, tol=1e-5):

@@ -324,3 +324,33 @@ def test_embedding_padding_row_gets_no_gradient(functional):
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
     with torch.no_grad():
         close(f(idx), kiln.compile(f)(idx))
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float", "all_masked"])
+def test_attention_under_grad_mode_stays_in_the_graph_with_torchs_gradients(mask):
+    # kiln's attention kernel takes q, k, v that require grad (a model's
+    # projections under grad mode): it runs as its torch form
+    # (_torch_api._flash_attention), one graph, eager's values and gradients.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4, requires_grad=True) for _ in range(3))
+    keep = torch.rand(5, 5) > 0.3
+    if mask == "all_masked":
+        keep[1] = False  # a row with nothing to attend to: zeros, as torch's sdpa gives
+    kwargs = {"none": {}, "causal": {"is_causal": True}, "bool": {"attn_mask": keep},
+              "float": {"attn_mask": torch.randn(5, 5)}, "all_masked": {"attn_mask": keep}}[mask]
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kwargs) * 2
+
+    want = f(q, k, v)
+    want.sum().backward()
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    got = kiln.compile(f)(q, k, v)
+    close(want, got)
+    got.sum().backward()
+    for g, t in zip(grads, (q, k, v)):
+        close(g, t.grad)
+    e = kiln.explain(f)(q, k, v)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
