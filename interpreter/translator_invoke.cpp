@@ -259,6 +259,10 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
     }
     case VTKind::Constant: {
+      // A tensor's device (kiln's "cpu", standing for torch's device
+      // object): its type and index, as torch.device answers them.
+      if (obj->self && obj->module_path == "device" && (name == "type" || name == "index"))
+        return const_vt(name == "type" ? intern_value("cpu") : Value::none());
       Value m = type_method(obj->value.kind(), intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);
       Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());

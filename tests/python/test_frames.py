@@ -851,6 +851,17 @@ def test_a_mappings_python_contains_getitem_and_get_are_inlined():
     assert torch.equal(c(torch.ones(2), "double"), torch.full((2,), 6.0))
 
 
+def test_a_tensors_device_type_and_index_are_read_in_the_trace():
+    # timm's efficientvit: `x.device.type` picks the autocast device.
+    def f(x):
+        d = x.device
+        return x * 2 if d.type == "cpu" and d.index is None else x
+
+    check(f, lambda: (torch.ones(2),))
+    e = kiln.explain(f)(torch.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
