@@ -16,6 +16,7 @@
 
 #include "interpreter/code_builder.h"
 #include "interpreter/disassembler.h"
+#include "interpreter/frame_cache.h"
 #include "interpreter/instruction_translator.h"
 #include "interpreter/residual.h"
 #include "interpreter/resume_execution.h"
@@ -168,7 +169,12 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     out.graph = ctx.out.graph_ptr();
     Value graph_fn = make_builtin_closure(code.qualname + ".graph", [compiled](CallContext& c, const CallArgs& a) {
       std::vector<Value> inputs(a.args, a.args + a.nargs);
-      return make_tuple(compiled(c, inputs));
+      try {
+        return make_tuple(compiled(c, inputs));
+      } catch (...) {
+        graph_call_failed() = true;
+        throw;
+      }
     });
     r.emit_const(graph_fn);
     for (const auto& in : ctx.out.inputs()) r.emit_source(in.source);

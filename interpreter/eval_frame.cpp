@@ -371,6 +371,11 @@ ExplainReport* interpreter::set_explain_recording(ExplainReport* report) {
   return previous;
 }
 
+bool& interpreter::graph_call_failed() {
+  thread_local bool failed = false;
+  return failed;
+}
+
 std::vector<Value> interpreter::run_fast_graph(CallContext& vm, const interpreter::FastPath& fast, const Value* params) {
   if (!fast.graph) return {};
   std::vector<Value> inputs;

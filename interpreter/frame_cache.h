@@ -59,6 +59,15 @@ runtime::Value run_fast(runtime::CallContext& vm, const FastPath& fast, const ru
 // template itself: python/ returns the caller's own objects for Param).
 std::vector<runtime::Value> run_fast_graph(runtime::CallContext& vm, const FastPath& fast, const runtime::Value* params);
 
+// Set on this thread when a residual's graph call raised (convert_frame.cpp
+// makes the call the residual's first effect). Nothing the frame does has
+// happened yet then: its stores and mutations are replayed after the
+// graph. An embedder that can run the frame's own code again (python/:
+// CPython) does so, and the program meets its error in order, after the
+// effects before it (an index out of bounds in a graph, after a list.pop
+// the trace had deferred). The embedder clears it.
+bool& graph_call_failed();
+
 // What lookup_or_compile reports into while set (kiln::explain does it for
 // one call; python/'s explain for the frames of one Python call): graphs,
 // breaks, guards, recompiles. Returns the previous recorder.

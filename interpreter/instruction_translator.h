@@ -91,6 +91,9 @@ struct TraceContext {
   const runtime::GlobalsObj* root_globals = nullptr;  // the traced frame's namespace
   std::map<std::pair<const void*, std::string>, VT> attr_overlay;  // module attributes stored during the trace
   int64_t tensor_constants = 0;
+  // The get_attr nodes of those constants, by node: their values are known
+  // now (an index tensor's bounds are checked in the trace).
+  std::unordered_map<const output_graph::Node*, runtime::Tensor> constant_tensors;
   // A tensor's sizes were read into Python values: dynamic dimensions
   // cannot stay dynamic (no symbolic sizes yet).
   bool shape_read = false;

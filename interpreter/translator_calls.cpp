@@ -85,7 +85,9 @@ VT InstructionTranslator::from_value(const Value& v) {
     case Kind::Tensor: {
       // A tensor made at trace time (a constant): the graph reads it by get_attr.
       std::string name = "_tensor_constant" + std::to_string(ctx_.tensor_constants++);
-      return vars::make_tensor(ctx_.out.register_attr(v, nullptr, name));
+      output_graph::Node* n = ctx_.out.register_attr(v, nullptr, name);
+      ctx_.constant_tensors[n] = v.as_tensor();
+      return vars::make_tensor(n);
     }
     case Kind::Tuple:
     case Kind::List: {
@@ -356,6 +358,22 @@ static VT tensor_index(InstructionTranslator& tx, VT x, const VT& key) {
     }
   }
   if (adv.empty()) return x;
+  // An index tensor whose values are known now (a list in the key, a
+  // constant made in the trace) is checked against the size it indexes:
+  // out of bounds, the graph would raise when it runs, after the trace's
+  // effects before this line were deferred past it; the VM raises in order.
+  const auto& meta = x->meta();
+  for (const auto& [d, v] : adv) {
+    auto known = v->node ? tx.ctx().constant_tensors.find(v->node) : tx.ctx().constant_tensors.end();
+    if (known == tx.ctx().constant_tensors.end() || known->second.dtype() != DType::Int64) continue;
+    if (!meta.sym.empty() && !meta.sym[size_t(d)].is_constant()) continue;  // a symbolic size: known at run time only
+    const int64_t size = meta.sizes[size_t(d)];
+    const Tensor vals = known->second.contiguous();
+    for (int64_t i = 0; i < vals.numel(); ++i)
+      if (const int64_t idx = vals.data<int64_t>()[i]; idx < -size || idx >= size)
+        unsupported(BreakReason::python_error, "index " + std::to_string(idx) + " is out of bounds for dimension " +
+                                                   std::to_string(d) + " with size " + std::to_string(size));
+  }
   int64_t last = 0;
   for (auto& a : adv) last = std::max(last, a.first);
   std::vector<VT> indices(size_t(last + 1), nullptr);

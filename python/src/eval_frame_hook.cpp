@@ -569,6 +569,30 @@ PyObject* eval_default(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag
   return _PyEval_EvalFrameDefault(ts, f, throw_flag);
 }
 
+// A frame's graph raised (an index out of bounds, a kernel's check): the
+// frame's own code runs instead, from its start, so the program meets
+// the error where eager does, after the effects before it (which the
+// residual would only have replayed after the graph). Nothing of the frame
+// has happened yet: its parameters are untouched (run_code passes them,
+// the frame never started), the graph's own effects are none. Only an
+// Exception: an interrupt goes on up.
+PyObject* rerun_after_graph_error(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return nullptr;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (auto* log = frames_log()) {
+    PyObject* text = value ? PyObject_Str(value) : nullptr;
+    log->info("{}: its graph raised ({}); CPython runs the frame", PyUnicode_AsUTF8(f->f_code->co_qualname),
+              text ? PyUnicode_AsUTF8(text) : "?");
+    Py_XDECREF(text);
+    PyErr_Clear();
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return eval_default(ts, f, throw_flag);
+}
+
 // The hook is installed only while some thread is inside a compiled call
 // (as Dynamo does): with an eval function set, CPython 3.11 stops inlining
 // Python-to-Python calls, so code outside compiled calls would pay for a
@@ -648,8 +672,8 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
   }
   if (!entry || entry->runs_original) return eval_default(ts, f, throw_flag);
   if (entry->fast) {
-    // The graph alone. What it raises is the program's error (the kernels
-    // check what eager checks), surfaced as the same Python exception.
+    // The graph alone; what it raises, CPython meets by running the frame
+    // (rerun_after_graph_error).
     try {
       const std::vector<Value> outputs = interpreter::run_fast_graph(python_vm(), *entry->fast, locals.data());
       return fast_result(entry->fast->result, outputs, f->localsplus).release().ptr();
@@ -658,7 +682,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     } catch (const kiln::Error& e) {
       set_python_error(e);
     }
-    return nullptr;
+    return rerun_after_graph_error(ts, f, throw_flag);
   }
   const HostCode& hc = host_code(*entry, code, st->kbc.as<FunctionObj>()->code->varnames.size(), f->f_globals);
   if (!hc.code) {
@@ -669,7 +693,10 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     left_to_cpython(code, hc.failed.empty() ? hc.refused : hc.failed);
     return eval_default(ts, f, throw_flag);
   }
-  return run_code(hc, f, nparams);
+  interpreter::graph_call_failed() = false;
+  if (PyObject* r = run_code(hc, f, nparams)) return r;
+  if (!std::exchange(interpreter::graph_call_failed(), false)) return nullptr;  // the code after the graph raised
+  return rerun_after_graph_error(ts, f, throw_flag);
 }
 
 void init() {

@@ -862,6 +862,32 @@ def test_a_tensors_device_type_and_index_are_read_in_the_trace():
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
 
 
+_POPPED = [1, 2, 3]
+
+
+def test_a_graph_that_raises_leaves_the_frame_to_cpython_and_its_effects_in_order():
+    # The trace defers the pop until after the graph; the graph then raises
+    # (the index tensor is an input: its values are only seen when it
+    # runs). CPython runs the frame instead, so the pop happens before the
+    # IndexError, as in eager; a call that does not raise stays compiled.
+    def f(t, idx):
+        _POPPED.pop()
+        return t[[0, 1, 0], idx] * 2
+
+    t = torch.arange(20.0).reshape(4, 5)
+
+    def outcome(fn, idx):
+        _POPPED[:] = [1, 2, 3]
+        return run(fn, t, idx), list(_POPPED)
+
+    c = kiln.compile(f)
+    for idx in (torch.tensor([6, 0, -1]), torch.tensor([4, 0, -1])):
+        want, got = outcome(f, idx), outcome(c, idx)
+        assert str(want) == str(got), (want, got)
+    e = kiln.explain(f)(t, torch.tensor([4, 0, -1]))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
