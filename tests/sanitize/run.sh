@@ -25,6 +25,14 @@ export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:check_initialization_
 export LSAN_OPTIONS="suppressions=$src/tests/sanitize/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1"
 
+# A sanitized Debug build's C++ frames are several times a Release build's,
+# and the VM and the tracer refuse recursion by how much stack is left
+# (interpreter/stack_guard.h), not by a count: the same deep-module tests
+# would meet a RecursionError that a Release build never does. So the main
+# thread gets a 64 MB stack here (the soft limit; threads kiln starts size
+# their own).
+ulimit -S -s 65536 2>/dev/null || echo "sanitize: could not raise the stack limit; deep-recursion tests may fail" >&2
+
 status=0
 # Whole outputs in LastTest.log, passed tests too (ctest keeps only 1 KB of
 # a passed test's output by default): the UBSan count reads them.
