@@ -307,8 +307,8 @@ class InstructionTranslator {
   VT host_super_of(const VT& type, const VT& obj);
   VT host_super_getattr(const VT& sup, const std::string& name);
   runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,
-                                    runtime::Value& out);
-  VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& obj);
+                                    runtime::Value& out, VT* wrapped = nullptr);
+  VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& wrapped, const VT& obj);
 
  private:
   TraceContext& ctx_;

@@ -53,23 +53,30 @@ std::pair<const void*, std::string> overlay_key(const VT& obj, const std::string
 }  // namespace
 
 // The class lookup of `name` for `obj` (after class `after`; Null: from
-// type(obj)), pinned by a guard on what it found.
+// type(obj)), pinned by a guard on what it found; `wrapped`, when given,
+// receives that tracker (a class constant's, guarded like any value read
+// at a source: a container by its contents).
 ForeignAttr InstructionTranslator::class_lookup(const VT& obj, const std::string& name, const Value& after,
-                                               Value& out) {
+                                               Value& out, VT* wrapped) {
   const ForeignObj* f = foreign_of(obj);
   Value raw;
   const ForeignAttr found = f->vt->lookup_attr(f->handle, name, &after, out, &raw);
-  if (found == ForeignAttr::Absent) ctx_.builder.absent_guard(type_attr_source(obj->source, name, after));
-  else if (found != ForeignAttr::Undecided) ctx_.builder.wrap(raw, type_attr_source(obj->source, name, after));
+  if (found == ForeignAttr::Absent) {
+    ctx_.builder.absent_guard(type_attr_source(obj->source, name, after));
+  } else if (found != ForeignAttr::Undecided) {
+    VT vt = ctx_.builder.wrap(raw, type_attr_source(obj->source, name, after));
+    if (wrapped) *wrapped = std::move(vt);
+  }
   return found;
 }
 
 // The meaning of a class attribute the lookup found, read through `obj`:
 // a function bound to it, a property's getter run on it, object's generic
-// __getattribute__ bound to it; a plain value (a class constant) is itself.
-VT InstructionTranslator::bind_found(ForeignAttr found, const Value& attr, const VT& obj) {
+// __getattribute__ bound to it; a plain value (a class constant) is the
+// tracker class_lookup wrapped it in.
+VT InstructionTranslator::bind_found(ForeignAttr found, const Value& attr, const VT& wrapped, const VT& obj) {
   switch (found) {
-    case ForeignAttr::Found: return from_value(attr);
+    case ForeignAttr::Found: return wrapped;
     case ForeignAttr::Method: return vars::make_user_method(attr, obj);
     case ForeignAttr::Property: return call_function(from_value(attr), {obj}, nullptr);
     case ForeignAttr::GenericGetattribute: return vars::make_user_method(object_getattribute(), obj);
@@ -204,9 +211,10 @@ VT InstructionTranslator::host_super_getattr(const VT& sup, const std::string& n
   if (name == "__thisclass__") return sup->items[0];
   if (name == "__self__") return obj;
   Value attr;
-  const ForeignAttr found = class_lookup(obj, name, after, attr);
+  VT wrapped;
+  const ForeignAttr found = class_lookup(obj, name, after, attr, &wrapped);
   if (found == ForeignAttr::Absent) unsupported(BreakReason::attribute_error, "'super' object has no attribute '" + name + "'");
-  if (VT v = bind_found(found, attr, obj)) return v;
+  if (VT v = bind_found(found, attr, wrapped, obj)) return v;
   unsupported(BreakReason::untraced_object, "super()." + name + " over " + obj->str() + " (a descriptor kiln does not trace)");
 }
 

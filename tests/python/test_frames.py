@@ -725,13 +725,17 @@ class _Fallback:
 
 
 class _Base:
+    table = {"bias": 1.0}
+
     def scale(self, x):
         return x * 3
 
 
 class _Child(_Base):
+    table = {}
+
     def scale(self, x):
-        return super().scale(x) + 1
+        return super().scale(x) + super().table["bias"]  # a class constant found by super(): its contents guarded
 
 
 def test_properties_getattr_fallbacks_and_super_of_plain_objects_are_inlined():
@@ -757,6 +761,11 @@ def test_properties_getattr_fallbacks_and_super_of_plain_objects_are_inlined():
         assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 19.5))
     finally:
         _Base.scale = saved
+    _Base.table["bias"] = 4.0
+    try:
+        assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.full((2,), 15.5))
+    finally:
+        _Base.table["bias"] = 1.0
 
 
 class _Layer:
