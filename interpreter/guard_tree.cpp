@@ -250,7 +250,7 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       if (!f->vt->lookup_attr) return nullptr;
       Value raw;
       const bool generic = s.kind == SourceKind::GenericAttr;
-      const ForeignAttr found = f->vt->lookup_attr(f->handle, s.name, generic ? nullptr : &s.key, scratch, &raw);
+      const ForeignAttr found = f->vt->lookup_attr(f->handle, s.name, generic ? nullptr : &s.key, scratch, generic ? nullptr : &raw);
       if (found == ForeignAttr::Absent) return nullptr;
       if (generic && found == ForeignAttr::Method) {
         auto bm = make_ref<BoundMethodObj>();
