@@ -194,9 +194,12 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     # torch.tensor of Python data (a KV cache's torch.tensor([])): a
     # constant the trace folds. A tensor to record gradients for, pinned
-    # memory or another device is torch's own.
-    if (requires_grad or pin_memory or (device is not None and str(device) not in ("cpu", "cpu:0"))
-            or not (dtype is None or isinstance(dtype, str))):  # a torch dtype kiln lacks stays torch's
+    # memory, a torch dtype kiln lacks or another device named by a str is
+    # torch's own; a torch.device object is the CPU's (torch's CPU build,
+    # as the other factories here take it: transformers passes
+    # device=self.device).
+    if (requires_grad or pin_memory or not (dtype is None or isinstance(dtype, str))
+            or (isinstance(device, str) and device not in ("cpu", "cpu:0"))):
         return _TORCH["tensor"](data, dtype=dtype, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
     return _C.tensor(data, dtype)
 

@@ -92,7 +92,8 @@ FUNCTION_CALLS = {
     "torch.min": [((A,), {}), ((A, 0), {"keepdim": True}), ((A, B), {})],
     "torch.addcmul": [((A, B, t(3, 1, seed=3)), {}), ((A, t(4), B), {"value": 0.5})],
     "torch.tensor": [(([1.0, 2.5],), {}), (([[1, 2], [3, 4]],), {}), (([],), {"dtype": torch.float32}),
-                     ((3,), {}), (([True, False],), {}), (([1.5],), {"dtype": torch.float64})],
+                     ((3,), {}), (([True, False],), {}), (([1.5],), {"dtype": torch.float64}),
+                     (([],), {"dtype": torch.float32, "device": torch.device("cpu")})],
     "torch.full": [(((2, 3), 1.5), {})], "torch.arange": [((5,), {}), ((1, 7, 2), {"dtype": torch.float32})],
     "torch.zeros": [((2, 3), {}), (((2, 3),), {"dtype": torch.int64})],
     "torch.ones": [((3,), {"dtype": torch.float64})],
@@ -164,7 +165,7 @@ NO_DATA = {"new_empty", "torch.empty", "empty_like"}
 # so no graph (and no break).
 NO_GRAPH = {("torch.dropout", 0), ("torch.nn.functional.dropout", 0), ("torch.numel", 0), ("cpu", 0),
             ("requires_grad_", 0), ("to", 1), ("ndimension", 0), ("nelement", 0), ("is_floating_point", 0),
-            ("is_floating_point", 1)} | {("torch.tensor", i) for i in range(6)}  # a constant: folded, no graph
+            ("is_floating_point", 1)} | {("torch.tensor", i) for i in range(7)}  # a constant: folded, no graph
 
 
 def resolve(path):
