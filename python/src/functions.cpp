@@ -206,7 +206,12 @@ namespace {
 struct HostCell {
   py::object cell;
   Ref<runtime::CellObj> kiln;
-  PyObject* seen = nullptr;  // identity only: the cell keeps it reachable
+  // What the cell held when last read, held: an identity test against a
+  // borrowed pointer is fooled once the cell is rebound, the old value
+  // freed and a new one (an int from the same pool) made at its address:
+  // the kiln cell then kept the stale value (progen seed 1056844, a
+  // closure's `nonlocal n += p`).
+  py::object seen;
   py::object code;  // a function's __code__ when seen (replaced: converted anew)
 };
 std::vector<HostCell>& host_cells() {
@@ -225,7 +230,7 @@ void store_host_cell(runtime::CellObj* c) {
   py::gil_scoped_acquire gil;
   py::object obj = c->v.is_null() ? py::object() : to_py(c->v);
   if (PyCell_Set(h.cell.ptr(), obj.ptr()) != 0) throw py::error_already_set();
-  h.seen = obj.ptr();
+  h.seen = obj;
 }
 
 Ref<runtime::CellObj> host_cell_for(py::handle cell) {
@@ -237,7 +242,7 @@ Ref<runtime::CellObj> host_cell_for(py::handle cell) {
   c->v = contents ? to_value_shared(contents) : Value::null();
   c->host = cell.ptr();
   index.emplace(cell.ptr(), host_cells().size());
-  host_cells().push_back({py::reinterpret_borrow<py::object>(cell), c, contents,
+  host_cells().push_back({py::reinterpret_borrow<py::object>(cell), c, py::reinterpret_borrow<py::object>(contents),
                           contents && PyFunction_Check(contents)
                               ? py::reinterpret_borrow<py::object>(PyFunction_GET_CODE(contents))
                               : py::object()});
@@ -263,11 +268,11 @@ void sync_host_cells() {
     }
     PyObject* now = PyCell_GET(h.cell.ptr());
     // The same torch tensor with its storage swapped is a new value.
-    const bool same = now == h.seen && !(now && is_torch_tensor(now) && h.kiln->v.is(Kind::Tensor) &&
+    const bool same = now == h.seen.ptr() && !(now && is_torch_tensor(now) && h.kiln->v.is(Kind::Tensor) &&
                                          !torch_tensor_matches(now, h.kiln->v.as_tensor())) &&
                       !(now && PyFunction_Check(now) && PyFunction_GET_CODE(now) != h.code.ptr());
     if (!same) {
-      h.seen = now;
+      h.seen = py::reinterpret_borrow<py::object>(now);
       h.code = now && PyFunction_Check(now) ? py::reinterpret_borrow<py::object>(PyFunction_GET_CODE(now)) : py::object();
       h.kiln->v = now ? to_value_shared(py::handle(now)) : Value::null();
     }

@@ -897,6 +897,41 @@ def test_a_graph_that_raises_leaves_the_frame_to_cpython_and_its_effects_in_orde
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
 
 
+_CELL_G = {"a": 1, "k": 1}
+
+
+def test_a_cell_rebound_to_a_value_at_the_same_address_is_read_again():
+    # progen seed 1056844: g14 is compiled as its own frame and reads its
+    # closure cell through kiln's mirror of it. The mirror remembered the
+    # cell's last value by a borrowed pointer; rebinding freed that int,
+    # and the next one came from the same pool at the same address, so the
+    # mirror kept the old value and one `n12 += p15` was lost.
+    import math
+
+    def f(a1, a2, *, k4):
+        log = []
+        k4.update(c=(a1.count("xyz") + (a2 - -1)))
+        log.append(_CELL_G.pop("zz", int((7.75 // ((1 / 3) or 1.5)))))
+        n7 = math.trunc((0.5 - 12))
+        v11 = [10, 0]
+        n12 = sum([n7 for x13 in v11 if False], n7)
+
+        def g14(p15):
+            nonlocal n12
+            n12 += p15
+            return (1 - p15) << (int("-3") % 3)
+
+        log.append(g14(n7))
+        n12 //= (sum([-2, 3, 2, 0]) ** ((True + 1) % 2)) or 3
+        log.append(g14(g14(-1)))
+        return log, n7, n12
+
+    for _ in range(3):
+        want = f("xyz", 3, k4={"b": -2})
+        got = kiln.compile(f)("xyz", 3, k4={"b": -2})
+        assert got == want and want[2] == -21, (want, got)
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
