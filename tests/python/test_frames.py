@@ -932,6 +932,19 @@ def test_a_cell_rebound_to_a_value_at_the_same_address_is_read_again():
         assert got == want and want[2] == -21, (want, got)
 
 
+def test_int_true_division_is_correctly_rounded_past_two_to_the_53():
+    # progen seed 1071154: int / int folded in the trace as
+    # double(x) / double(y) rounds twice once an operand passes 2**53.
+    cases = [(10 ** 17 + 1, 10 ** 12 - 10), (2 ** 53 + 1, 3), (-(2 ** 62) - 7, 2 ** 61 + 3), (7, 2 ** 60 + 1),
+             (-(2 ** 63), 3), (2 ** 63 - 1, -(2 ** 63)), (12345678901234567, 10 ** 16 + 11), (0, -(2 ** 60))]
+
+    def f(x):
+        return [a / b for a, b in cases], x
+
+    c = check(f, lambda: (1,))
+    assert c(1)[0] == [a / b for a, b in cases]
+
+
 # -- never worse than eager ----------------------------------------------------
 
 @pytest.mark.parametrize("point", ["frontend", "tracer", "backend", "codegen", "residual"])
