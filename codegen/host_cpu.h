@@ -11,7 +11,7 @@ namespace kiln::codegen {
 struct HostCpu {
   std::string triple;    // x86_64-pc-linux-gnu
   std::string name;      // skylake-avx512, znver4, ...
-  std::string features;  // "+avx2,+avx512f,..." (enabled features only, sorted)
+  std::string features;  // "+avx2,-avx512f,...": every feature the host reports, with its sign, sorted
   bool avx512f = false;
   bool avx2 = false;
   // Lanes of a vector register for float32 (16 with AVX-512, 8 with AVX2,

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/host_cpu.h"
 #include "codegen/jit.h"
 #include "codegen/llvm_backend.h"
 #include "interpreter/vm.h"
@@ -496,6 +497,26 @@ struct Operands {
 };
 
 }  // namespace
+
+// The JIT targets the host's CPU name *and* every feature with its sign: a
+// name implies features (znver4: AVX-512) that a virtual machine may hide.
+// With only the enabled ones listed, an AMD EPYC guest without AVX-512 got
+// AVX-512 kernels and every compiled graph died of SIGILL.
+TEST_CASE("codegen targets the host's features, the ones it lacks named as lacking", "[codegen]") {
+  const kiln::codegen::HostCpu& cpu = kiln::codegen::host_cpu();
+  std::vector<std::string> list;
+  std::stringstream in(cpu.features);
+  for (std::string f; std::getline(in, f, ',');) list.push_back(f);
+  REQUIRE(!list.empty());
+  for (const std::string& f : list) CHECK((f[0] == '+' || f[0] == '-'));
+  auto listed = [&](const std::string& f) { return std::find(list.begin(), list.end(), f) != list.end(); };
+#if defined(__x86_64__)
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  CHECK(cpu.avx512f == avx512);
+  CHECK(listed(avx512 ? "+avx512f" : "-avx512f"));
+  CHECK(listed(__builtin_cpu_supports("avx2") ? "+avx2" : "-avx2"));
+#endif
+}
 
 // Every Pointwise row of ops.def, for each dtype its typing rule accepts
 // (a combination the shape rule refuses is skipped: eager refuses it too):
