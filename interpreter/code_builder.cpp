@@ -134,12 +134,17 @@ void CodeBuilder::cellvar(std::string name) {
   code_->cellvars.push_back(std::move(name));
 }
 
-bool CodeBuilder::rename_cellvar(size_t i, const std::string& name) {
+bool CodeBuilder::rename_cellvar(size_t i, const std::string& name, bool param_ok) {
   auto taken = [&](const std::vector<std::string>& list) {
     return std::find(list.begin(), list.end(), name) != list.end();
   };
+  auto local_taken = [&] {
+    auto it = std::find(code_->varnames.begin(), code_->varnames.end(), name);
+    const size_t nparams = positional_.size() + kwonly_.size() + (var_args_ ? 1 : 0) + (var_kw_ ? 1 : 0);
+    return it != code_->varnames.end() && !(param_ok && size_t(it - code_->varnames.begin()) < nparams);
+  };
   if (name.empty() || i >= code_->cellvars.size() || taken(code_->cellvars) || taken(code_->freevars) ||
-      taken(code_->varnames))
+      local_taken())
     return false;
   code_->cellvars[i] = name;
   return true;

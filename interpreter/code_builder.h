@@ -77,7 +77,9 @@ class CodeBuilder {
   void freevar(std::string name);
   // Renames cellvar `i` (only its name: the indices already emitted stay)
   // when no cell, free variable or local has that name; false otherwise.
-  bool rename_cellvar(size_t i, const std::string& name);
+  // `param_ok`: a parameter's name is free too (the verifier then starts
+  // the cell from that parameter, as CPython's MAKE_CELL of an argument).
+  bool rename_cellvar(size_t i, const std::string& name, bool param_ok = false);
   // The LOAD_DEREF index of `name`: cellvars first, then freevars.
   std::optional<int32_t> find_deref(std::string_view name);
 

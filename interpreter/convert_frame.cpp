@@ -70,10 +70,9 @@ void emit_continuation(Residual& r, InstructionTranslator& tx, const std::vector
   const std::vector<VT>& stack = tx.stack();
   const auto shared = shared_iterators(stack, live_locals, tx.cells());
   // A closure's free variables are the frame's own (COPY_FREE_VARS copies
-  // them again); its own cells are made afresh by MAKE_CELL, so a cell the
-  // trace created or wrote cannot be carried over yet.
-  if (!r.code.cellvars.empty() || !r.ctx.side_effects.cell_stores.empty())
-    unsupported(BreakReason::resume_state, "a break in a function with cells of its own (not yet continued by CPython)");
+  // them again; a store into one is replayed with the other side effects);
+  // its own cells are made afresh, empty, by MAKE_CELL and are filled
+  // below with what the trace left in them.
   Continuation c;
   c.pc = tx.pc();
   for (size_t i = 0; i < stack.size(); ++i) {
@@ -95,6 +94,7 @@ void emit_continuation(Residual& r, InstructionTranslator& tx, const std::vector
   }
   c.live_temps = r.park_live_locals(live_locals);
   c.live_names = live_names;
+  r.store_own_cells(tx.cells(), r.code.cellvars.size());
   r.replay_side_effects();
   r.make_deferred_iterators();
   r.b.emit(Opcode::LOAD_CONST, r.b.constant(Value::none()));
@@ -133,6 +133,8 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   }
   Residual r(code, ctx, trace_cells);
   r.python_frames = options.python_frames;
+  if (r.python_frames)
+    for (size_t i = 0; i < code.cellvars.size() && i < tx->cells().size(); ++i) r.own_cells.insert(tx->cells()[i].get());
   // Graph outputs: every computed tensor the residual needs.
   std::vector<Node*> outputs;
   std::set<const vars::VariableTracker*> seen;

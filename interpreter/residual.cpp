@@ -492,20 +492,38 @@ void Residual::emit_cell(const VT& c) {
     b.emit(Opcode::LOAD_CLOSURE, int32_t(trace_cells) + c->source->local_index);
     return;
   }
+  b.emit(Opcode::LOAD_CLOSURE, trace_cell_slot(c));
+}
+
+int32_t Residual::trace_cell_slot(const VT& c, bool* named) {
   auto it = cell_slot.find(c.get());
-  if (it == cell_slot.end()) {
-    int32_t slot = int32_t(cell_slot.size());
-    if (size_t(slot) >= trace_cells) unsupported(BreakReason::resume_state, "an uncounted closure cell");
-    it = cell_slot.emplace(c.get(), slot).first;
-    // Named as the program named it where that name is free here, so an
-    // unbound read in the residual raises the VM's NameError words.
-    b.rename_cellvar(size_t(slot), c->module_path);
-    if (c->items[0]) {
-      reconstruct(c->items[0]);
-      b.emit(Opcode::STORE_DEREF, slot);
-    }
+  if (it != cell_slot.end()) return it->second;
+  int32_t slot = int32_t(cell_slot.size());
+  if (size_t(slot) >= trace_cells) unsupported(BreakReason::resume_state, "an uncounted closure cell");
+  cell_slot.emplace(c.get(), slot);
+  // Named as the program named it where that name is free here, so an
+  // unbound read in the residual raises the VM's NameError words.
+  const bool renamed = (!python_frames || own_cells.count(c.get())) &&
+                       b.rename_cellvar(size_t(slot), c->module_path, python_frames);
+  if (named) *named = renamed;
+  if (c->items[0]) {
+    reconstruct(c->items[0]);
+    b.emit(Opcode::STORE_DEREF, slot);
   }
-  b.emit(Opcode::LOAD_CLOSURE, it->second);
+  return slot;
+}
+
+void Residual::store_own_cells(const std::vector<VT>& cells, size_t n) {
+  for (size_t i = 0; i < n && i < cells.size(); ++i) {
+    const VT& c = cells[i];
+    // (a cell a rebuilt closure took is filled already: the trace is over,
+    // its content final)
+    if (c->source || cell_slot.count(c.get())) continue;
+    bool named = false;
+    trace_cell_slot(c, &named);
+    if (!named)
+      unsupported(BreakReason::resume_state, "cell '" + c->module_path + "' has no name of its own in the residual");
+  }
 }
 
 void Residual::collect(const VT& v0, std::vector<Node*>& out, std::set<const vars::VariableTracker*>& seen) {

@@ -86,6 +86,21 @@ struct Residual {
   // Pushes a real cell for a Cell tracker: the frame's own closure cell,
   // or one of the residual's cellvars filled (once) with the content.
   void emit_cell(const VT& c);
+  // The residual's cellvar for a trace-made cell, named as the program
+  // names it (`named`: whether that name was free) and filled with its
+  // content the first time it is asked for.
+  int32_t trace_cell_slot(const VT& c, bool* named = nullptr);
+  // The frame's own cells (python_frames): only these take their program
+  // name, which kiln/_frames.py maps to the frame's real cell of that name;
+  // a cell of an inlined function named alike would alias it.
+  std::set<const variables::VariableTracker*> own_cells;
+  // Options::python_frames, at a break: the frame's own cells (its
+  // cellvars, the first `n` of `cells`) hold what the trace left in them.
+  // The CPython code made from the residual has the frame's real cells
+  // (MAKE_CELL in its prologue, fresh and empty); each residual cellvar
+  // carries its program name, so kiln/_frames.py stores into those cells
+  // by name. A resume function then shares them through its closure.
+  void store_own_cells(const std::vector<VT>& cells, size_t n);
 
   // Every tensor the residual code needs from the graph.
   void collect(const VT& v0, std::vector<output_graph::Node*>& out, std::set<const variables::VariableTracker*>& seen);

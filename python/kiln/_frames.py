@@ -285,6 +285,10 @@ class _Builder:
         if i not in self._const_index:
             if self.info["const_is_code"][i]:
                 raise Refused("the residual makes a function the trace created")
+            made_in = self.info["code_globals"].get(i)
+            if made_in is not None and made_in is not self.info["globals"]:
+                # CPython's MAKE_FUNCTION takes the running frame's globals.
+                raise Refused("the residual makes a function another module's code made")
             self._const_index[i] = len(self.consts)
             self.consts.append(self.info["consts"][i])
         return self._const_index[i]
@@ -410,8 +414,6 @@ class _Builder:
         if any(ins.target is not None and where.get(ins.target, len(instrs)) <= emit < i
                for i, ins in enumerate(instrs) if i > emit):
             raise Refused("the break is inside a loop, where a resume function per iteration would nest")
-        if self.orig.co_cellvars:
-            raise Refused("the frame has cells of its own, which a resume function cannot share")
         pops = T.inputs(brk.opname, brk.arg)
         if pops is None:
             raise Refused(f"the breaking instruction {brk.opname} is not a plain one")
@@ -554,7 +556,13 @@ class _Builder:
                 # holds the cell (3.11 keeps a cell argument in its own slot).
                 return [I(op.replace("FAST", "DEREF"), slot)]
             return [I(op, slot)]
-        if op in ("LOAD_DEREF", "STORE_DEREF"):
+        if op == "MAKE_FUNCTION":
+            # A closure the trace made, made again from its CPython code
+            # (kiln/_frontend.py nested_codes; the constant is checked in
+            # const()): KBC's flags are CPython's but the closure's bit, 4
+            # here and 8 there (a code with annotations is never made here).
+            return [I("MAKE_FUNCTION", (a & 3) | (8 if a & 4 else 0))]
+        if op in ("LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE"):
             # The frame's own cells and free variables by name (their slots
             # are known once every temporary is: fixed up in code()); a cell
             # the trace made has no CPython form here.

@@ -167,6 +167,10 @@ class Translation:
     # first KBC instruction of each CPython instruction's translation
     # (kiln/_frames.py continues a frame after a graph break from it).
     kbc_starts: dict
+    # {KBC name: CPython code} of the nested functions whose MAKE_FUNCTION
+    # carries no annotations: a residual that makes one of them again (a
+    # closure alive across a break) makes it from this code on CPython.
+    nested_codes: dict = None
 
 
 def translate(fn_or_code, *, own_defaults=False) -> Translation:
@@ -316,6 +320,7 @@ class _Compiled:
         self.globals_stored = tuple(program.globals_stored)
         self.builtins_required = tuple(program.builtins_required)
         self.kbc_starts = f.kbc_starts
+        self.nested_codes = {g.name: g.code for g in program.funcs[1:] if id(g.code) not in program.annotated}
 
     def header(self, fn, own_defaults=False) -> str:
         """The entry's `.func NAME(PARAMS)` line with fn's literal defaults."""
@@ -355,7 +360,7 @@ class _Compiled:
             firstlineno=self.firstlineno, lines=self.lines, functions=self.functions,
             globals_used=self.globals_used, globals_stored=self.globals_stored,
             builtins_required=self.builtins_required, freevars=self.freevars, cellvars=self.cellvars,
-            kbc_starts=self.kbc_starts)
+            kbc_starts=self.kbc_starts, nested_codes=self.nested_codes)
 
 
 _NO_DEFAULT = object()
@@ -372,6 +377,7 @@ class _Program:
         self.globals_used: list[str] = []
         self.globals_stored: list[str] = []
         self.builtins_required: list[str] = []
+        self.annotated: set[int] = set()  # id() of nested codes a MAKE_FUNCTION gives annotations
         self.entry = self.function(code, _ident(code.co_name))
 
     def function(self, code: types.CodeType, name: str) -> "_Function":
@@ -757,6 +763,7 @@ class _Function:
         self._pop(st, 1 + bin(flags & 0xF).count("1"), ins)
         st.append("v")
         if flags & 4:
+            self.program.annotated.add(id(prev.argval))
             # Annotations: evaluated (as in CPython) but kept nowhere, as a
             # KBC function has no __annotations__.
             if flags & 8:

@@ -48,7 +48,7 @@ def _as_kbc(fn):
         _kbc[fn] = (code, None)
         return None
     kbc = _C.make_kbc_function(tr.text, tr.name, tr.filename, fn.__globals__, list(tr.globals_used),
-                               fn.__defaults__, fn.__kwdefaults__, fn.__closure__, fn)
+                               fn.__defaults__, fn.__kwdefaults__, fn.__closure__, fn, tr.nested_codes or {})
     _kbc[fn] = (code, kbc)
     # After caching: a function that calls itself finds its own KBC form.
     _C.sync_python_state()

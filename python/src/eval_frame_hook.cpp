@@ -48,6 +48,7 @@
 #include "interpreter/frame_cache.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
+#include "python/src/function_origins.h"
 #include "python/src/python_vm.h"
 #include "python/src/tensor_identity.h"
 #include "python/src/torch_interop.h"
@@ -434,14 +435,25 @@ py::dict residual_info(const CacheEntry& e, size_t nlocals) {
   }
   d["instrs"] = instrs;
   py::list consts, const_is_code;
+  py::dict code_globals;
   for (const Value& v : rc.consts) {
-    // Code objects (MAKE_FUNCTION of a closure the trace made) have no
-    // CPython form here: the builder refuses the residual that needs one.
-    consts.append(v.is(Kind::Code) ? py::none() : residual_const(v));
-    const_is_code.append(v.is(Kind::Code));
+    // Code objects (MAKE_FUNCTION of a closure the trace made): the
+    // CPython code it was translated from, with the globals of the frame
+    // that made it (the builder checks they are this frame's); without
+    // one, the builder refuses the residual that needs it.
+    if (v.is(Kind::Code)) {
+      auto [pycode, globals] = python_code_of(v.as<runtime::Code>());
+      if (pycode) code_globals[py::int_(py::len(consts))] = globals;
+      const_is_code.append(!pycode);
+      consts.append(pycode ? pycode : py::none());
+      continue;
+    }
+    consts.append(residual_const(v));
+    const_is_code.append(false);
   }
   d["consts"] = consts;
   d["const_is_code"] = const_is_code;
+  d["code_globals"] = code_globals;
   py::list names;
   for (const auto& n : rc.names) names.append(py::str(n->s));
   d["names"] = names;

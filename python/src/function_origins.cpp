@@ -5,6 +5,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
+#include "runtime/code.h"
 
 namespace kiln::python {
 
@@ -25,7 +26,29 @@ std::unordered_map<const runtime::FunctionObj*, Origin>& origins() {
   return *m;
 }
 
+// KBC code -> (CPython code, globals). The entry keeps the KBC code alive
+// (its address is never reused while the entry stands); translations are
+// cached for the process's life anyway.
+struct CodeOrigin {
+  runtime::Ref<runtime::Code> kbc;
+  py::object code, globals;
+};
+std::unordered_map<const runtime::Code*, CodeOrigin>& code_origins() {
+  static auto* m = new std::unordered_map<const runtime::Code*, CodeOrigin>();  // never destroyed: outlives Python
+  return *m;
+}
+
 }  // namespace
+
+void remember_code_origin(const runtime::Ref<runtime::Code>& kbc, const py::object& pycode, const py::object& globals) {
+  code_origins()[kbc.get()] = CodeOrigin{kbc, pycode, globals};
+}
+
+std::pair<py::object, py::object> python_code_of(const runtime::Code* kbc) {
+  auto it = code_origins().find(kbc);
+  if (it == code_origins().end()) return {};
+  return {it->second.code, it->second.globals};
+}
 
 void remember_origin(const Value& fn, const py::object& origin) {
   if (origin.is_none()) return;

@@ -18,6 +18,16 @@ void remember_origin(const runtime::Value& fn, const py::object& origin);
 // Python caller its copy of the program's function.
 py::object python_function_of(const runtime::Value& fn);
 
+// Records that KBC code `kbc` (a nested function of a translation) was
+// translated from CPython code `pycode`, made by a frame over `globals`:
+// a residual that makes that function again (a closure alive across a
+// graph break) makes it on CPython from `pycode` (kiln/_frames.py).
+void remember_code_origin(const runtime::Ref<runtime::Code>& kbc, const py::object& pycode, const py::object& globals);
+
+// The CPython code and globals `kbc` was translated from (null objects
+// when none was recorded).
+std::pair<py::object, py::object> python_code_of(const runtime::Code* kbc);
+
 // Makes the tracer and the guards read a translated function's attributes
 // off the Python function it was made from (runtime::host_function_attr).
 void install_function_origin_attrs();

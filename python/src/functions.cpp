@@ -285,7 +285,7 @@ void sync_host_cells() {
 Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
                         const py::dict& globals, const std::vector<std::string>& globals_used,
                         const py::object& defaults, const py::object& kwdefaults, const py::object& closure,
-                        const py::object& origin) {
+                        const py::object& origin, const py::dict& nested_codes) {
   interpreter::Program program = interpreter::assemble(text, filename);
   Mirror& m = mirror_for(globals);
   // The translation's own functions (comprehensions, nested defs) live in
@@ -296,8 +296,13 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   for (const auto& item : program.items) {
     if (!item.function) continue;
     item.function->globals = m.globals;
-    if (item.function->code->name == entry) fn = Value::object(Kind::Function, item.function);
-    else m.globals->map.set(item.function->code->name, Value::object(Kind::Function, item.function));
+    if (item.function->code->name == entry) {
+      fn = Value::object(Kind::Function, item.function);
+      continue;
+    }
+    m.globals->map.set(item.function->code->name, Value::object(Kind::Function, item.function));
+    py::str kbc_name(item.function->code->name);
+    if (nested_codes.contains(kbc_name)) remember_code_origin(item.function->code, nested_codes[kbc_name], globals);
   }
   if (fn.is_none()) throw_error(ErrorKind::ValueError, "translated KBC has no function '" + entry + "'");
   for (const auto& name : globals_used) m.add_name(name);
@@ -400,7 +405,7 @@ py::object report_to_py(const ExplainReport& r) {
 void bind_functions(py::module_& m) {
   m.def("make_kbc_function", &make_kbc_function, py::arg("text"), py::arg("entry"), py::arg("filename"),
         py::arg("globals"), py::arg("globals_used"), py::arg("defaults"), py::arg("kwdefaults"), py::arg("closure"),
-        py::arg("origin") = py::none(),
+        py::arg("origin") = py::none(), py::arg("nested_codes") = py::dict(),
         "The KBC function of a translation, reading the Python module's globals live.");
   m.def("sync_python_state", [] { guarded([&] { sync_python_state(); }); },
         "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");

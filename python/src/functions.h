@@ -16,11 +16,13 @@ namespace py = pybind11;
 // The KBC function `entry` of an assembled translation, its globals a live
 // mirror of `globals` (the Python module dict), its defaults, keyword
 // defaults and closure cells from the Python function's; `origin` is that
-// Python function (function_origins.h: what CPython gets back for it).
+// Python function (function_origins.h: what CPython gets back for it);
+// `nested_codes` maps KBC names of its nested functions to their CPython
+// code (remember_code_origin).
 runtime::Value make_kbc_function(const std::string& text, const std::string& entry, const std::string& filename,
                                  const py::dict& globals, const std::vector<std::string>& globals_used,
                                  const py::object& defaults, const py::object& kwdefaults, const py::object& closure,
-                                 const py::object& origin);
+                                 const py::object& origin, const py::dict& nested_codes);
 
 // Brings every globals mirror and module namespace up to date with its
 // Python dict (one comparison per module when nothing changed): before any

@@ -932,6 +932,52 @@ def test_a_cell_rebound_to_a_value_at_the_same_address_is_read_again():
         assert got == want and want[2] == -21, (want, got)
 
 
+
+def test_a_break_in_a_frame_with_cells_of_its_own_continues_in_cpython_over_those_cells():
+    # transformers' capture_outputs wrapper: `self` and `kwargs` are cells
+    # (a comprehension reads them) and the frame breaks. Its own cells are
+    # made afresh by MAKE_CELL in kiln's code; the residual fills them with
+    # what the trace left there, and the resume function shares them
+    # through its closure. Before, every such frame ran whole on CPython.
+    def f(x, scale, **kwargs):
+        total = x * scale
+        keys = {k: kwargs.get(k, 0) * scale for k in ("a", "b")}  # a closure over scale and kwargs
+
+        def bump(d):
+            nonlocal total
+            total = total + d
+            return total
+
+        bump(1.0)
+        scale = scale + 1                            # a store into the cell before the break
+        print("break", sorted(keys.items()))
+        y = bump(torch.tanh(total)) * scale         # after it: the cells read and written again
+        return y, keys, total
+
+    c = check(f, lambda: (torch.randn(3), 2, {"a": 5}))
+    e = kiln.explain(c)(torch.randn(3), 2, a=5)
+    assert e.graph_break_count == 1 and e.graph_count == 2, str(e)
+    assert "CPython runs the rest" not in str(e), str(e)  # a resume function, not the frame's copy
+
+
+def test_a_cell_of_a_parameter_crosses_a_break_inside_a_loop():
+    # A break inside a loop jumps into the frame's own bytecode (no resume
+    # function per iteration): the cells must hold the trace's values there too.
+    def f(x, n):
+        def get():
+            return x * n
+
+        for i in range(2):
+            x = x + i
+            print("iteration", i)
+        return get()
+
+    check(f, lambda: (torch.randn(2), 3))
+    e = explain(f, torch.randn(2), 3)
+    # the frame is compiled (its first graph), the loop's rest runs on CPython
+    assert e.graph_count == 2 and "not compiled" not in str(e), str(e)
+
+
 def test_int_true_division_is_correctly_rounded_past_two_to_the_53():
     # progen seed 1071154: int / int folded in the trace as
     # double(x) / double(y) rounds twice once an operand passes 2**53.
