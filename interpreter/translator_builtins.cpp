@@ -70,6 +70,18 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
 // graph. A traced argument or an error breaks the graph (the VM then makes
 // the call, and raises the error, when the program runs).
 VT InstructionTranslator::fold_builtin(BuiltinCall& call) {
+  // str() / repr() of a class the trace pins: its language's text, a
+  // constant (a kiln class prints without its module).
+  if ((call.b.row == int(BuiltinId::b_str) || call.b.row == int(BuiltinId::b_repr)) && call.args.size() == 1 &&
+      !call.nkw && call.args[0]->is(VTKind::Opaque)) {
+    const Value& cls = call.args[0]->value;
+    std::string text;
+    const bool known = cls.is(Kind::Foreign)
+                           ? cls.as<runtime::ForeignObj>()->vt->class_repr &&
+                                 cls.as<runtime::ForeignObj>()->vt->class_repr(cls.as<runtime::ForeignObj>()->handle, text)
+                           : cls.is(Kind::Class) && runtime::host_class_repr(cls.as<runtime::ClassObj>(), text);
+    if (known) return variables::make_constant(Value::str(text));
+  }
   std::vector<Value> values;
   for (const VT& a : call.args) {
     if (a->is(VTKind::Tensor)) unsupported(BreakReason::tensor_to_python, call.b.name + "()");

@@ -58,11 +58,16 @@ namespace {
 PendingMethodResolver pending_method_resolver = nullptr;
 HostClassReader host_class_reader = nullptr;
 HostClassCheck host_class_check = nullptr;
+HostClassRepr host_class_repr_fn = nullptr;
 thread_local std::vector<ClassObj*>* class_read_log = nullptr;
 }  // namespace
 void set_pending_method_resolver(PendingMethodResolver resolver) { pending_method_resolver = resolver; }
 void set_host_class_reader(HostClassReader reader) { host_class_reader = reader; }
 void set_host_class_check(HostClassCheck check) { host_class_check = check; }
+void set_host_class_repr(HostClassRepr repr) { host_class_repr_fn = repr; }
+bool host_class_repr(const ClassObj* cls, std::string& out) {
+  return cls->reads_host && host_class_repr_fn && host_class_repr_fn(cls, out);
+}
 
 std::vector<ClassObj*>* set_class_read_log(std::vector<ClassObj*>* log) {
   std::vector<ClassObj*>* prev = class_read_log;

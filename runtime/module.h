@@ -180,6 +180,12 @@ void set_pending_method_resolver(PendingMethodResolver resolver);
 // chain answers then, or nothing does).
 using HostClassReader = bool (*)(const ClassObj* cls, const StrObj* name, Value& out);
 void set_host_class_reader(HostClassReader reader);
+// str() / repr() of a host class as its language prints it ("<class
+// 'mod.Name'>"), when working it out runs no program code (python/: the
+// metaclass keeps type's own __repr__ and __str__): true and the text.
+using HostClassRepr = bool (*)(const ClassObj* cls, std::string& out);
+void set_host_class_repr(HostClassRepr repr);
+bool host_class_repr(const ClassObj* cls, std::string& out);
 // Brings `cls`'s reads up to date with its host class: if the host class
 // changed (a class attribute set, a method replaced, a base changed) and
 // something read from it now reads differently, forget_host_reads.

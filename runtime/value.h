@@ -577,6 +577,13 @@ struct ForeignVTable {
   // given, receives what the class holds (the function, the property), for
   // guards that pin it.
   ForeignAttr (*lookup_attr)(void* handle, std::string_view name, const Value* after, Value& out, Value* raw) = nullptr;
+  // Optional: for a class whose metaclass keeps type's own __repr__ and
+  // object's __str__, str(cls) ("<class 'mod.Name'>") and true; false for
+  // anything else. It reads only the class's __module__ and __qualname__,
+  // so the tracer folds str()/repr() of a class it pins (as Dynamo folds a
+  // class, a Python constant): transformers keys a registry by
+  // str(model.__class__).
+  bool (*class_repr)(void* handle, std::string& out) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

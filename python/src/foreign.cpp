@@ -368,6 +368,9 @@ runtime::ForeignAttr generic_lookup(PyObject* o, PyObject* key, std::string_view
     // The instance __dict__ (the type's own getset for it), a code object's
     // fields (C getters of an immutable object).
     if (Py_TYPE(descr) == &PyGetSetDescr_Type && (name == "__dict__" || PyCode_Check(o))) return read_generic();
+    // object's own __class__ (not a class's property of that name): type(o).
+    static PyObject* const object_class = _PyType_Lookup(&PyBaseObject_Type, py::str("__class__").ptr());
+    if (descr == object_class) return read_generic();
     if (Py_IS_TYPE(descr, &PyProperty_Type)) return class_attr_meaning(descr, out);
     if (!enum_stock_property(descr, name)) return ForeignAttr::Undecided;
     // enum.property's stock value/name read the member's _value_ / _name_.
@@ -501,7 +504,21 @@ Value foreign_unary(void* h, int op) {
   });
 }
 
+bool foreign_class_repr(void* h, std::string& out) { return default_class_repr(handle_of(h), out); }
+
 }  // namespace
+
+bool default_class_repr(PyObject* o, std::string& out) {
+  if (!o || !PyType_Check(o)) return false;
+  PyTypeObject* meta = Py_TYPE(o);
+  // The slots CPython calls for str() and repr() of the class: type's own
+  // unless the metaclass (or a class between it and type) overrides them.
+  if (meta->tp_repr != PyType_Type.tp_repr || meta->tp_str != PyType_Type.tp_str) return false;
+  return calling_python([&] {
+    out = std::string(py::repr(py::handle(o)));
+    return true;
+  });
+}
 
 constinit const runtime::ForeignVTable kPyObjectVTable = {
     "PyObject",        foreign_destroy, foreign_getattr, foreign_setattr, foreign_call,   foreign_binary,
@@ -512,7 +529,7 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     foreign_set_snapshot,
     // (traverse, clear, untraced_reason, null_context, grad_tensor: none)
     nullptr, nullptr, nullptr, nullptr, nullptr,
-    foreign_pure_compare, foreign_lookup_attr,
+    foreign_pure_compare, foreign_lookup_attr, foreign_class_repr,
 };
 
 Value foreign(py::handle obj) {

@@ -17,6 +17,10 @@ namespace py = pybind11;
 runtime::Value foreign(py::handle obj);
 // obj when v is a Foreign made by this module, else nullptr.
 PyObject* foreign_object(const runtime::Value& v);
+// str(cls) of a class whose metaclass keeps type's own __repr__ and
+// __str__ (so it runs no program code): true and the text; false for
+// anything else (ForeignVTable::class_repr, runtime::host_class_repr).
+bool default_class_repr(PyObject* cls, std::string& out);
 
 // The vtable of a plain Python object. The other vtables of Python objects
 // (a module's namespace: namespaces.h; torch's objects: torch_values.h)

@@ -176,6 +176,11 @@ void drop_dead_classes() {
 
 void bind_host_classes(py::module_& m) {
   runtime::set_host_class_reader(read_python_class_attr);
+  runtime::set_host_class_repr([](const ClassObj* cls, std::string& out) {
+    auto it = read_classes().find(cls);
+    return it != read_classes().end() &&
+           default_class_repr(reinterpret_cast<PyObject*>(python_class(it->second)), out);
+  });
   runtime::set_host_class_check(check_host_class);
   runtime::set_pending_method_resolver(resolve_pending_method);
   m.def("read_class_attrs_from", [](const Value& kc, py::handle pycls, py::object reader) {

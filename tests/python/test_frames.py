@@ -978,6 +978,46 @@ def test_a_cell_of_a_parameter_crosses_a_break_inside_a_loop():
     assert e.graph_count == 2 and "not compiled" not in str(e), str(e)
 
 
+class _Meta(type):
+    def __repr__(cls):
+        return f"Meta<{cls.__name__}>"
+
+
+class _WithMeta(metaclass=_Meta):
+    pass
+
+
+class _Plain:
+    pass
+
+
+class _Net(torch.nn.Module):
+    def forward(self, x):
+        # transformers' _CanRecordRegistry keys on str(model.__class__)
+        return x + len(str(self.__class__)), repr(type(self)), str(_Plain)
+
+
+def test_str_and_repr_of_a_class_fold_to_pythons_text_unless_its_metaclass_has_its_own():
+    plain = _Plain()
+
+    def f(x):
+        return x * len(str(plain.__class__)), str(_Plain), repr(_Plain), plain.__class__ is _Plain
+
+    def g(x):
+        return x + 1, str(_WithMeta)  # the metaclass's own __repr__: CPython calls it
+
+    for fn, breaks in ((f, 0), (g, 1)):
+        check(fn, lambda: (torch.ones(2),))
+        e = explain(fn, torch.ones(2))
+        assert e.graph_break_count == breaks, str(e)
+    m = _Net()
+    want = m(torch.ones(2))
+    got = kiln.compile(m)(torch.ones(2))
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (repr(_Net), str(_Plain))
+    e = kiln.explain(kiln.compile(m))(torch.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 def test_int_true_division_is_correctly_rounded_past_two_to_the_53():
     # progen seed 1071154: int / int folded in the trace as
     # double(x) / double(y) rounds twice once an operand passes 2**53.
