@@ -137,6 +137,114 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     return input + value * tensor1 * tensor2
 
 
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    # torch.norm / Tensor.norm: a vector norm over dim (all elements when
+    # None); "fro" is the 2-norm over those dims. Matrix norms ("nuc", an
+    # int p over two dims of torch.linalg.norm), out=, integer tensors (torch
+    # raises) and keepdim over every dim stay torch's own.
+    if (out is not None or not input.is_floating_point() or isinstance(p, str) and p != "fro"
+            or (dim is None and keepdim)):
+        return _TORCH["norm"](input, p, dim, keepdim, out=out, dtype=dtype)
+    if dtype is not None:
+        input = input.to(dtype)
+    return _F.vector_norm(input, 2.0 if p == "fro" else p, dim, keepdim)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    if out is not None or not x.is_floating_point() or (dim is None and keepdim):
+        return _TORCH["vector_norm"](x, ord, dim, keepdim, dtype=dtype, out=out)
+    if dtype is not None:
+        x = x.to(dtype)
+    return _F.vector_norm(x, ord, dim, keepdim)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    # beta * input + alpha * (batch1 @ batch2); with beta 0 the input is
+    # not read (its NaNs do not reach the result), as torch documents.
+    if out is not None:
+        return _TORCH["baddbmm"](input, batch1, batch2, beta=beta, alpha=alpha, out=out)
+    r = _C.matmul(batch1, batch2)
+    if alpha != 1:
+        r = r * alpha
+    if beta == 0:
+        return r
+    return r + (input if beta == 1 else input * beta)
+
+
+def einsum(equation, *operands):
+    # One or two operands with explicit output labels, each label once per
+    # operand, sizes equal where labels meet: a permute, a sum over the
+    # labels only one side has, and one batched matmul over the shared ones
+    # (MaxViT's and ConViT's attention). Ellipses, repeated labels, implicit
+    # outputs and three or more operands stay torch's own.
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    spec = _einsum_spec(eq, operands)
+    if spec is None:
+        return _TORCH["einsum"](equation, *operands)
+    ins, out = spec
+    if len(operands) == 1:
+        a, la = _einsum_sum_out(operands[0], ins[0], out)
+        return _C.permute(a, [la.index(c) for c in out])
+    (a, b), (la, lb) = operands, ins
+    # Labels one operand has alone and the output lacks: summed out first.
+    a, la = _einsum_sum_out(a, la, out + lb)
+    b, lb = _einsum_sum_out(b, lb, out + la)
+    batch = [c for c in out if c in la and c in lb]
+    left = [c for c in out if c in la and c not in lb]
+    right = [c for c in out if c in lb and c not in la]
+    contract = [c for c in la if c in lb and c not in out]
+    size = {c: a.shape[i] for i, c in enumerate(la)}
+    size.update({c: b.shape[i] for i, c in enumerate(lb)})
+
+    def prod(labels):
+        n = 1
+        for c in labels:
+            n = n * size[c]
+        return n
+
+    a = _C.reshape(_C.permute(a, [la.index(c) for c in batch + left + contract]),
+                   (prod(batch), prod(left), prod(contract)))
+    b = _C.reshape(_C.permute(b, [lb.index(c) for c in batch + contract + right]),
+                   (prod(batch), prod(contract), prod(right)))
+    r = _C.reshape(_C.matmul(a, b), tuple(size[c] for c in batch + left + right))
+    order = batch + left + right
+    return _C.permute(r, [order.index(c) for c in out])
+
+
+def _einsum_sum_out(x, labels, keep):
+    """x summed over its labels that `keep` lacks, and the labels left."""
+    drop = [i for i, c in enumerate(labels) if c not in keep]
+    if not drop:
+        return x, labels
+    return _C.sum(x, drop, False), "".join([c for c in labels if c in keep])
+
+
+def _einsum_spec(eq, operands):
+    """(input label strings, output labels) when einsum() can take `eq`
+    over `operands`, else None."""
+    if "->" not in eq or "." in eq or len(operands) not in (1, 2):
+        return None
+    lhs, out = eq.split("->")
+    ins = lhs.split(",")
+    if len(ins) != len(operands) or not all(hasattr(t, "shape") for t in operands):
+        return None
+    labels = "".join(ins) + out
+    if not all(c.isalpha() for c in labels) or len(set(out)) != len(out):
+        return None
+    size = {}
+    for lx, t in zip(ins, operands):
+        if len(set(lx)) != len(lx) or len(lx) != len(t.shape):
+            return None
+        for c, n in zip(lx, t.shape):
+            if size.setdefault(c, n) != n:
+                return None  # a size-1 label broadcast against another size
+    if any(c not in size for c in out):
+        return None
+    return ins, out
+
+
 def mm(input, mat2):
     return _C.matmul(input, mat2)
 
@@ -505,7 +613,8 @@ FUNCTIONS = {
     "torch.mm": mm, "torch.addmm": addmm, "torch.numel": numel, "torch.max": max, "torch.min": min,
     "torch.finfo": finfo, "torch.iinfo": iinfo,
     "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange, "torch.tensor": tensor,
-    "torch.addcmul": addcmul,
+    "torch.addcmul": addcmul, "torch.norm": norm, "torch.linalg.vector_norm": vector_norm,
+    "torch.baddbmm": baddbmm, "torch.einsum": einsum,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
     # torch.nn.functional.*: kiln.nn.functional has torch's signatures
@@ -555,7 +664,7 @@ TENSOR_METHODS = {
     "copy_": copy_, "requires_grad_": requires_grad_, "max": max, "min": min, "sum": sum, "mean": mean,
     "softmax": softmax, "log_softmax": log_softmax, "swapaxes": transpose,
     "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_, "relu_": relu_, "tanh_": tanh_,
-    "exp_": exp_, "addcmul": addcmul,
+    "exp_": exp_, "addcmul": addcmul, "norm": norm, "baddbmm": baddbmm,
 }
 
 # aten's operators (torch.ops.aten.<name>.<overload>), as aot_autograd's
@@ -833,8 +942,9 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():
         _C._map_torch(_resolve(torch, path), name)
-    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul"):
+    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
+    _TORCH["vector_norm"] = _C._raw_torch(torch.linalg.vector_norm)
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         f = torch.finfo(dtype)
         _FINFO[name] = types.SimpleNamespace(bits=f.bits, eps=f.eps, max=f.max, min=f.min, tiny=f.tiny,

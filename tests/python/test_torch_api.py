@@ -130,6 +130,20 @@ FUNCTION_CALLS = {
     "torch.nn.functional.elu": [((WIDE,), {}), ((WIDE,), {"alpha": 0.5})],
     "torch.nn.functional.softplus": [((WIDE,), {}), ((WIDE * 8,), {"beta": 2.0, "threshold": 10.0})],
     "torch.nn.functional.mish": [((WIDE,), {})],
+    # vector norms (ConvNeXt V2's GRN, XCiT's and Swin V2's cosine attention)
+    "torch.norm": [((A,), {}), ((A,), {"dim": -1}), ((t(2, 3, 4),), {"p": 1, "dim": (1, 2), "keepdim": True}),
+                   ((A,), {"p": float("inf"), "dim": 0}), ((A,), {"p": 3.0, "dim": 1, "dtype": torch.float64})],
+    "torch.linalg.vector_norm": [((A,), {}), ((A,), {"ord": 0, "dim": 1}), ((A,), {"ord": float("-inf"), "dim": 1})],
+    "torch.nn.functional.normalize": [((t(2, 3, 4),), {}), ((t(2, 3, 4),), {"dim": -1, "p": 1.0}),
+                                      ((torch.zeros(2, 3),), {})],
+    "torch.baddbmm": [((t(2, 3, 5), t(2, 3, 4), t(2, 4, 5, seed=1)), {}),
+                      ((torch.full((2, 3, 5), float("nan")), t(2, 3, 4), t(2, 4, 5)), {"beta": 0, "alpha": 0.5})],
+    # MaxViT's spelling (spaces), ConViT's (a tuple of operands), a transpose,
+    # a sum of one operand's own labels, outer and inner products
+    "torch.einsum": [(("B G H I D, B G H J D -> B G H I J", t(2, 3, 4, 5, 8), t(2, 3, 4, 6, 8, seed=1)), {}),
+                     (("nm,hnm->h", (t(5, 6), t(4, 5, 6, seed=1))), {}), (("ij->ji", A), {}),
+                     (("ijk->j", t(3, 4, 2)), {}), (("i,j->ij", t(3), t(4, seed=1)), {}),
+                     (("bhwc,hkc->bhwk", t(2, 3, 4, 5), t(3, 6, 5, seed=1)), {}), (("ij,ij->i", A, B), {})],
     "torch.nn.functional.group_norm": [((t(2, 6, 3, 3), 3, t(6), t(6, seed=1)), {}), ((t(2, 4, 5), 2), {"eps": 1e-3})],
 }
 # Rows whose results are random: compared by type, shape and dtype only.
@@ -155,6 +169,7 @@ METHOD_CALLS = {
     "add_": [((A.clone(), B), {})], "sub_": [((A.clone(), 1.0), {})], "mul_": [((A.clone(), B), {})],
     "div_": [((A.clone(), 2.0), {})], "clamp_": [((A.clone(), -0.1, 0.1), {})], "relu_": [((A.clone(),), {})],
     "tanh_": [((A.clone(),), {})], "exp_": [((A.clone(),), {})],
+    "norm": [((A,), {}), ((t(2, 3, 4), 2, 1, True), {})], "baddbmm": [((t(2, 3, 5), t(2, 3, 4), t(2, 4, 5)), {"alpha": 2.0})],
 }
 # In-place methods on a tensor the caller passed: the write must reach it
 # (the VM does it; the trace breaks at the write: tensor_mutation).
@@ -223,6 +238,32 @@ def test_function_row(backend, name):
         same(want, got)
         e = kiln.explain(call, backend=backend)(*clone_args(args))
         assert (e.graph_count, e.graph_break_count) == (0 if (name, i) in NO_GRAPH else 1, 0), (name, i, str(e))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("call", [
+    lambda: torch.einsum("...ij,...jk->...ik", t(2, 3, 4), t(2, 4, 5)),  # an ellipsis
+    lambda: torch.einsum("ii->i", t(3, 3)),                              # a diagonal
+    lambda: torch.einsum("ij,jk", t(3, 4), t(4, 5)),                     # an implicit output
+    lambda: torch.einsum("ij,jk->ik", t(3, 1), t(4, 5)),                 # a size-1 label broadcast
+    lambda: torch.norm(t(3, 4), p="nuc"),                                # a matrix norm
+    lambda: torch.norm(ints(3, 4)),                                      # torch raises for integers
+], ids=["ellipsis", "diagonal", "implicit", "broadcast", "nuc", "int"])
+def test_einsum_and_norm_forms_kiln_does_not_take_are_torchs_own(backend, call):
+    want = run_eager(call)
+    got = run_eager(kiln.compile(call, backend=backend))
+    assert type(want) is type(got)
+    if isinstance(want, torch.Tensor):
+        same(want, got)
+    else:
+        assert want == got
+
+
+def run_eager(fn):
+    try:
+        return fn()
+    except Exception as e:  # the program's own error is part of what it means
+        return (type(e), str(e))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

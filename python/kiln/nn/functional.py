@@ -17,7 +17,7 @@ __all__ = [
     "dropout", "scaled_dot_product_attention", "cross_entropy", "binary_cross_entropy", "mse_loss", "conv1d",
     "conv2d", "batch_norm", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
     "adaptive_avg_pool2d", "pad", "hardtanh", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu",
-    "softplus", "mish", "group_norm"]
+    "softplus", "mish", "group_norm", "normalize"]
 
 # The ops whose signatures are torch's own.
 gelu = _C.gelu
@@ -139,3 +139,28 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     if bias is not None:
         out = out + _C.reshape(bias, affine)
     return out
+
+
+def vector_norm(input, p=2.0, dim=None, keepdim=False):
+    """The p-norm over `dim` (every element when None), as
+    torch.linalg.vector_norm computes it: sum(|x|**p) ** (1/p), with the
+    max / min of |x| for p = inf / -inf and the count of nonzeros for 0."""
+    if p == 2:
+        return _C.sqrt(_C.sum(input * input, dim, keepdim))
+    if p == 1:
+        return _C.sum(_C.abs(input), dim, keepdim)
+    if p == float("inf"):
+        return _C.amax(_C.abs(input), dim, keepdim)
+    if p == float("-inf"):
+        return -_C.amax(-_C.abs(input), dim, keepdim)
+    if p == 0:
+        return _C.sum((input != 0).to(input.dtype), dim, keepdim)
+    return _C.sum(_C.abs(input) ** p, dim, keepdim) ** (1.0 / p)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    # torch's: input / max(||input||_p over dim, eps), the norm kept as a
+    # size-1 dim (XCiT's and Swin V2's cosine attention, EdgeNeXt).
+    if out is not None:
+        raise TypeError("kiln.nn.functional.normalize: out= is not supported")
+    return input / _C.clamp_min(vector_norm(input, p, dim, True), eps)
