@@ -213,6 +213,19 @@ def einsum(equation, *operands):
     return _C.permute(r, [order.index(c) for c in out])
 
 
+def cumsum(input, dim, *, dtype=None, out=None):
+    # A running sum along dim as one matmul with an upper-triangular matrix
+    # of ones (EdgeNeXt's position embedding: a mask's cumsum in float32).
+    # Up to 256 positions: past that the n*n matrix costs more than the sum
+    # saves, and integer results (torch sums exactly) stay torch's own.
+    x = input if dtype is None else input.to(dtype)
+    if out is not None or not x.is_floating_point() or x.dim() == 0 or x.shape[dim] > 256:
+        return _TORCH["cumsum"](input, dim, dtype=dtype, out=out)
+    n = x.shape[dim]
+    upper = _C.triu(_C.ones(n, n, dtype=x.dtype))  # upper[j][i] = 1 where j <= i
+    return _C.transpose(_C.matmul(_C.transpose(x, dim, -1), upper), dim, -1)
+
+
 def _einsum_sum_out(x, labels, keep):
     """x summed over its labels that `keep` lacks, and the labels left."""
     drop = [i for i, c in enumerate(labels) if c not in keep]
@@ -614,7 +627,7 @@ FUNCTIONS = {
     "torch.finfo": finfo, "torch.iinfo": iinfo,
     "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange, "torch.tensor": tensor,
     "torch.addcmul": addcmul, "torch.norm": norm, "torch.linalg.vector_norm": vector_norm,
-    "torch.baddbmm": baddbmm, "torch.einsum": einsum,
+    "torch.baddbmm": baddbmm, "torch.einsum": einsum, "torch.cumsum": cumsum,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
     # torch.nn.functional.*: kiln.nn.functional has torch's signatures
@@ -664,7 +677,7 @@ TENSOR_METHODS = {
     "copy_": copy_, "requires_grad_": requires_grad_, "max": max, "min": min, "sum": sum, "mean": mean,
     "softmax": softmax, "log_softmax": log_softmax, "swapaxes": transpose,
     "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_, "relu_": relu_, "tanh_": tanh_,
-    "exp_": exp_, "addcmul": addcmul, "norm": norm, "baddbmm": baddbmm,
+    "exp_": exp_, "addcmul": addcmul, "norm": norm, "baddbmm": baddbmm, "cumsum": cumsum,
 }
 
 # aten's operators (torch.ops.aten.<name>.<overload>), as aot_autograd's
@@ -942,7 +955,7 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():
         _C._map_torch(_resolve(torch, path), name)
-    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum"):
+    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum", "cumsum"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
     _TORCH["vector_norm"] = _C._raw_torch(torch.linalg.vector_norm)
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):

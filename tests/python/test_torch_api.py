@@ -144,6 +144,9 @@ FUNCTION_CALLS = {
                      (("nm,hnm->h", (t(5, 6), t(4, 5, 6, seed=1))), {}), (("ij->ji", A), {}),
                      (("ijk->j", t(3, 4, 2)), {}), (("i,j->ij", t(3), t(4, seed=1)), {}),
                      (("bhwc,hkc->bhwk", t(2, 3, 4, 5), t(3, 6, 5, seed=1)), {}), (("ij,ij->i", A, B), {})],
+    # EdgeNeXt's: a bool mask's running sum in float32
+    "torch.cumsum": [((A, 1), {}), ((t(2, 3, 4), 0), {}), ((mask(2, 5, 6), 2), {"dtype": torch.float32}),
+                     ((A.double(), -1), {})],
     "torch.nn.functional.group_norm": [((t(2, 6, 3, 3), 3, t(6), t(6, seed=1)), {}), ((t(2, 4, 5), 2), {"eps": 1e-3})],
 }
 # Rows whose results are random: compared by type, shape and dtype only.
@@ -169,7 +172,7 @@ METHOD_CALLS = {
     "add_": [((A.clone(), B), {})], "sub_": [((A.clone(), 1.0), {})], "mul_": [((A.clone(), B), {})],
     "div_": [((A.clone(), 2.0), {})], "clamp_": [((A.clone(), -0.1, 0.1), {})], "relu_": [((A.clone(),), {})],
     "tanh_": [((A.clone(),), {})], "exp_": [((A.clone(),), {})],
-    "norm": [((A,), {}), ((t(2, 3, 4), 2, 1, True), {})], "baddbmm": [((t(2, 3, 5), t(2, 3, 4), t(2, 4, 5)), {"alpha": 2.0})],
+    "norm": [((A,), {}), ((t(2, 3, 4), 2, 1, True), {})], "cumsum": [((mask(2, 5, 6), 1), {"dtype": torch.float32})], "baddbmm": [((t(2, 3, 5), t(2, 3, 4), t(2, 4, 5)), {"alpha": 2.0})],
 }
 # In-place methods on a tensor the caller passed: the write must reach it
 # (the VM does it; the trace breaks at the write: tensor_mutation).
@@ -248,7 +251,9 @@ def test_function_row(backend, name):
     lambda: torch.einsum("ij,jk->ik", t(3, 1), t(4, 5)),                 # a size-1 label broadcast
     lambda: torch.norm(t(3, 4), p="nuc"),                                # a matrix norm
     lambda: torch.norm(ints(3, 4)),                                      # torch raises for integers
-], ids=["ellipsis", "diagonal", "implicit", "broadcast", "nuc", "int"])
+    lambda: torch.cumsum(ints(3, 4), 1),                                 # an integer sum, exact
+    lambda: torch.cumsum(t(2, 300), 1),                                  # past 256 positions
+], ids=["ellipsis", "diagonal", "implicit", "broadcast", "nuc", "int", "int-cumsum", "long-cumsum"])
 def test_einsum_and_norm_forms_kiln_does_not_take_are_torchs_own(backend, call):
     want = run_eager(call)
     got = run_eager(kiln.compile(call, backend=backend))
