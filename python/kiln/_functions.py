@@ -48,8 +48,17 @@ def _as_kbc(fn):
         _kbc[fn] = (code, None)
         return None
     kbc = _C.make_kbc_function(tr.text, tr.name, tr.filename, fn.__globals__, list(tr.globals_used),
-                               fn.__defaults__, fn.__kwdefaults__, fn.__closure__, fn, tr.nested_codes or {})
+                               fn.__defaults__, fn.__kwdefaults__, None, fn, tr.nested_codes or {})
     _kbc[fn] = (code, kbc)
+    # The cells after caching: a closure that holds fn itself (transformers'
+    # forward_with_checkpointing compares type(self).forward with itself)
+    # finds this KBC function instead of translating fn again, forever.
+    if fn.__closure__:
+        try:
+            _C.set_kbc_closure(kbc, fn.__closure__)
+        except BaseException:
+            _kbc.pop(fn, None)
+            raise
     # After caching: a function that calls itself finds its own KBC form.
     _C.sync_python_state()
     return kbc

@@ -326,12 +326,17 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
       if (kw.contains(pname)) f->kwdefaults[size_t(i)] = to_value_shared(kw[py::str(pname)]);
     }
   }
+  set_kbc_closure(fn, closure);
+  remember_origin(fn, origin);
+  return fn;
+}
+
+void set_kbc_closure(const Value& fn, const py::object& closure) {
   // Free variables: the kiln cell of each Python cell (host_cell_for).
+  auto* f = fn.as<runtime::FunctionObj>();
   f->closure.clear();
   if (!closure.is_none())
     for (py::handle cell : closure) f->closure.push_back(host_cell_for(cell));
-  remember_origin(fn, origin);
-  return fn;
 }
 
 void sync_python_state() {
@@ -407,6 +412,12 @@ void bind_functions(py::module_& m) {
         py::arg("globals"), py::arg("globals_used"), py::arg("defaults"), py::arg("kwdefaults"), py::arg("closure"),
         py::arg("origin") = py::none(), py::arg("nested_codes") = py::dict(),
         "The KBC function of a translation, reading the Python module's globals live.");
+  m.def("set_kbc_closure", [](const Value& fn, py::object closure) {
+    guarded([&] {
+      if (!fn.is(Kind::Function)) throw_error(ErrorKind::TypeError, "set_kbc_closure: expected a KBC function");
+      set_kbc_closure(fn, closure);
+    });
+  }, "Gives a KBC function the kiln cells of a Python function's closure.");
   m.def("sync_python_state", [] { guarded([&] { sync_python_state(); }); },
         "Brings every module mirror and namespace up to date (one comparison per module when nothing changed).");
   // backend=<a Python callable>: (gm: kiln.fx.GraphModule, example_inputs)

@@ -24,6 +24,12 @@ runtime::Value make_kbc_function(const std::string& text, const std::string& ent
                                  const py::object& defaults, const py::object& kwdefaults, const py::object& closure,
                                  const py::object& origin, const py::dict& nested_codes);
 
+// A KBC function's closure: the kiln cell of each Python cell of
+// `closure` (None: none). Separate from make_kbc_function so a function
+// whose closure holds the function itself (a wrapper that compares
+// type(self).forward with itself) is cached before its cells are read.
+void set_kbc_closure(const runtime::Value& fn, const py::object& closure);
+
 // Brings every globals mirror and module namespace up to date with its
 // Python dict (one comparison per module when nothing changed): before any
 // call into compiled or traced code.

@@ -1018,6 +1018,47 @@ def test_str_and_repr_of_a_class_fold_to_pythons_text_unless_its_metaclass_has_i
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
 
 
+class _Checkpointed(torch.nn.Module):
+    # transformers' GradientCheckpointingLayer: every subclass's forward is
+    # wrapped by a closure that holds the wrapper itself.
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        forward = cls.forward
+
+        @functools.wraps(forward)
+        def forward_with_checkpointing(self, *args, **kwargs):
+            if self.training and type(self).forward is forward_with_checkpointing:
+                return forward(self, *args, **kwargs) * 1.0
+            return forward(self, *args, **kwargs)
+
+        cls.forward = forward_with_checkpointing
+
+
+class _Layer(_Checkpointed):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, mask=None, *, scale=1.0):
+        return self.lin(x) * scale
+
+
+def test_a_function_whose_closure_holds_itself_is_translated_once():
+    # Translating the wrapper converted its cells, one of them the wrapper,
+    # whose translation converted its cells again: a RecursionError at
+    # every call of every transformers layer (a break before each layer).
+    layers = torch.nn.ModuleList([_Layer(), _Layer()]).eval()
+
+    def f(x):
+        for layer in layers:
+            x = layer(x, None, scale=2.0)
+        return x
+
+    check(f, lambda: (torch.randn(2, 4),))
+    e = explain(f, torch.randn(2, 4))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 def test_int_true_division_is_correctly_rounded_past_two_to_the_53():
     # progen seed 1071154: int / int folded in the trace as
     # double(x) / double(y) rounds twice once an operand passes 2**53.
