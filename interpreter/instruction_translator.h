@@ -304,6 +304,11 @@ class InstructionTranslator {
   // that special method as a Python function, inlined (guarded by the
   // class lookup); null otherwise.
   VT call_special_method(const VT& obj, const std::string& name, std::vector<VT> args);
+  // A call of a Python bound method the trace holds at a source (a resume
+  // function's argument, a method stored on an object): its __func__
+  // inlined on its __self__, both read through the method object and
+  // guarded there; null when it is no such method.
+  VT call_python_method(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT host_super_of(const VT& type, const VT& obj);
   VT host_super_getattr(const VT& sup, const std::string& name);
   runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,

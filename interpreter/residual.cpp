@@ -436,7 +436,15 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
     }
     case VTKind::UserMethod:
       if (v->source) return emit_source(v->source);  // the caller's method object
-      unsupported(BreakReason::resume_state, "a bound method held across the break");
+      // A method the trace looked up (its function pinned by the lookup's
+      // guards), bound again to the self this run has.
+      if (!v->self || !v->value.is(Kind::Function))
+        unsupported(BreakReason::resume_state, "a bound method held across the break");
+      emit_const(runtime::method_type());
+      emit_const(v->value);
+      reconstruct(v->self);
+      b.emit(Opcode::CALL, 2);
+      return;
     case VTKind::GetAttr:
       reconstruct(v->self);
       b.emit(Opcode::LOAD_ATTR, b.name(v->module_path));

@@ -97,6 +97,7 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       unsupported(BreakReason::untraced_object, "call to '" + callee->module_path + "' of " + callee->self->str());
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
+        if (VT method = call_python_method(callee, args, kwnames)) return method;  // translator_user_defined.cpp
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
         if (std::string why = untraced_reason(callee->value); !why.empty())
           unsupported(BreakReason::library_fallback, why);  // "torch.nn.functional.unfold has no kiln lowering"

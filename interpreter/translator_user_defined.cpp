@@ -186,6 +186,16 @@ VT InstructionTranslator::call_special_method(const VT& obj, const std::string& 
   return call_function(vars::make_user_method(fn, obj), std::move(args), nullptr);
 }
 
+VT InstructionTranslator::call_python_method(const VT& callee, std::vector<VT>& args, const TupleObj* kwnames) {
+  // (the method type cannot be subclassed: its name says what it is)
+  if (!foreign_of(callee) || !callee->source || type_name(callee->value) != "method") return nullptr;
+  VT fn = generic_getattr(callee, "__func__", /*or_missing=*/true);
+  if (!fn || !fn->is(VTKind::UserFunction) || !fn->value.is(Kind::Function)) return nullptr;
+  VT self = generic_getattr(callee, "__self__", /*or_missing=*/true);
+  if (!self) return nullptr;
+  return call_function(vars::make_user_method(fn->value, self), std::move(args), kwnames);
+}
+
 // super(type, obj) over a Python class (the zero-argument form inside a
 // method of it): a tracker that only remembers the two; every lookup
 // through it is decided and guarded at the read (host_super_getattr).

@@ -95,6 +95,17 @@ void super_attribute_error(const StrObj* name) {
   throw_error(ErrorKind::AttributeError, "'super' object has no attribute '" + name->s + "'");
 }
 
+const Value& method_type() {
+  static const Value fn = census::permanent_value(
+      make_native("types.MethodType", "function, instance, /", [](CallContext&, const std::vector<Value>& a) -> Value {
+        auto bm = make_ref<BoundMethodObj>();
+        bm->func = a[0];
+        bm->self = a[1];
+        return Value::object(Kind::BoundMethod, bm);
+      }));
+  return fn;
+}
+
 std::string super_repr(const SuperObj* s) {
   return "<super: <class '" + s->type_class()->name + "'>, " + (s->obj_type ? "<" + s->obj_type->name + " object>" : "NULL") +
          ">";

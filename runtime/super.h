@@ -64,6 +64,11 @@ const Value& object_getattribute();
 // __setattr__ reaches in a Python class's own __setattr__, which the trace
 // records and code CPython runs makes with Python's own.
 const Value& object_setattr();
+// types.MethodType(func, self): the residual rebuilds a bound method the
+// trace made (a method looked up on an object, held across a graph break)
+// over the self this run has; code CPython runs holds Python's own
+// types.MethodType in its place (residual_const).
+const Value& method_type();
 
 std::string super_repr(const SuperObj* s);  // <super: <class 'B'>, <Child object>>
 

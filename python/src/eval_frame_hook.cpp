@@ -389,6 +389,10 @@ py::object residual_const(const Value& v) {
       static py::dict builtins = py::module_::import("builtins").attr("__dict__");
       if (builtins.contains(name.c_str())) return builtins[name.c_str()];
     }
+    if (v.is_same(runtime::method_type())) {
+      static PyObject* const method_type = py::object(py::module_::import("types").attr("MethodType")).release().ptr();  // kept
+      return py::reinterpret_borrow<py::object>(method_type);
+    }
     // object.__getattribute__ / __setattr__'s stand-ins (runtime/super.h).
     if (v.is_same(runtime::object_getattribute()) || v.is_same(runtime::object_setattr()))
       return py::reinterpret_borrow<py::object>(

@@ -241,10 +241,10 @@ def test_dynamic_true_symint_inputs_are_kiln_symbols():
 # --------------------------------------------------------- eager fallbacks --
 
 def test_unsupported_node_runs_eager_with_its_reason(caplog):
-    # torch.cumsum has no row in kiln's table: the graph splits there.
+    # torch.cumprod has no row in kiln's table: the graph splits there.
     def f(x, w):
         h = torch.relu(x @ w)
-        c = torch.cumsum(h, dim=1)
+        c = torch.cumprod(h, dim=1)
         return torch.tanh(c) * 2
 
     x, w = torch.randn(4, 8), torch.randn(8, 8)
@@ -252,9 +252,9 @@ def test_unsupported_node_runs_eager_with_its_reason(caplog):
         got = torch.compile(f, backend="kiln")(x, w)
     close(f(x, w), got)
     (plan,) = plans()
-    assert [e[1] for e in plan["eager"]] == ["torch.cumsum"], plan
-    assert "torch.cumsum has no kiln lowering" in plan["eager"][0][2]
-    assert "torch.cumsum has no kiln lowering" in caplog.text
+    assert [e[1] for e in plan["eager"]] == ["torch.cumprod"], plan
+    assert "torch.cumprod has no kiln lowering" in plan["eager"][0][2]
+    assert "torch.cumprod has no kiln lowering" in caplog.text
     # Both sides of the split are kiln's.
     assert plan["segments"] == 2 and plan["compiled"] == 2, plan
 
@@ -557,10 +557,10 @@ def test_options_are_accepted_and_checked():
 
 def test_fullgraph_option_refuses_an_eager_node():
     def f(x):
-        return torch.cumsum(torch.relu(x), 0)
+        return torch.cumprod(torch.relu(x), 0)
 
     x = torch.randn(5)
-    with pytest.raises(Exception, match="torch.cumsum has no kiln lowering"):
+    with pytest.raises(Exception, match="torch.cumprod has no kiln lowering"):
         torch.compile(f, backend="kiln", options={"fullgraph": True})(x)
     torch._dynamo.reset()
     close(f(x), torch.compile(f, backend="kiln")(x))

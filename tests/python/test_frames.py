@@ -1034,7 +1034,7 @@ class _Checkpointed(torch.nn.Module):
         cls.forward = forward_with_checkpointing
 
 
-class _Layer(_Checkpointed):
+class _CheckpointedLayer(_Checkpointed):
     def __init__(self):
         super().__init__()
         self.lin = torch.nn.Linear(4, 4)
@@ -1047,7 +1047,7 @@ def test_a_function_whose_closure_holds_itself_is_translated_once():
     # Translating the wrapper converted its cells, one of them the wrapper,
     # whose translation converted its cells again: a RecursionError at
     # every call of every transformers layer (a break before each layer).
-    layers = torch.nn.ModuleList([_Layer(), _Layer()]).eval()
+    layers = torch.nn.ModuleList([_CheckpointedLayer(), _CheckpointedLayer()]).eval()
 
     def f(x):
         for layer in layers:
@@ -1057,6 +1057,40 @@ def test_a_function_whose_closure_holds_itself_is_translated_once():
     check(f, lambda: (torch.randn(2, 4),))
     e = explain(f, torch.randn(2, 4))
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+class _KScaler:
+    def __init__(self, k):
+        self.k = k
+
+    def scale(self, x):
+        return x * self.k
+
+
+_SCALER = _KScaler(3)
+
+
+def test_a_bound_method_crosses_a_break_and_is_inlined_after_it():
+    # transformers' configs hand out bound methods (a per-layer view's
+    # getter) that live across a break. The residual binds the function
+    # again to this run's object (types.MethodType), and the resume function
+    # inlines the method it is given, guarded by its __func__ and __self__.
+    def f(x, s):
+        m, n = _SCALER.scale, s.scale
+        y = torch.relu(x)
+        print("break")
+        return m(y) + n(y), m.__self__ is _SCALER
+
+    check(f, lambda: (torch.randn(3), _KScaler(2)))
+    s = _KScaler(2)
+    e = explain(f, torch.randn(3), s)
+    assert e.graph_count == 2, str(e)
+    assert "CPython runs the rest" not in str(e) and "held across" not in str(e), str(e)
+    c = kiln.compile(f)
+    x = torch.randn(3)
+    assert torch.equal(c(x, s)[0], x.relu() * 5)
+    s.k = 4  # what the inlined method read is guarded
+    assert torch.equal(c(x, s)[0], x.relu() * 7)
 
 
 def test_int_true_division_is_correctly_rounded_past_two_to_the_53():
