@@ -94,8 +94,9 @@ void emit_continuation(Residual& r, InstructionTranslator& tx, const std::vector
   }
   c.live_temps = r.park_live_locals(live_locals);
   c.live_names = live_names;
-  r.store_own_cells(tx.cells(), r.code.cellvars.size());
+  const auto own_cells = r.park_own_cells();
   r.replay_side_effects();
+  r.fill_own_cells(own_cells);
   r.make_deferred_iterators();
   r.b.emit(Opcode::LOAD_CONST, r.b.constant(Value::none()));
   r.b.emit(Opcode::RETURN_VALUE);  // never run: the embedder's code replaces it
@@ -134,7 +135,10 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   Residual r(code, ctx, trace_cells);
   r.python_frames = options.python_frames;
   if (r.python_frames)
-    for (size_t i = 0; i < code.cellvars.size() && i < tx->cells().size(); ++i) r.own_cells.insert(tx->cells()[i].get());
+    for (size_t i = 0; i < code.cellvars.size() && i < tx->cells().size(); ++i) {
+      r.own_cells.insert(tx->cells()[i].get());
+      r.own_cell_list.push_back(tx->cells()[i]);
+    }
   // Graph outputs: every computed tensor the residual needs.
   std::vector<Node*> outputs;
   std::set<const vars::VariableTracker*> seen;
@@ -208,7 +212,18 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
     r.reconstruct(tx->result());
     int32_t ret = r.b.local("__return");
     r.b.emit(Opcode::STORE_FAST, ret);
+    // (python_frames: a closure the residual rebuilds over the frame's
+    // cells, returned or stored, needs what they hold; nothing else reads
+    // them after a return, so only those are filled)
+    std::set<const vars::VariableTracker*> seen_vts, closed_over;
+    reachable_cells(tx->result(), seen_vts, closed_over);
+    for (const auto& s : ctx.side_effects.attr_stores) reachable_cells(s.value, seen_vts, closed_over);
+    for (const auto& s : ctx.side_effects.global_stores) reachable_cells(s.value, seen_vts, closed_over);
+    for (const auto& s : ctx.side_effects.cell_stores) reachable_cells(s.cell->items[0], seen_vts, closed_over);
+    for (const VT& c : ctx.side_effects.mutated) reachable_cells(c, seen_vts, closed_over);
+    const auto own_cells = r.park_own_cells(&closed_over);
     r.replay_side_effects();
+    r.fill_own_cells(own_cells);
     r.b.emit(Opcode::LOAD_FAST, ret);
     r.b.emit(Opcode::RETURN_VALUE);
   } else if (options.python_frames) {

@@ -122,6 +122,15 @@ void count_trace_cells(const VT& v0, std::set<const vars::VariableTracker*>& see
   if (v->self) count_trace_cells(v->self, seen, n);
 }
 
+void reachable_cells(const VT& v0, std::set<const vars::VariableTracker*>& seen,
+                     std::set<const vars::VariableTracker*>& cells) {
+  VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
+  if (!v || !seen.insert(v.get()).second) return;
+  if (v->is(VTKind::Cell)) cells.insert(v.get());
+  for (const VT& x : v->items) reachable_cells(x, seen, cells);
+  if (v->self) reachable_cells(v->self, seen, cells);
+}
+
 Residual::Residual(const Code& code, TraceContext& ctx, size_t trace_cells)
     : code(code), ctx(ctx), b(code.name, code.filename), trace_cells(trace_cells) {
   b.set_qualname(code.qualname);
@@ -511,26 +520,38 @@ int32_t Residual::trace_cell_slot(const VT& c, bool* named) {
   cell_slot.emplace(c.get(), slot);
   // Named as the program named it where that name is free here, so an
   // unbound read in the residual raises the VM's NameError words.
-  const bool renamed = (!python_frames || own_cells.count(c.get())) &&
-                       b.rename_cellvar(size_t(slot), c->module_path, python_frames);
+  const bool own = python_frames && own_cells.count(c.get());
+  const bool renamed = (!python_frames || own) && b.rename_cellvar(size_t(slot), c->module_path, python_frames);
+  if (renamed) named_slots.insert(slot);
   if (named) *named = renamed;
-  if (c->items[0]) {
+  if (c->items[0] && !own) {  // (an own cell is filled by fill_own_cells)
     reconstruct(c->items[0]);
     b.emit(Opcode::STORE_DEREF, slot);
   }
   return slot;
 }
 
-void Residual::store_own_cells(const std::vector<VT>& cells, size_t n) {
-  for (size_t i = 0; i < n && i < cells.size(); ++i) {
-    const VT& c = cells[i];
-    // (a cell a rebuilt closure took is filled already: the trace is over,
-    // its content final)
-    if (c->source || cell_slot.count(c.get())) continue;
-    bool named = false;
-    trace_cell_slot(c, &named);
-    if (!named)
+std::vector<std::pair<int32_t, int32_t>> Residual::park_own_cells(const std::set<const vars::VariableTracker*>* only) {
+  std::vector<std::pair<int32_t, int32_t>> parked;
+  if (!python_frames) return parked;
+  for (const VT& c : own_cell_list) {
+    if (only && !only->count(c.get())) continue;
+    const int32_t slot = trace_cell_slot(c);
+    if (!named_slots.count(slot))
       unsupported(BreakReason::resume_state, "cell '" + c->module_path + "' has no name of its own in the residual");
+    if (!c->items[0]) continue;  // unbound: the fresh cell is empty too
+    reconstruct(c->items[0]);
+    const int32_t tmp = b.local("__own_cell" + std::to_string(parked.size()));
+    b.emit(Opcode::STORE_FAST, tmp);
+    parked.push_back({slot, tmp});
+  }
+  return parked;
+}
+
+void Residual::fill_own_cells(const std::vector<std::pair<int32_t, int32_t>>& parked) {
+  for (const auto& [slot, tmp] : parked) {
+    b.emit(Opcode::LOAD_FAST, tmp);
+    b.emit(Opcode::STORE_DEREF, slot);
   }
 }
 

@@ -94,13 +94,24 @@ struct Residual {
   // name, which kiln/_frames.py maps to the frame's real cell of that name;
   // a cell of an inlined function named alike would alias it.
   std::set<const variables::VariableTracker*> own_cells;
-  // Options::python_frames, at a break: the frame's own cells (its
-  // cellvars, the first `n` of `cells`) hold what the trace left in them.
-  // The CPython code made from the residual has the frame's real cells
-  // (MAKE_CELL in its prologue, fresh and empty); each residual cellvar
-  // carries its program name, so kiln/_frames.py stores into those cells
-  // by name. A resume function then shares them through its closure.
-  void store_own_cells(const std::vector<VT>& cells, size_t n);
+  std::vector<VT> own_cell_list;  // the same, in the frame's order
+  std::set<int32_t> named_slots;  // residual cellvars that carry their program name
+  // Options::python_frames: the frame's own cells hold what the trace left
+  // in them. The CPython code made from the residual has the frame's real
+  // cells (MAKE_CELL in its prologue: fresh, or holding the argument of
+  // the same name); each residual cellvar carries its program name, so
+  // kiln/_frames.py stores into those cells by name, and a resume function
+  // then shares them through its closure. Two steps, around the replay of
+  // side effects: park_own_cells rebuilds each content into a temporary
+  // first (before anything is stored: a value whose source is a parameter
+  // that is also a cell, L['a2'], reads that cell, which must still hold the
+  // argument), and fill_own_cells stores them last. Until then a closure
+  // rebuilt over a cell gets the cell itself (trace_cell_slot stores no
+  // content into an own cell).
+  // (cell slot, temporary); `only`: just these cells (null: every one).
+  std::vector<std::pair<int32_t, int32_t>> park_own_cells(
+      const std::set<const variables::VariableTracker*>* only = nullptr);
+  void fill_own_cells(const std::vector<std::pair<int32_t, int32_t>>& parked);
 
   // Every tensor the residual code needs from the graph.
   void collect(const VT& v0, std::vector<output_graph::Node*>& out, std::set<const variables::VariableTracker*>& seen);
@@ -134,6 +145,9 @@ std::set<const variables::VariableTracker*> shared_iterators(const std::vector<V
 // residual code must turn into real cells: counted before any code is
 // emitted, because cellvars are declared first.
 void count_trace_cells(const VT& v, std::set<const variables::VariableTracker*>& seen, size_t& n);
+// The cells `v` holds (a closure's, at any depth), into `cells`.
+void reachable_cells(const VT& v, std::set<const variables::VariableTracker*>& seen,
+                     std::set<const variables::VariableTracker*>& cells);
 
 // kiln.compile as a KBC callable: for functions the residual makes at run
 // time (a closure made in the trace, a resume function over its cells).

@@ -960,6 +960,23 @@ def test_a_break_in_a_frame_with_cells_of_its_own_continues_in_cpython_over_thos
     assert "CPython runs the rest" not in str(e), str(e)  # a resume function, not the frame's copy
 
 
+def test_a_parameter_that_is_a_cell_is_read_before_the_cell_is_written():
+    # progen seed 1209165: a1 grew by [a2] (a comprehension reads a2, so a2
+    # is a cell), then a2 was rebound, then the break. The residual wrote
+    # the cell (5) before replaying a1's growth, whose item it reloads from
+    # L['a2'], which on CPython reads that cell: [.., 5] where eager has 3.
+    def f(a1, a2, a3):
+        a1 += [a2 for _ in a1[:-2]]
+        a2 = a3.get("b", 5)
+        try:
+            print(len(a1) / 2.0)
+        except TypeError:
+            pass
+        return a2, a1
+
+    check(f, lambda: ([-1, 3, 1], 3, {}))
+
+
 def test_a_cell_of_a_parameter_crosses_a_break_inside_a_loop():
     # A break inside a loop jumps into the frame's own bytecode (no resume
     # function per iteration): the cells must hold the trace's values there too.
