@@ -158,17 +158,20 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     return _F.vector_norm(x, ord, dim, keepdim)
 
 
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
-    # beta * input + alpha * (batch1 @ batch2); with beta 0 the input is
-    # not read (its NaNs do not reach the result), as torch documents.
-    if out is not None:
-        return _TORCH["baddbmm"](input, batch1, batch2, beta=beta, alpha=alpha, out=out)
-    r = _C.matmul(batch1, batch2)
-    if alpha != 1:
-        r = r * alpha
+def _scaled_product_plus(input, product, beta, alpha):
+    # beta * input + alpha * product, addmm's and baddbmm's arithmetic; with
+    # beta 0 the input is not read (its NaNs do not reach the result), as
+    # torch documents.
+    r = product if alpha == 1 else product * alpha
     if beta == 0:
         return r
     return r + (input if beta == 1 else input * beta)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    if out is not None:
+        return _TORCH["baddbmm"](input, batch1, batch2, beta=beta, alpha=alpha, out=out)
+    return _scaled_product_plus(input, _C.matmul(batch1, batch2), beta, alpha)
 
 
 def einsum(equation, *operands):
@@ -266,10 +269,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     # GPT-2's Conv1D (transformers' pytorch_utils) and aten's addmm.
     if out is not None:
         return _TORCH["addmm"](input, mat1, mat2, beta=beta, alpha=alpha, out=out)
-    r = _C.matmul(mat1, mat2)
-    if alpha != 1:
-        r = r * alpha
-    return r + (input if beta == 1 else input * beta)
+    return _scaled_product_plus(input, _C.matmul(mat1, mat2), beta, alpha)
 
 
 def numel(input):

@@ -87,7 +87,8 @@ FUNCTION_CALLS = {
     "torch.dropout": [((A, 0.5, False), {})],
     "torch.clone": [((A,), {})], "torch.transpose": [((A, 0, 1), {})], "torch.t": [((A,), {})],
     "torch.mm": [((A, t(4, 2)), {})], "torch.numel": [((A,), {})],
-    "torch.addmm": [((t(2), A, t(4, 2)), {}), ((t(3, 2), A, t(4, 2)), {"beta": 0.5, "alpha": 2.0})],
+    "torch.addmm": [((t(2), A, t(4, 2)), {}), ((t(3, 2), A, t(4, 2)), {"beta": 0.5, "alpha": 2.0}),
+                    ((torch.full((3, 2), float("nan")), A, t(4, 2)), {"beta": 0})],  # beta 0: the input unread
     "torch.max": [((A,), {}), ((A, 1), {}), ((A, B), {})],
     "torch.min": [((A,), {}), ((A, 0), {"keepdim": True}), ((A, B), {})],
     "torch.addcmul": [((A, B, t(3, 1, seed=3)), {}), ((A, t(4), B), {"value": 0.5})],
