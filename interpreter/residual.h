@@ -88,7 +88,8 @@ struct Residual {
   void emit_cell(const VT& c);
   // The residual's cellvar for a trace-made cell, named as the program
   // names it (`named`: whether that name was free) and filled with its
-  // content the first time it is asked for.
+  // content the first time it is asked for (a frame's own cell under
+  // python_frames is filled by fill_own_cells instead).
   int32_t trace_cell_slot(const VT& c, bool* named = nullptr);
   // The frame's own cells (python_frames): only these take their program
   // name, which kiln/_frames.py maps to the frame's real cell of that name;
