@@ -121,24 +121,25 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   if (in_try && resumes_at(code, tx->pc()))
     return run_on_vm(fn, Unsupported{BreakReason::in_try_block, break_text(*why), {}});
   try {
+  // Cells made during the trace (a closure's captured variables, the
+  // frame's own) that the residual code must turn into real cells: counted
+  // before any code is emitted, because cellvars are declared first.
   size_t trace_cells = 0;
   {
-    std::set<const vars::VariableTracker*> seen;
-    if (tx->returned()) count_trace_cells(tx->result(), seen, trace_cells);
-    for (const VT& v : tx->stack()) count_trace_cells(v, seen, trace_cells);
-    for (const VT& v : tx->locals()) count_trace_cells(v, seen, trace_cells);
-    for (const VT& c : tx->cells()) count_trace_cells(c, seen, trace_cells);
-    for (const auto& e : ctx.side_effects.attr_stores) count_trace_cells(e.value, seen, trace_cells);
-    for (const auto& e : ctx.side_effects.global_stores) count_trace_cells(e.value, seen, trace_cells);
-    for (const VT& c : ctx.side_effects.mutated) count_trace_cells(c, seen, trace_cells);
+    std::set<const vars::VariableTracker*> seen, cells;
+    if (tx->returned()) reachable_cells(tx->result(), seen, cells);
+    for (const VT& v : tx->stack()) reachable_cells(v, seen, cells);
+    for (const VT& v : tx->locals()) reachable_cells(v, seen, cells);
+    for (const VT& c : tx->cells()) reachable_cells(c, seen, cells);
+    for (const auto& e : ctx.side_effects.attr_stores) reachable_cells(e.value, seen, cells);
+    for (const auto& e : ctx.side_effects.global_stores) reachable_cells(e.value, seen, cells);
+    for (const VT& c : ctx.side_effects.mutated) reachable_cells(c, seen, cells);
+    for (const vars::VariableTracker* c : cells) trace_cells += c->source ? 0 : 1;
   }
   Residual r(code, ctx, trace_cells);
   r.python_frames = options.python_frames;
   if (r.python_frames)
-    for (size_t i = 0; i < code.cellvars.size() && i < tx->cells().size(); ++i) {
-      r.own_cells.insert(tx->cells()[i].get());
-      r.own_cell_list.push_back(tx->cells()[i]);
-    }
+    for (size_t i = 0; i < code.cellvars.size() && i < tx->cells().size(); ++i) r.own_cells.push_back(tx->cells()[i]);
   // Graph outputs: every computed tensor the residual needs.
   std::vector<Node*> outputs;
   std::set<const vars::VariableTracker*> seen;

@@ -114,14 +114,6 @@ Value compile_when_called(const Options& options) {
   });
 }
 
-void count_trace_cells(const VT& v0, std::set<const vars::VariableTracker*>& seen, size_t& n) {
-  VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
-  if (!v || !seen.insert(v.get()).second) return;
-  if (v->is(VTKind::Cell) && !v->source) ++n;
-  for (const VT& x : v->items) count_trace_cells(x, seen, n);
-  if (v->self) count_trace_cells(v->self, seen, n);
-}
-
 void reachable_cells(const VT& v0, std::set<const vars::VariableTracker*>& seen,
                      std::set<const vars::VariableTracker*>& cells) {
   VT v = v0 && v0->is(VTKind::Lazy) ? v0->realized : v0;
@@ -512,7 +504,7 @@ void Residual::emit_cell(const VT& c) {
   b.emit(Opcode::LOAD_CLOSURE, trace_cell_slot(c));
 }
 
-int32_t Residual::trace_cell_slot(const VT& c, bool* named) {
+int32_t Residual::trace_cell_slot(const VT& c) {
   auto it = cell_slot.find(c.get());
   if (it != cell_slot.end()) return it->second;
   int32_t slot = int32_t(cell_slot.size());
@@ -520,10 +512,9 @@ int32_t Residual::trace_cell_slot(const VT& c, bool* named) {
   cell_slot.emplace(c.get(), slot);
   // Named as the program named it where that name is free here, so an
   // unbound read in the residual raises the VM's NameError words.
-  const bool own = python_frames && own_cells.count(c.get());
-  const bool renamed = (!python_frames || own) && b.rename_cellvar(size_t(slot), c->module_path, python_frames);
-  if (renamed) named_slots.insert(slot);
-  if (named) *named = renamed;
+  const bool own = std::find(own_cells.begin(), own_cells.end(), c) != own_cells.end();  // (python_frames only)
+  if ((!python_frames || own) && b.rename_cellvar(size_t(slot), c->module_path, python_frames))
+    named_slots.insert(slot);
   if (c->items[0] && !own) {  // (an own cell is filled by fill_own_cells)
     reconstruct(c->items[0]);
     b.emit(Opcode::STORE_DEREF, slot);
@@ -533,8 +524,7 @@ int32_t Residual::trace_cell_slot(const VT& c, bool* named) {
 
 std::vector<std::pair<int32_t, int32_t>> Residual::park_own_cells(const std::set<const vars::VariableTracker*>* only) {
   std::vector<std::pair<int32_t, int32_t>> parked;
-  if (!python_frames) return parked;
-  for (const VT& c : own_cell_list) {
+  for (const VT& c : own_cells) {
     if (only && !only->count(c.get())) continue;
     const int32_t slot = trace_cell_slot(c);
     if (!named_slots.count(slot))

@@ -87,15 +87,15 @@ struct Residual {
   // or one of the residual's cellvars filled (once) with the content.
   void emit_cell(const VT& c);
   // The residual's cellvar for a trace-made cell, named as the program
-  // names it (`named`: whether that name was free) and filled with its
+  // names it where that name is free (named_slots) and filled with its
   // content the first time it is asked for (a frame's own cell under
   // python_frames is filled by fill_own_cells instead).
-  int32_t trace_cell_slot(const VT& c, bool* named = nullptr);
-  // The frame's own cells (python_frames): only these take their program
-  // name, which kiln/_frames.py maps to the frame's real cell of that name;
-  // a cell of an inlined function named alike would alias it.
-  std::set<const variables::VariableTracker*> own_cells;
-  std::vector<VT> own_cell_list;  // the same, in the frame's order
+  int32_t trace_cell_slot(const VT& c);
+  // The frame's own cells, in its order (python_frames; empty otherwise):
+  // only these take their program name, which kiln/_frames.py maps to the
+  // frame's real cell of that name; a cell of an inlined function named
+  // alike would alias it.
+  std::vector<VT> own_cells;
   std::set<int32_t> named_slots;  // residual cellvars that carry their program name
   // Options::python_frames: the frame's own cells hold what the trace left
   // in them. The CPython code made from the residual has the frame's real
@@ -142,10 +142,6 @@ std::set<const variables::VariableTracker*> shared_iterators(const std::vector<V
                                                               const std::vector<VT>& locals,
                                                               const std::vector<VT>& cells);
 
-// Cells made during the trace (a closure's captured variables) that the
-// residual code must turn into real cells: counted before any code is
-// emitted, because cellvars are declared first.
-void count_trace_cells(const VT& v, std::set<const variables::VariableTracker*>& seen, size_t& n);
 // The cells `v` holds (a closure's, at any depth), into `cells`.
 void reachable_cells(const VT& v, std::set<const variables::VariableTracker*>& seen,
                      std::set<const variables::VariableTracker*>& cells);

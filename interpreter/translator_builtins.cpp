@@ -75,11 +75,10 @@ VT InstructionTranslator::fold_builtin(BuiltinCall& call) {
   if ((call.b.row == int(BuiltinId::b_str) || call.b.row == int(BuiltinId::b_repr)) && call.args.size() == 1 &&
       !call.nkw && call.args[0]->is(VTKind::Opaque)) {
     const Value& cls = call.args[0]->value;
+    const auto* f = cls.is(Kind::Foreign) ? cls.as<runtime::ForeignObj>() : nullptr;
     std::string text;
-    const bool known = cls.is(Kind::Foreign)
-                           ? cls.as<runtime::ForeignObj>()->vt->class_repr &&
-                                 cls.as<runtime::ForeignObj>()->vt->class_repr(cls.as<runtime::ForeignObj>()->handle, text)
-                           : cls.is(Kind::Class) && runtime::host_class_repr(cls.as<runtime::ClassObj>(), text);
+    const bool known = f ? f->vt->class_repr && f->vt->class_repr(f->handle, text)
+                         : cls.is(Kind::Class) && runtime::host_class_repr(cls.as<runtime::ClassObj>(), text);
     if (known) return variables::make_constant(Value::str(text));
   }
   std::vector<Value> values;
