@@ -264,6 +264,18 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       }
       return &scratch;
     }
+    case SourceKind::DictItem: {
+      // A dict subclass's own storage at a literal key; a base that is no
+      // dict now reads as Null, which no guard accepts.
+      if (!base->is(Kind::Foreign)) return nullptr;
+      const auto* f = base->as<ForeignObj>();
+      if (!f->vt->dict_storage_find) return nullptr;
+      switch (f->vt->dict_storage_find(f->handle, s.key, scratch)) {
+        case ForeignAttr::Found: return &scratch;
+        case ForeignAttr::Absent: return nullptr;
+        default: scratch = Value::null(); return &scratch;
+      }
+    }
     case SourceKind::Cell: {
       const FunctionObj* f = &fn;
       if (s.base) {

@@ -309,6 +309,10 @@ class InstructionTranslator {
   // inlined on its __self__, both read through the method object and
   // guarded there; null when it is no such method.
   VT call_python_method(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  // dict.get / __getitem__ / __contains__ on a Python dict subclass (what
+  // super().get(key) calls): its own storage read at a literal key under
+  // guards; null when kiln cannot read it so.
+  VT user_dict_method(BuiltinCall& call, std::string_view method);
   VT host_super_of(const VT& type, const VT& obj);
   VT host_super_getattr(const VT& sup, const std::string& name);
   runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,

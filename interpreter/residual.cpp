@@ -210,6 +210,14 @@ void Residual::emit_source(const SourceRef& s) {
       emit_const(runtime::intern_value(s->name));
       b.emit(Opcode::CALL, 2);
       return;
+    case SourceKind::DictItem:
+      // dict.__getitem__(base, key): the storage, past the subclass's own
+      // __getitem__ (the guard that read it found the key there).
+      emit_const(runtime::type_method(Kind::Dict, runtime::intern("__getitem__").get()));
+      emit_source(s->base);
+      emit_const(s->key);
+      b.emit(Opcode::CALL, 2);
+      return;
     case SourceKind::TypeAttr:
       unsupported(BreakReason::resume_state, "reloading what a class lookup found (" + s->str() + ")");
   }

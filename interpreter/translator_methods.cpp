@@ -155,6 +155,7 @@ VT InstructionTranslator::trace_list_method(BuiltinCall& c, std::string_view m) 
 
 VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) {
   const auto& args = c.args;
+  if (!args.empty() && args[0]->is(VTKind::Opaque)) return user_dict_method(c, m);  // translator_user_defined.cpp
   if (args.empty() || !args[0]->is(VTKind::ConstDict) || c.nkw) return nullptr;
   VT d = args[0];
   auto mutated = [&] { ctx_.side_effects.mark_mutated(d); };
@@ -221,6 +222,13 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     int at = find(constant_value(args[1]));
     if (at >= 0) return d->items[size_t(at)];
     return args.size() == 3 ? args[2] : none_vt();
+  }
+  if ((m == "__getitem__" || m == "__contains__") && args.size() == 2 && is_constant(args[1])) {
+    const Value k = constant_value(args[1]);
+    const int at = find(k);
+    if (m == "__contains__") return const_vt(Value::boolean(at >= 0));
+    if (at < 0) unsupported(BreakReason::python_error, "dict.__getitem__(): KeyError " + repr(k));  // the call raises it
+    return d->items[size_t(at)];
   }
   return nullptr;
 }

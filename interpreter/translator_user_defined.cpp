@@ -196,6 +196,37 @@ VT InstructionTranslator::call_python_method(const VT& callee, std::vector<VT>& 
   return call_function(vars::make_user_method(fn->value, self), std::move(args), kwnames);
 }
 
+// Dynamo's UserDefinedDictVariable, for reads: dict's own get /
+// __getitem__ / __contains__ reached on a dict subclass instance (through
+// super() or a class that does not override them: foreign.cpp maps them to
+// kiln's dict methods) read the object's storage at a literal key, pinned
+// by a guard at that key (DictItem): present with what the value wraps
+// to, or Absent. Stores into such an object are not traced (they break),
+// so a read in the trace sees what the guard saw.
+VT InstructionTranslator::user_dict_method(BuiltinCall& c, std::string_view m) {
+  const auto& args = c.args;
+  const ForeignObj* f = args.empty() ? nullptr : foreign_of(args[0]);
+  const bool get = m == "get", contains = m == "__contains__";
+  if (!f || !f->vt->dict_storage_find || !args[0]->source || c.nkw || args.size() < 2 ||
+      args.size() > (get ? 3u : 2u) || (!get && !contains && m != "__getitem__") || !is_constant(args[1]))
+    return nullptr;
+  const Value key = constant_value(args[1]);
+  Value v;
+  const output_graph::SourceRef at = output_graph::dict_item_source(args[0]->source, key);
+  switch (f->vt->dict_storage_find(f->handle, key, v)) {
+    case ForeignAttr::Found:
+      if (!contains) return ctx_.builder.wrap(v, at);
+      ctx_.builder.present_guard(at, v);
+      return const_vt(Value::boolean(true));
+    case ForeignAttr::Absent:
+      ctx_.builder.absent_guard(at);
+      if (contains) return const_vt(Value::boolean(false));
+      if (get) return args.size() == 3 ? args[2] : const_vt(Value::none());
+      unsupported(BreakReason::python_error, "dict.__getitem__(): KeyError " + repr(key));  // the call raises it
+    default: return nullptr;
+  }
+}
+
 // super(type, obj) over a Python class (the zero-argument form inside a
 // method of it): a tracker that only remembers the two; every lookup
 // through it is decided and guarded at the read (host_super_getattr).

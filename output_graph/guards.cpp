@@ -51,7 +51,10 @@ std::string Guard::str() const {
     case GuardKind::ModuleChildren: return s + " children == " + runtime::repr(expected);
     case GuardKind::DictKeys: return s + " keys == " + runtime::repr(expected);
     case GuardKind::Aliasing: return s + " is container #" + std::to_string(length);
-    case GuardKind::Absent: return s + " is not defined (the builtin is used)";
+    case GuardKind::Absent:
+      // A global shadowing a builtin; an attribute or a dict key, missing.
+      if (source->kind == SourceKind::Global) return s + " is not defined (the builtin is used)";
+      return s + " is absent";
   }
   return s;
 }

@@ -36,6 +36,7 @@ const std::string& Source::str() const {
         path_ = (key.is_null() ? "type(" + base->str() + ")" : "super(" + runtime::repr(key) + ", " + base->str() + ")") +
                 ".__dict__['" + name + "']";
         break;
+      case SourceKind::DictItem: path_ = "dict.__getitem__(" + base->str() + ", " + runtime::repr(key) + ")"; break;
     }
     has_path_ = true;
   }
@@ -57,6 +58,10 @@ SourceRef attr_source(const SourceRef& base, const std::string& name) {
 }
 SourceRef item_source(const SourceRef& base, const runtime::Value& key) {
   return make(SourceKind::Item, base, "", key, -1);
+}
+
+SourceRef dict_item_source(const SourceRef& base, const runtime::Value& key) {
+  return make(SourceKind::DictItem, base, "", key, -1);
 }
 
 SourceRef cell_source(const SourceRef& function, int index) {

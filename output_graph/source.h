@@ -26,7 +26,8 @@ namespace kiln::output_graph {
   X(Cell)    /* closure cell `local_index` of the function at base (null base: the frame's own function) */ \
   X(Const)   /* the object in `key` itself: a function the trace reached by a guarded path without a source of its own */ \
   X(GenericAttr) /* object.__getattribute__(base, name): Python's generic lookup, whatever base's type does instead */ \
-  X(TypeAttr)    /* what the class lookup of `name` finds for base: along type(base).__mro__ after class `key` (Null: from type(base) itself), unbound */
+  X(TypeAttr)    /* what the class lookup of `name` finds for base: along type(base).__mro__ after class `key` (Null: from type(base) itself), unbound */ \
+  X(DictItem)    /* dict.__getitem__(base, key): base's own dict storage (a dict subclass), whatever base's type does instead */
 
 enum class SourceKind : uint8_t {
 #define KILN_SOURCE_ENUM(k) k,
@@ -83,5 +84,8 @@ SourceRef const_source(const runtime::Value& object, const std::string& name);
 // them (ForeignVTable::lookup_attr reads both).
 SourceRef generic_attr_source(const SourceRef& base, const std::string& name);
 SourceRef type_attr_source(const SourceRef& base, const std::string& name, const runtime::Value& after);
+// What a dict subclass's own storage holds at a literal `key`
+// (ForeignVTable::dict_storage_find): what `super().get(key)` read.
+SourceRef dict_item_source(const SourceRef& base, const runtime::Value& key);
 
 }  // namespace kiln::output_graph

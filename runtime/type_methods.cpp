@@ -111,6 +111,12 @@ Value d_get(CallContext&, const std::vector<Value>& a) {
   const Value* v = dict_of(a)->find(a[1]);
   return v ? *v : a[2];
 }
+Value d_getitem(CallContext&, const std::vector<Value>& a) {
+  const Value* v = dict_of(a)->find(a[1]);
+  if (!v) throw_key_error(a[1]);
+  return *v;
+}
+Value d_contains(CallContext&, const std::vector<Value>& a) { return Value::boolean(dict_of(a)->find(a[1]) != nullptr); }
 Value d_pop(CallContext&, const std::vector<Value>& a) {
   const Value* v = dict_of(a)->find(a[1]);
   if (!v) {
@@ -510,6 +516,10 @@ Value type_method(Kind k, const StrObj* name) {
                {"values", "self", d_values},
                {"items", "self", d_items},
                {"get", "self, key, default=None", d_get},
+               // called by name (a dict subclass's super().__getitem__(k), a residual's
+               // dict.__getitem__(obj, k)); d[k] and `k in d` have their own opcodes
+               {"__getitem__", "self, key, /", d_getitem},
+               {"__contains__", "self, key, /", d_contains},
                {"pop", "self, key, default=?", d_pop},
                {"setdefault", "self, key, default=None", d_setdefault},
                {"update", "self, other=?, /, **kwargs", d_update},

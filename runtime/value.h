@@ -455,7 +455,9 @@ enum class ForeignAttr : uint8_t {
   Undecided,   // reading it runs user code, or kiln cannot tell: CPython reads it
   Absent,      // no such attribute (an AttributeError before any __getattr__)
   Found,       // out: the attribute's value
-  Method,      // out: a Python function on the class, which the read binds to the object
+  Method,      // out: a Python function on the class, which the read binds to the object; or
+               // kiln's own method of dict for dict's method that reads the object's dict
+               // storage (get, __getitem__, __contains__ of a dict subclass: dict_storage_find)
   Property,    // out: the getter (a Python function) of a property on the class
   GenericGetattribute,  // object.__getattribute__ itself: the generic lookup
   GenericSetattr,       // object.__setattr__ itself: the generic store
@@ -584,6 +586,13 @@ struct ForeignVTable {
   // class, a Python constant): transformers keys a registry by
   // str(model.__class__).
   bool (*class_repr)(void* handle, std::string& out) = nullptr;
+  // Optional: for an instance of a dict subclass (or a dict), what its own
+  // dict storage holds at `key`, read as dict.__getitem__(obj, key) reads
+  // it, whatever the subclass's __getitem__ does instead: Found (out: the
+  // value), Absent, or Undecided when the object is no dict or the key is
+  // no literal (hashing it could run user code). transformers keeps
+  // registries in dict subclasses and reads them with super().get(key).
+  ForeignAttr (*dict_storage_find)(void* handle, const Value& key, Value& out) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

@@ -111,8 +111,9 @@ VT VariableBuilder::wrap(const Value& v, const SourceRef& source) {
     case Kind::BoundMethod: {
       // A new method object per call (a resume function binds it anew):
       // guarded by what it holds, the function's identity and the object.
+      // (A builtin: dict.get read through a dict subclass, foreign.cpp.)
       const auto* bm = v.as<runtime::BoundMethodObj>();
-      if (!bm->func.is(Kind::Function)) {
+      if (!bm->func.is(Kind::Function) && !bm->func.is(Kind::Builtin)) {
         add_guard(source, GuardKind::IdMatch, v);
         return make_opaque(v, source);
       }

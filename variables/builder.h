@@ -79,6 +79,11 @@ class VariableBuilder {
   // A global name read as a builtin: the entry holds while `source` stays
   // undefined (a global of that name stored later shadows the builtin).
   void absent_guard(const SourceRef& source) { add_guard(source, output_graph::GuardKind::Absent, Value()); }
+  // Something is at `source` (`sample`'s kind of thing), whatever it is:
+  // `key in d` answered True without reading d[key] into the trace.
+  void present_guard(const SourceRef& source, const Value& sample) {
+    add_guard(source, output_graph::GuardKind::TypeMatch, sample);
+  }
 
   // Which tensor dimensions enter the trace dynamic: every one, those the
   // cache marked for a source path (a size change forced a recompile), and

@@ -5,6 +5,7 @@
 #include "runtime/builtins.h"
 #include "runtime/module.h"
 #include "runtime/value_ops.h"
+#include "variables/variable_tracker.h"
 
 namespace kiln::python {
 
@@ -338,6 +339,18 @@ runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
     out = to_value_shared(fget);
     return out.is(Kind::Function) ? ForeignAttr::Property : ForeignAttr::Undecided;
   }
+  // dict's own readers of its storage, found on a dict subclass: kiln's
+  // method of that name, which reads the storage under guards
+  // (dict_storage_find) instead of calling into the object.
+  static PyObject* const dict_readers[] = {PyDict_GetItemString(PyDict_Type.tp_dict, "get"),
+                                           PyDict_GetItemString(PyDict_Type.tp_dict, "__getitem__"),
+                                           PyDict_GetItemString(PyDict_Type.tp_dict, "__contains__")};
+  for (PyObject* reader : dict_readers)
+    if (attr == reader) {
+      const char* name = reinterpret_cast<PyMethodDescrObject*>(attr)->d_method->ml_name;
+      out = runtime::type_method(Kind::Dict, runtime::intern(name).get());
+      return out.is_null() ? ForeignAttr::Undecided : ForeignAttr::Method;
+    }
   if (Py_TYPE(attr)->tp_descr_get) return ForeignAttr::Undecided;  // classmethod, a C method, ...
   out = to_value_shared(py::handle(attr));
   return ForeignAttr::Found;
@@ -414,6 +427,25 @@ runtime::ForeignAttr foreign_lookup_attr(void* h, std::string_view name, const V
     if (!attr) return ForeignAttr::Absent;
     if (raw) *raw = to_value_shared(py::handle(attr));
     return class_attr_meaning(attr, out);
+  });
+}
+
+// A dict subclass's own storage at `key` (ForeignVTable::dict_storage_find).
+// Only literal keys (str, int, float, bool, None, tuples of them): their
+// hash and == are the built-in types' own, so the read runs no user code
+// (a stored key of a user type compared on a hash collision aside).
+runtime::ForeignAttr foreign_dict_storage_find(void* h, const Value& key, Value& out) {
+  using runtime::ForeignAttr;
+  PyObject* o = handle_of(h);
+  if (!PyDict_Check(o) || !variables::is_literal(key)) return ForeignAttr::Undecided;
+  return calling_python([&] {
+    py::object k = to_py(key);
+    if (PyObject* v = PyDict_GetItemWithError(o, k.ptr())) {  // borrowed
+      out = to_value_shared(py::handle(v));
+      return ForeignAttr::Found;
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return ForeignAttr::Absent;
   });
 }
 
@@ -529,7 +561,7 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     foreign_set_snapshot,
     // (traverse, clear, untraced_reason, null_context, grad_tensor: none)
     nullptr, nullptr, nullptr, nullptr, nullptr,
-    foreign_pure_compare, foreign_lookup_attr, foreign_class_repr,
+    foreign_pure_compare, foreign_lookup_attr, foreign_class_repr, foreign_dict_storage_find,
 };
 
 Value foreign(py::handle obj) {
