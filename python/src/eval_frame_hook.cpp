@@ -91,6 +91,26 @@ struct FrameOptions {
 // frame through at the cost of one test).
 thread_local const FrameOptions* active = nullptr;
 
+// A torch tensor, or a tuple, list or dict that holds one itself: a
+// wrapper's `*args` / `**kwargs` (transformers' decorators) carry the
+// model's tensors one level down. Deeper nesting is not looked at: this
+// runs on every call of every frame the hook sees.
+bool holds_torch_tensor(PyObject* o) {
+  if (is_torch_tensor(o)) return true;
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    PyObject** items = PySequence_Fast_ITEMS(o);
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (is_torch_tensor(items[i])) return true;
+  } else if (PyDict_CheckExact(o)) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(o, &pos, &key, &value))
+      if (is_torch_tensor(value)) return true;
+  }
+  return false;
+}
+
 // kiln/_frames.py's callbacks, set once at import.
 struct Callbacks {
   py::object classify;  // code -> None (trace it), "root module call" / "module forward" (CodeState) or why not
@@ -666,8 +686,8 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
         for (Py_ssize_t i = 0; i < nparams; ++i) {
           PyObject* o = f->localsplus[i];
           locals.push_back(o ? frame_local_value(o) : Value::null());
-          torch_frame = torch_frame || (o && (is_torch_tensor(o) || (locals.back().is(Kind::Module) &&
-                                                                     locals.back().as<runtime::ModuleObj>()->host)));
+          torch_frame = torch_frame || (o && (holds_torch_tensor(o) || (locals.back().is(Kind::Module) &&
+                                                                         locals.back().as<runtime::ModuleObj>()->host)));
         }
         sync_python_state();
         entry = interpreter::lookup_or_compile(python_vm(), Ref<FunctionObj>(kbc.as<FunctionObj>()), locals.data(),

@@ -1035,6 +1035,36 @@ def test_str_and_repr_of_a_class_fold_to_pythons_text_unless_its_metaclass_has_i
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
 
 
+def _is_fx_proxy(t):  # transformers' is_torch_fx_proxy
+    import torch.fx
+    return isinstance(t, torch.fx.Proxy)
+
+
+def _inner(x, ids=None):
+    return x - 1 if _is_fx_proxy(ids) else x + ids.shape[0]
+
+
+@pytest.mark.parametrize("call", ["args", "kwargs"])
+def test_a_wrapper_whose_tensors_come_in_its_star_args_is_a_torch_frame(call):
+    """A decorator's wrapper(*args, **kwargs) names no tensor: the tensors
+    in its tuple and dict make it a torch frame all the same, so
+    isinstance(t, torch.fx.Proxy) asks about torch's tensor (it asked about
+    kiln's, whose meta sample torch could not read: a break per layer)."""
+    def wrapper(*args, **kwargs):
+        return _inner(*args, **kwargs)
+
+    def make():
+        x, ids = torch.randn(3), torch.ones(2, 16, dtype=torch.long)
+        return ((x, ids), {}) if call == "args" else ((x,), {"ids": ids})
+
+    args, kwargs = make()
+    want = wrapper(*args, **kwargs)
+    compiled = kiln.compile(wrapper)
+    assert torch.equal(compiled(*args, **kwargs), want)
+    e = kiln.explain(compiled)(*args, **kwargs)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 class _Checkpointed(torch.nn.Module):
     # transformers' GradientCheckpointingLayer: every subclass's forward is
     # wrapped by a closure that holds the wrapper itself.
