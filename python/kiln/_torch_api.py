@@ -796,7 +796,7 @@ MODULES = {f"torch.nn.{n}": n for n in (
     "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout", "Sequential", "ModuleList", "ModuleDict",
     "Identity", "Flatten", "Tanh", "Sigmoid", "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d",
     "BatchNorm2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-    "AdaptiveAvgPool2d", "GRU")}
+    "AdaptiveAvgPool2d", "GRU", "MultiheadAttention")}
 
 _KILN_CLASSES = {}  # torch class -> kiln class
 

@@ -426,6 +426,43 @@ def test_gru_lm(backend):
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(batch_first=True), dict(kdim=6, vdim=5), dict(add_bias_kv=True),
+                                dict(add_zero_attn=True, batch_first=True), dict(bias=False)])
+def test_multihead_attention_variants_equal_torch(kw):
+    """nn.MultiheadAttention is traced as kiln.nn.MultiheadAttention
+    (kiln/nn/_attention.py): torch's arithmetic with and without the
+    weights, bool and float masks, per-head weights, unbatched inputs; one
+    graph (torch's own forward broke on F._none_or_dtype, a ViT's encoder
+    a graph per layer)."""
+    torch.manual_seed(2)
+    m = nn.MultiheadAttention(8, 2, **kw).eval()
+    bf = kw.get("batch_first", False)
+    L, S, N = 4, 5, 3
+    shape = (lambda n, d: (N, n, d)) if bf else (lambda n, d: (n, N, d))
+    q, k, v = torch.randn(shape(L, 8)), torch.randn(shape(S, kw.get("kdim", 8))), torch.randn(shape(S, kw.get("vdim", 8)))
+    pad = torch.rand(N, S) > 0.7
+    pad[:, 0] = False
+    keep_out = torch.rand(L, S) > 0.8
+    keep_out[:, 0] = False
+    calls = [((q, k, v), {}), ((q, k, v), dict(need_weights=False)), ((q, k, v), dict(key_padding_mask=pad)),
+             ((q, k, v), dict(attn_mask=torch.randn(L, S), need_weights=False)),
+             ((q, k, v), dict(attn_mask=keep_out, key_padding_mask=pad, average_attn_weights=False))]
+    if "kdim" not in kw:
+        calls.append(((q, q, q), dict(need_weights=False)))  # self-attention, as a ViT calls it
+        if not bf:
+            calls.append(((q[:, 0], k[:, 0], v[:, 0]), {}))  # unbatched
+    with torch.no_grad():
+        for args, kwargs in calls:
+            kiln.reset()
+            want, got = m(*args, **kwargs), kiln.compile(m)(*args, **kwargs)
+            close(want[0], got[0])
+            assert (want[1] is None) == (got[1] is None)
+            if want[1] is not None:
+                close(want[1], got[1])
+            e = kiln.explain(m)(*args, **kwargs)
+            assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 def test_the_grus_unrolled_steps_compile_once():
     """Each step's gate kernels differ only in where they start in the
     input projection (gi[t]): the offset goes into the kernel's pointer

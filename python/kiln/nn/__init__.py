@@ -36,7 +36,8 @@ from .._functions import _as_kbc
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "LayerNorm", "Embedding", "Dropout",
            "Sequential", "ModuleList", "ModuleDict", "LazyLinear", "Identity", "Flatten", "Tanh", "Sigmoid",
            "SiLU", "Softmax", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool1d", "MaxPool2d",
-           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "GRU", "functional", "init"]
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "GRU", "MultiheadAttention",
+           "functional", "init"]
 
 _MODULE = _C.module_class("Module")
 
@@ -745,3 +746,6 @@ class GRU(Module):
         if self.batch_first:
             out = out.transpose(0, 1)
         return out, h_n
+
+
+from ._attention import MultiheadAttention  # noqa: E402  (a Module subclass: after Module)
