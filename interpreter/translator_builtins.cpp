@@ -127,15 +127,17 @@ VT InstructionTranslator::trace_len(BuiltinCall& c) {
 Value InstructionTranslator::type_sample(const VT& v) {
   switch (v->kind) {
     case VTKind::Tensor: {
-      // A frame over the embedder's tensors (random_is_hosts: torch's) asks
-      // about what the program holds there: torch's tensor, not kiln's;
-      // kiln's own Python (its torch-API adapters) asks about kiln's.
+      // A frame over the embedder's tensors asks about what the program
+      // holds there: torch's tensor, not kiln's (the embedder decides which
+      // frames those are: python/src/torch_values.cpp, where a tensor read
+      // from an object counts too, not only the frame's arguments); kiln's
+      // own Python (its torch-API adapters) asks about kiln's.
       Tensor meta = output_graph::meta_tensor(v->meta());
       // A module's parameter (a get_attr of the graph): a Parameter.
       if (v->node && v->node->op == output_graph::NodeOp::GetAttr)
         if (const Value* attr = ctx_.out.graph().attr_of(*v->node); attr && attr->is(Kind::Tensor) && attr->as_tensor().is_parameter())
           meta = meta.as_parameter();
-      if (ctx_.python_frames && ctx_.random_is_hosts && !is_own_code(code_->filename))
+      if (ctx_.python_frames && !is_own_code(code_->filename))
         if (Value host = host_tensor_sample(meta); !host.is_null()) return host;
       return Value::tensor(meta);
     }

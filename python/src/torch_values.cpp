@@ -283,6 +283,11 @@ Value torch_object_value(py::handle obj) {
 // torch's classes. Null before torch is seen.
 Value torch_tensor_sample(const Tensor& meta) {
   if (!torch_seen()) return Value::null();
+  // A frame of a torch program: torch's code, or a torch tensor entered
+  // this call (an argument, or an object's attribute the trace read). A
+  // frame over kiln's tensors alone asks about kiln's.
+  if (const TensorIdentityScope* scope = TensorIdentityScope::active(); scope && !scope->torch_out)
+    return Value::null();
   return calling_python([&] {
     py::module_ torch = py::module_::import("torch");
     py::list sizes;

@@ -1065,6 +1065,24 @@ def test_a_wrapper_whose_tensors_come_in_its_star_args_is_a_torch_frame(call):
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
 
 
+class _Holder:
+    def __init__(self, t):
+        self.t = t
+
+
+def test_a_torch_tensor_read_from_an_object_is_torchs_to_type_in_a_frame_that_names_no_torch():
+    """The frame's only argument is a plain object and its code never names
+    torch (transformers' ModelOutput.__post_init__ reading its first field):
+    type() of the tensor read from the object is torch.Tensor, as in eager.
+    It was kiln's Tensor (the frame was taken for a kiln-only one), and
+    str(type(t)) came out "<class 'kiln._C.Tensor'>": a wrong answer."""
+    def f(h):
+        kind = type(h.t)
+        return h.t + 1, str(kind), kind.__name__
+
+    check(f, lambda: (_Holder(torch.randn(3)),))
+
+
 class _Checkpointed(torch.nn.Module):
     # transformers' GradientCheckpointingLayer: every subclass's forward is
     # wrapped by a closure that holds the wrapper itself.
