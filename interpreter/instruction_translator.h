@@ -122,6 +122,9 @@ struct TraceContext {
   // functional update only while none of them is alive: a live view's
   // tracker would keep denoting the old value (translator_calls.cpp).
   std::unordered_map<const output_graph::Node*, std::vector<std::weak_ptr<variables::VariableTracker>>> views_of;
+  // The tracker of each node views were taken of (one tracker per node a
+  // tensor op made): what a write through a view updates besides the view.
+  std::unordered_map<const output_graph::Node*, std::weak_ptr<variables::VariableTracker>> viewed_tracker;
 };
 
 class InstructionTranslator {
@@ -259,6 +262,12 @@ class InstructionTranslator {
   VT binary(runtime::BinOp op, const VT& a, const VT& b, bool inplace);
   // x op= y on a tensor (in place, as torch's), or a break (translator_calls.cpp).
   VT tensor_inplace(runtime::OpId op, const VT& x, const VT& y);
+  // translator_views.cpp: `r`, a view op's result over `input`, recorded;
+  // x (a tensor this graph made, or a view of one) now holds `value`:
+  // false, with the reason in view_refusal_, when that cannot be written
+  // back soundly (nothing has changed then).
+  void note_view(const VT& r, const VT& input);
+  bool assign_tensor(const VT& x, const VT& value);
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
   bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)
@@ -320,6 +329,7 @@ class InstructionTranslator {
   VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& wrapped, const VT& obj);
 
  private:
+  std::string view_refusal_;  // why the last assign_tensor refused
   TraceContext& ctx_;
   runtime::Ref<runtime::FunctionObj> fn_;
   const runtime::Code* code_;

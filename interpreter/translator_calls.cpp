@@ -5,6 +5,7 @@
 
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
+#include "interpreter/tensor_views.h"
 #include "variables/wrap.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
@@ -154,20 +155,6 @@ static Arg to_arg(InstructionTranslator& tx, const VT& v0) {
   }
 }
 
-// A node whose result may share memory with its first argument: a view op,
-// or contiguous/to (which return their input when there is nothing to do).
-static bool may_alias(const output_graph::Node* m) {
-  if (m->op != output_graph::NodeOp::CallFunction) return false;
-  const OpDef& d = op_def(OpId(m->op_id));
-  return d.kind == OpKind::View || d.id == OpId::contiguous || d.id == OpId::to;
-}
-
-// The node owning the memory an aliasing node reads through.
-static const output_graph::Node* alias_root(const output_graph::Node* m) {
-  while (may_alias(m) && !m->args.empty() && m->args[0].kind == Arg::Kind::Node) m = m->args[0].node;
-  return m;
-}
-
 static bool arg_requires_grad(const Arg& a) {
   if (a.kind == Arg::Kind::Node) return a.node->requires_grad;
   if (a.kind == Arg::Kind::List)
@@ -250,8 +237,7 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
   check_autograd(op, pos, kw);
   try {
     VT r = vars::wrap_fx_proxy(ctx_.out, op, std::move(pos), std::move(kw));
-    if (r->is(VTKind::Tensor) && r->node && may_alias(r->node))
-      ctx_.views_of[alias_root(r->node)].push_back(r);
+    if (r->is(VTKind::Tensor) && r->node && may_alias(r->node)) note_view(r, args[0]);  // translator_views.cpp
     return r;
   } catch (const Error& e) {
     // A shape or argument error: the VM raises it when it runs the call.
@@ -384,26 +370,16 @@ static VT tensor_index(InstructionTranslator& tx, VT x, const VT& key) {
 }
 
 // x[key] = value in a trace: a `setitem` node (a copy of x with the
-// assignment applied), and x's tracker now denotes it, so every name and
-// container holding that tracker sees the new value. Sound only when
-// nothing else can observe x's memory: x must be made in this graph by an
-// op that returns fresh storage, and no view of it may exist in the trace
-// (the view's tracker would keep the old value). An input or a parameter
-// (the caller would not see the write) breaks, as does a view.
+// assignment applied), which x now denotes, written back into the tensor
+// x's memory belongs to and into every live view of it (assign_tensor,
+// translator_views.cpp). x's memory must be made in this graph: an input
+// or a parameter (the caller would not see the write) breaks.
 void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, const VT& value0) {
   VT value = realize(value0);
   if (x->source)
     unsupported(BreakReason::tensor_mutation, "assignment into " + x->source->str() + ", which the caller owns");
-  const output_graph::Node* n = x->node;
-  if (n->op != output_graph::NodeOp::CallFunction || may_alias(n))
-    unsupported(BreakReason::tensor_mutation, "assignment into a view or a graph input");
-  // Views taken earlier and already dropped (y[:, 0] = y[:, 1] * 2) are
-  // harmless; one still held by a name or a container is not.
-  if (auto it = ctx_.views_of.find(n); it != ctx_.views_of.end()) {
-    auto& views = it->second;
-    views.erase(std::remove_if(views.begin(), views.end(), [](const auto& w) { return w.expired(); }), views.end());
-    if (!views.empty()) unsupported(BreakReason::tensor_mutation, "assignment into a tensor a live view was taken of");
-  }
+  if (x->node->op != output_graph::NodeOp::CallFunction)
+    unsupported(BreakReason::tensor_mutation, "assignment into a graph input");
   if (!value->is(VTKind::Tensor) && !(value->is(VTKind::Constant) && value->value.is_number()))
     unsupported(BreakReason::untraced_object, "assigning " + value->str() + " into a tensor");
   const TracedKey tk = traced_key(*this, x, key);
@@ -435,14 +411,14 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
     }
   }
   VT updated = tensor_op(OpId::setitem, {x, vars::make_tuple(std::move(items)), value});
-  x->node = updated->node;
+  if (!assign_tensor(x, updated))  // translator_views.cpp
+    unsupported(BreakReason::tensor_mutation, "assignment into a view kiln cannot write back (" + view_refusal_ + ")");
 }
 
 // Python frames: x op= y on a tensor is in place, as torch's: x's memory changes and
-// every name holding x sees it. Traced like an assignment into x (x's
-// tracker now denotes the result), so only where nothing else can see x's
-// memory (tensor_setitem_traced's rule); a tensor the caller owns breaks,
-// and CPython runs the in-place op on the caller's tensor. A result torch
+// every name holding x, or a view of its memory, sees it. Traced like an
+// assignment into x (tensor_setitem_traced's rule); a tensor the caller
+// owns breaks, and CPython runs the in-place op on it. A result torch
 // would refuse to write into x (another dtype, a broadcast shape) breaks
 // too: the program raises it there.
 VT InstructionTranslator::tensor_inplace(OpId op, const VT& x, const VT& y) {
@@ -453,16 +429,13 @@ VT InstructionTranslator::tensor_inplace(OpId op, const VT& x, const VT& y) {
   if (next(1, Opcode::SWAP) && next(2, Opcode::SWAP) && next(3, Opcode::STORE_SUBSCR)) return tensor_op(op, {x, y});
   if (x->source)
     unsupported(BreakReason::tensor_mutation, "in-place operator on " + x->source->str() + ", which the caller owns");
-  const output_graph::Node* n = x->node;
-  if (n->op != output_graph::NodeOp::CallFunction || may_alias(n))
-    unsupported(BreakReason::tensor_mutation, "in-place operator on a view or a graph input");
-  if (auto it = ctx_.views_of.find(n); it != ctx_.views_of.end())
-    for (const auto& w : it->second)
-      if (!w.expired()) unsupported(BreakReason::tensor_mutation, "in-place operator on a tensor a live view was taken of");
+  if (x->node->op != output_graph::NodeOp::CallFunction)
+    unsupported(BreakReason::tensor_mutation, "in-place operator on a graph input");
   VT r = tensor_op(op, {x, y});
   if (r->meta().dtype != x->meta().dtype || r->meta().sizes != x->meta().sizes)
     unsupported(BreakReason::python_error, "an in-place result torch cannot write into the tensor (dtype or shape)");
-  x->node = r->node;
+  if (!assign_tensor(x, r))  // translator_views.cpp
+    unsupported(BreakReason::tensor_mutation, "in-place operator on a view kiln cannot write back (" + view_refusal_ + ")");
   return x;
 }
 
