@@ -237,6 +237,9 @@ VT InstructionTranslator::tensor_op(OpId op, const std::vector<VT>& args, const 
   check_autograd(op, pos, kw);
   try {
     VT r = vars::wrap_fx_proxy(ctx_.out, op, std::move(pos), std::move(kw));
+    // `to` its own dtype is the tensor itself in torch: the same tracker,
+    // so a write into either is one into the other (the node is dead code).
+    if (op == OpId::to && args[0]->is(VTKind::Tensor) && r->meta().dtype == args[0]->meta().dtype) return args[0];
     if (r->is(VTKind::Tensor) && r->node && may_alias(r->node)) note_view(r, args[0]);  // translator_views.cpp
     return r;
   } catch (const Error& e) {

@@ -118,7 +118,6 @@ std::string view_steps(const Node* n, const Node*& root, std::vector<const Node*
   std::reverse(steps.begin(), steps.end());
   root = n;
   if (n->op != NodeOp::CallFunction) return "a view of a graph input";
-  if (n->requires_grad) return "a tensor that records gradients";
   return "";
 }
 
@@ -156,6 +155,13 @@ bool InstructionTranslator::assign_tensor(const VT& x, const VT& value) {
   // x itself, if no op recorded it (every view op goes through tensor_op).
   if (!steps.empty() && std::none_of(live.begin(), live.end(), [&](const Live& l) { return l.view == x; }))
     live.push_back(Live{x, steps});
+  // A write that views share, into memory whose values record gradients:
+  // the embedder's autograd would have to see it as one (a write into a
+  // tensor with no view is a new value like any op's, as before).
+  if (root->requires_grad && !live.empty()) {
+    view_refusal_ = "a tensor that records gradients";
+    return false;
+  }
   VT owner = steps.empty() ? x : nullptr;
   if (!owner)
     if (auto it = ctx_.viewed_tracker.find(root); it != ctx_.viewed_tracker.end())

@@ -106,6 +106,13 @@ def chained_writes(t):
     return r, u
 
 
+def to_its_own_dtype_is_the_tensor(t):
+    u = t * 1
+    v = u.float()  # u itself, in torch
+    v += 1
+    return u, v is u
+
+
 CASES = [
     (swin_bias, lambda: (torch.randn(2, 4), torch.randn(6, 4), torch.randn(6))),
     (ghost, lambda: (torch.randn(2, 3, 4), torch.randn(2, 3, 4))),
@@ -117,6 +124,7 @@ CASES = [
     (setitem_after_view_dropped_and_taken_again, lambda: (torch.randn(3, 4),)),
     (base_rebound_then_view_written, lambda: (torch.randn(3, 4),)),
     (chained_writes, lambda: (torch.randn(3, 4),)),
+    (to_its_own_dtype_is_the_tensor, lambda: (torch.randn(3, 4),)),
 ]
 
 
@@ -197,3 +205,30 @@ def test_a_write_kiln_cannot_carry_back_breaks_and_cpython_does_it(fn, make, why
     e = kiln.explain(kiln.compile(fn))(*make())
     assert e.graph_break_count >= 1 and any(why in b["reason"] for b in e.break_reasons), str(e)
     check(fn, make, graphs=e.graph_count, breaks=e.graph_break_count)
+
+
+_LIN = torch.nn.Linear(4, 4)
+
+
+def residual_with_gradients(x):
+    y = _LIN(x)  # records gradients: the parameters require them
+    y += x  # a write into a tensor no view shares: a new value, as any op's
+    return y
+
+
+def view_write_with_gradients(x):
+    y = _LIN(x)
+    y[0] += 1  # a write views share, into values that record gradients
+    return y
+
+
+def test_writes_into_tensors_that_record_gradients():
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    e = kiln.explain(kiln.compile(residual_with_gradients))(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    want, got = residual_with_gradients(x), kiln.compile(residual_with_gradients)(x)
+    assert torch.allclose(want, got) and got.requires_grad
+    kiln.reset()
+    want, got = view_write_with_gradients(x), kiln.compile(view_write_with_gradients)(x)
+    assert torch.allclose(want, got)
