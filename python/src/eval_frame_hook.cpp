@@ -659,6 +659,13 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
   if (!st || st->mode != CodeState::Mode::Trace || !f->f_func) return eval_default(ts, f, throw_flag);
   if (st->root_only && f->localsplus[0] != opts->root) return eval_default(ts, f, throw_flag);
   if (st->own_forward_only && !forward_is(f->localsplus[0], code)) return eval_default(ts, f, throw_flag);
+  // State, not code: checked on every call, the frame compiled again once
+  // autocast is off (a with-block kiln traces as nothing is one made with
+  // enabled=False, torch_values.cpp).
+  if (torch_autocast_on()) {
+    left_to_cpython(code, "torch.autocast is on: its dtypes are not kiln's kernels'");
+    return eval_default(ts, f, throw_flag);
+  }
 
   const Py_ssize_t nparams = nparams_of(code);
   std::shared_ptr<const CacheEntry> entry;

@@ -95,6 +95,9 @@ std::string resolve(PyObject* torch) {
   const char* modes[] = {"no_grad", "enable_grad", "inference_mode"};
   for (int i = 0; i < 3; ++i)
     torch_types::grad_modes[i] = reinterpret_cast<PyTypeObject*>(py::object(t.attr(modes[i])).release().ptr());
+  torch_types::autocast = reinterpret_cast<PyTypeObject*>(py::object(t.attr("autocast")).release().ptr());
+  if (py::hasattr(t.attr("_C"), "_is_any_autocast_enabled"))
+    torch_types::any_autocast_enabled = py::object(t.attr("_C").attr("_is_any_autocast_enabled")).release().ptr();
   requires_grad_name = PyUnicode_InternFromString("requires_grad");
   is_neg = py::object(t.attr("Tensor").attr("is_neg")).release().ptr();
   {

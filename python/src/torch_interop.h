@@ -40,7 +40,30 @@ inline PyTypeObject* parameter = nullptr;
 // whose with-blocks kiln traces as doing nothing (kiln computes no
 // gradients), the VM running their real __enter__/__exit__.
 inline PyTypeObject* grad_modes[3] = {nullptr, nullptr, nullptr};
+// torch.autocast: a with-block over one made with enabled=False changes
+// nothing kiln computes (timm's efficientvit turns autocast off around its
+// attention); an enabled one changes dtypes kiln does not model, and breaks.
+inline PyTypeObject* autocast = nullptr;
+// torch._C._is_any_autocast_enabled (null before torch is seen, or in a
+// torch without it).
+inline PyObject* any_autocast_enabled = nullptr;
 }  // namespace torch_types
+
+// Whether torch.autocast is on for any device now: the program's matmuls
+// and convolutions then run in another dtype, which kiln's graphs do not
+// model, so CPython runs compiled frames while it is (eval_frame_hook.cpp).
+inline bool torch_autocast_on() {
+  PyObject* f = torch_types::any_autocast_enabled;
+  if (!f) return false;
+  PyObject* r = PyObject_CallNoArgs(f);
+  if (!r) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool on = r == Py_True;
+  Py_DECREF(r);
+  return on;
+}
 
 // A plain torch tensor or Parameter (not another subclass): the cheap test
 // of the cached-call path.

@@ -167,6 +167,25 @@ const runtime::ForeignVTable kTorchGradModeFactoryVTable = [] {
   vt.pure = grad_mode_pure;
   return vt;
 }();
+// torch.autocast(..., enabled=False): a null context (its _enabled is an
+// instance attribute its __init__ set: reading it runs no user code).
+bool autocast_null_context(void* h) {
+  return calling_python([&] {
+    PyObject* enabled = PyObject_GetAttrString(handle_of(h), "_enabled");
+    if (!enabled) {
+      PyErr_Clear();
+      return false;
+    }
+    const bool off = enabled == Py_False;
+    Py_DECREF(enabled);
+    return off;
+  });
+}
+const runtime::ForeignVTable kTorchAutocastVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.null_context = autocast_null_context;
+  return vt;
+}();
 const runtime::ForeignVTable kTorchModuleVTable = [] {
   runtime::ForeignVTable vt = with_reason(kPyObjectVTable, torch_module_reason);
   vt.call = torch_call;
@@ -237,11 +256,15 @@ Value torch_object_value(py::handle obj) {
   if (const Value* op = op_function(o)) return *op;
   if (is_torch_tensor(o)) return torch_tensor_value(obj);
   if (PyObject_TypeCheck(o, torch_types::tensor)) return torch_tensor_foreign(obj);
+  auto with_vt = [&](const runtime::ForeignVTable* vt) {
+    Py_INCREF(o);
+    return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(vt, o));
+  };
+  // Making an autocast object reads torch's settings and changes none (its
+  // __enter__ does): the tracer calls the class on known arguments.
+  if (Py_TYPE(o) == torch_types::autocast) return with_vt(&kTorchAutocastVTable);
+  if (o == reinterpret_cast<PyObject*>(torch_types::autocast)) return with_vt(&kTorchGradModeFactoryVTable);
   for (PyTypeObject* mode : torch_types::grad_modes) {
-    auto with_vt = [&](const runtime::ForeignVTable* vt) {
-      Py_INCREF(o);
-      return Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(vt, o));
-    };
     if (Py_TYPE(o) == mode) return with_vt(&kTorchGradModeVTable);
     if (o == reinterpret_cast<PyObject*>(mode)) return with_vt(&kTorchGradModeFactoryVTable);
     // @torch.no_grad() on a function: torch's wrapper calls self.clone()

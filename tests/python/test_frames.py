@@ -1083,6 +1083,39 @@ def test_a_torch_tensor_read_from_an_object_is_torchs_to_type_in_a_frame_that_na
     check(f, lambda: (_Holder(torch.randn(3)),))
 
 
+def _attend(q, k):
+    # timm's efficientvit: autocast off around its attention
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        a = q @ k.transpose(-1, -2)
+    return a.softmax(-1)
+
+
+def _bf16_inside(x):
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        y = x @ x.t()
+    return y + 1
+
+
+def test_autocast_off_is_traced_as_nothing_and_autocast_on_is_cpythons():
+    """A with-block over torch.autocast(enabled=False) changes nothing kiln
+    computes: one graph. With autocast on, matmuls run in bfloat16, which
+    kiln's kernels do not: CPython runs the frames while it is on (the
+    result was float32 before: a wrong answer), and a frame compiled while
+    it was off runs CPython's code when the caller turns it on."""
+    q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    e = explain(_attend, q, k)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+    assert torch.allclose(kiln.compile(_attend)(q, k), _attend(q, k))
+    x = torch.randn(4, 4)
+    want, got = _bf16_inside(x), kiln.compile(_bf16_inside)(x)
+    assert got.dtype == want.dtype == torch.bfloat16 and torch.equal(got, want)
+    compiled = kiln.compile(lambda t: t @ t.t())
+    assert compiled(x).dtype == torch.float32  # compiled and cached
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        assert compiled(x).dtype == torch.bfloat16
+    assert compiled(x).dtype == torch.float32
+
+
 class _Checkpointed(torch.nn.Module):
     # transformers' GradientCheckpointingLayer: every subclass's forward is
     # wrapped by a closure that holds the wrapper itself.
