@@ -26,6 +26,7 @@ methods are kiln's (every registry op is one). TENSOR_METHODS adds torch's
 methods kiln lacks or spells otherwise; they become methods of kiln
 tensors too (in compiled code, the VM and Python).
 """
+import math
 import sys
 import types
 
@@ -227,6 +228,59 @@ def cumsum(input, dim, *, dtype=None, out=None):
     n = x.shape[dim]
     upper = _C.triu(_C.ones(n, n, dtype=x.dtype))  # upper[j][i] = 1 where j <= i
     return _C.transpose(_C.matmul(_C.transpose(x, dim, -1), upper), dim, -1)
+
+
+def _f32(v):
+    # v rounded to float32 (to nearest, ties to even: 24 significant bits),
+    # with math's frexp/ldexp, which a trace folds (struct it cannot).
+    m, e = math.frexp(v)
+    return math.ldexp(round(m * 16777216.0) / 16777216.0, e)
+
+
+def _nearest_rows(n_in, n_out, factor):
+    """The source rows of nearest-neighbour resampling n_in -> n_out, as
+    torch's kernel picks them (UpSample.h nearest_idx: its scale a float32,
+    1 / factor when given, else n_in / n_out, times the output position in
+    float32)."""
+    if n_out == n_in:
+        return list(range(n_out))
+    if n_out == 2 * n_in:
+        return [o >> 1 for o in range(n_out)]
+    scale = _f32(1.0 / float(factor)) if factor is not None and factor > 0 else _f32(_f32(float(n_in)) / _f32(float(n_out)))
+    rows = [int(math.floor(_f32(_f32(float(o)) * scale))) for o in range(n_out)]
+    return [r if r < n_in else n_in - 1 for r in rows]  # (this module's min is torch.min's adapter)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                antialias=False):
+    # mode="nearest" (hrnet's, FPNs' and UNets' nn.Upsample): a gather of
+    # source rows per spatial dim, the rows torch's kernel reads. Other
+    # modes, and sizes known only when the graph runs, stay torch's own.
+    spatial = input.dim() - 2
+    ins = [input.shape[2 + d] for d in range(spatial)]  # (empty for spatial <= 0)
+    if (mode != "nearest" or antialias or not 1 <= spatial <= 3 or (size is None) == (scale_factor is None)
+            or not all(type(n) is int for n in ins)):
+        return _TORCH["interpolate"](input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                                     antialias)
+    if size is not None:
+        outs = list(size) if isinstance(size, (list, tuple)) else [size] * spatial
+        factors = [None] * spatial
+    else:
+        factors = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * spatial
+        outs = [int(math.floor(float(n) * float(f))) for n, f in zip(ins, factors)]
+        if recompute_scale_factor:
+            factors = [None] * spatial
+    if len(outs) != spatial or not all(type(o) is int and o > 0 for o in outs):
+        return _TORCH["interpolate"](input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                                     antialias)
+    x = input
+    for d in range(spatial):
+        n_in, n_out, f = ins[d], outs[d], factors[d]
+        if n_in == n_out:
+            continue
+        rows = _C.tensor(_nearest_rows(n_in, n_out, f), dtype="int64")
+        x = x[(slice(None),) * (2 + d) + (rows,)]
+    return x
 
 
 def _einsum_sum_out(x, labels, keep):
@@ -632,6 +686,7 @@ FUNCTIONS = {
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
     # torch.nn.functional.*: kiln.nn.functional has torch's signatures
     **{f"torch.nn.functional.{n}": f"F.{n}" for n in _F.__all__},
+    "torch.nn.functional.interpolate": interpolate,
 }
 
 # torch functions that report how the program is being run, and torch's
@@ -958,6 +1013,7 @@ def install(torch):
     for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum", "cumsum"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
     _TORCH["vector_norm"] = _C._raw_torch(torch.linalg.vector_norm)
+    _TORCH["interpolate"] = _C._raw_torch(torch.nn.functional.interpolate)
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         f = torch.finfo(dtype)
         _FINFO[name] = types.SimpleNamespace(bits=f.bits, eps=f.eps, max=f.max, min=f.min, tiny=f.tiny,

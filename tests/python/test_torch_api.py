@@ -145,6 +145,12 @@ FUNCTION_CALLS = {
                      (("nm,hnm->h", (t(5, 6), t(4, 5, 6, seed=1))), {}), (("ij->ji", A), {}),
                      (("ijk->j", t(3, 4, 2)), {}), (("i,j->ij", t(3), t(4, seed=1)), {}),
                      (("bhwc,hkc->bhwk", t(2, 3, 4, 5), t(3, 6, 5, seed=1)), {}), (("ij,ij->i", A, B), {})],
+    # nearest resampling (hrnet's nn.Upsample, FPNs, UNets): torch's rows exactly, also where a float32 scale
+    # rounds (1.7, 0.5, a recomputed 2.5, an explicit size)
+    "torch.nn.functional.interpolate": [((t(2, 3, 4, 5),), {"scale_factor": 2}), ((t(2, 3, 4, 5),), {"scale_factor": 3}),
+                                        ((t(2, 3, 7, 5),), {"size": (10, 3)}), ((t(2, 3, 7),), {"scale_factor": 1.7}),
+                                        ((t(1, 2, 3, 4, 5),), {"scale_factor": (2, 1, 0.5)}),
+                                        ((t(2, 3, 5, 5),), {"scale_factor": 2.5, "recompute_scale_factor": True})],
     # EdgeNeXt's: a bool mask's running sum in float32
     "torch.cumsum": [((A, 1), {}), ((t(2, 3, 4), 0), {}), ((mask(2, 5, 6), 2), {"dtype": torch.float32}),
                      ((A.double(), -1), {})],
@@ -254,7 +260,8 @@ def test_function_row(backend, name):
     lambda: torch.norm(ints(3, 4)),                                      # torch raises for integers
     lambda: torch.cumsum(ints(3, 4), 1),                                 # an integer sum, exact
     lambda: torch.cumsum(t(2, 300), 1),                                  # past 256 positions
-], ids=["ellipsis", "diagonal", "implicit", "broadcast", "nuc", "int", "int-cumsum", "long-cumsum"])
+    lambda: torch.nn.functional.interpolate(t(2, 3, 4, 5), scale_factor=2, mode="bilinear"),  # not nearest
+], ids=["ellipsis", "diagonal", "implicit", "broadcast", "nuc", "int", "int-cumsum", "long-cumsum", "bilinear"])
 def test_einsum_and_norm_forms_kiln_does_not_take_are_torchs_own(backend, call):
     want = run_eager(call)
     got = run_eager(kiln.compile(call, backend=backend))
