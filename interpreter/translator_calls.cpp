@@ -8,6 +8,7 @@
 #include "interpreter/tensor_views.h"
 #include "variables/wrap.h"
 #include "runtime/builtins.h"
+#include "runtime/host_tensors.h"
 #include "runtime/module.h"
 #include "runtime/name_map.h"
 #include "runtime/set_ops.h"
@@ -418,7 +419,7 @@ void InstructionTranslator::tensor_setitem_traced(const VT& x, const VT& key, co
     unsupported(BreakReason::tensor_mutation, "assignment into a view kiln cannot write back (" + view_refusal_ + ")");
 }
 
-// Python frames: x op= y on a tensor is in place, as torch's: x's memory changes and
+// A torch program's frames: x op= y on a tensor is in place, as torch's: x's memory changes and
 // every name holding x, or a view of its memory, sees it. Traced like an
 // assignment into x (tensor_setitem_traced's rule); a tensor the caller
 // owns breaks, and CPython runs the in-place op on it. A result torch
@@ -446,9 +447,12 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
   if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
     int id = tensor_op_for(op);
     if (id < 0) unsupported(BreakReason::untraced_object, std::string("operator ") + binop_symbol(op) + " on a tensor");
-    // In place for Python programs (torch's meaning); a KBC program's `+=`
-    // on a tensor makes a new one, as its VM does (the oracle of KBC).
-    if (inplace && a->is(VTKind::Tensor) && ctx_.python_frames) return tensor_inplace(OpId(id), a, b);
+    // In place for torch programs (torch's __iadd__); kiln's own tensors
+    // have no in-place operators, so a KBC program's `+=`, and a Python
+    // program's over kiln tensors, make a new one (their oracles: the VM,
+    // CPython over kiln.Tensor).
+    if (inplace && a->is(VTKind::Tensor) && ctx_.python_frames && host_tensors_in_place())
+      return tensor_inplace(OpId(id), a, b);
     return tensor_op(OpId(id), {a, b});
   }
   if (op == BinOp::ADD && a->is(VTKind::List) && b->is(VTKind::List)) {

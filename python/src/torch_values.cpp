@@ -7,6 +7,7 @@
 #include "python/src/errors.h"
 #include "python/src/foreign.h"
 #include "python/src/tensor_identity.h"
+#include "runtime/host_tensors.h"
 #include "python/src/torch_autograd.h"
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
@@ -325,9 +326,18 @@ Value torch_tensor_sample(const Tensor& meta) {
   });
 }
 
+// runtime::set_host_tensors_in_place: a call a torch tensor entered (an
+// argument, an attribute read), or a frame of torch's code, is a torch
+// program, whose `x op= y` is torch's in-place operator.
+bool torch_tensors_in_place() {
+  const TensorIdentityScope* scope = TensorIdentityScope::active();
+  return scope && scope->torch_out;
+}
+
 void install_torch_op_hook() {
   runtime::set_foreign_op_hook(torch_op_hook);
   runtime::set_host_tensor_sample(torch_tensor_sample);
+  runtime::set_host_tensors_in_place(torch_tensors_in_place);
 }
 
 void bind_torch(py::module_& m) {

@@ -1615,6 +1615,14 @@ class Gen:
         t = self.var(TENSOR)
         y = self.fresh("y")
         self.emit(f"{y} = {t.name}{r.choice(['.clone()', ' * 1.0', ' + 0'])}")
+        if r.random() < 0.3:
+            # A write through a view of y (or through a copy, for an
+            # advanced key): y and the view both see it, or only the copy.
+            v = self.fresh("v")
+            self.emit(f"{v} = {y}[{self.tensor_key(t.shape)}]")
+            self.emit(r.choice([f"{v} += {self.small_int()}", f"{v}[...] = {self.e_float(1)}", f"{v}.mul_(2)",
+                                f"{y} -= 1"]))
+            self.emit(f"log.append({v})")
         for _ in range(r.randint(1, 2)):
             key = self.tensor_key(t.shape)
             val = r.choice([self.e_float(1), self.small_int(), f"{y}[{key}] * 2", "-1.5"])

@@ -232,3 +232,38 @@ def test_writes_into_tensors_that_record_gradients():
     kiln.reset()
     want, got = view_write_with_gradients(x), kiln.compile(view_write_with_gradients)(x)
     assert torch.allclose(want, got)
+
+
+_AUGMENTED = """
+def f(t):
+    y = t * 1
+    a = y
+    v = y[0]
+    y += 1  # torch: in place (a is y, v sees it); kiln.Tensor has no __iadd__: y = y + 1
+    v[1] = 7.0
+    return a, v, y
+"""
+
+
+def _aliases_after_augmented_assignment():
+    # A code object of its own each time: kiln's cache is per code object,
+    # and its guards do not tell a torch tensor from a kiln one.
+    namespace = {}
+    exec(compile(_AUGMENTED, "<augmented>", "exec"), namespace)
+    return namespace["f"]
+
+
+def test_augmented_assignment_is_in_place_for_torch_tensors_and_rebinding_for_kilns():
+    """kiln's own tensors have no in-place operators, so CPython runs
+    `y += 1` as `y = y + 1`: another name for y and a view of y keep the old
+    values. A trace of a Python frame over kiln tensors took torch's meaning
+    (found by the generator once it wrote through views)."""
+    import numpy as np
+    check(_aliases_after_augmented_assignment(), lambda: (torch.randn(3, 4),))
+    f = _aliases_after_augmented_assignment()
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = f(kiln.from_numpy(base.copy()))
+    got = kiln.compile(f)(kiln.from_numpy(base.copy()))
+    for w, g in zip(want, got):
+        assert np.array_equal(w.numpy(), g.numpy())
+    assert not np.array_equal(want[0].numpy(), want[2].numpy())  # a kept y's old value
