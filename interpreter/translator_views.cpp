@@ -33,6 +33,7 @@ using output_graph::Arg;
 using output_graph::Node;
 using output_graph::NodeOp;
 namespace vars = kiln::variables;
+using vars::make_constant;
 
 bool may_alias(const Node* m) {
   if (m->op != NodeOp::CallFunction) return false;
@@ -46,8 +47,6 @@ const Node* alias_root(const Node* m) {
 }
 
 namespace {
-
-VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
 // Argument `i` of a view node, or its keyword `name`: a constant, else
 // Null (symbolic, or absent: the op's default then applies).
@@ -121,6 +120,69 @@ std::string view_steps(const Node* n, const Node*& root, std::vector<const Node*
   return "";
 }
 
+// The new value of step `s`'s parent once the view `s` makes of it holds
+// `w`: a slice or select written into the parent (setitem), a transpose or
+// permute undone, a reshape back to the parent's shape.
+VT write_back(InstructionTranslator& tx, const Node* s, VT w) {
+  VT parent = vars::make_tensor(s->args[0].node);
+  const int64_t rank = int64_t(parent->meta().sizes.size());
+  auto dim_of = [&](size_t index, std::string_view name, int64_t dflt) {
+    const Value d = const_arg(s, index, name);
+    const int64_t v = d.is(Kind::Int) ? d.as_int() : dflt;
+    return v < 0 ? v + rank : v;
+  };
+  auto whole_dims = [&](int64_t dims) {
+    std::vector<VT> key;
+    const Value all = make_slice(Value::none(), Value::none(), Value::none());
+    for (int64_t d = 0; d < dims; ++d) key.push_back(make_constant(all));
+    return key;
+  };
+  switch (OpId(s->op_id)) {
+    case OpId::slice: {
+      std::vector<VT> key = whole_dims(dim_of(1, "dim", 0));
+      const Value start = const_arg(s, 2, "start"), stop = const_arg(s, 3, "end"), step = const_arg(s, 4, "step");
+      auto given = [](const Value& v) { return v.is_null() ? Value::none() : v; };
+      key.push_back(make_constant(make_slice(given(start), given(stop), given(step))));
+      w = tx.tensor_op(OpId::setitem, {parent, vars::make_tuple(std::move(key)), w});
+      break;
+    }
+    case OpId::select: {
+      std::vector<VT> key = whole_dims(dim_of(1, "dim", 0));
+      key.push_back(make_constant(const_arg(s, 2, "index")));
+      w = tx.tensor_op(OpId::setitem, {parent, vars::make_tuple(std::move(key)), w});
+      break;
+    }
+    case OpId::transpose:
+      w = tx.tensor_op(OpId::transpose,
+                       {w, make_constant(const_arg(s, 1, "dim0")), make_constant(const_arg(s, 2, "dim1"))});
+      break;
+    case OpId::permute: {
+      // permute(x, dims) takes dims positionally (*dims) or as one list.
+      std::vector<int64_t> dims;
+      for (size_t a = 1; a < s->args.size(); ++a) {
+        const Arg& arg = s->args[a];
+        if (arg.kind == Arg::Kind::List)
+          for (const Arg& item : arg.items) dims.push_back(item.value.as_int());
+        else if (arg.value.is(Kind::Int)) dims.push_back(arg.value.as_int());
+        else for (const Value& item : to_vector(arg.value)) dims.push_back(item.as_int());
+      }
+      std::vector<VT> inverse(dims.size());
+      for (size_t d = 0; d < dims.size(); ++d)
+        inverse[size_t(dims[d] < 0 ? dims[d] + rank : dims[d])] = make_constant(Value::integer(int64_t(d)));
+      std::vector<VT> args{w};
+      args.insert(args.end(), inverse.begin(), inverse.end());
+      w = tx.tensor_op(OpId::permute, args);
+      break;
+    }
+    default: {  // unsqueeze, squeeze, view, reshape, flatten: the parent's shape again
+      std::vector<VT> args{w};
+      for (size_t d = 0; d < size_t(rank); ++d) args.push_back(tx.size_of(parent, d));
+      w = tx.tensor_op(OpId::reshape, args);
+    }
+  }
+  return w;
+}
+
 }  // namespace
 
 bool InstructionTranslator::assign_tensor(const VT& x, const VT& value) {
@@ -169,61 +231,7 @@ bool InstructionTranslator::assign_tensor(const VT& x, const VT& value) {
 
   // root' : the value written back down the steps, last step first.
   VT w = value;
-  for (size_t i = steps.size(); i-- > 0;) {
-    const Node* s = steps[i];
-    VT parent = vars::make_tensor(s->args[0].node);
-    const int64_t rank = int64_t(parent->meta().sizes.size());
-    auto dim_of = [&](size_t index, std::string_view name, int64_t dflt) {
-      const Value d = const_arg(s, index, name);
-      const int64_t v = d.is(Kind::Int) ? d.as_int() : dflt;
-      return v < 0 ? v + rank : v;
-    };
-    auto whole_dims = [&](int64_t dims) {
-      std::vector<VT> key;
-      for (int64_t d = 0; d < dims; ++d) key.push_back(const_vt(make_slice(Value::none(), Value::none(), Value::none())));
-      return key;
-    };
-    switch (OpId(s->op_id)) {
-      case OpId::slice: {
-        std::vector<VT> key = whole_dims(dim_of(1, "dim", 0));
-        const Value start = const_arg(s, 2, "start"), stop = const_arg(s, 3, "end"), step = const_arg(s, 4, "step");
-        key.push_back(const_vt(make_slice(start.is_null() ? Value::none() : start, stop.is_null() ? Value::none() : stop,
-                                          step.is_null() ? Value::none() : step)));
-        w = tensor_op(OpId::setitem, {parent, vars::make_tuple(std::move(key)), w});
-        break;
-      }
-      case OpId::select: {
-        std::vector<VT> key = whole_dims(dim_of(1, "dim", 0));
-        key.push_back(const_vt(const_arg(s, 2, "index")));
-        w = tensor_op(OpId::setitem, {parent, vars::make_tuple(std::move(key)), w});
-        break;
-      }
-      case OpId::transpose: w = tensor_op(OpId::transpose, {w, const_vt(const_arg(s, 1, "dim0")), const_vt(const_arg(s, 2, "dim1"))}); break;
-      case OpId::permute: {
-        // permute(x, dims) takes dims positionally (*dims) or as one list.
-        std::vector<int64_t> dims;
-        for (size_t a = 1; a < s->args.size(); ++a) {
-          const Arg& arg = s->args[a];
-          if (arg.kind == Arg::Kind::List)
-            for (const Arg& item : arg.items) dims.push_back(item.value.as_int());
-          else if (arg.value.is(Kind::Int)) dims.push_back(arg.value.as_int());
-          else for (const Value& item : to_vector(arg.value)) dims.push_back(item.as_int());
-        }
-        std::vector<VT> inverse(dims.size());
-        for (size_t d = 0; d < dims.size(); ++d)
-          inverse[size_t(dims[d] < 0 ? dims[d] + rank : dims[d])] = const_vt(Value::integer(int64_t(d)));
-        std::vector<VT> args{w};
-        args.insert(args.end(), inverse.begin(), inverse.end());
-        w = tensor_op(OpId::permute, args);
-        break;
-      }
-      default: {  // unsqueeze, squeeze, view, reshape, flatten: the parent's shape again
-        std::vector<VT> args{w};
-        for (size_t d = 0; d < size_t(rank); ++d) args.push_back(size_of(parent, d));
-        w = tensor_op(OpId::reshape, args);
-      }
-    }
-  }
+  for (size_t i = steps.size(); i-- > 0;) w = write_back(*this, steps[i], w);
   // Every live view taken again from root', by its own steps (replayed as
   // they were recorded, with the new parent first).
   std::vector<Node*> retaken;
