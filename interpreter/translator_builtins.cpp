@@ -81,6 +81,15 @@ VT InstructionTranslator::fold_builtin(BuiltinCall& call) {
                          : cls.is(Kind::Class) && runtime::host_class_repr(cls.as<runtime::ClassObj>(), text);
     if (known) return variables::make_constant(Value::str(text));
   }
+  // sorted(d), set(d), min(d): a dict iterates over its keys, which the
+  // trace knows, whatever its values are.
+  const int row = call.b.row;
+  const bool iterates_first = row == int(BuiltinId::b_sorted) || row == int(BuiltinId::b_set) ||
+                              row == int(BuiltinId::b_frozenset) ||
+                              ((row == int(BuiltinId::b_min) || row == int(BuiltinId::b_max)) &&
+                               call.args.size() - call.nkw == 1);
+  if (iterates_first && !call.args.empty() && call.args.size() > call.nkw && call.args[0]->is(VTKind::ConstDict))
+    call.args[0] = variables::make_constant(make_list(std::vector<Value>(call.args[0]->keys)));
   std::vector<Value> values;
   for (const VT& a : call.args) {
     if (a->is(VTKind::Tensor)) unsupported(BreakReason::tensor_to_python, call.b.name + "()");

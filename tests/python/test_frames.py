@@ -1116,6 +1116,18 @@ def test_autocast_off_is_traced_as_nothing_and_autocast_on_is_cpythons():
     assert compiled(x).dtype == torch.float32
 
 
+def test_sorted_set_min_max_of_a_dict_of_tensors_read_its_keys():
+    """A dict iterates over its keys, which the trace knows whatever its
+    values are: sorted(d) over a dict of tensors was a break."""
+    def f(x):
+        d = {"b": x * 2, "a": x + 1, "c": x}
+        return sorted(d), min(d), max(d), set(d) == {"a", "b", "c"}, [d[k].sum() for k in sorted(d, reverse=True)]
+
+    check(f, lambda: (torch.randn(3),))
+    e = explain(f, torch.randn(3))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
 class _Checkpointed(torch.nn.Module):
     # transformers' GradientCheckpointingLayer: every subclass's forward is
     # wrapped by a closure that holds the wrapper itself.
