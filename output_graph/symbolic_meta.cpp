@@ -193,6 +193,7 @@ std::optional<SymShape> sym_same_as_input(const Rule& r) { return r.shape(0); }
 #define sym_triangle_shape sym_same_as_input
 #define sym_batch_norm_shape sym_same_as_input
 #define sym_argsort_shape sym_same_as_input
+#define sym_cumsum_shape sym_same_as_input
 #define sym_setitem_shape sym_same_as_input
 
 std::optional<SymShape> sym_constructor_shape(const Rule& r) { return r.exprs(r.p[0]); }

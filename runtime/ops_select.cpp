@@ -1,5 +1,5 @@
 // Selection and ordering: argmax/argmin, argsort, topk's indices, gather,
-// tril/triu.
+// tril/triu; and cumsum, a scan, which walks the lanes of a dim as these do.
 //
 // Ties follow torch on CPU, which users see (a top-k sampler's choice, the
 // order of equal logits): argmax/argmin return the first extreme, and a NaN
@@ -380,6 +380,49 @@ Value gather_eager(const OpArgs& args) {
                             o[off[0] + i * st[0]] = in[off[1] + i * st[1] + j * xstep];
                           }
                         });
+  });
+  return Value::tensor(out);
+}
+
+// torch.cumsum's result dtype: `dtype` when given (the input is converted
+// first), else the input's, integers and bool widened to int64.
+static DType cumsum_dtype(const OpArgs& args) {
+  const Tensor x = args.tensor(0);
+  const DType given = dtype_arg(args, 2, x.dtype());
+  return is_floating(given) ? given : DType::Int64;
+}
+
+Tensor cumsum_shape(const OpArgs& args) {
+  const Tensor x = args.tensor(0);
+  wrap_dim("cumsum", args.integer(1), std::max<int64_t>(x.dim(), 1));
+  return Tensor::meta(x.sizes(), cumsum_dtype(args));
+}
+
+Value cumsum_eager(const OpArgs& args) {
+  const DType dtype = cumsum_dtype(args);
+  const Tensor x = args.tensor(0).to(dtype);
+  const int64_t dim = wrap_dim("cumsum", args.integer(1), std::max<int64_t>(x.dim(), 1));
+  Tensor out = Tensor::empty(x.sizes(), dtype);
+  if (x.numel() == 0) return Value::tensor(out);
+  if (x.dim() == 0) return Value::tensor(x.clone());
+  const int64_t n = x.sizes()[size_t(dim)], step = x.strides()[size_t(dim)];
+  const int64_t ostep = out.strides()[size_t(dim)];
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      // torch's CPU kernel (cpu_cum_base_kernel) accumulates in
+      // at::acc_type: double for float and double, int64 for integers.
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      const T* in = x.data<T>();
+      T* o = out.data<T>();
+      for_each_lane<2>(x.sizes(), {&x.strides(), &out.strides()}, dim, [&](const std::array<int64_t, 2>& off) {
+        Acc acc = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          acc += Acc(in[off[0] + j * step]);
+          o[off[1] + j * ostep] = T(acc);
+        }
+      });
+    }
   });
   return Value::tensor(out);
 }

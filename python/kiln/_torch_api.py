@@ -217,17 +217,11 @@ def einsum(equation, *operands):
     return _C.permute(r, [order.index(c) for c in out])
 
 
+@_over("cumsum")
 def cumsum(input, dim, *, dtype=None, out=None):
-    # A running sum along dim as one matmul with an upper-triangular matrix
-    # of ones (EdgeNeXt's position embedding: a mask's cumsum in float32).
-    # Up to 256 positions: past that the n*n matrix costs more than the sum
-    # saves, and integer results (torch sums exactly) stay torch's own.
-    x = input if dtype is None else input.to(dtype)
-    if out is not None or not x.is_floating_point() or x.dim() == 0 or x.shape[dim] > 256:
+    if out is not None:
         return _TORCH["cumsum"](input, dim, dtype=dtype, out=out)
-    n = x.shape[dim]
-    upper = _C.triu(_C.ones(n, n, dtype=x.dtype))  # upper[j][i] = 1 where j <= i
-    return _C.transpose(_C.matmul(_C.transpose(x, dim, -1), upper), dim, -1)
+    return _C.cumsum(input, dim, dtype=dtype)
 
 
 def _f32(v):

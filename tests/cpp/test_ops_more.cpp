@@ -17,6 +17,29 @@ Tensor t_(const Tensor& x) { return opt(OpId::transpose, {tv(x), iv(0), iv(1)});
 
 }  // namespace
 
+// ----- cumsum -------------------------------------------------------------------------------
+
+TEST_CASE("cumsum: a running sum per lane, integers and bool as int64, floats in a double accumulator", "[ops]") {
+  Tensor x = base23();
+  CHECK(vals(opt(OpId::cumsum, {tv(x), iv(1)})) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(vals(opt(OpId::cumsum, {tv(x), iv(-2)})) == std::vector<double>{1, 2, 3, 5, 7, 9});
+  CHECK(vals(opt(OpId::cumsum, {tv(t_(x)), iv(0)})) == std::vector<double>{1, 4, 3, 9, 6, 15});  // strided lanes
+  Tensor b = opt(OpId::cumsum, {tv(bt({true, false, true, true}, {4})), iv(0)});
+  CHECK(b.dtype() == DType::Int64);
+  CHECK(vals(b) == std::vector<double>{1, 1, 2, 3});
+  Tensor big = opt(OpId::cumsum, {tv(it({int64_t(1) << 62, int64_t(1) << 61, 1}, {3})), iv(0)});
+  CHECK(big.data<int64_t>()[2] == (int64_t(1) << 62) + (int64_t(1) << 61) + 1);  // exact, no float on the way
+  // float32 terms summed in double, each prefix rounded once, as torch's CPU kernel:
+  // 2^24 + 1 + 1 is 2^24 + 2 (a float32) in double, 2^24 in a float32 accumulator.
+  Tensor f = opt(OpId::cumsum, {tv(ft({16777216.0f, 1, 1}, {3})), iv(0)});
+  CHECK(f.data<float>()[2] == 16777218.0f);
+  Tensor d = opt(OpId::cumsum, {tv(it({1, 2, 3}, {3})), iv(0)}, {{"dtype", sv("float64")}});
+  CHECK(d.dtype() == DType::Float64);
+  CHECK(vals(d) == std::vector<double>{1, 3, 6});
+  CHECK(opt(OpId::cumsum, {tv(ft({5}, {})), iv(0)}).item() == 5);  // 0-d: itself
+  CHECK_THROWS(op(OpId::cumsum, {tv(x), iv(2)}));
+}
+
 // ----- reductions --------------------------------------------------------------------------
 
 TEST_CASE("sum over dims with keepdim", "[ops]") {
