@@ -121,8 +121,10 @@ std::string view_steps(const Node* n, const Node*& root, std::vector<const Node*
 }
 
 // The new value of step `s`'s parent once the view `s` makes of it holds
-// `w`: a slice or select written into the parent (setitem), a transpose or
-// permute undone, a reshape back to the parent's shape.
+// `w`: a slice or select written into the parent (setitem), a transpose,
+// permute or unsqueeze undone, a reshape back to the parent's shape. The
+// result is a fresh node or a view of one that later writes can reach
+// through again.
 VT write_back(InstructionTranslator& tx, const Node* s, VT w) {
   VT parent = vars::make_tensor(s->args[0].node);
   const int64_t rank = int64_t(parent->meta().sizes.size());
@@ -174,7 +176,17 @@ VT write_back(InstructionTranslator& tx, const Node* s, VT w) {
       w = tx.tensor_op(OpId::permute, args);
       break;
     }
-    default: {  // unsqueeze, squeeze, view, reshape, flatten: the parent's shape again
+    case OpId::unsqueeze: {  // squeezed again: a view whatever w's layout
+      const Value d = const_arg(s, 1, "dim");
+      const int64_t dim = d.as_int() < 0 ? d.as_int() + rank + 1 : d.as_int();
+      w = tx.tensor_op(OpId::squeeze, {w, make_constant(Value::integer(dim))});
+      break;
+    }
+    default: {  // squeeze, view, reshape, flatten: the parent's shape again
+      // A reshape of w is a view of it only when w is contiguous (else it
+      // copies, and a later write through it would not reach w): a copy
+      // of w first then, which is the memory's new owner.
+      if (w->meta().strides != contiguous_strides(w->meta().sizes)) w = tx.tensor_op(OpId::clone, {w});
       std::vector<VT> args{w};
       for (size_t d = 0; d < size_t(rank); ++d) args.push_back(tx.size_of(parent, d));
       w = tx.tensor_op(OpId::reshape, args);
@@ -229,9 +241,20 @@ bool InstructionTranslator::assign_tensor(const VT& x, const VT& value) {
     if (auto it = ctx_.viewed_tracker.find(root); it != ctx_.viewed_tracker.end())
       if (VT t = it->second.lock(); t && t->node == root) owner = t;
 
-  // root' : the value written back down the steps, last step first.
+  // root' : the value written back down the steps, last step first, laid
+  // out as the root was: the views are taken again from it by their own
+  // steps, and their layout (a reshape that copies or not, stride(),
+  // is_contiguous()) must stay torch's. A root laid out otherwise than
+  // contiguously is left to CPython.
   VT w = value;
   for (size_t i = steps.size(); i-- > 0;) w = write_back(*this, steps[i], w);
+  if (w->meta().strides != root->meta->strides) {
+    if (!contiguous(root)) {
+      view_refusal_ = "a tensor not laid out contiguously";
+      return false;
+    }
+    w = tensor_op(OpId::clone, {w});
+  }
   // Every live view taken again from root', by its own steps (replayed as
   // they were recorded, with the new parent first).
   std::vector<Node*> retaken;
@@ -244,12 +267,16 @@ bool InstructionTranslator::assign_tensor(const VT& x, const VT& value) {
     }
     retaken.push_back(v->node);
   }
-  // Now every tracker moves at once.
+  // Now every tracker moves at once. root' may itself be a view of a
+  // fresh node (a reshape or transpose that undid x's last step): the
+  // memory is that node's, and the owner is one more view of it.
+  const Node* new_root = alias_root(w->node);
+  auto& views = ctx_.views_of[new_root];
   if (owner) {
     owner->node = w->node;
-    ctx_.viewed_tracker[w->node] = owner;
+    if (w->node == new_root) ctx_.viewed_tracker[new_root] = owner;
+    else views.push_back(owner);
   }
-  auto& views = ctx_.views_of[w->node];
   for (size_t i = 0; i < live.size(); ++i) {
     live[i].view->node = retaken[i];
     views.push_back(live[i].view);

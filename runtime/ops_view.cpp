@@ -162,9 +162,12 @@ Tensor flatten_shape(const OpArgs& args) { return reshape_meta(args, false); }
 
 Tensor transpose_shape(const OpArgs& args) {
   const Tensor t = args.tensor(0);
-  const int64_t a = wrap_dim("transpose", args.integer(1), t.dim());
-  const int64_t b = wrap_dim("transpose", args.integer(2), t.dim());
+  // A 0-d tensor takes dims 0 and -1, as torch's (a scalar wraps dims as
+  // one dimension), and stays itself.
+  const int64_t a = wrap_dim("transpose", args.integer(1), std::max<int64_t>(t.dim(), 1));
+  const int64_t b = wrap_dim("transpose", args.integer(2), std::max<int64_t>(t.dim(), 1));
   ViewGeom g{t.sizes(), t.strides(), t.offset()};
+  if (t.dim() == 0) return meta_of(t, g);
   std::swap(g.sizes[size_t(a)], g.sizes[size_t(b)]);
   std::swap(g.strides[size_t(a)], g.strides[size_t(b)]);
   return meta_of(t, g);

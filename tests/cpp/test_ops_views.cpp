@@ -78,6 +78,11 @@ TEST_CASE("transpose, permute, expand", "[ops]") {
   CHECK(vals(t) == std::vector<double>{1, 4, 2, 5, 3, 6});
   check_error([&] { op(OpId::transpose, {tv(x), iv(0), iv(2)}); }, ErrorKind::IndexError,
               "transpose: dim 2 is out of range for a tensor of rank 2");
+  // A 0-d tensor takes dims 0 and -1 as torch's, and stays itself.
+  Tensor s0 = opt(OpId::transpose, {tv(ft({7}, {})), iv(0), iv(-1)});
+  CHECK((s0.dim() == 0 && s0.item() == 7));
+  check_error([&] { op(OpId::transpose, {tv(ft({7}, {})), iv(0), iv(1)}); }, ErrorKind::IndexError,
+              "transpose: dim 1 is out of range for a tensor of rank 1");
 
   std::vector<float> v24;
   for (int i = 0; i < 24; ++i) v24.push_back(float(i));

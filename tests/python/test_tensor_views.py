@@ -106,6 +106,23 @@ def chained_writes(t):
     return r, u
 
 
+def alternating_writes(t):
+    # After a write through an unsqueeze or a transpose, the tensor itself
+    # is a view of the write's result (found by the generator, seed
+    # 1402311): its later writes still reach every view.
+    y = t * 1
+    v = y[None]
+    v[...] = -2.25
+    y[1:3] = -1.5
+    v[0, 0] += 9.0
+    y += 1
+    u = y.t()
+    u[0] = 4.0
+    r = y[2]
+    u[1] -= 1
+    return v, y, u, r
+
+
 def to_its_own_dtype_is_the_tensor(t):
     u = t * 1
     v = u.float()  # u itself, in torch
@@ -125,6 +142,7 @@ CASES = [
     (base_rebound_then_view_written, lambda: (torch.randn(3, 4),)),
     (chained_writes, lambda: (torch.randn(3, 4),)),
     (to_its_own_dtype_is_the_tensor, lambda: (torch.randn(3, 4),)),
+    (alternating_writes, lambda: (torch.randn(3, 4),)),
 ]
 
 
@@ -267,3 +285,50 @@ def test_augmented_assignment_is_in_place_for_torch_tensors_and_rebinding_for_ki
     for w, g in zip(want, got):
         assert np.array_equal(w.numpy(), g.numpy())
     assert not np.array_equal(want[0].numpy(), want[2].numpy())  # a kept y's old value
+
+
+def _random_write_program(seed):
+    """A straight-line program over one fresh tensor: views of it and of
+    each other (indexing, transposes, unsqueeze, reshape) and writes
+    through any of them, built by running each candidate line in torch
+    first (only lines torch accepts are kept)."""
+    import random
+    r = random.Random(seed)
+    env = {"torch": torch, "t": torch.arange(12.0).reshape(3, 4)}
+    lines = ["y0 = t * 1"]
+    exec(lines[0], env)
+    names = ["y0"]
+    for i in range(r.randint(3, 9)):
+        src = r.choice(names)
+        if r.random() < 0.45:
+            key = r.choice(["[0]", "[1:3]", "[:, 1]", "[None]", "[..., 0]", "[::2]", ".t()", ".transpose(0, -1)",
+                            ".unsqueeze(0)", ".reshape(-1)", "[-1]"])
+            line = f"v{i} = {src}{key}"
+            new = f"v{i}"
+        else:
+            value = r.choice(["-1.5", "2.0", "0.25"])
+            line = r.choice([f"{src}[...] = {value}", f"{src} += {value}", f"{src}[0] = {value}", f"{src}.mul_(2)",
+                             f"{src}.zero_()", f"{src} -= {src} * 0.5"])
+            new = None
+        try:
+            exec(line, env)
+        except Exception:
+            continue
+        lines.append(line)
+        if new:
+            names.append(new)
+    body = "\n".join("    " + ln for ln in lines)
+    return f"def f(t):\n{body}\n    return ({', '.join(names)},)\n"
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_writes_through_views_equal_torch(seed):
+    text = _random_write_program(seed)
+    namespace = {"torch": torch}
+    exec(compile(text, f"<views {seed}>", "exec"), namespace)
+    f = namespace["f"]
+    want = f(torch.arange(12.0).reshape(3, 4))
+    got = kiln.compile(f)(torch.arange(12.0).reshape(3, 4))
+    assert len(want) == len(got)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w.shape == g.shape and torch.equal(w, g), (text, i, w, g)
