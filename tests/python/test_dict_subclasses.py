@@ -23,16 +23,6 @@ import kiln
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frame hook reads CPython 3.11's frames")
 
 
-@pytest.fixture(autouse=True)
-def strict():
-    saved = kiln.config.strict
-    kiln.config.strict = True
-    kiln.reset()
-    yield
-    kiln.config.strict = saved
-    kiln.reset()
-
-
 class Registry(dict):
     """transformers' _CanRecordRegistry, plus the other two readers."""
 

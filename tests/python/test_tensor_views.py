@@ -21,16 +21,6 @@ F = torch.nn.functional
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frame hook reads CPython 3.11's frames")
 
 
-@pytest.fixture(autouse=True)
-def strict():
-    saved = kiln.config.strict
-    kiln.config.strict = True
-    kiln.reset()
-    yield
-    kiln.config.strict = saved
-    kiln.reset()
-
-
 def swin_bias(x, w, bias):
     b = bias.clone()
     n = b.numel() // 3
