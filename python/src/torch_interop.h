@@ -55,7 +55,11 @@ inline PyObject* any_autocast_enabled = nullptr;
 inline bool torch_autocast_on() {
   PyObject* f = torch_types::any_autocast_enabled;
   if (!f) return false;
-  PyObject* r = PyObject_CallNoArgs(f);
+  // On every compiled frame's call: its C function directly when it takes
+  // no arguments (METH_NOARGS), without the call protocol's dispatch.
+  PyObject* r = PyCFunction_Check(f) && (PyCFunction_GET_FLAGS(f) & METH_NOARGS)
+                    ? PyCFunction_GET_FUNCTION(f)(PyCFunction_GET_SELF(f), nullptr)
+                    : PyObject_CallNoArgs(f);
   if (!r) {
     PyErr_Clear();
     return false;
