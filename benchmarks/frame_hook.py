@@ -25,8 +25,13 @@ Rows:
 
 The VM path (the code around graphs on kiln's VM over copies of the
 program's objects) was removed once nothing took it; VM_PATH_NS holds its
-last figures from this benchmark (benchmarks/RESULTS.md, "Issue 26: the
-frames path as the default", d475e37, this machine).
+figures from this benchmark on the machine the current RESULTS rows come
+from (an AVX2-only AMD EPYC guest). To measure them on another machine:
+a worktree at 716d1d7 (the last commit with the VM path) with aefe4a8
+cherry-picked (host CPU features with their signs, without which that
+commit's JIT dies of SIGILL on AVX2-only hosts), its `_C` built, and this
+benchmark of that tree run against it (benchmarks/RESULTS.md, "Issue 26:
+the VM path measured again, on the same machine").
 
 Timing: interleaved rounds, each configuration once per round; the median
 of --repeats rounds of --iters calls.
@@ -40,8 +45,8 @@ import time
 
 import kiln
 
-# The removed VM path's cached calls (ns), last measured here: f, g.
-VM_PATH_NS = {"f": 2359, "g": 2517}
+# The removed VM path's cached calls (ns): f, g (716d1d7 + aefe4a8, AVX2 machine).
+VM_PATH_NS = {"f": 2765, "g": 2928}
 
 torch = None
 try:
