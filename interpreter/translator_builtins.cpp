@@ -81,11 +81,12 @@ VT InstructionTranslator::fold_builtin(BuiltinCall& call) {
                          : cls.is(Kind::Class) && runtime::host_class_repr(cls.as<runtime::ClassObj>(), text);
     if (known) return variables::make_constant(Value::str(text));
   }
-  // sorted(d), set(d), min(d): a dict iterates over its keys, which the
-  // trace knows, whatever its values are.
+  // sorted(d), min(d), max(d): a dict iterates over its keys, which the
+  // trace knows, whatever its values are. (Not set(d): CPython sizes a
+  // set made from a dict by the dict's size, so its order is not that of
+  // a set made from the keys' list; tests/python/test_set_order.py.)
   const int row = call.b.row;
-  const bool iterates_first = row == int(BuiltinId::b_sorted) || row == int(BuiltinId::b_set) ||
-                              row == int(BuiltinId::b_frozenset) ||
+  const bool iterates_first = row == int(BuiltinId::b_sorted) ||
                               ((row == int(BuiltinId::b_min) || row == int(BuiltinId::b_max)) &&
                                call.args.size() - call.nkw == 1);
   if (iterates_first && !call.args.empty() && call.args.size() > call.nkw && call.args[0]->is(VTKind::ConstDict))
