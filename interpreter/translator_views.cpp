@@ -186,7 +186,7 @@ VT write_back(InstructionTranslator& tx, const Node* s, VT w) {
       // A reshape of w is a view of it only when w is contiguous (else it
       // copies, and a later write through it would not reach w): a copy
       // of w first then, which is the memory's new owner.
-      if (w->meta().strides != contiguous_strides(w->meta().sizes)) w = tx.tensor_op(OpId::clone, {w});
+      if (!contiguous(w->node)) w = tx.tensor_op(OpId::clone, {w});
       std::vector<VT> args{w};
       for (size_t d = 0; d < size_t(rank); ++d) args.push_back(tx.size_of(parent, d));
       w = tx.tensor_op(OpId::reshape, args);
