@@ -39,6 +39,18 @@ bool resolved = false;
 PyObject* from_dlpack = nullptr;       // torch._C._from_dlpack
 PyObject* requires_grad_name = nullptr;  // "requires_grad", interned
 PyObject* is_neg = nullptr;              // torch.Tensor.is_neg (the shim has no accessor)
+// at::_ops::is_neg::call(const at::Tensor&), exported by libtorch_cpu: the
+// same answer without a Python call (~150 ns on every torch tensor a
+// compiled frame takes in). Null unless it agreed with torch.Tensor.is_neg
+// on a test tensor of each kind.
+bool (*is_neg_call)(Handle) = nullptr;
+// c10::TensorImpl::requires_grad() const, exported by libc10 (the at::Tensor
+// a handle points at holds its TensorImpl* as its one member): what
+// torch.Tensor.requires_grad's getter answers, without the getter's
+// __torch_function__ check and bool object. Null unless it agreed with
+// Python on a test tensor of each kind.
+bool (*impl_requires_grad)(const void*) = nullptr;
+void* c10_lib = nullptr;  // libc10.so: its thread-local dispatch-key sets (autocast_probe)
 PyGetSetDef* requires_grad_getter = nullptr;  // torch.Tensor.requires_grad's C getter, when it is one
 
 // The at::Tensor inside a torch tensor object: THPVariable's `cdata`,
@@ -49,6 +61,63 @@ template <class F>
 bool sym(void* lib, const char* name, F& out) {
   out = reinterpret_cast<F>(dlsym(lib, name));
   return out != nullptr;
+}
+
+// autocast_probe's mask, kept only when reading c10's word agrees with
+// torch's _is_any_autocast_enabled with autocast off and with it on (for
+// the CPU, switched on and back here: no program code runs in between).
+// torch first seen with autocast already on leaves the mask 0: the Python
+// call answers.
+void probe_autocast(const py::module_& t) {
+  if (!c10_lib || !torch_types::any_autocast_enabled) return;
+  const uint64_t* word = autocast_probe::excluded_word_of_this_thread();
+  py::object C = t.attr("_C");
+  if (!word || !py::hasattr(C, "DispatchKey") || !py::hasattr(C, "DispatchKeySet") ||
+      !py::hasattr(t, "set_autocast_enabled"))
+    return;
+  try {
+    uint64_t mask = 0;
+    py::dict keys = C.attr("DispatchKey").attr("__members__");
+    for (auto [name, key] : keys)
+      if (std::string(py::str(name)).rfind("Autocast", 0) == 0)
+        mask |= C.attr("DispatchKeySet")(key).attr("raw_repr")().cast<uint64_t>();
+    py::handle any_on(torch_types::any_autocast_enabled);
+    if (!mask || any_on().cast<bool>() || (*word & mask) != 0) return;
+    py::object set = t.attr("set_autocast_enabled");
+    set("cpu", true);
+    const bool seen_on = any_on().cast<bool>() && (*word & mask) != 0;
+    set("cpu", false);
+    if (seen_on && !any_on().cast<bool>() && (*word & mask) == 0) autocast_probe::mask = mask;
+  } catch (py::error_already_set&) {
+    // A torch without these (or one that refuses the CPU): the Python call answers.
+  }
+}
+
+// is_neg_call, kept only when it answers as torch.Tensor.is_neg does on a
+// plain tensor and on a negative-bit view.
+void probe_is_neg(const py::module_& t, void* lib) {
+  bool (*call)(Handle) = nullptr;
+  if (!sym(lib, "_ZN2at4_ops6is_neg4callERKNS_6TensorE", call) || !py::hasattr(t, "_neg_view")) return;
+  try {
+    py::object x = t.attr("ones")(3);
+    py::object v = t.attr("_neg_view")(x);
+    if (!call(handle_of(x.ptr())) && call(handle_of(v.ptr())) && v.attr("is_neg")().cast<bool>()) is_neg_call = call;
+  } catch (py::error_already_set&) {
+  }
+}
+
+const void* impl_of(Handle h) { return *reinterpret_cast<void* const*>(h); }
+
+void probe_requires_grad(const py::module_& t) {
+  bool (*call)(const void*) = nullptr;
+  if (!c10_lib || !sym(c10_lib, "_ZNK3c1010TensorImpl13requires_gradEv", call)) return;
+  try {
+    py::object x = t.attr("ones")(3), w = t.attr("ones")(3, py::arg("requires_grad") = true);
+    if (!call(impl_of(handle_of(x.ptr()))) && call(impl_of(handle_of(w.ptr()))) &&
+        w.attr("requires_grad").cast<bool>())
+      impl_requires_grad = call;
+  } catch (py::error_already_set&) {
+  }
 }
 
 // Why torch cannot be used ("" when it can).
@@ -98,6 +167,10 @@ std::string resolve(PyObject* torch) {
   torch_types::autocast = reinterpret_cast<PyTypeObject*>(py::object(t.attr("autocast")).release().ptr());
   if (py::hasattr(t.attr("_C"), "_is_any_autocast_enabled"))
     torch_types::any_autocast_enabled = py::object(t.attr("_C").attr("_is_any_autocast_enabled")).release().ptr();
+  c10_lib = dlopen((dir + "/lib/libc10.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  probe_autocast(t);
+  probe_is_neg(t, lib);
+  probe_requires_grad(t);
   requires_grad_name = PyUnicode_InternFromString("requires_grad");
   is_neg = py::object(t.attr("Tensor").attr("is_neg")).release().ptr();
   {
@@ -167,6 +240,18 @@ bool torch_seen() {
   return true;
 }
 
+const uint64_t* autocast_probe::excluded_word_of_this_thread() {
+  // c10::impl::raw_local_dispatch_key_set: {uint64_t included_, excluded_}
+  // (c10/core/impl/LocalDispatchKeySet.h, a POD the header static_asserts).
+  void* set = c10_lib ? dlsym(c10_lib, "_ZN3c104impl26raw_local_dispatch_key_setE") : nullptr;
+  return set ? reinterpret_cast<const uint64_t*>(set) + 1 : nullptr;
+}
+
+std::vector<std::pair<std::string, bool>> torch_direct_reads() {
+  return {{"autocast", autocast_probe::mask != 0}, {"is_neg", is_neg_call != nullptr},
+          {"requires_grad", impl_requires_grad != nullptr}};
+}
+
 bool torch_grad_enabled() { return resolved && shim.grad_mode_is_enabled(); }
 
 std::string torch_tensor_refusal_except_grad(PyObject* o) {
@@ -182,10 +267,15 @@ std::string torch_tensor_refusal_except_grad(PyObject* o) {
            " (kiln takes float32, float64, int64 and bool)";
   // A lazily negated view (x.conj().imag of a complex tensor,
   // torch._neg_view): its memory holds the values with the other sign.
-  PyObject* neg = PyObject_CallOneArg(is_neg, o);
-  if (!neg) throw py::error_already_set();
-  const bool negated = neg == Py_True;
-  Py_DECREF(neg);
+  bool negated = false;
+  if (is_neg_call) {
+    negated = is_neg_call(h);
+  } else {
+    PyObject* neg = PyObject_CallOneArg(is_neg, o);
+    if (!neg) throw py::error_already_set();
+    negated = neg == Py_True;
+    Py_DECREF(neg);
+  }
   if (negated) return "a negative-bit view (torch negates its memory lazily; .resolve_neg() makes a plain tensor)";
   return "";
 }
@@ -199,6 +289,7 @@ std::string torch_tensor_refusal(PyObject* o) {
 }
 
 bool torch_requires_grad(PyObject* o) {
+  if (impl_requires_grad) return impl_requires_grad(impl_of(handle_of(o)));
   // torch.Tensor.requires_grad is a C getter (a getset descriptor): called
   // directly it costs no attribute lookup, which matters on the per-call
   // sync of every mirrored tensor.

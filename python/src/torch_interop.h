@@ -24,6 +24,8 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/tensor.h"
 #include "runtime/value.h"
@@ -49,14 +51,37 @@ inline PyTypeObject* autocast = nullptr;
 inline PyObject* any_autocast_enabled = nullptr;
 }  // namespace torch_types
 
+namespace autocast_probe {
+// torch keeps autocast's state in c10's thread-local dispatch-key sets:
+// at::autocast::is_autocast_enabled(d) is "d's Autocast key is not
+// excluded". The raw word stores the excluded set XOR its default, which
+// holds every Autocast key, so a set Autocast bit there is a device with
+// autocast on (and a new thread's zeroed word is all off, as in torch).
+// One load where torch's _is_any_autocast_enabled costs ~180 ns through
+// Python and eight calls into libc10, on the cached call of every compiled
+// frame (twice on a frame that breaks once). `mask` (the Autocast keys'
+// bits) is set only after reading the word agreed with torch's own answer
+// with autocast off and on (torch_interop.cpp, when torch is first seen);
+// while it is 0 the Python call answers.
+inline uint64_t mask = 0;
+// The word's address on the calling thread (dlsym of a thread-local
+// symbol answers for the calling thread), or null.
+const uint64_t* excluded_word_of_this_thread();
+}  // namespace autocast_probe
+
 // Whether torch.autocast is on for any device now: the program's matmuls
 // and convolutions then run in another dtype, which kiln's graphs do not
 // model, so CPython runs compiled frames while it is (eval_frame_hook.cpp).
 inline bool torch_autocast_on() {
+  if (autocast_probe::mask) {
+    thread_local const uint64_t* word = nullptr;
+    if (!word) word = autocast_probe::excluded_word_of_this_thread();
+    if (word) return (*word & autocast_probe::mask) != 0;
+  }
   PyObject* f = torch_types::any_autocast_enabled;
   if (!f) return false;
-  // On every compiled frame's call: its C function directly when it takes
-  // no arguments (METH_NOARGS), without the call protocol's dispatch.
+  // Its C function directly when it takes no arguments (METH_NOARGS),
+  // without the call protocol's dispatch.
   PyObject* r = PyCFunction_Check(f) && (PyCFunction_GET_FLAGS(f) & METH_NOARGS)
                     ? PyCFunction_GET_FUNCTION(f)(PyCFunction_GET_SELF(f), nullptr)
                     : PyObject_CallNoArgs(f);
@@ -105,5 +130,11 @@ py::object tensor_to_torch(const runtime::Tensor& t);
 
 // torch's grad mode (torch.is_grad_enabled()); false without torch.
 bool torch_grad_enabled();
+
+// Which of torch's answers kiln reads from torch's C++ directly (each
+// checked against torch's Python answer when torch was first seen; one
+// that failed its check is asked through Python instead): "autocast",
+// "is_neg", "requires_grad" mapped to whether it is direct.
+std::vector<std::pair<std::string, bool>> torch_direct_reads();
 
 }  // namespace kiln::python

@@ -11,6 +11,7 @@ import functools
 import io
 import json
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -1115,6 +1116,39 @@ def test_autocast_off_is_traced_as_nothing_and_autocast_on_is_cpythons():
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
         assert compiled(x).dtype == torch.bfloat16
     assert compiled(x).dtype == torch.float32
+
+
+def test_autocast_switched_on_without_a_with_block_and_per_thread():
+    """kiln reads autocast's state from c10's thread-local dispatch keys
+    (one load per compiled frame, not a Python call): it must see autocast
+    switched on by torch.set_autocast_enabled as well as by a with-block,
+    only on the thread that switched it, and off again after."""
+    assert kiln._C._torch_direct_reads() == {"autocast": True, "is_neg": True, "requires_grad": True}
+    x = torch.randn(4, 4)
+    compiled = kiln.compile(lambda t: t @ t.t())
+    assert compiled(x).dtype == torch.float32
+    torch.set_autocast_enabled("cpu", True)
+    try:
+        assert compiled(x).dtype == torch.bfloat16
+        seen = {}
+        # Another thread: autocast is off there, so its frames are compiled.
+        worker = threading.Thread(target=lambda: seen.update(dtype=compiled(x).dtype))
+        worker.start()
+        worker.join()
+        assert seen["dtype"] == torch.float32
+    finally:
+        torch.set_autocast_enabled("cpu", False)
+    assert compiled(x).dtype == torch.float32
+
+    def on_in_a_thread():
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            seen["inside"] = compiled(x).dtype
+        seen["after"] = compiled(x).dtype
+
+    worker = threading.Thread(target=on_in_a_thread)
+    worker.start()
+    worker.join()
+    assert (seen["inside"], seen["after"]) == (torch.bfloat16, torch.float32)
 
 
 def test_sorted_min_max_of_a_dict_of_tensors_read_its_keys():
