@@ -85,7 +85,13 @@ void probe_autocast(const py::module_& t) {
     if (!mask || any_on().cast<bool>() || (*word & mask) != 0) return;
     py::object set = t.attr("set_autocast_enabled");
     set("cpu", true);
-    const bool seen_on = any_on().cast<bool>() && (*word & mask) != 0;
+    bool seen_on = false;
+    try {
+      seen_on = any_on().cast<bool>() && (*word & mask) != 0;
+    } catch (py::error_already_set&) {
+      set("cpu", false);  // never left on for the program
+      throw;
+    }
     set("cpu", false);
     if (seen_on && !any_on().cast<bool>() && (*word & mask) == 0) autocast_probe::mask = mask;
   } catch (py::error_already_set&) {
