@@ -248,7 +248,7 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       if (!base->is(Kind::Foreign)) return nullptr;
       const auto* f = base->as<ForeignObj>();
       if (!f->vt->lookup_attr) return nullptr;
-      Value raw;
+      Value raw = Value::null();
       const bool generic = s.kind == SourceKind::GenericAttr;
       const ForeignAttr found = f->vt->lookup_attr(f->handle, s.name, generic ? nullptr : &s.key, scratch, generic ? nullptr : &raw);
       if (found == ForeignAttr::Absent) return nullptr;
@@ -257,7 +257,9 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         bm->func = std::move(scratch);
         bm->self = *base;
         scratch = Value::object(Kind::BoundMethod, bm);
-      } else if (!generic && found != ForeignAttr::Undecided) {
+      } else if (!generic && !raw.is_null()) {
+        // What the class holds, whatever reading it through an object
+        // means (a builtin __init__ a trace found is pinned so too).
         scratch = std::move(raw);
       } else if (found != ForeignAttr::Found) {
         scratch = Value::null();

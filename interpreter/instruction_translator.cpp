@@ -311,7 +311,8 @@ void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   VT obj = realize(pop());
   VT value = pop();
   const std::string& name = code_->names[size_t(i.a)]->s;
-  if (!obj->is_module() && obj->source && user_object_setattr(obj, name, value)) return;  // translator_user_defined.cpp
+  if (!obj->is_module() && (obj->source || obj->made) && user_object_setattr(obj, name, value))
+    return;  // translator_user_defined.cpp
   if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str());
   // A property: its setter inlined (without one, the VM raises
   // AttributeError at this line).
@@ -413,6 +414,9 @@ void InstructionTranslator::op_STORE_SUBSCR(const Instr&) {
     ctx_.side_effects.mark_mutated(obj);
     return;
   }
+  // An object made in this trace: its class's __setitem__ (a Python
+  // function inlined, or dict's own on its storage tracker).
+  if (obj->made && call_special_method(obj, "__setitem__", {key, value})) return;
   unsupported(BreakReason::outside_mutation, "item assignment on " + obj->str());
 }
 

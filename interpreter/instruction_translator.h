@@ -322,6 +322,13 @@ class InstructionTranslator {
   // super().get(key) calls): its own storage read at a literal key under
   // guards; null when kiln cannot read it so.
   VT user_dict_method(BuiltinCall& call, std::string_view method);
+  // object.__getattribute__(obj, name) on an object made in this trace.
+  VT made_getattr(const VT& obj, const std::string& name, bool or_missing);
+  // cls(*args) made in the trace, its __init__ inlined; null: not a class
+  // kiln makes so (translator_user_defined.cpp).
+  VT construct_object(const VT& cls, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  // functools.partial(...)(*args) through its func; null: no such partial.
+  VT call_partial(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT host_super_of(const VT& type, const VT& obj);
   VT host_super_getattr(const VT& sup, const std::string& name);
   runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,

@@ -487,6 +487,7 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       return emit_const(Value::integer(
           ctx.out.guards().shapes().specialize(v->sym, "a value the code after the graph reads")));
     case VTKind::Opaque:
+      if (v->made) return rebuild_made(v);
       if ((v->value.is(Kind::Super) || v->host_super) && v->self && !v->source) {
         // super(type, obj) again, over the obj this run has (a baked-in
         // super object would hold on to the traced call's module).
@@ -501,6 +502,27 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       if (v->source) return emit_source(v->source);
       return emit_const(v->value);
   }
+}
+
+void Residual::rebuild_made(const VT& v) {
+  if (auto done = rebuilt.find(v.get()); done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
+  emit_const(v->made->new_fn);
+  reconstruct(v->items[0]);
+  b.emit(Opcode::CALL, 1);
+  keep_rebuilt(v);  // before its contents: an item may be the object itself
+  const int32_t self = rebuilt.at(v.get());
+  auto fill = [&](const Value& how, const VT& contents) {
+    for (size_t i = 0; i < contents->keys.size(); ++i) {
+      emit_const(how);
+      b.emit(Opcode::LOAD_FAST, self);
+      emit_const(contents->keys[i]);
+      reconstruct(contents->items[i]);
+      b.emit(Opcode::CALL, 3);
+      b.emit(Opcode::POP_TOP);
+    }
+  };
+  if (vars::made_storage(*v)->is(VTKind::ConstDict)) fill(v->made->setitem, vars::made_storage(*v));
+  fill(runtime::object_setattr(), vars::made_dict(*v));
 }
 
 void Residual::emit_cell(const VT& c) {

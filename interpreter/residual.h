@@ -82,6 +82,12 @@ struct Residual {
   // `as_list`: an iterator is rebuilt for a Slot::Iterator (the list of
   // its remaining items) or an AtPosition slot (its container and position).
   void reconstruct(const VT& v0, bool as_list = false);
+  // An object made in the trace (variables::MadeHere), made once where it
+  // is first needed: new_fn(cls), then its dict storage filled through its
+  // base's __setitem__ and its __dict__ through object.__setattr__, in the
+  // orders the trace stored them (its own __setitem__ and __setattr__ ran
+  // in the trace; running them again would repeat their effects).
+  void rebuild_made(const VT& v);
 
   // Pushes a real cell for a Cell tracker: the frame's own closure cell,
   // or one of the residual's cellvars filled (once) with the content.

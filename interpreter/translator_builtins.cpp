@@ -286,6 +286,38 @@ VT InstructionTranslator::trace_tuple(BuiltinCall& c) {
   if (c.nkw || c.args.size() > 1) return nullptr;
   return vars::make_tuple(c.args.empty() ? std::vector<VT>{} : unpack(c.args[0]));
 }
+// dict(pairs, **kw) over trackers: a dict tracker, when every key is a
+// literal (a ModelOutput's dict(self.items())); all-constant calls fold.
+VT InstructionTranslator::trace_dict(BuiltinCall& c) {
+  const size_t npos = c.args.size() - c.nkw;
+  if (npos > 1) return nullptr;
+  bool known = true;
+  for (const VT& a : c.args) known = known && is_constant(a);
+  if (known) return nullptr;
+  std::vector<Value> keys;
+  std::vector<VT> values;
+  auto put = [&](const Value& k, const VT& v) {
+    if (!vars::is_literal(k)) unsupported(BreakReason::builtin_of_traced_value, "dict() with a key that is no literal");
+    vars::dict_set(keys, values, k, v);
+  };
+  if (npos == 1) {
+    const VT src = realize(c.args[0]);
+    if (src->is(VTKind::ConstDict)) {
+      for (size_t i = 0; i < src->keys.size(); ++i) put(src->keys[i], src->items[i]);
+    } else {
+      for (const VT& pair0 : unpack(src)) {
+        const VT pair = realize(pair0);
+        if (!(pair->is(VTKind::Tuple) || pair->is(VTKind::List)) || pair->items.size() != 2 ||
+            !is_constant(pair->items[0]))
+          return nullptr;
+        put(constant_value(pair->items[0]), pair->items[1]);
+      }
+    }
+  }
+  for (size_t i = 0; i < c.nkw; ++i) put(c.kwnames->items[i], c.args[npos + i]);
+  return vars::make_const_dict(std::move(keys), std::move(values));
+}
+
 VT InstructionTranslator::trace_iter(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 1 || is_constant(c.args[0])) return nullptr;
   if (c.args[0]->is(VTKind::Iterator)) return c.args[0];

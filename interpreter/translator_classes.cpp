@@ -150,9 +150,15 @@ VT InstructionTranslator::trace_class_builtin(const Value& builtin, std::vector<
   const bool generic_getattribute = builtin.is_same(object_getattribute());
   const bool generic_setattr_call = builtin.is_same(object_setattr());
   if (name != "super" && name != "delattr" && name != "setattr" && name != "hasattr" && name != "getattr" &&
-      !native_forward && !generic_getattribute && !generic_setattr_call)
+      !native_forward && !generic_getattribute && !generic_setattr_call && host_init_index(builtin) < 0)
     return nullptr;
   if (kwnames) return nullptr;  // the generic path decides (and breaks)
+  // super().__init__() reaching object's, dict's or OrderedDict's own:
+  // without arguments it leaves the object as it is; with some, CPython runs it.
+  if (host_init_index(builtin) >= 0) {
+    if (args.size() != 1) unsupported(BreakReason::untraced_method, name + "() with arguments");
+    return const_vt(Value::none());
+  }
   for (VT& a : args) a = realize(a);
   // super().__getattribute__(name) / __setattr__(name, value) reaching
   // object's: translator_user_defined.cpp.

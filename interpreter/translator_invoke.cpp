@@ -33,19 +33,32 @@ static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 VT InstructionTranslator::fold_pure_foreign_call(const Value& fn, std::vector<VT>& args, const TupleObj* kwnames) {
   const auto* f = fn.as<ForeignObj>();
   if (!f->vt->pure || !f->vt->pure(f->handle)) return nullptr;
+  const bool frozen = f->vt->frozen_result && f->vt->frozen_result(f->handle);
   std::vector<Value> values;
   for (VT& a : args) {
     a = realize(a);
-    if (!is_constant(a)) return nullptr;
-    values.push_back(constant_value(a));
+    if (is_constant(a)) {
+      values.push_back(constant_value(a));
+    } else if (frozen && a->is(VTKind::UserFunction) && a->source && a->value.is(Kind::Function)) {
+      values.push_back(a->value);  // the program's function (its guards pin it)
+    } else if (frozen && a->is(VTKind::UserMethod) && a->value.is(Kind::Function) && a->self &&
+               (a->self->is_module() || (a->self->is(VTKind::Opaque) && a->self->source))) {
+      auto bm = make_ref<BoundMethodObj>();  // CPython's bound method over the program's object
+      bm->func = a->value;
+      bm->self = a->self->value;
+      values.push_back(Value::object(Kind::BoundMethod, bm));
+    } else {
+      return nullptr;
+    }
   }
   try {
     Value r = ctx_.vm.call(fn, CallArgs{values.data(), values.size(), kwnames});
     // A null-context manager (torch.no_grad()) is as good as a literal: an
-    // object whose only use is a `with` traced as doing nothing.
+    // object whose only use is a `with` traced as doing nothing; so is an
+    // immutable answer (inspect.signature's).
     const bool null_context = r.is(Kind::Foreign) && r.as<ForeignObj>()->vt->null_context &&
                               r.as<ForeignObj>()->vt->null_context(r.as<ForeignObj>()->handle);
-    return vars::is_literal(r) || null_context ? const_vt(std::move(r)) : nullptr;
+    return vars::is_literal(r) || null_context || frozen ? const_vt(std::move(r)) : nullptr;
   } catch (const Error&) {
     return nullptr;
   }
@@ -98,7 +111,10 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
         if (VT method = call_python_method(callee, args, kwnames)) return method;  // translator_user_defined.cpp
+        // (before construct_object: torch.autocast(enabled=False) folds to a null context)
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
+        if (VT made = construct_object(callee, args, kwnames)) return made;
+        if (VT r = call_partial(callee, args, kwnames)) return r;
         if (std::string why = untraced_reason(callee->value); !why.empty())
           unsupported(BreakReason::library_fallback, why);  // "torch.nn.functional.unfold has no kiln lowering"
         unsupported(BreakReason::foreign_call, repr(callee->value));  // "<built-in function id>"
@@ -118,11 +134,13 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   // forward on many different modules, which is nesting, not recursion.
   const void* self_id = (!args.empty() && args[0] && args[0]->is_module()) ? args[0]->value.obj() : nullptr;
   const std::pair<const void*, const void*> frame_key{code, self_id};
-  // A class's __getattribute__ / __getattr__ re-enters itself by design
-  // (a property it returns reads another attribute): a few levels of that
-  // are nesting; deeper is recursion kiln leaves to CPython.
-  const bool attribute_hook = code->name == "__getattribute__" || code->name == "__getattr__";
-  if (ctx_.active_frames.count(frame_key) >= (attribute_hook ? 4u : 1u)) unsupported(BreakReason::recursion, code->qualname);
+  // A class's special methods re-enter themselves by design: a
+  // __getattribute__ / __getattr__ whose property reads another attribute,
+  // a ModelOutput's __getitem__(0) reading self[key] for each key. A few
+  // levels of that are nesting; deeper is recursion kiln leaves to CPython.
+  const bool special = code->name.size() > 4 && code->name.compare(0, 2, "__") == 0 &&
+                       code->name.compare(code->name.size() - 2, 2, "__") == 0;
+  if (ctx_.active_frames.count(frame_key) >= (special ? 4u : 1u)) unsupported(BreakReason::recursion, code->qualname);
   if (stack_nearly_exhausted()) unsupported(BreakReason::recursion, code->qualname + " (inlining too deep for the stack)");
 
   // Python's binding rules over trackers; a binding error is left to the VM,
@@ -268,6 +286,9 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       if (!m.is_null()) return vars::make_user_method(m, obj);
       Value v = get_attr_or_null(ctx_.vm, obj->value, intern(name).get());
       if (v.is_null()) unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str());
+      // A constant Python object (an immutable answer folded at trace time,
+      // fold_pure_foreign_call): what it holds is constant too.
+      if (obj->value.is(Kind::Foreign) && v.is(Kind::Foreign)) return const_vt(std::move(v));
       return from_value(v);
     }
     case VTKind::UserFunction:
@@ -296,7 +317,9 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
       // module dict entry.
       // A plain object's field (a dataclass or SimpleNamespace config): the
       // same, when reading it runs no user code.
-      if (obj->value.is(Kind::Foreign) && obj->source) {
+      if (obj->made) {  // made in this trace: its own trackers, then its class
+        if (VT v = user_object_getattr(obj, name)) return v;
+      } else if (obj->value.is(Kind::Foreign) && obj->source) {
         const auto* f = obj->value.as<ForeignObj>();
         if (f->vt->namespace_find) {
           if (const Value* v = f->vt->namespace_find(f->handle, intern(name).get()))

@@ -223,6 +223,23 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     if (at >= 0) return d->items[size_t(at)];
     return args.size() == 3 ? args[2] : none_vt();
   }
+  if (m == "__setitem__" && args.size() == 3 && is_constant(args[1])) {  // super().__setitem__(k, v)
+    const Value k = constant_value(args[1]);
+    require_hashable(k, "dict.__setitem__");
+    refuse_cycle(d, args[2]);
+    vars::dict_set(d->keys, d->items, k, args[2]);
+    mutated();
+    return none_vt();
+  }
+  if (m == "__delitem__" && args.size() == 2 && is_constant(args[1])) {
+    const Value k = constant_value(args[1]);
+    const int at = find(k);
+    if (at < 0) unsupported(BreakReason::python_error, "dict.__delitem__(): KeyError " + repr(k));  // the call raises it
+    d->keys.erase(d->keys.begin() + at);
+    d->items.erase(d->items.begin() + at);
+    mutated();
+    return none_vt();
+  }
   if ((m == "__getitem__" || m == "__contains__") && args.size() == 2 && is_constant(args[1])) {
     const Value k = constant_value(args[1]);
     const int at = find(k);

@@ -40,6 +40,17 @@ const ForeignObj* foreign_of(const VT& v) {
   return f->vt->lookup_attr ? f : nullptr;
 }
 
+// Where a Python object's class lookups are guarded: its own source, or,
+// for one made in this trace, its empty instance (MadeHere::pin; its
+// class is pinned by the call that made it).
+const output_graph::SourceRef& pin_of(const VT& obj) { return obj->made ? obj->made->pin : obj->source; }
+
+// A Python object whose reads the trace can pin: one the program passed
+// in (it has a source) or one made in this trace.
+bool traced_object(const VT& obj) { return foreign_of(obj) && (obj->source || obj->made); }
+
+bool names_empty(const Value& tuple) { return tuple.as<TupleObj>()->items.empty(); }
+
 std::string no_attribute(const VT& obj, const std::string& name) {
   return "'" + type_name(obj->value) + "' object has no attribute '" + name + "'";
 }
@@ -62,9 +73,9 @@ ForeignAttr InstructionTranslator::class_lookup(const VT& obj, const std::string
   Value raw;
   const ForeignAttr found = f->vt->lookup_attr(f->handle, name, &after, out, &raw);
   if (found == ForeignAttr::Absent) {
-    ctx_.builder.absent_guard(type_attr_source(obj->source, name, after));
+    ctx_.builder.absent_guard(type_attr_source(pin_of(obj), name, after));
   } else if (found != ForeignAttr::Undecided) {
-    VT vt = ctx_.builder.wrap(raw, type_attr_source(obj->source, name, after));
+    VT vt = ctx_.builder.wrap(raw, type_attr_source(pin_of(obj), name, after));
     if (wrapped) *wrapped = std::move(vt);
   }
   return found;
@@ -86,7 +97,7 @@ VT InstructionTranslator::bind_found(ForeignAttr found, const Value& attr, const
 }
 
 VT InstructionTranslator::user_object_getattr(const VT& obj, const std::string& name) {
-  if (!foreign_of(obj) || !obj->source) return nullptr;
+  if (!traced_object(obj)) return nullptr;
   // type(obj).__getattribute__ decides: Python's generic one, or the
   // class's own, inlined as CPython would call it.
   Value getattribute;
@@ -104,7 +115,29 @@ VT InstructionTranslator::user_object_getattr(const VT& obj, const std::string& 
   throw Unsupported{BreakReason::attribute_error, no_attribute(obj, name), {}, -1, std::nullopt, {}, true};
 }
 
+// object.__getattribute__ on an object made in this trace: its instance
+// __dict__ is a tracker, so only its class is looked up (and guarded),
+// in Python's order: a data descriptor (a property), the __dict__, then
+// what the class holds.
+VT InstructionTranslator::made_getattr(const VT& obj, const std::string& name, bool or_missing) {
+  const VT& dict = vars::made_dict(*obj);
+  if (name == "__dict__") return dict;
+  if (name == "__class__") return obj->items[0];
+  Value attr;
+  VT wrapped;
+  const ForeignAttr found = class_lookup(obj, name, Value::null(), attr, &wrapped);
+  if (found == ForeignAttr::Property) return call_function(from_value(attr), {obj}, nullptr);
+  if (found == ForeignAttr::Undecided)  // a descriptor kiln does not trace: a __slots__ member, a classmethod, ...
+    unsupported(BreakReason::untraced_object, "attribute '" + name + "' of " + obj->str() + " (its class's descriptor)");
+  for (size_t i = 0; i < dict->keys.size(); ++i)
+    if (dict->keys[i].is(Kind::Str) && dict->keys[i].as<StrObj>()->s == name) return dict->items[i];
+  if (found != ForeignAttr::Absent) return bind_found(found, attr, wrapped, obj);
+  if (or_missing) return nullptr;
+  throw Unsupported{BreakReason::attribute_error, no_attribute(obj, name), {}, -1, std::nullopt, {}, true};
+}
+
 VT InstructionTranslator::generic_getattr(const VT& obj, const std::string& name, bool or_missing) {
+  if (obj->made) return made_getattr(obj, name, or_missing);
   const ForeignObj* f = foreign_of(obj);
   if (!f || !obj->source) unsupported(BreakReason::untraced_object, "object.__getattribute__ of " + obj->str());
   // A store earlier in this trace: what the object holds by the time
@@ -139,7 +172,7 @@ VT InstructionTranslator::generic_getattr(const VT& obj, const std::string& name
 }
 
 bool InstructionTranslator::user_object_setattr(const VT& obj, const std::string& name, const VT& value) {
-  if (!foreign_of(obj) || !obj->source) return false;
+  if (!traced_object(obj)) return false;
   Value setattr_fn;
   switch (class_lookup(obj, "__setattr__", Value::null(), setattr_fn)) {
     case ForeignAttr::Method:  // the class's own __setattr__, inlined
@@ -151,7 +184,7 @@ bool InstructionTranslator::user_object_setattr(const VT& obj, const std::string
 }
 
 void InstructionTranslator::generic_setattr(const VT& obj, const std::string& name, const VT& value, bool generic) {
-  if (!foreign_of(obj) || !obj->source)
+  if (!traced_object(obj))
     unsupported(BreakReason::outside_mutation, "object.__setattr__ on " + obj->str());
   // Python's generic store goes to a data descriptor of the class when
   // there is one (a property's setter, a __slots__ member), else into the
@@ -175,12 +208,17 @@ void InstructionTranslator::generic_setattr(const VT& obj, const std::string& na
   Value dict;
   if (f->vt->lookup_attr(f->handle, "__dict__", nullptr, dict, nullptr) != ForeignAttr::Found)
     unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str() + " (no instance __dict__)");
+  if (obj->made) {  // its __dict__ tracker holds it; the residual makes the object with it
+    const VT& d = vars::made_dict(*obj);
+    vars::dict_set(d->keys, d->items, intern_value(name), value);
+    return;
+  }
   ctx_.attr_overlay[overlay_key(obj, name)] = value;
   ctx_.side_effects.attr_stores.push_back({obj, name, value, generic});
 }
 
 VT InstructionTranslator::call_special_method(const VT& obj, const std::string& name, std::vector<VT> args) {
-  if (!foreign_of(obj) || !obj->source) return nullptr;
+  if (!traced_object(obj)) return nullptr;
   Value fn;
   if (class_lookup(obj, name, Value::null(), fn) != ForeignAttr::Method) return nullptr;
   return call_function(vars::make_user_method(fn, obj), std::move(args), nullptr);
@@ -204,8 +242,15 @@ VT InstructionTranslator::call_python_method(const VT& callee, std::vector<VT>& 
 // to, or Absent. Stores into such an object are not traced (they break),
 // so a read in the trace sees what the guard saw.
 VT InstructionTranslator::user_dict_method(BuiltinCall& c, std::string_view m) {
-  const auto& args = c.args;
+  auto& args = c.args;
   const ForeignObj* f = args.empty() ? nullptr : foreign_of(args[0]);
+  if (f && args[0]->made) {
+    // An object made in this trace: dict's method on its storage tracker
+    // (none: it is no dict, and the call raises TypeError on CPython).
+    if (!vars::made_storage(*args[0])->is(VTKind::ConstDict)) return nullptr;
+    args[0] = vars::made_storage(*args[0]);
+    return trace_dict_method(c, m);
+  }
   const bool get = m == "get", contains = m == "__contains__";
   if (!f || !f->vt->dict_storage_find || !args[0]->source || c.nkw || args.size() < 2 ||
       args.size() > (get ? 3u : 2u) || (!get && !contains && m != "__getitem__") || !is_constant(args[1]))
@@ -227,11 +272,75 @@ VT InstructionTranslator::user_dict_method(BuiltinCall& c, std::string_view m) {
   }
 }
 
+// partial(*args, **kw) of an exact functools.partial the trace pins: its
+// func called on its args and keywords, then the call's (Python's own
+// order: the call's keywords override the partial's). func, args and
+// keywords are read-only members of the partial, read and guarded at its
+// source (keywords, a dict, by its contents). Null: no such partial.
+VT InstructionTranslator::call_partial(const VT& callee, std::vector<VT>& args, const TupleObj* kwnames) {
+  if (!foreign_of(callee) || !callee->source || type_name(callee->value) != "functools.partial") return nullptr;
+  VT fn = generic_getattr(callee, "func", /*or_missing=*/true);
+  VT bound = generic_getattr(callee, "args", /*or_missing=*/true);
+  VT keywords = generic_getattr(callee, "keywords", /*or_missing=*/true);
+  if (!fn || !bound || !keywords) return nullptr;
+  bound = realize(bound);
+  keywords = realize(keywords);
+  if (!bound->is(VTKind::Tuple) || !keywords->is(VTKind::ConstDict)) return nullptr;
+  const size_t nkw = kwnames ? kwnames->items.size() : 0, npos = args.size() - nkw;
+  std::vector<VT> all(bound->items);
+  all.insert(all.end(), args.begin(), args.begin() + ptrdiff_t(npos));
+  std::vector<Value> names;
+  std::vector<VT> values;
+  for (size_t i = 0; i < keywords->keys.size(); ++i) {
+    if (!keywords->keys[i].is(Kind::Str)) return nullptr;
+    vars::dict_set(names, values, keywords->keys[i], keywords->items[i]);
+  }
+  for (size_t i = 0; i < nkw; ++i) vars::dict_set(names, values, kwnames->items[i], args[npos + i]);
+  all.insert(all.end(), values.begin(), values.end());
+  const Value merged = make_tuple(std::move(names));  // alive through the call
+  return call_function(fn, std::move(all), names_empty(merged) ? nullptr : merged.as<TupleObj>());
+}
+
+// cls(*args) for a Python class whose instances CPython makes without
+// running user code before __init__ (ForeignVTable::new_instance): the
+// object is made here (MadeHere) and its __init__ inlined on it, as
+// type.__call__ would run it; the residual makes the real object from what
+// the trace left in it. Null: not such a class (the call breaks).
+// Guards: the class by its source; the metaclass's __call__, the class's
+// __new__ and __init__ as the lookups found them.
+VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args, const TupleObj* kwnames) {
+  const auto* f = cls->value.as<ForeignObj>();
+  NewInstance made;
+  if (!cls->source || !ctx_.python_frames || !f->vt->new_instance || !f->vt->new_instance(f->handle, made))
+    return nullptr;
+  auto here = std::make_shared<vars::MadeHere>();
+  here->pin = output_graph::const_source(made.instance, "new " + type_name(made.instance));
+  here->new_fn = made.new_fn;
+  here->setitem = made.setitem;
+  VT obj = vars::make_made_object(made.instance, cls, std::move(here));
+  ctx_.builder.wrap(made.metaclass_call,
+                    output_graph::attr_source(output_graph::const_source(made.metaclass, "type(" + cls->source->str() + ")"),
+                                              "__call__"));
+  Value unused;
+  class_lookup(obj, "__new__", Value::null(), unused);
+  // Its __init__: a Python function, or object's, dict's or OrderedDict's
+  // own (runtime/super.h host_init: without arguments, nothing to do).
+  const Value from_type = Value::null();
+  Value init, raw = Value::null();
+  if (f->vt->lookup_attr(foreign_of(obj)->handle, "__init__", &from_type, init, &raw) != ForeignAttr::Method)
+    return nullptr;
+  ctx_.builder.wrap(raw, type_attr_source(pin_of(obj), "__init__", Value::null()));
+  VT r = call_function(vars::make_user_method(init, obj), std::move(args), kwnames);
+  if (!r->is(VTKind::Constant) || !r->value.is_none())
+    unsupported(BreakReason::python_error, "__init__() should return None, not " + r->str());
+  return obj;
+}
+
 // super(type, obj) over a Python class (the zero-argument form inside a
 // method of it): a tracker that only remembers the two; every lookup
 // through it is decided and guarded at the read (host_super_getattr).
 VT InstructionTranslator::host_super_of(const VT& type, const VT& obj) {
-  if (!foreign_of(obj) || !obj->source) unsupported(BreakReason::untraced_object, "super() of " + obj->str());
+  if (!traced_object(obj)) unsupported(BreakReason::untraced_object, "super() of " + obj->str());
   Value unused;
   const ForeignObj* f = foreign_of(obj);
   // That `type` is in type(obj).__mro__, checked without running user

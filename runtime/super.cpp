@@ -165,4 +165,27 @@ const Value& object_setattr() {
   return fn;
 }
 
+const Value& host_init(int which) {
+  static const char* const names[] = {"object.__init__", "dict.__init__", "OrderedDict.__init__"};
+  static const Value fns[3] = {
+#define KILN_HOST_INIT(i)                                                                                   \
+  census::permanent_value(make_native(names[i], "self, /, *args, **kwargs",                                 \
+                                      [](CallContext&, const std::vector<Value>& a) -> Value {              \
+                                        if (a[1].as<TupleObj>()->items.empty() && a[2].as<DictObj>()->index.empty()) \
+                                          return Value::none();                                             \
+                                        throw_error(ErrorKind::TypeError, std::string(names[i]) +           \
+                                                                              " with arguments (its host runs it)"); \
+                                      }))
+      KILN_HOST_INIT(0), KILN_HOST_INIT(1), KILN_HOST_INIT(2)
+#undef KILN_HOST_INIT
+  };
+  return fns[which];
+}
+
+int host_init_index(const Value& v) {
+  for (int i = 0; i < 3; ++i)
+    if (v.is_same(host_init(i))) return i;
+  return -1;
+}
+
 }  // namespace kiln::runtime

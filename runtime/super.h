@@ -64,6 +64,14 @@ const Value& object_getattribute();
 // __setattr__ reaches in a Python class's own __setattr__, which the trace
 // records and code CPython runs makes with Python's own.
 const Value& object_setattr();
+// object.__init__, dict.__init__ and OrderedDict.__init__ (which: 0, 1,
+// 2) likewise (self, *args, **kwargs): what super().__init__() reaches in
+// a Python class over those bases. Without arguments each leaves the
+// object as it is (the tracer answers None); with some, the host runs it.
+// Code CPython runs holds Python's own in its place (residual_const).
+const Value& host_init(int which);
+// Which host_init `v` is, or -1.
+int host_init_index(const Value& v);
 // types.MethodType(func, self): the residual rebuilds a bound method the
 // trace made (a method looked up on an object, held across a graph break)
 // over the self this run has; code CPython runs holds Python's own

@@ -117,6 +117,15 @@ Value d_getitem(CallContext&, const std::vector<Value>& a) {
   return *v;
 }
 Value d_contains(CallContext&, const std::vector<Value>& a) { return Value::boolean(dict_of(a)->find(a[1]) != nullptr); }
+Value d_setitem(CallContext&, const std::vector<Value>& a) {
+  dict_of(a)->set(a[1], a[2]);
+  return Value::none();
+}
+Value d_delitem(CallContext&, const std::vector<Value>& a) {
+  if (!dict_of(a)->find(a[1])) throw_key_error(a[1]);
+  dict_of(a)->erase(a[1]);
+  return Value::none();
+}
 Value d_pop(CallContext&, const std::vector<Value>& a) {
   const Value* v = dict_of(a)->find(a[1]);
   if (!v) {
@@ -520,6 +529,8 @@ Value type_method(Kind k, const StrObj* name) {
                // dict.__getitem__(obj, k)); d[k] and `k in d` have their own opcodes
                {"__getitem__", "self, key, /", d_getitem},
                {"__contains__", "self, key, /", d_contains},
+               {"__setitem__", "self, key, value, /", d_setitem},
+               {"__delitem__", "self, key, /", d_delitem},
                {"pop", "self, key, default=?", d_pop},
                {"setdefault", "self, key, default=None", d_setdefault},
                {"update", "self, other=?, /, **kwargs", d_update},

@@ -463,6 +463,15 @@ enum class ForeignAttr : uint8_t {
   GenericSetattr,       // object.__setattr__ itself: the generic store
 };
 
+// What ForeignVTable::new_instance made.
+struct NewInstance {
+  Value instance;        // an empty instance of the class
+  Value new_fn;          // the __new__ that made it, called as new_fn(cls)
+  Value setitem;         // a dict subclass's base's __setitem__ (dict's or OrderedDict's); Null otherwise
+  Value metaclass;       // type(cls)
+  Value metaclass_call;  // type(cls).__call__, type's own
+};
+
 struct ForeignVTable {
   const char* type_name;
   void (*destroy)(void* handle);
@@ -593,6 +602,18 @@ struct ForeignVTable {
   // no literal (hashing it could run user code). transformers keeps
   // registries in dict subclasses and reads them with super().get(key).
   ForeignAttr (*dict_storage_find)(void* handle, const Value& key, Value& out) = nullptr;
+  // Optional: for a class whose instances CPython makes without running
+  // user code before __init__ (the metaclass keeps type's __call__; the
+  // __new__ its MRO finds is object's, dict's or OrderedDict's own), an
+  // empty instance and how it was made (NewInstance); false for any other
+  // class. The tracer makes a Python object in the trace over such an
+  // instance (interpreter/translator_user_defined.cpp): the instance is
+  // only what class lookups read through, never the program's object.
+  bool (*new_instance)(void* cls, NewInstance& out) = nullptr;
+  // Optional, with `pure`: what the function returns is immutable and
+  // reading it runs no effects (inspect.signature's Signature): the tracer
+  // keeps such a result as a constant, and what it reads off it too.
+  bool (*frozen_result)(void* handle) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

@@ -18,8 +18,11 @@ const char* vt_kind_name(VTKind k) {
 std::string VariableTracker::str() const {
   std::string s = vt_kind_name(kind);
   switch (kind) {
-    case VTKind::Constant:
-    case VTKind::Opaque: return s + "(" + runtime::repr(value) + ")";
+    case VTKind::Opaque:
+      // (a made object's instance is empty: its own repr may well raise)
+      if (made) return "UserDefinedObjectVariable(a " + runtime::type_name(value) + " made in the trace)";
+      [[fallthrough]];
+    case VTKind::Constant: return s + "(" + runtime::repr(value) + ")";
     case VTKind::Tensor: return s + "(" + meta().str() + ")";
     case VTKind::SymInt: return s + "(" + sym.str() + ")";
     case VTKind::List:
@@ -58,6 +61,7 @@ TraceArena::~TraceArena() {
       v->self.reset();
       v->path_parent.reset();
       v->realized.reset();
+      v->made.reset();
     }
 }
 
@@ -224,6 +228,24 @@ VT make_lazy_iterator(std::vector<VT> items, VT fn, LazyIteration how) {
 VT make_opaque(Value v, SourceRef source) {
   VT t = make(VTKind::Opaque, std::move(source));
   t->value = std::move(v);
+  return t;
+}
+void dict_set(std::vector<Value>& keys, std::vector<VT>& values, const Value& key, VT value) {
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (runtime::values_equal(keys[i], key)) {
+      values[i] = std::move(value);
+      return;
+    }
+  keys.push_back(key);
+  values.push_back(std::move(value));
+}
+
+VT make_made_object(Value empty, VT cls, std::shared_ptr<const MadeHere> made) {
+  VT t = make(VTKind::Opaque, nullptr);
+  t->value = std::move(empty);
+  const bool storage = !made->setitem.is_null();
+  t->items = {std::move(cls), make_const_dict({}, {}), storage ? make_const_dict({}, {}) : make_constant(Value::none())};
+  t->made = std::move(made);
   return t;
 }
 VT make_getattr(VT object, std::string name) {

@@ -56,6 +56,22 @@ const char* vt_kind_name(VTKind k);
 struct VariableTracker;
 using VT = std::shared_ptr<VariableTracker>;
 
+// An instance of a Python class made in this trace (Dynamo's
+// UserDefinedObjectVariable under AttributeMutationNew): an Opaque tracker
+// whose `value` is an empty instance of the class (ForeignVTable::
+// new_instance), which class lookups read through and guard at `pin`; the
+// program never sees it. What the object holds lives in trackers, `items`:
+// [0] the class, [1] its instance __dict__ (a ConstDict: what
+// `obj.__dict__` reads, in store order), [2] its dict storage (a ConstDict)
+// for a dict subclass, else None. The residual makes the object once, when
+// it is first needed, as new_fn(cls), then fills the storage through
+// `setitem` and the __dict__ through object.__setattr__, in their orders.
+struct MadeHere {
+  SourceRef pin;  // the empty instance, as a Const source
+  Value new_fn;
+  Value setitem;  // Null: no dict storage
+};
+
 // What an Iterator tracker yields: its items, or, lazily as Python's
 // zip/enumerate/map/filter objects do, what it makes from the iterators in
 // `items` (each advanced only when the loop gets there, so a loop body that
@@ -124,6 +140,8 @@ struct VariableTracker {
   // Opaque: super(items[0], self) over a Python class, made in the trace
   // (interpreter/translator_user_defined.cpp); `value` is Python's own.
   bool host_super = false;
+  // Opaque: an instance of a Python class made in this trace (MadeHere).
+  std::shared_ptr<const MadeHere> made;
 
   bool is(VTKind k) const { return kind == k; }
   // NNModule or UnspecializedNNModule: a module, whichever way it is traced.
@@ -198,6 +216,17 @@ VT make_iterator(std::vector<VT> items);
 VT make_lazy_iterator(std::vector<VT> items, VT fn, LazyIteration how);
 inline LazyIteration lazy_iteration(const VariableTracker& it) { return it.iteration; }
 VT make_opaque(Value v, SourceRef source);
+// An instance of class `cls` made in this trace over `empty`, an empty
+// instance of it (MadeHere); no attributes, no storage items yet.
+VT make_made_object(Value empty, VT cls, std::shared_ptr<const MadeHere> made);
+// The instance __dict__ / dict storage (None for a plain class) trackers
+// of a made object.
+inline const VT& made_dict(const VariableTracker& v) { return v.items[1]; }
+inline const VT& made_storage(const VariableTracker& v) { return v.items[2]; }
+
+// keys[key] = value over a dict's parallel keys and values, as a dict
+// stores: in place where an equal key is, else appended.
+void dict_set(std::vector<Value>& keys, std::vector<VT>& values, const Value& key, VT value);
 VT make_getattr(VT object, std::string name);
 VT make_cell(VT content, SourceRef source = nullptr, std::string name = {});
 // value: the Code; items: the closure's Cell trackers; self: the defaults (a Tuple tracker or null)

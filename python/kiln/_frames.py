@@ -38,6 +38,7 @@ rotates a NULL under the callable with SWAPs before CALL_FUNCTION_EX;
 LOAD_METHOD / CALL_METHOD keep CPython's own pair.
 """
 import dis
+import inspect
 import logging
 import os
 import sys
@@ -56,6 +57,15 @@ _log = logging.getLogger("kiln.frames")
 class Refused(Exception):
     """The residual has a construct this translation does not make CPython
     code for; the frame runs unchanged."""
+
+
+# Called at trace time on the function the trace pins, its immutable answer
+# kept as a constant (Dynamo's InspectSignatureVariable): transformers'
+# apply_chunking_to_forward counts len(inspect.signature(fn).parameters) in
+# every BERT-style layer. A Signature depends on the function's code,
+# defaults and annotations and its __signature__ / __wrapped__; the trace's
+# guards pin the function, not those attributes.
+_C._fold_at_trace_time(inspect.signature)
 
 
 # -- which frames are traced ------------------------------------------------

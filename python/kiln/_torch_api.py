@@ -217,6 +217,22 @@ def einsum(equation, *operands):
     return _C.permute(r, [order.index(c) for c in out])
 
 
+def diff(input, n=1, dim=-1, prepend=None, append=None, *, out=None):
+    # n first differences along dim, after prepend / append are joined on:
+    # transformers' packed-sequence mask (masking_utils). A bool tensor's
+    # difference is its xor (torch's rule); n < 0 and out= are torch's own.
+    if out is not None or n < 0 or input.dim() == 0:
+        return _TORCH["diff"](input, n, dim, prepend, append, out=out)
+    parts = [t for t in (prepend, input, append) if t is not None]
+    if len(parts) > 1:
+        input = _C.cat(parts, dim)
+    for _ in range(n):
+        length = input.shape[dim]
+        later, earlier = _slice(input, dim, 1, length), _slice(input, dim, 0, length - 1)
+        input = later != earlier if input.dtype == "bool" else later - earlier
+    return input
+
+
 @_over("cumsum")
 def cumsum(input, dim, *, dtype=None, out=None):
     if out is not None:
@@ -675,7 +691,7 @@ FUNCTIONS = {
     "torch.finfo": finfo, "torch.iinfo": iinfo,
     "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange, "torch.tensor": tensor,
     "torch.addcmul": addcmul, "torch.norm": norm, "torch.linalg.vector_norm": vector_norm,
-    "torch.baddbmm": baddbmm, "torch.einsum": einsum, "torch.cumsum": cumsum,
+    "torch.baddbmm": baddbmm, "torch.einsum": einsum, "torch.cumsum": cumsum, "torch.diff": diff,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
     # torch.nn.functional.*: kiln.nn.functional has torch's signatures
@@ -1004,7 +1020,7 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():
         _C._map_torch(_resolve(torch, path), name)
-    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum", "cumsum"):
+    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum", "cumsum", "diff"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
     _TORCH["vector_norm"] = _C._raw_torch(torch.linalg.vector_norm)
     _TORCH["interpolate"] = _C._raw_torch(torch.nn.functional.interpolate)

@@ -327,6 +327,12 @@ py::object to_py(const Value& v) {
       break;
     }
     case Kind::Module: return module_to_py(v);
+    case Kind::BoundMethod: {  // a Python function bound to a Python object: CPython's bound method
+      const auto* bm = v.as<runtime::BoundMethodObj>();
+      if (py::object f = bm->func.is(Kind::Function) ? python_function_of(bm->func) : py::object())
+        return py::reinterpret_steal<py::object>(PyMethod_New(f.ptr(), to_py(bm->self).ptr()));
+      break;
+    }
     case Kind::Function:
       if (py::object f = python_function_of(v)) return f;
       break;

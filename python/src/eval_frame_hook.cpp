@@ -417,6 +417,12 @@ py::object residual_const(const Value& v) {
     if (v.is_same(runtime::object_getattribute()) || v.is_same(runtime::object_setattr()))
       return py::reinterpret_borrow<py::object>(
           PyDict_GetItemString(PyBaseObject_Type.tp_dict, name.substr(std::string_view("object.").size()).c_str()));
+    if (const int init = runtime::host_init_index(v); init >= 0) {
+      static const char* const types[] = {"builtins.object", "builtins.dict", "collections.OrderedDict"};
+      const std::string path = types[init];
+      const size_t dot = path.rfind('.');
+      return py::module_::import(path.substr(0, dot).c_str()).attr(path.substr(dot + 1).c_str()).attr("__init__");
+    }
     // A built-in type's method (the residual's `s.update(...)` at a break
     // is the pair set.update, s): Python's own method descriptor. kiln's
     // would convert the real set it is given into a kiln copy and update that.

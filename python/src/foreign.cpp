@@ -4,6 +4,7 @@
 #include "python/src/set_layout.h"
 #include "runtime/builtins.h"
 #include "runtime/module.h"
+#include "runtime/super.h"
 #include "runtime/value_ops.h"
 #include "variables/variable_tracker.h"
 
@@ -222,7 +223,10 @@ bool foreign_pure(void* h) {
   }
   if (!builtin_name) return false;
   const runtime::BuiltinRow* row = runtime::find_builtin_row(builtin_name);
-  if (!row || row->how != runtime::BuiltinHow::Fold) return false;
+  // (dict's row says Trace, for its handler over trackers; on known values
+  // it is as pure as a Fold row)
+  const bool pure_row = row && (row->how == runtime::BuiltinHow::Fold || std::string_view(builtin_name) == "dict");
+  if (!pure_row) return false;
   // The real builtin of that name, not a look-alike: a C extension's type
   // may have a bare tp_name too.
   return PyDict_GetItemString(PyEval_GetBuiltins(), builtin_name) == o;
@@ -318,6 +322,37 @@ PyObject* mro_lookup(PyTypeObject* tp, PyObject* after, PyObject* key, bool& in_
   return nullptr;
 }
 
+// OrderedDict, from the C module the collections package imports it from.
+PyTypeObject* ordered_dict_type() {
+  static PyTypeObject* const od = [] {
+    py::object t = py::module_::import("collections").attr("OrderedDict");
+    return reinterpret_cast<PyTypeObject*>(t.release().ptr());  // kept for good
+  }();
+  return od;
+}
+
+// The name of `attr` when it is one of dict's or OrderedDict's own methods
+// on the storage that kiln's dict methods model; null otherwise. dict's
+// never call a subclass's overrides. Of OrderedDict's only those that keep
+// to the storage in insertion order, as a dict's: its update and
+// setdefault call the subclass's __setitem__ (MutableMapping's), its copy
+// makes an instance of the subclass, and move_to_end / popitem(last=)
+// have no dict form.
+const char* dict_storage_method(PyObject* attr) {
+  static const std::vector<std::pair<PyObject*, const char*>> methods = [] {
+    std::vector<std::pair<PyObject*, const char*>> found;
+    for (const char* name : {"get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "keys", "values",
+                             "items", "update", "setdefault", "pop", "clear", "copy"})
+      if (PyObject* m = PyDict_GetItemString(PyDict_Type.tp_dict, name)) found.emplace_back(m, name);  // borrowed, kept by the type
+    for (const char* name : {"__setitem__", "__delitem__", "keys", "values", "items"})
+      if (PyObject* m = PyDict_GetItemString(ordered_dict_type()->tp_dict, name)) found.emplace_back(m, name);
+    return found;
+  }();
+  for (const auto& [m, name] : methods)
+    if (m == attr) return name;
+  return nullptr;
+}
+
 // What reading a class attribute through an object gives when the class
 // lookup found `attr` (super's binding, a special method's): a Python
 // function binds to the object, a property runs its getter, a plain value
@@ -328,6 +363,16 @@ runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
   static PyObject* const setattr = object_slot("__setattr__");
   if (attr == getattribute) return ForeignAttr::GenericGetattribute;
   if (attr == setattr) return ForeignAttr::GenericSetattr;
+  // A built-in type's own slot wrapper over the generic lookup (dict's
+  // __getattribute__ is PyObject_GenericGetAttr too): the same lookup.
+  if (Py_IS_TYPE(attr, &PyWrapperDescr_Type)) {
+    const void* wrapped = reinterpret_cast<PyWrapperDescrObject*>(attr)->d_wrapped;
+    const char* name = reinterpret_cast<PyWrapperDescrObject*>(attr)->d_base->name;
+    if (wrapped == reinterpret_cast<void*>(PyObject_GenericGetAttr) && std::string_view(name) == "__getattribute__")
+      return ForeignAttr::GenericGetattribute;
+    if (wrapped == reinterpret_cast<void*>(PyObject_GenericSetAttr) && std::string_view(name) == "__setattr__")
+      return ForeignAttr::GenericSetattr;
+  }
   if (PyFunction_Check(attr)) {
     out = to_value_shared(py::handle(attr));
     return out.is(Kind::Function) ? ForeignAttr::Method : ForeignAttr::Undecided;  // kiln cannot translate it
@@ -339,18 +384,25 @@ runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
     out = to_value_shared(fget);
     return out.is(Kind::Function) ? ForeignAttr::Property : ForeignAttr::Undecided;
   }
-  // dict's own readers of its storage, found on a dict subclass: kiln's
-  // method of that name, which reads the storage under guards
-  // (dict_storage_find) instead of calling into the object.
-  static PyObject* const dict_readers[] = {PyDict_GetItemString(PyDict_Type.tp_dict, "get"),
-                                           PyDict_GetItemString(PyDict_Type.tp_dict, "__getitem__"),
-                                           PyDict_GetItemString(PyDict_Type.tp_dict, "__contains__")};
-  for (PyObject* reader : dict_readers)
-    if (attr == reader) {
-      const char* name = reinterpret_cast<PyMethodDescrObject*>(attr)->d_method->ml_name;
-      out = runtime::type_method(Kind::Dict, runtime::intern(name).get());
-      return out.is_null() ? ForeignAttr::Undecided : ForeignAttr::Method;
+  // object's, dict's and OrderedDict's own __init__: kiln's stand-in
+  // (runtime/super.h host_init), a no-op without arguments.
+  static PyObject* const inits[] = {PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__init__"),
+                                    PyDict_GetItemString(PyDict_Type.tp_dict, "__init__"),
+                                    PyDict_GetItemString(ordered_dict_type()->tp_dict, "__init__")};
+  for (int i = 0; i < 3; ++i)
+    if (attr == inits[i]) {
+      out = runtime::host_init(i);
+      return ForeignAttr::Method;
     }
+  // dict's and OrderedDict's own methods on their storage, found on a
+  // subclass: kiln's dict method of that name. On an object the program
+  // passed in it reads the storage under guards (dict_storage_find: get,
+  // __getitem__, __contains__; the others break); on one made in the trace
+  // it works on the object's storage tracker (user_dict_method).
+  if (const char* name = dict_storage_method(attr)) {
+    out = runtime::type_method(Kind::Dict, runtime::intern(name).get());
+    return out.is_null() ? ForeignAttr::Undecided : ForeignAttr::Method;
+  }
   if (Py_TYPE(attr)->tp_descr_get) return ForeignAttr::Undecided;  // classmethod, a C method, ...
   out = to_value_shared(py::handle(attr));
   return ForeignAttr::Found;
@@ -446,6 +498,47 @@ runtime::ForeignAttr foreign_dict_storage_find(void* h, const Value& key, Value&
     }
     if (PyErr_Occurred()) throw py::error_already_set();
     return ForeignAttr::Absent;
+  });
+}
+
+// ForeignVTable::new_instance: type.__call__(cls) runs cls.__new__(cls)
+// and then __init__; with the metaclass's __call__ type's own and a
+// __new__ of object, dict or OrderedDict, nothing of the program's runs
+// before __init__, so the tracer can make the object itself and inline
+// __init__ on it. OrderedDict's __new__ is dict's, so the storage's
+// __setitem__ is taken from the MRO's first of OrderedDict and dict.
+bool foreign_new_instance(void* h, runtime::NewInstance& out) {
+  PyObject* o = handle_of(h);
+  if (!PyType_Check(o)) return false;
+  auto* cls = reinterpret_cast<PyTypeObject*>(o);
+  if (cls->tp_flags & Py_TPFLAGS_IS_ABSTRACT) return false;  // CPython raises TypeError
+  return calling_python([&] {
+    // torch's own classes (torch.autocast, a module made in a forward):
+    // their __init__ is torch's internals, which CPython runs.
+    PyObject* module = PyDict_GetItemString(cls->tp_dict, "__module__");  // borrowed
+    if (module && PyUnicode_Check(module)) {
+      const char* m = PyUnicode_AsUTF8(module);
+      if (m && (std::string_view(m) == "torch" || std::string_view(m).substr(0, 6) == "torch.")) return false;
+    }
+    static PyObject* const type_call = PyDict_GetItemString(PyType_Type.tp_dict, "__call__");
+    static PyObject* const call_key = PyUnicode_InternFromString("__call__");
+    static PyObject* const new_key = PyUnicode_InternFromString("__new__");
+    if (_PyType_Lookup(Py_TYPE(o), call_key) != type_call) return false;
+    PyObject* found_new = _PyType_Lookup(cls, new_key);  // borrowed
+    PyTypeObject* storage = nullptr;
+    if (found_new == PyDict_GetItemString(PyDict_Type.tp_dict, "__new__"))
+      storage = PyType_IsSubtype(cls, ordered_dict_type()) ? ordered_dict_type() : &PyDict_Type;
+    else if (found_new != PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__new__"))
+      return false;  // a Python __new__, or another built-in base's
+    py::object made = py::reinterpret_steal<py::object>(PyObject_CallOneArg(found_new, o));
+    if (!made) throw py::error_already_set();
+    out.instance = to_value_shared(made);
+    out.new_fn = to_value_shared(py::handle(found_new));
+    out.setitem = storage ? to_value_shared(py::handle(PyDict_GetItemString(storage->tp_dict, "__setitem__")))
+                          : Value::null();
+    out.metaclass = to_value_shared(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(o))));
+    out.metaclass_call = to_value_shared(py::handle(type_call));
+    return out.instance.is(Kind::Foreign);
   });
 }
 
@@ -561,8 +654,28 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     foreign_set_snapshot,
     // (traverse, clear, untraced_reason, null_context, grad_tensor: none)
     nullptr, nullptr, nullptr, nullptr, nullptr,
-    foreign_pure_compare, foreign_lookup_attr, foreign_class_repr, foreign_dict_storage_find,
+    foreign_pure_compare, foreign_lookup_attr, foreign_class_repr, foreign_dict_storage_find, foreign_new_instance,
 };
+
+// Functions the tracer calls at trace time on the objects the trace pins
+// (a function, a bound method) and keeps the answer of as a constant, as
+// Dynamo folds inspect.signature: what they return is immutable.
+namespace {
+bool always(void*) { return true; }
+const runtime::ForeignVTable kFrozenFunctionVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.pure = always;
+  vt.frozen_result = always;
+  return vt;
+}();
+}  // namespace
+
+void fold_at_trace_time(py::handle fn) {
+  fn.inc_ref();  // the Foreign value's reference
+  register_op_function(fn, Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kFrozenFunctionVTable,
+                                                                                                fn.ptr())));
+  fn.inc_ref();  // the table's key, kept for the process
+}
 
 Value foreign(py::handle obj) {
   Py_INCREF(obj.ptr());

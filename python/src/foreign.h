@@ -27,6 +27,10 @@ bool default_class_repr(PyObject* cls, std::string& out);
 // start from its functions and keep its `destroy`, which releases the
 // handle, a PyObject: that is how foreign_object knows every one of them.
 extern const runtime::ForeignVTable kPyObjectVTable;
+// `fn` reached by compiled code is called at trace time on what the trace
+// pins (a function, a bound method, known values) and its answer kept as
+// a constant: an immutable result (kiln/_frames.py: inspect.signature).
+void fold_at_trace_time(py::handle fn);
 
 // The Python object behind a Foreign handle of those vtables.
 inline PyObject* handle_of(void* h) { return static_cast<PyObject*>(h); }

@@ -22,6 +22,7 @@
 #include "output_graph/graph.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
+#include "python/src/foreign.h"
 #include "python/src/function_origins.h"
 #include "python/src/namespaces.h"
 #include "python/src/python_vm.h"
@@ -512,6 +513,8 @@ void bind_functions(py::module_& m) {
     if (!torch_seen()) return py::none();
     return py::str(torch_tensor_refusal(t.ptr()));
   });
+  m.def("_fold_at_trace_time", [](py::handle fn) { guarded([&] { fold_at_trace_time(fn); }); },
+        "fn reached by compiled code is called at trace time and its immutable answer kept (inspect.signature).");
   m.def("_torch_direct_reads", [] {
     py::dict d;
     if (torch_seen())

@@ -156,6 +156,9 @@ FUNCTION_CALLS = {
                      ((A.double(), -1), {}), ((ints(3, 4), 1), {}), ((mask(2, 6), 1), {}), ((t(2, 300), 1), {}),
                      ((ints(3, 4), 0), {"dtype": torch.float64})],
     "torch.nn.functional.group_norm": [((t(2, 6, 3, 3), 3, t(6), t(6, seed=1)), {}), ((t(2, 4, 5), 2), {"eps": 1e-3})],
+    # transformers' packed-sequence mask (position ids, a prepended first value), n > 1, a bool tensor's xor
+    "torch.diff": [((ints(3, 6),), {"prepend": ints(3, 1), "dim": -1}), ((t(4, 5), 2), {}), ((mask(4, 3),), {"dim": 0}),
+                   ((t(2, 3, 4),), {"dim": 1, "append": t(2, 1, 4)}), ((t(6), 3), {})],
 }
 # Rows whose results are random: compared by type, shape and dtype only.
 RANDOM = {"torch.rand": [((2, 3), {})], "torch.randn": [((4,), {"dtype": torch.float64})],
