@@ -306,8 +306,10 @@ VT InstructionTranslator::call_partial(const VT& callee, std::vector<VT>& args, 
 // object is made here (MadeHere) and its __init__ inlined on it, as
 // type.__call__ would run it; the residual makes the real object from what
 // the trace left in it. Null: not such a class (the call breaks).
-// Guards: the class by its source; the metaclass's __call__, the class's
-// __new__ and __init__ as the lookups found them.
+// Guards: the class by its source; its __new__ and __init__ as the
+// lookups found them. Its metaclass's __call__ is read at trace time only
+// (as Dynamo does): a metaclass whose __call__ is replaced after compiling
+// is not seen.
 VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args, const TupleObj* kwnames) {
   const auto* f = cls->value.as<ForeignObj>();
   NewInstance made;
@@ -318,9 +320,6 @@ VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args,
   here->new_fn = made.new_fn;
   here->setitem = made.setitem;
   VT obj = vars::make_made_object(made.instance, cls, std::move(here));
-  ctx_.builder.wrap(made.metaclass_call,
-                    output_graph::attr_source(output_graph::const_source(made.metaclass, "type(" + cls->source->str() + ")"),
-                                              "__call__"));
   Value unused;
   class_lookup(obj, "__new__", Value::null(), unused);
   // Its __init__: a Python function, or object's, dict's or OrderedDict's

@@ -468,8 +468,6 @@ struct NewInstance {
   Value instance;        // an empty instance of the class
   Value new_fn;          // the __new__ that made it, called as new_fn(cls)
   Value setitem;         // a dict subclass's base's __setitem__ (dict's or OrderedDict's); Null otherwise
-  Value metaclass;       // type(cls)
-  Value metaclass_call;  // type(cls).__call__, type's own
 };
 
 struct ForeignVTable {

@@ -536,8 +536,6 @@ bool foreign_new_instance(void* h, runtime::NewInstance& out) {
     out.new_fn = to_value_shared(py::handle(found_new));
     out.setitem = storage ? to_value_shared(py::handle(PyDict_GetItemString(storage->tp_dict, "__setitem__")))
                           : Value::null();
-    out.metaclass = to_value_shared(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(o))));
-    out.metaclass_call = to_value_shared(py::handle(type_call));
     return out.instance.is(Kind::Foreign);
   });
 }

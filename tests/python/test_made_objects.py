@@ -131,6 +131,16 @@ def test_each_call_makes_its_own_object():
     assert a is not b and type(a) is Pair and a.a is not b.a
 
 
+@pytest.mark.parametrize("fn", [plain, record], ids=lambda f: f.__name__)
+def test_the_next_call_hits_the_cache(fn):
+    # (the guards of a made object hold on the next call: one entry, not a
+    # retrace per call)
+    compiled = kiln.compile(fn)
+    for _ in range(4):
+        compiled(x0())
+    assert kiln._C.cache_entries(compiled._kiln_compiled.kbc) == 1
+
+
 def stored_into(x, sink):
     sink.append(Pair(x))
     sink[-1].b = 5
