@@ -440,6 +440,10 @@ class Assembler {
     } else if (d == ".firstline") {
       if (seen_instruction) c.fail(".firstline must come before the first instruction");
       b.set_first_line(line_number());
+    } else if (d == ".generator") {
+      if (seen_instruction) c.fail(".generator must come before the first instruction");
+      c.expect_end(d);
+      b.set_generator();
     } else if (d == ".qualname") {
       // The name messages and tracebacks show (a Python function's
       // co_qualname, `f.<locals>.g`), when it is not the KBC name.

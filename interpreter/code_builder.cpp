@@ -259,7 +259,7 @@ Ref<Code> CodeBuilder::finish(bool verify_code) {
   c.argcount = int32_t(positional_.size());
   c.posonlyargcount = int32_t(posonly_.value_or(0));
   c.kwonlyargcount = int32_t(kwonly_.size());
-  c.flags = (var_args_ ? runtime::kVarArgs : 0u) | (var_kw_ ? runtime::kVarKw : 0u);
+  c.flags = (var_args_ ? runtime::kVarArgs : 0u) | (var_kw_ ? runtime::kVarKw : 0u) | (generator_ ? runtime::kGenerator : 0u);
   c.first_line = first_line_ ? *first_line_ : (c.instrs.empty() ? line_ : c.instrs[0].line);
   finished_ = true;
   if (verify_code) verify(c);

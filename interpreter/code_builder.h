@@ -49,6 +49,11 @@ class CodeBuilder {
   void set_qualname(std::string qualname);
   // Defaults to the line of the first instruction.
   void set_first_line(int line);
+  // `.generator`: the function's call makes a generator (runtime::kGenerator).
+  void set_generator() {
+    check_open();
+    generator_ = true;
+  }
 
   // ----- parameters (before anything else) -----
   // A positional parameter; `default_value` Null means none. Once one
@@ -133,6 +138,7 @@ class CodeBuilder {
 
   std::vector<std::string> positional_, kwonly_, locals_;
   std::optional<std::string> var_args_, var_kw_;
+  bool generator_ = false;
   std::optional<size_t> posonly_;  // positional parameters before the `/`
   std::vector<Value> defaults_, kwdefaults_;
 

@@ -455,6 +455,7 @@ TraceOutcome compile_subgraph(const Ref<FunctionObj>& fn, TraceContext& ctx, Ins
   if (auto* blog = kiln::log::get("bytecode")) blog->info("residual of {}:\n{}", code.qualname, disassemble(*residual->code));
   return out;
   } catch (const Unsupported& u) {
+    if (u.restart_at >= 0) throw;  // the caller restarts the trace (a generator reached the residual)
     return run_on_vm(fn, u);
   }
 }
@@ -496,9 +497,14 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
     out.collective_restarted = restarted;
     return out;
   };
+  // A generator function's own frame is CPython's: kiln makes generators
+  // only inside a trace (translator_generators.cpp).
+  if (code.flags & runtime::kGenerator)
+    return finish(run_on_vm(fn, Unsupported{BreakReason::untraced_object, "a generator function's own frame", {}}));
   // At most: the first analysis, its restart after the compiler
-  // collective, and the speculation restart before a breaking step.
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  // collective, the speculation restart before a breaking step, and one
+  // more before the step that made a generator the residual would hold.
+  for (int attempt = 0; attempt < 4; ++attempt) {
     TraceContext ctx(vm);
     ctx.python_frames = options.python_frames;
     ctx.random_is_hosts = options.random_is_hosts;
@@ -535,7 +541,22 @@ TraceOutcome convert_frame(const Ref<FunctionObj>& fn, const std::vector<Value>&
                                                " (" + code.qualname + ", " +
                                                code.filename + ":" + std::to_string(brk->line) + "); hint: " +
                                                break_reason_hint(why->reason));
-    return finish(compile_subgraph(fn, ctx, &*tx, brk, why, options));
+    try {
+      return finish(compile_subgraph(fn, ctx, &*tx, brk, why, options));
+    } catch (const Unsupported& u) {
+      // The residual would hold a generator the trace made: stop before
+      // the step that made it, once (a second time is no progress).
+      if (u.restart_at < 0 || (stop >= 0 && u.restart_at >= stop))
+        return finish(run_on_vm(fn, u));
+      stop = u.restart_at;
+      if (why) {
+        // The break's own reason stays what the report says.
+        why->detail += " (the break moves before the step that made a generator the code after it holds)";
+      } else {
+        why = u;
+      }
+      continue;
+    }
   }
   throw_error(ErrorKind::RuntimeError, "convert_frame: the trace did not settle");
 }

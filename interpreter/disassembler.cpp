@@ -106,6 +106,7 @@ class Disassembler {
   void directives(const Code& c) {
     if (!c.instrs.empty() && c.first_line != c.instrs[0].line)
       out_ += "  .firstline " + std::to_string(c.first_line) + "\n";
+    if (c.flags & runtime::kGenerator) out_ += "  .generator\n";
     name_list(".locals", c.varnames, size_t(std::max(c.nparams(), 0)));
     name_list(".cellvars", c.cellvars);
     name_list(".freevars", c.freevars);

@@ -1,6 +1,7 @@
 #include "interpreter/guard_tree.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <algorithm>
 #include <unordered_map>
 
@@ -239,6 +240,12 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
       return &scratch;
     }
     case SourceKind::Const: return &s.key;
+    case SourceKind::Environ: {
+      const char* v = std::getenv(s.name.c_str());
+      if (!v) return nullptr;  // absent (an Absent guard accepts it)
+      scratch = Value::str(v);
+      return &scratch;
+    }
     case SourceKind::GenericAttr:
     case SourceKind::TypeAttr: {
       // A Python object's attribute by Python's generic lookup, or what its

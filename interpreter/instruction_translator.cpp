@@ -157,19 +157,33 @@ void InstructionTranslator::step() {
     }
   } catch (const Error& e) {
     // The instruction raises when the program runs (an error folding
-    // constants, a bad subscript): the graph breaks there and the VM
-    // raises it, where the frame's handlers can catch it. symbolic_trace
-    // has no VM to run the rest: the error is its caller's.
+    // constants, a bad subscript, a `raise`). Inside an inlined frame whose
+    // handler (or an inlined caller's) covers it, the trace goes on in that
+    // handler (translator_exceptions.cpp). Otherwise the graph breaks there
+    // and CPython (the VM) raises it, where the frame's handlers can catch
+    // it. symbolic_trace has no VM to run the rest: the error is its caller's.
     if (ctx_.tracer) {
       if (ctx_.error_where.empty()) ctx_.error_where = where(ins);
       throw;
     }
-    restart_before_null_with([&] {
-      unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
-    });
+    if (!catch_in_trace(e)) {
+      if (caught_further_out(e)) throw;
+      ctx_.raising = nullptr;
+      restart_before_null_with([&] {
+        unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
+      });
+    }
   } catch (Unsupported& u) {
     if (u.where.empty()) u.where = where(ins);
-    restart_before_null_with([&] { throw; });
+    // Python's lookup proved an attribute missing (guarded absent): an
+    // AttributeError, which an inlined handler may catch.
+    const bool missing = u.reason == BreakReason::attribute_error && u.missing_attribute;
+    if (!missing || ctx_.tracer || !in_traced_try()) restart_before_null_with([&] { throw; });
+    Error e(ErrorKind::AttributeError, u.detail);
+    if (!catch_in_trace(e)) {
+      if (caught_further_out(e)) throw e;
+      restart_before_null_with([&] { throw; });
+    }
   }
   ++steps_;
   if (!jumped_) ++pc_;
@@ -629,12 +643,38 @@ VT InstructionTranslator::iter_of(const VT& v0) {
     it->view = v->view;
     return it;
   }
+  if (VT it = python_iterator(v)) return it;
   const bool set = v->is(VTKind::Constant) && is_set_like(v->value);  // read live by next_item
   VT it = variables::make_iterator(set ? std::vector<VT>{} : unpack(v));
   if (const size_t n = variables::container_size(*v); n != SIZE_MAX) {
     it->iterated = v;
     it->iterated_size = n;
   }
+  return it;
+}
+
+// len(obj) for a Python object whose class defines __len__ in Python: that
+// method inlined; its result must be a known int >= 0 (CPython's checks
+// raise otherwise, and CPython runs the call then). Null: no such method.
+VT InstructionTranslator::python_len(const VT& obj) {
+  if (!obj->is(VTKind::Opaque)) return nullptr;
+  VT n = call_special_method(obj, "__len__", {});
+  if (!n) return nullptr;
+  n = realize(n);
+  if (!n->is(VTKind::Constant) || !n->value.is(Kind::Int) || n->value.as_int() < 0)
+    unsupported(BreakReason::traced_python_value, "a __len__ that gives " + n->str());
+  return n;
+}
+
+// iter(obj) for a Python object whose class defines __iter__ in Python
+// (collections.abc.Sequence's, a generator): that method inlined; it must
+// give an iterator kiln traces. Null when the class has no such method.
+VT InstructionTranslator::python_iterator(const VT& obj) {
+  if (!obj->is(VTKind::Opaque)) return nullptr;
+  VT it = call_special_method(obj, "__iter__", {});
+  if (!it) return nullptr;
+  it = realize(it);
+  if (!it->is(VTKind::Iterator)) unsupported(BreakReason::untraced_object, "an __iter__ that gives " + it->str());
   return it;
 }
 
@@ -700,6 +740,7 @@ bool InstructionTranslator::next_item(const VT& it, VT& out) {
       it->value = binary_op(BinOp::ADD, it->value, Value::integer(1));
       return true;
     }
+    case vars::LazyIteration::Generator: return resume_generator(it, out);
     case vars::LazyIteration::Filter: {
       VT x;
       while (next_item(it->items[0], x)) {
@@ -724,6 +765,15 @@ bool InstructionTranslator::truth_of(const VT& c) {
   if (c->is(VTKind::Tensor)) unsupported(BreakReason::data_dependent_branch, "");
   if (c->is(VTKind::List) || c->is(VTKind::Tuple) || c->is(VTKind::ConstDict)) return !c->items.empty();
   if (c->is_module() || c->is(VTKind::UserFunction) || c->is(VTKind::Builtin)) return true;
+  if (c->is(VTKind::Opaque)) {  // a Python class's own __bool__, else its __len__, inlined
+    if (VT b = call_special_method(c, "__bool__", {})) {
+      b = realize(b);
+      if (!b->is(VTKind::Constant) || !b->value.is(Kind::Bool))
+        unsupported(BreakReason::traced_python_value, "a __bool__ that gives " + b->str());
+      return b->value.as_bool();
+    }
+    if (VT n = python_len(c)) return n->value.as_int() != 0;
+  }
   if (!is_constant(c)) unsupported(BreakReason::traced_python_value, "truth of " + c->str());
   return truth(constant_value(c));
 }
@@ -764,7 +814,6 @@ void InstructionTranslator::op_RETURN_VALUE(const Instr&) {
   returned_ = true;
 }
 
-void InstructionTranslator::op_RAISE(const Instr&) { unsupported(BreakReason::raise, ""); }
 
 #undef JUMP
 

@@ -38,6 +38,10 @@ const char* break_reason_hint(BreakReason r);
 // The __exit__ a traced null-context `with` block calls (translator_constructs.cpp).
 const runtime::Value& null_context_exit();
 
+// A slice of a ModuleList / Sequential (InstructionTranslator::module_slice):
+// a Tuple of its children's trackers that is not a tuple to Python.
+bool is_module_slice(const VT& v);
+
 struct Unsupported {
   BreakReason reason;
   std::string detail;
@@ -125,6 +129,10 @@ struct TraceContext {
   // The tracker of each node views were taken of (one tracker per node a
   // tensor op made): what a write through a view updates besides the view.
   std::unordered_map<const output_graph::Node*, std::weak_ptr<variables::VariableTracker>> viewed_tracker;
+  // The exception object a traced `raise` is raising, until a handler in
+  // the trace takes it (translator_exceptions.cpp): the handler gets this
+  // very tracker, so `except E as got: got is e` holds.
+  VT raising;
 };
 
 class InstructionTranslator {
@@ -233,6 +241,10 @@ class InstructionTranslator {
   VT short_circuit(BuiltinCall& call, bool stop_at);
   // iter(v) as GET_ITER makes it (an iterator is itself).
   VT iter_of(const VT& v);
+  // len(obj) through a Python class's own __len__ (null: it has none).
+  VT python_len(const VT& obj);
+  // iter(obj) through a Python class's own __iter__ (null: it has none).
+  VT python_iterator(const VT& obj);
   // iter() of each of [first, last), for a lazy iterator over them.
   std::vector<VT> iters_of(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
   VT getattr_or_hasattr(BuiltinCall& call, bool has);
@@ -256,6 +268,8 @@ class InstructionTranslator {
   VT get_attr(const VT& obj, const std::string& name);
   VT from_value(const runtime::Value& v);  // a folded Python result as a tracker
   VT get_item(const VT& obj, const VT& key);
+  VT module_slice(const VT& container, const runtime::Value& key);  // translator_calls.cpp
+  VT environ_item(const VT& obj, const runtime::Value& key);        // os.environ[key]; null: not it
   // obj[key] = value on a tensor tracker: a functional `setitem` node, or a
   // break when the write could be observed elsewhere (translator_calls.cpp).
   void tensor_setitem_traced(const VT& obj, const VT& key, const VT& value);
@@ -327,6 +341,30 @@ class InstructionTranslator {
   // cls(*args) made in the trace, its __init__ inlined; null: not a class
   // kiln makes so (translator_user_defined.cpp).
   VT construct_object(const VT& cls, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  // Generators (translator_generators.cpp, Dynamo's LocalGeneratorObject
+  // Variable): calling a `.generator` function makes an Iterator whose body
+  // is a suspended translator, advanced one yield at a time by whoever
+  // iterates it, so the body's effects interleave with its consumer's as
+  // in CPython.
+  VT make_generator(runtime::FunctionObj* fn, std::vector<VT> locals, const VT& fn_vt, std::vector<VT> closure,
+                    const void* self_id);
+  bool resume_generator(const VT& generator, VT& out);
+  // This frame as a generator's body: runs to its next yield (true, the
+  // item in `out`) or to its end (false); `by` is the frame advancing it.
+  bool resume(const InstructionTranslator* by, VT& out);
+  // The step the root frame is at: where a restart stops to keep a
+  // generator out of the residual (a generator cannot be rebuilt).
+  int64_t root_step() const;
+  // Exceptions raised and caught inside inlined frames
+  // (translator_exceptions.cpp): true when this frame's handler took `e`
+  // (the trace goes on there); caught_further_out: an inlined caller's
+  // handler will (the error passes up as it is).
+  bool catch_in_trace(const kiln::Error& e);
+  bool caught_further_out(const kiln::Error& e) const;
+  // This frame or an inlined caller is in a protected range (root excluded).
+  bool in_traced_try() const;
+  [[noreturn]] void raise_traced(const VT& exc_vt, const runtime::Value& exc, const runtime::Value& cause,
+                                 bool reraise);
   // functools.partial(...)(*args) through its func; null: no such partial.
   VT call_partial(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT host_super_of(const VT& type, const VT& obj);
@@ -381,6 +419,10 @@ class InstructionTranslator {
  private:
   bool returned_ = false;
   VT result_;
+  VT yielded_;  // a generator's body: what its last YIELD_VALUE handed out
+  // The exception this inlined frame's handler is handling (PUSH_EXC_INFO
+  // to POP_EXCEPT); null: none of this frame's.
+  VT handled_;
 };
 
 }  // namespace kiln::interpreter

@@ -210,6 +210,9 @@ void Residual::emit_source(const SourceRef& s) {
       emit_const(runtime::intern_value(s->name));
       b.emit(Opcode::CALL, 2);
       return;
+    case SourceKind::Environ:
+      // Only guards read it: what the trace read is a constant there.
+      unsupported(BreakReason::resume_state, "an environment variable's source");
     case SourceKind::DictItem:
       // dict.__getitem__(base, key): the storage, past the subclass's own
       // __getitem__ (the guard that read it found the key there).
@@ -376,12 +379,24 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       return;
     }
     case VTKind::Tuple:
+      if (is_module_slice(v)) {  // CPython's own slice of the real container: a new one of its class
+        if (v->source) return emit_source(v->source);
+        unsupported(BreakReason::resume_state, "a slice of a module container the trace reached without a source");
+      }
       emit_build(Opcode::BUILD_TUPLE, v->items.size(), [&](size_t i) { reconstruct(v->items[i]); });
       return;
     case VTKind::Iterator: {
       const vars::LazyIteration lazy = vars::lazy_iteration(*v);
       if (lazy == vars::LazyIteration::Map || lazy == vars::LazyIteration::Filter)
         unsupported(BreakReason::resume_state, "a map() or filter() iterator held across the break");
+      if (lazy == vars::LazyIteration::Generator) {
+        // No generator can be made stopped at a given yield: the trace
+        // restarts and stops before the step that made this one, so that
+        // CPython makes it (translator_generators.cpp).
+        Unsupported u{BreakReason::resume_state, "a generator the trace made, held across the break or returned", {}};
+        u.restart_at = v->value.as_int();
+        throw u;
+      }
       if (lazy == vars::LazyIteration::Zip || lazy == vars::LazyIteration::Enumerate) {
         // Python's own zip / enumerate over the real iterators, one object
         // per tracker (its inner iterators go on where the trace left them).
@@ -792,6 +807,7 @@ bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t
     case VTKind::Tuple:
     case VTKind::List:
       if (v->is(VTKind::List) && v->source) return false;  // the caller's own list: identity matters
+      if (is_module_slice(v)) return false;                  // no tuple: a container CPython makes
       t.kind = v->is(VTKind::Tuple) ? ResultTemplate::Kind::Tuple : ResultTemplate::Kind::List;
       for (const VT& x : v->items) {
         t.items.emplace_back();

@@ -130,7 +130,7 @@ VT InstructionTranslator::trace_len(BuiltinCall& c) {
     nn_module::check_structure_unchanged(*this, x->value.as<ModuleObj>(), "len() of a module");
     return const_vt(Value::integer(module_len(x->value)));
   }
-  return nullptr;
+  return python_len(x);  // null: folded on Python values, or the break
 }
 
 // A value of the same Python type as the tracker (isinstance, type).
@@ -152,9 +152,15 @@ Value InstructionTranslator::type_sample(const VT& v) {
       return Value::tensor(meta);
     }
     case VTKind::List: return make_list({});
-    case VTKind::Tuple: return make_tuple({});
+    case VTKind::Tuple:
+      if (is_module_slice(v)) unsupported(BreakReason::untraced_object, "the type of a slice of a module container");
+      return make_tuple({});
     case VTKind::ConstDict: return make_dict();
-    case VTKind::Iterator: return get_iter(make_list({}));
+    case VTKind::Iterator:
+      // A generator's type is no list iterator's: CPython answers.
+      if (vars::lazy_iteration(*v) == vars::LazyIteration::Generator)
+        unsupported(BreakReason::untraced_object, "the type of a generator");
+      return get_iter(make_list({}));
     case VTKind::UnspecializedNNModule:
     case VTKind::NNModule:
     case VTKind::Constant:
@@ -213,9 +219,9 @@ VT InstructionTranslator::trace_callable(BuiltinCall& c) {
     case VTKind::NestedFunction:
     case VTKind::NNModule:
     case VTKind::UnspecializedNNModule: return const_vt(Value::boolean(true));
+    case VTKind::Tuple: return const_vt(Value::boolean(is_module_slice(c.args[0])));  // a module is callable
     case VTKind::Tensor:
     case VTKind::List:
-    case VTKind::Tuple:
     case VTKind::ConstDict:
     case VTKind::Iterator: return const_vt(Value::boolean(false));
     default: return nullptr;
@@ -320,8 +326,21 @@ VT InstructionTranslator::trace_dict(BuiltinCall& c) {
 
 VT InstructionTranslator::trace_iter(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 1 || is_constant(c.args[0])) return nullptr;
-  if (c.args[0]->is(VTKind::Iterator)) return c.args[0];
-  return vars::make_iterator(unpack(c.args[0]));
+  return iter_of(c.args[0]);  // as GET_ITER: a list's iterator reads the list live
+}
+
+// next(it[, default]) of an iterator the trace holds: its next item (a
+// generator's body runs to its next yield); exhausted, the default or
+// StopIteration, which an inlined handler may catch (else the break, and
+// CPython raises it).
+VT InstructionTranslator::trace_next(BuiltinCall& c) {
+  if (c.nkw || c.args.empty() || c.args.size() > 2) return nullptr;
+  VT it = realize(c.args[0]);
+  if (!it->is(VTKind::Iterator)) return nullptr;
+  VT out;
+  if (next_item(it, out)) return out;
+  if (c.args.size() == 2) return c.args[1];
+  throw_error(ErrorKind::StopIteration, "");
 }
 
 VT InstructionTranslator::trace_enumerate(BuiltinCall& c) {
@@ -397,6 +416,11 @@ VT InstructionTranslator::getattr_or_hasattr(BuiltinCall& c, bool has) {
       if (c.args.size() == 3) return c.args[2];
     }
     throw;
+  } catch (const Error& e) {
+    // An AttributeError raised in the trace (a property's getter, inside
+    // a try an inlined frame has): getattr catches it, as CPython's does.
+    if (!error_kind_is(e.kind(), ErrorKind::AttributeError) || (!has && c.args.size() != 3)) throw;
+    return has ? const_vt(Value::boolean(false)) : c.args[2];
   }
 }
 

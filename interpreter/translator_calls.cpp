@@ -2,11 +2,13 @@
 // translator folds Python-level work at trace time, inlines KBC functions
 // and modules, and turns tensor work into graph nodes.
 #include <algorithm>
+#include <cstdlib>
 
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 #include "interpreter/tensor_views.h"
 #include "variables/wrap.h"
+#include "runtime/exceptions.h"
 #include "runtime/builtins.h"
 #include "runtime/host_tensors.h"
 #include "runtime/module.h"
@@ -444,6 +446,8 @@ VT InstructionTranslator::tensor_inplace(OpId op, const VT& x, const VT& y) {
 }
 
 VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplace) {
+  if (is_module_slice(a) || is_module_slice(b))
+    unsupported(BreakReason::untraced_object, std::string("operator ") + binop_symbol(op) + " on a slice of a module container");
   if (a->is(VTKind::Tensor) || b->is(VTKind::Tensor)) {
     int id = tensor_op_for(op);
     if (id < 0) unsupported(BreakReason::untraced_object, std::string("operator ") + binop_symbol(op) + " on a tensor");
@@ -519,6 +523,9 @@ VT InstructionTranslator::binary(BinOp op, const VT& a, const VT& b, bool inplac
 
 static bool stands_for_one_object(const VT& v) {
   switch (v->kind) {
+    // A constant holding a Python object itself (an exception a traced
+    // handler caught): that object.
+    case VTKind::Constant: return v->value.is(Kind::Foreign);
     case VTKind::Opaque:
     case VTKind::NNModule:
     case VTKind::UnspecializedNNModule:
@@ -536,7 +543,57 @@ void InstructionTranslator::require_hashable(const Value& key, const char* where
   }
 }
 
+// container[a:b] of a ModuleList / Sequential the trace holds: CPython
+// makes a new container of the same class over those children. The trace
+// keeps their trackers (read at their own paths under the parent, as
+// iterating the parent reads them) in a Tuple marked by `path_parent` (the
+// container): iterating, len(), indexing and unpacking it are the
+// children's; its type, its methods and operators on it are a break
+// (is_module_slice), and code CPython runs rebuilds it as the same slice of
+// the real container (its source, Residual::reconstruct).
+VT InstructionTranslator::module_slice(const VT& container, const Value& key) {
+  std::vector<Value> names;
+  for (const auto& [name, v] : container->value.as<ModuleObj>()->modules) names.push_back(Value::str(name->s));
+  Value chosen;
+  try {
+    chosen = runtime::get_item(make_list(std::move(names)), key);
+  } catch (const Error&) {
+    unsupported(BreakReason::python_error, "module slice " + repr(key));
+  }
+  std::vector<VT> children;
+  for (const Value& name : chosen.as<ListObj>()->items)
+    children.push_back(nn_module::var_getattr(*this, container, name.as_str()));
+  VT out = vars::make_tuple(std::move(children),
+                            container->source ? output_graph::item_source(container->source, key) : nullptr);
+  out->path_parent = container;
+  return out;
+}
+
+// os.environ[name] (ForeignVTable::environ): the variable read now, under a
+// guard on it (present with this value, or absent); absent is CPython's
+// KeyError, which Mapping.get's and __contains__'s handlers catch in the
+// trace. Null: not os.environ.
+VT InstructionTranslator::environ_item(const VT& obj, const Value& key) {
+  if (!obj->value.is(Kind::Foreign)) return nullptr;
+  const auto* f = obj->value.as<ForeignObj>();
+  if (!f->vt->environ || !f->vt->environ(f->handle)) return nullptr;
+  if (!key.is(Kind::Str)) unsupported(BreakReason::untraced_object, "os.environ[" + repr(key) + "]");
+  const std::string& name = key.as_str();
+  const output_graph::SourceRef source = output_graph::environ_source(name);
+  const char* v = std::getenv(name.c_str());
+  if (!v) {
+    ctx_.builder.absent_guard(source);
+    if (in_traced_try()) throw_key_error(key);  // an inlined handler may catch it
+    unsupported(BreakReason::python_error, "KeyError " + repr(key) + " (os.environ)");
+  }
+  return ctx_.builder.wrap(Value::str(v), source);  // a str constant: guarded equal
+}
+
+bool is_module_slice(const VT& v) { return v->is(VTKind::Tuple) && v->path_parent && v->path_parent->is_module(); }
+
 VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
+  if (is_module_slice(a) || is_module_slice(b))
+    unsupported(BreakReason::untraced_object, "comparing a slice of a module container");
   if (op == CmpOp::IS || op == CmpOp::IS_NOT) {
     bool same;
     if (a == b) same = true;
@@ -676,7 +733,9 @@ std::vector<VT> InstructionTranslator::unpack(const VT& seq0) {
       }
       return out;
     }
-    default: unsupported(BreakReason::untraced_object, "iterating over " + seq->str());
+    default:
+      if (VT it = python_iterator(seq)) return unpack(it);
+      unsupported(BreakReason::untraced_object, "iterating over " + seq->str());
   }
 }
 
@@ -701,18 +760,27 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
     }
     if (!k.is(Kind::Int)) unsupported(BreakReason::python_error, "sequence index " + repr(k));
     int64_t i = k.as_int() < 0 ? k.as_int() + n : k.as_int();
-    if (i < 0 || i >= n) unsupported(BreakReason::python_error, "index out of range");
+    if (i < 0 || i >= n) {
+      if (in_traced_try())  // an inlined handler may catch it
+        throw_error(ErrorKind::IndexError, std::string(obj->is(VTKind::List) ? "list" : "tuple") + " index out of range");
+      unsupported(BreakReason::python_error, "index out of range");
+    }
     return obj->items[size_t(i)];
   }
   if (obj->is(VTKind::ConstDict)) {
     require_hashable(k, "a dict subscript");
     for (size_t j = 0; j < obj->keys.size(); ++j)
       if (values_equal(obj->keys[j], k)) return obj->items[j];
+    if (in_traced_try()) throw_key_error(k);  // an inlined handler may catch it
     unsupported(BreakReason::python_error, "KeyError " + repr(k));
   }
   if (obj->is(VTKind::UnspecializedNNModule)) return get_item(nn_module::specialized(*this, obj), key);
   if (obj->is(VTKind::NNModule)) {
     nn_module::check_structure_unchanged(*this, obj->value.as<ModuleObj>(), "indexing a module");
+    if (k.is(Kind::Slice)) {
+      const auto kind = obj->value.as<ModuleObj>()->cls->builtin_kind();
+      if (kind == BuiltinModule::Sequential || kind == BuiltinModule::ModuleList) return module_slice(obj, k);
+    }
     Value child;
     try {
       child = module_getitem(obj->value, k);
@@ -721,7 +789,7 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
     }
     for (const auto& [name, v] : obj->value.as<ModuleObj>()->modules)
       if (v.is_same(child)) return nn_module::var_getattr(*this, obj, name->s);
-    unsupported(BreakReason::untraced_object, "a slice of a module container");
+    unsupported(BreakReason::untraced_object, "an item of a module container that is none of its children");
   }
   if (obj->is(VTKind::Constant)) {
     try {
@@ -730,6 +798,7 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
       unsupported(BreakReason::python_error, "subscript raising an error");
     }
   }
+  if (VT r = environ_item(obj, k)) return r;
   if (VT r = call_special_method(obj, "__getitem__", {key})) return r;  // a Python class's own, inlined
   unsupported(BreakReason::untraced_object, "subscript of " + obj->str());
 }

@@ -163,16 +163,6 @@ void InstructionTranslator::op_IMPORT_FROM(const Instr& i) {
 
 namespace kiln::interpreter {
 
-// Exception handling. A handler is only entered by an exception, and an
-// exception at trace time is a graph break (the VM raises it), so the
-// tracer never reaches these on a traced path: each breaks, and a break
-// inside a protected range runs the frame on the VM (convert_frame.cpp).
-// BEFORE_WITH and WITH_EXCEPT_START call __enter__ / __exit__, which the
-// VM does.
-void InstructionTranslator::op_PUSH_EXC_INFO(const Instr&) { unsupported(BreakReason::exception_handling, "an exception handler"); }
-void InstructionTranslator::op_POP_EXCEPT(const Instr&) { unsupported(BreakReason::exception_handling, "an exception handler"); }
-void InstructionTranslator::op_CHECK_EXC_MATCH(const Instr&) { unsupported(BreakReason::exception_handling, "an except clause"); }
-void InstructionTranslator::op_RERAISE(const Instr&) { unsupported(BreakReason::exception_handling, "a re-raise"); }
 // The __exit__ a traced null-context block calls on its way out (nothing to
 // undo). Folded like any pure builtin; seeing it called closes the block.
 const Value& null_context_exit() {

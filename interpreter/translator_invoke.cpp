@@ -184,6 +184,7 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
       locals[i] = from_value(*d);
     }
 
+  if (code->flags & kGenerator) return make_generator(fn, std::move(locals), fn_vt, std::move(closure), self_id);
   try {
     InstructionTranslator child(ctx_, Ref<FunctionObj>(fn), std::move(locals), this, fn_vt, std::move(closure));
     child.self_id_ = self_id;
@@ -272,6 +273,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
     case VTKind::List:
     case VTKind::Tuple:
     case VTKind::ConstDict: {
+      if (is_module_slice(obj)) unsupported(BreakReason::untraced_object, "attribute '" + name + "' of a slice of a module container");
       Kind k = obj->is(VTKind::List) ? Kind::List : obj->is(VTKind::Tuple) ? Kind::Tuple : Kind::Dict;
       Value m = type_method(k, intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);

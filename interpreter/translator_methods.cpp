@@ -6,6 +6,7 @@
 // receiver never folds on a copy of it.
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
+#include "runtime/exceptions.h"
 #include "runtime/module.h"
 #include "runtime/set_ops.h"
 #include "runtime/value_ops.h"
@@ -204,6 +205,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     }
     if (at < 0) {
       if (args.size() == 3) return args[2];
+      if (in_traced_try()) throw_key_error(k);  // an inlined handler may catch it
       unsupported(BreakReason::python_error, "dict.pop(): KeyError " + repr(k));
     }
     VT v = d->items[size_t(at)];
@@ -244,6 +246,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     const Value k = constant_value(args[1]);
     const int at = find(k);
     if (m == "__contains__") return const_vt(Value::boolean(at >= 0));
+    if (at < 0 && in_traced_try()) throw_key_error(k);  // an inlined handler may catch it
     if (at < 0) unsupported(BreakReason::python_error, "dict.__getitem__(): KeyError " + repr(k));  // the call raises it
     return d->items[size_t(at)];
   }

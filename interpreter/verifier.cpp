@@ -69,7 +69,7 @@ class Verifier {
     if (c.posonlyargcount > c.argcount)
       fail_function(std::to_string(c.posonlyargcount) + " positional-only parameters but only " +
                     std::to_string(c.argcount) + " positional ones");
-    if (c.flags & ~uint32_t(runtime::kVarArgs | runtime::kVarKw))
+    if (c.flags & ~uint32_t(runtime::kVarArgs | runtime::kVarKw | runtime::kGenerator))
       fail_function("unknown code flags " + std::to_string(c.flags));
     if (size_t(c.nparams()) > c.varnames.size())
       fail_function(std::to_string(c.nparams()) + " parameters but only " + std::to_string(c.varnames.size()) +
@@ -154,6 +154,9 @@ class Verifier {
       case Opcode::SET_UPDATE:
       case Opcode::DICT_MERGE: range(ins.a, 1, kMaxCountOperand, "container depth"); break;
       case Opcode::RAISE: range(ins.a, 0, 2, "raise argument count"); break;
+      case Opcode::YIELD_VALUE:
+        if (!(code_.flags & runtime::kGenerator)) fail_at(pc, "YIELD_VALUE outside a .generator function");
+        break;
       case Opcode::MAKE_FUNCTION: range(ins.a, 0, 7, "function flags"); break;
       case Opcode::CALL_EX: range(ins.a, 0, 1, "call flags"); break;
       case Opcode::FORMAT_VALUE: range(ins.a, 0, 7, "format flags"); break;

@@ -128,6 +128,11 @@ void bind_arguments(const FunctionObj* fn, const CallArgs& args, Value* locals) 
     return;
   }
 
+  // A `.generator` function is the tracer's view of a Python generator
+  // (kiln/_frontend.py); the VM has no generators to make.
+  if (code->flags & kGenerator)
+    throw_error(ErrorKind::RuntimeError, name + "() is a generator function: KBC generators run only in the "
+                                                "tracer's view of Python code, not on the VM");
   const bool varargs = code->flags & kVarArgs, varkw = code->flags & kVarKw;
   const size_t varargs_slot = argc + kwonly, varkw_slot = argc + kwonly + (varargs ? 1 : 0);
   for (size_t i = 0; i < argc + kwonly; ++i) locals[i] = Value::null();
@@ -807,6 +812,9 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     // PUSH_EXC_INFO, saw it).
     handled_ = handled_on_entry;
     return POP();
+  op_YIELD_VALUE:
+    // Unreachable: a generator function's call raises (bind_arguments).
+    throw_error(ErrorKind::SystemError, code->user_qualname() + ": YIELD_VALUE on the VM");
   op_RAISE:
     if (ip->a == 0) {
       // A bare `raise`: the handled exception again, traceback unchanged.

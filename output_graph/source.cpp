@@ -31,6 +31,7 @@ const std::string& Source::str() const {
         path_ = (base ? base->str() : std::string("F")) + ".__closure__[" + std::to_string(local_index) + "]";
         break;
       case SourceKind::Const: path_ = "K['" + name + "']"; break;
+      case SourceKind::Environ: path_ = "os.environ['" + name + "']"; break;
       case SourceKind::GenericAttr: path_ = "object.__getattribute__(" + base->str() + ", '" + name + "')"; break;
       case SourceKind::TypeAttr:
         path_ = (key.is_null() ? "type(" + base->str() + ")" : "super(" + runtime::repr(key) + ", " + base->str() + ")") +
@@ -69,6 +70,10 @@ SourceRef cell_source(const SourceRef& function, int index) {
 }
 SourceRef const_source(const runtime::Value& object, const std::string& name) {
   return make(SourceKind::Const, nullptr, name, object, -1);
+}
+
+SourceRef environ_source(const std::string& name) {
+  return make(SourceKind::Environ, nullptr, name, runtime::Value::null(), -1);
 }
 
 // Interned under the base like attr_source's children, keyed apart from

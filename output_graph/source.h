@@ -27,7 +27,8 @@ namespace kiln::output_graph {
   X(Const)   /* the object in `key` itself: a function the trace reached by a guarded path without a source of its own */ \
   X(GenericAttr) /* object.__getattribute__(base, name): Python's generic lookup, whatever base's type does instead */ \
   X(TypeAttr)    /* what the class lookup of `name` finds for base: along type(base).__mro__ after class `key` (Null: from type(base) itself), unbound */ \
-  X(DictItem)    /* dict.__getitem__(base, key): base's own dict storage (a dict subclass), whatever base's type does instead */
+  X(DictItem)    /* dict.__getitem__(base, key): base's own dict storage (a dict subclass), whatever base's type does instead */ \
+  X(Environ)     /* the process environment's variable `name` (os.environ): its str, or absent */
 
 enum class SourceKind : uint8_t {
 #define KILN_SOURCE_ENUM(k) k,
@@ -77,6 +78,9 @@ SourceRef cell_source(const SourceRef& function, int index);
 // have a source to be guarded at. The paths that reached it are guarded
 // by their own guards (the module's, the class epoch).
 SourceRef const_source(const runtime::Value& object, const std::string& name);
+// os.environ[name] as the guards read it: the process environment's own
+// variable (getenv), which os.environ's stores keep in step.
+SourceRef environ_source(const std::string& name);
 // A plain Python object's attribute as object.__getattribute__ reads it
 // (inside a class's own __getattribute__, which the trace inlines), and the
 // class attribute a lookup of `name` finds (the __getattribute__ or

@@ -93,6 +93,10 @@ struct ExceptionEntry {
 enum CodeFlags : uint32_t {
   kVarArgs = 1,  // *args: a tuple local right after the positional and kw-only params
   kVarKw = 2,    // **kwargs: a dict local after that
+  // `.generator`: calling it makes a generator over the body (YIELD_VALUE
+  // suspends it). The tracer's view of a Python generator function; the
+  // VM has no generators and raises at the call.
+  kGenerator = 4,
 };
 
 // A compiled function body. Immutable once verified (the VM and tracer read

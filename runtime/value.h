@@ -612,6 +612,11 @@ struct ForeignVTable {
   // reading it runs no effects (inspect.signature's Signature): the tracer
   // keeps such a result as a constant, and what it reads off it too.
   bool (*frozen_result)(void* handle) = nullptr;
+  // Optional: the object is the process environment's mapping (Python's
+  // os.environ). The tracer reads a variable of it at trace time under a
+  // guard on that variable (output_graph::environ_source), instead of
+  // running the mapping's own code (which encodes keys to bytes).
+  bool (*environ)(void* handle) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

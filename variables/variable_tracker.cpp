@@ -62,6 +62,7 @@ TraceArena::~TraceArena() {
       v->path_parent.reset();
       v->realized.reset();
       v->made.reset();
+      v->frame.reset();  // a generator's body holds trackers (its locals, its stack)
     }
 }
 

@@ -82,6 +82,15 @@ enum class LazyIteration : uint8_t {
   Filter,     // the next items[0] for which self(item) is true (self None: the item's own truth)
   Zip,        // (next of each of items): stops at the first exhausted
   Enumerate,  // (value, next of items[0]); value: the next count (an Int)
+  Generator,  // what the generator's body yields, resumed one item at a time (`frame`)
+};
+
+// The body of a generator the trace made (an Iterator, LazyIteration::
+// Generator): its translator, suspended after a YIELD_VALUE
+// (interpreter/translator_generators.cpp). Opaque here: trackers do not
+// know translators.
+struct SuspendedFrame {
+  virtual ~SuspendedFrame() = default;
 };
 
 // Which of a dict's views a List tracker stands for, or an Iterator walks.
@@ -142,6 +151,8 @@ struct VariableTracker {
   bool host_super = false;
   // Opaque: an instance of a Python class made in this trace (MadeHere).
   std::shared_ptr<const MadeHere> made;
+  // Iterator (LazyIteration::Generator): the generator's suspended body.
+  std::shared_ptr<SuspendedFrame> frame;
 
   bool is(VTKind k) const { return kind == k; }
   // NNModule or UnspecializedNNModule: a module, whichever way it is traced.

@@ -67,6 +67,13 @@ class Refused(Exception):
 # guards pin the function, not those attributes.
 _C._fold_at_trace_time(inspect.signature)
 
+# os.environ.get("X") / os.environ["X"] / "X" in os.environ in traced code
+# (transformers' use_gqa_in_sdpa in every LLaMA-style attention): read at
+# trace time under a guard on that variable (a changed or new value
+# recompiles), instead of tracing _Environ's own code, which encodes the key
+# to bytes (Dynamo inlines it and guards os.environ's dict alike).
+_C._environ_mapping(os.environ)
+
 
 # -- which frames are traced ------------------------------------------------
 

@@ -83,8 +83,8 @@ instruction of every change of source line, and programs assembled with
 
 What is left to CPython
 -----------------------
-except* (exception groups), async with, generators,
-generator expressions, async functions, `match` with sequence, mapping or
+except* (exception groups), async with, `yield from` and values sent into
+a generator, async functions, `match` with sequence, mapping or
 class patterns, imports, class bodies, `del` of globals and cells,
 constants KBC cannot spell (ints beyond 64 bits, bytes, complex,
 and tuples or frozensets holding them), non-ASCII names, entry
@@ -134,6 +134,8 @@ _UNSUPPORTED = {
     "PRINT_EXPR": "interactive statement",
     "DELETE_GLOBAL": "del of a global (KBC has no DELETE_GLOBAL)",
     "DELETE_DEREF": "del of a closure variable (KBC has no DELETE_DEREF)",
+    "GET_YIELD_FROM_ITER": "yield from (a generator delegating to another)",
+    "SEND": "yield from or await (a value sent into a generator)",
 }
 
 
@@ -417,6 +419,11 @@ class _Function:
         self.code = code
         self.name = name
         self.genexpr = bool(code.co_flags & _CO_GENERATOR) and code.co_name == "<genexpr>"
+        # A generator function (`yield` in a def): a `.generator` KBC
+        # function whose YIELD_VALUE suspends it. Only the tracer runs it,
+        # lazily, one item per step of its consumer (interpreter/
+        # generator_frame.h); its `yield` always resumes with None.
+        self.generator = bool(code.co_flags & _CO_GENERATOR) and not self.genexpr
         self.filename = code.co_filename
         self.line = code.co_firstlineno
         self.lines: set[int] = set()
@@ -496,8 +503,6 @@ class _Function:
         first = code.co_firstlineno
         if code.co_flags & _CO_ASYNC:
             self.fail("async function", first)
-        if code.co_flags & _CO_GENERATOR and not self.genexpr:
-            self.fail("generator function (yield)", first)
         ops = {i.opname for i in self.instrs}
         if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
             line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
@@ -651,6 +656,8 @@ class _Function:
                 rows.pop()
         code = self.code
         head = [f"  .firstline {code.co_firstlineno}"]
+        if self.generator:
+            head.append("  .generator")
         if code.co_qualname != self.name:  # CPython's name in messages: f.<locals>.g, not the KBC name f__g
             head.append(f"  .qualname {code.co_qualname}")
         local_names = self.locals + ([self.temp] if self.temp else []) + ([self.gen_items] if self.gen_items else [])

@@ -128,12 +128,17 @@ def _return(f, k, ins, st, emit):
 
 
 # A generator expression's own opcodes (kiln/_frontend.py, _Function.
-# gen_items): the items into a list as they are yielded. Other generators
-# (`yield` in a def) are refused before any row runs.
+# gen_items): the items into a list as they are yielded. A generator
+# function (`yield` in a def) keeps them: KBC's YIELD_VALUE in a
+# `.generator` function, which the tracer suspends.
 @_row("RETURN_GENERATOR", effect=_const(0), checked=False)
 def _return_generator(f, k, ins, st, emit):
-    if not f.genexpr:
-        f.fail("generator function (yield)")
+    if f.generator:
+        # A `.generator` function's body starts where CPython's generator
+        # first resumes: with the None its POP_TOP pops.
+        emit("  LOAD_CONST None")
+        st.append("v")
+        return st, None
     # CPython pushes the value the generator is first resumed with (None)
     # once it runs: dis counts 0, the POP_TOP after it pops that.
     emit("  BUILD_LIST 0")
@@ -145,9 +150,11 @@ def _return_generator(f, k, ins, st, emit):
 
 @_row("YIELD_VALUE", effect=_const(0))
 def _yield_value(f, k, ins, st, emit):
-    if not f.genexpr:
-        f.fail("generator function (yield)")
     f._pop(st, 1, ins)
+    if f.generator:
+        emit("  YIELD_VALUE")
+        st.append("v")
+        return st, None
     emit(f"  LOAD_FAST {f.gen_items}")
     emit("  SWAP 2")
     emit("  LIST_APPEND 1")

@@ -668,6 +668,23 @@ const runtime::ForeignVTable kFrozenFunctionVTable = [] {
 }();
 }  // namespace
 
+// os.environ (runtime::ForeignVTable::environ): the tracer reads its
+// variables itself, under a guard on each one read.
+namespace {
+const runtime::ForeignVTable kEnvironVTable = [] {
+  runtime::ForeignVTable vt = kPyObjectVTable;
+  vt.environ = always;
+  return vt;
+}();
+}  // namespace
+
+void environ_mapping(py::handle environ) {
+  environ.inc_ref();  // the Foreign value's reference
+  register_op_function(environ, Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kEnvironVTable,
+                                                                                                     environ.ptr())));
+  environ.inc_ref();  // the table's key, kept for the process
+}
+
 void fold_at_trace_time(py::handle fn) {
   fn.inc_ref();  // the Foreign value's reference
   register_op_function(fn, Value::object(Kind::Foreign, runtime::make_ref<runtime::ForeignObj>(&kFrozenFunctionVTable,

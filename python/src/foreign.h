@@ -31,6 +31,8 @@ extern const runtime::ForeignVTable kPyObjectVTable;
 // pins (a function, a bound method, known values) and its answer kept as
 // a constant: an immutable result (kiln/_frames.py: inspect.signature).
 void fold_at_trace_time(py::handle fn);
+// `environ` is os.environ: traced reads of it become guarded constants.
+void environ_mapping(py::handle environ);
 
 // The Python object behind a Foreign handle of those vtables.
 inline PyObject* handle_of(void* h) { return static_cast<PyObject*>(h); }

@@ -513,6 +513,8 @@ void bind_functions(py::module_& m) {
     if (!torch_seen()) return py::none();
     return py::str(torch_tensor_refusal(t.ptr()));
   });
+  m.def("_environ_mapping", [](py::handle environ) { guarded([&] { environ_mapping(environ); }); },
+        "environ is os.environ: compiled code reads its variables under a guard on each.");
   m.def("_fold_at_trace_time", [](py::handle fn) { guarded([&] { fold_at_trace_time(fn); }); },
         "fn reached by compiled code is called at trace time and its immutable answer kept (inspect.signature).");
   m.def("_torch_direct_reads", [] {

@@ -100,6 +100,17 @@ ok:
   RETURN_VALUE
 .end
 )"},
+    {"generators.kbc", R"(
+.func countdown(n)
+  .generator
+  .locals sent
+  LOAD_FAST n
+  YIELD_VALUE
+  STORE_FAST sent
+  LOAD_CONST None
+  RETURN_VALUE
+.end
+)"},
     {"stack_and_variables.kbc", R"(
 .func stack_ops(a, b)
   NOP

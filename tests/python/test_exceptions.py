@@ -917,3 +917,111 @@ def folded_error_in_nested_try(a):
 @pytest.mark.parametrize("fn", [folded_error_caught, folded_error_in_nested_try])
 def test_an_error_folding_constants_reaches_the_handler(fn):
     check(fn, 1)
+
+
+# -- handlers inside the trace ---------------------------------------------------
+
+def _cases(test):
+    return [p for m in test.pytestmark if m.name == "parametrize" for p in m.args[1]]
+
+
+INLINED = (_cases(test_try_except_else_finally) + _cases(test_matching_and_exception_objects)
+           + _cases(test_user_exception_classes))
+
+
+@pytest.mark.parametrize("fn,args", INLINED, ids=[f"{f.__name__}{a!r}" for f, a in INLINED])
+def test_every_case_agrees_when_its_function_is_inlined(fn, args):
+    # Called from a compiled frame, `fn` is inlined: its raises and its
+    # handlers are traced (the compiled frame's own handlers are entered
+    # only by CPython, after a break), and an exception no inlined handler
+    # takes breaks the graph at the call, where CPython raises it.
+    def caller(*a):
+        return fn(*a)
+
+    expected = outcome(fn, args)
+    for backend in ("eager", "llvm"):
+        compiled = kiln.compile(caller, backend=backend)
+        assert outcome(compiled, args) == expected, backend
+        assert outcome(compiled, args) == expected, backend + " (cached)"
+
+
+def _lookup(table, key):
+    try:
+        return table[key]
+    except KeyError:
+        return -1
+    finally:
+        table["seen"] = True
+
+
+def _first(xs):
+    try:
+        return xs[0]
+    except IndexError as e:
+        return str(e)
+
+
+def _through_two_frames(d):
+    try:
+        return _lookup_raising(d)
+    except LookupError as e:
+        return type(e).__name__
+
+
+def _lookup_raising(d):
+    return d["missing"]
+
+
+def traced_handlers(x):
+    t = {"a": 1}
+    return (_lookup(t, "a"), _lookup(t, "b"), t, _first([]), _first((x,)), _through_two_frames({}))
+
+
+def test_handlers_of_inlined_frames_stay_in_the_graph():
+    import numpy as np
+    x = kiln.from_numpy(np.arange(3, dtype=np.float32))
+    e = kiln.explain(kiln.compile(traced_handlers))(x)
+    assert (e.graph_count, e.graph_break_count) == (0, 0) or e.graph_break_count == 0, str(e)
+    got = kiln.compile(traced_handlers)(x)
+    want = traced_handlers(x)
+    assert got[:4] == want[:4] and got[5] == want[5]
+    assert got[4] is x
+
+
+class _Holder:
+    def __init__(self):
+        self.a = 1
+
+    @property
+    def broken(self):
+        return self.missing
+
+
+def _attr_direct(obj):
+    try:
+        return obj.nope
+    except AttributeError:
+        return "none"
+
+
+def _attr_message(obj, name):
+    try:
+        return getattr(obj, name)
+    except AttributeError as e:
+        return str(e)
+
+
+def traced_attribute_errors(x, obj):
+    return (_attr_direct(obj), getattr(obj, "broken", 7), hasattr(obj, "broken"), _attr_message(obj, "zzz"),
+            _attr_message(obj, "a"), x)
+
+
+def test_attribute_errors_reach_inlined_handlers_and_getattr():
+    import numpy as np
+    x = kiln.from_numpy(np.arange(3, dtype=np.float32))
+    obj = _Holder()
+    want = traced_attribute_errors(x, obj)
+    got = kiln.compile(traced_attribute_errors)(x, obj)
+    assert got[:5] == want[:5]
+    e = kiln.explain(kiln.compile(traced_attribute_errors))(x, obj)
+    assert e.graph_break_count == 0, str(e)

@@ -595,9 +595,9 @@ def uses_with(x):
     return y
 
 
-def generator(n):
-    for i in range(n):  # line +1
-        yield i
+def delegating_generator(xs):
+    yield 0
+    yield from xs  # line +2
 
 
 def uses_genexpr(xs):
@@ -659,7 +659,7 @@ def uses_frozenset_of_bytes(x):
 
 
 @pytest.mark.parametrize("fn,offset,words", [
-    (generator, 0, "generator function"),
+    (delegating_generator, 2, "yield from"),
     (coroutine, 0, "async function"),
     (uses_class, 1, "class definition"),
     (uses_big_constant, 1, "64-bit"),

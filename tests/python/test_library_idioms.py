@@ -1,14 +1,17 @@
 """What libraries do in their forwards that Dynamo traces and kiln did not:
 `functools.partial` layers (transformers' ACT2FN["gelu_pytorch_tanh"] is
-partial(gelu, approximate="tanh")) and `inspect.signature` of the function
+partial(gelu, approximate="tanh")), `inspect.signature` of the function
 a layer is handed (transformers' apply_chunking_to_forward counts its
-parameters in every BERT-style layer). Both were a graph break per call.
+parameters in every BERT-style layer) and `os.environ` reads
+(transformers' use_gqa_in_sdpa, in every LLaMA-style attention). Each was
+a graph break per call.
 
 CPython is the oracle (differential.check); explain says what stayed in
 one graph.
 """
 import functools
 import inspect
+import os
 import sys
 
 import numpy as np
@@ -106,3 +109,42 @@ def test_a_function_whose_code_changes_is_read_again():
     assert compiled(x0()).numpy().tolist() == [0, 2, 4, 6]
     g.__code__ = three.__code__
     assert compiled(x0()).numpy().tolist() == f(x0()).numpy().tolist() == [0, 3, 6, 9]
+
+
+# -- os.environ ------------------------------------------------------------------
+
+_FLAG = "KILN_TEST_IDIOMS_FLAG"
+
+
+def _force_gqa():
+    return os.environ.get(_FLAG, "0") == "1"
+
+
+def reads_the_environment(x):
+    scale = 2.0 if _force_gqa() else 3.0
+    present = _FLAG in os.environ
+    return x * scale + (10.0 if present else 0.0)
+
+
+def reads_a_variable_by_subscript(x):
+    return x + len(os.environ["HOME"])
+
+
+def test_environment_reads_are_guarded_constants(monkeypatch):
+    monkeypatch.delenv(_FLAG, raising=False)
+    check(reads_the_environment, x0())
+    one_graph(reads_the_environment, x0())
+    check(reads_a_variable_by_subscript, x0())
+    one_graph(reads_a_variable_by_subscript, x0())
+
+
+def test_a_changed_variable_recompiles(monkeypatch):
+    monkeypatch.delenv(_FLAG, raising=False)
+    c = kiln.compile(reads_the_environment)
+    for value in (None, "1", "0", None):
+        if value is None:
+            monkeypatch.delenv(_FLAG, raising=False)
+        else:
+            monkeypatch.setenv(_FLAG, value)
+        want = reads_the_environment(x0()).numpy()
+        assert np.array_equal(c(x0()).numpy(), want), value

@@ -614,3 +614,60 @@ def test_named_walkers_take_torchs_arguments(call):
     got = kiln.compile(m)(torch.ones(1, 2))
     assert want[0] == got[0]
     same(want[1], got[1])
+
+
+# -- a slice of a ModuleList / Sequential (llama's self.layers[:n]) ----------
+
+class Sliced(nn.Module):
+    """transformers' decoders loop over `self.layers[: config.num_hidden_layers]`."""
+
+    def __init__(self, upto, escape=False):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(4)])
+        self.stages = nn.Sequential(nn.ReLU(), nn.Linear(4, 4), nn.Tanh())
+        self.upto = upto
+        self.escape = escape
+
+    def forward(self, x):
+        for layer in self.layers[: self.upto]:
+            x = layer(x)
+        first, *rest = self.layers[1:3]
+        x = first(x) + len(rest) + len(self.layers[::2])
+        x = self.layers[-2:][0](x)
+        for m in self.stages[1:]:
+            x = m(x)
+        if self.escape:
+            return x, self.layers[:2], callable(self.layers[:1])
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_slice_of_a_module_container_stays_in_the_graph(backend):
+    seeded()
+    m = Sliced(3).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m, backend=backend)(x))
+        one_graph(kiln.compile(m, backend=backend), x)
+
+
+def test_a_slice_of_a_module_container_is_cpythons_own_when_it_leaves_the_graph():
+    seeded()
+    m = Sliced(2, escape=True).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        want, got = m(x), kiln.compile(m)(x)
+    same(want[0], got[0])
+    assert type(got[1]) is nn.ModuleList and list(got[1]) == list(m.layers[:2])
+    assert got[2] is True
+
+
+def test_a_changed_slice_bound_recompiles():
+    seeded()
+    m = Sliced(1).eval()
+    x = torch.randn(2, 4)
+    c = kiln.compile(m)
+    with torch.no_grad():
+        same(m(x), c(x))
+        m.upto = 4
+        same(m(x), c(x))
