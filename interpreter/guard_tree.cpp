@@ -264,9 +264,8 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         bm->func = std::move(scratch);
         bm->self = *base;
         scratch = Value::object(Kind::BoundMethod, bm);
-      } else if (!generic && !raw.is_null()) {
-        // What the class holds, whatever reading it through an object
-        // means (a builtin __init__ a trace found is pinned so too).
+      } else if (!generic && found != ForeignAttr::Undecided) {
+        // What the class holds, whatever reading it through an object means.
         scratch = std::move(raw);
       } else if (found != ForeignAttr::Found) {
         scratch = Value::null();

@@ -49,7 +49,6 @@ const output_graph::SourceRef& pin_of(const VT& obj) { return obj->made ? obj->m
 // in (it has a source) or one made in this trace.
 bool traced_object(const VT& obj) { return foreign_of(obj) && (obj->source || obj->made); }
 
-bool names_empty(const Value& tuple) { return tuple.as<TupleObj>()->items.empty(); }
 
 std::string no_attribute(const VT& obj, const std::string& name) {
   return "'" + type_name(obj->value) + "' object has no attribute '" + name + "'";
@@ -298,7 +297,7 @@ VT InstructionTranslator::call_partial(const VT& callee, std::vector<VT>& args, 
   for (size_t i = 0; i < nkw; ++i) vars::dict_set(names, values, kwnames->items[i], args[npos + i]);
   all.insert(all.end(), values.begin(), values.end());
   const Value merged = make_tuple(std::move(names));  // alive through the call
-  return call_function(fn, std::move(all), names_empty(merged) ? nullptr : merged.as<TupleObj>());
+  return call_function(fn, std::move(all), merged.as<TupleObj>()->items.empty() ? nullptr : merged.as<TupleObj>());
 }
 
 // cls(*args) for a Python class whose instances CPython makes without
@@ -324,11 +323,8 @@ VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args,
   class_lookup(obj, "__new__", Value::null(), unused);
   // Its __init__: a Python function, or object's, dict's or OrderedDict's
   // own (runtime/super.h host_init: without arguments, nothing to do).
-  const Value from_type = Value::null();
-  Value init, raw = Value::null();
-  if (f->vt->lookup_attr(foreign_of(obj)->handle, "__init__", &from_type, init, &raw) != ForeignAttr::Method)
-    return nullptr;
-  ctx_.builder.wrap(raw, type_attr_source(pin_of(obj), "__init__", Value::null()));
+  Value init;
+  if (class_lookup(obj, "__init__", Value::null(), init) != ForeignAttr::Method) return nullptr;
   VT r = call_function(vars::make_user_method(init, obj), std::move(args), kwnames);
   if (!r->is(VTKind::Constant) || !r->value.is_none())
     unsupported(BreakReason::python_error, "__init__() should return None, not " + r->str());
