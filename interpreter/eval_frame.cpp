@@ -210,7 +210,7 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
     std::vector<GuardTree::Failure> changed;
     if (!options.dynamic.has_value() && newest_failure.guard) {
       changed.push_back(newest_failure);
-      for (const GuardTree::Failure& f : entries[0]->guards->size_changes(locals))
+      for (const GuardTree::Failure& f : entries[0]->guards->size_changes(locals, *fn))
         if (f.guard != newest_failure.guard) changed.push_back(f);
     }
     for (const GuardTree::Failure& f : changed) {

@@ -410,13 +410,28 @@ static bool holds(const Guard& g, const Value& v) {
   return false;
 }
 
-std::vector<GuardTree::Failure> GuardTree::size_changes(const Value* locals) const {
+std::vector<GuardTree::Failure> GuardTree::size_changes(const Value* locals, const FunctionObj& fn) {
   std::vector<Failure> out;
-  for (const ParamTensorCheck& c : param_tensors_) {
-    const Value& v = locals[c.local];
-    if (!v.is(Kind::Tensor)) continue;
+  auto moved = [](const Value& v, runtime::DType dtype, const auto& sizes) {
+    if (!v.is(Kind::Tensor)) return false;
     const Tensor t = v.as_tensor();
-    if (t.dtype() == c.dtype && t.sizes().size() == c.sizes.size() && t.sizes() != c.sizes) out.push_back({c.guard, &v});
+    return t.dtype() == dtype && t.sizes().size() == sizes.size() && t.sizes() != sizes;
+  };
+  for (const ParamTensorCheck& c : param_tensors_)
+    if (moved(locals[c.local], c.dtype, c.sizes)) out.push_back({c.guard, &locals[c.local]});
+  // And every tensor the guards reach below the arguments (a KV cache's
+  // tensors, held by an object passed in): all whose sizes moved become
+  // dynamic at once, not one per recompile. Every accessor is read here,
+  // whatever other guard fails; the values stay in resolved_ / computed_
+  // until the next check.
+  for (size_t i = 0; i < accessors_.size(); ++i) {
+    const Accessor& a = accessors_[i];
+    const Value* base = a.parent >= 0 ? resolved_[size_t(a.parent)] : nullptr;
+    resolved_[i] = a.parent >= 0 && !base ? nullptr : resolve(*a.source, base, locals, fn, computed_[i]);
+    if (!resolved_[i]) continue;
+    for (const Guard& g : a.guards)
+      if (g.kind == GuardKind::TensorMatch && moved(*resolved_[i], g.tensor.dtype, g.tensor.sizes))
+        out.push_back({&g, resolved_[i]});
   }
   return out;
 }

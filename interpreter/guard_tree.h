@@ -28,11 +28,12 @@ class GuardTree {
   bool check(const runtime::Value* locals, const runtime::FunctionObj& fn, std::string* why = nullptr,
              Failure* failure = nullptr);
   size_t size() const { return nguards_; }
-  // The tensor arguments (plain parameters) whose sizes differ from the
-  // traced ones at the same dtype and rank: what automatic dynamic marks,
-  // all at once (q, k and v of a new length fail one guard, but all three
-  // changed). Each with the value it saw, valid while the arguments live.
-  std::vector<Failure> size_changes(const runtime::Value* locals) const;
+  // The tensors the guards reach (the plain parameters, and those below
+  // them: a KV cache's) whose sizes differ from the traced ones at the
+  // same dtype and rank: what automatic dynamic marks, all at once (q, k
+  // and v of a new length fail one guard, but all three changed). Each
+  // with the value it saw, valid until the next check.
+  std::vector<Failure> size_changes(const runtime::Value* locals, const runtime::FunctionObj& fn);
 
  private:
   struct Accessor {

@@ -49,6 +49,12 @@ VT InstructionTranslator::call_builtin(const Value& builtin, std::vector<VT> arg
   if (b->op >= 0) return tensor_op(OpId(b->op), args, kwnames);
   if (b->row == int(BuiltinId::b_max) || b->row == int(BuiltinId::b_min))
     if (VT r = symbolic_min_max(b->row == int(BuiltinId::b_max), args, kwnames)) return r;
+  // isinstance / type of a symbolic size: an int whatever the size, so the
+  // hint answers without specializing it (transformers' mask code asks
+  // isinstance(q_offset, torch.Tensor) of the cache length every step).
+  if ((b->row == int(BuiltinId::b_isinstance) || b->row == int(BuiltinId::b_type)) && !args.empty() &&
+      args[0]->is(VTKind::SymInt))
+    args[0] = const_vt(args[0]->value);
   for (VT& a : args) a = realize(a);
   BuiltinCall call{builtin, *b, args, kwnames ? kwnames->items.size() : 0, kwnames};
   switch (b->how) {

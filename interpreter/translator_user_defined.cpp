@@ -150,7 +150,9 @@ VT InstructionTranslator::generic_getattr(const VT& obj, const std::string& name
       auto bm = make_ref<BoundMethodObj>();
       bm->func = std::move(v);
       bm->self = obj->value;
-      return ctx_.builder.wrap(Value::object(Kind::BoundMethod, bm), generic_attr_source(obj->source, name));
+      VT method = ctx_.builder.wrap(Value::object(Kind::BoundMethod, bm), generic_attr_source(obj->source, name));
+      if (method->is(VTKind::UserMethod)) method->self = obj;  // its __self__ is obj (translator_invoke.cpp, plain_attr)
+      return method;
     }
     case ForeignAttr::Property: {
       // A data descriptor: it wins over the instance __dict__, so pinning
