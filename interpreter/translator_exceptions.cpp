@@ -83,9 +83,6 @@ Value exception_operand(const VT& v) {
 
 }  // namespace
 
-// Only an inlined frame reaches its handlers in a trace (catch_in_trace),
-// so these break in the root frame, where they are never reached by
-// tracing: CPython runs the handler after the break.
 void InstructionTranslator::raise_traced(const VT& exc_vt, const Value& exc, const Value& cause, bool reraise) {
   // A class raised is instantiated by the raise: the handler gets that
   // instance (caught_exception), not the class.
@@ -113,6 +110,9 @@ void InstructionTranslator::op_RAISE(const Instr& i) {
   raise_traced(exc, value, cause, /*reraise=*/false);
 }
 
+// Only an inlined frame reaches its handlers in a trace (catch_in_trace),
+// so these break in the root frame, where tracing never reaches them:
+// CPython runs the handler after the break.
 void InstructionTranslator::op_PUSH_EXC_INFO(const Instr&) {
   if (!parent_) unsupported(BreakReason::exception_handling, "an exception handler");
   VT exc = pop();
