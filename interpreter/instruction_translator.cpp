@@ -162,13 +162,13 @@ void InstructionTranslator::step() {
     // handler (translator_exceptions.cpp). Otherwise the graph breaks there
     // and CPython (the VM) raises it, where the frame's handlers can catch
     // it. symbolic_trace has no VM to run the rest: the error is its caller's.
-    if (ctx_.tracer) {
-      if (ctx_.error_where.empty()) ctx_.error_where = where(ins);
-      throw;
-    }
     if (!catch_in_trace(e)) {
       if (caught_further_out(e)) throw;
       ctx_.raising = nullptr;
+      if (ctx_.tracer) {
+        if (ctx_.error_where.empty()) ctx_.error_where = where(ins);
+        throw;
+      }
       restart_before_null_with([&] {
         unsupported(BreakReason::python_error, std::string(opcode_info(ins.op).name) + ": " + e.what());
       });
@@ -178,7 +178,7 @@ void InstructionTranslator::step() {
     // Python's lookup proved an attribute missing (guarded absent): an
     // AttributeError, which an inlined handler may catch.
     const bool missing = u.reason == BreakReason::attribute_error && u.missing_attribute;
-    if (!missing || ctx_.tracer || !in_traced_try()) restart_before_null_with([&] { throw; });
+    if (!missing || !in_traced_try()) restart_before_null_with([&] { throw; });
     Error e(ErrorKind::AttributeError, u.detail);
     if (!catch_in_trace(e)) {
       if (caught_further_out(e)) throw e;

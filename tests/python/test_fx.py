@@ -352,3 +352,26 @@ def test_traced_modules_graphs_and_tracers_are_freed():
     del net, tracer, gm, args
     gc.collect()
     assert [r() for r in refs] == [None] * 4
+
+
+def _pick(xs, i):
+    try:
+        return xs[i]
+    except IndexError:
+        return 0.5
+
+
+class PicksWithAHandler(nn.Module):
+    """A helper whose handler catches what it raises: traced through, as
+    CPython runs it (symbolic_trace has no CPython to leave it to)."""
+
+    def forward(self, x):
+        return x * _pick([2.0, 3.0], 1) + _pick([2.0], 4)
+
+
+def test_symbolic_trace_goes_through_a_handler_of_an_inlined_function():
+    net = PicksWithAHandler()
+    x = kiln.randn(3, 4)
+    gm = fx.symbolic_trace(net, x)
+    close(gm(x), net(x))
+    assert [n.target_str for n in gm.graph.nodes if n.op == "call_function"] == ["mul", "add"]
