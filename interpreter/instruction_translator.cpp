@@ -133,7 +133,7 @@ std::vector<VT> InstructionTranslator::pop_n(size_t n) {
 }
 
 void InstructionTranslator::run(int64_t stop_at_step) {
-  while (!returned_) {
+  while (!returned_ && !yielded_) {  // (only a generator's body yields: resume)
     if (stop_at_step >= 0 && steps_ == stop_at_step) return;
     if (pc_ >= code_->instrs.size()) throw_error(ErrorKind::RuntimeError, "translator ran off the end of the code");
     step();

@@ -372,6 +372,8 @@ class InstructionTranslator {
   runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,
                                     runtime::Value& out, VT* wrapped = nullptr);
   VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& wrapped, const VT& obj);
+  // `method` (a bound method read off obj) with obj's own tracker as self.
+  VT bound_to_tracker(VT method, const VT& obj);
 
  private:
   std::string view_refusal_;  // why the last assign_tensor refused

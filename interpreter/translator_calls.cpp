@@ -573,6 +573,8 @@ VT InstructionTranslator::module_slice(const VT& container, const Value& key) {
 // guard on it (present with this value, or absent); absent is CPython's
 // KeyError, which Mapping.get's and __contains__'s handlers catch in the
 // trace. Null: not os.environ.
+// (Here and in get_item, a lookup that fails raises the program's own
+// exception: step() hands it to an inlined handler, or breaks there.)
 VT InstructionTranslator::environ_item(const VT& obj, const Value& key) {
   if (!obj->value.is(Kind::Foreign)) return nullptr;
   const auto* f = obj->value.as<ForeignObj>();
@@ -583,8 +585,7 @@ VT InstructionTranslator::environ_item(const VT& obj, const Value& key) {
   const char* v = std::getenv(name.c_str());
   if (!v) {
     ctx_.builder.absent_guard(source);
-    if (in_traced_try()) throw_key_error(key);  // an inlined handler may catch it
-    unsupported(BreakReason::python_error, "KeyError " + repr(key) + " (os.environ)");
+    throw_key_error(key);
   }
   return ctx_.builder.wrap(Value::str(v), source);  // a str constant: guarded equal
 }
@@ -760,19 +761,15 @@ VT InstructionTranslator::get_item(const VT& obj, const VT& key0) {
     }
     if (!k.is(Kind::Int)) unsupported(BreakReason::python_error, "sequence index " + repr(k));
     int64_t i = k.as_int() < 0 ? k.as_int() + n : k.as_int();
-    if (i < 0 || i >= n) {
-      if (in_traced_try())  // an inlined handler may catch it
-        throw_error(ErrorKind::IndexError, std::string(obj->is(VTKind::List) ? "list" : "tuple") + " index out of range");
-      unsupported(BreakReason::python_error, "index out of range");
-    }
+    if (i < 0 || i >= n)
+      throw_error(ErrorKind::IndexError, std::string(obj->is(VTKind::List) ? "list" : "tuple") + " index out of range");
     return obj->items[size_t(i)];
   }
   if (obj->is(VTKind::ConstDict)) {
     require_hashable(k, "a dict subscript");
     for (size_t j = 0; j < obj->keys.size(); ++j)
       if (values_equal(obj->keys[j], k)) return obj->items[j];
-    if (in_traced_try()) throw_key_error(k);  // an inlined handler may catch it
-    unsupported(BreakReason::python_error, "KeyError " + repr(k));
+    throw_key_error(k);
   }
   if (obj->is(VTKind::UnspecializedNNModule)) return get_item(nn_module::specialized(*this, obj), key);
   if (obj->is(VTKind::NNModule)) {

@@ -67,10 +67,7 @@ bool InstructionTranslator::resume(const InstructionTranslator* by, VT& out) {
   // (CPython's f_back): breaks and the recursion check walk up through it.
   parent_ = by;
   depth_ = by->depth_ + 1;
-  while (!returned_ && !yielded_) {
-    if (pc_ >= code_->instrs.size()) throw_error(ErrorKind::RuntimeError, "translator ran off the end of the code");
-    step();
-  }
+  run();
   if (!yielded_) return false;
   out = std::move(yielded_);
   yielded_ = nullptr;

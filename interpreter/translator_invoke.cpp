@@ -330,15 +330,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
           // Stored earlier in this trace: read as the class's lookup reads it.
           if (VT v = user_object_getattr(obj, name)) return v;
         } else if (Value v; f->vt->plain_attr && f->vt->plain_attr(f->handle, name, v)) {
-          VT r = ctx_.builder.wrap(v, attr_source(obj->source, name));
-          // A method bound to obj (a fresh bound method per read): its
-          // self is obj's own tracker, so what it reads of self is read at
-          // obj's own paths. (Through the method's `__self__` path, a KV
-          // cache's tensor was guarded at one path per method that read
-          // it, and each became dynamic in turn: a recompile per path.)
-          if (r->is(VTKind::UserMethod) && r->self && object_identity(r->self->value) == object_identity(obj->value))
-            r->self = obj;
-          return r;
+          return bound_to_tracker(ctx_.builder.wrap(v, attr_source(obj->source, name)), obj);
         } else if (VT v = user_object_getattr(obj, name)) {
           return v;
         }

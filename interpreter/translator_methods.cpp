@@ -205,8 +205,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     }
     if (at < 0) {
       if (args.size() == 3) return args[2];
-      if (in_traced_try()) throw_key_error(k);  // an inlined handler may catch it
-      unsupported(BreakReason::python_error, "dict.pop(): KeyError " + repr(k));
+      throw_key_error(k);  // step(): an inlined handler, or the break
     }
     VT v = d->items[size_t(at)];
     d->keys.erase(d->keys.begin() + at);
@@ -246,8 +245,7 @@ VT InstructionTranslator::trace_dict_method(BuiltinCall& c, std::string_view m) 
     const Value k = constant_value(args[1]);
     const int at = find(k);
     if (m == "__contains__") return const_vt(Value::boolean(at >= 0));
-    if (at < 0 && in_traced_try()) throw_key_error(k);  // an inlined handler may catch it
-    if (at < 0) unsupported(BreakReason::python_error, "dict.__getitem__(): KeyError " + repr(k));  // the call raises it
+    if (at < 0) throw_key_error(k);  // step(): an inlined handler, or the break
     return d->items[size_t(at)];
   }
   return nullptr;

@@ -95,6 +95,18 @@ VT InstructionTranslator::bind_found(ForeignAttr found, const Value& attr, const
   }
 }
 
+// A method read off obj (a fresh bound method per read, wrapped at its own
+// source): its self is obj's own tracker, so what it reads of self is read
+// at obj's own paths. (Through the method's `__self__` path, a KV cache's
+// tensor was guarded at one path per method that read it, and each became
+// dynamic in turn: a recompile per path.)
+VT InstructionTranslator::bound_to_tracker(VT method, const VT& obj) {
+  if (method->is(VTKind::UserMethod) && method->self &&
+      object_identity(method->self->value) == object_identity(obj->value))
+    method->self = obj;
+  return method;
+}
+
 VT InstructionTranslator::user_object_getattr(const VT& obj, const std::string& name) {
   if (!traced_object(obj)) return nullptr;
   // type(obj).__getattribute__ decides: Python's generic one, or the
@@ -150,9 +162,8 @@ VT InstructionTranslator::generic_getattr(const VT& obj, const std::string& name
       auto bm = make_ref<BoundMethodObj>();
       bm->func = std::move(v);
       bm->self = obj->value;
-      VT method = ctx_.builder.wrap(Value::object(Kind::BoundMethod, bm), generic_attr_source(obj->source, name));
-      if (method->is(VTKind::UserMethod)) method->self = obj;  // its __self__ is obj (translator_invoke.cpp, plain_attr)
-      return method;
+      return bound_to_tracker(ctx_.builder.wrap(Value::object(Kind::BoundMethod, bm), generic_attr_source(obj->source, name)),
+                              obj);
     }
     case ForeignAttr::Property: {
       // A data descriptor: it wins over the instance __dict__, so pinning
