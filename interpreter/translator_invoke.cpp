@@ -247,11 +247,13 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         // result of the graph otherwise does not. Under grad mode an input
         // or parameter that requires grad is marked so (builder, wrap);
         // under no_grad its own flag is only the real tensor's (kiln's
-        // tensor has none): on the frames path CPython reads it.
+        // tensor has none): on the frames path of a torch program CPython
+        // reads it. A frame of kiln's own tensors (random_is_hosts off: no
+        // torch tensor or module came in) has no such flag to read.
         const bool leaf = !obj->node || obj->node->op == output_graph::NodeOp::Placeholder ||
                           obj->node->op == output_graph::NodeOp::GetAttr;
         if (obj->node && obj->node->requires_grad) return const_vt(Value::boolean(true));
-        if (leaf && ctx_.python_frames && !runtime::grad_mode_enabled())
+        if (leaf && ctx_.python_frames && ctx_.random_is_hosts && !runtime::grad_mode_enabled())
           unsupported(BreakReason::untraced_object, "reading requires_grad of a tensor from outside the graph");
         return const_vt(Value::boolean(false));
       }

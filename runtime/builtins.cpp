@@ -10,6 +10,7 @@
 
 #include "runtime/descriptors.h"
 #include "runtime/exceptions.h"
+#include "runtime/host_python.h"
 #include "runtime/module.h"
 #include "runtime/format.h"
 #include "runtime/ops.h"
@@ -145,11 +146,52 @@ Value b_abs(CallContext&, const std::vector<Value>& a) {
 }
 // Python's sum(iterable, /, start=0): start + x0 + x1 + ... (a tensor is
 // iterated over its rows, as CPython does).
+// From 3.12, CPython adds a run of floats (and ints, as doubles) with
+// Neumaier's compensation once the running total is a float, and adds the
+// compensation back when the run ends (bltinmodule.c builtin_sum_impl); 3.11
+// adds them one by one, which the generic loop does.
+namespace {
+bool add_compensated(IteratorObj& it, Value& total, Value& item) {
+  double sum = total.as_float(), c = 0.0;
+  bool more;
+  while ((more = it.next(item))) {
+    if (item.is(Kind::Float)) {
+      const double x = item.as_float(), t = sum + x;
+      c += std::fabs(sum) >= std::fabs(x) ? (sum - t) + x : (x - t) + sum;
+      sum = t;
+    } else if (item.is(Kind::Int) || item.is(Kind::Bool)) {
+      sum += double(item.as_int());
+    } else {
+      break;
+    }
+  }
+  if (c != 0.0 && std::isfinite(c)) sum += c;  // keeps -0.0, and inf/nan from the compensation
+  total = Value::floating(sum);
+  return more;  // item holds the value that ended the run
+}
+}  // namespace
+
 Value python_sum(const Value& iterable, Value total) {
   if (total.is(Kind::Str)) throw_error(ErrorKind::TypeError, "sum() can't sum strings [use ''.join(seq) instead]");
   Value it = get_iter(iterable);
+  auto& iter = *it.as<IteratorObj>();
   Value item;
-  while (it.as<IteratorObj>()->next(item)) total = binary_op(BinOp::ADD, total, item);
+  // CPython's order: a run of ints while the total is an int, then (3.12+)
+  // a compensated run of floats if the total is a float by then, then one
+  // add at a time; a total that becomes a float later stays on the last.
+  if (total.is(Kind::Int)) {
+    while (true) {
+      if (!iter.next(item)) return total;
+      const bool int_item = item.is(Kind::Int) || item.is(Kind::Bool);
+      total = binary_op(BinOp::ADD, total, item);
+      if (!int_item || !total.is(Kind::Int)) break;
+    }
+  }
+  if (host_python().minor >= 12 && total.is(Kind::Float)) {
+    if (!add_compensated(iter, total, item)) return total;
+    total = binary_op(BinOp::ADD, total, item);
+  }
+  while (iter.next(item)) total = binary_op(BinOp::ADD, total, item);
   return total;
 }
 Value b_sum(CallContext&, const std::vector<Value>& a) { return python_sum(a[0], a[1]); }

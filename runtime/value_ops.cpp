@@ -7,6 +7,7 @@
 // (under Python: a Python int), or raises OverflowError — never a
 // silently wrapped result.
 #include "runtime/value_ops.h"
+#include "runtime/host_python.h"
 
 #include "runtime/budget.h"
 
@@ -130,13 +131,20 @@ constexpr bool sorted_and_disjoint() {
 }
 static_assert(sorted_and_disjoint(), "unicode_nonprintable.def must be sorted, disjoint ranges (binary search)");
 
-// str.isprintable() for one code point, as CPython's unicode database has it.
+HostPython host;
+
+// str.isprintable() for one code point, as CPython's unicode database has
+// it: the embedding interpreter's when it installed its own.
 bool printable(uint32_t cp) {
+  if (host.printable) return host.printable(cp);
   const CodeRange* r = std::upper_bound(std::begin(kNonPrintable), std::end(kNonPrintable), cp,
                                         [](uint32_t c, const CodeRange& x) { return c < x.first; });
   return r == std::begin(kNonPrintable) || cp > (r - 1)->last;
 }
 }  // namespace
+
+void set_host_python(const HostPython& h) { host = h; }
+const HostPython& host_python() { return host; }
 
 // CPython's repr of a str: its quote choice, the escapes for \n \t \r \\
 // and the quote, and \xhh / \uhhhh / \Uhhhhhhhh for what is not printable.

@@ -32,6 +32,18 @@ if ((${#pmissing[@]})); then
   echo "install: pip install ${pmissing[*]}"
   "$PY" -m pip install -q "${pmissing[@]}"
 fi
+# The other CPythons kiln is built and tested for (scripts/pythons.sh):
+# their test dependencies (no torch: its CPU wheel here is for 3.11 only).
+for other in $(bash "$(dirname "$0")/pythons.sh"); do
+  omissing=()
+  for p in numpy pytest; do
+    "$other" -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$p" 2>/dev/null || omissing+=("$p")
+  done
+  if ((${#omissing[@]})); then
+    echo "install: $other -m pip install ${omissing[*]}"
+    "$other" -m pip install -q --root-user-action=ignore "${omissing[@]}"
+  fi
+done
 # torch: a test and benchmark dependency (the oracle for tensor semantics,
 # the peer in benchmarks), never needed by `import kiln`. 2.13.0 CPU is the
 # wheel this machine kind keeps on disk; a plain `torch` would fetch a CUDA build.

@@ -10,7 +10,7 @@ from ._compile import compile, explain, reset, mark_dynamic, config
 from ._functions import disable
 from . import nn, distributed
 from . import fx
-from . import _frames, _threads
+from . import _threads
 
 # Every op of the registry (runtime/ops.def) as kiln.<name>, with torch's
 # names and signatures: zeros, ones, randn, add, softmax, linear, ...
@@ -109,5 +109,11 @@ class device(str):
 
 
 _threads.follow_torch()  # torch imported first: its thread count is kiln's
-_C.frames_set_callbacks(_frames.classify, _frames.kbc, _frames.build, _compile._uses_torch)
-_C.frames_set_own_code_dir(_frames._KILN_DIR)
+# The frame hook's Python half reads this CPython's bytecode; on a version
+# kiln has no tables for, kiln.compile raises (kiln/_compile.py
+# _require_version) and the rest of the package (tensors, kiln.nn's
+# built-in modules, the KBC API) works.
+if _compile.VERSION_SUPPORTED:
+    from . import _frames
+    _C.frames_set_callbacks(_frames.classify, _frames.kbc, _frames.build, _compile._uses_torch)
+    _C.frames_set_own_code_dir(_frames._KILN_DIR)

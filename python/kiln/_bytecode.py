@@ -2,8 +2,10 @@
 
 `decode(code)` turns a code object into a `Bytecode`: a list of `Instr`
 (jumps hold their target Instr, EXTENDED_ARG folded into the arg, CACHE
-units dropped), the exception table as `ExcEntry` rows over Instrs, and the
-code object itself as the template. `assemble(bc, **replace)` lays the
+units dropped), the exception table as `ExcEntry` rows over Instrs (none on
+3.10: there a handler is the target of its SETUP_* instruction, a jump like
+any other for successors and the stack analyses), and the code object
+itself as the template. `assemble(bc, **replace)` lays the
 instructions out again and returns a code object; unmodified compiler
 output comes back byte-identical (co_code, co_exceptiontable, co_linetable,
 co_stacksize), which tests/python/test_bytecode.py checks over thousands of
@@ -11,12 +13,14 @@ real code objects. `stack_analysis(bc)` gives the run-time shape of the
 value stack before every reachable instruction, NULL slots included.
 
 Used by kiln/_resume.py to build resume functions (continue a frame's
-original bytecode after a graph break). Imports nothing from kiln: the
-per-version facts are in kiln/_bytecode_tables.py.
+original bytecode after a graph break). Imports nothing from kiln but
+kiln/_bytecode_tables.py, which holds the per-version facts.
 """
 import dis
 
 from . import _bytecode_tables as T
+
+T.require()  # a CPython with no tables fails here, saying so
 
 __all__ = ["Instr", "ExcEntry", "Bytecode", "decode", "assemble", "stack_analysis",
            "StackMergeError", "successors", "max_stack_depth", "localsplus_names", "new_localsplus",
@@ -25,8 +29,9 @@ __all__ = ["Instr", "ExcEntry", "Bytecode", "decode", "assemble", "stack_analysi
 
 class Instr:
     """One instruction. `target` is the Instr a jump goes to (its `arg` is
-    recomputed by assemble). `positions` is the original dis.Positions (or
-    the positions of the instruction a new one stands for; None: no
+    recomputed by assemble). `positions` is the original location, a
+    T.code_positions item (dis.Positions; 3.10: lineno only), or the
+    positions of the instruction a new one stands for (None: no
     location). `offset` is the byte offset of the opcode unit in the code
     it was decoded from (after any EXTENDED_ARG), None for new ones.
     Identity is the instruction: Instrs hash by id, so dicts keyed by Instr
@@ -74,7 +79,8 @@ class ExcEntry:
 
 class Bytecode:
     """`instrs` (list[Instr]), `exc_table` (list[ExcEntry], the order of
-    the encoded table), `code` (the template for assemble's replace).
+    the encoded table; always empty on 3.10, whose handlers are the targets
+    of SETUP_* jumps), `code` (the template for assemble's replace).
 
     Keep `exc_table` ordered by position with rows not overlapping: 3.11's
     lookup (get_exception_handler) scans rows in order and gives up at the
@@ -123,29 +129,27 @@ class Bytecode:
 
 # --------------------------------------------------------- slot layout --
 
-def localsplus_names(code):
-    """Names of 3.11's fast-locals slots in index order (LOAD_FAST,
-    LOAD_DEREF, MAKE_CELL, LOAD_CLOSURE ... all index this one array)."""
-    n = len(code.co_varnames) + len(set(code.co_cellvars) - set(code.co_varnames)) + len(code.co_freevars)
-    return [code._varname_from_oparg(i) for i in range(n)]
-
-
-def new_localsplus(varnames, cellvars, freevars):
-    # What the code constructor builds: varnames, cells that are not also
-    # varnames (a cell argument shares its varname's slot), then frees.
-    return list(varnames) + [c for c in cellvars if c not in varnames] + list(freevars)
+# The slot layout is the version's (T.localsplus_names / T.new_localsplus:
+# one array on 3.11+; varnames + cellvars + freevars on 3.10, where
+# LOAD_FAST & co. and LOAD_DEREF & co. index two parts of it apart).
+localsplus_names = T.localsplus_names
+new_localsplus = T.new_localsplus
 
 
 def relayout_locals(instrs, old_names, new_names):
     """Rewrite local/cell/free slot args from the old slot layout to the new,
-    by name."""
-    index = {}
-    for i, n in enumerate(new_names):
-        index.setdefault(n, i)
+    by name (within the part of the layout the instruction's arg indexes)."""
+    spaces = {}
     for ins in instrs:
         if ins.opcode in T.LOCAL_OPS or ins.opcode in T.FREE_OPS:
-            ins.arg = index[old_names[ins.arg]]
-
+            key = ins.opcode in T.FREE_OPS
+            if key not in spaces:
+                index = {}
+                for i, n in enumerate(T.slot_names(new_names, ins.opcode)):
+                    index.setdefault(n, i)
+                spaces[key] = (T.slot_names(old_names, ins.opcode), index)
+            old, index = spaces[key]
+            ins.arg = index[old[ins.arg]]
 
 
 # ------------------------------------------------------------- decode --
@@ -154,7 +158,7 @@ def decode(code):
     """`code` as a Bytecode (see the module docstring). Instr.offset is the
     opcode unit's byte offset, as dis reports it."""
     raw = code.co_code
-    positions = list(code.co_positions())  # one tuple per code unit
+    positions = T.code_positions(code)  # one per code unit
     instrs = []
     by_start = {}
     i, ext, start, nprefix = 0, 0, None, 0
@@ -169,8 +173,12 @@ def decode(code):
             continue
         if op == T.CACHE:  # only after an instruction; skipped below
             raise ValueError(f"stray CACHE at offset {i} in {code.co_name}")
-        ins = Instr(dis.opname[op], (ext | a) if op >= T.HAVE_ARGUMENT else None,
-                    positions=dis.Positions(*positions[start // 2]), offset=i)
+        # A no-arg opcode keeps a nonzero arg byte: CPython ignores it, but
+        # 3.10's optimizer leaves stale ones (`a, b = b, a`: BUILD_TUPLE 2
+        # turned ROT_TWO 2) and the round trip must give them back.
+        arg = ext | a
+        ins = Instr(dis.opname[op], arg if op >= T.HAVE_ARGUMENT or arg else None,
+                    positions=positions[start // 2], offset=i)
         ins._start, ins._ext = start, nprefix
         i += 2 + 2 * T.cache_entries(op)
         ins._end = i
@@ -182,7 +190,7 @@ def decode(code):
         if ins.opcode in T.JUMP_OPS:
             ins.target = by_start[T.jump_target_offset(ins.offset, ins.opcode, ins.arg)]
     table = [ExcEntry(by_start[s], by_end[e], by_start[h], d, l)
-             for s, e, h, d, l in T.parse_exception_table(code.co_exceptiontable)]
+             for s, e, h, d, l in T.exception_rows(code)]
     return Bytecode(instrs, table, code)
 
 
@@ -256,12 +264,9 @@ def assemble(bc, **replace):
                              f"[{s0}, {e0}) then one starting at {s1}")
     if any(s >= e for s, e, *_ in rows):
         raise ValueError("an exception table row ends before it starts (start after end in instrs)")
-    exc = T.encode_exception_table(rows)
     firstlineno = replace.get("co_firstlineno", bc.code.co_firstlineno)
-    lines = T.encode_location_table(
-        [((ins._end - ins._start) // 2, ins.positions) for ins in instrs], firstlineno)
-    kw = dict(co_code=bytes(out), co_exceptiontable=exc, co_linetable=lines,
-              co_stacksize=max_stack_depth(bc))
+    kw = T.table_fields(rows, [((ins._end - ins._start) // 2, ins.positions) for ins in instrs], firstlineno)
+    kw.update(co_code=bytes(out), co_stacksize=max_stack_depth(bc))
     kw.update(replace)
     return bc.code.replace(**kw)
 
@@ -292,29 +297,23 @@ _EFFECTS = {}
 
 
 def _compiler_effect(opcode, arg, jump):
-    """dis.stack_effect, memoised; RETURN_GENERATOR counts +1: the frame
-    resumes with the first send()'s value pushed, and the compiler adds
-    that prefix after its depth pass, so counting it gives its numbers."""
+    """T.compiler_effect (the compiler's accounting), memoised."""
     key = (opcode, arg, jump)
     e = _EFFECTS.get(key)
     if e is None:
-        if opcode in T.JUMP_OPS:
-            e = dis.stack_effect(opcode, arg, jump=jump)
-        elif opcode == T.RETURN_GENERATOR:
-            e = 1
-        else:
-            e = dis.stack_effect(opcode, arg)
-        _EFFECTS[key] = e
+        e = _EFFECTS[key] = T.compiler_effect(opcode, arg, jump)
     return e
 
 
 def max_stack_depth(bc):
-    """co_stacksize as the 3.11 compiler computes it: the largest depth
-    before or after any reachable instruction, following jumps with their
-    jump effect, and exception handlers at depth + lasti + 1 (the
-    exception). Uses the compiler's accounting (dis.stack_effect: PRECALL
-    -argc, CALL -1), which is what co_stacksize must match; the run-time
-    depth between PRECALL and CALL is never larger than before PRECALL."""
+    """co_stacksize as the compiler computes it: the largest depth before
+    or after any reachable instruction, from the entry depth
+    (T.entry_shape), following jumps with their jump effect (3.10: a
+    SETUP_*'s target, its handler, is one), and exception-table handlers at
+    depth + lasti + 1 (the exception). Uses the compiler's accounting
+    (T.compiler_effect; 3.11: PRECALL -argc, CALL -1), which is what
+    co_stacksize must match; the run-time depth between PRECALL and CALL is
+    never larger than before PRECALL."""
     instrs = bc.instrs
     n = len(instrs)
     if not n:
@@ -326,9 +325,8 @@ def max_stack_depth(bc):
         for i in range(pos[e.start], pos[e.end] + 1):
             exc[i] += row
     depth = [None] * n
-    depth[0] = 0
+    depth[0] = best = len(T.entry_shape(bc.code))
     work = [0]
-    best = 0
     no_fall = T.UNCONDITIONAL_JUMPS | T.TERMINATORS
     have_arg = T.HAVE_ARGUMENT
     while work:
@@ -379,7 +377,7 @@ def stack_analysis(bc, *, mark_lasti=False):
     if not bc.instrs:
         return {}
     succ = successors(bc)
-    shapes = {bc.instrs[0]: ()}
+    shapes = {bc.instrs[0]: T.entry_shape(bc.code)}
     work = [bc.instrs[0]]
     lasti_kind = "L" if mark_lasti else "v"
 

@@ -17,7 +17,7 @@ import functools
 import inspect
 import logging
 
-from . import _C, _threads, fx, nn
+from . import _C, _frontend_opcodes, _threads, fx, nn
 from ._functions import _as_kbc  # noqa: F401 - kiln._compile._as_kbc: the tests read KBC views through it
 
 log = logging.getLogger("kiln.frontend")
@@ -123,6 +123,7 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
     (all dims dynamic from the start) or False (never)."""
     if fn is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    _require_version()
     _threads.follow_torch()
     backend = _backend_name(backend)
     if inspect.ismethod(fn):
@@ -146,6 +147,13 @@ def compile(fn=None, *, backend="llvm", fullgraph=False, dynamic=None):
         raise TypeError(f"kiln.compile expects a function or a module, got {type(fn).__name__}")
     raise TypeError(f"kiln.compile: {type(fn).__name__} objects are not supported "
                     "(Python functions, bound methods and torch or kiln.nn modules are)")
+
+
+# kiln reads this CPython's bytecode: the frame hook's Python side
+# (kiln/_frames.py) is loaded only then (kiln/__init__.py); otherwise
+# kiln.compile and kiln.explain raise, once, saying so.
+VERSION_SUPPORTED = _frontend_opcodes.SUPPORTED
+_require_version = _frontend_opcodes.require
 
 
 def _compile_frames(fn, backend, fullgraph, dynamic):
@@ -226,6 +234,7 @@ class Explanation:
 
 def explain(fn, *, backend="llvm"):
     """kiln.explain(fn)(*args): compile fn afresh, call it once, report."""
+    _require_version()
     backend = _backend_name(backend)
     # What kiln.compile returns leads back to what it compiled: a module, a
     # bound method (its function and self), or a function.

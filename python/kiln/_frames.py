@@ -497,8 +497,7 @@ class _Builder:
                     args.append([self._load(self_[1], pos)])
                 else:                      # (function, self): the bound method
                     args.append([I("LOAD_CONST", self.new_const(_bind)), I("PUSH_NULL"), I("SWAP", 2),
-                                 self._load(meth[1], pos), self._load(self_[1], pos),
-                                 I("PRECALL", 2), I("CALL", 2)])
+                                 self._load(meth[1], pos), self._load(self_[1], pos)] + _call(2, pos))
                 i += 1
             else:
                 if temp < 0:
@@ -529,7 +528,7 @@ class _Builder:
         for p in info.params:
             out.extend(by_name[p] if p in by_name else next(stack_args))
         n = len(info.params)
-        out += [I("PRECALL", n), I("CALL", n), I("RETURN_VALUE")]
+        out += _call(n, pos) + [I("RETURN_VALUE")]
         return out
 
     def _temp(self, what):
@@ -560,7 +559,23 @@ class _Builder:
             if first[t] >= len(out):
                 raise Refused("a residual jump to its end")
             ins.target = out[first[t]]
+        if T.FOR_ITER_SKIPS_END_FOR:
+            for ins, _ in jumps:
+                if ins.opname == "FOR_ITER":
+                    self._end_for_before(out, ins)
         return out
+
+    @staticmethod
+    def _end_for_before(out, for_iter):
+        """3.12: FOR_ITER's jump names an END_FOR that it skips. Put one
+        before the loop's exit, which only the loop's back edge precedes
+        (so nothing falls into it), and aim the jump at it."""
+        at = out.index(for_iter.target)
+        if at == 0 or out[at - 1].opcode not in T.UNCONDITIONAL_JUMPS | T.TERMINATORS:
+            raise Refused("a residual loop whose exit is reached by falling through")
+        end_for = B.Instr("END_FOR", positions=for_iter.positions)
+        out.insert(at, end_for)
+        for_iter.target = end_for
 
     def _one(self, op, a, b, sym, p, jumps):
         I = lambda name, arg=None: B.Instr(name, arg, positions=p)  # noqa: E731
@@ -591,7 +606,9 @@ class _Builder:
             return [ins]
         if op == "LOAD_GLOBAL":
             return [I("LOAD_GLOBAL", self.name(a) << 1)]
-        if op in ("LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_METHOD", "STORE_GLOBAL"):
+        if op in ("LOAD_ATTR", "LOAD_METHOD"):
+            return _emit(T.attribute(self.name(a), op == "LOAD_METHOD"), p)
+        if op in ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL"):
             return [I(op, self.name(a))]
         if op in ("BUILD_LIST", "BUILD_TUPLE", "BUILD_SLICE", "LIST_EXTEND", "COPY", "SWAP"):
             return [I(op, a)]
@@ -603,7 +620,7 @@ class _Builder:
             return [I("BINARY_OP", _NB[sym] + (_NB_INPLACE if b else 0))]
         if op == "COMPARE_OP":
             if sym in _CMP_OPS:
-                return [I("COMPARE_OP", _CMP_OPS[sym])]
+                return [I("COMPARE_OP", T.compare(_CMP_OPS[sym]))]
             if sym in ("is", "is not"):
                 return [I("IS_OP", int(sym == "is not"))]
             if sym in ("in", "not in"):
@@ -612,7 +629,7 @@ class _Builder:
         if op == "CALL":
             return self._call_n(a, p)
         if op == "CALL_METHOD":
-            return [I("PRECALL", a), I("CALL", a)]
+            return _call(a, p)
         if op in ("CALL_KW", "CALL_METHOD_KW"):
             names = self.info["consts"][b]
             if op == "CALL_KW":
@@ -621,12 +638,11 @@ class _Builder:
                 # call through a helper with one tuple.
                 return [I("BUILD_TUPLE", a), I("LOAD_CONST", self.new_const(names)), I("BUILD_TUPLE", 3),
                         I("LOAD_CONST", self.new_const(_call_kw)), I("SWAP", 2)] + self._call_with_tuple(p)
-            return [I("KW_NAMES", self.new_const(tuple(names))), I("PRECALL", a), I("CALL", a)]
+            return _emit(T.call_kw(a, self.new_const(tuple(names))), p)
         if op == "CALL_EX":
             return self._null_under(2 + (a & 1), p) + [I("CALL_FUNCTION_EX", a & 1)]
         if op in ("JUMP", "POP_JUMP_IF_FALSE", "FOR_ITER"):
-            name = {"JUMP": "JUMP_FORWARD", "POP_JUMP_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
-                    "FOR_ITER": "FOR_ITER"}[op]
+            name = {"JUMP": "JUMP_FORWARD", "POP_JUMP_IF_FALSE": T.JUMP_IF_FALSE, "FOR_ITER": "FOR_ITER"}[op]
             ins = B.Instr(name, 0, positions=p)
             jumps.append((ins, a))
             return [ins]
@@ -642,7 +658,7 @@ class _Builder:
 
     def _call_n(self, n, p):
         if n == 0:
-            return self._null_under(1, p) + [B.Instr("PRECALL", 0, positions=p), B.Instr("CALL", 0, positions=p)]
+            return self._null_under(1, p) + _call(0, p)
         return [B.Instr("BUILD_TUPLE", n, positions=p)] + self._call_with_tuple(p)
 
     def _call_with_tuple(self, p):
@@ -652,18 +668,29 @@ class _Builder:
 
 # CPython instructions that emit no KBC of their own and precede the one
 # that does in a break's run (kiln/_frontend.py's kbc_starts starts there).
-_RUN_PREFIX = frozenset(dis.opmap[n] for n in ("PUSH_NULL", "PRECALL", "KW_NAMES", "NOP"))
-_BRANCHES = frozenset(dis.opmap[n] for n in (
-    "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
-    "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
-    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_TRUE_OR_POP",
-    "JUMP_IF_FALSE_OR_POP", "FOR_ITER"))
+_RUN_PREFIX = T.CALL_PREFIXES
+# Instructions that may go either way: a resume function per edge.
+_BRANCHES = T.JUMP_OPS - T.UNCONDITIONAL_JUMPS
+
+
+def _emit(pairs, pos):
+    """A version module's (opname, arg) spelling as instructions."""
+    return [B.Instr(name, arg, positions=pos) for name, arg in pairs]
+
+
+def _call(n, pos):
+    return _emit(T.call(n), pos)
 
 def _cpython_slots(kinds, kbc_slots):
     """CPython's stack at a break, bottom first, as (kind, residual temp;
     -1 a NULL): the frontend's kinds there over the residual's KBC slots (a
     virtual NULL 'N' has none; KBC's method pair is (meth, self) or, for an
     attribute that is no method, (attr, NULL) where CPython has (NULL, attr))."""
+    if "C" in kinds:
+        # The local a 3.12 inlined comprehension saved sits on CPython's
+        # stack: the resume would have to put it there and the
+        # comprehension's own value in the local.
+        raise Refused("a break inside a list, set or dict comprehension (CPython 3.12 inlines them)")
     if len(kbc_slots) != sum(1 for k in kinds if k != "N"):
         raise Refused(f"the traced stack ({len(kbc_slots)} slots) is not CPython's ({kinds})")
     it = iter(kbc_slots)

@@ -103,7 +103,7 @@ import weakref
 from dataclasses import dataclass
 
 # The opcode table: one row per opcode, and the kinds of abstract-stack slots.
-from ._frontend_opcodes import _ROWS, _VALUE
+from ._frontend_opcodes import _ROWS, _VALUE, _is_virtual, require as _opcodes_require
 
 __all__ = ["Translation", "Untranslatable", "translate"]
 
@@ -136,7 +136,27 @@ _UNSUPPORTED = {
     "DELETE_DEREF": "del of a closure variable (KBC has no DELETE_DEREF)",
     "GET_YIELD_FROM_ITER": "yield from (a generator delegating to another)",
     "SEND": "yield from or await (a value sent into a generator)",
+    "END_SEND": "yield from or await (a value sent into a generator)",
+    "CLEANUP_THROW": "yield from or await (a value sent into a generator)",
+    "GET_AWAITABLE": "await (a coroutine)",
+    "GET_AITER": "async for loop",
+    "GET_ANEXT": "async for loop",
+    "END_ASYNC_FOR": "async for loop",
+    "BEFORE_ASYNC_WITH": "async with statement",
+    "ASYNC_GEN_WRAP": "async generator",
+    "CHECK_EG_MATCH": "except* (exception groups)",
+    "PREP_RERAISE_STAR": "except* (exception groups)",
+    "LOAD_LOCALS": "class body",
+    "LOAD_FROM_DICT_OR_DEREF": "class body",
+    "LOAD_FROM_DICT_OR_GLOBALS": "class body or type parameter scope",
 }
+
+# Opcodes a code object's co_code never holds: dis drops CACHE units, and
+# the rest are the interpreter's own (sys.monitoring's INSTRUMENTED_*
+# copies, which co_code shows as the originals; the entry frame's
+# INTERPRETER_EXIT; the placeholder RESERVED). The tests check that every
+# opcode of the running CPython is a row, a refusal above, or one of these.
+NEVER_IN_CO_CODE = ("CACHE", "INSTRUMENTED_", "INTERPRETER_EXIT", "RESERVED", "ENTER_EXECUTOR")
 
 
 class Untranslatable(Exception):
@@ -185,6 +205,7 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
     make_kbc_function, which replaces every default the header gives), so
     the header only marks such a parameter as having one (`=None`).
     """
+    _opcodes_require()
     if inspect.ismethod(fn_or_code):
         fn_or_code = fn_or_code.__func__
     if isinstance(fn_or_code, types.FunctionType):
@@ -224,6 +245,12 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
 # id(code) -> (weakref to code, _Compiled or the Untranslatable's arguments,
 #              {entry header: Translation})
 _cache: dict = {}
+
+
+def _kinds(state) -> str:
+    """An abstract stack as kiln/_frames.py reads it: one letter a slot
+    (a comprehension's saved local, "C" + name, is "C")."""
+    return "".join(kind[0] for kind in state)
 
 
 def _ident(name: str) -> str:
@@ -472,6 +499,9 @@ class _Function:
         self.cellvars = tuple(self.rename[n] for n in code.co_cellvars)
         self.freevars = tuple(self.rename[n] for n in code.co_freevars)
         self.temp = None  # a scratch local for UNPACK_EX, declared on first use
+        self.shadows = {}  # (name, depth) -> the KBC local of a 3.12 inlined comprehension's variable
+        self.shadowed_cells = set()      # cells a 3.12 inlined comprehension saves (LOAD_FAST_AND_CLEAR)
+        self.cells_used_outside = set()  # cells read or written where no comprehension shadows them
         # A generator expression is translated as the list of what it yields,
         # made when it is called, and an iterator over it (RETURN_GENERATOR,
         # YIELD_VALUE and RETURN_VALUE's rows): the tracer inlines it only
@@ -482,6 +512,23 @@ class _Function:
             self.gen_items = "_genexpr_items"
             while self.gen_items in set(self.rename.values()):
                 self.gen_items += "_"
+
+    def local(self, name: str, st) -> str:
+        """The KBC local for CPython local `name` with abstract stack `st`:
+        inside a 3.12 inlined comprehension that binds the name (its saved
+        slot, "C" + name, on the stack), a local of the comprehension's own,
+        one per nesting depth; otherwise the local's own KBC name."""
+        depth = sum(1 for kind in st if kind == "C" + name)
+        if not depth:
+            return self.rename[name]
+        key = (name, depth)
+        if key not in self.shadows:
+            taken = set(self.rename.values()) | set(self.shadows.values())
+            kbc = f"{self.rename[name]}_comp{depth}"
+            while kbc in taken:
+                kbc += "_"
+            self.shadows[key] = kbc
+        return self.shadows[key]
 
     def scratch(self) -> str:
         if self.temp is None:
@@ -520,9 +567,21 @@ class _Function:
         # CPython 3.11's exception table, as dis reads it: byte ranges
         # [start, end) -> handler, stack depth, lasti; they do not overlap.
         self.handlers = dis._parse_exception_table(self.code) if self.code.co_exceptiontable else []
+        if self.generator or self.genexpr:
+            # 3.12 guards a generator's whole body with a handler that turns
+            # a StopIteration into RuntimeError (PEP 479); 3.11 does that in
+            # C, and so does the KBC generator's consumer: the row goes.
+            by_offset = {ins.offset: ins for ins in self.instrs}
+            self.handlers = [h for h in self.handlers if not (
+                by_offset[h.target].opname == "CALL_INTRINSIC_1"
+                and dis._intrinsic_1_descs[by_offset[h.target].arg] == "INTRINSIC_STOPITERATION_ERROR")]
         self.kwnames = self._pair_kw_names()
         states = self._flow()
         self._emit(states)
+        both = self.shadowed_cells & self.cells_used_outside
+        if both:
+            self.fail(f"a variable ({', '.join(sorted(both))}) that a closure inside a comprehension captures and "
+                      "code outside it uses too (CPython 3.12 inlines the comprehension)")
 
     def _pair_kw_names(self) -> dict:
         """CALL index -> its KW_NAMES tuple (3.11 emits KW_NAMES, PRECALL, CALL)."""
@@ -618,7 +677,7 @@ class _Function:
             key = None
             if h is not None:
                 # The depth in KBC slots: the virtual NULLs have none.
-                key = (h.target, sum(1 for kind in states[k][:h.depth] if kind != "N"), h.lasti)
+                key = (h.target, sum(1 for kind in states[k][:h.depth] if not _is_virtual(kind)), h.lasti)
             if key != current:
                 label = f"X{ins.offset}_exc"
                 out.append(f"{label}:")
@@ -638,9 +697,9 @@ class _Function:
                 past_prologue = True
             elif past_prologue and n_instrs == 0:
                 if run_start is None or ins.offset in targets:
-                    run_start = (ins.offset, "".join(states[k]))
+                    run_start = (ins.offset, _kinds(states[k]))
             elif past_prologue:
-                self.kbc_starts[kbc_index] = run_start or (ins.offset, "".join(states[k]))
+                self.kbc_starts[kbc_index] = run_start or (ins.offset, _kinds(states[k]))
                 run_start = None
             kbc_index += n_instrs
             if len(out) > mark and self.line != line:
@@ -660,7 +719,8 @@ class _Function:
             head.append("  .generator")
         if code.co_qualname != self.name:  # CPython's name in messages: f.<locals>.g, not the KBC name f__g
             head.append(f"  .qualname {code.co_qualname}")
-        local_names = self.locals + ([self.temp] if self.temp else []) + ([self.gen_items] if self.gen_items else [])
+        local_names = (self.locals + ([self.temp] if self.temp else []) + ([self.gen_items] if self.gen_items else [])
+                       + list(self.shadows.values()))
         if local_names:
             head.append("  .locals " + " ".join(local_names))
         if self.cellvars:
@@ -697,9 +757,9 @@ class _Function:
 
     def _depth(self, st: list, n: int, ins) -> int:
         """KBC depth of the n-th CPython slot from the top (virtual NULLs removed)."""
-        if n < 1 or n > len(st) or st[-n] == "N":
+        if n < 1 or n > len(st) or _is_virtual(st[-n]):
             self.fail(f"unexpected stack layout at {ins.opname}")
-        return sum(1 for kind in st[len(st) - n:] if kind != "N")
+        return sum(1 for kind in st[len(st) - n:] if not _is_virtual(kind))
 
     def _step(self, k: int, st: list, out: list):
         """Translate instruction k on abstract stack st into `out`.

@@ -3,7 +3,31 @@
 from __future__ import annotations
 
 import dis
+import sys
 from dataclasses import dataclass
+
+from . import _bytecode_tables
+
+# The CPython versions whose opcodes this table translates. kiln reads a
+# version's bytecode when both this table and kiln/_bytecode_tables.py
+# (the resume side) have it: SUPPORTED, and require() for the entry points.
+VERSIONS = {(3, 11), (3, 12)}
+_V = sys.version_info[:2]
+SUPPORTED = _bytecode_tables.SUPPORTED and sys.version_info[:2] in VERSIONS
+assert not SUPPORTED or _bytecode_tables.CAN_EMIT, "a version kiln compiles on needs the emitted spellings"
+
+
+def require():
+    """Raise UnsupportedVersion when kiln cannot read this CPython's
+    bytecode: what kiln.compile, kiln.explain, symbolic_trace and the
+    translation of a kiln.nn module's methods say on such a version, once,
+    before anything is traced."""
+    _bytecode_tables.require()
+    if sys.version_info[:2] not in VERSIONS:
+        v = sys.version_info
+        raise _bytecode_tables.UnsupportedVersion(
+            f"kiln.compile does not support CPython {v[0]}.{v[1]} yet: kiln/_frontend_opcodes.py translates "
+            f"the bytecode of {', '.join(f'{a}.{b}' for a, b in sorted(VERSIONS))}")
 
 # BINARY_OP's oparg in 3.11 (Include/opcode.h NB_*); 13 and up are the
 # in-place forms, which KBC spells with a trailing `=`.
@@ -20,14 +44,32 @@ _CONDITIONAL = {
     "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
     "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+    # 3.12: one direction-free form, KBC's names.
+    "POP_JUMP_IF_TRUE": "POP_JUMP_IF_TRUE",
+    "POP_JUMP_IF_FALSE": "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_NONE": "POP_JUMP_IF_NONE",
+    "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
 }
 _JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
 
 _VALUE = ("v",)  # abstract-stack kinds an ordinary consumer accepts (kiln/_frontend.py)
 
+
+def _is_virtual(kind):
+    """A CPython stack slot with no KBC slot under it: a NULL ('N'), the
+    phantom pair a 3.12 FOR_ITER leaves for END_FOR ('X'), or the value a
+    3.12 inlined comprehension saved of a local it shadows ('C' + the
+    local's name: the comprehension's own uses of the name are renamed
+    while it is on the stack, so KBC never clears or restores the outer
+    variable)."""
+    return kind == "N" or kind == "X" or kind[0] == "C"
+
 # -- the opcode table -----------------------------------------------------------
 #
-# One row per CPython 3.11 opcode the frontend translates: its translation
+# One row per opcode of the running CPython that the frontend translates
+# (a row names the versions it is for when its meaning or stack effect
+# differs between them; names the running version does not have are not
+# registered): its translation
 # (f, k, ins, st, emit) -> (fall-through stack, jump stack), and CPython's
 # stack effect as a function of the oparg on each edge (tests check every
 # row against dis.stack_effect). _step checks after each translation that
@@ -47,9 +89,13 @@ class _Row:
 _ROWS: dict = {}
 
 
-def _row(*names, effect, jump_effect=None, checked=True):
+def _row(*names, effect, jump_effect=None, checked=True, versions=None):
     def add(translate):
+        if versions is not None and _V not in versions:
+            return translate
         for name in names:
+            if name not in dis.opmap or dis.opmap[name] >= 256:
+                continue  # not an opcode of this CPython (or a compiler pseudo-op)
             assert name not in _ROWS, name
             _ROWS[name] = _Row(translate, effect, jump_effect, checked)
         return translate
@@ -93,10 +139,9 @@ def _same(pops, pushes, operand=None):
 
 for _name, _pops, _pushes, _operand in [
         ("POP_TOP", 1, 0, None), ("BINARY_SUBSCR", 2, 1, None), ("STORE_SUBSCR", 3, 0, None),
-        ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None), ("LOAD_ATTR", 1, 1, "name"),
+        ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None),
         ("STORE_ATTR", 2, 0, "name"), ("DELETE_ATTR", 1, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"),
-        ("STORE_FAST", 1, 0, "local"),
-        ("STORE_DEREF", 1, 0, "local"),
+
         # Exception handling: KBC shares CPython 3.11's model.
         ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),
         ("BEFORE_WITH", 1, 2, None),
@@ -116,6 +161,18 @@ def _unary(f, k, ins, st, emit):
 @_row("RETURN_VALUE", effect=_const(-1))
 def _return(f, k, ins, st, emit):
     f._pop(st, 1, ins)
+    _emit_return(f, emit)
+    return None, None
+
+
+@_row("RETURN_CONST", effect=_const(0))  # 3.12: LOAD_CONST + RETURN_VALUE in one
+def _return_const(f, k, ins, st, emit):
+    emit(f"  LOAD_CONST {f._constant(ins.argval)}")
+    _emit_return(f, emit)
+    return None, None
+
+
+def _emit_return(f, emit):
     if f.genexpr:
         # The end of a generator expression (its None): what it yielded.
         f.program.use_builtin("iter")
@@ -124,7 +181,6 @@ def _return(f, k, ins, st, emit):
         emit(f"  LOAD_FAST {f.gen_items}")
         emit("  CALL 1")
     emit("  RETURN_VALUE")
-    return None, None
 
 
 # A generator expression's own opcodes (kiln/_frontend.py, _Function.
@@ -164,16 +220,68 @@ def _yield_value(f, k, ins, st, emit):
     return st, None
 
 
-@_row("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", effect=_const(1))
-def _load_local(f, k, ins, st, emit):
+@_row("LOAD_FAST", "LOAD_FAST_CHECK", effect=_const(1))
+def _load_fast(f, k, ins, st, emit):
+    # LOAD_FAST_CHECK (3.12): a local that may be unbound; KBC's LOAD_FAST
+    # raises the same UnboundLocalError.
+    emit(f"  LOAD_FAST {f.local(ins.argval, st)}")
+    st.append("v")
+    return st, None
+
+
+@_row("LOAD_DEREF", "LOAD_CLOSURE", effect=_const(1))
+def _load_cell(f, k, ins, st, emit):
+    _note_cell_use(f, ins.argval, st)
     st.append("v")
     emit(f"  {ins.opname} {f.rename[ins.argval]}")
     return st, None
 
 
+@_row("STORE_DEREF", effect=_const(-1))
+def _store_cell(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    _note_cell_use(f, ins.argval, st)
+    emit(f"  STORE_DEREF {f.rename[ins.argval]}")
+    return st, None
+
+
+def _note_cell_use(f, name, st):
+    if "C" + name not in st:
+        f.cells_used_outside.add(name)
+
+
+@_row("STORE_FAST", effect=_const(-1))
+def _store_fast(f, k, ins, st, emit):
+    if st and st[-1] == "C" + ins.argval:
+        # The end of a 3.12 inlined comprehension: CPython puts back the
+        # local it shadowed; in KBC the outer variable was never touched.
+        st.pop()
+        return st, None
+    f._pop(st, 1, ins)
+    emit(f"  STORE_FAST {f.local(ins.argval, st)}")
+    return st, None
+
+
 @_row("DELETE_FAST", effect=_const(0))
 def _delete_fast(f, k, ins, st, emit):
-    emit(f"  DELETE_FAST {f.rename[ins.argval]}")
+    emit(f"  DELETE_FAST {f.local(ins.argval, st)}")
+    return st, None
+
+
+@_row("LOAD_FAST_AND_CLEAR", effect=_const(1))
+def _load_fast_and_clear(f, k, ins, st, emit):
+    # 3.12 inlines list/set/dict comprehensions (PEP 709): it saves each
+    # local the comprehension binds (or NULL), clears it, and restores it
+    # after. KBC renames the comprehension's uses instead (f.local), so
+    # there is nothing to save: a virtual slot marks the region.
+    # A variable a closure inside the comprehension captures is a cell of
+    # the function: CPython saves the cell and makes a fresh one (MAKE_CELL,
+    # silent here). KBC keeps the function's one cell, which is the same
+    # as long as nothing outside the comprehension uses it (checked when the
+    # function is done: _Function.translate).
+    if ins.argval in f.code.co_cellvars:
+        f.shadowed_cells.add(ins.argval)
+    st.append("C" + ins.argval)
     return st, None
 
 
@@ -205,6 +313,34 @@ def _load_method(f, k, ins, st, emit):
     f._pop(st, 1, ins)
     st += ["M", "S"]
     emit(f"  LOAD_METHOD {f.name_operand(ins.argval)}")
+    return st, None
+
+
+@_row("LOAD_ATTR", effect=_const(0), versions={(3, 11)})
+@_row("LOAD_ATTR", effect=lambda arg: arg & 1, versions={(3, 12)})  # 3.12: bit 0 is LOAD_METHOD
+def _load_attr(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    _attribute(f, ins.argval, _V >= (3, 12) and ins.arg & 1, st, emit)
+    return st, None
+
+
+def _attribute(f, name, method, st, emit):
+    if method:
+        st += ["M", "S"]
+        emit(f"  LOAD_METHOD {f.name_operand(name)}")
+    else:
+        st.append("v")
+        emit(f"  LOAD_ATTR {f.name_operand(name)}")
+
+
+@_row("LOAD_SUPER_ATTR", effect=lambda arg: -1 if arg & 1 else -2)
+def _load_super_attr(f, k, ins, st, emit):
+    # 3.12: super, its class and self on the stack (the zero-argument form
+    # loads __class__ and the first argument itself): super(class, self),
+    # then the attribute or method (bit 0).
+    f._pop(st, 3, ins)
+    emit("  CALL 2")
+    _attribute(f, ins.argval, ins.arg & 1, st, emit)
     return st, None
 
 
@@ -259,10 +395,65 @@ def _container_add(f, k, ins, st, emit):
 def _list_to_tuple(f, k, ins, st, emit):
     f._pop(st, 1, ins)
     st.append("v")
+    _emit_list_to_tuple(f, emit)
+    return st, None
+
+
+def _emit_list_to_tuple(f, emit):
     f.program.use_builtin("tuple")
     emit("  LOAD_GLOBAL tuple")
     emit("  SWAP 2")
     emit("  CALL 1")
+
+
+# 3.12's CALL_INTRINSIC_1 (by dis's names): what 3.11 had opcodes for.
+# Others (typing's TypeVar and friends, print in the REPL, import *) are
+# refused with the construct's name.
+_INTRINSIC_REFUSED = {
+    "INTRINSIC_PRINT": "interactive statement",
+    "INTRINSIC_IMPORT_STAR": "import statement (from x import *)",
+    "INTRINSIC_ASYNC_GEN_WRAP": "async generator",
+    "INTRINSIC_STOPITERATION_ERROR": "a StopIteration handler outside a generator's own guard",
+}
+
+
+@_row("CALL_INTRINSIC_1", effect=_const(0))
+def _call_intrinsic_1(f, k, ins, st, emit):
+    what = dis._intrinsic_1_descs[ins.arg]
+    f._pop(st, 1, ins)
+    st.append("v")
+    if what == "INTRINSIC_UNARY_POSITIVE":
+        emit("  UNARY_OP +")
+    elif what == "INTRINSIC_LIST_TO_TUPLE":
+        _emit_list_to_tuple(f, emit)
+    else:
+        f.fail(_INTRINSIC_REFUSED.get(what, f"type parameter syntax ({what})"))
+    return st, None
+
+
+@_row("CALL_INTRINSIC_2", effect=_const(-1))
+def _call_intrinsic_2(f, k, ins, st, emit):
+    what = dis._intrinsic_2_descs[ins.arg]
+    f.fail("except* (exception groups)" if what == "INTRINSIC_PREP_RERAISE_STAR"
+           else f"type parameter syntax ({what})")
+
+
+@_row("BINARY_SLICE", effect=_const(-2))
+def _binary_slice(f, k, ins, st, emit):
+    # 3.12: container start end -> container[start:end]
+    f._pop(st, 3, ins)
+    st.append("v")
+    emit("  BUILD_SLICE 2")
+    emit("  BINARY_SUBSCR")
+    return st, None
+
+
+@_row("STORE_SLICE", effect=_const(-4))
+def _store_slice(f, k, ins, st, emit):
+    # 3.12: value container start end -> container[start:end] = value
+    f._pop(st, 4, ins)
+    emit("  BUILD_SLICE 2")
+    emit("  STORE_SUBSCR")
     return st, None
 
 
@@ -348,14 +539,26 @@ def _copy(f, k, ins, st, emit):
 @_row("SWAP", effect=_const(0))
 def _swap(f, k, ins, st, emit):
     n = ins.arg
-    if n > len(st) or st[-1] not in _VALUE or st[-n] not in _VALUE:
+    if n > len(st):
+        f.fail("unexpected stack layout at SWAP")
+    a, b = st[-1], st[-n]
+    if (_is_virtual(a) or _is_virtual(b)) and "N" not in (a, b):
+        # 3.12's comprehensions move the locals they saved past values: in
+        # KBC, which has no slots for them, the values must keep their order.
+        before = [x for x in st[-n:] if not _is_virtual(x)]
+        st[-1], st[-n] = b, a
+        if [x for x in st[-n:] if not _is_virtual(x)] != before or (not _is_virtual(a) and not _is_virtual(b)):
+            f.fail("unexpected stack layout at SWAP")
+        return st, None
+    if a not in _VALUE or b not in _VALUE:
         f.fail("unexpected stack layout at SWAP")
     emit(f"  SWAP {f._depth(st, n, ins)}")
     st[-1], st[-n] = st[-n], st[-1]
     return st, None
 
 
-@_row("CALL", effect=_const(-1), checked=False)  # with its PRECALL: -(n + 1)
+@_row("CALL", effect=_const(-1), checked=False, versions={(3, 11)})  # with its PRECALL: -(n + 1)
+@_row("CALL", effect=lambda n: -1 - n, versions={(3, 12)})
 def _call(f, k, ins, st, emit):
     return f._call(k, st, emit)
 
@@ -423,10 +626,21 @@ def _jump_or_pop(f, k, ins, st, emit):
     return st, kept
 
 
-@_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1))
+@_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1), versions={(3, 11)})
+@_row("FOR_ITER", effect=_const(1), jump_effect=_const(1), versions={(3, 12)})
 def _for_iter(f, k, ins, st, emit):
+    # 3.12 jumps to an END_FOR that it skips at run time, having popped the
+    # iterator; dis counts the jump as pushing a value for END_FOR's two
+    # pops. KBC's FOR_ITER pops the iterator and lands where END_FOR is:
+    # two virtual slots carry CPython's accounting to it.
     f._pop(st, 1, ins)
-    exhausted = list(st)
+    exhausted = list(st) + (["X", "X"] if _V >= (3, 12) else [])
     st += ["v", "v"]
     emit(f"  FOR_ITER L{ins.argval}")
     return st, exhausted
+
+
+@_row("END_FOR", effect=_const(-2))
+def _end_for(f, k, ins, st, emit):
+    f._pop(st, 2, ins, accept=("X",))
+    return st, None

@@ -140,6 +140,10 @@ def _check_target(code, offset):
     if index < a.prologue_end:
         raise ResumeError(f"offset {offset} is in {code.co_qualname}'s prologue (before RESUME)")
     instrs = a.bc.instrs
+    if instrs[index].opname == "END_FOR":
+        # 3.12: only FOR_ITER's jump names it, and skips it: CPython never
+        # runs it, and its stack (what dis counts for it) never exists.
+        raise ResumeError(f"offset {offset} in {code.co_qualname} is an END_FOR, which CPython skips")
     if (index >= 1 and instrs[index - 1].opcode == T.KW_NAMES) or \
             (index >= 2 and instrs[index].opcode == T.CALL and instrs[index - 2].opcode == T.KW_NAMES):
         # KW_NAMES sets interpreter state (the call's keyword names) that
@@ -264,7 +268,13 @@ def make_resume(code, offset, stack_kinds, live_locals, *, name=None):
     return new
 
 
+_MAYBE_NULL_REFUSED = ("a local that a CPython 3.12 inlined comprehension saved is on the stack (its value or "
+                       "NULL: a call cannot pass it)")
+
+
 def _check_kinds(code, offset, given, expected):
+    if "Z" in expected:
+        raise ResumeError(f"offset {offset} in {code.co_qualname}: {_MAYBE_NULL_REFUSED}")
     ok = len(given) == len(expected) and all(k in "vN" for k in given)
     if ok:
         for i, (g, e) in enumerate(zip(given, expected)):
@@ -299,7 +309,9 @@ class _Analysis:
         plain = _plain_locals(code)
         names = lambda bits: [n for i, n in sorted(plain.items()) if bits >> i & 1]  # noqa: E731
         self.live = {i.offset: names(b) for i, b in _liveness(code, bc, succ, plain).items()}
-        self.bound = {i.offset: (names(d), names(m)) for i, (d, m) in _bound(code, bc, succ, plain).items()}
+        restores = {ins for ins in bc.instrs if ins.opcode == T.STORE_FAST and (self.shapes.get(ins.offset) or "?")[-1] == "Z"}
+        self.bound = {i.offset: (names(d), names(m))
+                      for i, (d, m) in _bound(code, bc, succ, plain, restores).items()}
 
     def unpaired(self):
         """split_at's variant of the code (LOAD_METHOD pairs made (NULL,
@@ -358,9 +370,9 @@ def _liveness(code, bc, succ, plain):
     use, kill = {}, {}
     for ins in bc.instrs:
         u = k = 0
-        if ins.opcode in (T.LOAD_FAST, T.DELETE_FAST) and ins.arg in plain:
+        if ins.opcode in T.LOCAL_READS and ins.arg in plain:
             u = 1 << ins.arg
-        if ins.opcode in (T.STORE_FAST, T.DELETE_FAST) and ins.arg in plain:
+        if ins.opcode in T.LOCAL_KILLS and ins.arg in plain:
             k = 1 << ins.arg
         use[ins], kill[ins] = u, k
     live = {ins: 0 for ins in bc.instrs}
@@ -385,12 +397,14 @@ def _liveness(code, bc, succ, plain):
 def bound_locals_at(code, offset):
     """(definitely bound, maybe bound) plain locals at `offset`, by a forward
     pass from the entry (arguments bound; STORE_FAST binds, DELETE_FAST
-    unbinds; exception edges carry the state before the instruction).
+    and 3.12's LOAD_FAST_AND_CLEAR unbind, and the STORE_FAST that puts
+    back what LOAD_FAST_AND_CLEAR saved binds only maybe; exception edges
+    carry the state before the instruction).
     Names in co_varnames order; None for an unreachable offset."""
     return _analysis(code).bound.get(offset)
 
 
-def _bound(code, bc, succ, plain):
+def _bound(code, bc, succ, plain, restores=()):
     nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & T.CO_VARARGS) \
         + bool(code.co_flags & T.CO_VARKEYWORDS)
     entry = sum(1 << i for i in plain if i < nargs)
@@ -400,9 +414,11 @@ def _bound(code, bc, succ, plain):
         ins = work.pop()
         d, m = state[ins]
         nd, nm = d, m
-        if ins.arg in plain and ins.opcode == T.STORE_FAST:
+        if ins.arg in plain and ins in restores:
+            nd, nm = d & ~(1 << ins.arg), m | 1 << ins.arg
+        elif ins.arg in plain and ins.opcode == T.STORE_FAST:
             nd, nm = d | 1 << ins.arg, m | 1 << ins.arg
-        elif ins.arg in plain and ins.opcode == T.DELETE_FAST:
+        elif ins.arg in plain and ins.opcode in T.LOCAL_KILLS:
             nd, nm = d & ~(1 << ins.arg), m & ~(1 << ins.arg)
         nxt, excs = succ[ins]
         for n, s in [(n, (nd, nm)) for n, _ in nxt] + [(e.handler, (d, m)) for e in excs]:
@@ -426,13 +442,16 @@ def _unpair_methods(bc):
     into a dynamic pair; 3.11's CALL does PRECALL's unpacking itself): every
     call's two slots are then (NULL, callable) at every instruction."""
     out = []
+    precall = getattr(T, "PRECALL", None)  # 3.11 only
     for ins in bc.instrs:
-        if ins.opcode == T.LOAD_METHOD:
-            ins.set_op("LOAD_ATTR")
+        plain = T.method_load_as_attr(ins.opcode, ins.arg)
+        if plain is not None:
+            ins.set_op(plain[0])
+            ins.arg = plain[1]
             out += [ins, B.Instr("PUSH_NULL", positions=ins.positions),
                     B.Instr("SWAP", 2, positions=ins.positions)]
         else:
-            if ins.opcode == T.PRECALL:
+            if ins.opcode == precall:
                 ins.set_op("NOP")
                 ins.arg = None
             out.append(ins)
@@ -455,6 +474,8 @@ def split_at(fn, offset):
     kinds = a.shapes.get(offset)
     if kinds is None:
         raise SplitNotAllowed(f"offset {offset} is unreachable")
+    if "Z" in kinds:
+        raise SplitNotAllowed(f"offset {offset}: {_MAYBE_NULL_REFUSED}")
     if "M" in kinds:
         # The residual passes a method pair as (NULL, bound callable). Here
         # the stack holds the pair itself and bytecode cannot test a slot
@@ -502,7 +523,7 @@ def split_at(fn, offset):
     res = []
     for i in reversed(range(len(kinds))):
         if kinds[i] == "N":  # a NULL can only leave the stack through a call
-            res += [I("LOAD_CONST", noop_const), I("PRECALL", 0), I("CALL", 0), I("POP_TOP")]
+            res += [I("LOAD_CONST", noop_const)] + [I(n, a) for n, a in T.call(0)] + [I("POP_TOP")]
         else:
             res.append(I("STORE_FAST", slot[temps[i]]))
     res.append(I("PUSH_NULL"))
@@ -517,7 +538,7 @@ def split_at(fn, offset):
         by_param[p] = p if p in passed else next(names)
     for p in info.params:
         res.append(I("LOAD_FAST", slot[by_param[p]]))
-    res += [I("PRECALL", len(info.params)), I("CALL", len(info.params)), I("RETURN_VALUE")]
+    res += [I(n, a) for n, a in T.call(len(info.params))] + [I("RETURN_VALUE")]
 
     # Everything that reached the target now reaches the residual; the
     # residual itself is outside every handler (the resume function ran the

@@ -38,7 +38,7 @@ Differences from torch.fx:
 import inspect
 import keyword
 
-from . import _C
+from . import _C, _frontend_opcodes
 from . import nn as _nn
 from ._functions import _as_kbc
 
@@ -176,6 +176,7 @@ class Tracer:
         dtypes type it; their values are not used). Without examples, forward's
         arguments without defaults are tensors of symbolic size (see the module
         docstring)."""
+        _frontend_opcodes.require()
         return self._trace(root, example_inputs, dynamic=False)
 
     def _trace(self, root, example_inputs, dynamic):

@@ -23,19 +23,16 @@
 // with the reason logged (KILN_LOGS=frames) and kept for explain; with
 // kiln.config.strict the failure raises instead.
 //
-// 3.11's frame protocol, which this file relies on: the caller of the
-// eval function (_PyEval_Vector) pushed and initialised the frame, with
-// the bound arguments in localsplus[0, nparams) and nothing run yet (cells
-// are made and free variables copied by the code's first instructions),
-// and pops and clears it after the eval function returns, whatever it did
-// with it. With an eval function installed, CPython does not inline
-// Python-to-Python calls, so every frame comes here.
+// The frame protocol this file relies on (per version: frame_access.h):
+// the caller of the eval function made the frame, with the bound
+// arguments in place and none of the code run, and unmakes it after the
+// eval function returns, whatever it did with it; with an eval function
+// installed, CPython does not inline Python-to-Python calls, so every frame
+// comes here.
 #include "python/src/eval_frame_hook.h"
 
-#include <Python.h>
-#define Py_BUILD_CORE 1
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
+#include "python/src/frame_access.h"
+#include "python/src/python_compat.h"
 
 #include <pybind11/stl.h>
 #include <spdlog/spdlog.h>
@@ -60,9 +57,6 @@
 #include "runtime/log.h"
 #include "runtime/module.h"
 #include "runtime/super.h"
-
-static_assert(PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000,
-              "eval_frame_hook.cpp reads CPython 3.11's _PyInterpreterFrame");
 
 namespace kiln::python {
 
@@ -193,7 +187,7 @@ void free_code_state(void* p) { delete static_cast<CodeState*>(p); }
 
 CodeState* state_of(PyCodeObject* code) {
   void* p = nullptr;
-  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), extra_index, &p) < 0) {
+  if (code_get_extra(reinterpret_cast<PyObject*>(code), extra_index, &p) < 0) {
     PyErr_Clear();
     return nullptr;
   }
@@ -201,7 +195,7 @@ CodeState* state_of(PyCodeObject* code) {
 }
 
 CodeState* set_state(PyCodeObject* code, CodeState* st) {
-  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(code), extra_index, st) < 0) {
+  if (code_set_extra(reinterpret_cast<PyObject*>(code), extra_index, st) < 0) {
     PyErr_Clear();
     delete st;
     return nullptr;
@@ -257,9 +251,9 @@ thread_local std::vector<LeftToCPython>* left_log = nullptr;
 
 void left_to_cpython(PyCodeObject* code, const std::string& why, bool whole_frame = true) {
   if (auto* log = frames_log())
-    log->info("{}{}: {}", PyUnicode_AsUTF8(code->co_qualname), whole_frame ? " runs on CPython" : "", why);
+    log->info("{}{}: {}", PyUnicode_AsUTF8(code_qualname(code)), whole_frame ? " runs on CPython" : "", why);
   if (left_log)
-    left_log->push_back({PyUnicode_AsUTF8(code->co_qualname),
+    left_log->push_back({PyUnicode_AsUTF8(code_qualname(code)),
                          std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno),
                          why, whole_frame});
 }
@@ -310,7 +304,7 @@ Value kbc_for(CodeState* st, PyObject* func) {
   const bool shareable = !fo->func_defaults && !fo->func_kwdefaults;
   const Py_ssize_t ncells = fo->func_closure ? PyTuple_GET_SIZE(fo->func_closure) : 0;
   auto serves = [&](const CodeState::Translation& t) {
-    if (t.func_ref && PyWeakref_GET_OBJECT(t.func_ref) == func) return true;
+    if (t.func_ref && weakref_is(t.func_ref, func)) return true;
     if (!shareable || !t.globals || t.globals != fo->func_globals || size_t(ncells) != t.cells.size()) return false;
     for (Py_ssize_t i = 0; i < ncells; ++i)
       if (PyTuple_GET_ITEM(fo->func_closure, i) != t.cells[size_t(i)].ptr()) return false;
@@ -416,7 +410,7 @@ py::object residual_const(const Value& v) {
     // object.__getattribute__ / __setattr__'s stand-ins (runtime/super.h).
     if (v.is_same(runtime::object_getattribute()) || v.is_same(runtime::object_setattr()))
       return py::reinterpret_borrow<py::object>(
-          PyDict_GetItemString(PyBaseObject_Type.tp_dict, name.substr(std::string_view("object.").size()).c_str()));
+          PyDict_GetItemString(type_dict(&PyBaseObject_Type), name.substr(std::string_view("object.").size()).c_str()));
     if (const int init = runtime::host_init_index(v); init >= 0) {
       static const char* const types[] = {"builtins.object", "builtins.dict", "collections.OrderedDict"};
       const std::string path = types[init];
@@ -538,7 +532,7 @@ const HostCode& host_code(const CacheEntry& e, PyCodeObject* code, size_t nlocal
 // A fast path's result as the program's objects: a parameter is the very
 // object the caller passed (its identity, a set's own table), not one
 // converted back from kiln's copy of it.
-py::object fast_result(const interpreter::ResultTemplate& t, const std::vector<Value>& outputs, PyObject** params) {
+py::object fast_result(const interpreter::ResultTemplate& t, const std::vector<Value>& outputs, PyObject* const* params) {
   using K = interpreter::ResultTemplate::Kind;
   switch (t.kind) {
     case K::Output: return to_py(outputs[t.index]);
@@ -562,19 +556,19 @@ Py_ssize_t nparams_of(PyCodeObject* co) {
 
 // Calls `code` as a function of the frame's globals and closure with the
 // frame's bound parameters (its signature is theirs, all positional).
-PyObject* run_code(const HostCode& hc, _PyInterpreterFrame* f, Py_ssize_t nparams) {
-  PyObject* closure = f->f_func ? f->f_func->func_closure : nullptr;
+PyObject* run_code(const HostCode& hc, PyObject* func, EvalFrame* f, const FrameParams& params, Py_ssize_t nparams) {
+  PyObject* closure = reinterpret_cast<PyFunctionObject*>(func)->func_closure;
   if (!closure) {
-    if (!hc.plain_fn && !(hc.plain_fn = PyFunction_New(hc.code, f->f_globals))) return nullptr;
-    return PyObject_Vectorcall(hc.plain_fn, f->localsplus, size_t(nparams), nullptr);
+    if (!hc.plain_fn && !(hc.plain_fn = PyFunction_New(hc.code, frame_globals(f)))) return nullptr;
+    return PyObject_Vectorcall(hc.plain_fn, params.data(), size_t(nparams), nullptr);
   }
-  PyObject* fn = PyFunction_New(hc.code, f->f_globals);
+  PyObject* fn = PyFunction_New(hc.code, frame_globals(f));
   if (!fn) return nullptr;
   if (PyFunction_SetClosure(fn, closure) < 0) {
     Py_DECREF(fn);
     return nullptr;
   }
-  PyObject* r = PyObject_Vectorcall(fn, f->localsplus, size_t(nparams), nullptr);
+  PyObject* r = PyObject_Vectorcall(fn, params.data(), size_t(nparams), nullptr);
   Py_DECREF(fn);
   return r;
 }
@@ -607,7 +601,7 @@ bool kiln_failed(F&& attempt, std::string& why) {
   return true;
 }
 
-PyObject* eval_default(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+PyObject* eval_default(PyThreadState* ts, EvalFrame* f, int throw_flag) {
   return _PyEval_EvalFrameDefault(ts, f, throw_flag);
 }
 
@@ -618,13 +612,13 @@ PyObject* eval_default(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag
 // has happened yet: its parameters are untouched (run_code passes them,
 // the frame never started), the graph's own effects are none. Only an
 // Exception: an interrupt goes on up.
-PyObject* rerun_after_graph_error(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
-  if (!PyErr_ExceptionMatches(PyExc_Exception)) return nullptr;
+PyObject* rerun_after_graph_error(PyThreadState* ts, EvalFrame* f, int throw_flag) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return frame_done(ts, f, nullptr);
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   if (auto* log = frames_log()) {
     PyObject* text = value ? PyObject_Str(value) : nullptr;
-    log->info("{}: its graph raised ({}); CPython runs the frame", PyUnicode_AsUTF8(f->f_code->co_qualname),
+    log->info("{}: its graph raised ({}); CPython runs the frame", PyUnicode_AsUTF8(code_qualname(frame_code(f))),
               text ? PyUnicode_AsUTF8(text) : "?");
     Py_XDECREF(text);
     PyErr_Clear();
@@ -641,7 +635,7 @@ PyObject* rerun_after_graph_error(PyThreadState* ts, _PyInterpreterFrame* f, int
 // hook it never uses. Counted under the GIL.
 int active_calls = 0;
 bool hook_installed = false;
-PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag);
+PyObject* kiln_eval_frame(PyThreadState* ts, EvalFrame* f, int throw_flag);
 
 void set_hook(bool on) {
   if (on == hook_installed) return;
@@ -654,17 +648,21 @@ void set_hook(bool on) {
 // interpreter: its own calls are inlined again, so code kiln never compiles
 // costs what it costs without kiln. A compiled call it makes switches the
 // hook on again for its duration.
-PyObject* eval_skipped_recursively(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag);
+PyObject* eval_skipped_recursively(PyThreadState* ts, EvalFrame* f, int throw_flag);
 
-PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+PyObject* kiln_eval_frame(PyThreadState* ts, EvalFrame* f, int throw_flag) {
   const FrameOptions* opts = active;
   if (!opts || throw_flag) return eval_default(ts, f, throw_flag);
-  PyCodeObject* code = f->f_code;
+  PyCodeObject* code = frame_code(f);
   CodeState* st = classify(code);
   if (st && st->mode == CodeState::Mode::Skip && st->recursive) return eval_skipped_recursively(ts, f, throw_flag);
-  if (!st || st->mode != CodeState::Mode::Trace || !f->f_func) return eval_default(ts, f, throw_flag);
-  if (st->root_only && f->localsplus[0] != opts->root) return eval_default(ts, f, throw_flag);
-  if (st->own_forward_only && !forward_is(f->localsplus[0], code)) return eval_default(ts, f, throw_flag);
+  if (!st || st->mode != CodeState::Mode::Trace) return eval_default(ts, f, throw_flag);
+  const Py_ssize_t nparams = nparams_of(code);
+  const FrameParams params(f, nparams);
+  if (st->root_only && params[0] != opts->root) return eval_default(ts, f, throw_flag);
+  if (st->own_forward_only && !forward_is(params[0], code)) return eval_default(ts, f, throw_flag);
+  const py::object func = frame_function(f);
+  if (!func) return eval_default(ts, f, throw_flag);
   // State, not code: checked on every call, the frame compiled again once
   // autocast is off (a with-block kiln traces as nothing is one made with
   // enabled=False, torch_values.cpp).
@@ -673,7 +671,6 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     return eval_default(ts, f, throw_flag);
   }
 
-  const Py_ssize_t nparams = nparams_of(code);
   std::shared_ptr<const CacheEntry> entry;
   std::vector<Value> locals;
   TensorIdentityScope identity;
@@ -686,7 +683,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
         // reads, a property the tracer calls) is not traced as frames.
         Inactive off;
         NumpyStaysPython numpy_arrays;
-        Value kbc = kbc_for(st, reinterpret_cast<PyObject*>(f->f_func));
+        Value kbc = kbc_for(st, func.ptr());
         if (kbc.is_null()) {
           why = "kiln cannot translate it";
           return;
@@ -697,7 +694,7 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
         bool torch_frame = st->torch_out;
         locals.reserve(size_t(nparams));
         for (Py_ssize_t i = 0; i < nparams; ++i) {
-          PyObject* o = f->localsplus[i];
+          PyObject* o = params[i];
           locals.push_back(o ? frame_local_value(o) : Value::null());
           torch_frame = torch_frame || (o && (holds_torch_tensor(o) || (locals.back().is(Kind::Module) &&
                                                                          locals.back().as<runtime::ModuleObj>()->host)));
@@ -709,11 +706,11 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
       why);
   } catch (const interpreter::ProgramError& e) {
     set_python_error(e);
-    return nullptr;
+    return frame_done(ts, f, nullptr);
   }
   if (failed && opts->strict) {
-    PyErr_Format(PyExc_RuntimeError, "kiln (strict) failed at %U: %s", code->co_qualname, why.c_str());
-    return nullptr;
+    PyErr_Format(PyExc_RuntimeError, "kiln (strict) failed at %U: %s", code_qualname(code), why.c_str());
+    return frame_done(ts, f, nullptr);
   }
   if (failed || (!entry && !why.empty())) {
     skip(code, st, why);
@@ -725,7 +722,8 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     // (rerun_after_graph_error).
     try {
       const std::vector<Value> outputs = interpreter::run_fast_graph(python_vm(), *entry->fast, locals.data());
-      return fast_result(entry->fast->result, outputs, f->localsplus).release().ptr();
+      PyObject* r = fast_result(entry->fast->result, outputs, params.data()).release().ptr();
+      return frame_done(ts, f, r);
     } catch (py::error_already_set& e) {
       e.restore();
     } catch (const kiln::Error& e) {
@@ -733,24 +731,26 @@ PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* f, int throw_f
     }
     return rerun_after_graph_error(ts, f, throw_flag);
   }
-  const HostCode& hc = host_code(*entry, code, st->kbc.as<FunctionObj>()->code->varnames.size(), f->f_globals);
+  const HostCode& hc = host_code(*entry, code, st->kbc.as<FunctionObj>()->code->varnames.size(), frame_globals(f));
   if (!hc.code) {
     if (opts->strict && !hc.failed.empty()) {
       PyErr_Format(PyExc_RuntimeError, "kiln (strict): %s", hc.failed.c_str());
-      return nullptr;
+      return frame_done(ts, f, nullptr);
     }
     left_to_cpython(code, hc.failed.empty() ? hc.refused : hc.failed);
     return eval_default(ts, f, throw_flag);
   }
   interpreter::graph_call_failed() = false;
-  if (PyObject* r = run_code(hc, f, nparams)) return r;
-  if (!std::exchange(interpreter::graph_call_failed(), false)) return nullptr;  // the code after the graph raised
+  if (PyObject* r = run_code(hc, func.ptr(), f, params, nparams)) return frame_done(ts, f, r);
+  if (!std::exchange(interpreter::graph_call_failed(), false)) {
+    return frame_done(ts, f, nullptr);  // the code after the graph raised
+  }
   return rerun_after_graph_error(ts, f, throw_flag);
 }
 
 void init() {
   if (extra_index >= 0) return;
-  extra_index = _PyEval_RequestCodeExtraIndex(free_code_state);
+  extra_index = code_extra_index(free_code_state);
   if (extra_index < 0) throw py::error_already_set();
 }
 
@@ -776,7 +776,7 @@ struct ActiveCall {
   }
 };
 
-PyObject* eval_skipped_recursively(PyThreadState* ts, _PyInterpreterFrame* f, int throw_flag) {
+PyObject* eval_skipped_recursively(PyThreadState* ts, EvalFrame* f, int throw_flag) {
   Inactive off;  // (the hook, if another thread keeps it on, lets this thread's frames through)
   const bool alone = active_threads <= 1;
   if (alone) set_hook(false);

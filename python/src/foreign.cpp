@@ -1,4 +1,5 @@
 #include "python/src/foreign.h"
+#include "python/src/python_compat.h"
 
 #include "python/src/convert.h"
 #include "python/src/set_layout.h"
@@ -251,7 +252,7 @@ bool enum_stock_property(PyObject* descr, std::string_view name) {
     return false;
   }
   const bool stock = PyType_Check(enum_cls) &&
-                     PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(enum_cls)->tp_dict, std::string(name).c_str()) == descr;
+                     PyDict_GetItemString(type_dict(reinterpret_cast<PyTypeObject*>(enum_cls)), std::string(name).c_str()) == descr;
   Py_DECREF(enum_cls);
   return stock;
 }
@@ -259,7 +260,7 @@ bool enum_stock_property(PyObject* descr, std::string_view name) {
 // Whether metaclass `meta` keeps type.__getattribute__ (no user code
 // decides what a class's attribute read finds).
 bool keeps_type_getattribute(PyTypeObject* meta) {
-  static PyObject* type_getattribute = PyDict_GetItemString(PyType_Type.tp_dict, "__getattribute__");
+  static PyObject* type_getattribute = PyDict_GetItemString(type_dict(&PyType_Type), "__getattribute__");
   static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
   return _PyType_Lookup(meta, getattribute_name) == type_getattribute;
 }
@@ -268,7 +269,7 @@ bool keeps_type_getattribute(PyTypeObject* meta) {
 // type's own getset: it keeps type.__getattribute__ and overrides neither.
 bool type_own_name(PyTypeObject* meta, std::string_view name) {
   py::str key(name.data(), name.size());
-  return keeps_type_getattribute(meta) && _PyType_Lookup(meta, key.ptr()) == PyDict_GetItem(PyType_Type.tp_dict, key.ptr());
+  return keeps_type_getattribute(meta) && _PyType_Lookup(meta, key.ptr()) == PyDict_GetItem(type_dict(&PyType_Type), key.ptr());
 }
 
 // A class attribute that type's own lookup finds without running code (an
@@ -294,7 +295,7 @@ bool plain_class_attr(PyTypeObject* cls, std::string_view name, Value& out) {
 // object.__getattribute__ / __setattr__ themselves, the slot wrappers in
 // object's __dict__: what a class that keeps Python's generic lookup or
 // store finds under those names.
-PyObject* object_slot(const char* name) { return PyDict_GetItemString(PyBaseObject_Type.tp_dict, name); }  // borrowed, immortal
+PyObject* object_slot(const char* name) { return PyDict_GetItemString(type_dict(&PyBaseObject_Type), name); }  // borrowed, immortal
 
 // The attribute `key` along tp.__mro__, after class `after` (null: from
 // tp itself), read from each class's own __dict__ as CPython's lookup does
@@ -315,7 +316,7 @@ PyObject* mro_lookup(PyTypeObject* tp, PyObject* after, PyObject* key, bool& in_
     ++i;
   }
   for (; i < n; ++i) {
-    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject* dict = type_dict(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i)));
     if (PyObject* v = PyDict_GetItemWithError(dict, key)) return v;
     if (PyErr_Occurred()) throw py::error_already_set();
   }
@@ -343,9 +344,9 @@ const char* dict_storage_method(PyObject* attr) {
     std::vector<std::pair<PyObject*, const char*>> found;
     for (const char* name : {"get", "__getitem__", "__contains__", "__setitem__", "__delitem__", "keys", "values",
                              "items", "update", "setdefault", "pop", "clear", "copy"})
-      if (PyObject* m = PyDict_GetItemString(PyDict_Type.tp_dict, name)) found.emplace_back(m, name);  // borrowed, kept by the type
+      if (PyObject* m = PyDict_GetItemString(type_dict(&PyDict_Type), name)) found.emplace_back(m, name);  // borrowed, kept by the type
     for (const char* name : {"__setitem__", "__delitem__", "keys", "values", "items"})
-      if (PyObject* m = PyDict_GetItemString(ordered_dict_type()->tp_dict, name)) found.emplace_back(m, name);
+      if (PyObject* m = PyDict_GetItemString(type_dict(ordered_dict_type()), name)) found.emplace_back(m, name);
     return found;
   }();
   for (const auto& [m, name] : methods)
@@ -386,9 +387,9 @@ runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
   }
   // object's, dict's and OrderedDict's own __init__: kiln's stand-in
   // (runtime/super.h host_init), a no-op without arguments.
-  static PyObject* const inits[] = {PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__init__"),
-                                    PyDict_GetItemString(PyDict_Type.tp_dict, "__init__"),
-                                    PyDict_GetItemString(ordered_dict_type()->tp_dict, "__init__")};
+  static PyObject* const inits[] = {PyDict_GetItemString(type_dict(&PyBaseObject_Type), "__init__"),
+                                    PyDict_GetItemString(type_dict(&PyDict_Type), "__init__"),
+                                    PyDict_GetItemString(type_dict(ordered_dict_type()), "__init__")};
   for (int i = 0; i < 3; ++i)
     if (attr == inits[i]) {
       out = runtime::host_init(i);
@@ -515,26 +516,26 @@ bool foreign_new_instance(void* h, runtime::NewInstance& out) {
   return calling_python([&] {
     // torch's own classes (torch.autocast, a module made in a forward):
     // their __init__ is torch's internals, which CPython runs.
-    PyObject* module = PyDict_GetItemString(cls->tp_dict, "__module__");  // borrowed
+    PyObject* module = PyDict_GetItemString(type_dict(cls), "__module__");  // borrowed
     if (module && PyUnicode_Check(module)) {
       const char* m = PyUnicode_AsUTF8(module);
       if (m && (std::string_view(m) == "torch" || std::string_view(m).substr(0, 6) == "torch.")) return false;
     }
-    static PyObject* const type_call = PyDict_GetItemString(PyType_Type.tp_dict, "__call__");
+    static PyObject* const type_call = PyDict_GetItemString(type_dict(&PyType_Type), "__call__");
     static PyObject* const call_key = PyUnicode_InternFromString("__call__");
     static PyObject* const new_key = PyUnicode_InternFromString("__new__");
     if (_PyType_Lookup(Py_TYPE(o), call_key) != type_call) return false;
     PyObject* found_new = _PyType_Lookup(cls, new_key);  // borrowed
     PyTypeObject* storage = nullptr;
-    if (found_new == PyDict_GetItemString(PyDict_Type.tp_dict, "__new__"))
+    if (found_new == PyDict_GetItemString(type_dict(&PyDict_Type), "__new__"))
       storage = PyType_IsSubtype(cls, ordered_dict_type()) ? ordered_dict_type() : &PyDict_Type;
-    else if (found_new != PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__new__"))
+    else if (found_new != PyDict_GetItemString(type_dict(&PyBaseObject_Type), "__new__"))
       return false;  // a Python __new__, or another built-in base's
     py::object made = py::reinterpret_steal<py::object>(PyObject_CallOneArg(found_new, o));
     if (!made) throw py::error_already_set();
     out.instance = to_value_shared(made);
     out.new_fn = to_value_shared(py::handle(found_new));
-    out.setitem = storage ? to_value_shared(py::handle(PyDict_GetItemString(storage->tp_dict, "__setitem__")))
+    out.setitem = storage ? to_value_shared(py::handle(PyDict_GetItemString(type_dict(storage), "__setitem__")))
                           : Value::null();
     return out.instance.is(Kind::Foreign);
   });

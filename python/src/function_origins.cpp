@@ -5,6 +5,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
+#include "python/src/python_compat.h"
 #include "runtime/code.h"
 
 namespace kiln::python {
@@ -62,8 +63,7 @@ py::object python_function_of(const Value& fn) {
   if (!fn.is(Kind::Function)) return py::object();
   auto it = origins().find(fn.as<runtime::FunctionObj>());
   if (it == origins().end()) return py::object();
-  PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());
-  return o == Py_None ? py::object() : py::reinterpret_borrow<py::object>(o);
+  return py::reinterpret_steal<py::object>(weakref_target(it->second.weak.ptr()));
 }
 
 namespace {
@@ -82,8 +82,9 @@ bool origin_attr(const runtime::FunctionObj& fn, std::string_view name, Value& o
                                                "__code__"};
   auto it = origins().find(&fn);
   if (it == origins().end()) return false;
-  PyObject* o = PyWeakref_GetObject(it->second.weak.ptr());
-  if (o == Py_None || !PyFunction_Check(o)) return false;
+  const py::object held = py::reinterpret_steal<py::object>(weakref_target(it->second.weak.ptr()));
+  PyObject* o = held.ptr();
+  if (!o || !PyFunction_Check(o)) return false;
   // Not foreign_plain_attr: a function's __globals__, __closure__ and
   // __builtins__ are member descriptors, which that read answers; here
   // they stay CPython's (a break), so only the __dict__ and kData are read.

@@ -14,6 +14,7 @@
 
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
+#include "python/src/python_compat.h"
 #include "python/src/errors.h"
 #include "python/src/foreign.h"
 #include "python/src/python_vm.h"
@@ -178,7 +179,7 @@ Value class_from_py(py::handle cls) {
     return Value::null();
   // The class's own `_kiln_class` (not an inherited one: a subclass in the
   // middle of its __init_subclass__ has none yet, and is no kiln class yet).
-  PyObject* dict = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_dict;
+  PyObject* dict = type_dict(reinterpret_cast<PyTypeObject*>(cls.ptr()));
   PyObject* kc = dict ? PyDict_GetItemString(dict, "_kiln_class") : nullptr;  // borrowed
   if (!kc || !py::isinstance<Value>(kc)) return Value::null();
   Value v = py::cast<Value>(kc);

@@ -1,10 +1,22 @@
 #include "python/src/set_layout.h"
 
+#if PY_VERSION_HEX >= 0x030D0000
+// 3.13 moved the dummy key and the bytes hash to internal headers (still
+// exported; the headers declare them without extern "C").
+#define Py_BUILD_CORE 1
+extern "C" {
+#include <internal/pycore_pyhash.h>
+#include <internal/pycore_setobject.h>
+}
+#undef Py_BUILD_CORE
+#endif
+
 #include <cstring>
 #include <new>
 #include <stdexcept>
 
 #include "runtime/hash.h"
+#include "runtime/host_python.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::python {
@@ -12,8 +24,13 @@ namespace kiln::python {
 using runtime::SetObj;
 using runtime::Value;
 
-static_assert(PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000,
-              "set_layout.cpp reads and writes CPython 3.11's PySetObject");
+// PySetObject (fill, used, mask, table, hash, finger, smalltable) and the
+// set's probing are the same in CPython 3.10 to 3.13 (checked against each
+// version's cpython/setobject.h and Objects/setobject.c when it was added
+// here); a new version is checked again before it is let in.
+static_assert(PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000,
+              "set_layout.cpp reads and writes the PySetObject of CPython 3.10 to 3.13");
+static_assert(PySet_MINSIZE == 8, "kiln's SetObj starts at CPython's 8 slots");
 
 namespace {
 
@@ -21,9 +38,13 @@ int64_t hash_bytes(const void* data, int64_t n) { return int64_t(_Py_HashBytes(d
 
 PySetObject* as_set(PyObject* o) { return reinterpret_cast<PySetObject*>(o); }
 
+// str.isprintable() of this interpreter's Unicode version (repr escapes by it).
+bool python_isprintable(uint32_t cp) { return Py_UNICODE_ISPRINTABLE(Py_UCS4(cp)); }
+
 }  // namespace
 
 void install_python_hashes() {
+  runtime::set_host_python({PY_MINOR_VERSION, python_isprintable});
   runtime::HashHooks h;
   h.hash_bytes = hash_bytes;
   h.none_hash = int64_t(PyObject_Hash(Py_None));
@@ -100,7 +121,7 @@ void write_py_set(PyObject* o, const SetObj& s, const std::vector<py::object>& k
       table[i].key = keys[size_t(i)].inc_ref().ptr();
       table[i].hash = Py_hash_t(t[i].hash);
     } else if (t[i].dummy()) {
-      table[i].key = _PySet_Dummy;  // not counted: CPython 3.11 does not count its dummies either
+      table[i].key = _PySet_Dummy;  // not counted: CPython does not count its dummies either
       table[i].hash = -1;
     }
   }

@@ -16,7 +16,8 @@
 // Python set is then not copied at all: it stays Python's object, which the
 // VM iterates in its own order; ForeignVTable::set_snapshot gives Null.)
 //
-// Also here: the embedder's hashes (install_python_hashes).
+// Also here: the embedder's hashes and its CPython's version and str.isprintable
+// (install_python_hashes, runtime/host_python.h).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -20,7 +20,6 @@ import kiln
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frame hook reads CPython 3.11's frames")
 
 
 @pytest.fixture(autouse=True)

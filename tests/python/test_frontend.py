@@ -14,10 +14,10 @@ import sys
 import pytest
 
 import kiln
+from kiln._bytecode_tables import UnsupportedVersion
 from kiln import _C, randn, softmax, zeros, manual_seed  # noqa: F401  (globals of the functions below)
 from kiln._frontend import Translation, Untranslatable, translate
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
 
 
 # -- the harness -------------------------------------------------------------
@@ -37,6 +37,8 @@ def run_kbc(fn, *args, helpers=()):
 def outcome(thunk):
     try:
         return ("ok", thunk())
+    except UnsupportedVersion:
+        raise  # not the program\'s: kiln does not read this CPython yet (conftest.py)
     except Exception as exc:  # the kind is what must agree
         return ("raise", type(exc).__name__)
 
@@ -542,10 +544,14 @@ def test_translation_fields():
     assert isinstance(t, Translation)
     assert t.name == "closures"
     assert t.functions[0] == "closures"
+    # 3.12 inlines list comprehensions (PEP 709): no function of their own,
+    # and a variable a lambda in one captures is the function's own cell.
+    inlined = sys.version_info >= (3, 12)
     assert {"closures__add", "closures__bump", "closures__outer", "closures__outer__inner",
-            "closures__lambda", "closures__listcomp"} <= set(t.functions)
+            "closures__lambda"} | (set() if inlined else {"closures__listcomp"}) <= set(t.functions)
+    assert ("closures__listcomp" in t.functions) == (not inlined)
     assert t.text.count(".func ") == len(t.functions)
-    assert set(t.cellvars) == {"counter", "n"}
+    assert set(t.cellvars) == {"counter", "n"} | ({"i"} if inlined else set())
     add_code = next(c for c in closures.__code__.co_consts if getattr(c, "co_name", "") == "add")
     inner = translate(add_code)  # a code object on its own
     assert inner.freevars == ("n",)
@@ -645,6 +651,10 @@ def uses_match(x):
     return 0
 
 
+# except* is 3.11 syntax: compiled from text (with this file's name, so
+# the refusal still names it), so that this module imports on 3.10 too.
+if sys.version_info >= (3, 11):
+    exec(compile('''
 def uses_except_star(x):
     out = 0
     try:
@@ -652,6 +662,7 @@ def uses_except_star(x):
     except* ValueError:  # line +4
         out = 1
     return out
+''', __file__, "exec"))
 
 
 def uses_frozenset_of_bytes(x):
@@ -666,8 +677,7 @@ def uses_frozenset_of_bytes(x):
     (uses_del_global, 2, "del of a global"),
     (uses_match, 2, "match statement"),
     (uses_frozenset_of_bytes, 1, "frozenset"),
-    (uses_except_star, 4, "except* (exception groups)"),
-])
+] + ([(uses_except_star, 4, "except* (exception groups)")] if sys.version_info >= (3, 11) else []))
 def test_untranslatable(fn, offset, words):
     first = fn.__code__.co_firstlineno
     with pytest.raises(Untranslatable) as info:
@@ -758,14 +768,16 @@ def uses_unknown_opcode(x):
     return x
 
 
-def test_an_opcode_without_a_mapping_is_untranslatable():
-    # A valid 3.11 opcode the translator has no mapping for: GET_AITER.
+def test_a_refused_opcode_names_its_construct_and_line():
+    # A valid opcode the translator refuses by name: GET_AITER (every
+    # opcode of each version is a row or a named refusal:
+    # test_every_opcode_of_this_cpython_is_a_row_or_a_named_refusal).
     import opcode
     code = uses_unknown_opcode.__code__
     raw = bytearray(code.co_code)
     at = next(i.offset for i in dis.get_instructions(code) if i.opname == "RETURN_VALUE")
     raw[at - 2:at] = bytes([opcode.opmap["GET_AITER"], 0])
-    with pytest.raises(Untranslatable, match="unsupported opcode GET_AITER") as info:
+    with pytest.raises(Untranslatable, match="async for loop") as info:
         translate(code.replace(co_code=bytes(raw)))
     assert info.value.lineno == code.co_firstlineno + 1
 
@@ -858,6 +870,8 @@ def test_generated_expressions():
 def exact(thunk):
     try:
         return ("ok", thunk())
+    except UnsupportedVersion:
+        raise  # not the program\'s: kiln does not read this CPython yet (conftest.py)
     except Exception as exc:
         return ("raise", type(exc).__name__, str(exc))
 
@@ -1214,6 +1228,13 @@ def test_sets_in_the_tracer(backend):
 
 # -- the opcode table ----------------------------------------------------------
 
+# The table's own checks need its rows for this CPython (3.10's are next:
+# issue 30); elsewhere kiln.compile says UnsupportedVersion (test_versions).
+needs_rows = pytest.mark.skipif(not kiln._compile.VERSION_SUPPORTED,
+                                reason="kiln/_frontend_opcodes.py has no rows for this CPython yet")
+
+
+@needs_rows
 def test_every_row_declares_cpythons_stack_effect():
     """Each translated opcode is one row of kiln._frontend._ROWS, declaring
     CPython's stack effect on each edge; this walks every row against
@@ -1241,16 +1262,40 @@ def test_every_row_declares_cpythons_stack_effect():
         assert checked, name
 
 
+@needs_rows
+def test_every_opcode_of_this_cpython_is_a_row_or_a_named_refusal():
+    """Issue 30: per version, no opcode falls through to "unsupported
+    opcode": each is translated (a row), refused naming the construct a user
+    would recognise, or one co_code never holds."""
+    from kiln._frontend import _ROWS, _UNSUPPORTED, NEVER_IN_CO_CODE
+
+    unnamed = sorted(name for name, op in dis.opmap.items() if op < 256 and name not in _ROWS
+                     and name not in _UNSUPPORTED and not name.startswith(NEVER_IN_CO_CODE))
+    assert unnamed == [], f"CPython {sys.version_info[0]}.{sys.version_info[1]} opcodes kiln neither translates nor names"
+    assert all(reason and not reason.startswith("unsupported") for reason in _UNSUPPORTED.values())
+
+
+@needs_rows
 def test_precall_and_call_split_one_effect():
     # The two unchecked rows: together they are the call's -(n + 1), which
     # is what CALL does to the abstract stack.
     import opcode
     from kiln._frontend import _ROWS
 
+    if "PRECALL" not in _ROWS:
+        pytest.skip("CPython 3.11 only: 3.12's CALL is the whole call (its row is checked)")
     for n in range(4):
         total = _ROWS["PRECALL"].effect(n) + _ROWS["CALL"].effect(n)
         assert total == dis.stack_effect(opcode.opmap["PRECALL"], n) + dis.stack_effect(opcode.opmap["CALL"], n)
         assert total == -(n + 1)
-    # (RETURN_GENERATOR: dis counts 0, the value CPython pushes when a
-    # generator starts is on the abstract stack.)
-    assert {r for r, row in _ROWS.items() if not row.checked} == {"PRECALL", "CALL", "RETURN_GENERATOR"}
+
+
+@needs_rows
+def test_only_the_known_rows_go_unchecked():
+    from kiln._frontend import _ROWS
+
+    # RETURN_GENERATOR: dis counts 0, the value CPython pushes when a
+    # generator starts is on the abstract stack. 3.11's PRECALL and CALL
+    # split one call's effect (above).
+    split = {"PRECALL", "CALL"} if "PRECALL" in dis.opmap else set()
+    assert {r for r, row in _ROWS.items() if not row.checked} == {"RETURN_GENERATOR"} | split

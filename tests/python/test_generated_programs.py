@@ -11,7 +11,6 @@ import pytest
 
 import progen
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
 
 
 def test_generated_programs_are_deterministic_and_valid():

@@ -12,7 +12,6 @@ import pytest
 import kiln
 from differential import check
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
 
 
 # -- closure cells cross a break as the very cells ----------------------------

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.needs_compile
+
 CHILD = r"""
 import numpy as np, kiln
 x = np.random.default_rng(0).standard_normal((3, 37)).astype(np.float32)

@@ -165,13 +165,22 @@ def test_containers_index_measure_and_iterate():
     assert len(ml) == 2 and isinstance(ml[1], nn.GELU)
 
 
+def chain(depth):
+    m = Chain()
+    for _ in range(depth):
+        m = Chain(m)
+    return m
+
+
 class Chain(nn.Module):
-    def __init__(self, depth):
+    # Built from the inside out (chain()): a constructor that recursed 700
+    # deep would pass CPython 3.12's C recursion limit in eager already.
+    def __init__(self, child=None):
         super().__init__()
         self.fc = nn.Linear(4, 4)
-        self.depth = depth
-        if depth:
-            self.child = Chain(depth - 1)
+        self.depth = 0 if child is None else child.depth + 1
+        if child is not None:
+            self.child = child
 
     def forward(self, x):
         if self.depth:
@@ -179,6 +188,7 @@ class Chain(nn.Module):
         return kiln.relu(self.fc(x))
 
 
+@pytest.mark.needs_compile
 def test_a_chain_deeper_than_kilns_default_frame_limit_runs_eagerly_and_compiled():
     # kiln's VM takes Python's recursion limit (here raised, as torch users
     # do for deep chains) instead of its own default of 1000 frames.
@@ -186,10 +196,17 @@ def test_a_chain_deeper_than_kilns_default_frame_limit_runs_eagerly_and_compiled
     import sys
     code = ("import sys; sys.setrecursionlimit(10000)\n"
             "import kiln, numpy as np\nimport test_nn as t\n"
-            "m = t.Chain(700); x = kiln.ones(1, 4)\n"
-            "assert np.allclose(np.asarray(kiln.compile(m)(x)), np.asarray(m(x)), atol=1e-5)\n")
+            "m = t.chain(700); x = kiln.ones(1, 4)\n"
+            "try:\n    want = np.asarray(m(x))\n"
+            "except RecursionError:\n    sys.exit(3)\n"
+            "assert np.allclose(np.asarray(kiln.compile(m)(x)), want, atol=1e-5)\n")
     import os
     r = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__), capture_output=True, text=True)
+    if r.returncode == 3 and sys.version_info[:2] == (3, 12):
+        # 3.12 counts each call through a C slot (Module.__call__,
+        # __getattr__) against a C recursion limit of its own, which
+        # setrecursionlimit does not raise: eager stops at a few hundred.
+        pytest.skip("CPython 3.12's C recursion limit stops eager itself at this depth")
     assert r.returncode == 0, r.stderr
 
 

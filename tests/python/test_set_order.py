@@ -25,7 +25,6 @@ from kiln import _C
 from kiln._compile import _as_kbc
 from kiln._frontend import translate
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the frontend reads CPython 3.11 bytecode")
 
 
 # -- the harness -------------------------------------------------------------

@@ -1,0 +1,209 @@
+"""CPython 3.12's bytecode facts, for kiln/_bytecode.py (through
+kiln/_bytecode_tables.py, which names what every version module provides).
+
+What changed from 3.11 (kiln/_bytecode_v311.py has the rest, which holds
+here too: 2-byte code units, inline CACHE units after an instruction,
+relative jumps counted from the unit after the caches, one localsplus
+array; the exception and location tables are kiln/_code_tables.py's):
+- Conditional jumps have one form, POP_JUMP_IF_{TRUE,FALSE,NONE,NOT_NONE},
+  and jump only forward: a layout that would need one backward is refused
+  (jump_variant raises), as a loop's own back edge is JUMP_BACKWARD.
+- No PRECALL and no LOAD_METHOD: CALL pops argc + 2 itself, and LOAD_ATTR
+  with bit 0 of its arg set is the method load (NULL-or-method, self-or-
+  attribute); LOAD_SUPER_ATTR takes super, the class and self off the
+  stack (bit 0: the method form).
+- FOR_ITER's jump names the END_FOR after the loop, and skips it at run
+  time having popped the iterator; the compiler counts the jump as +1 and
+  END_FOR as -2, which is what co_stacksize is computed from.
+- RETURN_CONST ends a frame like RETURN_VALUE.
+- LOAD_FAST_AND_CLEAR (inlined comprehensions) pushes a local's value or
+  NULL: kind 'Z', which STORE_FAST and SWAP move like a value and nothing
+  else consumes. kiln never resumes with one on the stack (kiln/_resume.py
+  refuses it; kiln/_frames.py refuses a break inside such a comprehension).
+"""
+import dis
+import sys
+
+from ._code_tables import (  # noqa: F401 - the interface, shared with 3.11 and 3.13
+    RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
+    encode_location_table, entry_shape, exception_rows, localsplus_names, new_localsplus,
+    parse_exception_table, pop_kinds, slot_names, table_fields)
+
+assert sys.version_info[:2] == (3, 12), "kiln/_bytecode_tables.py imports the running version's module"
+
+OP = {name: op for name, op in dis.opmap.items() if op < 256}  # without the compiler's pseudo-ops
+EXTENDED_ARG = OP["EXTENDED_ARG"]
+CACHE = OP["CACHE"]
+HAVE_ARGUMENT = dis.HAVE_ARGUMENT
+CACHES = tuple(dis._inline_cache_entries)  # per opcode; co_code shows them zeroed
+
+
+def cache_entries(opcode):
+    """Inline CACHE code units following `opcode` (dis's table)."""
+    return CACHES[opcode]
+
+
+# ---------------------------------------------------------------- jumps --
+
+# Each relative jump family: (forward name or None, backward name or None).
+_JUMP_PAIRS_312 = [
+    ("JUMP_FORWARD", "JUMP_BACKWARD"),
+    ("POP_JUMP_IF_FALSE", None),
+    ("POP_JUMP_IF_TRUE", None),
+    ("POP_JUMP_IF_NONE", None),
+    ("POP_JUMP_IF_NOT_NONE", None),
+    ("JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT"),
+    ("FOR_ITER", None),
+    ("SEND", None),
+]
+
+JUMP_OPS = frozenset(op for op in dis.hasjrel if op < 256)
+BACKWARD_JUMPS = frozenset(OP[b] for _, b in _JUMP_PAIRS_312 if b)
+UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
+TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
+assert JUMP_OPS == {OP[n] for pair in _JUMP_PAIRS_312 for n in pair if n}, "a 3.12 jump without a family"
+
+
+def jump_variant(opcode, backward):
+    """The opcode of `opcode`'s family that jumps in the given direction
+    (ValueError when the family has no such variant)."""
+    name = dis.opname[opcode]
+    for fwd, bwd in _JUMP_PAIRS_312:
+        if name in (fwd, bwd):
+            want = bwd if backward else fwd
+            if want is None:
+                raise ValueError(f"{name} cannot jump {'backward' if backward else 'forward'} in CPython 3.12")
+            return OP[want]
+    raise ValueError(f"{name} is not a relative jump")
+
+
+_JUMPS = RelativeJumps(cache_entries, BACKWARD_JUMPS)
+jump_target_offset, jump_arg, is_backward_target = _JUMPS.target_offset, _JUMPS.arg, _JUMPS.is_backward
+
+
+# ------------------------------------------------- NULLs and calls --
+#
+# 3.12's virtual NULL slots are 3.11's without PRECALL: PUSH_NULL,
+# LOAD_GLOBAL with bit 0 (NULL below the global), LOAD_ATTR and
+# LOAD_SUPER_ATTR with bit 0 (NULL-or-method, self-or-attribute), consumed
+# by CALL (argc + 2) or CALL_FUNCTION_EX. CALL itself turns (NULL, bound
+# method) into (function, self), so after a method load the pair's kinds
+# are dynamic ('M', 'S') as in 3.11.
+
+PUSH_NULL = OP["PUSH_NULL"]
+LOAD_GLOBAL = OP["LOAD_GLOBAL"]
+LOAD_ATTR = OP["LOAD_ATTR"]
+LOAD_SUPER_ATTR = OP["LOAD_SUPER_ATTR"]
+CALL = OP["CALL"]
+CALL_FUNCTION_EX = OP["CALL_FUNCTION_EX"]
+COPY = OP["COPY"]
+SWAP = OP["SWAP"]
+RESUME = OP["RESUME"]
+KW_NAMES = OP["KW_NAMES"]
+RETURN_GENERATOR = OP["RETURN_GENERATOR"]
+MAKE_CELL = OP["MAKE_CELL"]
+COPY_FREE_VARS = OP["COPY_FREE_VARS"]
+LOAD_FAST = OP["LOAD_FAST"]
+LOAD_FAST_AND_CLEAR = OP["LOAD_FAST_AND_CLEAR"]
+STORE_FAST = OP["STORE_FAST"]
+DELETE_FAST = OP["DELETE_FAST"]
+LOCAL_OPS = frozenset(op for op in dis.haslocal if op < 256)  # arg indexes localsplus
+FREE_OPS = frozenset(op for op in dis.hasfree if op < 256)    # so does this one
+# For kiln/_resume.py's liveness: the instructions that read a local
+# (DELETE_FAST raises on an unbound one) and those that end its value.
+LOCAL_READS = frozenset((LOAD_FAST, OP["LOAD_FAST_CHECK"], LOAD_FAST_AND_CLEAR, DELETE_FAST))
+LOCAL_KILLS = frozenset((STORE_FAST, DELETE_FAST, LOAD_FAST_AND_CLEAR))
+GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
+CO_VARARGS, CO_VARKEYWORDS, CO_NOFREE = 0x04, 0x08, 0x40
+
+
+compiler_effect = compiler_effect_with(JUMP_OPS, RETURN_GENERATOR)
+
+
+def runtime_transfer(opcode, arg, jump, shape):
+    """The stack shape (tuple of kinds, bottom first) after `opcode` at run
+    time, for the instructions whose slots are not plain values or that
+    move slots around; None: a plain instruction (net effect per
+    dis.stack_effect, pushing values)."""
+    if opcode == LOAD_FAST_AND_CLEAR:
+        return shape + ("Z",)
+    if opcode == LOAD_ATTR:
+        return pop_kinds(shape, 1, opcode) + (("M", "S") if arg & 1 else ("v",))
+    if opcode == LOAD_SUPER_ATTR:
+        return pop_kinds(shape, 3, opcode) + (("M", "S") if arg & 1 else ("v",))
+    return call_transfer(OP, opcode, arg, shape)
+
+
+# How many stack slots an instruction takes off the stack (a call's NULL
+# included): what a break leaves under them is passed to the resume
+# function untouched. None: not resumed after (kiln/_frames.py then jumps
+# into the original instead). See _bytecode_v311.py's _INPUTS_311.
+_INPUTS_312 = {
+    "CALL": lambda a: a + 2, "CALL_FUNCTION_EX": lambda a: 3 + (a & 1),
+    "BINARY_OP": 2, "BINARY_SUBSCR": 2, "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "COMPARE_OP": 2,
+    "BINARY_SLICE": 3, "STORE_SLICE": 4,
+    "IS_OP": 2, "CONTAINS_OP": 2, "LOAD_ATTR": 1, "STORE_ATTR": 2, "DELETE_ATTR": 1, "LOAD_SUPER_ATTR": 3,
+    "UNARY_NEGATIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "CALL_INTRINSIC_1": 1, "GET_ITER": 1,
+    "FOR_ITER": 1, "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "BUILD_LIST": lambda a: a,
+    "BUILD_TUPLE": lambda a: a, "BUILD_SET": lambda a: a, "BUILD_MAP": lambda a: 2 * a,
+    "BUILD_STRING": lambda a: a, "BUILD_SLICE": lambda a: a, "BUILD_CONST_KEY_MAP": lambda a: a + 1,
+    "FORMAT_VALUE": lambda a: 2 if a & 4 else 1, "LOAD_GLOBAL": 0, "LOAD_FAST": 0, "LOAD_FAST_CHECK": 0,
+    "LOAD_CONST": 0, "LOAD_DEREF": 0, "STORE_FAST": 1, "STORE_GLOBAL": 1, "POP_TOP": 1,
+    "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 1, "LOAD_ASSERTION_ERROR": 0,
+    "POP_JUMP_IF_FALSE": 1, "POP_JUMP_IF_TRUE": 1, "POP_JUMP_IF_NONE": 1, "POP_JUMP_IF_NOT_NONE": 1,
+}
+
+
+def inputs(opname, arg):
+    """The slots `opname` takes off the stack, or None (not in the table)."""
+    n = _INPUTS_312.get(opname)
+    return n(arg) if callable(n) else n
+
+
+# ------------------------------------------------ emitting calls --
+# (the same vocabulary as _bytecode_v311.py's)
+
+def call(n):
+    """Call the callable under n arguments, (NULL, callable) or (method, self) below."""
+    return [("CALL", n)]
+
+
+def call_kw(n, names_const):
+    """The same, the last len(names) arguments by keyword (names_const: the
+    co_consts index of the names' tuple)."""
+    return [("KW_NAMES", names_const), ("CALL", n)]
+
+
+def attribute(name, method):
+    """Load attribute co_names[name] off the top (method: bit 0, the pair)."""
+    return [("LOAD_ATTR", (name << 1) | int(bool(method)))]
+
+
+def compare(index):
+    """COMPARE_OP's arg for dis.cmp_op[index], as this CPython's compiler
+    writes it (3.12 keeps a mask of the results that count as true in the
+    low bits, which the specialized forms read: an arg without it compares
+    wrongly once the instruction is specialized)."""
+    return _COMPARE_ARGS[index]
+
+
+_COMPARE_ARGS = {i: next(ins.arg for ins in dis.get_instructions(compile(f"a {sym} b", "<compare>", "eval"))
+                         if ins.opname == "COMPARE_OP")
+                 for i, sym in enumerate(dis.cmp_op)}
+
+
+def method_load_as_attr(opcode, arg):
+    """For a method load: the plain attribute load of the same name, as
+    (opname, arg); None for any other instruction."""
+    if opcode == LOAD_ATTR and arg & 1:
+        return ("LOAD_ATTR", arg & ~1)
+    if opcode == LOAD_SUPER_ATTR and arg & 1:
+        return ("LOAD_SUPER_ATTR", arg & ~1)
+    return None
+
+
+JUMP_IF_FALSE = "POP_JUMP_IF_FALSE"
+CALL_PREFIXES = frozenset(OP[n] for n in ("PUSH_NULL", "KW_NAMES", "NOP"))
+# FOR_ITER's jump names an END_FOR that it skips: code kiln writes puts
+# one there and the real target after it.
+FOR_ITER_SKIPS_END_FOR = True

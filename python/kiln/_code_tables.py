@@ -1,0 +1,258 @@
+"""The exception table (co_exceptiontable) and the location table
+(co_linetable) of CPython 3.11 and later, which 3.12 and 3.13 keep in the
+same formats: the codecs kiln/_bytecode.py lays code out with (through the
+version modules, kiln/_bytecode_v3NN.py).
+
+Traps:
+- The exception table is a sequence of entries of 6-bit big-endian varints
+  (bit 6 = continuation, bit 7 marks an entry's first byte): start, length
+  (code units, end exclusive), handler, depth<<1|lasti.
+- The location table (Objects/locations.md) has one entry per instruction
+  (split into pieces of at most 8 code units), with the line as a delta
+  from the previous entry's and little-endian 6-bit varints. The short
+  and one-line forms are chosen exactly as compile.c chooses them, or the
+  round trip is not byte-identical (though still correct).
+
+The fast-locals layout (one localsplus array: varnames, cells that are
+not arguments, free variables) is also 3.11's and later's; its functions
+are here too.
+"""
+import dis
+
+
+# ------------------------------------------------- exception table --
+
+def parse_exception_table(raw):
+    """[(start, end, handler, depth, lasti)] in bytes, end exclusive."""
+    out = []
+    it = iter(raw)
+
+    def varint(first=None):
+        b = next(it) if first is None else first
+        val = b & 63
+        while b & 64:
+            val <<= 6
+            b = next(it)
+            val |= b & 63
+        return val
+
+    for b in it:
+        start = varint(b) * 2
+        length = varint() * 2
+        handler = varint() * 2
+        dl = varint()
+        out.append((start, start + length, handler, dl >> 1, bool(dl & 1)))
+    return out
+
+
+def _except_varint(out, value, msb):
+    shift = 24
+    while shift:
+        if value >= 1 << shift:
+            out.append(((value >> shift) & 63) | 64 | msb)
+            msb = 0
+        shift -= 6
+    out.append((value & 63) | msb)
+
+
+def encode_exception_table(entries):
+    """`entries`: (start, end, handler, depth, lasti) in bytes, end exclusive."""
+    out = bytearray()
+    for start, end, handler, depth, lasti in entries:
+        _except_varint(out, start // 2, 128)
+        _except_varint(out, (end - start) // 2, 0)
+        _except_varint(out, handler // 2, 0)
+        _except_varint(out, (depth << 1) | int(lasti), 0)
+    return bytes(out)
+
+
+# ------------------------------------------------- location table --
+
+def _loc_varint(out, val):
+    while val >= 64:
+        out.append((val & 63) | 64)
+        val >>= 6
+    out.append(val)
+
+
+def _loc_svarint(out, val):
+    _loc_varint(out, ((-val) << 1) | 1 if val < 0 else val << 1)
+
+
+def encode_location_table(items, firstlineno):
+    """`items`: (size in code units, dis.Positions or None) per instruction,
+    in order. Mirrors 3.11 compile.c write_location_info_entry exactly so
+    unmodified compiler output round-trips byte for byte: one entry per
+    instruction, split into pieces of <= 8 units; short and one-line forms
+    do not move the running line, so they are chosen by the same tests."""
+    out = bytearray()
+    prev = firstlineno
+    for size, pos in items:
+        if size <= 8 and pos is not None:
+            # fast path for the commonest entry: the short form (same line)
+            line, end_line, col, end_col = pos
+            if line == prev and end_line == line and col is not None and end_col is not None \
+                    and col < 80 and 0 <= end_col - col < 16:
+                out.append(0x80 | ((col >> 3) << 3) | (size - 1))
+                out.append(((col & 7) << 4) | (end_col - col))
+                continue
+        while size > 8:
+            prev = _loc_entry(out, 8, pos, prev)
+            size -= 8
+        prev = _loc_entry(out, size, pos, prev)
+    return bytes(out)
+
+
+def _loc_entry(out, n, pos, prev):
+    n -= 1  # the first byte holds length - 1
+    if pos is None or pos[0] is None:
+        out.append(0xF8 | n)  # 15: no location
+        return prev
+    line, end_line, col, end_col = pos
+    if end_line is None:
+        end_line = -1
+    if col is None:
+        col = -1
+    if end_col is None:
+        end_col = -1
+    delta = line - prev
+    if col < 0 or end_col < 0:
+        if end_line == line or end_line == -1:
+            out.append(0xE8 | n)  # 13: line only
+            _loc_svarint(out, delta)
+            return line
+    elif end_line == line:
+        if delta == 0 and col < 80 and 0 <= end_col - col < 16:
+            out.append(0x80 | ((col >> 3) << 3) | n)  # 0-9: short form, same line
+            out.append(((col & 7) << 4) | (end_col - col))
+            return prev
+        if 0 <= delta < 3 and col < 128 and end_col < 128:
+            out.append(0x80 | ((10 + delta) << 3) | n)  # 10-12: one line
+            out.append(col)
+            out.append(end_col)
+            return line
+    out.append(0xF0 | n)  # 14: long form
+    _loc_svarint(out, delta)
+    _loc_varint(out, end_line - line)
+    _loc_varint(out, col + 1)
+    _loc_varint(out, end_col + 1)
+    return line
+
+
+# ------------------------------------------------- code objects --
+
+def code_positions(code):
+    """One dis.Positions per code unit (caches and prefixes included)."""
+    return list(map(dis.Positions._make, code.co_positions()))
+
+
+def exception_rows(code):
+    """[(start, end, handler, depth, lasti)] in bytes, end exclusive."""
+    return parse_exception_table(code.co_exceptiontable)
+
+
+def table_fields(exc_rows, location_items, firstlineno):
+    """The code.replace fields for the tables (see encode_location_table
+    for `location_items`)."""
+    return {"co_exceptiontable": encode_exception_table(exc_rows),
+            "co_linetable": encode_location_table(location_items, firstlineno)}
+
+
+def entry_shape(code):
+    """The stack at the first instruction: empty (a generator's first
+    send() value comes after RETURN_GENERATOR, see compiler_effect)."""
+    return ()
+
+
+def localsplus_names(code):
+    """Names of the fast-locals slots in index order (LOAD_FAST,
+    LOAD_DEREF, MAKE_CELL, LOAD_CLOSURE ... all index this one array)."""
+    n = len(code.co_varnames) + len(set(code.co_cellvars) - set(code.co_varnames)) + len(code.co_freevars)
+    return [code._varname_from_oparg(i) for i in range(n)]
+
+
+def new_localsplus(varnames, cellvars, freevars):
+    # What the code constructor builds: varnames, cells that are not also
+    # varnames (a cell argument shares its varname's slot), then frees.
+    return list(varnames) + [c for c in cellvars if c not in varnames] + list(freevars)
+
+
+def slot_names(layout, opcode):
+    """The names a LOCAL_OPS or FREE_OPS `opcode`'s arg indexes: the whole
+    localsplus for both."""
+    return layout
+
+
+# ------------------------------------------------ 3.11+ jumps and calls --
+#
+# Shared by the version modules, which pass their own opcode numbers.
+
+class RelativeJumps:
+    """3.11 and later: a jump counts code units from the unit after its
+    caches, its direction is in the opcode (`backward_jumps`)."""
+
+    def __init__(self, cache_entries, backward_jumps):
+        self._caches, self._backward = cache_entries, backward_jumps
+
+    def _next(self, opcode_offset, opcode):
+        return opcode_offset + 2 + 2 * self._caches(opcode)
+
+    def target_offset(self, opcode_offset, opcode, arg):
+        """Byte offset a jump at `opcode_offset` (the opcode unit, after any
+        EXTENDED_ARG) goes to, as dis names it."""
+        nxt = self._next(opcode_offset, opcode)
+        return nxt - 2 * arg if opcode in self._backward else nxt + 2 * arg
+
+    def arg(self, opcode_offset, opcode, target_offset):
+        """Inverse of target_offset: the arg (None if the direction of
+        `opcode` does not match the target's position)."""
+        nxt = self._next(opcode_offset, opcode)
+        delta = (nxt - target_offset) if opcode in self._backward else (target_offset - nxt)
+        return None if delta < 0 else delta // 2
+
+    def is_backward(self, opcode_offset, opcode, target_offset):
+        return target_offset < self._next(opcode_offset, opcode)
+
+
+def compiler_effect_with(jump_ops, return_generator):
+    """The compiler's stack effect: dis.stack_effect, except that
+    RETURN_GENERATOR counts +1: the frame resumes with the first send()'s
+    value pushed, and the compiler adds that prefix after its depth pass,
+    so counting it gives its numbers."""
+    def compiler_effect(opcode, arg, jump):
+        if opcode in jump_ops:
+            return dis.stack_effect(opcode, arg, jump=jump)
+        if opcode == return_generator:
+            return 1
+        return dis.stack_effect(opcode, arg)
+    return compiler_effect
+
+
+def call_transfer(op, opcode, arg, shape):
+    """runtime_transfer for what 3.11 and later share (`op`: the version's
+    opcode numbers by name): NULLs pushed, a generator's first value, calls,
+    COPY and SWAP. None for any other instruction."""
+    if opcode == op["PUSH_NULL"]:
+        return shape + ("N",)
+    if opcode == op["RETURN_GENERATOR"]:
+        # the frame comes back with the first send()'s None pushed (POP_TOP'd next)
+        return shape + ("v",)
+    if opcode == op["LOAD_GLOBAL"]:
+        return shape + (("N", "v") if arg & 1 else ("v",))
+    if opcode == op["CALL"]:
+        return pop_kinds(shape, arg + 2, opcode) + ("v",)
+    if opcode == op["CALL_FUNCTION_EX"]:
+        return pop_kinds(shape, 3 + (arg & 1), opcode) + ("v",)
+    if opcode == op["COPY"]:
+        return shape + (shape[-arg],)
+    if opcode == op["SWAP"]:
+        s = list(shape)
+        s[-1], s[-arg] = s[-arg], s[-1]
+        return tuple(s)
+    return None
+
+
+def pop_kinds(shape, n, opcode):
+    if n > len(shape):
+        raise ValueError(f"{dis.opname[opcode]} pops {n} from a stack of {len(shape)}")
+    return shape[:len(shape) - n]

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Python suite under every other CPython kiln._C was built for
+# (<build>/python3XY/, KILN_EXTRA_PYTHONS: 3.10, 3.12, 3.13), one after the
+# other, each version's output in <build>/python3XY/pytest.log. `make test`
+# runs it beside the 3.11 suite (which leaves one of the two cores idle).
+# torch's CPU wheel on this registry is for 3.11 only, so these runs have
+# no torch: the zoo and the torch tests skip themselves (tests/python/conftest.py).
+set -uo pipefail
+build=${1:-build}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+status=0
+ran=()
+for dir in "$build"/python3[0-9]*/; do
+  dir=${dir%/}
+  py="$dir/python"
+  [ -x "$py" ] || continue
+  ver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if (cd "$repo/tests/python" && PYTHONPATH="$(cd "$dir" && pwd)" "$py" -m pytest -q -p no:cacheprovider \
+        >"$dir/pytest.log" 2>&1); then
+    ran+=("$ver: $(tail -1 "$dir/pytest.log")")
+  else
+    ran+=("$ver: FAILED (see $dir/pytest.log)")
+    tail -40 "$dir/pytest.log"
+    status=1
+  fi
+done
+if ((${#ran[@]} == 0)); then
+  echo "run_versions: no other CPython was built for (scripts/pythons.sh found none)"
+fi
+for line in "${ran[@]}"; do echo "python $line"; done
+exit $status
