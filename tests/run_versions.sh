@@ -10,12 +10,13 @@ build=${1:-build}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 status=0
 ran=()
+build=$(cd "$build" && pwd)  # absolute: each run starts in tests/python
 for dir in "$build"/python3[0-9]*/; do
   dir=${dir%/}
   py="$dir/python"
   [ -x "$py" ] || continue
   ver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  if (cd "$repo/tests/python" && PYTHONPATH="$(cd "$dir" && pwd)" "$py" -m pytest -q -p no:cacheprovider \
+  if (cd "$repo/tests/python" && PYTHONPATH="$dir" "$py" -m pytest -q -p no:cacheprovider \
         >"$dir/pytest.log" 2>&1); then
     ran+=("$ver: $(tail -1 "$dir/pytest.log")")
   else
