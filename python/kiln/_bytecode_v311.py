@@ -61,7 +61,6 @@ _JUMP_PAIRS_311 = [
 ]
 
 JUMP_OPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-BACKWARD_JUMPS = frozenset(OP[b] for _, b in _JUMP_PAIRS_311 if b)
 # Jumps that never fall through.
 UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD",
                                                 "JUMP_BACKWARD_NO_INTERRUPT"))
@@ -69,24 +68,11 @@ UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD",
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"))
 
 
-def jump_variant(opcode, backward):
-    """The opcode of `opcode`'s family that jumps in the given direction
-    (ValueError when the family has no such variant)."""
-    name = dis.opname[opcode]
-    for fwd, bwd in _JUMP_PAIRS_311:
-        if name in (fwd, bwd):
-            want = bwd if backward else fwd
-            if want is None:
-                raise ValueError(f"{name} cannot jump {'backward' if backward else 'forward'}")
-            return OP[want]
-    raise ValueError(f"{name} is not a relative jump")
+_JUMPS = RelativeJumps(cache_entries, _JUMP_PAIRS_311, OP)
+BACKWARD_JUMPS = _JUMPS.backward_jumps
+jump_variant, jump_target_offset, jump_arg = _JUMPS.variant, _JUMPS.target_offset, _JUMPS.arg
+is_backward_target = _JUMPS.is_backward
 
-
-_JUMPS = RelativeJumps(cache_entries, BACKWARD_JUMPS)
-jump_target_offset, jump_arg, is_backward_target = _JUMPS.target_offset, _JUMPS.arg, _JUMPS.is_backward
-
-
-# ------------------------------------------------------- tables --
 
 # ------------------------------------------------- 3.11 NULLs and calls --
 #
@@ -102,14 +88,9 @@ jump_target_offset, jump_arg, is_backward_target = _JUMPS.target_offset, _JUMPS.
 # -argc and CALL with -1; at run time PRECALL leaves the stack alone and
 # CALL pops argc + 2. stack_analysis models the run time.
 
-PUSH_NULL = OP["PUSH_NULL"]
-LOAD_GLOBAL = OP["LOAD_GLOBAL"]
 LOAD_METHOD = OP["LOAD_METHOD"]
 PRECALL = OP["PRECALL"]
 CALL = OP["CALL"]
-CALL_FUNCTION_EX = OP["CALL_FUNCTION_EX"]
-COPY = OP["COPY"]
-SWAP = OP["SWAP"]
 RESUME = OP["RESUME"]
 KW_NAMES = OP["KW_NAMES"]
 RETURN_GENERATOR = OP["RETURN_GENERATOR"]

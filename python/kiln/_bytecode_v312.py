@@ -58,27 +58,15 @@ _JUMP_PAIRS_312 = [
 ]
 
 JUMP_OPS = frozenset(op for op in dis.hasjrel if op < 256)
-BACKWARD_JUMPS = frozenset(OP[b] for _, b in _JUMP_PAIRS_312 if b)
 UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
 assert JUMP_OPS == {OP[n] for pair in _JUMP_PAIRS_312 for n in pair if n}, "a 3.12 jump without a family"
 
 
-def jump_variant(opcode, backward):
-    """The opcode of `opcode`'s family that jumps in the given direction
-    (ValueError when the family has no such variant)."""
-    name = dis.opname[opcode]
-    for fwd, bwd in _JUMP_PAIRS_312:
-        if name in (fwd, bwd):
-            want = bwd if backward else fwd
-            if want is None:
-                raise ValueError(f"{name} cannot jump {'backward' if backward else 'forward'} in CPython 3.12")
-            return OP[want]
-    raise ValueError(f"{name} is not a relative jump")
-
-
-_JUMPS = RelativeJumps(cache_entries, BACKWARD_JUMPS)
-jump_target_offset, jump_arg, is_backward_target = _JUMPS.target_offset, _JUMPS.arg, _JUMPS.is_backward
+_JUMPS = RelativeJumps(cache_entries, _JUMP_PAIRS_312, OP)
+BACKWARD_JUMPS = _JUMPS.backward_jumps
+jump_variant, jump_target_offset, jump_arg = _JUMPS.variant, _JUMPS.target_offset, _JUMPS.arg
+is_backward_target = _JUMPS.is_backward
 
 
 # ------------------------------------------------- NULLs and calls --
@@ -90,14 +78,9 @@ jump_target_offset, jump_arg, is_backward_target = _JUMPS.target_offset, _JUMPS.
 # method) into (function, self), so after a method load the pair's kinds
 # are dynamic ('M', 'S') as in 3.11.
 
-PUSH_NULL = OP["PUSH_NULL"]
-LOAD_GLOBAL = OP["LOAD_GLOBAL"]
 LOAD_ATTR = OP["LOAD_ATTR"]
 LOAD_SUPER_ATTR = OP["LOAD_SUPER_ATTR"]
 CALL = OP["CALL"]
-CALL_FUNCTION_EX = OP["CALL_FUNCTION_EX"]
-COPY = OP["COPY"]
-SWAP = OP["SWAP"]
 RESUME = OP["RESUME"]
 KW_NAMES = OP["KW_NAMES"]
 RETURN_GENERATOR = OP["RETURN_GENERATOR"]

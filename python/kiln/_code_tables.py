@@ -189,10 +189,26 @@ def slot_names(layout, opcode):
 
 class RelativeJumps:
     """3.11 and later: a jump counts code units from the unit after its
-    caches, its direction is in the opcode (`backward_jumps`)."""
+    caches, and its direction is in the opcode. `families`: each relative
+    jump family as (forward name or None, backward name or None), searched
+    in order (so JUMP_FORWARD turned backward is JUMP_BACKWARD); `op`: the
+    version's opcode numbers by name."""
 
-    def __init__(self, cache_entries, backward_jumps):
-        self._caches, self._backward = cache_entries, backward_jumps
+    def __init__(self, cache_entries, families, op):
+        self._caches, self._families, self._op = cache_entries, families, op
+        self.backward_jumps = frozenset(op[b] for _, b in families if b)
+
+    def variant(self, opcode, backward):
+        """The opcode of `opcode`'s family that jumps in the given direction
+        (ValueError when the family has no such variant)."""
+        name = dis.opname[opcode]
+        for fwd, bwd in self._families:
+            if name in (fwd, bwd):
+                want = bwd if backward else fwd
+                if want is None:
+                    raise ValueError(f"{name} cannot jump {'backward' if backward else 'forward'}")
+                return self._op[want]
+        raise ValueError(f"{name} is not a relative jump")
 
     def _next(self, opcode_offset, opcode):
         return opcode_offset + 2 + 2 * self._caches(opcode)
@@ -201,13 +217,13 @@ class RelativeJumps:
         """Byte offset a jump at `opcode_offset` (the opcode unit, after any
         EXTENDED_ARG) goes to, as dis names it."""
         nxt = self._next(opcode_offset, opcode)
-        return nxt - 2 * arg if opcode in self._backward else nxt + 2 * arg
+        return nxt - 2 * arg if opcode in self.backward_jumps else nxt + 2 * arg
 
     def arg(self, opcode_offset, opcode, target_offset):
         """Inverse of target_offset: the arg (None if the direction of
         `opcode` does not match the target's position)."""
         nxt = self._next(opcode_offset, opcode)
-        delta = (nxt - target_offset) if opcode in self._backward else (target_offset - nxt)
+        delta = (nxt - target_offset) if opcode in self.backward_jumps else (target_offset - nxt)
         return None if delta < 0 else delta // 2
 
     def is_backward(self, opcode_offset, opcode, target_offset):

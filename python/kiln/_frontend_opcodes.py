@@ -438,22 +438,14 @@ def _call_intrinsic_2(f, k, ins, st, emit):
            else f"type parameter syntax ({what})")
 
 
-@_row("BINARY_SLICE", effect=_const(-2))
-def _binary_slice(f, k, ins, st, emit):
-    # 3.12: container start end -> container[start:end]
-    f._pop(st, 3, ins)
-    st.append("v")
+@_row("BINARY_SLICE", effect=_const(-2))  # 3.12: container start end -> container[start:end]
+@_row("STORE_SLICE", effect=_const(-4))   # 3.12: value container start end -> container[start:end] = value
+def _slice(f, k, ins, st, emit):
+    load = ins.opname == "BINARY_SLICE"
+    f._pop(st, 3 if load else 4, ins)
+    st += ["v"] if load else []
     emit("  BUILD_SLICE 2")
-    emit("  BINARY_SUBSCR")
-    return st, None
-
-
-@_row("STORE_SLICE", effect=_const(-4))
-def _store_slice(f, k, ins, st, emit):
-    # 3.12: value container start end -> container[start:end] = value
-    f._pop(st, 4, ins)
-    emit("  BUILD_SLICE 2")
-    emit("  STORE_SUBSCR")
+    emit("  BINARY_SUBSCR" if load else "  STORE_SUBSCR")
     return st, None
 
 
