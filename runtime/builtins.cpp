@@ -115,7 +115,8 @@ Value min_max(CallContext& ctx, const std::vector<Value>& a, CmpOp better, const
                 std::string("Cannot specify a default for ") + name + "() with multiple positional arguments");
   if (items.empty()) {
     if (!a[2].is_null()) return a[2];
-    throw_error(ErrorKind::ValueError, std::string(name) + "() arg is an empty sequence");
+    throw_error(ErrorKind::ValueError, std::string(name) + (host_python().minor >= 12 ? "() iterable argument is empty"
+                                                                                       : "() arg is an empty sequence"));
   }
   const bool keyed = !a[1].is_none();
   Value best = items[0];

@@ -8,7 +8,9 @@
 //              15.0, 3.13: 15.1); unset, runtime/unicode_nonprintable.def
 //              (Unicode 14) answers.
 //   minor      the minor version: from 3.12 sum() adds floats with
-//              Neumaier's compensation (python_sum, runtime/builtins.cpp).
+//              Neumaier's compensation (python_sum, runtime/builtins.cpp);
+//              the words of some errors (min() of nothing from 3.12, a
+//              float modulo by zero from 3.13, an int one before 3.11).
 #pragma once
 
 #include <cstdint>

@@ -549,10 +549,11 @@ static Value int_binop(BinOp op, int64_t x, int64_t y, bool both_bool) {
       return Value::floating(int_true_divide(x, y));
     case BinOp::FLOORDIV:
     case BinOp::MOD: {
-      // CPython 3.11's words differ between the two
+      // CPython 3.11's words differ between the two (3.10 had one for both)
       if (y == 0)
-        throw_error(ErrorKind::ZeroDivisionError,
-                    op == BinOp::MOD ? "integer modulo by zero" : "integer division or modulo by zero");
+        throw_error(ErrorKind::ZeroDivisionError, op == BinOp::MOD && host_python().minor >= 11
+                                                      ? "integer modulo by zero"
+                                                      : "integer division or modulo by zero");
       if (x == INT64_MIN && y == -1) {
         if (op == BinOp::MOD) return Value::integer(0);
         overflow_error(sym);
@@ -615,7 +616,11 @@ static Value float_binop(BinOp op, double x, double y) {
       return Value::floating(x / y);
     case BinOp::FLOORDIV:
     case BinOp::MOD: {
-      if (y == 0) throw_error(ErrorKind::ZeroDivisionError, op == BinOp::MOD ? "float modulo" : "float floor division by zero");
+      if (y == 0)
+        throw_error(ErrorKind::ZeroDivisionError,
+                    op == BinOp::FLOORDIV          ? "float floor division by zero"
+                    : host_python().minor >= 13 ? "float modulo by zero"
+                                                : "float modulo");
       double q, m;
       float_divmod(x, y, q, m);
       return Value::floating(op == BinOp::FLOORDIV ? q : m);

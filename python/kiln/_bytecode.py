@@ -24,18 +24,19 @@ T.require()  # a CPython with no tables fails here, saying so
 
 __all__ = ["Instr", "ExcEntry", "Bytecode", "decode", "assemble", "stack_analysis",
            "StackMergeError", "successors", "max_stack_depth", "localsplus_names", "new_localsplus",
-           "relayout_locals"]
+           "relayout_locals", "local_slots"]
 
 
 class Instr:
     """One instruction. `target` is the Instr a jump goes to (its `arg` is
-    recomputed by assemble). `positions` is the original location, a
-    T.code_positions item (dis.Positions; 3.10: lineno only), or the
-    positions of the instruction a new one stands for (None: no
-    location). `offset` is the byte offset of the opcode unit in the code
-    it was decoded from (after any EXTENDED_ARG), None for new ones.
-    Identity is the instruction: Instrs hash by id, so dicts keyed by Instr
-    survive edits of the list."""
+    recomputed by assemble). A 3.13 pair of locals (T.LOCAL_PAIRS) may have
+    a tuple for its `arg`: see relayout_locals and local_slots. `positions`
+    is the original location, a T.code_positions item (dis.Positions; 3.10:
+    lineno only), or the positions of the instruction a new one stands for
+    (None: no location). `offset` is the byte offset of the opcode unit in
+    the code it was decoded from (after any EXTENDED_ARG), None for new
+    ones. Identity is the instruction: Instrs hash by id, so dicts keyed by
+    Instr survive edits of the list."""
     __slots__ = ("opname", "opcode", "arg", "target", "positions", "offset",
                  "_start", "_end", "_ext")
 
@@ -138,18 +139,45 @@ new_localsplus = T.new_localsplus
 
 def relayout_locals(instrs, old_names, new_names):
     """Rewrite local/cell/free slot args from the old slot layout to the new,
-    by name (within the part of the layout the instruction's arg indexes)."""
+    by name (within the part of the layout the instruction's arg indexes).
+
+    A 3.13 pair (T.LOCAL_PAIRS: two locals, 4 bits each) whose new indices
+    do not both fit gets the tuple (first, second) for its arg, and
+    assemble lays it out as its two plain instructions. It is not split
+    into two Instrs here because the list given is not always the one
+    assembled (kiln/_frames.py passes a concatenation): as one Instr it
+    keeps its place, jumps to it, its exception-table row and positions,
+    and every analysis sees the same instruction (stack effect, locals
+    read and written: local_slots)."""
     spaces = {}
+
+    def remap(opcode, i):
+        key = opcode in T.FREE_OPS
+        if key not in spaces:
+            index = {}
+            for k, n in enumerate(T.slot_names(new_names, opcode)):
+                index.setdefault(n, k)
+            spaces[key] = (T.slot_names(old_names, opcode), index)
+        old, index = spaces[key]
+        return index[old[i]]
+
     for ins in instrs:
-        if ins.opcode in T.LOCAL_OPS or ins.opcode in T.FREE_OPS:
-            key = ins.opcode in T.FREE_OPS
-            if key not in spaces:
-                index = {}
-                for i, n in enumerate(T.slot_names(new_names, ins.opcode)):
-                    index.setdefault(n, i)
-                spaces[key] = (T.slot_names(old_names, ins.opcode), index)
-            old, index = spaces[key]
-            ins.arg = index[old[ins.arg]]
+        if ins.opcode in T.LOCAL_PAIRS:
+            first, second = (remap(op, i) for op, i in zip(T.LOCAL_PAIRS[ins.opcode], local_slots(ins)))
+            ins.arg = (first << 4) | second if first < 16 and second < 16 else (first, second)
+        elif ins.opcode in T.LOCAL_OPS or ins.opcode in T.FREE_OPS:
+            ins.arg = remap(ins.opcode, ins.arg)
+
+
+def local_slots(ins):
+    """The slot indices `ins` names, in the order it uses them: one for
+    T.LOCAL_OPS and T.FREE_OPS, two for a 3.13 pair (its packed arg, or the
+    tuple relayout_locals leaves), none for any other instruction."""
+    if ins.opcode in T.LOCAL_PAIRS:
+        return ins.arg if type(ins.arg) is tuple else (ins.arg >> 4, ins.arg & 15)
+    if ins.opcode in T.LOCAL_OPS or ins.opcode in T.FREE_OPS:
+        return (ins.arg,)
+    return ()
 
 
 # ------------------------------------------------------------- decode --
@@ -205,17 +233,24 @@ def _nprefix(arg):
 
 
 def _layout(instrs):
-    """Fix offsets and jump args/opcodes. Sizes only ever grow between
-    rounds, so the loop ends; starting from the fewest prefixes gives the
-    compiler's own (smallest) layout."""
+    """Fix offsets and jump args/opcodes. A jump's direction follows the
+    list order, so it is settled in the first round (where a turned jump
+    may change size: 3.13's JUMP_BACKWARD has a cache unit, JUMP_FORWARD
+    none); after that sizes only grow, so the loop ends. Starting from the
+    fewest prefixes gives the compiler's own (smallest) layout."""
     caches = T.CACHES
+    halves = {}  # a pair laid out as its halves (relayout_locals): its second's units
     for ins in instrs:
-        ins._ext = _nprefix(ins.arg) if ins.target is None else 0
+        if type(ins.arg) is tuple:
+            ins._ext = _nprefix(ins.arg[0])
+            halves[ins] = 1 + _nprefix(ins.arg[1])
+        else:
+            ins._ext = _nprefix(ins.arg) if ins.target is None else 0
     while True:
         pos = 0
         for ins in instrs:
             ins._start = pos
-            pos += 2 * (ins._ext + 1 + caches[ins.opcode])
+            pos += 2 * (ins._ext + 1 + caches[ins.opcode] + (halves.get(ins, 0) if halves else 0))
             ins._end = pos
         changed = False
         for ins in instrs:
@@ -224,8 +259,9 @@ def _layout(instrs):
             op_off = ins._start + 2 * ins._ext
             backward = T.is_backward_target(op_off, ins.opcode, ins.target._start)
             if (ins.opcode in T.BACKWARD_JUMPS) != backward:
-                op = T.jump_variant(ins.opcode, backward)
-                ins.set_op(dis.opname[op])
+                size = caches[ins.opcode]
+                ins.set_op(dis.opname[T.jump_variant(ins.opcode, backward)])
+                changed |= caches[ins.opcode] != size
             ins.arg = T.jump_arg(op_off, ins.opcode, ins.target._start)
             need = _nprefix(ins.arg)
             if need > ins._ext:
@@ -238,6 +274,17 @@ def _layout(instrs):
 _ZEROS = [bytes(2 * n) for n in range(max(T.CACHES) + 1)]
 
 
+def _emit(out, opcode, arg, nprefix):
+    for k in range(nprefix, 0, -1):
+        out.append(T.EXTENDED_ARG)
+        out.append((arg >> (8 * k)) & 0xFF)
+    out.append(opcode)
+    out.append(arg & 0xFF)
+    n = T.CACHES[opcode]
+    if n:
+        out += _ZEROS[n]  # CACHE units, zeroed as co_code shows them
+
+
 def assemble(bc, **replace):
     """A code object for `bc` (co_code, co_exceptiontable, co_linetable and
     co_stacksize computed; `replace` goes to code.replace and wins)."""
@@ -247,16 +294,13 @@ def assemble(bc, **replace):
             raise ValueError(f"jump without target: {ins!r}")
     _layout(instrs)
     out = bytearray()
-    caches, ext_op = T.CACHES, T.EXTENDED_ARG
     for ins in instrs:
-        arg = ins.arg or 0
-        for k in range(ins._ext, 0, -1):
-            out.append(ext_op)
-            out.append((arg >> (8 * k)) & 0xFF)
-        out.append(ins.opcode)
-        out.append(arg & 0xFF)
-        if caches[ins.opcode]:
-            out += _ZEROS[caches[ins.opcode]]  # CACHE units, zeroed as co_code shows them
+        if type(ins.arg) is tuple:  # a pair whose slots outgrew its arg (relayout_locals)
+            (first, second), (a, b) = T.LOCAL_PAIRS[ins.opcode], ins.arg
+            _emit(out, first, a, ins._ext)
+            _emit(out, second, b, _nprefix(b))
+        else:
+            _emit(out, ins.opcode, ins.arg or 0, ins._ext)
     rows = [(e.start._start, e.end._end, e.handler._start, e.depth, e.lasti) for e in bc.exc_table]
     for (s0, e0, *_), (s1, *_) in zip(rows, rows[1:]):
         if s1 < e0:
@@ -290,7 +334,11 @@ def successors(bc, handlers=None):
 
 
 def _arg(ins):
-    return (ins.arg or 0) if ins.opcode >= T.HAVE_ARGUMENT else None
+    """The arg dis.stack_effect takes (a pair's tuple: any, the effect does
+    not depend on which locals)."""
+    if ins.opcode < T.HAVE_ARGUMENT:
+        return None
+    return 0 if type(ins.arg) is tuple else (ins.arg or 0)
 
 
 _EFFECTS = {}
@@ -328,13 +376,12 @@ def max_stack_depth(bc):
     depth[0] = best = len(T.entry_shape(bc.code))
     work = [0]
     no_fall = T.UNCONDITIONAL_JUMPS | T.TERMINATORS
-    have_arg = T.HAVE_ARGUMENT
     while work:
         i = work.pop()
         ins = instrs[i]
         d = depth[i]
         op = ins.opcode
-        arg = (ins.arg or 0) if op >= have_arg else None
+        arg = _arg(ins)
         after = d + _compiler_effect(op, arg, False)
         if after > best:
             best = after
@@ -365,15 +412,19 @@ class StackMergeError(ValueError):
 
 def stack_analysis(bc, *, mark_lasti=False):
     """{Instr: tuple of slot kinds} before each reachable instruction,
-    bottom first: 'v' a value, 'N' a NULL, 'M'/'S' the two slots of a
-    method pair whose first may or may not be NULL at run time (LOAD_METHOD,
-    and any NULL/callable pair once PRECALL has run). Run-time accounting:
-    PRECALL pops nothing, CALL pops argc + 2 (dis.stack_effect charges the
-    args to PRECALL). With `mark_lasti`, slots holding the lasti an
-    exception handler pushed are 'L' (kiln/_resume.py remaps them: they
-    are offsets into the code that raised). Where paths meet, a NULL joins
-    a method pair's first slot ('N'+'M' -> 'M', 'v'+'S' -> 'S', 'v'+'L' ->
-    'L'; see _JOIN); any other difference raises StackMergeError."""
+    bottom first: 'v' a value, 'N' a NULL, 'Z' a local's value or NULL
+    (3.12+ LOAD_FAST_AND_CLEAR), 'M'/'S' the lower and upper slots of a
+    method pair whose NULL-ness is only known at run time: up to 3.12 'M'
+    is the NULL or method and 'S' the attribute or self (LOAD_METHOD,
+    3.12's LOAD_ATTR with bit 0, any NULL/callable pair once 3.11's PRECALL
+    has run); on 3.13 'M' is the method or attribute and 'S' the self or
+    NULL (LOAD_ATTR with bit 0). Run-time accounting: 3.11's PRECALL pops
+    nothing and its CALL pops argc + 2 (dis.stack_effect charges the args
+    to PRECALL). With `mark_lasti`, slots holding the lasti an exception
+    handler pushed are 'L' (kiln/_resume.py remaps them: they are offsets
+    into the code that raised). Where paths meet, a NULL or value joins
+    the method pair's slot of the same place and 'v'+'L' -> 'L' (_JOIN);
+    any other difference raises StackMergeError."""
     if not bc.instrs:
         return {}
     succ = successors(bc)
@@ -412,10 +463,11 @@ def stack_analysis(bc, *, mark_lasti=False):
 
 
 # Kinds that meet at a merge point. Compiler output never needs these; a
-# resume function does: its prologue pushes (NULL, bound method) and a
-# remapped lasti as a value, then jumps to an instruction that a loop's
-# back edge also reaches with the original (method pair, lasti) slots.
-_JOIN = {frozenset("NM"): "M", frozenset("vS"): "S", frozenset("vL"): "L"}
+# resume function does: its prologue pushes a bound method with its NULL
+# (in the version's order: T.METHOD_PAIR_JOIN) and a remapped lasti as a
+# value, then jumps to an instruction that a loop's back edge also reaches
+# with the original (method pair, lasti) slots.
+_JOIN = {**T.METHOD_PAIR_JOIN, frozenset("vL"): "L"}
 
 
 def _join(a, b):

@@ -29,8 +29,8 @@ INTERFACE = (
     "JUMP_OPS", "BACKWARD_JUMPS", "UNCONDITIONAL_JUMPS", "TERMINATORS",
     "jump_variant", "jump_target_offset", "jump_arg", "is_backward_target",
     "parse_exception_table", "encode_exception_table", "encode_location_table",
-    "runtime_transfer", "inputs",
-    "LOCAL_OPS", "FREE_OPS", "GENERATOR_FLAGS", "CO_VARARGS", "CO_VARKEYWORDS", "CO_NOFREE",
+    "runtime_transfer", "METHOD_PAIR_JOIN", "inputs",
+    "LOCAL_OPS", "LOCAL_PAIRS", "FREE_OPS", "GENERATOR_FLAGS", "CO_VARARGS", "CO_VARKEYWORDS", "CO_NOFREE",
     "RESUME", "MAKE_CELL", "COPY_FREE_VARS", "LOAD_FAST", "STORE_FAST", "DELETE_FAST",
     # decode/assemble's view of the code's tables, the compiler's stack
     # accounting and the fast-locals layout (3.10 differs in all three).
@@ -42,13 +42,15 @@ INTERFACE = (
 # attribute loads, compares): a version has them once kiln compiles on it
 # (kiln/_frontend_opcodes.VERSIONS; tests/python/test_versions.py checks).
 EMIT_INTERFACE = (
-    "call", "call_kw", "attribute", "compare", "method_load_as_attr", "JUMP_IF_FALSE", "CALL_PREFIXES",
-    "FOR_ITER_SKIPS_END_FOR", "KW_NAMES", "CALL", "LOCAL_READS", "LOCAL_KILLS",
+    "call", "call_kw", "attribute", "compare", "method_load_as_attr", "JUMP_IF_FALSE", "CALL_PAIR",
+    "make_function", "closure_load", "BOOL_OPERAND", "FOR_ITER_SKIPS", "KW_NAMES", "CALL", "LOCAL_READS",
+    "LOCAL_KILLS",
 )
 
 # The versions whose module exists. pyproject.toml's requires-python and
 # the per-version frontend tables (kiln/_frontend_opcodes.py) follow this.
-VERSIONS = {(3, 10): "_bytecode_v310", (3, 11): "_bytecode_v311", (3, 12): "_bytecode_v312"}
+VERSIONS = {(3, 10): "_bytecode_v310", (3, 11): "_bytecode_v311", (3, 12): "_bytecode_v312",
+            (3, 13): "_bytecode_v313"}
 
 
 class UnsupportedVersion(Exception):

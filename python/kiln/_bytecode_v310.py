@@ -235,6 +235,14 @@ def runtime_transfer(opcode, arg, jump, shape):
     return None
 
 
+# The method-pair kinds that meet at a merge point (kiln/_bytecode.py's
+# stack_analysis joins them; compiler output never needs it): 3.11's,
+# whose resume prologue pushes (NULL, bound method) where a loop's back
+# edge brings the original pair, ('M', 'S'). 3.10's resume spellings are
+# next; its LOAD_METHOD pair is in the same order.
+METHOD_PAIR_JOIN = {frozenset("NM"): "M", frozenset("vS"): "S"}
+
+
 def _pop(shape, n, opcode):
     if n > len(shape):
         raise ValueError(f"{dis.opname[opcode]} pops {n} from a stack of {len(shape)}")
@@ -248,6 +256,7 @@ STORE_FAST = OP["STORE_FAST"]
 DELETE_FAST = OP["DELETE_FAST"]
 LOCAL_OPS = frozenset(dis.haslocal)  # arg indexes co_varnames
 FREE_OPS = frozenset(dis.hasfree)    # arg indexes co_cellvars + co_freevars
+LOCAL_PAIRS = {}  # instructions naming two locals in one arg: 3.13's
 # 3.10 has no such instructions: cells are made and free variables copied
 # by the frame's setup in C, so code has no prologue before its first line.
 RESUME = MAKE_CELL = COPY_FREE_VARS = None
@@ -290,7 +299,7 @@ def slot_names(layout, opcode):
 
 
 # How many stack slots an instruction takes off the stack (see
-# _bytecode_v311._INPUTS_311). SETUP_WITH is left out: resuming after it
+# _code_tables.INPUTS_311_ON). SETUP_WITH is left out: resuming after it
 # needs its block on the block stack, which only the instruction makes.
 _BINARY = [n for n in OP if n.startswith(("BINARY_", "INPLACE_"))]
 _UNARY = [n for n in OP if n.startswith("UNARY_")]

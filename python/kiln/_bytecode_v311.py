@@ -22,8 +22,9 @@ import sys
 
 from ._code_tables import (  # noqa: F401 - the interface, shared with 3.12 and 3.13
     RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
-    encode_location_table, entry_shape, exception_rows, localsplus_names, new_localsplus,
-    parse_exception_table, pop_kinds, slot_names, table_fields)
+    encode_location_table, entry_shape, exception_rows, inputs_with, localsplus_names, new_localsplus,
+    parse_exception_table, pop_kinds, slot_names, table_fields,
+    CALL_PAIR_NULL_FIRST, compare_args, load_closure, make_function_with_flags)
 
 assert sys.version_info[:2] == (3, 11), "kiln/_bytecode_tables.py imports the running version's module"
 
@@ -101,6 +102,7 @@ STORE_FAST = OP["STORE_FAST"]
 DELETE_FAST = OP["DELETE_FAST"]
 LOCAL_OPS = frozenset(dis.haslocal)     # arg indexes localsplus (varnames part)
 FREE_OPS = frozenset(dis.hasfree)       # 3.11: arg indexes localsplus too (not cell/free lists)
+LOCAL_PAIRS = {}  # instructions naming two locals in one arg: 3.13's
 # For kiln/_resume.py's liveness: the instructions that read a local
 # (DELETE_FAST raises on an unbound one) and those that end its value.
 LOCAL_READS = frozenset((LOAD_FAST, DELETE_FAST))
@@ -128,37 +130,23 @@ def runtime_transfer(opcode, arg, jump, shape):
     return call_transfer(OP, opcode, arg, shape)
 
 
-# How many stack slots a CPython 3.11 instruction takes off the stack (its
-# operands, a call's NULL included): what a break leaves under them is
-# passed to the resume function untouched. None: not resumed after (it
-# reaches deeper slots, ends the frame, or is rare): kiln/_frames.py then
-# jumps into the original instead. (dis.stack_effect gives only the net
-# effect; a break needs to know which slots an instruction leaves alone.)
-_INPUTS_311 = {
-    "CALL": lambda a: a + 2, "CALL_FUNCTION_EX": lambda a: 3 + (a & 1),
-    "BINARY_OP": 2, "BINARY_SUBSCR": 2, "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "COMPARE_OP": 2,
-    "IS_OP": 2, "CONTAINS_OP": 2, "LOAD_ATTR": 1, "STORE_ATTR": 2, "DELETE_ATTR": 1,
-    "UNARY_NEGATIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "UNARY_POSITIVE": 1, "GET_ITER": 1,
-    "FOR_ITER": 1, "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "BUILD_LIST": lambda a: a,
-    "BUILD_TUPLE": lambda a: a, "BUILD_SET": lambda a: a, "BUILD_MAP": lambda a: 2 * a,
-    "BUILD_STRING": lambda a: a, "BUILD_SLICE": lambda a: a, "BUILD_CONST_KEY_MAP": lambda a: a + 1,
-    "FORMAT_VALUE": lambda a: 2 if a & 4 else 1, "LOAD_GLOBAL": 0, "LOAD_FAST": 0, "LOAD_CONST": 0,
-    "LOAD_DEREF": 0, "STORE_FAST": 1, "STORE_GLOBAL": 1, "POP_TOP": 1, "LIST_TO_TUPLE": 1,
-    # IMPORT_FROM reads the module under it and pushes it back with the
-    # name: it takes the module, and the module is one of its results.
-    "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 1, "LOAD_ASSERTION_ERROR": 0,
+# The method-pair kinds that meet at a merge point (kiln/_bytecode.py's
+# stack_analysis joins them; compiler output never needs it): a resume
+# function's prologue pushes (NULL, bound method) where a loop's back edge
+# brings the original pair, ('M', 'S').
+METHOD_PAIR_JOIN = {frozenset("NM"): "M", frozenset("vS"): "S"}
+
+
+# How many stack slots an instruction takes off the stack: the rows 3.11
+# and later share (kiln/_code_tables.py's INPUTS_311_ON, which says what
+# they are for) and 3.11's own.
+inputs = inputs_with({
+    "UNARY_POSITIVE": 1, "FORMAT_VALUE": lambda a: 2 if a & 4 else 1, "LIST_TO_TUPLE": 1,
     "POP_JUMP_FORWARD_IF_FALSE": 1, "POP_JUMP_FORWARD_IF_TRUE": 1, "POP_JUMP_BACKWARD_IF_FALSE": 1,
     "POP_JUMP_BACKWARD_IF_TRUE": 1, "POP_JUMP_FORWARD_IF_NONE": 1, "POP_JUMP_FORWARD_IF_NOT_NONE": 1,
     "POP_JUMP_BACKWARD_IF_NONE": 1, "POP_JUMP_BACKWARD_IF_NOT_NONE": 1, "JUMP_IF_TRUE_OR_POP": 1,
     "JUMP_IF_FALSE_OR_POP": 1,
-}
-_INPUTS = _INPUTS_311
-
-
-def inputs(opname, arg):
-    """The slots `opname` takes off the stack, or None (not in the table)."""
-    n = _INPUTS.get(opname)
-    return n(arg) if callable(n) else n
+}, OP)
 
 
 # ------------------------------------------------ emitting calls --
@@ -183,17 +171,7 @@ def attribute(name, method):
     return [("LOAD_METHOD" if method else "LOAD_ATTR", name)]
 
 
-def compare(index):
-    """COMPARE_OP's arg for dis.cmp_op[index], as this CPython's compiler
-    writes it (3.12 keeps a mask of the results that count as true in the
-    low bits, which the specialized forms read: an arg without it compares
-    wrongly once the instruction is specialized)."""
-    return _COMPARE_ARGS[index]
-
-
-_COMPARE_ARGS = {i: next(ins.arg for ins in dis.get_instructions(compile(f"a {sym} b", "<compare>", "eval"))
-                         if ins.opname == "COMPARE_OP")
-                 for i, sym in enumerate(dis.cmp_op)}
+compare = compare_args()
 
 
 def method_load_as_attr(opcode, arg):
@@ -204,7 +182,10 @@ def method_load_as_attr(opcode, arg):
 
 # The conditional jump kiln emits (the forward form of its family).
 JUMP_IF_FALSE = "POP_JUMP_FORWARD_IF_FALSE"
-# Instructions that only prepare a call (no effect of their own).
-CALL_PREFIXES = frozenset(OP[n] for n in ("PUSH_NULL", "PRECALL", "KW_NAMES", "NOP"))
-# FOR_ITER's jump lands on its target (3.12's skips an END_FOR there).
-FOR_ITER_SKIPS_END_FOR = False
+BOOL_OPERAND = frozenset()  # (3.13: instructions that read a bool only)
+# What FOR_ITER's exit jump skips at run time (kiln's code puts them
+# there): nothing before 3.12.
+FOR_ITER_SKIPS = ()
+CALL_PAIR = CALL_PAIR_NULL_FIRST
+make_function = make_function_with_flags
+closure_load = load_closure

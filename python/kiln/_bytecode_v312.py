@@ -22,14 +22,23 @@ array; the exception and location tables are kiln/_code_tables.py's):
   refuses it; kiln/_frames.py refuses a break inside such a comprehension).
 """
 import dis
+import functools
 import sys
 
+from . import _code_tables
 from ._code_tables import (  # noqa: F401 - the interface, shared with 3.11 and 3.13
     RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
-    encode_location_table, entry_shape, exception_rows, localsplus_names, new_localsplus,
-    parse_exception_table, pop_kinds, slot_names, table_fields)
+    entry_shape, exception_rows, inputs_with, localsplus_names, new_localsplus,
+    parse_exception_table, pop_kinds, slot_names,
+    CALL_PAIR_NULL_FIRST, attribute_312_on, call_312_on, compare_args, load_closure,
+    make_function_with_flags, method_load_as_attr_312_on)
 
 assert sys.version_info[:2] == (3, 12), "kiln/_bytecode_tables.py imports the running version's module"
+
+# The compiler writes a location entry per run of instructions at one
+# location since 3.12 (3.11: per instruction).
+encode_location_table = functools.partial(_code_tables.encode_location_table, runs=True)
+table_fields = functools.partial(_code_tables.table_fields, runs=True)
 
 OP = {name: op for name, op in dis.opmap.items() if op < 256}  # without the compiler's pseudo-ops
 EXTENDED_ARG = OP["EXTENDED_ARG"]
@@ -92,6 +101,7 @@ STORE_FAST = OP["STORE_FAST"]
 DELETE_FAST = OP["DELETE_FAST"]
 LOCAL_OPS = frozenset(op for op in dis.haslocal if op < 256)  # arg indexes localsplus
 FREE_OPS = frozenset(op for op in dis.hasfree if op < 256)    # so does this one
+LOCAL_PAIRS = {}  # instructions naming two locals in one arg: 3.13's
 # For kiln/_resume.py's liveness: the instructions that read a local
 # (DELETE_FAST raises on an unbound one) and those that end its value.
 LOCAL_READS = frozenset((LOAD_FAST, OP["LOAD_FAST_CHECK"], LOAD_FAST_AND_CLEAR, DELETE_FAST))
@@ -117,38 +127,33 @@ def runtime_transfer(opcode, arg, jump, shape):
     return call_transfer(OP, opcode, arg, shape)
 
 
-# How many stack slots an instruction takes off the stack (a call's NULL
-# included): what a break leaves under them is passed to the resume
-# function untouched. None: not resumed after (kiln/_frames.py then jumps
-# into the original instead). See _bytecode_v311.py's _INPUTS_311.
-_INPUTS_312 = {
-    "CALL": lambda a: a + 2, "CALL_FUNCTION_EX": lambda a: 3 + (a & 1),
-    "BINARY_OP": 2, "BINARY_SUBSCR": 2, "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "COMPARE_OP": 2,
-    "BINARY_SLICE": 3, "STORE_SLICE": 4,
-    "IS_OP": 2, "CONTAINS_OP": 2, "LOAD_ATTR": 1, "STORE_ATTR": 2, "DELETE_ATTR": 1, "LOAD_SUPER_ATTR": 3,
-    "UNARY_NEGATIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "CALL_INTRINSIC_1": 1, "GET_ITER": 1,
-    "FOR_ITER": 1, "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "BUILD_LIST": lambda a: a,
-    "BUILD_TUPLE": lambda a: a, "BUILD_SET": lambda a: a, "BUILD_MAP": lambda a: 2 * a,
-    "BUILD_STRING": lambda a: a, "BUILD_SLICE": lambda a: a, "BUILD_CONST_KEY_MAP": lambda a: a + 1,
-    "FORMAT_VALUE": lambda a: 2 if a & 4 else 1, "LOAD_GLOBAL": 0, "LOAD_FAST": 0, "LOAD_FAST_CHECK": 0,
-    "LOAD_CONST": 0, "LOAD_DEREF": 0, "STORE_FAST": 1, "STORE_GLOBAL": 1, "POP_TOP": 1,
-    "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 1, "LOAD_ASSERTION_ERROR": 0,
+# The method-pair kinds that meet at a merge point (kiln/_bytecode.py's
+# stack_analysis joins them; compiler output never needs it): a resume
+# function's prologue pushes (NULL, bound method) where a loop's back edge
+# brings the original pair, ('M', 'S').
+METHOD_PAIR_JOIN = {frozenset("NM"): "M", frozenset("vS"): "S"}
+
+
+# How many stack slots an instruction takes off the stack: the rows 3.11
+# and later share (kiln/_code_tables.py's INPUTS_311_ON, which says what
+# they are for) and 3.12's own.
+inputs = inputs_with({
+    "BINARY_SLICE": 3, "STORE_SLICE": 4, "LOAD_SUPER_ATTR": 3, "CALL_INTRINSIC_1": 1,
+    "FORMAT_VALUE": lambda a: 2 if a & 4 else 1, "LOAD_FAST_CHECK": 0,
     "POP_JUMP_IF_FALSE": 1, "POP_JUMP_IF_TRUE": 1, "POP_JUMP_IF_NONE": 1, "POP_JUMP_IF_NOT_NONE": 1,
-}
-
-
-def inputs(opname, arg):
-    """The slots `opname` takes off the stack, or None (not in the table)."""
-    n = _INPUTS_312.get(opname)
-    return n(arg) if callable(n) else n
+}, OP)
 
 
 # ------------------------------------------------ emitting calls --
-# (the same vocabulary as _bytecode_v311.py's)
+# (kiln/_code_tables.py has the spellings 3.12 shares)
 
-def call(n):
-    """Call the callable under n arguments, (NULL, callable) or (method, self) below."""
-    return [("CALL", n)]
+call = call_312_on
+attribute = attribute_312_on
+method_load_as_attr = method_load_as_attr_312_on(OP)
+compare = compare_args()
+CALL_PAIR = CALL_PAIR_NULL_FIRST
+make_function = make_function_with_flags
+closure_load = load_closure
 
 
 def call_kw(n, names_const):
@@ -157,36 +162,8 @@ def call_kw(n, names_const):
     return [("KW_NAMES", names_const), ("CALL", n)]
 
 
-def attribute(name, method):
-    """Load attribute co_names[name] off the top (method: bit 0, the pair)."""
-    return [("LOAD_ATTR", (name << 1) | int(bool(method)))]
-
-
-def compare(index):
-    """COMPARE_OP's arg for dis.cmp_op[index], as this CPython's compiler
-    writes it (3.12 keeps a mask of the results that count as true in the
-    low bits, which the specialized forms read: an arg without it compares
-    wrongly once the instruction is specialized)."""
-    return _COMPARE_ARGS[index]
-
-
-_COMPARE_ARGS = {i: next(ins.arg for ins in dis.get_instructions(compile(f"a {sym} b", "<compare>", "eval"))
-                         if ins.opname == "COMPARE_OP")
-                 for i, sym in enumerate(dis.cmp_op)}
-
-
-def method_load_as_attr(opcode, arg):
-    """For a method load: the plain attribute load of the same name, as
-    (opname, arg); None for any other instruction."""
-    if opcode == LOAD_ATTR and arg & 1:
-        return ("LOAD_ATTR", arg & ~1)
-    if opcode == LOAD_SUPER_ATTR and arg & 1:
-        return ("LOAD_SUPER_ATTR", arg & ~1)
-    return None
-
-
 JUMP_IF_FALSE = "POP_JUMP_IF_FALSE"
-CALL_PREFIXES = frozenset(OP[n] for n in ("PUSH_NULL", "KW_NAMES", "NOP"))
+BOOL_OPERAND = frozenset()  # (3.13: instructions that read a bool only)
 # FOR_ITER's jump names an END_FOR that it skips: code kiln writes puts
 # one there and the real target after it.
-FOR_ITER_SKIPS_END_FOR = True
+FOR_ITER_SKIPS = ("END_FOR",)

@@ -8,10 +8,11 @@ Traps:
   (bit 6 = continuation, bit 7 marks an entry's first byte): start, length
   (code units, end exclusive), handler, depth<<1|lasti.
 - The location table (Objects/locations.md) has one entry per instruction
-  (split into pieces of at most 8 code units), with the line as a delta
-  from the previous entry's and little-endian 6-bit varints. The short
-  and one-line forms are chosen exactly as compile.c chooses them, or the
-  round trip is not byte-identical (though still correct).
+  on 3.11 and one per run of instructions at the same location from 3.12
+  on (split into pieces of at most 8 code units), with the line as a delta
+  from the previous entry's and little-endian 6-bit varints. The runs and
+  the short and one-line forms are chosen exactly as the compiler chooses
+  them, or the round trip is not byte-identical (though still correct).
 
 The fast-locals layout (one localsplus array: varnames, cells that are
 not arguments, free variables) is also 3.11's and later's; its functions
@@ -79,12 +80,16 @@ def _loc_svarint(out, val):
     _loc_varint(out, ((-val) << 1) | 1 if val < 0 else val << 1)
 
 
-def encode_location_table(items, firstlineno):
+def encode_location_table(items, firstlineno, runs=False):
     """`items`: (size in code units, dis.Positions or None) per instruction,
     in order. Mirrors 3.11 compile.c write_location_info_entry exactly so
     unmodified compiler output round-trips byte for byte: one entry per
-    instruction, split into pieces of <= 8 units; short and one-line forms
-    do not move the running line, so they are chosen by the same tests."""
+    instruction (`runs`: per run of instructions at the same location, as
+    3.12's assemble.c assemble_location_info writes), split into pieces of
+    <= 8 units; short and one-line forms do not move the running line, so
+    they are chosen by the same tests."""
+    if runs:
+        items = _location_runs(items)
     out = bytearray()
     prev = firstlineno
     for size, pos in items:
@@ -101,6 +106,20 @@ def encode_location_table(items, firstlineno):
             size -= 8
         prev = _loc_entry(out, size, pos, prev)
     return bytes(out)
+
+
+def _location_runs(items):
+    merged = []
+    for size, pos in items:
+        pos = pos or _NO_POSITIONS  # a new instruction's None: no location, as the table reads it back
+        if merged and merged[-1][1] == pos:
+            merged[-1][0] += size
+        else:
+            merged.append([size, pos])
+    return merged
+
+
+_NO_POSITIONS = dis.Positions(None, None, None, None)
 
 
 def _loc_entry(out, n, pos, prev):
@@ -151,11 +170,11 @@ def exception_rows(code):
     return parse_exception_table(code.co_exceptiontable)
 
 
-def table_fields(exc_rows, location_items, firstlineno):
+def table_fields(exc_rows, location_items, firstlineno, runs=False):
     """The code.replace fields for the tables (see encode_location_table
-    for `location_items`)."""
+    for `location_items` and `runs`)."""
     return {"co_exceptiontable": encode_exception_table(exc_rows),
-            "co_linetable": encode_location_table(location_items, firstlineno)}
+            "co_linetable": encode_location_table(location_items, firstlineno, runs)}
 
 
 def entry_shape(code):
@@ -244,19 +263,23 @@ def compiler_effect_with(jump_ops, return_generator):
     return compiler_effect
 
 
-def call_transfer(op, opcode, arg, shape):
+def call_transfer(op, opcode, arg, shape, global_pair=("N", "v")):
     """runtime_transfer for what 3.11 and later share (`op`: the version's
     opcode numbers by name): NULLs pushed, a generator's first value, calls,
-    COPY and SWAP. None for any other instruction."""
+    COPY and SWAP. None for any other instruction. `global_pair`: what
+    LOAD_GLOBAL with bit 0 pushes, bottom first (3.13 puts the NULL above
+    the global, 3.11 and 3.12 below it)."""
     if opcode == op["PUSH_NULL"]:
         return shape + ("N",)
     if opcode == op["RETURN_GENERATOR"]:
         # the frame comes back with the first send()'s None pushed (POP_TOP'd next)
         return shape + ("v",)
     if opcode == op["LOAD_GLOBAL"]:
-        return shape + (("N", "v") if arg & 1 else ("v",))
+        return shape + (global_pair if arg & 1 else ("v",))
     if opcode == op["CALL"]:
         return pop_kinds(shape, arg + 2, opcode) + ("v",)
+    if opcode == op.get("CALL_KW"):  # 3.13 (no KW_NAMES): the names' tuple above the arguments
+        return pop_kinds(shape, arg + 3, opcode) + ("v",)
     if opcode == op["CALL_FUNCTION_EX"]:
         return pop_kinds(shape, 3 + (arg & 1), opcode) + ("v",)
     if opcode == op["COPY"]:
@@ -272,3 +295,103 @@ def pop_kinds(shape, n, opcode):
     if n > len(shape):
         raise ValueError(f"{dis.opname[opcode]} pops {n} from a stack of {len(shape)}")
     return shape[:len(shape) - n]
+
+
+# ------------------------------------------------ what an instruction pops --
+
+# How many stack slots an instruction takes off the stack at run time (its
+# operands, a call's NULL included): what a break leaves under them is
+# passed to the resume function untouched. An instruction with no row is
+# not resumed after (it reaches deeper slots, ends the frame, or is rare):
+# kiln/_frames.py then jumps into the original instead. (dis.stack_effect
+# gives only the net effect; a break needs to know which slots an
+# instruction leaves alone.) These rows hold on 3.11 and later; each
+# version module adds its own (inputs_with).
+INPUTS_311_ON = {
+    "CALL": lambda a: a + 2, "CALL_FUNCTION_EX": lambda a: 3 + (a & 1),
+    "BINARY_OP": 2, "BINARY_SUBSCR": 2, "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "COMPARE_OP": 2,
+    "IS_OP": 2, "CONTAINS_OP": 2, "LOAD_ATTR": 1, "STORE_ATTR": 2, "DELETE_ATTR": 1,
+    "UNARY_NEGATIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "GET_ITER": 1,
+    "FOR_ITER": 1, "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "BUILD_LIST": lambda a: a,
+    "BUILD_TUPLE": lambda a: a, "BUILD_SET": lambda a: a, "BUILD_MAP": lambda a: 2 * a,
+    "BUILD_STRING": lambda a: a, "BUILD_SLICE": lambda a: a, "BUILD_CONST_KEY_MAP": lambda a: a + 1,
+    "LOAD_GLOBAL": 0, "LOAD_FAST": 0, "LOAD_CONST": 0, "LOAD_DEREF": 0, "STORE_FAST": 1,
+    "STORE_GLOBAL": 1, "POP_TOP": 1,
+    # IMPORT_FROM reads the module under it and pushes it back with the
+    # name: it takes the module, and the module is one of its results.
+    "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 1, "LOAD_ASSERTION_ERROR": 0,
+}
+
+
+def inputs_with(rows, op):
+    """The version's `inputs(opname, arg)` over INPUTS_311_ON and its own
+    `rows` (`op`: its opcodes by name, which every row must name)."""
+    table = {**INPUTS_311_ON, **rows}
+    unknown = set(table) - set(op)
+    assert not unknown, f"input rows for opcodes this CPython lacks: {sorted(unknown)}"
+
+    def inputs(opname, arg):
+        """The slots `opname` takes off the stack, or None (no row)."""
+        n = table.get(opname)
+        return n(arg) if callable(n) else n
+    return inputs
+
+
+
+# ------------------------------------------------- emitting, shared --
+#
+# What kiln/_frames.py and kiln/_resume.py write when they make bytecode
+# of their own (a residual's calls, a resume function's call), as
+# (opname, arg) lists: where versions agree, the spelling is here and each
+# version module names it in its own EMIT section.
+
+# A callable and the NULL that makes its call a plain one, as the stack
+# holds them (bottom first), until 3.12: 3.13 turned the pair around.
+CALL_PAIR_NULL_FIRST = ("N", "v")
+
+
+def make_function_with_flags(flags):
+    """Until 3.12: MAKE_FUNCTION from the code on top and, below it, the
+    attributes `flags` names (1 defaults, 2 keyword defaults, 4
+    annotations, 8 the closure, in that order from the bottom)."""
+    return [("MAKE_FUNCTION", flags)]
+
+
+def load_closure(slot):
+    """Until 3.12: push the cell in localsplus `slot`, for a closure tuple."""
+    return [("LOAD_CLOSURE", slot)]
+
+
+def call_312_on(n):
+    """3.12+: call the callable under n arguments (with its NULL, or a method pair)."""
+    return [("CALL", n)]
+
+
+def attribute_312_on(name, method):
+    """3.12+: load attribute co_names[name] off the top (method: bit 0, the pair)."""
+    return [("LOAD_ATTR", (name << 1) | int(bool(method)))]
+
+
+def method_load_as_attr_312_on(op):
+    """3.12+: for a method load (LOAD_ATTR or LOAD_SUPER_ATTR with bit 0),
+    the plain attribute load of the same name as (opname, arg); None for
+    any other instruction."""
+    forms = {op["LOAD_ATTR"]: "LOAD_ATTR", op["LOAD_SUPER_ATTR"]: "LOAD_SUPER_ATTR"}
+
+    def method_load_as_attr(opcode, arg):
+        name = forms.get(opcode)
+        return (name, arg & ~1) if name is not None and arg & 1 else None
+    return method_load_as_attr
+
+
+def compare_args():
+    """compare(index): COMPARE_OP's arg for dis.cmp_op[index] as the running
+    CPython's compiler writes it where the result is a value. 3.12 keeps a
+    mask of the results that count as true in the low bits, which the
+    specialized forms read (an arg without it compares wrongly once the
+    instruction is specialized); 3.13 moves the comparison to bits 5 up and
+    uses bit 4 for a result made a bool."""
+    args = {i: next(ins.arg for ins in dis.get_instructions(compile(f"a {sym} b", "<compare>", "eval"))
+                    if ins.opname == "COMPARE_OP")
+            for i, sym in enumerate(dis.cmp_op)}
+    return args.__getitem__

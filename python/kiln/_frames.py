@@ -375,18 +375,23 @@ class _Builder:
         return dis.Positions(self.orig.co_firstlineno, self.orig.co_firstlineno, None, None)
 
     def _target(self, cont):
+        """(where CPython resumes, the frontend's stack kinds there, the
+        instruction whose translation broke): the first two differ when a
+        run of instructions that emit no KBC precedes it (kiln/_frontend.py's
+        kbc_starts), which CPython re-runs."""
         starts = _frontend.translate(self.orig).kbc_starts
         start = starts.get(cont["pc"])
         if start is None:
             raise Refused("the break is inside the translation of one CPython instruction")
-        offset, kinds = start
-        return self.bc.at_offset(offset), kinds
+        offset, kinds, emitter = start
+        return self.bc.at_offset(offset), kinds, self.bc.at_offset(emitter)
 
     def _continue(self, cont, pos):
         """The tail that jumps into the copy of C's bytecode at the breaking
         instruction, with C's locals and stack as the trace left them."""
-        target, kinds = self._target(cont)
+        target, kinds, _ = self._target(cont)
         out = self._store_live_locals(cont, pos) + self._push(_cpython_slots(kinds, cont["stack"]), pos)
+        out += _to_bool(target.opname, pos)
         out.append(B.Instr("JUMP_FORWARD", target=target, positions=pos))
         return out
 
@@ -414,13 +419,10 @@ class _Builder:
         with block, whose handlers only the jump into the original keeps; the
         instruction is no plain one; its results are not plain values): the
         caller then jumps into a copy of the original."""
-        target, kinds = self._target(cont)
+        target, kinds, brk = self._target(cont)
         instrs = self.bc.instrs
         start = instrs.index(target)
-        emit = start
-        while instrs[emit].opcode in _RUN_PREFIX:
-            emit += 1
-        brk = instrs[emit]
+        emit = instrs.index(brk)
         if self.bc.handlers_of().get(brk) or self.bc.handlers_of().get(target):
             raise Refused("the break is inside a try or with block, whose handlers must see it")
         # A break inside a loop would make a resume function per iteration,
@@ -450,12 +452,12 @@ class _Builder:
         slots = _cpython_slots(kinds, cont["stack"])
         out = self._store_live_locals(cont, pos) + self._push(slots[lower:], pos)
         # (jump targets stay C's: the last one, a branch's, is retargeted below)
-        run = [B.Instr(ins.opname, ins.arg, target=ins.target, positions=ins.positions)
-               for ins in instrs[start:emit + 1]]
+        run = _to_bool(target.opname, pos) + \
+            [B.Instr(ins.opname, ins.arg, target=ins.target, positions=ins.positions) for ins in instrs[start:emit + 1]]
         self._run_copies += run
         out.extend(run)
-        bound = set(cont["live_names"]) | {self.orig.co_varnames[ins.arg] for ins in run
-                                            if ins.opname == "STORE_FAST"}
+        bound = set(cont["live_names"]) | {self.orig.co_varnames[i] for ins in run
+                                            for effect, i in _resume.local_uses(ins) if effect == "store"}
         if len(edges) == 1:
             out.extend(self._call_resume(edges[0][0], slots[:lower], bound, pos))
         else:
@@ -491,13 +493,14 @@ class _Builder:
             if want == "N":
                 kinds.append("N")
             elif want == "M":
-                kinds += ["N", "v"]
-                meth, self_ = lower_slots[i], lower_slots[i + 1]
-                if meth[1] < 0:            # (NULL, callable)
-                    args.append([self._load(self_[1], pos)])
+                # A method pair, passed as a plain call's pair of the callable it stands for.
+                kinds += T.CALL_PAIR
+                meth, self_ = lower_slots[i][1], lower_slots[i + 1][1]
+                if meth < 0 or self_ < 0:  # a NULL and the callable
+                    args.append([self._load(max(meth, self_), pos)])
                 else:                      # (function, self): the bound method
-                    args.append([I("LOAD_CONST", self.new_const(_bind)), I("PUSH_NULL"), I("SWAP", 2),
-                                 self._load(meth[1], pos), self._load(self_[1], pos)] + _call(2, pos))
+                    args.append([I("LOAD_CONST", self.new_const(_bind))] + _resume.null_beside(1, pos) +
+                                [self._load(meth, pos), self._load(self_, pos)] + _call(2, pos))
                 i += 1
             else:
                 if temp < 0:
@@ -510,19 +513,19 @@ class _Builder:
             args.append([I("LOAD_FAST", t)])
         code = _resume.make_resume(self.orig, nxt.offset, kinds, live)
         info = _resume.resume_info(code)
-        out.append(I("PUSH_NULL"))
         if info.freevars:
             for name in info.freevars:  # the frame's own cells and free variables, by name
-                out.append(I("LOAD_CLOSURE", 0))
+                out += _emit(T.closure_load(0), pos)
                 self._closure_fixups.append((out[-1], name))
             out.append(I("BUILD_TUPLE", len(info.freevars)))
             out.append(I("LOAD_CONST", self.new_const(code)))
-            out.append(I("MAKE_FUNCTION", 0x08))
+            out += _emit(T.make_function(0x08), pos)
         else:
             # One function object for every call (the entry's globals are
             # this frame's): no MAKE_FUNCTION per call, and the hook finds
             # the same function again.
             out.append(I("LOAD_CONST", self.new_const(types.FunctionType(code, self.info["globals"]))))
+        out += _resume.null_beside(1, pos)
         by_name = {n: [I("LOAD_FAST", self.orig.co_varnames.index(n))] for n in live}
         stack_args = iter(args)
         for p in info.params:
@@ -559,7 +562,7 @@ class _Builder:
             if first[t] >= len(out):
                 raise Refused("a residual jump to its end")
             ins.target = out[first[t]]
-        if T.FOR_ITER_SKIPS_END_FOR:
+        if T.FOR_ITER_SKIPS:
             for ins, _ in jumps:
                 if ins.opname == "FOR_ITER":
                     self._end_for_before(out, ins)
@@ -567,15 +570,16 @@ class _Builder:
 
     @staticmethod
     def _end_for_before(out, for_iter):
-        """3.12: FOR_ITER's jump names an END_FOR that it skips. Put one
-        before the loop's exit, which only the loop's back edge precedes
-        (so nothing falls into it), and aim the jump at it."""
+        """3.12+: FOR_ITER's jump names an END_FOR that it skips (3.13: and
+        the POP_TOP after it). Put them before the loop's exit, which only
+        the loop's back edge precedes (so nothing falls into them), and aim
+        the jump at the first."""
         at = out.index(for_iter.target)
         if at == 0 or out[at - 1].opcode not in T.UNCONDITIONAL_JUMPS | T.TERMINATORS:
             raise Refused("a residual loop whose exit is reached by falling through")
-        end_for = B.Instr("END_FOR", positions=for_iter.positions)
-        out.insert(at, end_for)
-        for_iter.target = end_for
+        skipped = [B.Instr(name, positions=for_iter.positions) for name in T.FOR_ITER_SKIPS]
+        out[at:at] = skipped
+        for_iter.target = skipped[0]
 
     def _one(self, op, a, b, sym, p, jumps):
         I = lambda name, arg=None: B.Instr(name, arg, positions=p)  # noqa: E731
@@ -593,7 +597,7 @@ class _Builder:
             # (kiln/_frontend.py nested_codes; the constant is checked in
             # const()): KBC's flags are CPython's but the closure's bit, 4
             # here and 8 there (a code with annotations is never made here).
-            return [I("MAKE_FUNCTION", (a & 3) | (8 if a & 4 else 0))]
+            return _emit(T.make_function((a & 3) | (8 if a & 4 else 0)), p)
         if op in ("LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE"):
             # The frame's own cells and free variables by name (their slots
             # are known once every temporary is: fixed up in code()); a cell
@@ -601,7 +605,7 @@ class _Builder:
             name = (list(self.info["cellvars"]) + list(self.info["freevars"]))[a]
             if name not in self.orig.co_cellvars and name not in self.orig.co_freevars:
                 raise Refused(f"a closure cell the trace made ({name})")
-            ins = I(op, 0)
+            ins = _emit(T.closure_load(0), p)[0] if op == "LOAD_CLOSURE" else I(op, 0)
             self._closure_fixups.append((ins, name))
             return [ins]
         if op == "LOAD_GLOBAL":
@@ -640,42 +644,35 @@ class _Builder:
                         I("LOAD_CONST", self.new_const(_call_kw)), I("SWAP", 2)] + self._call_with_tuple(p)
             return _emit(T.call_kw(a, self.new_const(tuple(names))), p)
         if op == "CALL_EX":
-            return self._null_under(2 + (a & 1), p) + [I("CALL_FUNCTION_EX", a & 1)]
+            return _resume.null_beside(2 + (a & 1), p) + [I("CALL_FUNCTION_EX", a & 1)]
         if op in ("JUMP", "POP_JUMP_IF_FALSE", "FOR_ITER"):
             name = {"JUMP": "JUMP_FORWARD", "POP_JUMP_IF_FALSE": T.JUMP_IF_FALSE, "FOR_ITER": "FOR_ITER"}[op]
             ins = B.Instr(name, 0, positions=p)
             jumps.append((ins, a))
-            return [ins]
+            return _to_bool(name, p) + [ins]
         raise Refused(f"residual instruction {op}")
-
-    @staticmethod
-    def _null_under(depth, p):
-        """A NULL under the `depth` top values (the callable the deepest)."""
-        out = [B.Instr("PUSH_NULL", positions=p)]
-        for k in range(depth + 1, 1, -1):
-            out.append(B.Instr("SWAP", k, positions=p))
-        return out
 
     def _call_n(self, n, p):
         if n == 0:
-            return self._null_under(1, p) + _call(0, p)
+            return _resume.null_beside(1, p) + _call(0, p)
         return [B.Instr("BUILD_TUPLE", n, positions=p)] + self._call_with_tuple(p)
 
     def _call_with_tuple(self, p):
         """[f, args tuple] -> f(*args)."""
-        return self._null_under(2, p) + [B.Instr("CALL_FUNCTION_EX", 0, positions=p)]
+        return _resume.null_beside(2, p) + [B.Instr("CALL_FUNCTION_EX", 0, positions=p)]
 
 
-# CPython instructions that emit no KBC of their own and precede the one
-# that does in a break's run (kiln/_frontend.py's kbc_starts starts there).
-_RUN_PREFIX = T.CALL_PREFIXES
 # Instructions that may go either way: a resume function per edge.
 _BRANCHES = T.JUMP_OPS - T.UNCONDITIONAL_JUMPS
 
 
-def _emit(pairs, pos):
-    """A version module's (opname, arg) spelling as instructions."""
-    return [B.Instr(name, arg, positions=pos) for name, arg in pairs]
+_emit = _resume.emit
+
+
+def _to_bool(opname, pos):
+    """TO_BOOL before an instruction that reads a bool only (3.13), where
+    kiln's code gives it a value the trace had: a tensor's truth, say."""
+    return [B.Instr("TO_BOOL", positions=pos)] if opname in T.BOOL_OPERAND else []
 
 
 def _call(n, pos):
@@ -685,12 +682,16 @@ def _cpython_slots(kinds, kbc_slots):
     """CPython's stack at a break, bottom first, as (kind, residual temp;
     -1 a NULL): the frontend's kinds there over the residual's KBC slots (a
     virtual NULL 'N' has none; KBC's method pair is (meth, self) or, for an
-    attribute that is no method, (attr, NULL) where CPython has (NULL, attr))."""
+    attribute that is no method, (attr, NULL), which is 3.13's order too,
+    where 3.11 and 3.12 have (NULL, attr))."""
     if "C" in kinds:
         # The local a 3.12 inlined comprehension saved sits on CPython's
         # stack: the resume would have to put it there and the
         # comprehension's own value in the local.
         raise Refused("a break inside a list, set or dict comprehension (CPython 3.12 inlines them)")
+    if "X" in kinds or "K" in kinds:
+        # (the frontend resumes before such runs: kbc_starts)
+        raise Refused(f"a break between the parts of one CPython construct ({kinds})")
     if len(kbc_slots) != sum(1 for k in kinds if k != "N"):
         raise Refused(f"the traced stack ({len(kbc_slots)} slots) is not CPython's ({kinds})")
     it = iter(kbc_slots)
@@ -702,7 +703,8 @@ def _cpython_slots(kinds, kbc_slots):
             out.append(("N", -1))
         elif k == "M":
             meth, self_ = next(it), next(it)
-            out += [("M", -1), ("S", meth)] if self_ < 0 else [("M", meth), ("S", self_)]
+            null_first = self_ < 0 and T.CALL_PAIR[0] == "N"
+            out += [("M", -1), ("S", meth)] if null_first else [("M", meth), ("S", self_)]
             i += 1
         else:
             t = next(it)

@@ -103,7 +103,7 @@ import weakref
 from dataclasses import dataclass
 
 # The opcode table: one row per opcode, and the kinds of abstract-stack slots.
-from ._frontend_opcodes import _ROWS, _VALUE, _is_virtual, require as _opcodes_require
+from ._frontend_opcodes import _NULL_PAIR, _ROWS, _VALUE, _is_virtual, require as _opcodes_require, saved_local
 
 __all__ = ["Translation", "Untranslatable", "translate"]
 
@@ -154,9 +154,11 @@ _UNSUPPORTED = {
 # Opcodes a code object's co_code never holds: dis drops CACHE units, and
 # the rest are the interpreter's own (sys.monitoring's INSTRUMENTED_*
 # copies, which co_code shows as the originals; the entry frame's
-# INTERPRETER_EXIT; the placeholder RESERVED). The tests check that every
-# opcode of the running CPython is a row, a refusal above, or one of these.
-NEVER_IN_CO_CODE = ("CACHE", "INSTRUMENTED_", "INTERPRETER_EXIT", "RESERVED", "ENTER_EXECUTOR")
+# INTERPRETER_EXIT; the placeholder RESERVED; 3.13's EXIT_INIT_CHECK, of
+# the shim frame that runs a specialized class call's __init__; the
+# JIT's ENTER_EXECUTOR). The tests check that every opcode of the running
+# CPython is a row, a refusal above, or one of these.
+NEVER_IN_CO_CODE = ("CACHE", "INSTRUMENTED_", "INTERPRETER_EXIT", "RESERVED", "ENTER_EXECUTOR", "EXIT_INIT_CHECK")
 
 
 class Untranslatable(Exception):
@@ -518,7 +520,7 @@ class _Function:
         inside a 3.12 inlined comprehension that binds the name (its saved
         slot, "C" + name, on the stack), a local of the comprehension's own,
         one per nesting depth; otherwise the local's own KBC name."""
-        depth = sum(1 for kind in st if kind == "C" + name)
+        depth = sum(1 for kind in st if saved_local(kind) == name)
         if not depth:
             return self.rename[name]
         key = (name, depth)
@@ -584,9 +586,15 @@ class _Function:
                       "code outside it uses too (CPython 3.12 inlines the comprehension)")
 
     def _pair_kw_names(self) -> dict:
-        """CALL index -> its KW_NAMES tuple (3.11 emits KW_NAMES, PRECALL, CALL)."""
+        """CALL index -> its KW_NAMES tuple (3.11 emits KW_NAMES, PRECALL,
+        CALL; 3.12 KW_NAMES, CALL; 3.13 the tuple as a constant, CALL_KW)."""
         pairs = {}
         for k, ins in enumerate(self.instrs):
+            if ins.opname == "CALL_KW":
+                prev = self.instrs[k - 1]
+                if prev.opname != "LOAD_CONST" or not isinstance(prev.argval, tuple):
+                    self.fail("CALL_KW without its keyword names constant", ins.positions.lineno)
+                pairs[k] = prev.argval
             if ins.opname != "KW_NAMES":
                 continue
             j = k + 1
@@ -660,11 +668,13 @@ class _Function:
         current = None
         emitted = 0
         # KBC instruction indices (labels and directives are not
-        # instructions) -> where CPython resumes: the first of a run of
-        # CPython instructions that emit no KBC of their own (PUSH_NULL,
-        # PRECALL, KW_NAMES, NOP) before the one that does, so CPython
-        # re-runs the run (a KW_NAMES must precede its CALL). The prologue
-        # (MAKE_CELL, COPY_FREE_VARS, RESUME) is never re-run.
+        # instructions) -> (where CPython resumes, the kinds there, the
+        # instruction that emitted it): CPython resumes at the first of a
+        # run of instructions that emit no KBC of their own (PUSH_NULL,
+        # PRECALL, KW_NAMES, NOP; 3.13's keyword names constant and TO_BOOL
+        # before a jump) before the one that does, so CPython re-runs the
+        # run (a KW_NAMES must precede its CALL). The prologue (MAKE_CELL,
+        # COPY_FREE_VARS, RESUME) is never re-run.
         self.kbc_starts = {}
         kbc_index = 0
         run_start = None
@@ -696,10 +706,14 @@ class _Function:
             if ins.opname == "RESUME":
                 past_prologue = True
             elif past_prologue and n_instrs == 0:
-                if run_start is None or ins.offset in targets:
+                if "X" in states[k]:
+                    # CPython's accounting of what KBC did already (3.13's
+                    # SET_FUNCTION_ATTRIBUTE, END_FOR): never re-run.
+                    run_start = None
+                elif run_start is None or ins.offset in targets:
                     run_start = (ins.offset, _kinds(states[k]))
             elif past_prologue:
-                self.kbc_starts[kbc_index] = run_start or (ins.offset, _kinds(states[k]))
+                self.kbc_starts[kbc_index] = (run_start or (ins.offset, _kinds(states[k]))) + (ins.offset,)
                 run_start = None
             kbc_index += n_instrs
             if len(out) > mark and self.line != line:
@@ -804,7 +818,7 @@ class _Function:
         names = self.kwnames.get(k)
         self._pop(st, n, ins)
         callee = self._pop(st, 2, ins, accept=("v", "N", "M", "S"))
-        if callee == ["N", "v"]:
+        if callee == _NULL_PAIR:
             opname, count = "CALL", n
         elif callee == ["M", "S"]:
             opname, count = "CALL_METHOD", n
@@ -823,12 +837,18 @@ class _Function:
 
     def _make_function(self, k: int, st: list, emit):
         ins = self.instrs[k]
-        flags = ins.arg
+        # 3.13 makes the function from its code alone and sets each
+        # attribute after it (SET_FUNCTION_ATTRIBUTE, flag by flag, from
+        # the same stack layout): KBC takes them all here, and what 3.13
+        # still has on its stack until then is phantom ('X').
+        later = ins.arg is None
+        flags = self._function_attributes(k) if later else ins.arg
         prev = self.instrs[k - 1] if k else None
         if prev is None or prev.opname != "LOAD_CONST" or not isinstance(prev.argval, types.CodeType):
             self.fail("MAKE_FUNCTION without its code constant")
-        self._pop(st, 1 + bin(flags & 0xF).count("1"), ins)
-        st.append("v")
+        attributes = bin(flags & 0xF).count("1")
+        self._pop(st, 1 + attributes, ins)
+        st += ["X"] * (attributes if later else 0) + ["v"]
         if flags & 4:
             self.program.annotated.add(id(prev.argval))
             # Annotations: evaluated (as in CPython) but kept nowhere, as a
@@ -842,6 +862,14 @@ class _Function:
                 emit("  POP_TOP")
         emit(f"  MAKE_FUNCTION {(flags & 3) | (4 if flags & 8 else 0)}")
         return st, None
+
+    def _function_attributes(self, k: int) -> int:
+        flags = 0
+        for ins in self.instrs[k + 1:]:
+            if ins.opname != "SET_FUNCTION_ATTRIBUTE":
+                break
+            flags |= ins.arg
+        return flags
 
     def _build_const_key_map(self, k: int, st: list, emit):
         """values... keys -> dict, inserting in key order with STORE_SUBSCR."""

@@ -1,5 +1,6 @@
-"""The frontend's opcode table: one row per CPython 3.11 opcode it translates
-(kiln/_frontend.py walks a function's instructions and asks this table)."""
+"""The frontend's opcode table: one row per CPython opcode it translates, for
+each version in VERSIONS (kiln/_frontend.py walks a function's
+instructions and asks this table)."""
 from __future__ import annotations
 
 import dis
@@ -11,7 +12,7 @@ from . import _bytecode_tables
 # The CPython versions whose opcodes this table translates. kiln reads a
 # version's bytecode when both this table and kiln/_bytecode_tables.py
 # (the resume side) have it: SUPPORTED, and require() for the entry points.
-VERSIONS = {(3, 11), (3, 12)}
+VERSIONS = {(3, 11), (3, 12), (3, 13)}
 _V = sys.version_info[:2]
 SUPPORTED = _bytecode_tables.SUPPORTED and sys.version_info[:2] in VERSIONS
 assert not SUPPORTED or _bytecode_tables.CAN_EMIT, "a version kiln compiles on needs the emitted spellings"
@@ -53,16 +54,34 @@ _CONDITIONAL = {
 _JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
 
 _VALUE = ("v",)  # abstract-stack kinds an ordinary consumer accepts (kiln/_frontend.py)
+# A callable and the NULL that marks it as a plain call, as CPython stacks
+# them (bottom first): 3.13 put the NULL above the callable.
+_NULL_PAIR = list(_bytecode_tables.CALL_PAIR) if SUPPORTED else None
+
+
+def saved_local(kind):
+    """The local whose value a 3.12+ inlined comprehension saved in this
+    abstract-stack slot ("C" + name; "C*" + name when the comprehension's
+    own variable of that name is a cell too), or None."""
+    if kind[0] != "C":
+        return None
+    return kind[2:] if kind[1] == "*" else kind[1:]
 
 
 def _is_virtual(kind):
-    """A CPython stack slot with no KBC slot under it: a NULL ('N'), the
-    phantom pair a 3.12 FOR_ITER leaves for END_FOR ('X'), or the value a
-    3.12 inlined comprehension saved of a local it shadows ('C' + the
-    local's name: the comprehension's own uses of the name are renamed
-    while it is on the stack, so KBC never clears or restores the outer
-    variable)."""
-    return kind == "N" or kind == "X" or kind[0] == "C"
+    """A CPython stack slot with no KBC slot under it: a NULL ('N'), 3.13's
+    keyword names constant before CALL_KW ('K': KBC's call spells them), a
+    phantom that is CPython's accounting only ('X': the pair a 3.12+
+    FOR_ITER leaves for END_FOR (and 3.13's POP_TOP after it), and the
+    attributes 3.13's SET_FUNCTION_ATTRIBUTE consumes, which KBC's
+    MAKE_FUNCTION took already), or the value a 3.12+ inlined comprehension
+    saved of a local it shadows ('C' + the local's name: the
+    comprehension's own uses of the name are renamed while it is on the
+    stack, so KBC never clears or restores the outer variable)."""
+    return kind in _PHANTOMS or kind[0] == "C"
+
+
+_PHANTOMS = ("N", "X", "K")
 
 # -- the opcode table -----------------------------------------------------------
 #
@@ -138,7 +157,7 @@ def _same(pops, pushes, operand=None):
 
 
 for _name, _pops, _pushes, _operand in [
-        ("POP_TOP", 1, 0, None), ("BINARY_SUBSCR", 2, 1, None), ("STORE_SUBSCR", 3, 0, None),
+        ("BINARY_SUBSCR", 2, 1, None), ("STORE_SUBSCR", 3, 0, None),
         ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None),
         ("STORE_ATTR", 2, 0, "name"), ("DELETE_ATTR", 1, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"),
 
@@ -155,6 +174,15 @@ def _unary(f, k, ins, st, emit):
     f._pop(st, 1, ins)
     st.append("v")
     emit(f"  UNARY_OP {_UNARY[ins.opname]}")
+    return st, None
+
+
+@_row("POP_TOP", effect=_const(-1))
+def _pop_top(f, k, ins, st, emit):
+    # 3.13 ends a loop with END_FOR, POP_TOP, which FOR_ITER skips: the
+    # second of its phantom pair.
+    if f._pop(st, 1, ins, accept=("v", "X")) == ["v"]:
+        emit("  POP_TOP")
     return st, None
 
 
@@ -187,7 +215,8 @@ def _emit_return(f, emit):
 # gen_items): the items into a list as they are yielded. A generator
 # function (`yield` in a def) keeps them: KBC's YIELD_VALUE in a
 # `.generator` function, which the tracer suspends.
-@_row("RETURN_GENERATOR", effect=_const(0), checked=False)
+@_row("RETURN_GENERATOR", effect=_const(0), checked=False, versions={(3, 11), (3, 12)})
+@_row("RETURN_GENERATOR", effect=_const(1), versions={(3, 13)})  # 3.13's dis counts the value
 def _return_generator(f, k, ins, st, emit):
     if f.generator:
         # A `.generator` function's body starts where CPython's generator
@@ -224,9 +253,23 @@ def _yield_value(f, k, ins, st, emit):
 def _load_fast(f, k, ins, st, emit):
     # LOAD_FAST_CHECK (3.12): a local that may be unbound; KBC's LOAD_FAST
     # raises the same UnboundLocalError.
+    if _V >= (3, 13) and _holds_cell(f, ins.argval, st):
+        # 3.13 spells LOAD_CLOSURE (a closure's cell, for MAKE_FUNCTION) so;
+        # a cell's value is read with LOAD_DEREF on every version.
+        return _load_cell(f, k, ins._replace(opname="LOAD_CLOSURE"), st, emit)
     emit(f"  LOAD_FAST {f.local(ins.argval, st)}")
     st.append("v")
     return st, None
+
+
+def _holds_cell(f, name, st):
+    """Whether local `name`'s slot holds a cell here: a cell or free
+    variable of the function, unless an inlined comprehension binds the
+    name as a plain local of its own (the same slot, saved and cleared)."""
+    if name not in f.code.co_cellvars and name not in f.code.co_freevars:
+        return False
+    inner = [kind for kind in st if saved_local(kind) == name]
+    return not inner or inner[-1].startswith("C*")
 
 
 @_row("LOAD_DEREF", "LOAD_CLOSURE", effect=_const(1))
@@ -246,19 +289,32 @@ def _store_cell(f, k, ins, st, emit):
 
 
 def _note_cell_use(f, name, st):
-    if "C" + name not in st:
+    if not any(saved_local(kind) == name for kind in st):
         f.cells_used_outside.add(name)
 
 
 @_row("STORE_FAST", effect=_const(-1))
 def _store_fast(f, k, ins, st, emit):
-    if st and st[-1] == "C" + ins.argval:
+    if st and saved_local(st[-1]) == ins.argval:
         # The end of a 3.12 inlined comprehension: CPython puts back the
         # local it shadowed; in KBC the outer variable was never touched.
         st.pop()
         return st, None
     f._pop(st, 1, ins)
     emit(f"  STORE_FAST {f.local(ins.argval, st)}")
+    return st, None
+
+
+# 3.13's pairs of local loads and stores: the two instructions they stand
+# for, in order (dis gives the two names as argval).
+@_row("LOAD_FAST_LOAD_FAST", effect=_const(2))
+@_row("STORE_FAST_LOAD_FAST", effect=_const(0))
+@_row("STORE_FAST_STORE_FAST", effect=_const(-2))
+def _fast_pair(f, k, ins, st, emit):
+    first, second = ins.opname.split("_FAST_")
+    for op, name in ((first + "_FAST", ins.argval[0]), (second, ins.argval[1])):
+        one = ins._replace(opname=op, argval=name)
+        st, _ = (_load_fast if op == "LOAD_FAST" else _store_fast)(f, k, one, st, emit)
     return st, None
 
 
@@ -279,14 +335,21 @@ def _load_fast_and_clear(f, k, ins, st, emit):
     # silent here). KBC keeps the function's one cell, which is the same
     # as long as nothing outside the comprehension uses it (checked when the
     # function is done: _Function.translate).
+    cell = ""
     if ins.argval in f.code.co_cellvars:
         f.shadowed_cells.add(ins.argval)
-    st.append("C" + ins.argval)
+        if k + 1 < len(f.instrs) and f.instrs[k + 1].opname == "MAKE_CELL":
+            cell = "*"  # the comprehension's variable is a cell too (else a plain local in the cell's slot)
+    st.append("C" + cell + ins.argval)
     return st, None
 
 
 @_row("LOAD_CONST", effect=_const(1))
 def _load_const(f, k, ins, st, emit):
+    if k + 1 < len(f.instrs) and f.instrs[k + 1].opname == "CALL_KW":
+        # 3.13's keyword names: KBC spells them in its call (_pair_kw_names).
+        st.append("K")
+        return st, None
     st.append("v")
     emit(f"  LOAD_CONST {f._constant(ins.argval)}")
     return st, None
@@ -294,9 +357,8 @@ def _load_const(f, k, ins, st, emit):
 
 @_row("LOAD_GLOBAL", effect=lambda arg: 1 + (arg & 1))
 def _load_global(f, k, ins, st, emit):
-    if ins.arg & 1:
-        st.append("N")
-    st.append("v")
+    # bit 0: a NULL for the call, below the global until 3.12, above it on 3.13
+    st.extend(_NULL_PAIR if ins.arg & 1 else ["v"])
     f.program.use_global(ins.argval)
     emit(f"  LOAD_GLOBAL {f.name_operand(ins.argval)}")
     return st, None
@@ -317,7 +379,7 @@ def _load_method(f, k, ins, st, emit):
 
 
 @_row("LOAD_ATTR", effect=_const(0), versions={(3, 11)})
-@_row("LOAD_ATTR", effect=lambda arg: arg & 1, versions={(3, 12)})  # 3.12: bit 0 is LOAD_METHOD
+@_row("LOAD_ATTR", effect=lambda arg: arg & 1, versions={(3, 12), (3, 13)})  # 3.12: bit 0 is LOAD_METHOD
 def _load_attr(f, k, ins, st, emit):
     f._pop(st, 1, ins)
     _attribute(f, ins.argval, _V >= (3, 12) and ins.arg & 1, st, emit)
@@ -359,12 +421,42 @@ def _compare(f, k, ins, st, emit):
     st.append("v")
     op = ins.opname
     if op == "COMPARE_OP":
-        symbol = ins.argval
+        symbol = ins.argval  # dis's symbol, without 3.13's bool() bit (arg & 16)
+        if _V >= (3, 13) and ins.arg & 16:
+            _emit_compare_then_bool(f, k, symbol, emit)
+            return st, None
     elif op == "IS_OP":
         symbol = "is not" if ins.arg else "is"
     else:
         symbol = "not in" if ins.arg else "in"
     emit(f"  COMPARE_OP {symbol}")
+    return st, None
+
+
+def _emit_compare_then_bool(f, k, symbol, emit):
+    emit(f"  COMPARE_OP {symbol}")
+    _emit_to_bool(f, k, emit)
+
+
+def _emit_to_bool(f, k, emit):
+    """3.13's TO_BOOL (and COMPARE_OP's bool bit): bool() of the top. The
+    compiler puts it only before a conditional jump or `not`, which take
+    the truth of their operand themselves in KBC at the same point; any
+    other consumer gets the call."""
+    nxt = f.instrs[k + 1].opname if k + 1 < len(f.instrs) else None
+    if nxt in _CONDITIONAL or nxt == "UNARY_NOT":
+        return
+    f.program.use_builtin("bool")
+    emit("  LOAD_GLOBAL bool")
+    emit("  SWAP 2")
+    emit("  CALL 1")
+
+
+@_row("TO_BOOL", effect=_const(0))
+def _to_bool(f, k, ins, st, emit):
+    f._pop(st, 1, ins)
+    st.append("v")
+    _emit_to_bool(f, k, emit)
     return st, None
 
 
@@ -518,6 +610,19 @@ def _format_value(f, k, ins, st, emit):
     return f._format_value(ins, st, emit)
 
 
+# 3.13 splits FORMAT_VALUE: CONVERT_VALUE (1 !s, 2 !r, 3 !a) gives a str,
+# which formats as itself; FORMAT_SIMPLE / FORMAT_WITH_SPEC format it.
+@_row("CONVERT_VALUE", effect=_const(0))
+@_row("FORMAT_SIMPLE", effect=_const(0))
+@_row("FORMAT_WITH_SPEC", effect=_const(-1))
+def _format_313(f, k, ins, st, emit):
+    spec = ins.opname == "FORMAT_WITH_SPEC"
+    f._pop(st, 2 if spec else 1, ins)
+    st.append("v")
+    emit(f"  FORMAT_VALUE {ins.arg if ins.opname == 'CONVERT_VALUE' else 4 * spec}")
+    return st, None
+
+
 @_row("COPY", effect=_const(1))
 def _copy(f, k, ins, st, emit):
     src = st[-ins.arg] if 0 < ins.arg <= len(st) else None
@@ -550,8 +655,15 @@ def _swap(f, k, ins, st, emit):
 
 
 @_row("CALL", effect=_const(-1), checked=False, versions={(3, 11)})  # with its PRECALL: -(n + 1)
-@_row("CALL", effect=lambda n: -1 - n, versions={(3, 12)})
+@_row("CALL", effect=lambda n: -1 - n, versions={(3, 12), (3, 13)})
 def _call(f, k, ins, st, emit):
+    return f._call(k, st, emit)
+
+
+@_row("CALL_KW", effect=lambda n: -2 - n)
+def _call_kw(f, k, ins, st, emit):
+    # 3.13: the keyword names, a constant tuple on top, are virtual ('K').
+    f._pop(st, 1, ins, accept=("K",))
     return f._call(k, st, emit)
 
 
@@ -560,16 +672,28 @@ def _call_ex(f, k, ins, st, emit):
     has_kw = ins.arg & 1
     if has_kw:
         f._pop(st, 1, ins)
-    f._pop(st, 2, ins)
-    f._pop(st, 1, ins, accept=("N",))
+    f._pop(st, 1, ins)
+    if f._pop(st, 2, ins, accept=("v", "N")) != _NULL_PAIR:
+        f.fail("unexpected stack layout at CALL_FUNCTION_EX")
     st.append("v")
     emit(f"  CALL_EX {has_kw}")
     return st, None
 
 
-@_row("MAKE_FUNCTION", effect=lambda flags: -bin(flags & 0xF).count("1"))
+@_row("MAKE_FUNCTION", effect=lambda flags: -bin(flags & 0xF).count("1"), versions={(3, 11), (3, 12)})
+@_row("MAKE_FUNCTION", effect=_const(0), versions={(3, 13)})  # the attributes: SET_FUNCTION_ATTRIBUTE
 def _make_function(f, k, ins, st, emit):
     return f._make_function(k, st, emit)
+
+
+@_row("SET_FUNCTION_ATTRIBUTE", effect=_const(-1))
+def _set_function_attribute(f, k, ins, st, emit):
+    # 3.13: KBC's MAKE_FUNCTION took the attribute already (_make_function
+    # reads the run of these after it); its phantom goes.
+    function = f._pop(st, 1, ins)
+    f._pop(st, 1, ins, accept=("X",))
+    st += function
+    return st, None
 
 
 @_row("RAISE_VARARGS", effect=lambda n: -n)
@@ -619,12 +743,13 @@ def _jump_or_pop(f, k, ins, st, emit):
 
 
 @_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1), versions={(3, 11)})
-@_row("FOR_ITER", effect=_const(1), jump_effect=_const(1), versions={(3, 12)})
+@_row("FOR_ITER", effect=_const(1), jump_effect=_const(1), versions={(3, 12), (3, 13)})
 def _for_iter(f, k, ins, st, emit):
     # 3.12 jumps to an END_FOR that it skips at run time, having popped the
     # iterator; dis counts the jump as pushing a value for END_FOR's two
-    # pops. KBC's FOR_ITER pops the iterator and lands where END_FOR is:
-    # two virtual slots carry CPython's accounting to it.
+    # pops (3.13: END_FOR and the POP_TOP after it pop one each, and both
+    # are skipped). KBC's FOR_ITER pops the iterator and lands where END_FOR
+    # is: two virtual slots carry CPython's accounting to it.
     f._pop(st, 1, ins)
     exhausted = list(st) + (["X", "X"] if _V >= (3, 12) else [])
     st += ["v", "v"]
@@ -632,7 +757,8 @@ def _for_iter(f, k, ins, st, emit):
     return st, exhausted
 
 
-@_row("END_FOR", effect=_const(-2))
+@_row("END_FOR", effect=_const(-2), versions={(3, 12)})
+@_row("END_FOR", effect=_const(-1), versions={(3, 13)})
 def _end_for(f, k, ins, st, emit):
-    f._pop(st, 2, ins, accept=("X",))
+    f._pop(st, 2 if _V < (3, 13) else 1, ins, accept=("X",))
     return st, None

@@ -35,9 +35,11 @@ Conventions (the contract with the caller, i.e. kiln's residual):
   of the frame); a C whose first argument is also a cell is refused.
 - Stack kinds are 'v' (a value) and 'N' (a NULL, pushed by the prologue;
   the caller passes nothing for it). A LOAD_METHOD pair ('M','S' in
-  stack_analysis) is passed as ('N','v'): the caller passes the callable the
-  pair stands for (the bound method when M is not NULL, else S itself);
-  CALL calls (NULL, bound method) exactly like (function, self).
+  stack_analysis) is passed as a plain call's pair, T.CALL_PAIR (('N','v')
+  until 3.12, ('v','N') on 3.13): the caller passes the callable the pair
+  stands for (the bound method when the pair is a method and its self, else
+  the attribute); CALL calls (NULL, bound method) exactly like (function,
+  self).
 - Cells cross through the closure, never as values: R's co_freevars are
   C.co_cellvars + C.co_freevars and the caller makes the function with the
   closure tuple (C's frame's own cell objects, then C's closure cells), so
@@ -60,8 +62,8 @@ Conventions (the contract with the caller, i.e. kiln's residual):
   to the wrong handler).
 - Refused with ResumeError: generators and coroutines (their frames cannot
   be rebuilt by a call), offsets in C's MAKE_CELL/COPY_FREE_VARS prologue,
-  offsets between KW_NAMES and its CALL (the keyword names are interpreter
-  state, not stack), unreachable offsets, kinds that do not match C's
+  offsets between KW_NAMES and its CALL (3.11 and 3.12: the keyword names
+  are interpreter state, not stack), unreachable offsets, kinds that do not match C's
   stack there.
 
 `make_resume` is cached on its arguments: the same arguments return the
@@ -140,10 +142,16 @@ def _check_target(code, offset):
     if index < a.prologue_end:
         raise ResumeError(f"offset {offset} is in {code.co_qualname}'s prologue (before RESUME)")
     instrs = a.bc.instrs
-    if instrs[index].opname == "END_FOR":
-        # 3.12: only FOR_ITER's jump names it, and skips it: CPython never
-        # runs it, and its stack (what dis counts for it) never exists.
-        raise ResumeError(f"offset {offset} in {code.co_qualname} is an END_FOR, which CPython skips")
+    skipped = T.FOR_ITER_SKIPS
+    if any(instrs[index - j].opname == skipped[0] and [i.opname for i in instrs[index - j:index + 1]] == list(skipped[:j + 1])
+           for j in range(len(skipped)) if index >= j):
+        # 3.12: only FOR_ITER's jump names an END_FOR, and skips it (3.13:
+        # and the POP_TOP after it): CPython never runs them, and their
+        # stacks (what dis counts for them) never exist.
+        raise ResumeError(f"offset {offset} in {code.co_qualname}: a FOR_ITER skips this {instrs[index].opname}, "
+                          "which CPython never runs")
+    if T.KW_NAMES is None:  # 3.13: the names are a constant on the stack
+        return index
     if (index >= 1 and instrs[index - 1].opcode == T.KW_NAMES) or \
             (index >= 2 and instrs[index].opcode == T.CALL and instrs[index - 2].opcode == T.KW_NAMES):
         # KW_NAMES sets interpreter state (the call's keyword names) that
@@ -156,7 +164,7 @@ def _check_target(code, offset):
 def make_resume(code, offset, stack_kinds, live_locals, *, name=None):
     """The resume code object continuing `code` at the instruction at byte
     `offset`, given the stack kinds there ('v'/'N', bottom first; a method
-    pair as 'N','v') and the bound live locals passed (see the module
+    pair as T.CALL_PAIR) and the bound live locals passed (see the module
     docstring for the calling convention). `name` replaces co_name only
     (default: the user's). Cached: same arguments, same code object."""
     stack_kinds, live_locals = tuple(stack_kinds), tuple(live_locals)
@@ -275,21 +283,15 @@ _MAYBE_NULL_REFUSED = ("a local that a CPython 3.12 inlined comprehension saved 
 def _check_kinds(code, offset, given, expected):
     if "Z" in expected:
         raise ResumeError(f"offset {offset} in {code.co_qualname}: {_MAYBE_NULL_REFUSED}")
-    ok = len(given) == len(expected) and all(k in "vN" for k in given)
-    if ok:
-        for i, (g, e) in enumerate(zip(given, expected)):
-            if e == "M":
-                ok = g == "N" and i + 1 < len(given) and given[i + 1] == "v"
-            elif e == "N":
-                ok = g == "N"
-            else:  # 'v', 'S', 'L'
-                ok = g == "v"
-            if not ok:
-                break
-    if not ok:
+    # What each expected kind is passed as: a method pair as a plain call's
+    # pair, a lasti as the value it is.
+    want = "".join("".join(T.CALL_PAIR) if e == "M" else "" if e == "S" else "N" if e == "N" else "v"
+                   for e in expected)
+    if "".join(given) != want:
         raise ResumeError(
             f"stack kinds {''.join(given) or '-'} do not match {code.co_qualname}'s stack at offset "
-            f"{offset} ({''.join(expected) or '-'}; pass a method pair 'MS' as 'Nv', lasti 'L' as 'v')")
+            f"{offset} ({''.join(expected) or '-'}; pass a method pair 'MS' as '{''.join(T.CALL_PAIR)}', "
+            "lasti 'L' as 'v')")
 
 
 # ------------------------------------------------------------ liveness --
@@ -309,9 +311,8 @@ class _Analysis:
         plain = _plain_locals(code)
         names = lambda bits: [n for i, n in sorted(plain.items()) if bits >> i & 1]  # noqa: E731
         self.live = {i.offset: names(b) for i, b in _liveness(code, bc, succ, plain).items()}
-        restores = {ins for ins in bc.instrs if ins.opcode == T.STORE_FAST and (self.shapes.get(ins.offset) or "?")[-1] == "Z"}
         self.bound = {i.offset: (names(d), names(m))
-                      for i, (d, m) in _bound(code, bc, succ, plain, restores).items()}
+                      for i, (d, m) in _bound(code, bc, succ, plain, _restores(bc, self.shapes)).items()}
 
     def unpaired(self):
         """split_at's variant of the code (LOAD_METHOD pairs made (NULL,
@@ -366,14 +367,45 @@ def live_locals_at(code, offset):
     return live
 
 
+def local_uses(ins):
+    """[(effect, local index)] of what `ins` does to locals, in order:
+    'read', 'store', or 'clear' (read, then unbound: DELETE_FAST raises on
+    an unbound local, LOAD_FAST_AND_CLEAR saves the value it clears). A
+    3.13 pair (T.LOCAL_PAIRS) is its two instructions'."""
+    ops = T.LOCAL_PAIRS.get(ins.opcode, (ins.opcode,))
+    if len(ops) == 1 and ops[0] not in T.LOCAL_READS and ops[0] not in T.LOCAL_KILLS:
+        return []
+    out = []
+    for op, i in zip(ops, B.local_slots(ins)):
+        read, kill = op in T.LOCAL_READS, op in T.LOCAL_KILLS
+        out.append(("clear" if read and kill else "read" if read else "store" if kill else None, i))
+    return [u for u in out if u[0]]
+
+
+def _restores(bc, shapes):
+    """(instruction, local index) of the stores that put back what 3.12+'s
+    LOAD_FAST_AND_CLEAR saved (kind 'Z': maybe NULL); a store pops the slot
+    its place among the instruction's stores names (3.13 pairs them)."""
+    out = set()
+    for ins in bc.instrs:
+        shape = shapes.get(ins.offset) or ""
+        stores = [i for effect, i in local_uses(ins) if effect == "store"]
+        out |= {(ins, i) for j, i in enumerate(stores) if j < len(shape) and shape[-1 - j] == "Z"}
+    return out
+
+
 def _liveness(code, bc, succ, plain):
     use, kill = {}, {}
     for ins in bc.instrs:
         u = k = 0
-        if ins.opcode in T.LOCAL_READS and ins.arg in plain:
-            u = 1 << ins.arg
-        if ins.opcode in T.LOCAL_KILLS and ins.arg in plain:
-            k = 1 << ins.arg
+        # (use, kill) of the instruction's local uses in order, composed from the last
+        for effect, i in reversed(local_uses(ins)):
+            if i not in plain:
+                continue
+            if effect == "store":
+                u, k = u & ~(1 << i), k | 1 << i
+            else:  # a read; a clear (DELETE_FAST raises on an unbound local) also ends the value
+                u, k = u | 1 << i, k | (1 << i if effect == "clear" else 0)
         use[ins], kill[ins] = u, k
     live = {ins: 0 for ins in bc.instrs}
     changed = True
@@ -414,12 +446,15 @@ def _bound(code, bc, succ, plain, restores=()):
         ins = work.pop()
         d, m = state[ins]
         nd, nm = d, m
-        if ins.arg in plain and ins in restores:
-            nd, nm = d & ~(1 << ins.arg), m | 1 << ins.arg
-        elif ins.arg in plain and ins.opcode == T.STORE_FAST:
-            nd, nm = d | 1 << ins.arg, m | 1 << ins.arg
-        elif ins.arg in plain and ins.opcode in T.LOCAL_KILLS:
-            nd, nm = d & ~(1 << ins.arg), m & ~(1 << ins.arg)
+        for effect, i in local_uses(ins):
+            if i not in plain:
+                continue
+            if (ins, i) in restores:
+                nd, nm = nd & ~(1 << i), nm | 1 << i
+            elif effect == "store":
+                nd, nm = nd | 1 << i, nm | 1 << i
+            elif effect == "clear":
+                nd, nm = nd & ~(1 << i), nm & ~(1 << i)
         nxt, excs = succ[ins]
         for n, s in [(n, (nd, nm)) for n, _ in nxt] + [(e.handler, (d, m)) for e in excs]:
             old = state.get(n)
@@ -436,11 +471,27 @@ class SplitNotAllowed(ResumeError):
     pass
 
 
+def null_beside(depth, pos):
+    """Instructions that put the NULL a plain call needs beside the
+    callable under the `depth` top values (the callable the deepest): below
+    it until 3.12, above it on 3.13 (T.CALL_PAIR)."""
+    out = [B.Instr("PUSH_NULL", positions=pos)]
+    for k in range(depth + (T.CALL_PAIR[0] == "N"), 1, -1):
+        out.append(B.Instr("SWAP", k, positions=pos))
+    return out
+
+
+def emit(pairs, pos):
+    """A version module's (opname, arg) spelling as instructions."""
+    return [B.Instr(name, arg, positions=pos) for name, arg in pairs]
+
+
 def _unpair_methods(bc):
-    """LOAD_METHOD -> LOAD_ATTR, PUSH_NULL, SWAP 2 (leaves (NULL, bound
-    method)) and PRECALL -> NOP (which would turn (NULL, bound method) back
-    into a dynamic pair; 3.11's CALL does PRECALL's unpacking itself): every
-    call's two slots are then (NULL, callable) at every instruction."""
+    """A method load -> the attribute load and a NULL beside it (a plain
+    call of the bound method) and PRECALL -> NOP (which would turn (NULL,
+    bound method) back into a dynamic pair; 3.11's CALL does PRECALL's
+    unpacking itself): every call's two slots are then T.CALL_PAIR at every
+    instruction."""
     out = []
     precall = getattr(T, "PRECALL", None)  # 3.11 only
     for ins in bc.instrs:
@@ -448,8 +499,7 @@ def _unpair_methods(bc):
         if plain is not None:
             ins.set_op(plain[0])
             ins.arg = plain[1]
-            out += [ins, B.Instr("PUSH_NULL", positions=ins.positions),
-                    B.Instr("SWAP", 2, positions=ins.positions)]
+            out += [ins] + null_beside(1, ins.positions)
         else:
             if ins.opcode == precall:
                 ins.set_op("NOP")
@@ -522,23 +572,25 @@ def split_at(fn, offset):
     I = lambda op, arg=None: B.Instr(op, arg, positions=pos)  # noqa: E731
     res = []
     for i in reversed(range(len(kinds))):
-        if kinds[i] == "N":  # a NULL can only leave the stack through a call
-            res += [I("LOAD_CONST", noop_const)] + [I(n, a) for n, a in T.call(0)] + [I("POP_TOP")]
+        if kinds[i] == "N":  # a NULL can only leave the stack through a call (of int(), here)
+            res += [I("LOAD_CONST", noop_const)] + ([I("SWAP", 2)] if T.CALL_PAIR[0] == "v" else [])
+            res += emit(T.call(0), pos) + [I("POP_TOP")]
         else:
             res.append(I("STORE_FAST", slot[temps[i]]))
-    res.append(I("PUSH_NULL"))
+    make = []
     for n in info.freevars:
-        res.append(I("LOAD_CLOSURE", slot[n]))
+        make += emit(T.closure_load(slot[n]), pos)
     if info.freevars:
-        res.append(I("BUILD_TUPLE", len(info.freevars)))
-    res += [I("LOAD_CONST", resume_const), I("MAKE_FUNCTION", 8 if info.freevars else 0)]
+        make.append(I("BUILD_TUPLE", len(info.freevars)))
+    make += [I("LOAD_CONST", resume_const)] + emit(T.make_function(8 if info.freevars else 0), pos)
+    res += make + null_beside(1, pos)
     by_param = {}
     names = iter(temps[i] for i, k in enumerate(kinds) if k != "N")
     for p in info.params:
         by_param[p] = p if p in passed else next(names)
     for p in info.params:
         res.append(I("LOAD_FAST", slot[by_param[p]]))
-    res += [I(n, a) for n, a in T.call(len(info.params))] + [I("RETURN_VALUE")]
+    res += emit(T.call(len(info.params)), pos) + [I("RETURN_VALUE")]
 
     # Everything that reached the target now reaches the residual; the
     # residual itself is outside every handler (the resume function ran the

@@ -106,6 +106,16 @@ inline PyObject* frame_done(PyThreadState* ts, EvalFrame* f, PyObject* result) {
   PyObject* pending = PyErr_GetRaisedException();  // first: the marker's making must not see it
   static PyObject* const marker = PyObject_CallNoArgs(PyExc_SystemError);  // raised only into f
   PyErr_SetRaisedException(Py_NewRef(marker));
+#if PY_VERSION_HEX >= 0x030D0000
+  // 3.13 starts a frame at its first instruction, which the evaluator
+  // counts as complete when the code has no prefix (MAKE_CELL,
+  // COPY_FREE_VARS): the throw would then make a frame object and add a
+  // traceback entry to the static marker, which would keep the frame's
+  // function and arguments alive. One unit before the code is where 3.12
+  // starts a frame (prev_instr): incomplete, no entry, and no handler
+  // covers it.
+  f->instr_ptr = _PyCode_CODE(frame_code(f)) - 1;
+#endif
   PyObject* none = _PyEval_EvalFrameDefault(ts, f, 1);
   Py_XDECREF(none);  // (null: nothing ran)
   PyErr_Clear();

@@ -1,9 +1,12 @@
 """kiln._bytecode: decode/assemble round trips byte for byte on real compiler
 output; edited bytecode (jumps moved across their targets, EXTENDED_ARG
 growth, inserted instructions inside try blocks) still runs; stack_analysis
-agrees with the compiler's stack accounting. On CPython 3.10 and 3.11: the
-tests say where the versions differ (3.10: absolute jumps, the block stack
-instead of an exception table, lines without columns, no NULL slots)."""
+agrees with the compiler's stack accounting. On every CPython kiln has
+tables for (3.10 to 3.13): the tests say where the versions differ (3.10:
+absolute jumps, the block stack instead of an exception table, lines
+without columns, no NULL slots; 3.11: PRECALL, conditional jumps both
+ways; 3.12+: conditional jumps only forward, LOAD_ATTR's method form;
+3.13: the NULL above the callable, two locals in one instruction)."""
 import dis
 import functools
 import glob
@@ -24,14 +27,15 @@ if not T.SUPPORTED:
 
 from kiln import _bytecode as B  # noqa: E402
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] not in ((3, 10), (3, 11)),
-                                reason="these tests spell out CPython 3.10's and 3.11's bytecode")
-
+VERSION = sys.version_info[:2]
 # 3.10: absolute jumps, handlers on the block stack (SETUP_* ... POP_BLOCK,
 # no exception table), a line table without columns, no NULL slots.
-PY310 = sys.version_info[:2] == (3, 10)
+PY310 = VERSION == (3, 10)
 NO_EXC_TABLE = "3.10 has no exception table: a handler is a SETUP_* instruction's target"
 NO_BLOCK_STACK = "3.11+ has no block stack: handlers are exception-table rows"
+CALLS_3_12 = "3.12 and 3.13 call without PRECALL or LOAD_METHOD (test_stack_analysis_call_kinds)"
+CALLS_BEFORE_3_12 = "3.10 and 3.11 load methods with LOAD_METHOD (test_stack_analysis_nulls_and_method_pairs)"
+NO_LOCAL_PAIRS = "only 3.13 names two locals in one instruction"
 
 STDLIB_PACKAGES = ["json", "email", "asyncio", "concurrent", "importlib", "unittest", "xml", "http",
                    "logging", "collections", "urllib", "multiprocessing", "sqlite3", "tomllib",
@@ -319,6 +323,10 @@ def test_jump_direction_flips_when_a_block_moves():
     skip = B.Instr("JUMP_FORWARD", target=ins[body], positions=ins[body].positions)
     back = B.Instr("JUMP_FORWARD", target=ret, positions=block[-1].positions)
     ins[body:body] = [skip] + block + [back]
+    if VERSION >= (3, 12):  # a conditional jump only goes forward
+        with pytest.raises(ValueError, match=f"{cond.opname} cannot jump backward"):
+            B.assemble(bc)
+        return
     code = B.assemble(bc)
     g = types.FunctionType(code, f.__globals__)
     assert (g(1), g(0)) == ("yes", "no")
@@ -369,10 +377,16 @@ def test_jump_forward_pointed_backward_takes_the_backward_opcode():
     assert types.FunctionType(code, _loops.__globals__)(7) == _loops(7)
 
 
-@pytest.mark.parametrize("name", ["FOR_ITER", "SETUP_FINALLY"])
+# Jumps with no backward form; a reason: why this CPython's is not one.
+FORWARD_ONLY = {"FOR_ITER": None, "SETUP_FINALLY": None if PY310 else NO_BLOCK_STACK,
+                "POP_JUMP_IF_FALSE": None if VERSION >= (3, 12) else
+                "a conditional jump goes both ways before 3.12 (3.10: absolute; 3.11: a backward opcode)"}
+
+
+@pytest.mark.parametrize("name", list(FORWARD_ONLY))
 def test_forward_only_jump_refuses_backward_layout(name):
-    if name not in dis.opmap:
-        pytest.skip(NO_BLOCK_STACK)
+    if FORWARD_ONLY[name]:
+        pytest.skip(FORWARD_ONLY[name])
     bc = B.decode(_loops.__code__)
     fi = next(i for i in bc.instrs if i.opname == name)
     fi.target = bc.instrs[0]
@@ -498,6 +512,11 @@ def _compiler_effect(ins, jump):
     return dis.stack_effect(ins.opcode, arg)
 
 
+# 3.13's code constructor gives every code object a stack slot (`return
+# None` alone needs none): co_stacksize 0 comes back as 1.
+MIN_STACKSIZE = 1 if VERSION >= (3, 13) else 0
+
+
 def test_stack_analysis_agrees_with_stack_effect_and_stacksize():
     checked = 0
     for code in corpus():
@@ -509,21 +528,23 @@ def test_stack_analysis_agrees_with_stack_effect_and_stacksize():
             for n, jump in nxt:
                 delta = len(shapes[n]) - len(shape)
                 want = _compiler_effect(ins, jump)
-                # Run time vs the compiler's accounting: PRECALL pops
-                # nothing, CALL pops the arguments (dis charges them to PRECALL).
+                # Run time vs 3.11's accounting: PRECALL pops nothing,
+                # CALL pops the arguments (dis charges them to PRECALL).
                 if ins.opname == "PRECALL":
                     want += ins.arg
-                elif ins.opname == "CALL":
+                elif ins.opname == "CALL" and "PRECALL" in dis.opmap:
                     want -= ins.arg
                 assert delta == want, (_qualname(code), ins, shape, shapes[n])
                 checked += 1
             for e in excs:
                 assert len(shapes[e.handler]) == e.depth + e.lasti + 1
                 assert len(shape) >= e.depth
-        assert max(map(len, shapes.values()), default=0) == code.co_stacksize, _qualname(code)
+        depth = max(map(len, shapes.values()), default=0)
+        assert max(depth, MIN_STACKSIZE) == code.co_stacksize, _qualname(code)
     assert checked > 500000
 
 
+@pytest.mark.skipif(VERSION >= (3, 12), reason=CALLS_3_12)
 def test_stack_analysis_nulls_and_method_pairs():
     def f(x, o):
         print(x + 1)
@@ -550,13 +571,24 @@ def test_stack_analysis_nulls_and_method_pairs():
     assert shapes[call[1]] == ("M", "S", "v")
 
 
+def _method_load(bc):
+    """The first method load: LOAD_METHOD (3.10, 3.11), LOAD_ATTR with bit 0
+    (3.12+)."""
+    return next(i for i in bc.instrs if i.opname == "LOAD_METHOD"
+                or (VERSION >= (3, 12) and i.opname == "LOAD_ATTR" and i.arg & 1))
+
+
+def _after(bc, ins):
+    return bc.instrs[bc.instrs.index(ins) + 1]
+
+
 def test_stack_analysis_follows_moved_slots():
-    # A method pair swapped and swapped back (3.10 ROT_TWO, 3.11 SWAP 2):
+    # A method pair swapped and swapped back (3.10 ROT_TWO, 3.11+ SWAP 2):
     # its kinds move with the slots.
     def f(o):
         return o.m()
     bc = B.decode(f.__code__)
-    lm = next(i for i in bc.instrs if i.opname == "LOAD_METHOD")
+    lm = _method_load(bc)
     swap = ("ROT_TWO", None) if PY310 else ("SWAP", 2)
     first, second = (B.Instr(*swap, positions=lm.positions) for _ in range(2))
     k = bc.instrs.index(lm) + 1
@@ -581,7 +613,7 @@ def test_stack_analysis_handlers_and_iterators():
                     pass
     bc = B.decode(f.__code__)
     shapes = B.stack_analysis(bc, mark_lasti=True)
-    go = next(i for i in bc.instrs if i.opname == "LOAD_METHOD")
+    go = _method_load(bc)
     assert shapes[go] == ("v", "v", "v")  # iterator, __exit__, x
     if PY310:
         # No lasti on 3.10: a handler gets the block's level plus 6 values.
@@ -613,3 +645,135 @@ def test_stack_analysis_merge_error_is_clear():
     bc.instrs.insert(bc.instrs.index(store), B.Instr("LOAD_CONST", 0, positions=store.positions))
     with pytest.raises(B.StackMergeError, match="stack shapes differ"):
         B.stack_analysis(bc)
+
+
+@pytest.mark.skipif(VERSION < (3, 12), reason=CALLS_BEFORE_3_12)
+def test_stack_analysis_call_kinds():
+    # A plain call's NULL: below the callable on 3.12, above it on 3.13. A
+    # method load is the pair ('M', 'S') on both, lower slot first. 3.13's
+    # CALL_KW takes the names' tuple above the arguments (3.12: KW_NAMES,
+    # then CALL).
+    def f(x, o):
+        print(x + 1)
+        o.m(x, k=2)
+        return print(x, sep="")
+    bc = B.decode(f.__code__)
+    shapes = B.stack_analysis(bc)
+    callable_and_null = ("v", "N") if VERSION >= (3, 13) else ("N", "v")
+    names = ("v",) if VERSION >= (3, 13) else ()
+    add = next(i for i in bc.instrs if i.opname == "BINARY_OP")
+    assert shapes[add] == callable_and_null + ("v", "v")
+    assert shapes[_after(bc, _method_load(bc))] == ("M", "S")
+    calls = [i for i in bc.instrs if i.opname in ("CALL", "CALL_KW")]
+    assert [c.opname for c in calls] == ["CALL"] + ["CALL_KW" if names else "CALL"] * 2
+    assert shapes[calls[0]] == callable_and_null + ("v",)
+    assert shapes[calls[1]] == ("M", "S", "v", "v") + names
+    assert shapes[calls[2]] == callable_and_null + ("v", "v") + names
+    assert all(shapes[_after(bc, c)] == ("v",) for c in calls)
+
+
+@pytest.mark.skipif(VERSION < (3, 12), reason=CALLS_BEFORE_3_12)
+def test_a_bound_method_and_its_null_join_a_method_pair():
+    # What a resume function does: its prologue pushes a bound method and
+    # a NULL (in the version's order: 3.13 ('v', 'N'), 3.12 ('N', 'v')) and
+    # jumps to a call that the original method load also reaches as
+    # ('M', 'S'): the shapes join as the pair, and both paths run. The
+    # other order does not join.
+    class O:
+        def m(self):
+            return 5
+
+    def f(o, c):
+        return o.m()
+
+    def build(order):
+        bc = B.decode(f.__code__)
+        lm = _method_load(bc)
+        load_o, call = bc.instrs[bc.instrs.index(lm) - 1], _after(bc, lm)
+        pos = lm.positions
+        I = lambda op, arg=None, **kw: B.Instr(op, arg, positions=pos, **kw)  # noqa: E731
+        bound = [I("LOAD_FAST", 0), I("LOAD_ATTR", lm.arg & ~1)]
+        pair = bound + [I("PUSH_NULL")] if order == ("v", "N") else [I("PUSH_NULL")] + bound
+        test = [I("LOAD_FAST", 1)] + ([I("TO_BOOL")] if "TO_BOOL" in dis.opmap else [])
+        k = _body_start(bc.instrs)
+        bc.instrs[k:k] = test + [I("POP_JUMP_IF_TRUE", target=load_o)] + pair + [I("JUMP_FORWARD", target=call)]
+        return bc, call
+
+    ours = ("v", "N") if VERSION >= (3, 13) else ("N", "v")
+    bc, call = build(ours)
+    assert B.stack_analysis(bc)[call] == ("M", "S")
+    g = types.FunctionType(B.assemble(bc), {})
+    assert g(O(), True) == g(O(), False) == 5
+    bc, call = build(ours[::-1])
+    with pytest.raises(B.StackMergeError, match="stack shapes differ"):
+        B.stack_analysis(bc)
+
+
+def _pairs(a, b, items, n):
+    # 3.13 makes every kind of local pair here, at jump targets (the while
+    # body, the else of the conditional) and inside a try row.
+    total = sum([v * v for v in items])
+    while n:
+        total, n = total + n, n - 1
+    a, b = b, a
+    try:
+        c = a - b
+        total = total // (c - c) if c == 99 else total + c
+    except ZeroDivisionError:
+        total = -total
+    return total, a, b
+
+
+def _local_names(code):
+    """(opname, slot name) of every instruction naming locals, pairs as
+    their two halves."""
+    out = []
+    for i in dis.get_instructions(code):
+        if i.opcode in T.LOCAL_PAIRS:
+            first, second = (dis.opname[op] for op in T.LOCAL_PAIRS[i.opcode])
+            out += [(first, i.argval[0]), (second, i.argval[1])]
+        elif i.opcode in T.LOCAL_OPS:
+            out.append((i.opname, i.argval))
+    return out
+
+
+@pytest.mark.skipif(VERSION < (3, 13), reason=NO_LOCAL_PAIRS)
+@pytest.mark.parametrize("pad", [2, 20])
+def test_relayout_repacks_local_pairs_or_lays_them_out_as_halves(pad):
+    # `pad` new locals after the arguments: 2 keep every slot below 16 (a
+    # pair is packed again); 20 push the locals past 15, and a pair naming
+    # one is laid out as its two plain instructions: in place, so jumps to
+    # it, its exception-table row and its positions hold for both halves.
+    # A pair of arguments stays a pair.
+    code = _pairs.__code__
+    stores = [B.local_slots(i) for i in B.decode(code).instrs if i.opname == "STORE_FAST_STORE_FAST"]
+    assert (1, 0) in stores  # a, b = b, a: the top (b's new value) goes first
+    bc = B.decode(code)
+    pairs = [i for i in bc.instrs if i.opcode in T.LOCAL_PAIRS]
+    varnames = list(code.co_varnames)
+    varnames[code.co_argcount:code.co_argcount] = [f"___pad{i}" for i in range(pad)]
+    B.relayout_locals(bc.instrs, B.localsplus_names(code), B.new_localsplus(varnames, (), ()))
+    replace = dict(co_varnames=tuple(varnames), co_nlocals=len(varnames))
+    out = B.assemble(bc, **replace)
+    assert B.assemble(bc, **replace).co_code == out.co_code  # kiln/_resume.py assembles twice
+    g = types.FunctionType(out, _pairs.__globals__)
+    for args in [(1, 100, [1, 2, 3], 4), (1, 2, [1, 2, 3], 4), (5, 5, [], 0)]:
+        assert g(*args) == _pairs(*args)
+    assert _local_names(out) == _local_names(code)
+    halves = [i for i in pairs if type(i.arg) is tuple]
+    if pad == 2:
+        assert not halves and all(max(B.local_slots(i)) < 16 for i in pairs)
+        return
+    assert {i.opname for i in halves} == {dis.opname[op] for op in T.LOCAL_PAIRS}
+    assert all(max(B.local_slots(i)) < 16 for i in pairs if i not in halves)
+    args = set(code.co_varnames[:code.co_argcount])
+    assert all(set(i.argval) <= args for i in dis.get_instructions(out) if i.opcode in T.LOCAL_PAIRS)
+    targets = {i.target for i in bc.instrs if i.target is not None}
+    assert any(i in targets for i in halves)
+    positions = list(out.co_positions())
+    for i in halves:
+        assert positions[i._start // 2:i._end // 2] == [tuple(i.positions)] * 2
+    rows = [(r.start, r.end) for r in dis._parse_exception_table(out)]
+    covered = [i for i in halves if i in bc.handlers_of()]
+    assert covered
+    assert all(any(s <= i._start and i._end <= e for s, e in rows) for i in covered)

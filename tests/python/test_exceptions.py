@@ -853,9 +853,13 @@ def sequence_times_str(x):
 def str_times_float(x):
     return "ab" * 1.5
 
+def max_of_nothing(x):
+    return max([v for v in range(x) if v > x])  # the words differ from 3.12 on
+
 
 @pytest.mark.parametrize("fn", [int_modulo_by_zero, float_modulo_by_zero, float_floordiv_by_zero, str_plus_int,
-                                list_plus_int, tuple_plus_int, sequence_times_str, str_times_float])
+                                list_plus_int, tuple_plus_int, sequence_times_str, str_times_float,
+                                max_of_nothing])
 def test_operator_error_messages(fn):
     check(fn, 3)
 

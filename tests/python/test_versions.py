@@ -1,9 +1,11 @@
 """Issue 30: every CPython torch supports. The package builds and imports
 on 3.10 to 3.13 (make test runs this suite under each: tests/run_versions.sh);
-on a version whose bytecode kiln cannot read yet, kiln.compile, kiln.explain
-and symbolic_trace raise UnsupportedVersion once, saying so (never a silent
+each has its bytecode tables (kiln/_bytecode_v3NN.py); on a version whose
+bytecode kiln cannot translate yet, kiln.compile, kiln.explain and
+symbolic_trace raise UnsupportedVersion once, saying so (never a silent
 no-op, never a frame quietly left to CPython), while tensors, kiln.nn's
 built-in modules and the KBC API work."""
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -56,9 +58,41 @@ def test_a_read_version_compiles():
 
 
 def test_the_version_tables_name_the_same_versions():
-    # A version the frontend translates needs the resume side's tables too.
+    # A version the frontend translates needs the resume side's tables too;
+    # every version the package builds for has its bytecode tables.
     assert _frontend_opcodes.VERSIONS <= set(_bytecode_tables.VERSIONS)
     assert (3, 11) in _frontend_opcodes.VERSIONS
+    assert set(_bytecode_tables.VERSIONS) == {(3, 10), (3, 11), (3, 12), (3, 13)}
+
+
+def _bound_names(module):
+    """The names a kiln module binds at its top level (read, not imported:
+    a version module imports only on its own CPython)."""
+    tree = ast.parse((Path(kiln.__file__).parent / f"{module}.py").read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in getattr(node, "targets", [getattr(node, "target", None)]):
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("version", sorted(_bytecode_tables.VERSIONS), ids=lambda v: "%d.%d" % v)
+def test_each_version_module_provides_the_interface(version):
+    # Every version's module, from any CPython: INTERFACE always (decode,
+    # assemble and stack_analysis); EMIT_INTERFACE where kiln compiles (a
+    # version may have it before the frontend does).
+    names = _bound_names(_bytecode_tables.VERSIONS[version])
+    assert not set(_bytecode_tables.INTERFACE) - names
+    if version in _frontend_opcodes.VERSIONS:
+        assert not set(_bytecode_tables.EMIT_INTERFACE) - names
+    if version == VERSION:
+        assert _bytecode_tables.SUPPORTED
+        assert _bytecode_tables.CAN_EMIT == (not set(_bytecode_tables.EMIT_INTERFACE) - names)
 
 
 def test_an_unknown_version_is_refused_with_the_versions_kiln_has():
