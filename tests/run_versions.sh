@@ -28,6 +28,17 @@ for dir in "$build"/python3[0-9]*/; do
     tail -40 "$dir/pytest.log"
     status=1
   fi
+  # The frontend's fuzz target (make fuzz runs it on 3.11), where kiln compiles.
+  if PYTHONPATH="$dir" "$py" -c 'import kiln, sys; sys.exit(not kiln._compile.VERSION_SUPPORTED)'; then
+    if PYTHONPATH="$dir" "$py" "$repo/tests/fuzz/fuzz_frontend.py" --seconds "${FUZZ_SECONDS:-10}" \
+        --artifacts "$dir/fuzz-artifacts" >"$dir/fuzz.log" 2>&1; then
+      ran+=("$ver fuzz_frontend: $(tail -1 "$dir/fuzz.log")")
+    else
+      ran+=("$ver fuzz_frontend: FAILED (see $dir/fuzz.log)")
+      tail -40 "$dir/fuzz.log"
+      status=1
+    fi
+  fi
 done
 if ((${#ran[@]} == 0)); then
   echo "run_versions: no other CPython was built for (scripts/pythons.sh found none)"
