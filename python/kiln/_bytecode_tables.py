@@ -36,6 +36,8 @@ INTERFACE = (
     # accounting and the fast-locals layout (3.10 differs in all three).
     "code_positions", "exception_rows", "table_fields", "compiler_effect", "entry_shape",
     "localsplus_names", "new_localsplus", "slot_names",
+    # how an arg names what dis shows (kiln/_instructions.py)
+    "NAME_ARG_SHIFTS", "COMPARE_ARG_SHIFT",
 )
 
 # The spellings of what kiln/_frames.py and kiln/_resume.py emit (calls,

@@ -185,6 +185,11 @@ def _line_run(out, bdelta, line, prev):
 
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
 CO_VARARGS, CO_VARKEYWORDS, CO_NOFREE = 0x04, 0x08, 0x40
+# How an arg names what dis shows (kiln/_instructions.py): a name's index
+# shifted up past flag bits, by opname, and the compare operator's index
+# shifted past the bits the specialized compares read.
+NAME_ARG_SHIFTS = {}
+COMPARE_ARG_SHIFT = 0
 
 
 def compiler_effect(opcode, arg, jump):

@@ -108,6 +108,11 @@ LOCAL_READS = frozenset((LOAD_FAST, OP["LOAD_FAST_CHECK"], LOAD_FAST_AND_CLEAR, 
 LOCAL_KILLS = frozenset((STORE_FAST, DELETE_FAST, LOAD_FAST_AND_CLEAR))
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
 CO_VARARGS, CO_VARKEYWORDS, CO_NOFREE = 0x04, 0x08, 0x40
+# How an arg names what dis shows (kiln/_instructions.py): a name's index
+# shifted up past flag bits, by opname, and the compare operator's index
+# shifted past the bits the specialized compares read.
+NAME_ARG_SHIFTS = {"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2}
+COMPARE_ARG_SHIFT = 4
 
 
 compiler_effect = compiler_effect_with(JUMP_OPS, RETURN_GENERATOR)

@@ -127,6 +127,11 @@ LOCAL_OPS = frozenset(op for op in dis.haslocal if op < 256) - set(LOCAL_PAIRS) 
 FREE_OPS = frozenset(op for op in dis.hasfree if op < 256)                      # so is this one
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
 CO_VARARGS, CO_VARKEYWORDS, CO_NOFREE = 0x04, 0x08, 0x40
+# How an arg names what dis shows (kiln/_instructions.py): a name's index
+# shifted up past flag bits, by opname, and the compare operator's index
+# shifted past the bits the specialized compares read.
+NAME_ARG_SHIFTS = {"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2}
+COMPARE_ARG_SHIFT = 5
 # For kiln/_resume.py's liveness: the instructions that read a local
 # (DELETE_FAST raises on an unbound one) and those that end its value; a
 # pair (LOCAL_PAIRS) is read as its two halves.

@@ -103,6 +103,7 @@ import weakref
 from dataclasses import dataclass
 
 # The opcode table: one row per opcode, and the kinds of abstract-stack slots.
+from ._instructions import instructions
 from ._frontend_opcodes import _NULL_PAIR, _ROWS, _VALUE, _is_virtual, require as _opcodes_require, saved_local
 
 __all__ = ["Translation", "Untranslatable", "translate"]
@@ -562,7 +563,7 @@ class _Function:
     # -- the translation -----------------------------------------------------
 
     def translate(self):
-        self.instrs = [i for i in dis.get_instructions(self.code) if i.opname != "CACHE"]
+        self.instrs = instructions(self.code)
         self._check_function()
         self._names()
         self.index = {ins.offset: k for k, ins in enumerate(self.instrs)}

@@ -1300,3 +1300,18 @@ def test_only_the_known_rows_go_unchecked():
     split = {"PRECALL", "CALL"} if "PRECALL" in dis.opmap else set()
     generator = {"RETURN_GENERATOR"} if sys.version_info < (3, 13) else set()
     assert {r for r, row in _ROWS.items() if not row.checked} == generator | split
+
+
+def test_instructions_are_dis_on_the_fields_the_frontend_reads():
+    # kiln/_instructions.py decodes what the frontend reads of
+    # dis.get_instructions (a third of 3.13's first call went to dis).
+    from test_bytecode import corpus
+    from kiln._instructions import Instruction, instructions
+    codes = corpus()[::3]
+    assert len(codes) > 5000
+    unknown = getattr(dis, "UNKNOWN", object())  # 3.11's dis leaves KW_NAMES's constant unresolved
+    for code in codes:
+        mine, theirs = instructions(code), list(dis.get_instructions(code))
+        want = [tuple(m.argval if f == "argval" and i.argval is unknown else getattr(i, f) for f in Instruction._fields)
+                for m, i in zip(mine, theirs)]
+        assert len(mine) == len(theirs) and [tuple(i) for i in mine] == want, (code.co_filename, code.co_qualname)
