@@ -51,7 +51,7 @@ from . import _code_tables
 from ._code_tables import (  # noqa: F401 - the interface, shared with 3.11 and 3.12
     RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
     entry_shape, exception_rows, inputs_with, localsplus_names, new_localsplus,
-    parse_exception_table, pop_kinds, slot_names,
+    parse_exception_table, pop_kinds, slot_names, JUMP_PAIRS_312_ON,
     attribute_312_on, call_312_on, compare_args, method_load_as_attr_312_on)
 
 assert sys.version_info[:2] == (3, 13), "kiln/_bytecode_tables.py imports the running version's module"
@@ -76,27 +76,15 @@ def cache_entries(opcode):
 
 # ---------------------------------------------------------------- jumps --
 
-# Each relative jump family: (forward name or None, backward name or None):
-# 3.12's.
-_JUMP_PAIRS_313 = [
-    ("JUMP_FORWARD", "JUMP_BACKWARD"),
-    ("POP_JUMP_IF_FALSE", None),
-    ("POP_JUMP_IF_TRUE", None),
-    ("POP_JUMP_IF_NONE", None),
-    ("POP_JUMP_IF_NOT_NONE", None),
-    ("JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT"),
-    ("FOR_ITER", None),
-    ("SEND", None),
-]
 
 JUMP_OPS = frozenset(op for op in dis.hasjrel if op < 256)
 UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
 assert not dis.hasjabs, "3.13 has an absolute jump"
-assert JUMP_OPS == {OP[n] for pair in _JUMP_PAIRS_313 for n in pair if n}, "a 3.13 jump without a family"
+assert JUMP_OPS == {OP[n] for pair in JUMP_PAIRS_312_ON for n in pair if n}, "a 3.13 jump without a family"
 
 
-_JUMPS = RelativeJumps(cache_entries, _JUMP_PAIRS_313, OP)
+_JUMPS = RelativeJumps(cache_entries, JUMP_PAIRS_312_ON, OP)
 BACKWARD_JUMPS = _JUMPS.backward_jumps
 jump_variant, jump_target_offset, jump_arg = _JUMPS.variant, _JUMPS.target_offset, _JUMPS.arg
 is_backward_target = _JUMPS.is_backward

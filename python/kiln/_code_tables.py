@@ -338,6 +338,21 @@ def inputs_with(rows, op):
 
 
 
+# The relative jump families of 3.12 and 3.13, (forward name or None,
+# backward name or None): conditional jumps go forward only, a loop's back
+# edge is JUMP_BACKWARD. Each version module asserts every jump it has is in one.
+JUMP_PAIRS_312_ON = (
+    ("JUMP_FORWARD", "JUMP_BACKWARD"),
+    ("POP_JUMP_IF_FALSE", None),
+    ("POP_JUMP_IF_TRUE", None),
+    ("POP_JUMP_IF_NONE", None),
+    ("POP_JUMP_IF_NOT_NONE", None),
+    ("JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT"),
+    ("FOR_ITER", None),
+    ("SEND", None),
+)
+
+
 # ------------------------------------------------- emitting, shared --
 #
 # What kiln/_frames.py and kiln/_resume.py write when they make bytecode
