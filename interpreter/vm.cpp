@@ -19,6 +19,7 @@
 #include "runtime/builtins.h"
 #include "runtime/exceptions.h"
 #include "runtime/format.h"
+#include "runtime/host_python.h"
 #include "runtime/kwargs.h"
 #include "runtime/log.h"
 #include "runtime/module.h"
@@ -337,8 +338,11 @@ Value VM::run(const Program& program, std::string_view entry, const std::vector<
 // -------------------------------------------------------------- the loop --
 
 [[noreturn]] static void unbound_local(const Code* code, int32_t i) {
+  const std::string& name = code->varnames[size_t(i)];
   throw_error(ErrorKind::UnboundLocalError,
-              "cannot access local variable '" + code->varnames[size_t(i)] + "' where it is not associated with a value");
+              runtime::host_python().minor >= 11  // (the words of the CPython kiln runs in)
+                  ? "cannot access local variable '" + name + "' where it is not associated with a value"
+                  : "local variable '" + name + "' referenced before assignment");
 }
 
 static const Value& lookup_global(const FunctionObj* fn, const StrObj* name) {
@@ -378,9 +382,12 @@ static void before_with(CallContext& ctx, const Value& mgr, Value& exit, Value& 
       if (e.kind() != ErrorKind::AttributeError) throw;
       v = Value::null();
     }
-    if (v.is_null())
+    if (v.is_null()) {
+      if (runtime::host_python().minor < 11)  // 3.10: its special lookup's error, naming the method
+        throw_error(ErrorKind::AttributeError, name->s);
       throw_error(ErrorKind::TypeError,
                   "'" + type_name(mgr) + "' object does not support the context manager protocol" + missed);
+    }
     return v;
   };
   enter = lookup(enter_name.get(), "");

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/host_python.h"
 #include "runtime/value_ops.h"
 
 namespace kiln::runtime {
@@ -119,7 +120,8 @@ Spec parse(std::string_view text, char32_t default_align, char32_t default_type,
     pos = 1;
   }
   if (pos < s.size() && (s[pos] == '+' || s[pos] == '-' || s[pos] == ' ')) f.sign = s[pos++];
-  if (pos < s.size() && s[pos] == 'z') {
+  // 'z' (no negative zero, PEP 682) is 3.11's: 3.10 reads it as a bad type.
+  if (pos < s.size() && s[pos] == 'z' && host_python().minor >= 11) {
     f.no_neg_0 = true;
     ++pos;
   }
@@ -150,8 +152,10 @@ Spec parse(std::string_view text, char32_t default_align, char32_t default_type,
     ++pos;
     if (read_integer(s, pos, f.precision) == 0) value_error("Format specifier missing precision");
   }
-  if (s.size() - pos > 1)
-    value_error("Invalid format specifier '" + std::string(text) + "' for object of type '" + type_name + "'");
+  if (s.size() - pos > 1)  // (3.10 named neither the spec nor the type)
+    value_error(host_python().minor < 11 ? std::string("Invalid format specifier")
+                                         : "Invalid format specifier '" + std::string(text) + "' for object of type '" +
+                                               type_name + "'");
   if (pos < s.size()) f.type = s[pos];
   if (f.grouping != Grouping::None) {
     switch (f.type) {

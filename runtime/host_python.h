@@ -10,7 +10,10 @@
 //   minor      the minor version: from 3.12 sum() adds floats with
 //              Neumaier's compensation (python_sum, runtime/builtins.cpp);
 //              the words of some errors (min() of nothing from 3.12, a
-//              float modulo by zero from 3.13, an int one before 3.11).
+//              float modulo by zero from 3.13, an int one before 3.11); a
+//              format spec's 'z' from 3.11, and its "Invalid format
+//              specifier" naming the spec (runtime/format.cpp); an unbound
+//              local's (interpreter/vm.cpp).
 #pragma once
 
 #include <cstdint>

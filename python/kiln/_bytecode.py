@@ -22,9 +22,9 @@ from . import _bytecode_tables as T
 
 T.require()  # a CPython with no tables fails here, saying so
 
-__all__ = ["Instr", "ExcEntry", "Bytecode", "decode", "assemble", "stack_analysis",
+__all__ = ["Instr", "ExcEntry", "Bytecode", "decode", "assemble", "stack_analysis", "block_stacks",
            "StackMergeError", "successors", "max_stack_depth", "localsplus_names", "new_localsplus",
-           "relayout_locals", "local_slots"]
+           "relayout_locals", "local_slots", "free_slot"]
 
 
 class Instr:
@@ -119,7 +119,17 @@ class Bytecode:
     def handlers_of(self):
         """{Instr: [the ExcEntry CPython uses for it]}: the first row that
         covers it (rows do not overlap in compiler output; assemble
-        refuses tables that are out of order)."""
+        refuses tables that are out of order). 3.10: the innermost try or
+        with block of its block stack (block_stacks), as a row of its own
+        whose lasti is None: the handler's stack is its SETUP's jump edge's,
+        which stack_analysis follows instead."""
+        if T.BLOCK_SETUPS:
+            out = {}
+            for ins, blocks in block_stacks(self).items():
+                block = next((b for b in reversed(blocks) if b[0] != "E"), None)
+                if block is not None:
+                    out[ins] = [ExcEntry(ins, ins, block[1], block[2], None)]
+            return out
         index = {ins: i for i, ins in enumerate(self.instrs)}
         out = {}
         for e in self.exc_table:
@@ -167,6 +177,12 @@ def relayout_locals(instrs, old_names, new_names):
             ins.arg = (first << 4) | second if first < 16 and second < 16 else (first, second)
         elif ins.opcode in T.LOCAL_OPS or ins.opcode in T.FREE_OPS:
             ins.arg = remap(ins.opcode, ins.arg)
+
+
+def free_slot(layout, name):
+    """The arg by which a T.FREE_OPS instruction names cell or free variable
+    `name` in `layout` (3.10 counts from the first cell)."""
+    return T.slot_names(layout, next(iter(T.FREE_OPS))).index(name)
 
 
 def local_slots(ins):
@@ -427,7 +443,8 @@ def stack_analysis(bc, *, mark_lasti=False):
     any other difference raises StackMergeError."""
     if not bc.instrs:
         return {}
-    succ = successors(bc)
+    # (3.10: no handler rows; a handler's stack is its SETUP's jump edge's)
+    succ = successors(bc, {} if T.BLOCK_SETUPS else None)
     shapes = {bc.instrs[0]: T.entry_shape(bc.code)}
     work = [bc.instrs[0]]
     lasti_kind = "L" if mark_lasti else "v"
@@ -460,6 +477,36 @@ def stack_analysis(bc, *, mark_lasti=False):
         for n, jump in nxt:
             merge(n, _apply(ins, shape, jump), ins)
     return shapes
+
+
+def block_stacks(bc):
+    """3.10: {Instr: the frame's block stack before it} for every reachable
+    instruction (T.block_transfer's tuples, handlers named by their Instr);
+    {} on 3.11+, whose handlers are in the exception table. The compiler
+    pops every block a jump leaves (POP_BLOCK, POP_EXCEPT), so paths meet
+    with equal stacks; StackMergeError where they do not."""
+    if not T.BLOCK_SETUPS or not bc.instrs:
+        return {}
+    shapes = stack_analysis(bc)
+    succ = successors(bc, {})
+    blocks = {bc.instrs[0]: ()}
+    work = [bc.instrs[0]]
+    while work:
+        ins = work.pop()
+        before = blocks[ins]
+        try:
+            moved = T.block_transfer(ins.opcode, before, len(shapes[ins]), ins.target)
+        except ValueError as e:
+            raise StackMergeError(f"{bc.code.co_name}: {ins!r}: {e}") from None
+        for n, jump in succ[ins][0]:
+            after = before if moved is None else moved[1] if jump else moved[0]
+            old = blocks.get(n)
+            if old is None:
+                blocks[n] = after
+                work.append(n)
+            elif old != after:
+                raise StackMergeError(f"{bc.code.co_name}: block stacks differ at {n!r}: {old} vs {after}")
+    return blocks
 
 
 # Kinds that meet at a merge point. Compiler output never needs these; a

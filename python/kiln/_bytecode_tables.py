@@ -26,7 +26,7 @@ VERSION = sys.version_info[:2]
 # in the middle of a resume function.
 INTERFACE = (
     "OP", "EXTENDED_ARG", "CACHE", "HAVE_ARGUMENT", "CACHES", "cache_entries",
-    "JUMP_OPS", "BACKWARD_JUMPS", "UNCONDITIONAL_JUMPS", "TERMINATORS",
+    "JUMP_OPS", "BACKWARD_JUMPS", "UNCONDITIONAL_JUMPS", "TERMINATORS", "BLOCK_SETUPS", "block_transfer",
     "jump_variant", "jump_target_offset", "jump_arg", "is_backward_target",
     "parse_exception_table", "encode_exception_table", "encode_location_table",
     "runtime_transfer", "METHOD_PAIR_JOIN", "inputs",
@@ -38,6 +38,8 @@ INTERFACE = (
     "localsplus_names", "new_localsplus", "slot_names",
     # how an arg names what dis shows (kiln/_instructions.py)
     "NAME_ARG_SHIFTS", "COMPARE_ARG_SHIFT",
+    # an instruction's source location (dis.Positions; 3.10's dis has none)
+    "Positions",
 )
 
 # The spellings of what kiln/_frames.py and kiln/_resume.py emit (calls,
@@ -46,7 +48,8 @@ INTERFACE = (
 EMIT_INTERFACE = (
     "call", "call_kw", "attribute", "compare", "method_load_as_attr", "JUMP_IF_FALSE", "CALL_PAIR",
     "make_function", "closure_load", "BOOL_OPERAND", "FOR_ITER_SKIPS", "KW_NAMES", "CALL", "LOCAL_READS",
-    "LOCAL_KILLS",
+    "LOCAL_KILLS", "CALL_TAKES_NULL", "call_method", "method_call_as_plain", "binary_op", "copy", "swap",
+    "null_pair",
 )
 
 # The versions whose module exists. pyproject.toml's requires-python and
@@ -79,6 +82,12 @@ if SUPPORTED:
     del _module, _missing
 else:
     CAN_EMIT = False
+
+
+def qualname(code):
+    """A code object's qualified name (3.10's code has only the plain name:
+    the qualified one is its function's, given by MAKE_FUNCTION)."""
+    return getattr(code, "co_qualname", code.co_name)
 
 
 def require():

@@ -62,6 +62,45 @@ BACKWARD_JUMPS = frozenset()
 UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_ABSOLUTE"))
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"))
 JUMP_FORWARD = OP["JUMP_FORWARD"]
+# The instructions that push a handler on the frame's block stack.
+BLOCK_SETUPS = frozenset(OP[n] for n in ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"))
+
+
+# ------------------------------------------------------------ block stack --
+#
+# A frame's block stack, as kiln/_bytecode.block_stacks and the frontend
+# follow it: a tuple of blocks, bottom first, each (kind, handler, level):
+#   'F'  a try's handler (SETUP_FINALLY): an exception cuts the stack to
+#        `level` and enters `handler` (the SETUP's jump target);
+#   'W'  the same for a with (SETUP_WITH; its __exit__ is the slot under
+#        `level`); CPython pushes it as an 'F' block;
+#   'E'  the handler running (CPython's EXCEPT_HANDLER, pushed on entering
+#        `handler`, popped by POP_EXCEPT): an exception leaving it first
+#        restores the exception it replaced, from the three slots above
+#        `level`, then goes to the next block down.
+# `handler` is whatever the caller names a jump target by.
+
+def block_transfer(opcode, blocks, depth, handler):
+    """The block stack after `opcode` (`depth`: the stack depth before it;
+    `handler`: its jump target) on (fall-through, jump); None: the
+    instruction leaves the block stack as it is. ValueError where the
+    compiler's pairing does not hold."""
+    if opcode in BLOCK_SETUPS:
+        # SETUP_WITH replaces the manager with its __exit__ (the level counts
+        # it); SETUP_ASYNC_WITH sets up after popping the awaited __aenter__.
+        level = depth - 1 if opcode == _SETUP_ASYNC_WITH else depth
+        kind = "F" if opcode == _SETUP_FINALLY else "W"
+        return blocks + ((kind, handler, level),), blocks + (("E", handler, level),)
+    if opcode == _POP_BLOCK or opcode == _POP_EXCEPT:
+        want = ("E",) if opcode == _POP_EXCEPT else ("F", "W")
+        if not blocks or blocks[-1][0] not in want:
+            raise ValueError(f"{dis.opname[opcode]} with no {' or '.join(want)} block on top ({blocks})")
+        return blocks[:-1], None
+    return None
+
+
+_SETUP_FINALLY, _SETUP_ASYNC_WITH = OP["SETUP_FINALLY"], OP["SETUP_ASYNC_WITH"]
+_POP_BLOCK, _POP_EXCEPT = OP["POP_BLOCK"], OP["POP_EXCEPT"]
 JUMP_ABSOLUTE = OP["JUMP_ABSOLUTE"]
 
 
@@ -241,10 +280,8 @@ def runtime_transfer(opcode, arg, jump, shape):
 
 
 # The method-pair kinds that meet at a merge point (kiln/_bytecode.py's
-# stack_analysis joins them; compiler output never needs it): 3.11's,
-# whose resume prologue pushes (NULL, bound method) where a loop's back
-# edge brings the original pair, ('M', 'S'). 3.10's resume spellings are
-# next; its LOAD_METHOD pair is in the same order.
+# stack_analysis joins them): 3.11's. A 3.10 resume prologue pushes its
+# pairs with LOAD_METHOD itself (null_pair), so they are 'M', 'S' already.
 METHOD_PAIR_JOIN = {frozenset("NM"): "M", frozenset("vS"): "S"}
 
 
@@ -330,3 +367,131 @@ def inputs(opname, arg):
     """The slots `opname` takes off the stack, or None (not in the table)."""
     n = _INPUTS_310.get(opname)
     return n(arg) if callable(n) else n
+
+
+# ------------------------------------------------ emitting calls --
+#
+# What kiln/_frames.py and kiln/_resume.py write when they make bytecode
+# of their own, as (opname, arg) lists: 3.10 has no NULL beside a plain
+# call's callable (CALL_FUNCTION, CALL_FUNCTION_KW with the names' tuple on
+# top, CALL_FUNCTION_EX), no PUSH_NULL, COPY or SWAP, and a BINARY_* or
+# INPLACE_* opcode per operator.
+
+CALL = CALL_FUNCTION
+KW_NAMES = None  # the keyword names are a constant on the stack (CALL_FUNCTION_KW)
+CALL_TAKES_NULL = False  # a plain call has the callable alone under its arguments
+# How the resume convention passes a method pair ('M', 'S'): as a NULL and
+# the callable (3.11's order), which a 3.10 prologue turns back into
+# LOAD_METHOD's own pair (null_pair).
+CALL_PAIR = ("N", "v")
+JUMP_IF_FALSE = "POP_JUMP_IF_FALSE"
+BOOL_OPERAND = frozenset()
+FOR_ITER_SKIPS = ()
+LOCAL_READS = frozenset((LOAD_FAST, DELETE_FAST))
+LOCAL_KILLS = frozenset((STORE_FAST, DELETE_FAST))
+
+
+def call(n):
+    """Call the callable under n arguments."""
+    return [("CALL_FUNCTION", n)]
+
+
+def call_method(n):
+    """Call LOAD_METHOD's pair under n arguments."""
+    return [("CALL_METHOD", n)]
+
+
+def call_kw(n, names_const):
+    """The same, the last len(names) arguments by keyword (names_const: the
+    co_consts index of the names' tuple)."""
+    return [("LOAD_CONST", names_const), ("CALL_FUNCTION_KW", n)]
+
+
+def attribute(name, method):
+    """Load attribute co_names[name] off the top (method: as LOAD_METHOD's pair)."""
+    return [("LOAD_METHOD" if method else "LOAD_ATTR", name)]
+
+
+def compare(index):
+    """COMPARE_OP's arg for dis.cmp_op[index]: the index itself on 3.10."""
+    return index
+
+
+def method_load_as_attr(opcode, arg):
+    """For a method load: the plain attribute load of the same name, as
+    (opname, arg); None for any other instruction."""
+    return ("LOAD_ATTR", arg) if opcode == LOAD_METHOD else None
+
+
+def method_call_as_plain(opcode, arg):
+    """CALL_METHOD once its pair is one callable (method_load_as_attr):
+    CALL_FUNCTION; None for any other instruction."""
+    return ("CALL_FUNCTION", arg) if opcode == CALL_METHOD else None
+
+
+def make_function(flags, qualname):
+    """A function from the code on top and, below it, the attributes
+    `flags` names (1 defaults, 2 keyword defaults, 4 annotations, 8 the
+    closure, in that order from the bottom); `qualname`: the co_consts
+    index of its __qualname__, which 3.10's MAKE_FUNCTION takes from the
+    stack (its code object has none)."""
+    return [("LOAD_CONST", qualname), ("MAKE_FUNCTION", flags)]
+
+
+def closure_load(slot):
+    """Push the cell that FREE_OPS' arg `slot` names (cells, then free
+    variables: kiln/_bytecode.free_slot), for a closure tuple."""
+    return [("LOAD_CLOSURE", slot)]
+
+
+_NB_NAMES = ("ADD", "AND", "FLOOR_DIVIDE", "LSHIFT", "MATRIX_MULTIPLY", "MULTIPLY", "MODULO", "OR", "POWER",
+             "RSHIFT", "SUBTRACT", "TRUE_DIVIDE", "XOR")  # by 3.11's NB_* index (BINARY_OP's arg)
+
+
+def binary_op(nb, inplace):
+    """The operator 3.11's BINARY_OP `nb` names (`inplace`: its augmented
+    assignment)."""
+    return [(("INPLACE_" if inplace else "BINARY_") + _NB_NAMES[nb], None)]
+
+
+def copy(n):
+    """Push a copy of the n-th value from the top (3.11's COPY n): bring it
+    to the top by turning the n top values round (n - 1 ROT_Ns), copy it,
+    and sink the copy it came from back in place."""
+    if n == 1:
+        return [("DUP_TOP", None)]
+    if n == 2:
+        return [("DUP_TOP_TWO", None), ("POP_TOP", None)]
+    return [("ROT_N", n)] * (n - 1) + [("DUP_TOP", None), ("ROT_N", n + 1)]
+
+
+def swap(n):
+    """Exchange the top value and the n-th (3.11's SWAP n): the top sinks
+    n - 1 places, then the value it passed rises to the top (the n - 1 top
+    values turned round n - 2 times)."""
+    if n == 2:
+        return [("ROT_TWO", None)]
+    return [("ROT_N", n)] + [("ROT_N", n - 1)] * (n - 2)
+
+
+class Held:
+    """One value held in a slot, for null_pair: LOAD_METHOD of `value` on
+    it finds a data descriptor on the type (no method), so it pushes NULL
+    and the value, as LOAD_METHOD of a plain attribute does."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+# (an upper-case name: kiln/_bytecode_tables.py passes those on; the
+# frontend reads the pair back as KBC's, kiln/_frontend_opcodes.py)
+NULL_PAIR_HOLDER = Held
+
+
+def null_pair(load, const, name):
+    """Push the pair LOAD_METHOD leaves for a plain attribute (NULL, then
+    the callable that `load` pushes): 3.10 has no PUSH_NULL, and only
+    LOAD_METHOD makes a NULL. `const(value)` and `name(str)` give the
+    co_consts and co_names index of what it needs."""
+    return [("LOAD_CONST", const(Held))] + load + [("CALL_FUNCTION", 1), ("LOAD_METHOD", name("value"))]

@@ -24,7 +24,8 @@ from ._code_tables import (  # noqa: F401 - the interface, shared with 3.12 and 
     RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
     encode_location_table, entry_shape, exception_rows, inputs_with, localsplus_names, new_localsplus,
     parse_exception_table, pop_kinds, slot_names, table_fields,
-    CALL_PAIR_NULL_FIRST, compare_args, load_closure, make_function_with_flags)
+    CALL_PAIR_NULL_FIRST, binary_op_311_on, compare_args, copy_311_on, load_closure, make_function_with_flags,
+    method_call_as_plain_311_on, null_pair_with, swap_311_on)
 
 assert sys.version_info[:2] == (3, 11), "kiln/_bytecode_tables.py imports the running version's module"
 
@@ -32,6 +33,7 @@ OP = dis.opmap
 EXTENDED_ARG = OP["EXTENDED_ARG"]
 CACHE = OP["CACHE"]
 HAVE_ARGUMENT = dis.HAVE_ARGUMENT
+Positions = dis.Positions
 CACHES = tuple(dis._inline_cache_entries)  # per opcode; co_code shows them zeroed
 
 
@@ -67,6 +69,8 @@ UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD",
                                                 "JUMP_BACKWARD_NO_INTERRUPT"))
 # Instructions after which control never reaches the next instruction.
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"))
+BLOCK_SETUPS = frozenset()  # (3.10's block stack: handlers are in the exception table)
+block_transfer = None  # (3.10's)
 
 
 _JUMPS = RelativeJumps(cache_entries, _JUMP_PAIRS_311, OP)
@@ -194,3 +198,9 @@ FOR_ITER_SKIPS = ()
 CALL_PAIR = CALL_PAIR_NULL_FIRST
 make_function = make_function_with_flags
 closure_load = load_closure
+
+CALL_TAKES_NULL = True  # a plain call's callable has a NULL beside it (CALL_PAIR)
+call_method = call  # one CALL takes (method, self) and (NULL, callable) alike
+method_call_as_plain = method_call_as_plain_311_on
+binary_op, copy, swap = binary_op_311_on, copy_311_on, swap_311_on
+null_pair = null_pair_with(CALL_PAIR)

@@ -30,8 +30,9 @@ from ._code_tables import (  # noqa: F401 - the interface, shared with 3.11 and 
     RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
     entry_shape, exception_rows, inputs_with, localsplus_names, new_localsplus,
     parse_exception_table, pop_kinds, slot_names, JUMP_PAIRS_312_ON,
-    CALL_PAIR_NULL_FIRST, attribute_312_on, call_312_on, compare_args, load_closure,
-    make_function_with_flags, method_load_as_attr_312_on)
+    CALL_PAIR_NULL_FIRST, attribute_312_on, binary_op_311_on, call_312_on, compare_args, copy_311_on,
+    load_closure, make_function_with_flags, method_call_as_plain_311_on, method_load_as_attr_312_on,
+    null_pair_with, swap_311_on)
 
 assert sys.version_info[:2] == (3, 12), "kiln/_bytecode_tables.py imports the running version's module"
 
@@ -44,6 +45,7 @@ OP = {name: op for name, op in dis.opmap.items() if op < 256}  # without the com
 EXTENDED_ARG = OP["EXTENDED_ARG"]
 CACHE = OP["CACHE"]
 HAVE_ARGUMENT = dis.HAVE_ARGUMENT
+Positions = dis.Positions
 CACHES = tuple(dis._inline_cache_entries)  # per opcode; co_code shows them zeroed
 
 
@@ -58,6 +60,8 @@ def cache_entries(opcode):
 JUMP_OPS = frozenset(op for op in dis.hasjrel if op < 256)
 UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
+BLOCK_SETUPS = frozenset()  # (3.10's block stack: handlers are in the exception table)
+block_transfer = None  # (3.10's)
 assert JUMP_OPS == {OP[n] for pair in JUMP_PAIRS_312_ON for n in pair if n}, "a 3.12 jump without a family"
 
 
@@ -161,3 +165,9 @@ BOOL_OPERAND = frozenset()  # (3.13: instructions that read a bool only)
 # FOR_ITER's jump names an END_FOR that it skips: code kiln writes puts
 # one there and the real target after it.
 FOR_ITER_SKIPS = ("END_FOR",)
+
+CALL_TAKES_NULL = True  # a plain call's callable has a NULL beside it (CALL_PAIR)
+call_method = call  # one CALL takes (method, self) and (NULL, callable) alike
+method_call_as_plain = method_call_as_plain_311_on
+binary_op, copy, swap = binary_op_311_on, copy_311_on, swap_311_on
+null_pair = null_pair_with(CALL_PAIR)

@@ -52,7 +52,8 @@ from ._code_tables import (  # noqa: F401 - the interface, shared with 3.11 and 
     RelativeJumps, call_transfer, code_positions, compiler_effect_with, encode_exception_table,
     entry_shape, exception_rows, inputs_with, localsplus_names, new_localsplus,
     parse_exception_table, pop_kinds, slot_names, JUMP_PAIRS_312_ON,
-    attribute_312_on, call_312_on, compare_args, method_load_as_attr_312_on)
+    attribute_312_on, binary_op_311_on, call_312_on, compare_args, copy_311_on, method_call_as_plain_311_on,
+    method_load_as_attr_312_on, null_pair_with, swap_311_on)
 
 assert sys.version_info[:2] == (3, 13), "kiln/_bytecode_tables.py imports the running version's module"
 
@@ -65,6 +66,7 @@ OP = {name: op for name, op in dis.opmap.items() if op < 256}  # without the com
 EXTENDED_ARG = OP["EXTENDED_ARG"]
 CACHE = OP["CACHE"]
 HAVE_ARGUMENT = dis.HAVE_ARGUMENT
+Positions = dis.Positions
 # Per opcode; co_code shows them zeroed. 3.13's dis keys them by name.
 CACHES = tuple(dis._inline_cache_entries.get(dis.opname[op], 0) for op in range(256))
 
@@ -80,6 +82,8 @@ def cache_entries(opcode):
 JUMP_OPS = frozenset(op for op in dis.hasjrel if op < 256)
 UNCONDITIONAL_JUMPS = frozenset(OP[n] for n in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
 TERMINATORS = frozenset(OP[n] for n in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
+BLOCK_SETUPS = frozenset()  # (3.10's block stack: handlers are in the exception table)
+block_transfer = None  # (3.10's)
 assert not dis.hasjabs, "3.13 has an absolute jump"
 assert JUMP_OPS == {OP[n] for pair in JUMP_PAIRS_312_ON for n in pair if n}, "a 3.13 jump without a family"
 
@@ -196,7 +200,7 @@ def call_kw(n, names_const):
     return [("LOAD_CONST", names_const), ("CALL_KW", n)]
 
 
-def make_function(flags):
+def make_function(flags, qualname=None):
     """A function from the code on top and, below it, the attributes
     `flags` names (1 defaults, 2 keyword defaults, 4 annotations, 8 the
     closure, in that order from the bottom): 3.13 makes it from the code
@@ -218,3 +222,9 @@ JUMP_IF_FALSE = "POP_JUMP_IF_FALSE"
 BOOL_OPERAND = frozenset(("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "UNARY_NOT"))
 # FOR_ITER's exit skips the END_FOR its jump names and the POP_TOP after it.
 FOR_ITER_SKIPS = ("END_FOR", "POP_TOP")
+
+CALL_TAKES_NULL = True  # a plain call's callable has a NULL beside it (CALL_PAIR)
+call_method = call  # one CALL takes (method, self) and (NULL, callable) alike
+method_call_as_plain = method_call_as_plain_311_on
+binary_op, copy, swap = binary_op_311_on, copy_311_on, swap_311_on
+null_pair = null_pair_with(CALL_PAIR)

@@ -365,11 +365,39 @@ JUMP_PAIRS_312_ON = (
 CALL_PAIR_NULL_FIRST = ("N", "v")
 
 
-def make_function_with_flags(flags):
+def make_function_with_flags(flags, qualname=None):
     """Until 3.12: MAKE_FUNCTION from the code on top and, below it, the
     attributes `flags` names (1 defaults, 2 keyword defaults, 4
-    annotations, 8 the closure, in that order from the bottom)."""
+    annotations, 8 the closure, in that order from the bottom). (3.11+
+    takes the __qualname__ from the code: `qualname` is 3.10's.)"""
     return [("MAKE_FUNCTION", flags)]
+
+
+def binary_op_311_on(nb, inplace):
+    """3.11+: BINARY_OP with the NB_* index `nb` (its in-place form 13 up)."""
+    return [("BINARY_OP", nb + 13 * bool(inplace))]
+
+
+def copy_311_on(n):
+    return [("COPY", n)]
+
+
+def swap_311_on(n):
+    return [("SWAP", n)]
+
+
+def method_call_as_plain_311_on(opcode, arg):
+    """3.11+: one call instruction takes a method pair and a plain pair alike."""
+    return None
+
+
+def null_pair_with(pair):
+    """null_pair (a NULL and the callable `load` pushes, in the version's
+    order `pair`): PUSH_NULL beside it; `const` and `name` (3.10's) unused."""
+    def null_pair(load, const=None, name=None):
+        null = [("PUSH_NULL", None)]
+        return null + load if pair[0] == "N" else load + null
+    return null_pair
 
 
 def load_closure(slot):

@@ -17,7 +17,8 @@ import functools
 import inspect
 import logging
 
-from . import _C, _frontend_opcodes, _threads, fx, nn
+from . import _C, _bytecode_tables as T, _frontend_opcodes, _threads, fx, nn
+from . import _functions
 from ._functions import _as_kbc  # noqa: F401 - kiln._compile._as_kbc: the tests read KBC views through it
 
 log = logging.getLogger("kiln.frontend")
@@ -161,6 +162,7 @@ def _compile_frames(fn, backend, fullgraph, dynamic):
     (fn's own and those it calls) through the frame hook."""
     config._apply()
     compiled = _C.FrameCompiled(fn, backend, fullgraph, dynamic, config.cache_size_limit, bool(config.strict))
+    _functions.note(getattr(fn, "__func__", fn))  # (3.10: its frames' function is fn: known_function)
     call = compiled.fastcall
     module = fn if _is_module(fn) else None
 
@@ -261,8 +263,8 @@ def explain(fn, *, backend="llvm"):
         # (a generator function's call runs none): explain says so too.
         code = getattr(target, "__code__", None)
         why = _C.frames_skip_reason(code) if code is not None else None
-        if why is not None and not any(x["function"] == code.co_qualname for x in report["left_to_cpython"]):
-            report["left_to_cpython"].append({"function": code.co_qualname, "reason": why, "whole_frame": True,
+        if why is not None and not any(x["function"] == T.qualname(code) for x in report["left_to_cpython"]):
+            report["left_to_cpython"].append({"function": T.qualname(code), "reason": why, "whole_frame": True,
                                               "where": f"{code.co_filename}:{code.co_firstlineno}"})
         return Explanation(report)
 

@@ -48,6 +48,7 @@ import types
 from . import _bytecode as B
 from . import _bytecode_tables as T
 from . import _C, _compile, _frontend, _functions, _resume, nn
+from ._instructions import nested_qualnames
 
 __all__ = ["classify", "kbc", "build", "Refused"]
 
@@ -213,6 +214,8 @@ def kbc(func):
     code = getattr(func, "__code__", None)
     if code is _MODULE_CALL_CODE or code in _builtin_forwards():
         return _module_call_kbc(code)
+    if T.VERSION == (3, 10):  # the hook made func of the frame's code (frame_access.h)
+        func = _functions.known_function(func)
     return _functions._as_kbc(func)
 
 
@@ -253,7 +256,6 @@ def _module_call_kbc(code):
 
 _CMP_OPS = {sym: i for i, sym in enumerate(dis.cmp_op)}
 _NB = {sym: i for i, sym in enumerate(("+", "&", "//", "<<", "@", "*", "%", "|", "**", ">>", "-", "/", "^"))}
-_NB_INPLACE = 13  # NB_INPLACE_ADD: the in-place forms follow the plain ones in the same order
 
 
 def build(code, info):
@@ -263,12 +265,12 @@ def build(code, info):
         # The trace ran kiln's module call, not this code: no offset of it
         # to go on from. CPython runs the frame; what it calls (hooks, a
         # forward) comes back to the hook as frames of their own.
-        return f"{code.co_qualname}: a break inside the module call kiln traced for it (CPython runs it)"
+        return f"{T.qualname(code)}: a break inside the module call kiln traced for it (CPython runs it)"
     try:
         builder = _Builder(code, info)
         return builder.code(), builder.tail_note
     except (Refused, B.StackMergeError) as e:
-        return f"{code.co_qualname}: {e}"
+        return f"{T.qualname(code)}: {e}"
 
 
 class _Builder:
@@ -292,7 +294,7 @@ class _Builder:
         self.tail_note = None  # set when the frame's rest is the original's copy (explain shows it)
         self._closure_fixups = []  # (LOAD_CLOSURE, name): indexed once every local is known
         body = self.bc.instrs
-        pro_end = next(i for i, ins in enumerate(body) if ins.opcode == T.RESUME)
+        pro_end = _resume._prologue_end(self.bc)
         self.prologue = body[:pro_end + 1]
         self.body = body[pro_end + 1:]
 
@@ -341,7 +343,7 @@ class _Builder:
                 self.tail_note = (f"from line {positions.lineno} on, CPython runs the rest of the frame "
                                   f"({why}); the frames it calls are still compiled")
                 _log.debug("%s: jumping into the original instead of a resume function: %s",
-                           self.orig.co_qualname, why)
+                           T.qualname(self.orig), why)
             if resumed is not None:
                 instrs = self.prologue + prefix + resumed
                 exc = []
@@ -352,7 +354,7 @@ class _Builder:
         new_names = B.new_localsplus(self.varnames, self.orig.co_cellvars, self.orig.co_freevars)
         B.relayout_locals(self.prologue + self.body + self._run_copies, old_names, new_names)
         for ins, name in self._closure_fixups:  # cells and frees sit after every local, the new ones too
-            ins.arg = new_names.index(name)
+            ins.arg = B.free_slot(new_names, name)
         bc = B.Bytecode(instrs, exc, self.orig)
         # The hook calls this code with the frame's bound parameters, all
         # positional: the *args tuple and **kwargs dict as themselves.
@@ -364,7 +366,7 @@ class _Builder:
                          co_argcount=nparams, co_posonlyargcount=0, co_kwonlyargcount=0,
                          co_flags=c.co_flags & ~(T.CO_VARARGS | T.CO_VARKEYWORDS))
         if B.localsplus_names(new) != new_names:
-            raise AssertionError(f"slot layout of kiln's code for {self.orig.co_qualname} is not as built")
+            raise AssertionError(f"slot layout of kiln's code for {T.qualname(self.orig)} is not as built")
         return new
 
     def _positions(self):
@@ -372,7 +374,7 @@ class _Builder:
         if cont is not None:
             target = self._target(cont)[0]
             return target.positions
-        return dis.Positions(self.orig.co_firstlineno, self.orig.co_firstlineno, None, None)
+        return T.Positions(self.orig.co_firstlineno, self.orig.co_firstlineno, None, None)
 
     def _target(self, cont):
         """(where CPython resumes, the frontend's stack kinds there, the
@@ -390,7 +392,8 @@ class _Builder:
         """The tail that jumps into the copy of C's bytecode at the breaking
         instruction, with C's locals and stack as the trace left them."""
         target, kinds, _ = self._target(cont)
-        out = self._store_live_locals(cont, pos) + self._push(_cpython_slots(kinds, cont["stack"]), pos)
+        blocks = B.block_stacks(self.bc).get(target, ())  # (3.10's; none on 3.11+)
+        out = self._store_live_locals(cont, pos) + self._push(_cpython_slots(kinds, cont["stack"]), pos, blocks)
         out += _to_bool(target.opname, pos)
         out.append(B.Instr("JUMP_FORWARD", target=target, positions=pos))
         return out
@@ -405,8 +408,27 @@ class _Builder:
             out.append(B.Instr("STORE_FAST", self.orig.co_varnames.index(name), positions=pos))
         return out
 
-    def _push(self, slots, pos):
-        return [B.Instr("PUSH_NULL", positions=pos) if temp < 0 else self._load(temp, pos) for _, temp in slots]
+    def _push(self, slots, pos, blocks=()):
+        """Push CPython's stack `slots` (and, 3.10, the frame's try and with
+        `blocks` there: _resume.push_frame)."""
+        loads = [None if temp < 0 else [self._load(temp, pos)] for _, temp in slots]
+        try:
+            return _resume.push_frame(loads, blocks, pos, self.const_index, self.name_index)
+        except _resume.ResumeError as e:
+            raise Refused(f"a break {e}") from None
+
+    def const_index(self, value):
+        """Where `value` is in the new co_consts (appended once)."""
+        for i, x in enumerate(self.consts):
+            if x is value:
+                return i
+        return self.new_const(value)
+
+    def name_index(self, s):
+        """Where name `s` is in the new co_names (appended once)."""
+        if s not in self.names:
+            self.names.append(s)
+        return self.names.index(s)
 
     # -- after a break: run the breaking instruction, then a resume function --
 
@@ -519,7 +541,7 @@ class _Builder:
                 self._closure_fixups.append((out[-1], name))
             out.append(I("BUILD_TUPLE", len(info.freevars)))
             out.append(I("LOAD_CONST", self.new_const(code)))
-            out += _emit(T.make_function(0x08), pos)
+            out += _emit(T.make_function(0x08, self.const_index(T.qualname(self.orig))), pos)
         else:
             # One function object for every call (the entry's globals are
             # this frame's): no MAKE_FUNCTION per call, and the hook finds
@@ -554,7 +576,7 @@ class _Builder:
         jumps = []  # (Instr, KBC target index)
         for op, a, b, sym, line in kinstrs:
             first.append(len(out))
-            p = dis.Positions(line, line, None, None) if line > 0 else pos
+            p = T.Positions(line, line, None, None) if line > 0 else pos
             emitted = self._one(op, a, b, sym, p, jumps)
             out.extend(emitted)
         first.append(len(out))
@@ -584,20 +606,26 @@ class _Builder:
     def _one(self, op, a, b, sym, p, jumps):
         I = lambda name, arg=None: B.Instr(name, arg, positions=p)  # noqa: E731
         if op == "LOAD_CONST":
+            self._last_const = self.info["consts"][a]  # (a function's code, for MAKE_FUNCTION's qualname)
             return [I("LOAD_CONST", self.const(a))]
         if op in ("LOAD_FAST", "STORE_FAST", "DELETE_FAST"):
             slot = self.local_slot[a]
             if slot < len(self.orig.co_varnames) and self.orig.co_varnames[slot] in self.orig.co_cellvars:
                 # A parameter a closure captures: after MAKE_CELL its slot
-                # holds the cell (3.11 keeps a cell argument in its own slot).
-                return [I(op.replace("FAST", "DEREF"), slot)]
+                # holds the cell (3.11 keeps a cell argument in its own
+                # slot; 3.10 in a cell slot of its own, where the frame
+                # moved the argument): its cell by name, as LOAD_DEREF reads it.
+                ins = I(op.replace("FAST", "DEREF"), 0)
+                self._closure_fixups.append((ins, self.orig.co_varnames[slot]))
+                return [ins]
             return [I(op, slot)]
         if op == "MAKE_FUNCTION":
             # A closure the trace made, made again from its CPython code
             # (kiln/_frontend.py nested_codes; the constant is checked in
             # const()): KBC's flags are CPython's but the closure's bit, 4
             # here and 8 there (a code with annotations is never made here).
-            return _emit(T.make_function((a & 3) | (8 if a & 4 else 0)), p)
+            return _emit(T.make_function((a & 3) | (8 if a & 4 else 0),
+                                         self.const_index(self._nested_qualname(self._last_const))), p)
         if op in ("LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE"):
             # The frame's own cells and free variables by name (their slots
             # are known once every temporary is: fixed up in code()); a cell
@@ -609,19 +637,23 @@ class _Builder:
             self._closure_fixups.append((ins, name))
             return [ins]
         if op == "LOAD_GLOBAL":
-            return [I("LOAD_GLOBAL", self.name(a) << 1)]
+            return [I("LOAD_GLOBAL", self.name(a) << T.NAME_ARG_SHIFTS.get("LOAD_GLOBAL", 0))]
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             return _emit(T.attribute(self.name(a), op == "LOAD_METHOD"), p)
         if op in ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL"):
             return [I(op, self.name(a))]
-        if op in ("BUILD_LIST", "BUILD_TUPLE", "BUILD_SLICE", "LIST_EXTEND", "COPY", "SWAP"):
+        if op in ("BUILD_LIST", "BUILD_TUPLE", "BUILD_SLICE", "LIST_EXTEND"):
             return [I(op, a)]
+        if op in ("COPY", "SWAP"):
+            return _emit(T.copy(a) if op == "COPY" else T.swap(a), p)
         if op == "BUILD_DICT":
             return [I("BUILD_MAP", a)]
+        if op == "PUSH_NULL" and not T.CALL_TAKES_NULL:
+            raise Refused("a residual NULL (CPython 3.10 has no PUSH_NULL)")
         if op in ("BINARY_SUBSCR", "STORE_SUBSCR", "GET_ITER", "POP_TOP", "RETURN_VALUE", "PUSH_NULL"):
             return [I(op)]
         if op == "BINARY_OP":
-            return [I("BINARY_OP", _NB[sym] + (_NB_INPLACE if b else 0))]
+            return _emit(T.binary_op(_NB[sym], b), p)
         if op == "COMPARE_OP":
             if sym in _CMP_OPS:
                 return [I("COMPARE_OP", T.compare(_CMP_OPS[sym]))]
@@ -633,15 +665,19 @@ class _Builder:
         if op == "CALL":
             return self._call_n(a, p)
         if op == "CALL_METHOD":
-            return _call(a, p)
+            return _emit(T.call_method(a), p)
         if op in ("CALL_KW", "CALL_METHOD_KW"):
             names = self.info["consts"][b]
+            if op == "CALL_METHOD_KW" and T.call_method is not T.call:
+                # (3.10's CALL_METHOD has no keyword form; its compiler
+                # loads the attribute for a keyword call)
+                raise Refused("a residual keyword call of a method pair (CPython 3.10)")
             if op == "CALL_KW":
                 # callable a1..an -> [NULL, callable, a1..an] needs the NULL
                 # under the callable: pack, rotate, unpack isn't possible, so
                 # call through a helper with one tuple.
                 return [I("BUILD_TUPLE", a), I("LOAD_CONST", self.new_const(names)), I("BUILD_TUPLE", 3),
-                        I("LOAD_CONST", self.new_const(_call_kw)), I("SWAP", 2)] + self._call_with_tuple(p)
+                        I("LOAD_CONST", self.new_const(_call_kw))] + _emit(T.swap(2), p) + self._call_with_tuple(p)
             return _emit(T.call_kw(a, self.new_const(tuple(names))), p)
         if op == "CALL_EX":
             return _resume.null_beside(2 + (a & 1), p) + [I("CALL_FUNCTION_EX", a & 1)]
@@ -651,6 +687,15 @@ class _Builder:
             jumps.append((ins, a))
             return _to_bool(name, p) + [ins]
         raise Refused(f"residual instruction {op}")
+
+    def _nested_qualname(self, code):
+        """The __qualname__ the original's MAKE_FUNCTION gives nested `code`
+        (3.10, whose code objects have none; its name otherwise)."""
+        if not isinstance(code, types.CodeType):
+            raise Refused("the residual makes a function from no code constant")
+        if hasattr(code, "co_qualname"):
+            return code.co_qualname
+        return nested_qualnames(self.orig).get(id(code), code.co_name)
 
     def _call_n(self, n, p):
         if n == 0:

@@ -1,4 +1,4 @@
-"""The Python frontend: CPython 3.11 bytecode -> KBC text.
+"""The Python frontend: CPython bytecode (3.10 to 3.13) -> KBC text.
 
 `translate(fn_or_code)` turns one Python function (its code object, read
 with `dis`) into KBC text (docs/kbc.md) that kiln's VM and tracer run with
@@ -74,7 +74,11 @@ becomes `.except` rows: one per run of emitted instructions with the same
 handler, bounded by labels `X<offset>_exc`, the depth recounted without
 virtual NULLs. The flow pass follows the exception edges too: a handler's
 stack is the protected instruction's, cut to the row's depth, then lasti
-(if the row says so) and the exception. `except*` (exception groups) and
+(if the row says so) and the exception. CPython 3.10 has a block stack
+instead of the table: the flow pass follows it (`_follow_blocks`), each
+block on top becomes a row (`_row_key`), and a handler's six exception
+slots are KBC's two (kiln/_frontend_opcodes.py, `_EXCEPTION_SLOTS`;
+docs/architecture.md "CPython versions"). `except*` (exception groups) and
 `async with` are refused.
 
 Lines: `.firstline` is `co_firstlineno`, `.line N` precedes the first KBC
@@ -98,13 +102,16 @@ import inspect
 import logging
 import math
 import re
+import sys
 import types
 import weakref
 from dataclasses import dataclass
 
 # The opcode table: one row per opcode, and the kinds of abstract-stack slots.
-from ._instructions import instructions
+from . import _bytecode_tables as T
+from ._instructions import instructions, nested_qualnames
 from ._frontend_opcodes import _NULL_PAIR, _ROWS, _VALUE, _is_virtual, require as _opcodes_require, saved_local
+from . import _frontend_opcodes_v310  # noqa: F401,E402  (registers 3.10's rows into _ROWS)
 
 __all__ = ["Translation", "Untranslatable", "translate"]
 
@@ -151,6 +158,16 @@ _UNSUPPORTED = {
     "LOAD_FROM_DICT_OR_DEREF": "class body",
     "LOAD_FROM_DICT_OR_GLOBALS": "class body or type parameter scope",
 }
+
+# 3.10's own opcodes KBC cannot express (its try and with blocks are rows:
+# kiln/_frontend_opcodes.py).
+_UNSUPPORTED_310 = {
+    "SETUP_ASYNC_WITH": "async with statement",
+    "YIELD_FROM": "yield from or await (a value sent into a generator)",
+    "COPY_DICT_WITHOUT_KEYS": "match statement",
+}
+if sys.version_info[:2] == (3, 10):
+    _UNSUPPORTED.update(_UNSUPPORTED_310)
 
 # Opcodes a code object's co_code never holds: dis drops CACHE units, and
 # the rest are the interpreter's own (sys.monitoring's INSTRUMENTED_*
@@ -226,7 +243,7 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
             # Kept as plain data: a cached exception's traceback would keep
             # the code object (and the translator) alive.
             result = (exc.reason, exc.filename, exc.lineno)
-            _log.info("leaving %s to CPython: %s", code.co_qualname, exc)
+            _log.info("leaving %s to CPython: %s", fn.__qualname__ if fn is not None else T.qualname(code), exc)
         entry = (weakref.ref(code, lambda _, key=id(code): _cache.pop(key, None)), result, {})
         _cache[id(code)] = entry
     _, compiled, by_header = entry
@@ -236,7 +253,7 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
     try:
         header = compiled.header(fn, own_defaults)
     except Untranslatable as exc:
-        _log.info("leaving %s to CPython: %s", code.co_qualname, exc)
+        _log.info("leaving %s to CPython: %s", fn.__qualname__ if fn is not None else T.qualname(code), exc)
         raise
     translation = by_header.get(header)
     if translation is None:
@@ -248,6 +265,11 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
 # id(code) -> (weakref to code, _Compiled or the Untranslatable's arguments,
 #              {entry header: Translation})
 _cache: dict = {}
+
+
+def _kbc_depth(kinds) -> int:
+    """How many KBC slots CPython's slots `kinds` are (the virtual ones have none)."""
+    return sum(1 for kind in kinds if not _is_virtual(kind))
 
 
 def _kinds(state) -> str:
@@ -345,6 +367,7 @@ class _Compiled:
         self.name, self.body, self.lines = f.name, f.body, tuple(sorted(f.lines))
         self.positional, self.kwonly, self.varargs, self.varkw = f.positional, f.kwonly, f.varargs, f.varkw
         self.posonly = code.co_posonlyargcount
+        self.code_name = code.co_name
         self.freevars, self.cellvars = f.freevars, f.cellvars
         self.nested_text = "".join(g.text for g in program.funcs[1:])
         self.functions = tuple(g.name for g in program.funcs)
@@ -372,7 +395,12 @@ class _Compiled:
         params += [self._param(n, kwdefaults.get(n, _NO_DEFAULT), own_defaults) for n in self.kwonly]
         if self.varkw is not None:
             params.append("**" + self.varkw)
-        return f".func {self.name}({', '.join(params)})\n"
+        head = f".func {self.name}({', '.join(params)})\n"
+        if _QUALNAME_IN_HEADER:  # 3.10: the function's, which its code does not have
+            qualname = fn.__qualname__ if fn is not None else self.code_name
+            if qualname != self.name:
+                head += f"  .qualname {qualname}\n"
+        return head
 
     def _param(self, name, value, own_defaults) -> str:
         if value is _NO_DEFAULT:
@@ -396,6 +424,9 @@ class _Compiled:
 
 
 _NO_DEFAULT = object()
+# 3.10's code objects have no qualified name: the entry's comes from the
+# function the translation is for, in the per-function header.
+_QUALNAME_IN_HEADER = T.VERSION == (3, 10)
 
 
 class _Program:
@@ -410,6 +441,7 @@ class _Program:
         self.globals_stored: list[str] = []
         self.builtins_required: list[str] = []
         self.annotated: set[int] = set()  # id() of nested codes a MAKE_FUNCTION gives annotations
+        self.qualnames: dict[int, str] = {}  # id() of a nested code -> the name 3.10's MAKE_FUNCTION gives it
         self.entry = self.function(code, _ident(code.co_name))
 
     def function(self, code: types.CodeType, name: str) -> "_Function":
@@ -557,8 +589,12 @@ class _Function:
         if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
             line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
             self.fail("except* (exception groups)", line)
-        if ops & {"BEFORE_ASYNC_WITH"}:
+        if ops & {"BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"}:
             self.fail("async with statement", first)
+        block = next((i for i in self.instrs if i.opname in _UNSUPPORTED_310 and sys.version_info[:2] == (3, 10)),
+                     None)
+        if block is not None:
+            self.fail(_UNSUPPORTED_310[block.opname], block.positions.lineno)
 
     # -- the translation -----------------------------------------------------
 
@@ -569,7 +605,8 @@ class _Function:
         self.index = {ins.offset: k for k, ins in enumerate(self.instrs)}
         # CPython 3.11's exception table, as dis reads it: byte ranges
         # [start, end) -> handler, stack depth, lasti; they do not overlap.
-        self.handlers = dis._parse_exception_table(self.code) if self.code.co_exceptiontable else []
+        # (3.10 has none: its handlers are refused above, _UNSUPPORTED_310.)
+        self.handlers = dis._parse_exception_table(self.code) if getattr(self.code, "co_exceptiontable", b"") else []
         if self.generator or self.genexpr:
             # 3.12 guards a generator's whole body with a handler that turns
             # a StopIteration into RuntimeError (PEP 479); 3.11 does that in
@@ -579,6 +616,12 @@ class _Function:
                 by_offset[h.target].opname == "CALL_INTRINSIC_1"
                 and dis._intrinsic_1_descs[by_offset[h.target].arg] == "INTRINSIC_STOPITERATION_ERROR")]
         self.kwnames = self._pair_kw_names()
+        if T.VERSION == (3, 10):  # (its code objects have no qualified name)
+            self.program.qualnames.update(nested_qualnames(self.code))
+        # 3.10: where an exception enters a handler (a SETUP_*'s target),
+        # and the handlers whose cleanup the translation needs.
+        self.handler_starts = {ins.argval for ins in self.instrs if ins.opcode in T.BLOCK_SETUPS}
+        self.cleanups = set()
         states = self._flow()
         self._emit(states)
         both = self.shadowed_cells & self.cells_used_outside
@@ -591,7 +634,7 @@ class _Function:
         CALL; 3.12 KW_NAMES, CALL; 3.13 the tuple as a constant, CALL_KW)."""
         pairs = {}
         for k, ins in enumerate(self.instrs):
-            if ins.opname == "CALL_KW":
+            if ins.opname in ("CALL_KW", "CALL_FUNCTION_KW"):
                 prev = self.instrs[k - 1]
                 if prev.opname != "LOAD_CONST" or not isinstance(prev.argval, tuple):
                     self.fail("CALL_KW without its keyword names constant", ins.positions.lineno)
@@ -608,7 +651,11 @@ class _Function:
 
     def _flow(self) -> dict:
         """The abstract stack at the entry of every reachable instruction."""
-        states = {0: ()}
+        # (3.10: a generator's frame starts with a value, which GEN_START pops)
+        states = {0: ("X",) * len(T.entry_shape(self.code))}
+        # 3.10: the frame's block stack before each instruction
+        # (T.block_transfer: handlers by offset); {} on 3.11+.
+        self.blocks = {0: ()} if T.BLOCK_SETUPS else {}
         work = [0]
         while work:
             k = work.pop()
@@ -618,6 +665,8 @@ class _Function:
                 succs.append((k + 1, fall))
             if jump is not None:
                 succs.append((self.index[self.instrs[k].argval], jump))
+            if self.blocks:
+                self._follow_blocks(k, len(states[k]), fall, jump)
             h = self._handler(k)
             if h is not None:
                 # Any instruction may raise: its handler gets the stack cut
@@ -639,6 +688,58 @@ class _Function:
                 work.append(s)
         return states
 
+    def _follow_blocks(self, k, depth, fall, jump):
+        """3.10: carry the block stack before instruction k to its
+        successors (the compiler pops every block a jump leaves, so paths
+        meet with equal block stacks)."""
+        ins = self.instrs[k]
+        before = self.blocks[k]
+        try:
+            moved = T.block_transfer(ins.opcode, before, depth, ins.argval)
+        except ValueError as e:
+            self.fail(f"unexpected block stack ({e})", ins.positions.lineno)
+        for s, stack, taken in ((k + 1, fall, False), (self.index.get(ins.argval), jump, True)):
+            if stack is None:
+                continue
+            after = before if moved is None else moved[1] if taken else moved[0]
+            old = self.blocks.setdefault(s, after)
+            if old != after:
+                self.fail(f"block stacks differ where two paths meet at {self.instrs[s].opname}",
+                          self.instrs[s].positions.lineno)
+
+    def _row_key(self, k, st):
+        """The KBC exception-table row covering instruction k: (handler
+        label, KBC depth, lasti) or None. 3.11+: CPython's own row. 3.10:
+        the top block: a try's or with's handler (a with's row pushes a
+        lasti, which fills the slot 3.10 gives the previous traceback, so
+        that KBC's WITH_EXCEPT_START finds its operands as in 3.11), or,
+        inside a handler, its cleanup (kiln's: _emit_cleanups), which puts
+        back the exception the handler replaced, as 3.10 does when an
+        exception leaves a handler's EXCEPT_HANDLER block."""
+        if not T.BLOCK_SETUPS:
+            h = self._handler(k)
+            return None if h is None else (f"L{h.target}", _kbc_depth(st[:h.depth]), h.lasti)
+        blocks = self.blocks.get(k)
+        if blocks and self.instrs[k].opname == "POP_EXCEPT":
+            # Nothing raises there, and its stack is below its handler's
+            # cleanup row: under the row of the block below, as 3.11's
+            # compiler ends the row before POP_EXCEPT.
+            blocks = blocks[:-1]
+        if not blocks:
+            return None
+        return self._block_row(blocks[-1])
+
+    def _block_row(self, block):
+        """3.10: the row of `block` (see _row_key). A handler's cleanup keeps
+        the slots up to the exception it replaced, as they were on entering
+        the handler (a `return` in the handler sinks its value under them
+        just before POP_EXCEPT, where nothing can raise)."""
+        kind, handler, level = block
+        if kind == "E":
+            self.cleanups.add(handler)
+            return (f"X{handler}_cleanup", _kbc_depth(self.states[self.index[handler]][:level + 3]), True)
+        return (f"L{handler}", _kbc_depth(self.states[self.index[handler]][:level]), kind == "W")
+
     def _handler(self, k: int):
         """The exception-table row covering instruction k, or None."""
         off = self.instrs[k].offset
@@ -659,7 +760,9 @@ class _Function:
         return tuple(out)
 
     def _emit(self, states: dict):
-        targets = {self.instrs[k].argval for k in states if self.instrs[k].opcode in dis.hasjrel}
+        self.states = states
+        targets = {self.instrs[k].argval for k in states
+                   if self.instrs[k].opcode in dis.hasjrel or self.instrs[k].opcode in dis.hasjabs}
         targets |= {h.target for h in self.handlers}
         out: list[str] = []
         line = None
@@ -679,16 +782,12 @@ class _Function:
         self.kbc_starts = {}
         kbc_index = 0
         run_start = None
-        past_prologue = False
+        past_prologue = T.RESUME is None  # (3.10's frame setup makes the cells: no prologue)
         for k, ins in enumerate(self.instrs):
             if k not in states:
                 run_start = None
                 continue  # unreachable: CPython never runs it
-            h = self._handler(k)
-            key = None
-            if h is not None:
-                # The depth in KBC slots: the virtual NULLs have none.
-                key = (h.target, sum(1 for kind in states[k][:h.depth] if not _is_virtual(kind)), h.lasti)
+            key = self._row_key(k, states[k])
             if key != current:
                 label = f"X{ins.offset}_exc"
                 out.append(f"{label}:")
@@ -702,6 +801,12 @@ class _Function:
             if ins.offset in targets:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
+            if ins.offset in self.handler_starts:
+                # 3.10: an exception enters here with the exception it
+                # replaces and its own, three slots each, where KBC (3.11's
+                # model) has the one exception: PUSH_EXC_INFO makes the
+                # two real slots of the six ('P' and 'E'; _row_key).
+                out.append("  PUSH_EXC_INFO")
             self._step(k, list(states[k]), out)
             n_instrs = sum(1 for text in out[mark:] if not text.startswith("  .") and not text.endswith(":"))
             if ins.opname == "RESUME":
@@ -723,6 +828,24 @@ class _Function:
             if len(out) > mark:
                 self.lines.add(self.line)
             emitted += sum(1 for text in out[mark:] if not text.startswith("  .line"))
+        # 3.10: the handlers' cleanups, each under the row of the blocks
+        # below its handler's.
+        for handler in sorted(self.cleanups):
+            below = self.blocks[self.index[handler]][:-1]
+            key = self._block_row(below[-1]) if below else None
+            if key != current:
+                label = f"X{handler}_cleanup_exc"
+                out.append(f"{label}:")
+                if current is not None:
+                    rows[-1][1] = label
+                    if rows[-1][5] == emitted:
+                        rows.pop()
+                if key is not None:
+                    rows.append([label, None, *key, emitted])
+                current = key
+            # [.., prev exc, lasti, exc]: put the previous exception back, raise on
+            out += [f"X{handler}_cleanup:", "  COPY 3", "  POP_EXCEPT", "  RERAISE 1"]
+            emitted += 3
         if current is not None:
             out.append("X_end_exc:")
             rows[-1][1] = "X_end_exc"
@@ -732,8 +855,10 @@ class _Function:
         head = [f"  .firstline {code.co_firstlineno}"]
         if self.generator:
             head.append("  .generator")
-        if code.co_qualname != self.name:  # CPython's name in messages: f.<locals>.g, not the KBC name f__g
-            head.append(f"  .qualname {code.co_qualname}")
+        qualname = self.program.qualnames.get(id(code)) or T.qualname(code)
+        if qualname != self.name and not (self is self.program.funcs[0] and _QUALNAME_IN_HEADER):
+            # CPython's name in messages: f.<locals>.g, not the KBC name f__g
+            head.append(f"  .qualname {qualname}")
         local_names = (self.locals + ([self.temp] if self.temp else []) + ([self.gen_items] if self.gen_items else [])
                        + list(self.shadows.values()))
         if local_names:
@@ -743,7 +868,7 @@ class _Function:
         if self.freevars:
             head.append("  .freevars " + " ".join(self.freevars))
         for start, end, target, depth, lasti, _ in rows:
-            head.append(f"  .except {start} {end} L{target} {depth}" + (" lasti" if lasti else ""))
+            head.append(f"  .except {start} {end} {target} {depth}" + (" lasti" if lasti else ""))
         self.body = "\n".join(head + out) + "\n.end\n\n"
         # As a nested function: defaults come from MAKE_FUNCTION at run
         # time, as in CPython. (The entry's header is made by _Compiled.)
@@ -844,7 +969,11 @@ class _Function:
         # still has on its stack until then is phantom ('X').
         later = ins.arg is None
         flags = self._function_attributes(k) if later else ins.arg
-        prev = self.instrs[k - 1] if k else None
+        code_at = k - 1
+        if T.VERSION == (3, 10):  # the qualified name on top: a constant its .func spells ('K')
+            self._pop(st, 1, ins, accept=("K",))
+            code_at = k - 2
+        prev = self.instrs[code_at] if code_at >= 0 else None
         if prev is None or prev.opname != "LOAD_CONST" or not isinstance(prev.argval, types.CodeType):
             self.fail("MAKE_FUNCTION without its code constant")
         attributes = bin(flags & 0xF).count("1")

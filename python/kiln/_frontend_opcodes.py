@@ -12,7 +12,7 @@ from . import _bytecode_tables
 # The CPython versions whose opcodes this table translates. kiln reads a
 # version's bytecode when both this table and kiln/_bytecode_tables.py
 # (the resume side) have it: SUPPORTED, and require() for the entry points.
-VERSIONS = {(3, 11), (3, 12), (3, 13)}
+VERSIONS = {(3, 10), (3, 11), (3, 12), (3, 13)}
 _V = sys.version_info[:2]
 SUPPORTED = _bytecode_tables.SUPPORTED and sys.version_info[:2] in VERSIONS
 assert not SUPPORTED or _bytecode_tables.CAN_EMIT, "a version kiln compiles on needs the emitted spellings"
@@ -51,7 +51,7 @@ _CONDITIONAL = {
     "POP_JUMP_IF_NONE": "POP_JUMP_IF_NONE",
     "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
 }
-_JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
+_JUMPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE"}
 
 _VALUE = ("v",)  # abstract-stack kinds an ordinary consumer accepts (kiln/_frontend.py)
 # A callable and the NULL that marks it as a plain call, as CPython stacks
@@ -69,19 +69,24 @@ def saved_local(kind):
 
 
 def _is_virtual(kind):
-    """A CPython stack slot with no KBC slot under it: a NULL ('N'), 3.13's
-    keyword names constant before CALL_KW ('K': KBC's call spells them), a
+    """A CPython stack slot with no KBC slot under it: a NULL ('N'), a
+    constant the next instruction's KBC spells itself ('K': 3.13's keyword
+    names before CALL_KW, 3.10's before CALL_FUNCTION_KW and its qualified
+    name before MAKE_FUNCTION), a
     phantom that is CPython's accounting only ('X': the pair a 3.12+
     FOR_ITER leaves for END_FOR (and 3.13's POP_TOP after it), and the
     attributes 3.13's SET_FUNCTION_ATTRIBUTE consumes, which KBC's
     MAKE_FUNCTION took already), or the value a 3.12+ inlined comprehension
     saved of a local it shadows ('C' + the local's name: the
     comprehension's own uses of the name are renamed while it is on the
-    stack, so KBC never clears or restores the outer variable)."""
+    stack, so KBC never clears or restores the outer variable), the
+    value 3.10's generator frame starts with, which GEN_START pops ('X'),
+    and the traceback and type 3.10 keeps beside each exception a handler
+    holds ('b', 'y': _EXCEPTION_SLOTS)."""
     return kind in _PHANTOMS or kind[0] == "C"
 
 
-_PHANTOMS = ("N", "X", "K")
+_PHANTOMS = ("N", "X", "K", "b", "y")
 
 # -- the opcode table -----------------------------------------------------------
 #
@@ -161,12 +166,14 @@ for _name, _pops, _pushes, _operand in [
         ("DELETE_SUBSCR", 2, 0, None), ("GET_ITER", 1, 1, None),
         ("STORE_ATTR", 2, 0, "name"), ("DELETE_ATTR", 1, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"),
 
-        # Exception handling: KBC shares CPython 3.11's model.
+        # Exception handling: KBC shares CPython 3.11's model (3.10's
+        # block stack is refused: kiln/_frontend.py's _UNSUPPORTED_310).
         ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),
         ("BEFORE_WITH", 1, 2, None),
         # from module import name: module -> module module.name
         ("IMPORT_FROM", 1, 2, "name")]:
-    _row(_name, effect=_const(_pushes - _pops))(_same(_pops, _pushes, _operand))
+    _row(_name, effect=_const(_pushes - _pops),
+         versions=None if _name != "POP_EXCEPT" else {(3, 11), (3, 12), (3, 13)})(_same(_pops, _pushes, _operand))
 
 
 @_row(*_UNARY, effect=_const(0))
@@ -180,8 +187,9 @@ def _unary(f, k, ins, st, emit):
 @_row("POP_TOP", effect=_const(-1))
 def _pop_top(f, k, ins, st, emit):
     # 3.13 ends a loop with END_FOR, POP_TOP, which FOR_ITER skips: the
-    # second of its phantom pair.
-    if f._pop(st, 1, ins, accept=("v", "X")) == ["v"]:
+    # second of its phantom pair. 3.10's handlers pop an exception's three
+    # slots one by one: the exception is KBC's, the others are not.
+    if f._pop(st, 1, ins, accept=("v", "X", "E", "b", "y")) in (["v"], ["E"]):
         emit("  POP_TOP")
     return st, None
 
@@ -300,7 +308,7 @@ def _store_fast(f, k, ins, st, emit):
         # local it shadowed; in KBC the outer variable was never touched.
         st.pop()
         return st, None
-    f._pop(st, 1, ins)
+    f._pop(st, 1, ins, accept=("v", "E"))  # (3.10: `except ... as name` stores the exception)
     emit(f"  STORE_FAST {f.local(ins.argval, st)}")
     return st, None
 
@@ -346,8 +354,16 @@ def _load_fast_and_clear(f, k, ins, st, emit):
 
 @_row("LOAD_CONST", effect=_const(1))
 def _load_const(f, k, ins, st, emit):
-    if k + 1 < len(f.instrs) and f.instrs[k + 1].opname == "CALL_KW":
-        # 3.13's keyword names: KBC spells them in its call (_pair_kw_names).
+    nxt = f.instrs[k + 1].opname if k + 1 < len(f.instrs) else None
+    if _held_pair_at(f, k):
+        # 3.10: a resume function's method pair (kiln/_resume.push_slots):
+        # KBC pushes the callable and a NULL (_call_310, _load_method).
+        st.append("K")
+        return st, None
+    if nxt in ("CALL_KW", "CALL_FUNCTION_KW") or (nxt == "MAKE_FUNCTION" and _V == (3, 10)):
+        # 3.13's and 3.10's keyword names: KBC spells them in its call
+        # (_pair_kw_names); 3.10's qualified name of the function made
+        # next: its KBC .func says it (_Function.translate's qualnames).
         st.append("K")
         return st, None
     st.append("v")
@@ -355,10 +371,11 @@ def _load_const(f, k, ins, st, emit):
     return st, None
 
 
-@_row("LOAD_GLOBAL", effect=lambda arg: 1 + (arg & 1))
+@_row("LOAD_GLOBAL", effect=_const(1), versions={(3, 10)})
+@_row("LOAD_GLOBAL", effect=lambda arg: 1 + (arg & 1), versions={(3, 11), (3, 12), (3, 13)})
 def _load_global(f, k, ins, st, emit):
-    # bit 0: a NULL for the call, below the global until 3.12, above it on 3.13
-    st.extend(_NULL_PAIR if ins.arg & 1 else ["v"])
+    # 3.11+ bit 0: a NULL for the call, below the global until 3.12, above it on 3.13
+    st.extend(_NULL_PAIR if _V >= (3, 11) and ins.arg & 1 else ["v"])
     f.program.use_global(ins.argval)
     emit(f"  LOAD_GLOBAL {f.name_operand(ins.argval)}")
     return st, None
@@ -372,13 +389,15 @@ def _push_null(f, k, ins, st, emit):
 
 @_row("LOAD_METHOD", effect=_const(1))
 def _load_method(f, k, ins, st, emit):
-    f._pop(st, 1, ins)
+    if f._pop(st, 1, ins, accept=("v", "H")) == ["H"]:
+        emit("  PUSH_NULL")  # 3.10's pair of a callable: KBC's (attribute, NULL)
+    else:
+        emit(f"  LOAD_METHOD {f.name_operand(ins.argval)}")
     st += ["M", "S"]
-    emit(f"  LOAD_METHOD {f.name_operand(ins.argval)}")
     return st, None
 
 
-@_row("LOAD_ATTR", effect=_const(0), versions={(3, 11)})
+@_row("LOAD_ATTR", effect=_const(0), versions={(3, 10), (3, 11)})
 @_row("LOAD_ATTR", effect=lambda arg: arg & 1, versions={(3, 12), (3, 13)})  # 3.12: bit 0 is LOAD_METHOD
 def _load_attr(f, k, ins, st, emit):
     f._pop(st, 1, ins)
@@ -667,19 +686,23 @@ def _call_kw(f, k, ins, st, emit):
     return f._call(k, st, emit)
 
 
-@_row("CALL_FUNCTION_EX", effect=lambda flags: -2 - (flags & 1))
+@_row("CALL_FUNCTION_EX", effect=lambda flags: -1 - (flags & 1), versions={(3, 10)})  # no NULL
+@_row("CALL_FUNCTION_EX", effect=lambda flags: -2 - (flags & 1), versions={(3, 11), (3, 12), (3, 13)})
 def _call_ex(f, k, ins, st, emit):
     has_kw = ins.arg & 1
     if has_kw:
         f._pop(st, 1, ins)
     f._pop(st, 1, ins)
-    if f._pop(st, 2, ins, accept=("v", "N")) != _NULL_PAIR:
+    if _V == (3, 10):
+        f._pop(st, 1, ins)
+    elif f._pop(st, 2, ins, accept=("v", "N")) != _NULL_PAIR:
         f.fail("unexpected stack layout at CALL_FUNCTION_EX")
     st.append("v")
     emit(f"  CALL_EX {has_kw}")
     return st, None
 
 
+@_row("MAKE_FUNCTION", effect=lambda flags: -1 - bin(flags & 0xF).count("1"), versions={(3, 10)})  # and the name
 @_row("MAKE_FUNCTION", effect=lambda flags: -bin(flags & 0xF).count("1"), versions={(3, 11), (3, 12)})
 @_row("MAKE_FUNCTION", effect=_const(0), versions={(3, 13)})  # the attributes: SET_FUNCTION_ATTRIBUTE
 def _make_function(f, k, ins, st, emit):
@@ -703,7 +726,7 @@ def _raise(f, k, ins, st, emit):
     return None, None
 
 
-@_row("RERAISE", effect=_const(-1))
+@_row("RERAISE", effect=_const(-1), versions={(3, 11), (3, 12), (3, 13)})
 def _reraise(f, k, ins, st, emit):
     # oparg: how deep the handler's lasti sits under the exception (no
     # NULL can be between them: both come from the handler).
@@ -712,7 +735,7 @@ def _reraise(f, k, ins, st, emit):
     return None, None
 
 
-@_row("WITH_EXCEPT_START", effect=_const(1))
+@_row("WITH_EXCEPT_START", effect=_const(1), versions={(3, 11), (3, 12), (3, 13)})
 def _with_except_start(f, k, ins, st, emit):
     # exit lasti prev exc -> ... res (CPython reads the four in place)
     f._pop(st, 4, ins)
@@ -742,7 +765,7 @@ def _jump_or_pop(f, k, ins, st, emit):
     return st, kept
 
 
-@_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1), versions={(3, 11)})
+@_row("FOR_ITER", effect=_const(1), jump_effect=_const(-1), versions={(3, 10), (3, 11)})
 @_row("FOR_ITER", effect=_const(1), jump_effect=_const(1), versions={(3, 12), (3, 13)})
 def _for_iter(f, k, ins, st, emit):
     # 3.12 jumps to an END_FOR that it skips at run time, having popped the
@@ -762,3 +785,16 @@ def _for_iter(f, k, ins, st, emit):
 def _end_for(f, k, ins, st, emit):
     f._pop(st, 2 if _V < (3, 13) else 1, ins, accept=("X",))
     return st, None
+
+
+def _held_pair_at(f, k):
+    """Whether instruction k starts 3.10's pushing of a NULL and a
+    callable, which only kiln's resume functions contain (kiln/_bytecode_v310
+    null_pair: LOAD_CONST its holder class, the callable, CALL_FUNCTION 1,
+    LOAD_METHOD value)."""
+    holder = getattr(_bytecode_tables, "NULL_PAIR_HOLDER", None)
+    if holder is None or k + 3 >= len(f.instrs) or f.instrs[k].argval is not holder:
+        return False
+    load, call, method = f.instrs[k + 1:k + 4]
+    return (load.opname == "LOAD_FAST" and call.opname == "CALL_FUNCTION" and call.arg == 1
+            and method.opname == "LOAD_METHOD" and method.argval == "value")

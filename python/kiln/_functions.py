@@ -13,6 +13,7 @@ kiln.fx, kiln._compile, kiln._frames), so they all reach it without
 reaching each other (docs/architecture.md, "python/kiln import order").
 """
 import logging
+import types
 import weakref
 
 from . import _C, _frontend
@@ -25,6 +26,30 @@ log = logging.getLogger("kiln.frontend")
 _kbc = weakref.WeakKeyDictionary()
 _disabled = weakref.WeakSet()
 _disabled_codes = weakref.WeakSet()  # the frame hook's view: frames of these codes, and their callees, run on CPython
+# code -> the functions of it kiln was asked about, for known_function.
+_by_code = weakref.WeakKeyDictionary()
+
+
+def note(fn):
+    """Remember fn as the function of its code (known_function)."""
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, types.CodeType):
+        _by_code.setdefault(code, weakref.WeakSet()).add(fn)
+
+
+def known_function(made):
+    """On CPython 3.10 a frame has no function: the frame hook makes one of
+    its code, globals and closure cells (python/src/frame_access.h). The
+    function kiln already knows with that code, globals and cells is the
+    same function but for its defaults, which a frame whose arguments are
+    bound never reads: its KBC form and compiled entries are the frame's
+    (kiln.compile(f)'s are f's). `made` itself when there is none."""
+    cells = made.__closure__ or ()
+    for fn in _by_code.get(made.__code__, ()):
+        if fn.__globals__ is made.__globals__ and len(fn.__closure__ or ()) == len(cells) \
+                and all(a is b for a, b in zip(fn.__closure__ or (), cells)):
+            return fn
+    return made
 
 
 def _as_kbc(fn):
@@ -41,6 +66,7 @@ def _as_kbc(fn):
     if fn in _disabled:
         _kbc[fn] = (code, None)
         return None
+    note(fn)
     try:
         tr = _frontend.translate(fn, own_defaults=True)
     except _frontend.Untranslatable as e:

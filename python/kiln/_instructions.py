@@ -31,7 +31,7 @@ class Instruction(NamedTuple):
     arg: int | None
     argval: object
     offset: int
-    positions: dis.Positions
+    positions: tuple  # dis.Positions (3.10: kiln/_bytecode_v310.Positions, the line only)
 
 
 # The opcodes with an arg: dis.hasarg from 3.12 (3.13's WITH_EXCEPT_START
@@ -50,7 +50,7 @@ def _version_tables():
     """What the running version's module says (read on first use: on a
     CPython kiln has no tables for, the package still imports)."""
     T.require()
-    return (frozenset(T.JUMP_OPS), frozenset(T.LOCAL_OPS) | frozenset(T.FREE_OPS),
+    return (frozenset(T.JUMP_OPS), frozenset(T.LOCAL_OPS), frozenset(T.FREE_OPS),
             # how far a name's index is shifted up in the arg (the low bits are flags)
             {dis.opmap[name]: shift for name, shift in T.NAME_ARG_SHIFTS.items()})
 
@@ -58,11 +58,13 @@ def _version_tables():
 def instructions(code) -> list:
     """`code`'s instructions, as dis.get_instructions(code) gives them on
     the fields of Instruction."""
-    jumps, local_ops, name_shift = _version_tables()
+    jumps, local_ops, free_ops, name_shift = _version_tables()
     raw = code.co_code
     consts, names = code.co_consts, code.co_names
     local_names = T.localsplus_names(code)
-    positions = list(code.co_positions())
+    # (3.10 indexes cells and free variables apart from the locals)
+    free_names = T.slot_names(local_names, next(iter(free_ops))) if free_ops else local_names
+    positions = T.code_positions(code)
     compare_shift = T.COMPARE_ARG_SHIFT
     ext_op, has_arg, caches = T.EXTENDED_ARG, _HAS_ARG, T.CACHES
     pairs = T.LOCAL_PAIRS
@@ -89,12 +91,24 @@ def instructions(code) -> list:
                 argval = (local_names[arg >> 4], local_names[arg & 15])
             elif op in local_ops:
                 argval = local_names[arg]
+            elif op in free_ops:
+                argval = free_names[arg]
             elif op in _COMPARE:
                 argval = dis.cmp_op[arg >> compare_shift]
             elif op == _FORMAT_VALUE:
                 argval = (_CONVERSIONS[arg & 3], bool(arg & 4))
             elif op == _CONVERT_VALUE:
                 argval = _CONVERSIONS[arg]
-        out.append(Instruction(dis.opname[op], op, arg, argval, i, dis.Positions(*positions[i // 2])))
+        out.append(Instruction(dis.opname[op], op, arg, argval, i, positions[i // 2]))
         i += 2 * (1 + caches[op])
     return out
+
+
+def nested_qualnames(code) -> dict:
+    """{id(nested code): its __qualname__} for the functions `code` makes:
+    3.10's code objects have no qualified name, and its MAKE_FUNCTION takes
+    it from the constant pushed just before it (after the code's)."""
+    ins = instructions(code)
+    return {id(c.argval): q.argval for c, q, m in zip(ins, ins[1:], ins[2:])
+            if m.opname == "MAKE_FUNCTION" and c.opname == q.opname == "LOAD_CONST"
+            and isinstance(c.argval, type(code)) and isinstance(q.argval, str)}

@@ -95,7 +95,7 @@ class ResumeInfo:
             setattr(self, k, v)
 
     def __repr__(self):
-        return (f"<resume of {self.original.co_qualname} at {self.offset}: stack "
+        return (f"<resume of {T.qualname(self.original)} at {self.offset}: stack "
                 f"{''.join(self.stack_kinds) or '-'}, locals {list(self.live_locals)}>")
 
 
@@ -124,6 +124,8 @@ def _uses_zero_arg_super(code):
 
 
 def _prologue_end(bc):
+    if T.RESUME is None:
+        return -1  # 3.10: the frame's setup makes the cells; the code starts with the user's
     for i, ins in enumerate(bc.instrs):
         if ins.opcode == T.RESUME:
             return i
@@ -134,13 +136,13 @@ def _check_target(code, offset):
     """The index of the instruction at `offset` in _analysis(code).bc, after
     refusing what cannot be resumed there."""
     if code.co_flags & T.GENERATOR_FLAGS:
-        raise ResumeError(f"{code.co_qualname} is a generator or coroutine: its frame cannot be resumed by a call")
+        raise ResumeError(f"{T.qualname(code)} is a generator or coroutine: its frame cannot be resumed by a call")
     a = _analysis(code)
     index = a.index.get(offset)
     if index is None:
-        raise ResumeError(f"offset {offset} is not an instruction of {code.co_qualname}")
+        raise ResumeError(f"offset {offset} is not an instruction of {T.qualname(code)}")
     if index < a.prologue_end:
-        raise ResumeError(f"offset {offset} is in {code.co_qualname}'s prologue (before RESUME)")
+        raise ResumeError(f"offset {offset} is in {T.qualname(code)}'s prologue (before RESUME)")
     instrs = a.bc.instrs
     skipped = T.FOR_ITER_SKIPS
     if any(instrs[index - j].opname == skipped[0] and [i.opname for i in instrs[index - j:index + 1]] == list(skipped[:j + 1])
@@ -148,7 +150,7 @@ def _check_target(code, offset):
         # 3.12: only FOR_ITER's jump names an END_FOR, and skips it (3.13:
         # and the POP_TOP after it): CPython never runs them, and their
         # stacks (what dis counts for them) never exist.
-        raise ResumeError(f"offset {offset} in {code.co_qualname}: a FOR_ITER skips this {instrs[index].opname}, "
+        raise ResumeError(f"offset {offset} in {T.qualname(code)}: a FOR_ITER skips this {instrs[index].opname}, "
                           "which CPython never runs")
     if T.KW_NAMES is None:  # 3.13: the names are a constant on the stack
         return index
@@ -157,7 +159,7 @@ def _check_target(code, offset):
         # KW_NAMES sets interpreter state (the call's keyword names) that
         # the CALL after the next PRECALL reads; it does not survive into
         # another frame.
-        raise ResumeError(f"offset {offset} in {code.co_qualname} splits KW_NAMES from its call")
+        raise ResumeError(f"offset {offset} in {T.qualname(code)} splits KW_NAMES from its call")
     return index
 
 
@@ -177,25 +179,25 @@ def make_resume(code, offset, stack_kinds, live_locals, *, name=None):
     target = bc.instrs[index]
     expected = _analysis(code).lasti_shapes.get(offset)
     if expected is None:
-        raise ResumeError(f"offset {offset} is unreachable in {code.co_qualname}")
+        raise ResumeError(f"offset {offset} is unreachable in {T.qualname(code)}")
     _check_kinds(code, offset, stack_kinds, expected)
 
     varnames, cellvars, freevars = code.co_varnames, code.co_cellvars, code.co_freevars
     for n in live_locals:
         if n in cellvars or n in freevars:
-            raise ResumeError(f"{n!r} is a cell of {code.co_qualname}: cells cross through the closure")
+            raise ResumeError(f"{n!r} is a cell of {T.qualname(code)}: cells cross through the closure")
         if n not in varnames:
-            raise ResumeError(f"{n!r} is not a local of {code.co_qualname}")
+            raise ResumeError(f"{n!r} is not a local of {T.qualname(code)}")
     if len(set(live_locals)) != len(live_locals):
         raise ResumeError(f"live_locals repeats a name: {live_locals}")
     if _uses_zero_arg_super(code):
         # super() reads the frame's slot 0 (unwrapping it only when slot 0
         # is a CELL, never a free variable) as its second argument.
         if varnames[0] in cellvars:
-            raise ResumeError(f"{code.co_qualname} uses super() and its first argument {varnames[0]!r} "
+            raise ResumeError(f"{T.qualname(code)} uses super() and its first argument {varnames[0]!r} "
                               "is a cell: a resume function cannot give super() that cell")
         if varnames[0] not in live_locals:
-            raise ResumeError(f"{code.co_qualname} uses super(): pass its first argument "
+            raise ResumeError(f"{T.qualname(code)} uses super(): pass its first argument "
                               f"{varnames[0]!r} in live_locals")
     taken = set(B.localsplus_names(code))
     stack_names = []
@@ -224,26 +226,34 @@ def make_resume(code, offset, stack_kinds, live_locals, *, name=None):
 
     pos = target.positions
     consts = list(code.co_consts)
+    co_names = list(code.co_names)
     pro = []
-    if new_freevars:
+    if new_freevars and T.COPY_FREE_VARS is not None:
         pro.append(B.Instr("COPY_FREE_VARS", len(new_freevars), positions=pos))
-    pro.append(B.Instr("RESUME", 0, positions=pos))
+    if T.RESUME is not None:
+        pro.append(B.Instr("RESUME", 0, positions=pos))
     lasti_const = None
     names = iter(stack_names)
+    loads = []  # per slot, what pushes it (None: a NULL)
     for k, want in zip(stack_kinds, expected):
         if k == "N":
-            pro.append(B.Instr("PUSH_NULL", positions=pos))
+            loads.append(None)
             continue
         p = next(names)
         if want == "L":
             if lasti_const is None:
                 lasti_const = len(consts)
                 consts.append(None)  # the offset table, filled in once the layout is known
-            pro.append(B.Instr("LOAD_CONST", lasti_const, positions=pos))
-            pro.append(B.Instr("LOAD_FAST", slot[p], positions=pos))
-            pro.append(B.Instr("BINARY_SUBSCR", positions=pos))
+            loads.append([B.Instr("LOAD_CONST", lasti_const, positions=pos),
+                          B.Instr("LOAD_FAST", slot[p], positions=pos), B.Instr("BINARY_SUBSCR", positions=pos)])
         else:
-            pro.append(B.Instr("LOAD_FAST", slot[p], positions=pos))
+            loads.append([B.Instr("LOAD_FAST", slot[p], positions=pos)])
+    blocks = [(kind, bc.instrs[_analysis(code).index[h]], level)
+              for kind, h, level in _analysis(code).blocks.get(offset, ())]
+    try:
+        pro += push_frame(loads, blocks, pos, _table_index(consts), _table_index(co_names))
+    except ResumeError as e:
+        raise ResumeError(f"offset {offset} in {T.qualname(code)} is {e}") from None
     for p in stack_names:
         pro.append(B.Instr("DELETE_FAST", slot[p], positions=pos))
     pro.append(B.Instr("JUMP_FORWARD", target=target, positions=pos))
@@ -254,7 +264,7 @@ def make_resume(code, offset, stack_kinds, live_locals, *, name=None):
     replace = dict(co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                    co_nlocals=len(new_varnames), co_varnames=tuple(new_varnames),
                    co_cellvars=(), co_freevars=tuple(new_freevars), co_flags=flags,
-                   co_consts=tuple(consts))
+                   co_consts=tuple(consts), co_names=tuple(co_names))
     if name is not None:
         replace["co_name"] = name
     new = B.assemble(bc, **replace)
@@ -267,7 +277,7 @@ def make_resume(code, offset, stack_kinds, live_locals, *, name=None):
         consts[lasti_const] = tuple(table)
         new = B.assemble(bc, **dict(replace, co_consts=tuple(consts)))
     if B.localsplus_names(new) != B.new_localsplus(new_varnames, (), new_freevars):
-        raise AssertionError(f"slot layout of the resume code of {code.co_qualname} is not as built")
+        raise AssertionError(f"slot layout of the resume code of {T.qualname(code)} is not as built")
     info = ResumeInfo(code=new, original=code, offset=offset, stack_kinds=stack_kinds,
                       live_locals=live_locals, params=tuple(params), freevars=tuple(new_freevars),
                       offset_map=offset_map)
@@ -282,14 +292,14 @@ _MAYBE_NULL_REFUSED = ("a local that a CPython 3.12 inlined comprehension saved 
 
 def _check_kinds(code, offset, given, expected):
     if "Z" in expected:
-        raise ResumeError(f"offset {offset} in {code.co_qualname}: {_MAYBE_NULL_REFUSED}")
+        raise ResumeError(f"offset {offset} in {T.qualname(code)}: {_MAYBE_NULL_REFUSED}")
     # What each expected kind is passed as: a method pair as a plain call's
     # pair, a lasti as the value it is.
     want = "".join("".join(T.CALL_PAIR) if e == "M" else "" if e == "S" else "N" if e == "N" else "v"
                    for e in expected)
     if "".join(given) != want:
         raise ResumeError(
-            f"stack kinds {''.join(given) or '-'} do not match {code.co_qualname}'s stack at offset "
+            f"stack kinds {''.join(given) or '-'} do not match {T.qualname(code)}'s stack at offset "
             f"{offset} ({''.join(expected) or '-'}; pass a method pair 'MS' as '{''.join(T.CALL_PAIR)}', "
             "lasti 'L' as 'v')")
 
@@ -304,6 +314,9 @@ class _Analysis:
         self.bc = bc = B.decode(code)  # the template: copy before editing
         self.index = {ins.offset: i for i, ins in enumerate(bc.instrs)}
         self.prologue_end = _prologue_end(bc)
+        # 3.10: the frame's block stack before each instruction, handlers by offset
+        self.blocks = {i.offset: tuple((kind, h.offset, level) for kind, h, level in b)
+                       for i, b in B.block_stacks(bc).items()}
         self._unpaired = None
         self.shapes = {i.offset: s for i, s in B.stack_analysis(bc).items()}
         self.lasti_shapes = {i.offset: s for i, s in B.stack_analysis(bc, mark_lasti=True).items()}
@@ -359,7 +372,7 @@ def live_locals_at(code, offset):
     unbound local. Names in co_varnames order."""
     a = _analysis(code)
     if offset not in a.live:
-        raise ResumeError(f"offset {offset} is not an instruction of {code.co_qualname}")
+        raise ResumeError(f"offset {offset} is not an instruction of {T.qualname(code)}")
     live = list(a.live[offset])
     plain = _plain_locals(code)
     if _uses_zero_arg_super(code) and 0 in plain and plain[0] not in live:
@@ -474,7 +487,10 @@ class SplitNotAllowed(ResumeError):
 def null_beside(depth, pos):
     """Instructions that put the NULL a plain call needs beside the
     callable under the `depth` top values (the callable the deepest): below
-    it until 3.12, above it on 3.13 (T.CALL_PAIR)."""
+    it until 3.12, above it on 3.13 (T.CALL_PAIR); nothing on 3.10, whose
+    plain calls have none."""
+    if not T.CALL_TAKES_NULL:
+        return []
     out = [B.Instr("PUSH_NULL", positions=pos)]
     for k in range(depth + (T.CALL_PAIR[0] == "N"), 1, -1):
         out.append(B.Instr("SWAP", k, positions=pos))
@@ -482,13 +498,70 @@ def null_beside(depth, pos):
 
 
 def emit(pairs, pos):
-    """A version module's (opname, arg) spelling as instructions."""
-    return [B.Instr(name, arg, positions=pos) for name, arg in pairs]
+    """A version module's (opname, arg) spelling as instructions (an Instr
+    in it, one the caller gave the spelling, as it is)."""
+    return [x if isinstance(x, B.Instr) else B.Instr(x[0], x[1], positions=pos) for x in pairs]
+
+
+def push_slots(loads, pos, const, name):
+    """The instructions pushing a stack, bottom first, from `loads`: per
+    slot the instructions that push it, None for a NULL. A NULL beside its
+    callable, in T.CALL_PAIR's order, is pushed with it (T.null_pair: 3.10
+    has no PUSH_NULL, and makes the pair with LOAD_METHOD); 3.11+ may
+    also have one whose callable is not loaded yet. `const(value)` / `name(str)` give an index in the code's
+    co_consts / co_names (3.10's pair needs one of each)."""
+    out = []
+    null_at = T.CALL_PAIR.index("N")
+    i = 0
+    while i < len(loads):
+        pair = loads[i:i + 2]
+        if len(pair) == 2 and pair[null_at] is None and pair[1 - null_at] is not None:
+            out += emit(T.null_pair(pair[1 - null_at], const, name), pos)
+            i += 2
+        elif loads[i] is None:
+            if not T.CALL_TAKES_NULL:
+                raise ResumeError("a NULL on the stack that is not beside its callable (CPython 3.10 has no PUSH_NULL)")
+            out.append(B.Instr("PUSH_NULL", positions=pos))  # (its callable is not loaded yet)
+            i += 1
+        else:
+            out += loads[i]
+            i += 1
+    return out
+
+
+def push_frame(loads, blocks, pos, const, name):
+    """push_slots, with 3.10's try and with blocks (kind, handler Instr,
+    level) pushed again where their SETUPs pushed them, each above the
+    slots under it (SETUP_WITH's block is CPython's SETUP_FINALLY block,
+    its __exit__ a slot below). ResumeError inside a handler, whose
+    EXCEPT_HANDLER block only an exception entering it makes."""
+    out, at = [], 0
+    for kind, handler, level in blocks:
+        if kind == "E":
+            raise ResumeError("inside an except, finally or with handler, whose block CPython 3.10 pushes only "
+                              "when it enters the handler")
+        out += push_slots(loads[at:level], pos, const, name)
+        out.append(B.Instr("SETUP_FINALLY", target=handler, positions=pos))
+        at = level
+    return out + push_slots(loads[at:], pos, const, name)
+
+
+def _table_index(table):
+    """index(value): where `value` is in the list `table` (a code's
+    co_consts or co_names being built), appended if it is not there."""
+    def index(value):
+        for i, x in enumerate(table):
+            if x is value or (type(x) is type(value) and type(value) is str and x == value):
+                return i
+        table.append(value)
+        return len(table) - 1
+    return index
 
 
 def _unpair_methods(bc):
     """A method load -> the attribute load and a NULL beside it (a plain
-    call of the bound method) and PRECALL -> NOP (which would turn (NULL,
+    call of the bound method; 3.10: the attribute alone, and CALL_METHOD
+    -> CALL_FUNCTION) and PRECALL -> NOP (which would turn (NULL,
     bound method) back into a dynamic pair; 3.11's CALL does PRECALL's
     unpacking itself): every call's two slots are then T.CALL_PAIR at every
     instruction."""
@@ -496,10 +569,15 @@ def _unpair_methods(bc):
     precall = getattr(T, "PRECALL", None)  # 3.11 only
     for ins in bc.instrs:
         plain = T.method_load_as_attr(ins.opcode, ins.arg)
+        call = T.method_call_as_plain(ins.opcode, ins.arg)
         if plain is not None:
             ins.set_op(plain[0])
             ins.arg = plain[1]
             out += [ins] + null_beside(1, ins.positions)
+        elif call is not None:  # 3.10: CALL_METHOD of what is now one callable
+            ins.set_op(call[0])
+            ins.arg = call[1]
+            out.append(ins)
         else:
             if ins.opcode == precall:
                 ins.set_op("NOP")
@@ -549,7 +627,12 @@ def split_at(fn, offset):
     if unsure:
         raise SplitNotAllowed(f"offset {offset}: live locals {unsure} may or may not be bound")
     passed = [n for n in live if n in definitely]
-    resume = make_resume(code, offset, kinds, passed)
+    # The pairs are passed as a plain call's (T.CALL_PAIR); 3.10's copy has
+    # one slot for each (no PUSH_NULL beside its attribute), which the
+    # resume function makes a pair again.
+    given = kinds if T.CALL_TAKES_NULL else \
+        "".join(a.shapes[offset]).replace("MS", "".join(T.CALL_PAIR))
+    resume = make_resume(code, offset, tuple(given), passed)
     info = resume_info(resume)
 
     temps = []
@@ -570,19 +653,22 @@ def split_at(fn, offset):
     noop_const, resume_const = len(consts), len(consts) + 1
     consts += [int, resume]
     I = lambda op, arg=None: B.Instr(op, arg, positions=pos)  # noqa: E731
-    res = []
+    # 3.10: leave the try and with blocks first (the resume function pushes
+    # them again), so that nothing the residual raises reaches a handler.
+    res = [I("POP_BLOCK") for _ in a.blocks.get(offset, ())]
     for i in reversed(range(len(kinds))):
         if kinds[i] == "N":  # a NULL can only leave the stack through a call (of int(), here)
-            res += [I("LOAD_CONST", noop_const)] + ([I("SWAP", 2)] if T.CALL_PAIR[0] == "v" else [])
+            res += [I("LOAD_CONST", noop_const)] + (emit(T.swap(2), pos) if T.CALL_PAIR[0] == "v" else [])
             res += emit(T.call(0), pos) + [I("POP_TOP")]
         else:
             res.append(I("STORE_FAST", slot[temps[i]]))
     make = []
     for n in info.freevars:
-        make += emit(T.closure_load(slot[n]), pos)
+        make += emit(T.closure_load(B.free_slot(new_names, n)), pos)
     if info.freevars:
         make.append(I("BUILD_TUPLE", len(info.freevars)))
-    make += [I("LOAD_CONST", resume_const)] + emit(T.make_function(8 if info.freevars else 0), pos)
+    qualname = _table_index(consts)(T.qualname(code))
+    make += [I("LOAD_CONST", resume_const)] + emit(T.make_function(8 if info.freevars else 0, qualname), pos)
     res += make + null_beside(1, pos)
     by_param = {}
     names = iter(temps[i] for i, k in enumerate(kinds) if k != "N")

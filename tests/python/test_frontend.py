@@ -1298,7 +1298,7 @@ def test_only_the_known_rows_go_unchecked():
     # when a generator starts is on the abstract stack. 3.11's PRECALL and
     # CALL split one call's effect (above).
     split = {"PRECALL", "CALL"} if "PRECALL" in dis.opmap else set()
-    generator = {"RETURN_GENERATOR"} if sys.version_info < (3, 13) else set()
+    generator = {"RETURN_GENERATOR"} if (3, 11) <= sys.version_info < (3, 13) else set()
     assert {r for r, row in _ROWS.items() if not row.checked} == generator | split
 
 
@@ -1308,12 +1308,18 @@ def test_instructions_are_dis_on_the_fields_the_frontend_reads():
     from test_bytecode import corpus
     from kiln import _frontend_opcodes
     from kiln._instructions import Instruction, instructions
-    _frontend_opcodes.require()  # (3.10: no frontend yet, and dis.Positions only from 3.11)
+    _frontend_opcodes.require()
     codes = corpus()[::3]
     assert len(codes) > 5000
     unknown = getattr(dis, "UNKNOWN", object())  # 3.11's dis leaves KW_NAMES's constant unresolved
+    # 3.10's dis has no positions: the line an instruction is on, from co_lines, stands for them.
+    fields = Instruction._fields if sys.version_info >= (3, 11) else Instruction._fields[:-1]
     for code in codes:
         mine, theirs = instructions(code), list(dis.get_instructions(code))
-        want = [tuple(m.argval if f == "argval" and i.argval is unknown else getattr(i, f) for f in Instruction._fields)
+        want = [tuple(m.argval if f == "argval" and i.argval is unknown else getattr(i, f) for f in fields)
                 for m, i in zip(mine, theirs)]
-        assert len(mine) == len(theirs) and [tuple(i) for i in mine] == want, (code.co_filename, code.co_qualname)
+        assert len(mine) == len(theirs) and [tuple(i)[:len(fields)] for i in mine] == want, \
+            (code.co_filename, code.co_name)
+        if fields is not Instruction._fields:
+            lines = {start: line for start, end, line in code.co_lines() for start in range(start, end, 2)}
+            assert [i.positions.lineno for i in mine] == [lines.get(i.offset) for i in mine], code.co_name

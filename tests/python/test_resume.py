@@ -31,6 +31,7 @@ if not kiln._compile.VERSION_SUPPORTED:
 from kiln import _bytecode as B  # noqa: E402
 from kiln import _resume as R  # noqa: E402
 from kiln import _bytecode_tables as T  # noqa: E402
+from kiln._instructions import instructions  # noqa: E402  (dis's fields, positions on 3.10 too)
 
 # ------------------------------------------------------------------ outcomes --
 
@@ -519,14 +520,21 @@ def test_split_covers_the_interesting_places():
             shape = shapes[ins]
             seen.update(shape)
             covering = handlers.get(ins, [])
-            if covering and covering[0].lasti and covering[0].depth >= 1:
+            # (3.10: a with's block has no lasti; every handler row's is None)
+            if covering and (covering[0].lasti or covering[0].lasti is None) and covering[0].depth >= 1:
                 seen.add("inside a with body or handler, values under the handler depth")
             if ins.opname == "FOR_ITER" or (covering and len(shape) > covering[0].depth):
                 seen.add("loop or expression state above a handler's depth")
             if any(e.handler is ins for e in bc.exc_table):
                 seen.add("at a handler's first instruction")
-    assert {"v", "N", "L", "inside a with body or handler, values under the handler depth",
-            "loop or expression state above a handler's depth", "at a handler's first instruction"} <= seen, seen
+    want = {"v", "inside a with body or handler, values under the handler depth",
+            "loop or expression state above a handler's depth"}
+    if T.CALL_TAKES_NULL:
+        # 3.11+: NULLs and lasti slots on the stack, and handlers that can be
+        # entered by a jump (3.10's are inside the EXCEPT_HANDLER block only
+        # an exception pushes: refused, test_310_handlers_are_refused)
+        want |= {"N", "L", "at a handler's first instruction"}
+    assert want <= seen, seen
 
 
 # ------------------------------------------------------------- the API itself --
@@ -548,8 +556,8 @@ def test_make_resume_is_cached_and_keeps_the_users_names():
     r1 = R.make_resume(code, k, kinds, live)
     r2 = R.make_resume(code, k, kinds, live)
     assert r1 is r2
-    assert (r1.co_name, r1.co_qualname, r1.co_filename, r1.co_firstlineno) == \
-        (code.co_name, code.co_qualname, code.co_filename, code.co_firstlineno)
+    assert (r1.co_name, T.qualname(r1), r1.co_filename, r1.co_firstlineno) == \
+        (code.co_name, T.qualname(code), code.co_filename, code.co_firstlineno)
     assert R.is_resume(r1) and not R.is_resume(code)
     info = R.resume_info(r1)
     assert info.original is code and info.offset == k and info.params == ("___stack0", "___stack1", "b", "x")
@@ -561,8 +569,8 @@ def test_make_resume_is_cached_and_keeps_the_users_names():
     assert buf.getvalue() == "x 7\n"
     assert R.make_resume(code, k, kinds, live, name="resumed").co_name == "resumed"
     # Every instruction kept has its original positions at its new offset.
-    old_pos = {i.offset: i.positions for i in dis.get_instructions(code)}
-    new_pos = {i.offset: i.positions for i in dis.get_instructions(r1)}
+    old_pos = {i.offset: i.positions for i in instructions(code)}
+    new_pos = {i.offset: i.positions for i in instructions(r1)}
     assert info.offset_map and all(new_pos[info.offset_map[o]] == p for o, p in old_pos.items()
                                    if o in info.offset_map)
 
@@ -574,7 +582,7 @@ def test_cache_is_by_identity_not_code_equality():
     exec(compile(src, "two.py", "exec"), f2)
     c1, c2 = f1["f"].__code__, f2["f"].__code__
     assert c1 == c2 and c1.co_filename != c2.co_filename  # 3.11's __eq__ ignores the file
-    k = next(i.offset for i in dis.get_instructions(c1) if i.opname == "BINARY_OP")
+    k = next(i.offset for i in dis.get_instructions(c1) if i.opname in ("BINARY_OP", "BINARY_ADD"))
     r1 = R.make_resume(c1, k, ("v", "v"), [])
     r2 = R.make_resume(c2, k, ("v", "v"), [])
     assert (r1.co_filename, r2.co_filename) == ("one.py", "two.py")
@@ -590,9 +598,10 @@ def _corpus():
 
 
 # What make_resume may refuse on real code: the prologue, a split between
-# KW_NAMES and its call, zero-argument super, and (3.12) an END_FOR or a
-# point inside an inlined comprehension.
-ALLOWED_REFUSALS = "prologue|KW_NAMES|super|FOR_ITER skips|inlined comprehension"
+# KW_NAMES and its call, zero-argument super, (3.12) an END_FOR or a
+# point inside an inlined comprehension, and (3.10) a point inside a
+# handler (test_310_blocks).
+ALLOWED_REFUSALS = "prologue|KW_NAMES|super|FOR_ITER skips|inlined comprehension|handler, whose block CPython 3.10"
 
 
 def test_make_resume_on_real_code():
@@ -710,10 +719,50 @@ def test_refusals_are_clear():
         assert lst == [1]
 
 
+def _try_twice(x, out):
+    try:
+        out.append(x)
+        with _Enters(out):
+            y = 10 // x
+        return y
+    except ZeroDivisionError as e:
+        out.append(type(e).__name__)
+        return -1
+
+
+class _Enters:
+    def __init__(self, out):
+        self.out = out
+
+    def __enter__(self):
+        self.out.append("enter")
+
+    def __exit__(self, *exc):
+        self.out.append(("exit", exc[0] and exc[0].__name__))
+
+
+@pytest.mark.skipif(not T.BLOCK_SETUPS, reason="CPython 3.10's block stack")
+def test_310_blocks():
+    # A resume function inside try and with blocks pushes them again (an
+    # exception after the split reaches both handlers); inside a handler,
+    # whose EXCEPT_HANDLER block only entering it pushes, it is refused.
+    ins = list(dis.get_instructions(_try_twice))
+    bc = B.decode(_try_twice.__code__)
+    inside = next(i.offset for i in ins if i.opname == "BINARY_FLOOR_DIVIDE")
+    assert [kind for kind, _, _ in B.block_stacks(bc)[bc.at_offset(inside)]] == ["F", "W"]
+    for x in (0, 5):
+        want, got = [], []
+        assert R.split_at(_try_twice, inside)(x, got) == _try_twice(x, want) and got == want, (x, got, want)
+    assert want[-1] == ("exit", None) and len(got) == 3
+    handler = next(i.offset for i in ins if i.opname == "JUMP_IF_NOT_EXC_MATCH")
+    with pytest.raises(R.ResumeError, match="inside an except, finally or with handler"):
+        R.split_at(_try_twice, handler)
+
+
 def test_method_pair_is_passed_as_null_and_bound_callable():
     def meth(o, x):
         return o.append(x * 2)
-    k = next(i.offset for i in dis.get_instructions(meth) if i.opname == "BINARY_OP")
+    k = next(i.offset for i in dis.get_instructions(meth) if i.opname in ("BINARY_OP", "BINARY_MULTIPLY"))
     kinds = R.stack_kinds_at(meth.__code__, k)
     assert kinds == ("M", "S", "v", "v")
     r = R.make_resume(meth.__code__, k, T.CALL_PAIR + ("v", "v"), [])
@@ -721,7 +770,7 @@ def test_method_pair_is_passed_as_null_and_bound_callable():
     assert types.FunctionType(r, {})(lst.append, 3, 2) is None and lst == [6]
     # At the CALL, after PRECALL: the pair is dynamic ('M','S'); the caller
     # still passes (NULL, bound callable) (3.13: (bound callable, NULL)).
-    k = next(i.offset for i in dis.get_instructions(meth) if i.opname == "CALL")
+    k = next(i.offset for i in dis.get_instructions(meth) if i.opname in ("CALL", "CALL_METHOD"))
     assert R.stack_kinds_at(meth.__code__, k) == ("M", "S", "v")
     r = R.make_resume(meth.__code__, k, T.CALL_PAIR + ("v",), [])
     assert types.FunctionType(r, {})(lst.append, 5) is None and lst == [6, 5]
