@@ -25,6 +25,13 @@ namespace kiln::interpreter {
 using variables::VT;
 using variables::VTKind;
 
+// A Constant tracker with no Source, so no guard of its own: for a value
+// the trace made (a folded result, a name, a count), or one read under a
+// guard already taken (a specialized module's `training` under its version
+// guard). A value read from the frame or a global needs its Source: it
+// goes through the VariableBuilder.
+inline VT const_vt(runtime::Value v) { return variables::make_constant(std::move(v)); }
+
 enum class BreakReason : uint8_t {
 #define KILN_BREAK(id, reason, hint) id,
 #include "interpreter/graph_breaks.def"

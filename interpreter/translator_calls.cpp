@@ -26,9 +26,6 @@ using output_graph::Guard;
 using output_graph::GuardKind;
 namespace vars = kiln::variables;
 
-
-static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-
 // ----------------------------------------------------------- constants --
 
 namespace {

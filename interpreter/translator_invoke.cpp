@@ -19,8 +19,6 @@ using namespace kiln::runtime;
 using output_graph::attr_source;
 namespace vars = kiln::variables;
 
-static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-
 // Inlining depth is bounded by the C++ stack (stack_guard.h), not a count:
 // a 5,000-deep module chain inlines on a big enough stack.
 
