@@ -1,6 +1,9 @@
 // The translator's step loop and the handlers of the stack, locals,
-// constants, containers and control flow. Calls, attributes and operators
-// on trackers are in translator_calls.cpp.
+// constants, containers and control flow, with iteration and truth.
+// What the handlers call on trackers lives beside them, each group of
+// instruction_translator.h naming its file: calls and attribute reads in
+// translator_invoke.cpp, operators, compares, items and unpacking in
+// translator_operators.cpp.
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 

@@ -25,6 +25,13 @@ namespace kiln::interpreter {
 using variables::VT;
 using variables::VTKind;
 
+// A Constant tracker with no Source, so no guard of its own: for a value
+// the trace made (a folded result, a name, a count), or one read under a
+// guard already taken (a specialized module's `training` under its version
+// guard). A value read from the frame or a global needs its Source: it
+// goes through the VariableBuilder.
+inline VT const_vt(runtime::Value v) { return variables::make_constant(std::move(v)); }
+
 enum class BreakReason : uint8_t {
 #define KILN_BREAK(id, reason, hint) id,
 #include "interpreter/graph_breaks.def"
@@ -122,9 +129,9 @@ struct TraceContext {
   // kiln::Error (which propagates as it is, with no room for a location).
   std::string error_where;
   // Trackers of views (view ops, and contiguous/to, which may alias), by the
-  // node owning the memory they alias. Item assignment into that node is a
-  // functional update only while none of them is alive: a live view's
-  // tracker would keep denoting the old value (translator_calls.cpp).
+  // node owning the memory they alias: a write into that memory takes each
+  // live one again from the new value, so none keeps denoting the old one
+  // (translator_views.cpp: assign_tensor).
   std::unordered_map<const output_graph::Node*, std::vector<std::weak_ptr<variables::VariableTracker>>> views_of;
   // The tracker of each node views were taken of (one tracker per node a
   // tensor op made): what a write through a view updates besides the view.
@@ -174,8 +181,9 @@ class InstructionTranslator {
   void push(VT v) { stack_.push_back(std::move(v)); }
   std::vector<VT> pop_n(size_t n);
 
-  // calls (translator_calls.cpp)
  public:
+  // What the handlers call on trackers, by the file that defines it.
+
   // Every operand goes through here. A null tracker is LOAD_METHOD's NULL
   // marker; the verifier rejects code that hands it to another instruction
   // (issue 15), and this stays the translator's own guard: not traceable,
@@ -198,6 +206,7 @@ class InstructionTranslator {
     if (r->is(VTKind::List) && r->iterated) r->items = variables::dict_view_items(*r->iterated, r->view);
     return r;
   }
+
   // Symbolic sizes (translator_symbolic.cpp).
   VT specialize(const VT& symint, const std::string& why);
   VT constant_slice(const VT& slice_of);  // its bounds specialized
@@ -213,13 +222,15 @@ class InstructionTranslator {
   VT symbolic_unary(runtime::UnOp op, const VT& a);
   // max(a, b, ...) / min(...) of ints, at least one a SymInt: a SymInt (null: not such a call).
   VT symbolic_min_max(bool is_max, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
-  // A dict key must hash before a dict tracker is searched for it: an
-  // unhashable one (a list) raises TypeError in the VM, so it breaks the
-  // graph here rather than answer "absent" (a fuzz finding, defect 28).
-  void require_hashable(const runtime::Value& key, const char* where);
+
+  // calls and attribute reads (translator_invoke.cpp)
   VT call_function(const VT& callee, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT inline_call(const runtime::Value& fn, std::vector<VT> args, const runtime::TupleObj* kwnames,
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});
+  VT get_attr(const VT& obj, const std::string& name);
+  VT fold_pure_foreign_call(const runtime::Value& fn, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+
+  // builtins (translator_builtins.cpp)
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT fold_builtin(BuiltinCall& call);
   // One handler per Trace row of runtime/builtins.def (null: fold instead).
@@ -239,49 +250,44 @@ class InstructionTranslator {
   VT reads_tensor_value(BuiltinCall& call);
   // all() / any() (`stop_at`: the truth that ends the loop, False / True).
   VT short_circuit(BuiltinCall& call, bool stop_at);
+  // iter() of each of [first, last), for a lazy iterator over them.
+  std::vector<VT> iters_of(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
+  VT getattr_or_hasattr(BuiltinCall& call, bool has);
+  runtime::Value type_sample(const VT& v);
+
+  // iteration and truth (instruction_translator.cpp)
   // iter(v) as GET_ITER makes it (an iterator is itself).
   VT iter_of(const VT& v);
   // len(obj) through a Python class's own __len__ (null: it has none).
   VT python_len(const VT& obj);
   // iter(obj) through a Python class's own __iter__ (null: it has none).
   VT python_iterator(const VT& obj);
-  // iter() of each of [first, last), for a lazy iterator over them.
-  std::vector<VT> iters_of(std::vector<VT>::const_iterator first, std::vector<VT>::const_iterator last);
-  VT getattr_or_hasattr(BuiltinCall& call, bool has);
-  runtime::Value type_sample(const VT& v);
+  // The next item of an Iterator tracker (a map()/filter() one calls its
+  // function now); false when exhausted.
+  bool next_item(const VT& iterator, VT& out);
+  // The truth of a tracker known at trace time; a tensor's is data (a break).
+  bool truth_of(const VT& v);
+
   // Methods of built-in types (translator_methods.cpp): answer or break.
   VT trace_method(BuiltinCall& call);
   VT trace_list_method(BuiltinCall& call, std::string_view method);
   VT trace_dict_method(BuiltinCall& call, std::string_view method);
   VT trace_set_method(BuiltinCall& call, std::string_view method);
   VT trace_tensor_method(BuiltinCall& call, std::string_view method);
-  // The next item of an Iterator tracker (a map()/filter() one calls its
-  // function now); false when exhausted.
-  bool next_item(const VT& iterator, VT& out);
-  // The truth of a tracker known at trace time; a tensor's is data (a break).
-  bool truth_of(const VT& v);
+
+  // operators, compares, items, unpacking, the constants they fold to and
+  // the tensor ops they record (translator_operators.cpp)
   VT tensor_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames = nullptr);
-  // A composite op (ops.def's KILN_DECOMPOSE) traced as the parts its
-  // decomposition emits; null when this call is the op itself
-  // (translator_decompose.cpp).
-  VT decomposed_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
-  VT get_attr(const VT& obj, const std::string& name);
   VT from_value(const runtime::Value& v);  // a folded Python result as a tracker
   VT get_item(const VT& obj, const VT& key);
-  VT module_slice(const VT& container, const runtime::Value& key);  // translator_calls.cpp
-  VT environ_item(const VT& obj, const runtime::Value& key);        // os.environ[key]; null: not it
+  VT module_slice(const VT& container, const runtime::Value& key);
+  VT environ_item(const VT& obj, const runtime::Value& key);  // os.environ[key]; null: not it
   // obj[key] = value on a tensor tracker: a functional `setitem` node, or a
-  // break when the write could be observed elsewhere (translator_calls.cpp).
+  // break when the write could be observed elsewhere.
   void tensor_setitem_traced(const VT& obj, const VT& key, const VT& value);
   VT binary(runtime::BinOp op, const VT& a, const VT& b, bool inplace);
-  // x op= y on a tensor (in place, as torch's), or a break (translator_calls.cpp).
+  // x op= y on a tensor (in place, as torch's), or a break.
   VT tensor_inplace(runtime::OpId op, const VT& x, const VT& y);
-  // translator_views.cpp: `r`, a view op's result over `input`, recorded;
-  // x (a tensor this graph made, or a view of one) now holds `value`:
-  // false, with the reason in view_refusal_, when that cannot be written
-  // back soundly (nothing has changed then).
-  void note_view(const VT& r, const VT& input);
-  bool assign_tensor(const VT& x, const VT& value);
   VT compare(runtime::CmpOp op, const VT& a, const VT& b);
   std::vector<VT> unpack(const VT& seq);  // items of a list/tuple/iterator/tensor/constant sequence
   bool is_constant(const VT& v);          // a Python value known now (constants, containers of them)
@@ -289,10 +295,25 @@ class InstructionTranslator {
   // make a container that holds itself (l.append(l)): the trackers' walks
   // (constants, guards, residual code) assume a tree; the VM has the cycle.
   void refuse_cycle(const VT& container, const VT& value);
-  VT fold_pure_foreign_call(const runtime::Value& fn, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   runtime::Value constant_value(const VT& v);
   // A global of this frame's function, wrapped lazily once per trace.
   VT make_lazy_global(const std::string& name, const runtime::Value& v);
+  // A dict key must hash before a dict tracker is searched for it: an
+  // unhashable one (a list) raises TypeError in the VM, so it breaks the
+  // graph here rather than answer "absent" (a fuzz finding, defect 28).
+  void require_hashable(const runtime::Value& key, const char* where);
+
+  // A composite op (ops.def's KILN_DECOMPOSE) traced as the parts its
+  // decomposition emits; null when this call is the op itself
+  // (translator_decompose.cpp).
+  VT decomposed_op(runtime::OpId op, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  // translator_views.cpp: `r`, a view op's result over `input`, recorded;
+  // x (a tensor this graph made, or a view of one) now holds `value`:
+  // false, with the reason in view_refusal_, when that cannot be written
+  // back soundly (nothing has changed then).
+  void note_view(const VT& r, const VT& input);
+  bool assign_tensor(const VT& x, const VT& value);
+
   // The tracker of the function being run (its source, when it has one).
   const VT& function_tracker() const { return fn_vt_; }
 
@@ -341,6 +362,16 @@ class InstructionTranslator {
   // cls(*args) made in the trace, its __init__ inlined; null: not a class
   // kiln makes so (translator_user_defined.cpp).
   VT construct_object(const VT& cls, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  // functools.partial(...)(*args) through its func; null: no such partial.
+  VT call_partial(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  VT host_super_of(const VT& type, const VT& obj);
+  VT host_super_getattr(const VT& sup, const std::string& name);
+  runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,
+                                    runtime::Value& out, VT* wrapped = nullptr);
+  VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& wrapped, const VT& obj);
+  // `method` (a bound method read off obj) with obj's own tracker as self.
+  VT bound_to_tracker(VT method, const VT& obj);
+
   // Generators (translator_generators.cpp, Dynamo's LocalGeneratorObject
   // Variable): calling a `.generator` function makes an Iterator whose body
   // is a suspended translator, advanced one yield at a time by whoever
@@ -355,6 +386,7 @@ class InstructionTranslator {
   // The step the root frame is at: where a restart stops to keep a
   // generator out of the residual (a generator cannot be rebuilt).
   int64_t root_step() const;
+
   // Exceptions raised and caught inside inlined frames
   // (translator_exceptions.cpp): true when this frame's handler took `e`
   // (the trace goes on there); caught_further_out: an inlined caller's
@@ -365,15 +397,6 @@ class InstructionTranslator {
   bool in_traced_try() const;
   [[noreturn]] void raise_traced(const VT& exc_vt, const runtime::Value& exc, const runtime::Value& cause,
                                  bool reraise);
-  // functools.partial(...)(*args) through its func; null: no such partial.
-  VT call_partial(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
-  VT host_super_of(const VT& type, const VT& obj);
-  VT host_super_getattr(const VT& sup, const std::string& name);
-  runtime::ForeignAttr class_lookup(const VT& obj, const std::string& name, const runtime::Value& after,
-                                    runtime::Value& out, VT* wrapped = nullptr);
-  VT bind_found(runtime::ForeignAttr found, const runtime::Value& attr, const VT& wrapped, const VT& obj);
-  // `method` (a bound method read off obj) with obj's own tracker as self.
-  VT bound_to_tracker(VT method, const VT& obj);
 
  private:
   std::string view_refusal_;  // why the last assign_tensor refused
@@ -393,6 +416,8 @@ class InstructionTranslator {
   // The steps of the BEFORE_WITHs of the null-context `with` blocks open
   // now (ForeignVTable::null_context), outermost first.
   std::vector<int64_t> null_withs_;
+  // An op on a tensor that records gradients: a break unless the embedder's
+  // autograd lowers it outside grad-mode blocks (translator_operators.cpp).
   void check_autograd(runtime::OpId op, const std::vector<output_graph::Arg>& pos,
                       const std::vector<std::pair<std::string, output_graph::Arg>>& kw);
  public:

@@ -25,8 +25,6 @@ using output_graph::TensorMeta;
 
 namespace {
 
-VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-
 const NameMap& field_map(const ModuleObj* m, Field field) {
   switch (field) {
     case Field::parameters: return m->params;

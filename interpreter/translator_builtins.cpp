@@ -16,8 +16,6 @@ namespace kiln::interpreter {
 using namespace kiln::runtime;
 namespace vars = kiln::variables;
 
-static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-
 // The handler of each Trace row, indexed by BuiltinId (null for the others):
 // a Trace row without a handler does not link.
 using TraceHandler = VT (InstructionTranslator::*)(BuiltinCall&);

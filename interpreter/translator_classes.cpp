@@ -23,8 +23,6 @@ namespace vars = kiln::variables;
 
 namespace {
 
-VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-
 // The class a tracker stands for, when it is a class (a global or a cell
 // holding one, a class made constant): null otherwise.
 ClassObj* class_of_tracker(const VT& v) {

@@ -1,6 +1,7 @@
 // Calling and attribute access during a trace: call_function's dispatch by
 // callee kind, inline_call_ for KBC functions and methods, and attribute
-// reads by tracker kind (a module's call and attributes: nn_module.h).
+// reads by tracker kind (a module's call and attributes: nn_module.h;
+// operators, items and unpacking: translator_operators.cpp).
 #include "interpreter/frame_cache.h"
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
@@ -18,8 +19,6 @@ namespace kiln::interpreter {
 using namespace kiln::runtime;
 using output_graph::attr_source;
 namespace vars = kiln::variables;
-
-static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
 // Inlining depth is bounded by the C++ stack (stack_guard.h), not a count:
 // a 5,000-deep module chain inlines on a big enough stack.

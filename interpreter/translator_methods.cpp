@@ -16,7 +16,6 @@ namespace kiln::interpreter {
 using namespace kiln::runtime;
 namespace vars = kiln::variables;
 
-static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 static VT none_vt() { return const_vt(Value::none()); }
 
 VT InstructionTranslator::trace_method(BuiltinCall& c) {

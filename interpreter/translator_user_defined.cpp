@@ -32,8 +32,6 @@ using output_graph::type_attr_source;
 
 namespace {
 
-VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
-
 const ForeignObj* foreign_of(const VT& v) {
   if (!v->is(VTKind::Opaque) || !v->value.is(Kind::Foreign)) return nullptr;
   const auto* f = v->value.as<ForeignObj>();

@@ -1,6 +1,9 @@
-// Calls, attributes, subscripts and operators on trackers: how the
-// translator folds Python-level work at trace time, inlines KBC functions
-// and modules, and turns tensor work into graph nodes.
+// Operators, compares, subscripts (get and set) and unpacking on trackers,
+// with the two ends they reduce to: constants (a Python value as a tracker
+// and back, is_constant, lazily wrapped globals), folded at trace time
+// with the VM's own value_ops, and tensor ops (tensor_op, through which an
+// op on tensor trackers becomes a graph node).
+// Calls and attribute reads are in translator_invoke.cpp.
 #include <algorithm>
 #include <cstdlib>
 
@@ -25,9 +28,6 @@ using output_graph::attr_source;
 using output_graph::Guard;
 using output_graph::GuardKind;
 namespace vars = kiln::variables;
-
-
-static VT const_vt(Value v) { return vars::make_constant(std::move(v)); }
 
 // ----------------------------------------------------------- constants --
 
