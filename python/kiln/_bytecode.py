@@ -485,8 +485,8 @@ def block_stacks(bc):
     {} on 3.11+, whose handlers are in the exception table. The compiler
     pops every block a jump leaves (POP_BLOCK, POP_EXCEPT), so paths meet
     with equal stacks; StackMergeError where they do not."""
-    if not T.BLOCK_SETUPS or not bc.instrs:
-        return {}
+    if not any(ins.opcode in T.BLOCK_SETUPS for ins in bc.instrs):
+        return {}  # (3.11+, and code with no try or with: no block is ever pushed)
     shapes = stack_analysis(bc)
     succ = successors(bc, {})
     blocks = {bc.instrs[0]: ()}

@@ -48,7 +48,7 @@ import types
 from . import _bytecode as B
 from . import _bytecode_tables as T
 from . import _C, _compile, _frontend, _functions, _resume, nn
-from ._instructions import nested_qualnames
+from ._instructions import instructions, nested_qualnames
 
 __all__ = ["classify", "kbc", "build", "Refused"]
 
@@ -695,7 +695,7 @@ class _Builder:
             raise Refused("the residual makes a function from no code constant")
         if hasattr(code, "co_qualname"):
             return code.co_qualname
-        return nested_qualnames(self.orig).get(id(code), code.co_name)
+        return nested_qualnames(instructions(self.orig)).get(id(code), code.co_name)
 
     def _call_n(self, n, p):
         if n == 0:

@@ -617,7 +617,7 @@ class _Function:
                 and dis._intrinsic_1_descs[by_offset[h.target].arg] == "INTRINSIC_STOPITERATION_ERROR")]
         self.kwnames = self._pair_kw_names()
         if T.VERSION == (3, 10):  # (its code objects have no qualified name)
-            self.program.qualnames.update(nested_qualnames(self.code))
+            self.program.qualnames.update(nested_qualnames(self.instrs))
         # 3.10: where an exception enters a handler (a SETUP_*'s target),
         # and the handlers whose cleanup the translation needs.
         self.handler_starts = {ins.argval for ins in self.instrs if ins.opcode in T.BLOCK_SETUPS}
@@ -655,7 +655,7 @@ class _Function:
         states = {0: ("X",) * len(T.entry_shape(self.code))}
         # 3.10: the frame's block stack before each instruction
         # (T.block_transfer: handlers by offset); {} on 3.11+.
-        self.blocks = {0: ()} if T.BLOCK_SETUPS else {}
+        self.blocks = {0: ()} if self.handler_starts else {}
         work = [0]
         while work:
             k = work.pop()

@@ -104,11 +104,11 @@ def instructions(code) -> list:
     return out
 
 
-def nested_qualnames(code) -> dict:
-    """{id(nested code): its __qualname__} for the functions `code` makes:
-    3.10's code objects have no qualified name, and its MAKE_FUNCTION takes
-    it from the constant pushed just before it (after the code's)."""
-    ins = instructions(code)
+def nested_qualnames(ins) -> dict:
+    """{id(nested code): its __qualname__} for the functions made by the
+    code whose `instructions` are `ins`: 3.10's code objects have no
+    qualified name, and its MAKE_FUNCTION takes it from the constant pushed
+    just before it (after the code's)."""
     return {id(c.argval): q.argval for c, q, m in zip(ins, ins[1:], ins[2:])
             if m.opname == "MAKE_FUNCTION" and c.opname == q.opname == "LOAD_CONST"
-            and isinstance(c.argval, type(code)) and isinstance(q.argval, str)}
+            and hasattr(c.argval, "co_code") and isinstance(q.argval, str)}
