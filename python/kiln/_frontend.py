@@ -768,9 +768,23 @@ class _Function:
         line = None
         # Exception-table rows over the emitted instructions: a row per run
         # of instructions with the same handler, bounded by labels of its own.
-        rows: list[list] = []  # [start label, end label, handler offset, KBC depth, lasti, instructions before]
+        rows: list[list] = []  # [start label, end label, handler label, KBC depth, lasti, instructions before]
         current = None
         emitted = 0
+
+        def start_row(key, label):
+            """From here on the row `key` (None: no row), bounded by `label`."""
+            nonlocal current
+            if key == current:
+                return
+            out.append(f"{label}:")
+            if current is not None:
+                rows[-1][1] = label
+                if rows[-1][5] == emitted:
+                    rows.pop()  # the run emitted no KBC instruction: an empty range
+            if key is not None:
+                rows.append([label, None, *key, emitted])
+            current = key
         # KBC instruction indices (labels and directives are not
         # instructions) -> (where CPython resumes, the kinds there, the
         # instruction that emitted it): CPython resumes at the first of a
@@ -787,17 +801,7 @@ class _Function:
             if k not in states:
                 run_start = None
                 continue  # unreachable: CPython never runs it
-            key = self._row_key(k, states[k])
-            if key != current:
-                label = f"X{ins.offset}_exc"
-                out.append(f"{label}:")
-                if current is not None:
-                    rows[-1][1] = label
-                    if rows[-1][5] == emitted:
-                        rows.pop()  # the run emitted no KBC instruction: an empty range
-                if key is not None:
-                    rows.append([label, None, *key, emitted])
-                current = key
+            start_row(self._row_key(k, states[k]), f"X{ins.offset}_exc")
             if ins.offset in targets:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
@@ -832,25 +836,11 @@ class _Function:
         # below its handler's.
         for handler in sorted(self.cleanups):
             below = self.blocks[self.index[handler]][:-1]
-            key = self._block_row(below[-1]) if below else None
-            if key != current:
-                label = f"X{handler}_cleanup_exc"
-                out.append(f"{label}:")
-                if current is not None:
-                    rows[-1][1] = label
-                    if rows[-1][5] == emitted:
-                        rows.pop()
-                if key is not None:
-                    rows.append([label, None, *key, emitted])
-                current = key
+            start_row(self._block_row(below[-1]) if below else None, f"X{handler}_cleanup_exc")
             # [.., prev exc, lasti, exc]: put the previous exception back, raise on
             out += [f"X{handler}_cleanup:", "  COPY 3", "  POP_EXCEPT", "  RERAISE 1"]
             emitted += 3
-        if current is not None:
-            out.append("X_end_exc:")
-            rows[-1][1] = "X_end_exc"
-            if rows[-1][5] == emitted:
-                rows.pop()
+        start_row(None, "X_end_exc")
         code = self.code
         head = [f"  .firstline {code.co_firstlineno}"]
         if self.generator:
