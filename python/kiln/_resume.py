@@ -10,9 +10,11 @@ break.
 
 Layout of a resume code object R for original code C at instruction K:
 
-    COPY_FREE_VARS n          (n = len(C.co_cellvars) + len(C.co_freevars))
-    RESUME 0
-    PUSH_NULL | LOAD_FAST ___stack<i>    (per stack slot, bottom first)
+    COPY_FREE_VARS n          (n = len(C.co_cellvars) + len(C.co_freevars); 3.10: none)
+    RESUME 0                  (3.10: none; its frame's setup does both)
+    PUSH_NULL | LOAD_FAST ___stack<i>    (per stack slot, bottom first; 3.10: a
+                                          SETUP_FINALLY per try or with block K is
+                                          in, at its level: push_frame)
     DELETE_FAST ___stack<i>...           (the frame keeps no extra reference)
     JUMP_FORWARD K'
     <C's bytecode, all of it, minus its MAKE_CELL/COPY_FREE_VARS prologue>
