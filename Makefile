@@ -26,7 +26,8 @@ build: install configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The Python package, installed editable into this Python from the same
-# build tree (pyproject.toml: build-dir = build): nothing is compiled twice,
+# build tree (-C build-dir=$(BUILD); a plain pip install builds in its own,
+# pyproject.toml): nothing is compiled twice,
 # and afterwards `python3 -c "import kiln"` works anywhere.
 python: build
 	python3 -m pip install -q --no-build-isolation --root-user-action=ignore -C build-dir=$(BUILD) -e .
