@@ -167,7 +167,7 @@ for _name, _pops, _pushes, _operand in [
         ("STORE_ATTR", 2, 0, "name"), ("DELETE_ATTR", 1, 0, "name"), ("STORE_GLOBAL", 1, 0, "global"),
 
         # Exception handling: KBC shares CPython 3.11's model (3.10's
-        # block stack is refused: kiln/_frontend.py's _UNSUPPORTED_310).
+        # block stack is translated to it: kiln/_frontend_opcodes_v310.py).
         ("PUSH_EXC_INFO", 1, 2, None), ("POP_EXCEPT", 1, 0, None), ("CHECK_EXC_MATCH", 2, 2, None),
         ("BEFORE_WITH", 1, 2, None),
         # from module import name: module -> module module.name
