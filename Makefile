@@ -41,6 +41,7 @@ test: python
 	  wait $$versions; other=$$?; cat $(BUILD)/run_versions.log; \
 	  test $$main -eq 0 -a $$other -eq 0
 	python3 $(SHARED)/tools/check_layering.py .
+	python3 tools/check_runtime_layering.py .
 	bash tests/install/test_install.sh $(BUILD)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
 

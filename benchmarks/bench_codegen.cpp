@@ -17,7 +17,7 @@
 //                                         and one .bin per parameter
 //   bench_codegen kernels COUNT           compile COUNT distinct small graphs one at a time:
 //                                         schedule/compile ms and kernels of each
-//   bench_codegen blas                    which BLAS kernels kiln runs (runtime/blas.h)
+//   bench_codegen blas                    which BLAS kernels kiln runs (runtime/kernels/blas.h)
 //   bench_codegen model B D H BLOCKS      compile the MLP once in this process (cold or warm,
 //                                         as KILN_CACHE_DIR makes it): the backend's report
 
@@ -35,9 +35,9 @@
 
 #include "codegen/llvm_backend.h"
 #include "interpreter/kiln_api.h"
-#include "runtime/blas.h"
 #include "interpreter/vm.h"
-#include "runtime/module.h"
+#include "runtime/kernels/blas.h"
+#include "runtime/nn/module.h"
 
 using namespace kiln;
 using namespace kiln::runtime;
@@ -361,7 +361,7 @@ int mlp(int64_t b, int64_t d, int64_t h, int blocks, int reps, const std::string
   auto blas_alone = [&] {
     const float* in = act.data();
     for (int i = 0; i < blocks; ++i) {
-      // The BLAS kiln calls (runtime/blas.h), on the same shapes.
+      // The BLAS kiln calls (runtime/kernels/blas.h), on the same shapes.
       kiln::runtime::gemm_f32(false, true, b, h, d, in, d, w1[size_t(i)].data<float>(), d, hid.data(), h);
       kiln::runtime::gemm_f32(false, true, b, d, h, hid.data(), h, w2[size_t(i)].data<float>(), h, out.data(), d);
       in = out.data();

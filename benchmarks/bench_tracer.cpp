@@ -18,7 +18,7 @@
 
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

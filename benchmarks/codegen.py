@@ -66,7 +66,7 @@ def kiln(build, *args, env=None):
 
 def blas_info(build):
     """Which OpenBLAS kernels kiln runs (kiln picks them from CPUID unless
-    OPENBLAS_CORETYPE is set: runtime/blas.h)."""
+    OPENBLAS_CORETYPE is set: runtime/kernels/blas.h)."""
     r = subprocess.run([os.path.join(build, "benchmarks", "bench_codegen"), "blas"], capture_output=True, text=True)
     return r.stdout.strip() or r.stderr.strip()
 

@@ -37,7 +37,7 @@ if(KILN_FUZZ)
   add_compile_options(${KILN_FUZZ_SANITIZERS} -fsanitize=fuzzer-no-link -fno-omit-frame-pointer -O1 -gline-tables-only
                       -Wno-deprecated-declarations)
   add_link_options(${KILN_FUZZ_SANITIZERS})
-  # The object census (runtime/census.h): the leak check of the targets that
+  # The object census (runtime/semantics/census.h): the leak check of the targets that
   # run programs, and of tests/fuzz/census_test.cpp. Every object carries
   # two links and a serial here; a normal build's objects do not.
   add_compile_definitions(KILN_OBJECT_CENSUS)

@@ -7,9 +7,9 @@
 #   KILN_INCLUDE_DEST where the headers go (absolute; DESTDIR is added by file(INSTALL))
 #
 # In the source tree the headers include each other by folder,
-# `#include "runtime/value.h"` (the project root is on the include path).
+# `#include "runtime/value/value.h"` (the project root is on the include path).
 # Installed, they sit in <prefix>/include/kiln/<folder>/ and the same line
-# reads `#include <kiln/runtime/value.h>`, so `-I <prefix>/include` is the
+# reads `#include <kiln/runtime/value/value.h>`, so `-I <prefix>/include` is the
 # only include path an embedder needs. The rewrite is the only difference
 # between the two copies; the set is derived from the includes themselves,
 # so a header that starts including another one ships it without any list to

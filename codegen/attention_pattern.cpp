@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 
 namespace kiln::codegen {
 

@@ -1,5 +1,5 @@
 // Hand-written attention, found in a graph so the scheduler can run it as
-// one call of the tiled kernel (runtime/attention.h) instead of a [L, S]
+// one call of the tiled kernel (runtime/kernels/attention.h) instead of a [L, S]
 // score matrix written, softmaxed and read back:
 //
 //   scores = q @ k.transpose(-2, -1)            matmul of a transpose

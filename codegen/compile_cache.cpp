@@ -38,7 +38,7 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace kiln::codegen {
 

@@ -35,9 +35,9 @@
 #include "codegen/compile_cache.h"
 #include "codegen/host_cpu.h"
 #include "output_graph/backend.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/thread_pool.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
+#include "runtime/base/thread_pool.h"
 
 namespace kiln::codegen {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "codegen/kernel_ir.h"
 
-#include "runtime/blas.h"
+#include "runtime/kernels/blas.h"
 
 namespace kiln::codegen {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "output_graph/graph.h"
-#include "runtime/dtype.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/value/dtype.h"
 
 namespace kiln::codegen {
 

@@ -1,5 +1,5 @@
-#include "runtime/fault_injection.h"
 #include "codegen/llvm_backend.h"
+#include "runtime/base/fault_injection.h"
 
 #include <chrono>
 #include <cstring>
@@ -8,11 +8,11 @@
 #include <spdlog/spdlog.h>
 
 #include "codegen/jit.h"
-#include "runtime/thread_pool.h"
-#include "runtime/blas.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/kernels/blas.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::codegen {
 

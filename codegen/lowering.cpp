@@ -26,7 +26,7 @@
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 
-#include "runtime/scalar_expr.h"
+#include "runtime/tensor/scalar_expr.h"
 
 namespace kiln::codegen {
 
@@ -306,7 +306,7 @@ Value* eval_pointwise(IrEval& E, runtime::OpId id, Value* a, Value* b, Value* c)
   switch (id) {
 #define KILN_OP(NAME, ...) \
   case runtime::OpId::NAME: return eval_op<runtime::OpId::NAME>(E, a, b, c);
-#include "runtime/ops.def"
+#include "runtime/tensor/ops.def"
 #undef KILN_OP
   }
   throw Unlowerable{"unknown op"};

@@ -35,7 +35,7 @@
 
 #include "codegen/attention_pattern.h"
 #include "codegen/scheduler_impl.h"
-#include "runtime/tensor.h"
+#include "runtime/value/tensor.h"
 
 namespace kiln::codegen::sched {
 

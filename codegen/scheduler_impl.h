@@ -24,7 +24,7 @@
 #include "codegen/kernel_ir.h"
 #include "codegen/symbolic_dims.h"
 #include "output_graph/graph.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 
 namespace kiln::codegen::sched {
 

@@ -4,7 +4,7 @@
 // stays *open*: pointwise consumers of the same shape become its kernel's
 // epilogue until something materializes it (scheduler.cpp `materialize`).
 #include "codegen/scheduler_impl.h"
-#include "runtime/tensor.h"
+#include "runtime/value/tensor.h"
 
 namespace kiln::codegen::sched {
 

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "codegen/scheduler_impl.h"
-#include "runtime/ops_kernels.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/ops_kernels.h"
+#include "runtime/value/tensor.h"
 
 namespace kiln::codegen::sched {
 

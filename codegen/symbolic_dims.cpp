@@ -1,6 +1,6 @@
 #include "codegen/symbolic_dims.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::codegen {
 

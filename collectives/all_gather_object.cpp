@@ -7,8 +7,8 @@
 
 #include "collectives/codec.h"
 #include "collectives/errors.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
 
 namespace kiln::collectives {
 

@@ -8,7 +8,7 @@
 #include <msgpack.hpp>
 #include <xxhash.h>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::collectives {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::collectives {
 

@@ -7,8 +7,8 @@
 
 #include "collectives/mpi_group.h"
 #include "collectives/mpi_plugin_loader.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
 
 namespace kiln::collectives {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::collectives {
 

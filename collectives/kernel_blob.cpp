@@ -1,6 +1,6 @@
 #include "collectives/kernel_blob.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::collectives {
 

@@ -12,7 +12,7 @@
 
 #include "collectives/errors.h"
 #include "collectives/mpi_plugin_loader.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::collectives {
 

@@ -9,8 +9,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
 
 namespace kiln::collectives {
 

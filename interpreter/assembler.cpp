@@ -10,7 +10,7 @@
 #include "interpreter/code_builder.h"
 #include "interpreter/kbc_syntax.h"
 #include "interpreter/verifier.h"
-#include "runtime/descriptors.h"
+#include "runtime/semantics/descriptors.h"
 
 namespace kiln::interpreter {
 
@@ -110,7 +110,7 @@ const char* operand_expectation(OperandKind k) {
 
 std::optional<runtime::Ref<ClassObj>> builtin_class_named(std::string_view name) {
   if (name == "Module") return runtime::module_base_class();
-#define KILN_BM_LOOKUP(n) \
+#define KILN_BM_LOOKUP(n, ...) \
   if (name == #n) return runtime::builtin_module_class(BuiltinModule::n);
   KILN_BUILTIN_MODULES(KILN_BM_LOOKUP)
 #undef KILN_BM_LOOKUP
@@ -592,7 +592,7 @@ class Assembler {
     // A decorator of the next method: `.property` makes it a property's
     // getter (Python's @property: the class attribute is Property(fget),
     // read by calling it), `.staticmethod` / `.classmethod` wrap it as
-    // Python's decorators do (runtime/descriptors.h).
+    // Python's decorators do (runtime/semantics/descriptors.h).
     std::string decorator;
     for (;;) {
       if (!next_line()) fail_eof("unexpected end of file inside class '" + name + "' (missing .endclass)");

@@ -24,9 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/code.h"
-#include "runtime/name_map.h"
-#include "runtime/value.h"
+#include "runtime/value/code.h"
+#include "runtime/value/name_map.h"
+#include "runtime/value/value.h"
 
 namespace kiln::interpreter {
 
@@ -104,7 +104,7 @@ class CodeBuilder {
   // A jump instruction (operand a is the label).
   void emit(Opcode op, Label target, int32_t b = 0);
   size_t size() const;  // instructions emitted so far
-  // An exception-table row (runtime/code.h ExceptionEntry): instructions
+  // An exception-table row (runtime/value/code.h ExceptionEntry): instructions
   // from `start` up to (not including) `end` are handled at `target`. Rows
   // keep the order they are added in (the first covering row wins). `end`
   // may be bound after the last instruction.

@@ -20,13 +20,13 @@
 #include "interpreter/instruction_translator.h"
 #include "interpreter/residual.h"
 #include "interpreter/resume_execution.h"
-#include "runtime/builtins.h"
-#include "runtime/fault_injection.h"
-#include "runtime/set_ops.h"
-#include "runtime/log.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/fault_injection.h"
+#include "runtime/base/log.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::interpreter {
 

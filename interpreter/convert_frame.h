@@ -13,7 +13,7 @@
 #include "output_graph/backend.h"
 #include "output_graph/compiler_collective.h"
 #include "output_graph/guards.h"
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 
 namespace kiln::interpreter {
 

@@ -7,7 +7,7 @@
 #include "collectives/distributed.h"
 #include "collectives/process_group.h"
 #include "interpreter/kiln_api.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln {
 

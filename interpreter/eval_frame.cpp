@@ -14,15 +14,15 @@
 #include "collectives/all_gather_object.h"
 #include "interpreter/convert_frame.h"
 #include "interpreter/frame_cache.h"
-#include "interpreter/resume_execution.h"
 #include "interpreter/guard_tree.h"
 #include "interpreter/kiln_api.h"
+#include "interpreter/resume_execution.h"
+#include "interpreter/vm.h"
 #include "output_graph/backend.h"
 #include "output_graph/shared_compile.h"
-#include "interpreter/vm.h"
-#include "runtime/module.h"
-#include "runtime/log.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/log.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln {
 

@@ -10,7 +10,7 @@
 
 #include "interpreter/convert_frame.h"
 #include "interpreter/guard_tree.h"
-#include "runtime/module.h"
+#include "runtime/nn/module.h"
 
 namespace kiln::interpreter {
 

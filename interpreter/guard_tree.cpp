@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/set_ops.h"
-#include "runtime/super.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/super.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::interpreter {
 
@@ -209,7 +209,7 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         // A plain object's attribute (a config's field), read as the tracer read it.
         return f->vt->plain_attr && f->vt->plain_attr(f->handle, s.name, scratch) ? &scratch : nullptr;
       }
-      if (base->is(Kind::Super)) {  // a super object's own two (runtime/super.h)
+      if (base->is(Kind::Super)) {  // a super object's own two (runtime/semantics/super.h)
         const auto* sup = base->as<SuperObj>();
         if (s.name == "__self__") return sup->obj.is_null() ? nullptr : &sup->obj;
         if (s.name == "__thisclass__") return &sup->type;
@@ -221,7 +221,7 @@ static const Value* resolve(const output_graph::Source& s, const Value* base, co
         if (s.name == "__self__") return &bm->self;
         return nullptr;
       }
-      if (base->is(Kind::Function))  // a translated Python function's own attribute (runtime/value.h)
+      if (base->is(Kind::Function))  // a translated Python function's own attribute (runtime/value/value.h)
         return host_function_attr(*base->as<FunctionObj>(), s.name, scratch) ? &scratch : nullptr;
       if (!base->is(Kind::Module)) return nullptr;
       return module_instance_slot(base->as<ModuleObj>(), s.interned.get());

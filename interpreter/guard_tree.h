@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "output_graph/guards.h"
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 
 namespace kiln::interpreter {
 

@@ -9,12 +9,12 @@
 
 #include <cstdio>
 
-#include "runtime/budget.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/set_ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/budget.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::interpreter {
 
@@ -148,14 +148,14 @@ std::string InstructionTranslator::where(const Instr& ins) const {
 }
 
 void InstructionTranslator::step() {
-  runtime::spend_step();  // an unrolled loop is as long as the VM's (runtime/budget.h)
+  runtime::spend_step();  // an unrolled loop is as long as the VM's (runtime/base/budget.h)
   const Instr& ins = code_->instrs[pc_];
   jumped_ = false;
   try {
     switch (ins.op) {
 #define KILN_OPCODE(name, ...) \
   case Opcode::name: op_##name(ins); break;
-#include "runtime/opcodes.def"
+#include "runtime/value/opcodes.def"
 #undef KILN_OPCODE
     }
   } catch (const Error& e) {

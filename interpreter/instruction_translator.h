@@ -16,7 +16,7 @@
 #include "interpreter/kiln_api.h"
 #include "output_graph/output_graph.h"
 #include "output_graph/tracer_policy.h"
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 #include "variables/builder.h"
 #include "variables/variable_tracker.h"
 
@@ -173,7 +173,7 @@ class InstructionTranslator {
   void step();
   std::string where(const runtime::Instr& ins) const;  // "file:line"
 #define KILN_OPCODE(name, ...) void op_##name(const runtime::Instr& ins);
-#include "runtime/opcodes.def"
+#include "runtime/value/opcodes.def"
 #undef KILN_OPCODE
 
   // stack helpers
@@ -233,14 +233,14 @@ class InstructionTranslator {
   // builtins (translator_builtins.cpp)
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);
   VT fold_builtin(BuiltinCall& call);
-  // One handler per Trace row of runtime/builtins.def (null: fold instead).
+  // One handler per Trace row of runtime/semantics/builtins.def (null: fold instead).
 #define KILN_DECLARE_Trace(name) VT trace_##name(BuiltinCall& call);
 #define KILN_DECLARE_Fold(name)
 #define KILN_DECLARE_Effect(name)
 #define KILN_NATIVE(name, signature, type_of, how) KILN_DECLARE_##how(name)
 #define KILN_OWN KILN_NATIVE
 #define KILN_PYTHON(name, how)
-#include "runtime/builtins.def"
+#include "runtime/semantics/builtins.def"
 #undef KILN_NATIVE
 #undef KILN_OWN
 #undef KILN_PYTHON
@@ -326,7 +326,7 @@ class InstructionTranslator {
   VT super_getattr(const VT& sup, const std::string& name);
   VT class_getattr(const VT& cls, const std::string& name);
   // A class attribute read through `instance` (null: through the class),
-  // bound as runtime/descriptors.h says; a property's getter is inlined.
+  // bound as runtime/semantics/descriptors.h says; a property's getter is inlined.
   VT bind_class_attr_traced(const runtime::Value& attr, const VT& instance, runtime::ClassObj* cls,
                             const std::string& name);
 

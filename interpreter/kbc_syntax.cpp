@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/set_ops.h"
-#include "runtime/tensor_index.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter::kbc {
 
@@ -383,7 +383,7 @@ class LiteralParser {
   // makes of `x in {"a", "b"}`, its items added in the order written. An
   // unhashable item is refused here. frozenset[N]({i: c, j: dummy, ...}):
   // the frozenset whose table has N entries, c at entry i, a deleted
-  // entry at j (the table decides the order: runtime/value.h SetObj).
+  // entry at j (the table decides the order: runtime/value/value.h SetObj).
   Value frozenset(int depth) {
     if (depth >= kMaxTupleDepth)
       c_.fail("constant tuple nested deeper than " + std::to_string(kMaxTupleDepth) + " levels");

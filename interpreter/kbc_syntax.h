@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/code.h"
-#include "runtime/error.h"
-#include "runtime/value.h"
+#include "runtime/base/error.h"
+#include "runtime/value/code.h"
+#include "runtime/value/value.h"
 
 namespace kiln::interpreter::kbc {
 

@@ -25,8 +25,8 @@
 #include "interpreter/assembler.h"
 #include "interpreter/code_builder.h"
 #include "interpreter/program.h"
-#include "runtime/value.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/value.h"
 
 namespace kiln {
 namespace output_graph {

@@ -6,12 +6,12 @@
 #include <map>
 #include <optional>
 
-#include "runtime/builtin_forward.h"
-#include "runtime/builtins.h"
-#include "runtime/descriptors.h"
-#include "runtime/module.h"
-#include "runtime/module_walkers.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/builtin_forward.h"
+#include "runtime/nn/module.h"
+#include "runtime/nn/module_walkers.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/descriptors.h"
+#include "runtime/semantics/value_ops.h"
 #include "variables/wrap.h"
 
 namespace kiln::interpreter::nn_module {
@@ -267,7 +267,7 @@ VT call_function(InstructionTranslator& tx, const VT& module0, std::vector<VT> a
 
 namespace {
 
-// The traced backend of run_builtin_forward (runtime/builtin_forward.h):
+// The traced backend of run_builtin_forward (runtime/nn/builtin_forward.h):
 // trackers, each op a graph node; the module's attributes read through
 // var_getattr (so their sources are guarded as any read is).
 struct TracedForward {
@@ -472,7 +472,7 @@ VT trace_supported_methods(InstructionTranslator& tx, BuiltinCall& c, std::strin
   if (args.empty()) return nullptr;
   if (args[0]->is(VTKind::UnspecializedNNModule)) args[0] = specialized(tx, args[0]);
   if (!args[0]->is(VTKind::NNModule)) return nullptr;
-  // torch's signature (runtime/module_walkers.h), each argument a known
+  // torch's signature (runtime/nn/module_walkers.h), each argument a known
   // constant; anything else is CPython's to answer.
   const runtime::Signature* sig = runtime::module_walker_signature(m);
   if (!sig) return nullptr;

@@ -60,7 +60,7 @@ void check_structure_unchanged(InstructionTranslator& tx, const runtime::ModuleO
 VT call_function(InstructionTranslator& tx, const VT& module, std::vector<VT> args,
                  const runtime::TupleObj* kwnames);
 // The forward of the built-in class of `module` (Linear, ..., Sequential)
-// as its ops, from the one table runtime/builtin_forward.h: for a module
+// as its ops, from the one table runtime/nn/builtin_forward.h: for a module
 // call, and for `super().forward(x)` in a subclass.
 VT builtin_forward(InstructionTranslator& tx, const VT& module, const VT& x, bool unspecialized);
 // Symbolic tracing: one call_module node for a leaf module.

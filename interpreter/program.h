@@ -1,6 +1,6 @@
 // A Program: what the assembler makes of one .kbc file. Its globals hold
 // every top-level function (as a Function value) and class (as a Class
-// value); the builtins (runtime/builtins.h) back them up.
+// value); the builtins (runtime/semantics/builtins.h) back them up.
 #pragma once
 
 #include <memory>
@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/code.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
+#include "runtime/nn/module.h"
+#include "runtime/value/code.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::interpreter {
 

@@ -4,13 +4,13 @@
 #include <algorithm>
 
 #include "interpreter/verifier.h"
-#include "runtime/builtins.h"
-#include "runtime/dtype.h"
-#include "runtime/set_ops.h"
-#include "runtime/super.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/super.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/dtype.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::interpreter {
 

@@ -143,7 +143,7 @@ Ref<FunctionObj> make_resume(const FunctionObj& fn, size_t target, size_t nstack
   rc->continues = orig.qualname;
   rc->prologue = int32_t(offset);
   // Zero-argument super() reads the original's first argument, which
-  // crossed as the live parameter of its name (runtime/code.h).
+  // crossed as the live parameter of its name (runtime/value/code.h).
   if (orig.argcount == 0) {
     rc->first_arg_local = Code::kNoFirstArg;
   } else {

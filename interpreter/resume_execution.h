@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "interpreter/code_builder.h"
-#include "runtime/code.h"
-#include "runtime/value.h"
+#include "runtime/value/code.h"
+#include "runtime/value/value.h"
 
 namespace kiln::interpreter {
 

@@ -9,8 +9,8 @@
 #include "interpreter/code_builder.h"
 #include "interpreter/instruction_translator.h"
 #include "interpreter/vm.h"
-#include "runtime/log.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/log.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 

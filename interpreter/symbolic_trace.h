@@ -12,7 +12,7 @@
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
 #include "output_graph/tracer_policy.h"
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::interpreter {
 

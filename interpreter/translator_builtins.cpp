@@ -1,5 +1,5 @@
 // Builtins during a trace. Registry ops become graph nodes. Every other
-// builtin is treated as its row says (runtime/builtins.def, and the method
+// builtin is treated as its row says (runtime/semantics/builtins.def, and the method
 // tables for methods): Fold calls it now on known values, Trace runs its
 // handler here, Effect breaks the graph so the call runs when the program
 // runs. Method handlers (list, dict, set, Tensor, Module) live in
@@ -7,9 +7,9 @@
 #include "interpreter/frame_cache.h"
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 
@@ -26,7 +26,7 @@ static const TraceHandler kTraceHandlers[] = {
 #define KILN_NATIVE(name, signature, type_of, how) KILN_HANDLER_##how(name)
 #define KILN_OWN KILN_NATIVE
 #define KILN_PYTHON(name, how) nullptr,
-#include "runtime/builtins.def"
+#include "runtime/semantics/builtins.def"
 #undef KILN_NATIVE
 #undef KILN_OWN
 #undef KILN_PYTHON

@@ -1,5 +1,5 @@
 // Classes during a trace: super(), class attributes bound as Python binds
-// them (functions, staticmethod, classmethod, property; runtime/descriptors.h
+// them (functions, staticmethod, classmethod, property; runtime/semantics/descriptors.h
 // is the rule), the super/delattr/setattr/hasattr builtins (a module's
 // stores and deletes themselves: nn_module.h), and PUSH_NULL.
 //
@@ -10,11 +10,11 @@
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 
-#include "runtime/builtins.h"
-#include "runtime/descriptors.h"
-#include "runtime/module.h"
-#include "runtime/super.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/descriptors.h"
+#include "runtime/semantics/super.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 

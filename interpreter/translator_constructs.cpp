@@ -12,12 +12,12 @@
 // breaks, and the VM does it. Anything the VM would raise (an unhashable
 // item, a duplicate keyword, a bad spec) breaks too, so the VM raises it.
 #include "interpreter/instruction_translator.h"
-#include "runtime/census.h"
+#include "runtime/semantics/census.h"
 
-#include "runtime/builtins.h"
-#include "runtime/format.h"
-#include "runtime/set_ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/format.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "interpreter/instruction_translator.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 

@@ -21,8 +21,8 @@
 // RecursionError, SystemError, the verifier's), break as before.
 #include "interpreter/instruction_translator.h"
 
-#include "runtime/error.h"
-#include "runtime/exceptions.h"
+#include "runtime/base/error.h"
+#include "runtime/semantics/exceptions.h"
 
 namespace kiln::interpreter {
 

@@ -17,7 +17,7 @@
 #include "interpreter/frame_cache.h"
 #include "interpreter/instruction_translator.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::interpreter {
 

@@ -7,12 +7,12 @@
 #include "interpreter/nn_module.h"
 #include "interpreter/stack_guard.h"
 
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/descriptors.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/name_map.h"
 #include "variables/wrap.h"
-#include "runtime/builtins.h"
-#include "runtime/descriptors.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
 
@@ -267,7 +267,7 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
         return vars::make_user_method(op_builtin(int(op->id)), obj);
       Value m = type_method(Kind::Tensor, intern(name).get());
       if (!m.is_null()) return vars::make_user_method(m, obj);
-      // The names above are all a tensor has (runtime/value_access.cpp):
+      // The names above are all a tensor has (runtime/semantics/value_access.cpp):
       // the VM raises here.
       unsupported(BreakReason::attribute_error, "'Tensor' object has no attribute '" + name + "'");
     }

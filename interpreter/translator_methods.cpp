@@ -6,10 +6,10 @@
 // receiver never folds on a copy of it.
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
-#include "runtime/exceptions.h"
-#include "runtime/module.h"
-#include "runtime/set_ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/exceptions.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 

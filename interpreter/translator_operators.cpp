@@ -10,15 +10,15 @@
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 #include "interpreter/tensor_views.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/exceptions.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/host_tensors.h"
+#include "runtime/tensor/tensor_index.h"
+#include "runtime/value/name_map.h"
 #include "variables/wrap.h"
-#include "runtime/exceptions.h"
-#include "runtime/builtins.h"
-#include "runtime/host_tensors.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/set_ops.h"
-#include "runtime/tensor_index.h"
-#include "runtime/value_ops.h"
 
 namespace kiln::interpreter {
 

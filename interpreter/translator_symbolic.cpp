@@ -3,11 +3,12 @@
 // and into the sizes a tensor op takes; anything else that reads it gets
 // its hint under a guard (InstructionTranslator::realize).
 #include "interpreter/instruction_translator.h"
-#include "runtime/tensor_index.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/tensor_index.h"
 #include <spdlog/spdlog.h>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace kiln::interpreter {
 
@@ -123,7 +124,7 @@ VT InstructionTranslator::constant_slice(const VT& slice_of) {
 }
 
 // Only keys of slices, ints, None and Ellipsis: tensor and list indices
-// take the general path (runtime/tensor_index.h), with the bounds
+// take the general path (runtime/tensor/tensor_index.h), with the bounds
 // specialized.
 VT InstructionTranslator::symbolic_tensor_index(VT x, const VT& key) {
   std::vector<VT> parts = key->is(VTKind::Tuple) ? key->items : std::vector<VT>{key};

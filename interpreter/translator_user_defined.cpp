@@ -20,8 +20,8 @@
 // call traces again.
 #include "interpreter/instruction_translator.h"
 
-#include "runtime/super.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/super.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::interpreter {
 
@@ -333,7 +333,7 @@ VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args,
   Value unused;
   class_lookup(obj, "__new__", Value::null(), unused);
   // Its __init__: a Python function, or object's, dict's or OrderedDict's
-  // own (runtime/super.h host_init: without arguments, nothing to do).
+  // own (runtime/semantics/super.h host_init: without arguments, nothing to do).
   Value init;
   if (class_lookup(obj, "__init__", Value::null(), init) != ForeignAttr::Method) return nullptr;
   VT r = call_function(vars::make_user_method(init, obj), std::move(args), kwnames);

@@ -23,7 +23,7 @@
 #include <algorithm>
 
 #include "interpreter/instruction_translator.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 #include "variables/wrap.h"
 
 namespace kiln::interpreter {

@@ -14,7 +14,7 @@
 //   "function 'f', instruction 4 (POP_TOP), line 3: stack underflow (needs 1, has 0)"
 #pragma once
 
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 
 namespace kiln::interpreter {
 

@@ -7,7 +7,7 @@
 // and only clears what it used.
 #include "interpreter/vm.h"
 
-#include "runtime/budget.h"
+#include "runtime/base/budget.h"
 
 #include "interpreter/stack_guard.h"
 
@@ -16,16 +16,16 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/builtins.h"
-#include "runtime/exceptions.h"
-#include "runtime/format.h"
-#include "runtime/host_python.h"
-#include "runtime/kwargs.h"
-#include "runtime/log.h"
-#include "runtime/module.h"
-#include "runtime/name_map.h"
-#include "runtime/set_ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/host_python.h"
+#include "runtime/base/log.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/exceptions.h"
+#include "runtime/semantics/format.h"
+#include "runtime/semantics/kwargs.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::interpreter {
 
@@ -245,7 +245,7 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
   if (!code->verified)
     throw_error(ErrorKind::VerifyError, "function '" + code->qualname + "' has not been verified");
   kiln::runtime::spend_step();
-  // A continuation of a counted frame (runtime/code.h) adds no depth; the
+  // A continuation of a counted frame (runtime/value/code.h) adds no depth; the
   // C stack it takes is still checked.
   const int counted = code->continues.empty() ? 1 : 0;
   if ((counted && depth_ >= options_.recursion_limit) || stack_nearly_exhausted()) recursion_error();
@@ -410,7 +410,7 @@ template <bool kCount>
 Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* cells) {
   static void* const labels[] = {
 #define KILN_OPCODE(name, ...) &&op_##name,
-#include "runtime/opcodes.def"
+#include "runtime/value/opcodes.def"
 #undef KILN_OPCODE
   };
   static_assert(std::size(labels) == size_t(kNumOpcodes), "one handler per opcode");
@@ -438,7 +438,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     ++ip;       \
     DISPATCH(); \
   } while (0)
-// A backward jump spends a step of the run's budget (runtime/budget.h):
+// A backward jump spends a step of the run's budget (runtime/base/budget.h):
 // every loop passes one.
 #define JUMP_TO(target)                            \
   do {                                             \
@@ -868,7 +868,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     // CPython's PyTraceBack_Here: the frame joins the traceback where the
     // exception passes through it, unless RERAISE put it there already.
     // A residual whose continuation raised: the continuation's entry,
-    // under the user's name, already stands for this frame (runtime/code.h).
+    // under the user's name, already stands for this frame (runtime/value/code.h).
     if (!e.reraised && !e.continued)
       e.add_frame({code->user_qualname(), code->filename, ip->line});
     e.reraised = false;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "interpreter/program.h"
-#include "runtime/code.h"
-#include "runtime/value.h"
+#include "runtime/value/code.h"
+#include "runtime/value/value.h"
 
 namespace spdlog { class logger; }
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/error.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/error.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::output_graph {
 

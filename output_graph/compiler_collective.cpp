@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/all_gather_object.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace kiln::output_graph {
 

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "runtime/error.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/error.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::output_graph {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "output_graph/symbolic_shapes.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
-#include "runtime/value.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/value/tensor.h"
+#include "runtime/value/value.h"
 
 namespace kiln::output_graph {
 

@@ -1,8 +1,8 @@
 #include "output_graph/guards.h"
 
-#include "runtime/code.h"
-#include "runtime/module.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/code.h"
 
 namespace kiln::output_graph {
 

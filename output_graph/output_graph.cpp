@@ -1,5 +1,5 @@
-#include "runtime/fault_injection.h"
 #include "output_graph/output_graph.h"
+#include "runtime/base/fault_injection.h"
 
 #include <algorithm>
 
@@ -7,8 +7,8 @@
 
 #include "output_graph/compiler_collective.h"
 #include "output_graph/shared_compile.h"
-#include "runtime/log.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/log.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::output_graph {
 

@@ -8,8 +8,8 @@
 
 #include "collectives/all_gather_object.h"
 #include "collectives/kernel_blob.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
 
 namespace kiln::output_graph {
 

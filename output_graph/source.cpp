@@ -1,6 +1,6 @@
 #include "output_graph/source.h"
 
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::output_graph {
 

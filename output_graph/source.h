@@ -13,8 +13,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/name_map.h"
-#include "runtime/value.h"
+#include "runtime/value/name_map.h"
+#include "runtime/value/value.h"
 
 namespace kiln::output_graph {
 

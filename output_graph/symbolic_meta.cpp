@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "runtime/signature.h"
+#include "runtime/semantics/signature.h"
 
 namespace kiln::output_graph {
 
@@ -562,7 +562,7 @@ const SymShapeFn* sym_rules() {
   static const auto* table = [] {
     auto* t = new SymShapeFn[runtime::kNumOps];
 #define KILN_OP(NAME, ARITY, KIND, SIG, SHAPE, ...) t[size_t(OpId::NAME)] = &sym_##SHAPE;
-#include "runtime/ops.def"
+#include "runtime/tensor/ops.def"
 #undef KILN_OP
     return t;
   }();

@@ -1,5 +1,5 @@
 // The symbolic sizes of an op's result (issue 14): each row's SHAPE_RULE in
-// runtime/ops.def has a symbolic counterpart here, `sym_<rule>`, derived
+// runtime/tensor/ops.def has a symbolic counterpart here, `sym_<rule>`, derived
 // from the same table, so a new rule without one does not compile.
 //
 // A rule runs after the concrete rule accepted the call at the hints (the
@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "output_graph/symbolic_shapes.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
-#include "runtime/value.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/value/tensor.h"
+#include "runtime/value/value.h"
 
 namespace kiln::output_graph {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace kiln::output_graph {
 

@@ -10,8 +10,8 @@
 #include <typeinfo>
 
 #include "output_graph/graph.h"
-#include "runtime/module.h"
-#include "runtime/pointer_map.h"
+#include "runtime/base/pointer_map.h"
+#include "runtime/nn/module.h"
 
 namespace kiln::output_graph {
 

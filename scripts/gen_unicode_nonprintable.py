@@ -1,4 +1,4 @@
-"""Writes runtime/unicode_nonprintable.def: the code points CPython's
+"""Writes runtime/semantics/unicode_nonprintable.def: the code points CPython's
 str.isprintable() calls non-printable (so repr() escapes them), as ranges,
 from this Python's unicodedata. Run with the Python kiln follows (3.11:
 Unicode 14.0.0):  python3 scripts/gen_unicode_nonprintable.py"""

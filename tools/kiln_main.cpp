@@ -13,7 +13,7 @@
 #include "interpreter/disassembler.h"
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 using namespace kiln;
 using runtime::Value;

@@ -1,12 +1,12 @@
 #include "variables/builder.h"
 
-#include "runtime/set_ops.h"
-#include "runtime/super.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/super.h"
 
 #include <algorithm>
 
-#include "runtime/module.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::variables {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "output_graph/output_graph.h"
-#include "runtime/module.h"
+#include "runtime/nn/module.h"
 #include "variables/variable_tracker.h"
 
 namespace kiln::variables {

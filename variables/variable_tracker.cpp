@@ -1,7 +1,7 @@
 #include "variables/variable_tracker.h"
 
 #include "output_graph/output_graph.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::variables {
 

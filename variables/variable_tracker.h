@@ -13,7 +13,7 @@
 
 #include "output_graph/graph.h"
 #include "output_graph/source.h"
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::output_graph {
 class OutputGraph;
@@ -201,7 +201,7 @@ VT dict_view_item(const VariableTracker& d, DictView view, size_t i);
 std::vector<VT> remaining_items(const VariableTracker& it);
 // An Iterator over a set tracker: read live, as Python's set iterator
 // (`pos` is the next table entry; the tracker's value is the set as it is
-// now, with the VM's table: runtime/value.h SetObj).
+// now, with the VM's table: runtime/value/value.h SetObj).
 bool iterates_set(const VariableTracker& it);
 // How many items an Iterator has yielded (`pos`, except for a set, whose
 // `pos` is a table slot).

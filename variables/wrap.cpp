@@ -1,6 +1,6 @@
 #include "variables/wrap.h"
 
-#include "runtime/module.h"
+#include "runtime/nn/module.h"
 #include "variables/builder.h"
 
 namespace kiln::variables {

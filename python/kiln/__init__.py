@@ -12,7 +12,7 @@ from . import nn, distributed
 from . import fx
 from . import _threads
 
-# Every op of the registry (runtime/ops.def) as kiln.<name>, with torch's
+# Every op of the registry (runtime/tensor/ops.def) as kiln.<name>, with torch's
 # names and signatures: zeros, ones, randn, add, softmax, linear, ...
 for _name in _C.op_names:
     globals()[_name] = getattr(_C, _name)

@@ -331,7 +331,7 @@ def _literal(value) -> str | None:
         # The items in table order, when adding them in that order rebuilds
         # this table (CPython's frozenset() adds as KBC's assembler does);
         # else the table itself: the order of every set made from it
-        # depends on where each item sits (kiln/runtime/value.h SetObj).
+        # depends on where each item sits (kiln/runtime/value/value.h SetObj).
         from . import _C
         size, active, dummies = _C._set_slots(value)
         rsize, ractive, rdummies = _C._set_slots(frozenset(list(value)))

@@ -597,7 +597,7 @@ def _dict_merge(f, k, ins, st, emit):
 @_row("IMPORT_NAME", effect=_const(-1))
 def _import_name(f, k, ins, st, emit):
     # level fromlist -> module; the dotted name as a str constant (the
-    # tracer folds a module already loaded, runtime/opcodes.def).
+    # tracer folds a module already loaded, runtime/value/opcodes.def).
     f._pop(st, 2, ins)
     st.append("v")
     emit(f"  IMPORT_NAME {f._constant(ins.argval)}")

@@ -2,7 +2,7 @@
 
 Each row names a torch object by its path and what kiln runs for it:
 
-  "op"          kiln's registry op of that name (runtime/ops.def), whose
+  "op"          kiln's registry op of that name (runtime/tensor/ops.def), whose
                 signature is torch's: the traced call records that op
   "F.name"      kiln.nn.functional.<name> (torch.nn.functional's signature)
   a function    an adapter below: torch's signature (argument names,
@@ -635,7 +635,7 @@ def _embedding(input, weight, padding_idx=None):
 
 def _flash_attention(query, key, value, attn_mask=None, is_causal=False, scale=1.0, mask_drops=False,
                      empty_rows_nan=False):
-    # kiln's attention kernel (runtime/attention.h) in torch's ops, which
+    # kiln's attention kernel (runtime/kernels/attention.h) in torch's ops, which
     # record gradients: softmax(q @ k^T * scale + mask) @ v; a bool mask
     # keeps where True (drops, with mask_drops); a row with every score
     # masked is zeros, or NaN (empty_rows_nan: a hand-written softmax's).

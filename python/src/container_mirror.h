@@ -30,7 +30,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

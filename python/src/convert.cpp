@@ -17,10 +17,9 @@
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
 #include "python/src/torch_values.h"
-#include "runtime/builtins.h"
-#include "runtime/exceptions.h"
-#include "runtime/tensor_index.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/exceptions.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

@@ -13,8 +13,8 @@
 
 #include <vector>
 
-#include "runtime/tensor.h"
-#include "runtime/value.h"
+#include "runtime/value/tensor.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

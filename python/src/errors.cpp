@@ -5,7 +5,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
-#include "runtime/exceptions.h"
+#include "runtime/semantics/exceptions.h"
 
 namespace kiln::python {
 

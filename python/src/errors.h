@@ -12,8 +12,8 @@
 
 #include <optional>
 
-#include "runtime/error.h"
-#include "runtime/value.h"
+#include "runtime/base/error.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

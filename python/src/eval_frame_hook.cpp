@@ -46,17 +46,17 @@
 #include "python/src/convert.h"
 #include "python/src/errors.h"
 #include "python/src/function_origins.h"
+#include "python/src/functions.h"
 #include "python/src/python_vm.h"
 #include "python/src/tensor_identity.h"
 #include "python/src/torch_interop.h"
-#include "python/src/functions.h"
-#include "runtime/builtins.h"
-#include "runtime/code.h"
-#include "runtime/fault_injection.h"
-#include "runtime/name_map.h"
-#include "runtime/log.h"
-#include "runtime/module.h"
-#include "runtime/super.h"
+#include "runtime/base/fault_injection.h"
+#include "runtime/base/log.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/super.h"
+#include "runtime/value/code.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::python {
 
@@ -407,7 +407,7 @@ py::object residual_const(const Value& v) {
       static PyObject* const method_type = py::object(py::module_::import("types").attr("MethodType")).release().ptr();  // kept
       return py::reinterpret_borrow<py::object>(method_type);
     }
-    // object.__getattribute__ / __setattr__'s stand-ins (runtime/super.h).
+    // object.__getattribute__ / __setattr__'s stand-ins (runtime/semantics/super.h).
     if (v.is_same(runtime::object_getattribute()) || v.is_same(runtime::object_setattr()))
       return py::reinterpret_borrow<py::object>(
           PyDict_GetItemString(type_dict(&PyBaseObject_Type), name.substr(std::string_view("object.").size()).c_str()));

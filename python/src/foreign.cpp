@@ -3,10 +3,10 @@
 
 #include "python/src/convert.h"
 #include "python/src/set_layout.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/super.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/super.h"
+#include "runtime/semantics/value_ops.h"
 #include "variables/variable_tracker.h"
 
 namespace kiln::python {
@@ -51,7 +51,7 @@ Value foreign_call(void* h, const runtime::CallArgs& args) {
 Value foreign_binary(void* h, int op, const Value& other, bool reflected, bool inplace) {
   static const char* names[] = {
 #define KILN_BINOP(E, SYM, T) #E,
-#include "runtime/operators.def"
+#include "runtime/value/operators.def"
 #undef KILN_BINOP
   };
   static const std::pair<const char*, const char*> py_ops[] = {
@@ -125,7 +125,7 @@ std::string foreign_format(void* h, std::string_view spec) {
   });
 }
 // The container protocol: the caller's own list, dict or set, worked on in
-// place (ForeignVTable in runtime/value.h). Items read out stay shared.
+// place (ForeignVTable in runtime/value/value.h). Items read out stay shared.
 runtime::Kind foreign_container(void* h) {
   PyObject* o = handle_of(h);
   if (PyList_CheckExact(o)) return Kind::List;
@@ -208,7 +208,7 @@ Value foreign_set_snapshot(void* h) {
   });
 }
 // Pure functions the tracer may call on known values: Python's math
-// module, and Python's own builtins whose row in runtime/builtins.def says
+// module, and Python's own builtins whose row in runtime/semantics/builtins.def says
 // Fold (hash, bytes, complex, ...).
 bool foreign_pure(void* h) {
   PyObject* o = handle_of(h);
@@ -386,7 +386,7 @@ runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
     return out.is(Kind::Function) ? ForeignAttr::Property : ForeignAttr::Undecided;
   }
   // object's, dict's and OrderedDict's own __init__: kiln's stand-in
-  // (runtime/super.h host_init), a no-op without arguments.
+  // (runtime/semantics/super.h host_init), a no-op without arguments.
   static PyObject* const inits[] = {PyDict_GetItemString(type_dict(&PyBaseObject_Type), "__init__"),
                                     PyDict_GetItemString(type_dict(&PyDict_Type), "__init__"),
                                     PyDict_GetItemString(type_dict(ordered_dict_type()), "__init__")};

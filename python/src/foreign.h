@@ -7,7 +7,7 @@
 
 #include "python/src/container_mirror.h"
 #include "python/src/errors.h"
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

@@ -6,7 +6,7 @@
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
 #include "python/src/python_compat.h"
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 
 namespace kiln::python {
 

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "python/src/functions.h"
+
 #include "codegen/llvm_backend.h"
 #include "interpreter/assembler.h"
 #include "interpreter/convert_frame.h"
@@ -27,12 +29,11 @@
 #include "python/src/namespaces.h"
 #include "python/src/python_vm.h"
 #include "python/src/tensor_identity.h"
-#include "python/src/functions.h"
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
-#include "runtime/builtins.h"
-#include "runtime/name_map.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/name_map.h"
 
 namespace kiln::python {
 
@@ -158,7 +159,7 @@ struct Mirror {
       // Not a module global: a builtin. kiln's where it has one (len,
       // range, ...: the VM resolves those in python_builtins()); otherwise Python's own
       // function or class (id, open, UnicodeError, ...), called through the
-      // foreign seam (runtime/builtins.def says how the tracer treats it);
+      // foreign seam (runtime/semantics/builtins.def says how the tracer treats it);
       // otherwise a NameError the VM raises.
       PyObject* py_builtin = runtime::python_builtins().find(name) ? nullptr : python_builtin(n.key);
       if (py_builtin) {
@@ -335,7 +336,7 @@ Value make_kbc_function(const std::string& text, const std::string& entry, const
   if (fn.is_none()) throw_error(ErrorKind::ValueError, "translated KBC has no function '" + entry + "'");
   for (const auto& name : globals_used) m.add_name(name);
   // The module's name, for CPython's "mod.f() got multiple values for
-  // keyword argument" (runtime/kwargs.h): never read by translated code.
+  // keyword argument" (runtime/semantics/kwargs.h): never read by translated code.
   m.add_name("__name__");
   m.version = ~uint64_t(0);  // new names: read at the next sync_python_state (not here:
                              // the caller caches this function first, so a

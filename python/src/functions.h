@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "interpreter/kiln_api.h"
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

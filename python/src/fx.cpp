@@ -22,11 +22,11 @@
 #include "output_graph/tracer_policy.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
-#include "python/src/python_vm.h"
 #include "python/src/functions.h"
 #include "python/src/nn.h"
-#include "runtime/module.h"
-#include "runtime/value_ops.h"
+#include "python/src/python_vm.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

@@ -11,9 +11,9 @@
 #include "python/src/foreign.h"
 #include "python/src/function_origins.h"
 #include "python/src/nn.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

@@ -13,7 +13,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::runtime {
 struct ClassObj;

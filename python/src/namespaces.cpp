@@ -6,7 +6,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
-#include "runtime/builtins.h"
+#include "runtime/semantics/builtins.h"
 
 namespace kiln::python {
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

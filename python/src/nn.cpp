@@ -1,5 +1,5 @@
 // kiln.nn's C++ side: Python Module subclasses backed by the runtime's
-// Module object model (runtime/module.h), so the tracer reads _parameters,
+// Module object model (runtime/nn/module.h), so the tracer reads _parameters,
 // _modules and _buffers directly, exactly as for KBC modules.
 //
 // Each Python subclass gets a runtime class whose methods are the
@@ -12,21 +12,22 @@
 
 #include <unordered_map>
 
+#include "python/src/nn.h"
+
 #include "interpreter/vm.h"
 #include "python/src/convert.h"
-#include "python/src/python_compat.h"
 #include "python/src/errors.h"
 #include "python/src/foreign.h"
-#include "python/src/python_vm.h"
-#include "python/src/tensor_identity.h"
 #include "python/src/function_origins.h"
 #include "python/src/functions.h"
-#include "python/src/nn.h"
-#include "runtime/builtins.h"
-#include "runtime/descriptors.h"
-#include "runtime/module.h"
-#include "runtime/super.h"
-#include "runtime/value_ops.h"
+#include "python/src/python_compat.h"
+#include "python/src/python_vm.h"
+#include "python/src/tensor_identity.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/descriptors.h"
+#include "runtime/semantics/super.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

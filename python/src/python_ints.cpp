@@ -6,7 +6,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/foreign.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

@@ -15,9 +15,9 @@ extern "C" {
 #include <new>
 #include <stdexcept>
 
-#include "runtime/hash.h"
-#include "runtime/host_python.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/hash.h"
+#include "runtime/base/host_python.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

@@ -1,5 +1,5 @@
 // A set crossing the seam keeps its table. kiln's SetObj is CPython 3.11's
-// set table (runtime/value.h), and a set's order is where its elements sit
+// set table (runtime/value/value.h), and a set's order is where its elements sit
 // in that table, which depends on the set's whole history: rebuilding a set
 // by adding its elements one by one may give another order (colliding
 // elements swap places, dummies and the table size are lost). So a Python
@@ -8,7 +8,7 @@
 // into a new PySetObject, slot for slot.
 //
 // This is exact when each element hashes the same on both sides, which
-// holds for everything kiln hashes as CPython does (runtime/hash.h, with
+// holds for everything kiln hashes as CPython does (runtime/base/hash.h, with
 // the interpreter's str hash and hash(None) installed here). When an
 // element's hashes differ (a NaN, a kiln object hashed by its address), the
 // set is rebuilt element by element in the source's order instead: the
@@ -17,7 +17,7 @@
 // VM iterates in its own order; ForeignVTable::set_snapshot gives Null.)
 //
 // Also here: the embedder's hashes and its CPython's version and str.isprintable
-// (install_python_hashes, runtime/host_python.h).
+// (install_python_hashes, runtime/base/host_python.h).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -25,7 +25,7 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/value.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

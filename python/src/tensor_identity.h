@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "python/src/container_mirror.h"
-#include "runtime/tensor.h"
+#include "runtime/value/tensor.h"
 
 namespace kiln::python {
 

@@ -10,7 +10,7 @@
 #include "python/src/tensor_identity.h"
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

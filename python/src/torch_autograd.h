@@ -23,7 +23,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 
 namespace kiln::python {
 

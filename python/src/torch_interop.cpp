@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "python/src/errors.h"
-#include "python/src/torch_values.h"
 #include "python/src/torch_autograd.h"
-#include "runtime/error.h"
+#include "python/src/torch_values.h"
+#include "runtime/base/error.h"
 
 namespace kiln::python {
 

@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/tensor.h"
-#include "runtime/value.h"
+#include "runtime/value/tensor.h"
+#include "runtime/value/value.h"
 
 namespace kiln::python {
 

@@ -8,10 +8,10 @@
 #include "python/src/convert.h"
 #include "python/src/errors.h"
 #include "python/src/namespaces.h"
-#include "python/src/torch_values.h"
 #include "python/src/torch_interop.h"
-#include "runtime/module.h"
-#include "runtime/value_ops.h"
+#include "python/src/torch_values.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
 
 namespace kiln::python {
 

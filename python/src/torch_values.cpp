@@ -7,12 +7,12 @@
 #include "python/src/errors.h"
 #include "python/src/foreign.h"
 #include "python/src/tensor_identity.h"
-#include "runtime/host_tensors.h"
 #include "python/src/torch_autograd.h"
 #include "python/src/torch_interop.h"
 #include "python/src/torch_modules.h"
-#include "runtime/builtins.h"
-#include "runtime/ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/tensor/host_tensors.h"
+#include "runtime/tensor/ops.h"
 
 namespace kiln::python {
 

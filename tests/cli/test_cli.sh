@@ -47,7 +47,7 @@ check "bad option" 2 "" "$KILN" run --frobnicate
 
 # Sets of strs in CPython's order without an embedder: kiln hashes a str
 # with siphash13 and the zero key, which is CPython under PYTHONHASHSEED=0
-# (runtime/hash.h), so `kiln run` prints what that CPython prints.
+# (runtime/base/hash.h), so `kiln run` prints what that CPython prints.
 cat >"$tmp/sets.kbc" <<'KBC'
 .func main()
   .locals s t

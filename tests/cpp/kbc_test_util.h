@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "interpreter/program.h"
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 
 namespace kiln::test {
 

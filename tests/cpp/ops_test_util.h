@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/value.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/value/value.h"
 
 namespace kiln::test {
 

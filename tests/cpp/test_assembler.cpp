@@ -16,7 +16,7 @@
 #include "interpreter/kbc_syntax.h"
 #include "interpreter/vm.h"
 #include "kbc_test_util.h"
-#include "runtime/module.h"
+#include "runtime/nn/module.h"
 
 using namespace kiln;
 using namespace kiln::interpreter;

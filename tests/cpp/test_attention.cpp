@@ -1,4 +1,4 @@
-// runtime/attention.h: the tiled ("flash") attention kernel against a
+// runtime/kernels/attention.h: the tiled ("flash") attention kernel against a
 // straightforward reference (scores, softmax and the product in double),
 // element by element: shapes off the tile sizes, L or S of 1 or 0, E != Ev,
 // strided / transposed / broadcast operands, bool and float masks
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ops_test_util.h"
-#include "runtime/attention.h"
+#include "runtime/kernels/attention.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

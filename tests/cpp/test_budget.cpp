@@ -1,4 +1,4 @@
-// The run budget (runtime/budget.h) the fuzz targets run programs under,
+// The run budget (runtime/base/budget.h) the fuzz targets run programs under,
 // and the sequence repetition that must not ask for more than it can hold.
 #include <catch2/catch.hpp>
 
@@ -6,8 +6,8 @@
 
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
-#include "runtime/budget.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/budget.h"
+#include "runtime/semantics/value_ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -1,4 +1,4 @@
-// Built-in module forwards are written once (runtime/builtin_forward.h):
+// Built-in module forwards are written once (runtime/nn/builtin_forward.h):
 // for every row of kBuiltinForwards that has a forward, the compiled call
 // (one graph, no break, the row's op in it) returns what the eager call
 // returns, in eval and in training mode.
@@ -8,11 +8,11 @@
 
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
-#include "runtime/builtin_forward.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/builtin_forward.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -48,9 +48,9 @@
 #include "ops_test_util.h"
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/value/tensor.h"
 
 using namespace kiln;
 using output_graph::Arg;

@@ -20,8 +20,8 @@
 #include "collectives/config.h"
 #include "collectives/distributed.h"
 #include "collectives/kernel_blob.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
 
 using namespace kiln;
 using namespace kiln::collectives;

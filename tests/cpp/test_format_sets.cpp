@@ -7,10 +7,10 @@
 
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
-#include "runtime/format.h"
-#include "runtime/set_ops.h"
-#include "runtime/signature.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/format.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/signature.h"
+#include "runtime/semantics/value_ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -1,4 +1,4 @@
-// kiln's float32 GEMM (runtime/gemm_avx512.h) and the gemm_f32 entry that
+// kiln's float32 GEMM (runtime/kernels/gemm_avx512.h) and the gemm_f32 entry that
 // dispatches to it: every tile shape (rows 1..8 of a tile, masked columns),
 // several k passes, strided operands, B transposed or at a 4 KiB stride,
 // against a float64 reference.
@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "runtime/blas.h"
-#include "runtime/gemm_avx512.h"
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/gemm_avx512.h"
 
 namespace {
 

@@ -12,10 +12,10 @@
 #include "output_graph/backend.h"
 #include "output_graph/graph.h"
 #include "output_graph/output_graph.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::output_graph;

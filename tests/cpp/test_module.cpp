@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include "interpreter/vm.h"
-#include "runtime/module.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

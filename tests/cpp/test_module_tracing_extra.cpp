@@ -8,10 +8,10 @@
 #include "interpreter/kiln_api.h"
 #include "interpreter/symbolic_trace.h"
 #include "interpreter/vm.h"
-#include "runtime/builtins.h"
-#include "runtime/module.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

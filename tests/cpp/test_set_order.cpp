@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/hash.h"
-#include "runtime/set_ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/hash.h"
+#include "runtime/semantics/set_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -17,10 +17,10 @@
 #include "output_graph/backend.h"
 #include "output_graph/output_graph.h"
 #include "output_graph/source.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/tensor.h"
-#include "runtime/thread_pool.h"
+#include "runtime/base/error.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/value/tensor.h"
 
 using namespace kiln;
 using codegen::Kernel;

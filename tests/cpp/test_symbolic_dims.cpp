@@ -4,8 +4,8 @@
 #include <random>
 
 #include "codegen/symbolic_dims.h"
-#include "runtime/ops_kernels.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/ops_kernels.h"
+#include "runtime/value/tensor.h"
 
 using namespace kiln;
 using codegen::Dim;

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "output_graph/symbolic_meta.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "output_graph/symbolic_shapes.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 using namespace kiln;
 using output_graph::Rel;

@@ -6,10 +6,10 @@
 #include <limits>
 
 #include "ops_test_util.h"
-#include "runtime/eager_eval.h"
-#include "runtime/ops_kernels.h"
-#include "runtime/tensor_index.h"
-#include "runtime/value_ops.h"
+#include "runtime/kernels/eager_eval.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops_kernels.h"
+#include "runtime/tensor/tensor_index.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

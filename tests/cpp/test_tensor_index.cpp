@@ -1,4 +1,4 @@
-// Tensor subscripting in the runtime (runtime/tensor_index.cpp): advanced
+// Tensor subscripting in the runtime (runtime/tensor/tensor_index.cpp): advanced
 // indexing (int tensors, lists, bool masks, Python bools), its placement
 // rule, Ellipsis, in-place assignment, the `index` / `setitem` ops and their
 // shape rules. Generated cases are checked against compositions of select,
@@ -6,8 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include "ops_test_util.h"
-#include "runtime/tensor_index.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/builtins.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/tensor_index.h"
 
 using namespace kiln;
 using namespace kiln::test;

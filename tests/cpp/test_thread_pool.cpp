@@ -1,4 +1,4 @@
-// runtime/thread_pool.h: the pool runs on as many threads as its source
+// runtime/base/thread_pool.h: the pool runs on as many threads as its source
 // says at each parallel_for (issue 28: torch's count, followed when the
 // user changes it), growing and shrinking between calls.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "runtime/thread_pool.h"
+#include "runtime/base/thread_pool.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include "interpreter/frame_cache.h"
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
-#include "runtime/module.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "runtime/log.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/log.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

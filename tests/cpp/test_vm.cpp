@@ -7,7 +7,7 @@
 #include "corpus.h"
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
-#include "runtime/value_ops.h"
+#include "runtime/semantics/value_ops.h"
 
 using namespace kiln;
 using namespace kiln::runtime;

@@ -1,4 +1,4 @@
-// The object census's tests (runtime/census.h), in the fuzz tree where it is
+// The object census's tests (runtime/semantics/census.h), in the fuzz tree where it is
 // compiled in; tests/fuzz/run.sh runs them before the fuzz targets (so
 // `make test` does).
 //
@@ -24,8 +24,8 @@
 #include <sstream>
 
 #include "fuzz_common.h"
-#include "runtime/census.h"
-#include "runtime/value.h"
+#include "runtime/semantics/census.h"
+#include "runtime/value/value.h"
 
 namespace census = kiln::runtime::census;
 using kiln::runtime::Object;

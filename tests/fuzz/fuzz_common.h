@@ -1,5 +1,5 @@
 // What the KBC fuzz targets share: turning an input into a program, running
-// it on the VM under a budget (runtime/budget.h), and the outcome every run
+// it on the VM under a budget (runtime/base/budget.h), and the outcome every run
 // is compared by.
 //
 // An input is KBC text. A program with `inputs()` and `f(...)` (the tracer
@@ -21,11 +21,11 @@
 #include "interpreter/assembler.h"
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
-#include "runtime/budget.h"
-#include "runtime/census.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/budget.h"
+#include "runtime/base/error.h"
+#include "runtime/semantics/census.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops.h"
 
 namespace kiln_fuzz {
 
@@ -41,7 +41,7 @@ using kiln::runtime::Value;
 // timeout on a busy machine; at 8 MiB they take a few seconds.
 inline constexpr uint64_t kVmSteps = 20000;
 inline constexpr size_t kMaxAllocBytes = size_t(8) << 20;
-// What one run may allocate in all (runtime/budget.h): a loop keeping every
+// What one run may allocate in all (runtime/base/budget.h): a loop keeping every
 // version of a growing str alive held 3 GB within the step budget
 // (tests/corpus/fuzz/str_chain_total_memory.kbc, finding 33).
 inline constexpr size_t kMaxTotalBytes = size_t(256) << 20;
@@ -56,7 +56,7 @@ inline void fail(const std::string& what) {
   if (!keep_going) std::abort();
 }
 
-// The leak check of the targets that run programs (runtime/census.h): the
+// The leak check of the targets that run programs (runtime/semantics/census.h): the
 // objects made since `since` must be freed, or alive only in garbage cycles
 // of the program's own, once the caller has dropped every reference it held
 // (program, VM, compiled function, results) and kiln::reset() has dropped

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/code.h"
+#include "runtime/value/code.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 

@@ -52,7 +52,7 @@ for t in "${TARGETS[@]}"; do
     exe="$BUILD/tests/fuzz/$t"
     [ -x "$exe" ] || { echo "fuzz: $exe is missing (build $BUILD first)"; exit 2; }
     # Targets that run programs check leaks with the object census
-    # (runtime/census.h, fuzz_common.h check_leaks), not LeakSanitizer: a
+    # (runtime/semantics/census.h, fuzz_common.h check_leaks), not LeakSanitizer: a
     # program's own reference cycle (`self.me = self`) is never freed by
     # kiln's reference counting (no cycle collector), and LeakSanitizer
     # cannot tell it from kiln's own leaks; the census can (and frees the
@@ -65,7 +65,7 @@ for t in "${TARGETS[@]}"; do
     esac
     set +e
     # -timeout: one input may take this long (the llvm target compiles);
-    # the step budget stops programs long before (runtime/budget.h).
+    # the step budget stops programs long before (runtime/base/budget.h).
     # (LeakSanitizer's own check at exit too, not only libFuzzer's per input.)
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=$leaks:allocator_may_return_null=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \

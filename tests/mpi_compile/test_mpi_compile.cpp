@@ -37,7 +37,7 @@
 #include "codegen/llvm_backend.h"
 #include "output_graph/output_graph.h"
 #include "output_graph/source.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 
 #include <algorithm>
 #include <chrono>

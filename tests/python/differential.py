@@ -117,7 +117,7 @@ def _same(a, b, path, tol, exact=False):
                 return d
         return None
     if isinstance(a, (set, frozenset)):
-        # By order too: kiln's sets iterate in CPython's order (runtime/value.h SetObj).
+        # By order too: kiln's sets iterate in CPython's order (runtime/value/value.h SetObj).
         if len(a) != len(b) or a != b:
             return f"{path}: {a!r} vs {b!r}"
         for i, (x, y) in enumerate(zip(a, b)):

@@ -23,7 +23,7 @@ classes), unguarded or caught, so error paths are compared too.
 Features (`--features +name,-name`) switch families of constructs; all are
 on by default. `set_order` lets a set's iteration order show (repr of a
 set, loops over a set, list(s), s.pop()): kiln's sets are CPython's hash
-table (runtime/value.h SetObj), so they iterate in CPython's order.
+table (runtime/value/value.h SetObj), so they iterate in CPython's order.
 
 The command line runs N programs on J worker processes, each worker a
 separate interpreter restarted after a crash or a hang, and prints the

@@ -1,6 +1,6 @@
 """The builtins namespace, compiled or not, means what CPython means.
 
-One table (runtime/builtins.def) says how each builtin is treated; every
+One table (runtime/semantics/builtins.def) says how each builtin is treated; every
 case here runs through the differential harness (differential.py): the
 result, the exception's type and message and the arguments afterwards equal
 CPython's, on both backends, traced and cached."""
@@ -26,10 +26,10 @@ def test_table_covers_pythons_builtins_namespace():
         if name in constants or name in module_attrs:
             continue
         if isinstance(v, type) and issubclass(v, BaseException):
-            continue  # exception classes: runtime/exceptions.h, or Python's own
+            continue  # exception classes: runtime/semantics/exceptions.h, or Python's own
         python.add(name)
     kiln_own = {"Parameter", "manual_seed", "tensor"}
-    assert python - set(rows) == set(), "Python builtins without a row in runtime/builtins.def"
+    assert python - set(rows) == set(), "Python builtins without a row in runtime/semantics/builtins.def"
     assert set(rows) - python - kiln_own == set(), "rows that are not Python builtins"
     assert {h for h, _ in rows.values()} == {"fold", "trace", "effect"}
 
@@ -524,7 +524,7 @@ def reprs(chars):
 
 def test_repr_escapes_what_cpython_calls_non_printable():
     # Every edge of every range CPython's str.isprintable() rejects (the
-    # generated runtime/unicode_nonprintable.def), and the code points next to them.
+    # generated runtime/semantics/unicode_nonprintable.def), and the code points next to them.
     edges = set()
     prev_printable = True
     for cp in range(0x110000):

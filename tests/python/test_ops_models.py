@@ -558,7 +558,7 @@ DEPTHWISE_BACKBONE = [  # (N, C, H, W, kernel, stride): MobileNetV2/V3, Efficien
 
 @pytest.mark.parametrize("shape", DEPTHWISE_BACKBONE)
 def test_depthwise_conv2d_matches_torch_at_backbone_shapes(shape):
-    """runtime/conv_depthwise.h at the shapes it is for: planes wide and
+    """runtime/kernels/conv_depthwise.h at the shapes it is for: planes wide and
     narrow (7x7: the extended rows wrap within one vector), many planes
     split over the threads, 'same' padding k // 2, with and without bias."""
     N, C, H, W, k, s = shape

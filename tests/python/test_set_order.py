@@ -1,7 +1,7 @@
 """Sets iterate in CPython 3.11's order (issue 12).
 
-kiln's SetObj is CPython's set table (runtime/value.h) and its hashes are
-CPython's (runtime/hash.h), so a program sees its sets' elements in the
+kiln's SetObj is CPython's set table (runtime/value/value.h) and its hashes are
+CPython's (runtime/base/hash.h), so a program sees its sets' elements in the
 order CPython gives: list(s), str(s), s.pop(), a loop over s, the order of a
 set operation's result. Each case runs on CPython (the oracle), on kiln's
 VM (the translated KBC, uncompiled) and through kiln.compile with the eager

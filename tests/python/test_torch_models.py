@@ -478,7 +478,7 @@ def test_the_grus_unrolled_steps_compile_once():
 
 def test_sdpa_is_one_tiled_kernel_call_at_every_length():
     """scaled_dot_product_attention traces to one _flash_attention node (the
-    tiled kernel of runtime/attention.h: no [L, S] score matrix anywhere in
+    tiled kernel of runtime/kernels/attention.h: no [L, S] score matrix anywhere in
     the graph or its program), equal to torch past one 64x64 tile, causal
     and with a padding mask, over a sweep of lengths that compiles twice."""
     def attend(q, k, v, keep):

@@ -30,7 +30,7 @@
 //    moves the window), options cycling through no breaks / every break /
 //    prints only / tensor branches and .item() only. Results, output and
 //    errors are compared as above, first and cached call.
-// 3. Coverage: the corpus uses every opcode of runtime/opcodes.def (in f and
+// 3. Coverage: the corpus uses every opcode of runtime/value/opcodes.def (in f and
 //    the functions and methods it may call; inputs, main and __init__ do not
 //    count) and every break reason of interpreter/graph_breaks.def except
 //    foreign_call, library_fallback, no_autograd_lowering and grad_mode_block
@@ -55,11 +55,11 @@
 #include "interpreter/kiln_api.h"
 #include "interpreter/vm.h"
 #include "kbc_generator.h"
-#include "runtime/code.h"
-#include "runtime/error.h"
-#include "runtime/module.h"
-#include "runtime/tensor.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/module.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/code.h"
+#include "runtime/value/tensor.h"
 
 using namespace kiln;
 using runtime::Kind;
@@ -75,7 +75,7 @@ const std::string kCorpusDir = KILN_SOURCE_DIR "/tests/corpus/tracer";
 const std::vector<std::string>& all_opcode_names() {
   static const std::vector<std::string> names = {
 #define KILN_OPCODE(name, ...) #name,
-#include "runtime/opcodes.def"
+#include "runtime/value/opcodes.def"
 #undef KILN_OPCODE
   };
   return names;

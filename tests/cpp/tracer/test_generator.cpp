@@ -9,9 +9,9 @@
 #include "interpreter/assembler.h"
 #include "interpreter/vm.h"
 #include "kbc_generator.h"
-#include "runtime/code.h"
-#include "runtime/error.h"
-#include "runtime/value_ops.h"
+#include "runtime/base/error.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/value/code.h"
 
 using namespace kiln;
 using kiln::test::generate_program;

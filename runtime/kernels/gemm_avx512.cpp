@@ -1,0 +1,130 @@
+#include "runtime/kernels/gemm_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace kiln::runtime {
+
+bool has_avx512() {
+#if defined(__x86_64__)
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avx512f"));
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+#if defined(__x86_64__)
+namespace {
+
+constexpr int kMR = 8;    // rows of A per tile (broadcast)
+constexpr int kNR = 32;   // columns of B per tile (two zmm)
+constexpr int64_t kKC = 256;  // k per pass: a B panel of kKC x 32 floats (32 KiB) stays in L1
+
+// Where row p of B starts: a fixed stride (a matrix), or a table of
+// offsets (a convolution's taps: shifted windows of one padded input).
+struct StridedRows {
+  const float* b;
+  int64_t ldb;
+  const float* row(int64_t p) const { return b + p * ldb; }
+  StridedRows from(int64_t k0, int64_t j0) const { return {b + k0 * ldb + j0, ldb}; }
+};
+struct TableRows {
+  const float* b;
+  const int64_t* offset;
+  const float* row(int64_t p) const { return b + offset[p]; }
+  TableRows from(int64_t k0, int64_t j0) const { return {b + j0, offset + k0}; }
+};
+
+// One tile: C[0..mr, 0..nr) (+)= A[0..mr, 0..kc) B[0..kc, 0..nr). mr <= 8,
+// nr <= 32 (columns past nr masked off). `accumulate`: add to C (a later
+// k pass) rather than overwrite it.
+template <int MR, class Rows>
+__attribute__((target("avx512f"))) void tile(int64_t kc, const float* a, int64_t lda, Rows b, float* c, int64_t ldc,
+                                              int nr, bool accumulate) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  if (nr == kNR) {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* bp = b.row(p);
+      const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const __m512 ai = _mm512_set1_ps(a[i * lda + p]);
+        acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+      }
+    }
+  } else {  // the last panel of a row: masked loads (never past B's end)
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* bp = b.row(p);
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, bp), b1 = _mm512_maskz_loadu_ps(m1, bp + 16);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const __m512 ai = _mm512_set1_ps(a[i * lda + p]);
+        acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      acc0[i] = _mm512_add_ps(acc0[i], _mm512_maskz_loadu_ps(m0, ci));
+      acc1[i] = _mm512_add_ps(acc1[i], _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, acc0[i]);
+    _mm512_mask_storeu_ps(ci + 16, m1, acc1[i]);
+  }
+}
+
+template <class Rows>
+void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, Rows b, float* c, int64_t ldc) {
+  using TileFn = void (*)(int64_t, const float*, int64_t, Rows, float*, int64_t, int, bool);
+  static constexpr TileFn tiles[kMR + 1] = {nullptr,           &tile<1, Rows>, &tile<2, Rows>,
+                                            &tile<3, Rows>,    &tile<4, Rows>, &tile<5, Rows>,
+                                            &tile<6, Rows>,    &tile<7, Rows>, &tile<8, Rows>};
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  // k passes outermost so a B panel (kKC x 32) is reused by every row tile
+  // while it is in L1; the first pass writes C, the others add to it.
+  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+    const int64_t kc = std::min(kKC, k - k0);
+    for (int64_t j0 = 0; j0 < n; j0 += kNR) {
+      const int nr = int(std::min<int64_t>(kNR, n - j0));
+      for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+        const int mr = int(std::min<int64_t>(kMR, m - i0));
+        tiles[mr](kc, a + i0 * lda + k0, lda, b.from(k0, j0), c + i0 * ldc + j0, ldc, nr, k0 > 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     float* c, int64_t ldc) {
+  gemm_rows(m, n, k, a, lda, StridedRows{b, ldb}, c, ldc);
+}
+
+void gemm_f32_avx512_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                          const int64_t* row_offset, float* c, int64_t ldc) {
+  gemm_rows(m, n, k, a, lda, TableRows{b, row_offset}, c, ldc);
+}
+#else
+void gemm_f32_avx512(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t) {}
+void gemm_f32_avx512_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, const int64_t*, float*,
+                          int64_t) {}
+#endif
+
+}  // namespace kiln::runtime

@@ -1,0 +1,773 @@
+// Convolutions (conv1d, conv2d) and pooling (max, average, adaptive
+// average; 1-d and 2-d), torch's semantics and output sizes. Everything works on a 2-d
+// spatial layout: a 1-d op is the 2-d one with a height of 1 (kernel 1,
+// stride 1, no padding), so there is one kernel per operation.
+//
+// Convolution is im2col + BLAS: per sample and group, the input patches
+// become a [C_in/groups * kernel, out positions] matrix multiplied by the
+// group's weight rows, straight into the output (OpenBLAS for float32 and
+// float64); a 1x1 unit-stride convolution multiplies the input itself; a
+// depthwise one has its own kernel (conv_depthwise.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/base/thread_pool.h"
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/conv_depthwise.h"
+#include "runtime/kernels/gemm_avx512.h"
+#include "runtime/semantics/value_ops.h"
+#include "runtime/tensor/ops_kernels.h"
+#include "runtime/value/strided.h"
+
+namespace kiln::runtime {
+namespace {
+
+// Spatial rank of a row: 1 for *1d, 2 for *2d.
+int spatial_rank(const OpArgs& args) {
+  const std::string n = args.op->name;
+  return n.find("1d") != std::string::npos ? 1 : 2;
+}
+
+std::string join(const std::vector<int64_t>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+// An int, or a tuple/list of R ints (torch's _pair / _single).
+std::vector<int64_t> spatial_arg(const OpArgs& args, size_t i, int R) {
+  const std::vector<int64_t> v = args.int_list(i);
+  if (args[i].is(Kind::Int) || args[i].is(Kind::Bool)) return std::vector<int64_t>(size_t(R), v[0]);
+  if (v.size() == 1) return std::vector<int64_t>(size_t(R), v[0]);
+  if (int(v.size()) != R)
+    throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): " + args.param_name(i) + " must be an int or " +
+                                             std::to_string(R) + " ints, got " + shape_str(v));
+  return v;
+}
+
+// The geometry every op here shares: input [N, C, H, W] (a 1-d op and an
+// unbatched input add size-1 dims), window, stride, padding, dilation.
+struct Geometry {
+  int R = 2;
+  bool batched = true;
+  int64_t N = 1, C = 0, H = 1, W = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t ph_lo = 0, ph_hi = 0, pw_lo = 0, pw_hi = 0;
+  int64_t oh = 1, ow = 1;
+  // The result's sizes with channels `c` (batched / unbatched, 1-d / 2-d).
+  Shape out_sizes(int64_t c) const {
+    Shape s;
+    if (batched) s.push_back(N);
+    s.push_back(c);
+    if (R == 2) s.push_back(oh);
+    s.push_back(ow);
+    return s;
+  }
+};
+
+// Reads input dims into g; the input must be (C, *spatial) or (N, C, *spatial).
+void read_input(const OpArgs& args, const Tensor& x, Geometry& g) {
+  const int R = g.R;
+  if (x.dim() != R + 1 && x.dim() != R + 2)
+    throw_error(ErrorKind::RuntimeError, "Expected " + std::to_string(R + 1) + "D (unbatched) or " +
+                                             std::to_string(R + 2) + "D (batched) input to " + args.op->name +
+                                             ", but got input of size: " + shape_str(x.sizes()));
+  g.batched = x.dim() == R + 2;
+  const size_t b = g.batched ? 1 : 0;
+  g.N = g.batched ? x.sizes()[0] : 1;
+  g.C = x.sizes()[b];
+  g.H = R == 2 ? x.sizes()[b + 1] : 1;
+  g.W = x.sizes().back();
+}
+
+// The input as a contiguous [N, C, H, W] tensor.
+Tensor as_nchw(const Tensor& x, const Geometry& g, DType dt) {
+  const Tensor c = x.to(dt).contiguous();  // may be x itself: a view keeps its offset
+  return c.as_strided({g.N, g.C, g.H, g.W}, contiguous_strides({g.N, g.C, g.H, g.W}), c.offset());
+}
+
+void check_floating(const OpArgs& args, const Tensor& x) {
+  if (!is_floating(x.dtype()))
+    throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): expected a floating point input, got " +
+                                             dtype_name(x.dtype()));
+}
+
+// ----- convolution ----------------------------------------------------------------
+
+struct ConvPlan {
+  Geometry g;
+  int64_t cout = 0, groups = 1;
+  DType dtype;
+};
+
+ConvPlan plan_conv(const OpArgs& args) {
+  ConvPlan p;
+  Geometry& g = p.g;
+  g.R = spatial_rank(args);
+  const int R = g.R;
+  const std::string op = args.op->name;
+  const Tensor x = args.tensor(0), w = args.tensor(1);
+  read_input(args, x, g);
+  if (w.dim() != R + 2)
+    throw_error(ErrorKind::RuntimeError, op + "(): weight must be " + std::to_string(R + 2) +
+                                             "-D (out_channels, in_channels / groups, kernel...), got shape " +
+                                             shape_str(w.sizes()));
+  p.groups = args.integer(6);
+  if (p.groups <= 0) throw_error(ErrorKind::RuntimeError, op + "(): non-positive groups is not supported");
+  p.cout = w.sizes()[0];
+  if (p.cout % p.groups != 0)
+    throw_error(ErrorKind::RuntimeError, "Given groups=" + std::to_string(p.groups) + ", expected weight to be divisible by " +
+                                             std::to_string(p.groups) + " at dimension 0, but got weight of size " +
+                                             shape_str(w.sizes()) + " instead");
+  if (w.sizes()[1] * p.groups != g.C)
+    throw_error(ErrorKind::RuntimeError, "Given groups=" + std::to_string(p.groups) + ", weight of size " +
+                                             shape_str(w.sizes()) + ", expected input" + shape_str(x.sizes()) +
+                                             " to have " + std::to_string(w.sizes()[1] * p.groups) +
+                                             " channels, but got " + std::to_string(g.C) + " channels instead");
+  if (!args.is_none(2)) {
+    const Tensor b = args.tensor(2);
+    if (b.dim() != 1 || b.sizes()[0] != p.cout)
+      throw_error(ErrorKind::RuntimeError, "Given weight of size " + shape_str(w.sizes()) +
+                                               ", expected bias to be 1-dimensional with " + std::to_string(p.cout) +
+                                               " elements, but got bias of size " + shape_str(b.sizes()) + " instead");
+  }
+  p.dtype = x.dtype();
+  check_floating(args, x);
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (i == 2 && args.is_none(2)) continue;
+    const DType d = args.tensor(i).dtype();
+    if (d != p.dtype)
+      throw_error(ErrorKind::RuntimeError, op + "(): input (" + dtype_name(p.dtype) + ") and " + args.param_name(i) +
+                                               " (" + dtype_name(d) + ") must have the same dtype");
+  }
+  const std::vector<int64_t> stride = spatial_arg(args, 3, R), dil = spatial_arg(args, 5, R);
+  std::vector<int64_t> k(w.sizes().begin() + 2, w.sizes().end());
+  for (int64_t s : stride)
+    if (s <= 0) throw_error(ErrorKind::RuntimeError, op + "(): non-positive stride is not supported");
+  for (int64_t d : dil)
+    if (d <= 0) throw_error(ErrorKind::RuntimeError, op + "(): dilation should be greater than zero");
+  std::vector<int64_t> lo(size_t(R), 0), hi(size_t(R), 0);
+  if (args[4].is(Kind::Str)) {
+    const std::string mode = args[4].as_str();
+    if (mode == "same") {
+      for (int64_t s : stride)
+        if (s != 1) throw_error(ErrorKind::RuntimeError, op + "(): padding='same' is not supported for strided convolutions");
+      // torch pads the extra element of an odd total on the right.
+      for (int r = 0; r < R; ++r) {
+        const int64_t total = dil[size_t(r)] * (k[size_t(r)] - 1);
+        lo[size_t(r)] = total / 2;
+        hi[size_t(r)] = total - total / 2;
+      }
+    } else if (mode != "valid") {
+      throw_error(ErrorKind::RuntimeError, op + "(): invalid padding string '" + mode + "' (expected 'same' or 'valid')");
+    }
+  } else {
+    lo = hi = spatial_arg(args, 4, R);
+    for (int64_t v : lo)
+      if (v < 0) throw_error(ErrorKind::RuntimeError, op + "(): negative padding is not supported");
+  }
+  // 2-d: entry 0 is the height, 1 the width; 1-d: the one entry is the width.
+  auto h = [&](const std::vector<int64_t>& v, int64_t dflt) { return R == 2 ? v[0] : dflt; };
+  g.kh = h(k, 1), g.kw = k.back(), g.sh = h(stride, 1), g.sw = stride.back(), g.dh = h(dil, 1), g.dw = dil.back();
+  g.ph_lo = h(lo, 0), g.ph_hi = h(hi, 0), g.pw_lo = lo.back(), g.pw_hi = hi.back();
+  const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;  // effective kernel
+  const int64_t ih = g.H + g.ph_lo + g.ph_hi, iw = g.W + g.pw_lo + g.pw_hi;
+  if (ih < eh || iw < ew) {
+    std::vector<int64_t> in{ih, iw}, ke{eh, ew};
+    if (R == 1) in = {iw}, ke = {ew};
+    throw_error(ErrorKind::RuntimeError, "Calculated padded input size per channel: (" + join(in, " x ") +
+                                             "). Kernel size: (" + join(ke, " x ") +
+                                             "). Kernel size can't be greater than actual input size");
+  }
+  g.oh = (ih - eh) / g.sh + 1;
+  g.ow = (iw - ew) / g.sw + 1;
+  return p;
+}
+
+// The window offsets k in [lo, hi) whose input index o*stride - pad + k*dil
+// lies in [0, n): the rest of the window is padding.
+void window_in_range(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n, int64_t& lo,
+                     int64_t& hi) {
+  const int64_t base = o * stride - pad;
+  lo = base >= 0 ? 0 : (-base + dil - 1) / dil;
+  hi = n - 1 - base < 0 ? 0 : std::min(k, (n - 1 - base) / dil + 1);
+  if (hi < lo) hi = lo;
+}
+
+// C[m, n] = A[m, k] B[k, n] with B's rows ldb apart.
+void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, int64_t ldb) {
+  gemm_f32(false, false, m, n, k, a, k, b, ldb, c, n);
+}
+void gemm(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k, int64_t ldb) {
+  gemm_f64(false, false, m, n, k, a, k, b, ldb, c, n);
+}
+
+// The output columns [lo, hi) whose tap at input offset `off` (the input
+// column is oj*stride + off) lies in [0, n): the other columns see padding.
+void columns_in_range(int64_t off, int64_t stride, int64_t n, int64_t n_out, int64_t& lo, int64_t& hi) {
+  lo = std::min(n_out, off >= 0 ? 0 : (-off + stride - 1) / stride);
+  hi = std::max(lo, n - 1 - off < 0 ? 0 : std::min(n_out, (n - 1 - off) / stride + 1));
+}
+
+// Rows [k_lo, k_hi) of the im2col matrix `cols` ([K][ld]: row k = (c, ki,
+// kj), sample s's output positions at columns [s * P, (s + 1) * P)): the
+// input under that kernel tap for every output position, 0 on padding.
+// The trap is the cost per row, not per element: a ResNet's late layers
+// have output rows of 2-8 positions, so a call per row (memcpy, fill) cost
+// more than the GEMM. With unit strides and an output as wide as the input
+// (a 'same' convolution) the valid rows of a tap are one shifted block of
+// the plane: one copy, then the few wrapped-around columns zeroed.
+template <class T>
+void im2col_rows(const Geometry& g, const T* sample0, int64_t sample_stride, int64_t nn, int64_t k_lo, int64_t k_hi,
+                 T* cols, int64_t ld) {
+  const int64_t kk = g.kh * g.kw, P = g.oh * g.ow, HW = g.H * g.W;
+  const bool block = g.sh == 1 && g.sw == 1 && g.ow == g.W;
+  for (int64_t k = k_lo; k < k_hi; ++k) {
+    const int64_t c = k / kk, ki = (k % kk) / g.kw, kj = k % g.kw;
+    const int64_t off = kj * g.dw - g.pw_lo, row_off = ki * g.dh - g.ph_lo;
+    int64_t oj_lo = 0, oj_hi = 0, oi_lo = 0, oi_hi = 0;
+    columns_in_range(off, g.sw, g.W, g.ow, oj_lo, oj_hi);
+    columns_in_range(row_off, g.sh, g.H, g.oh, oi_lo, oi_hi);
+    if (oj_lo == oj_hi) oi_hi = oi_lo;  // every column is padding
+    for (int64_t s = 0; s < nn; ++s) {
+      const T* plane = sample0 + s * sample_stride + c * HW;
+      T* dst = cols + k * ld + s * P;
+      for (int64_t q = 0; q < oi_lo * g.ow; ++q) dst[q] = T(0);
+      for (int64_t q = oi_hi * g.ow; q < P; ++q) dst[q] = T(0);
+      if (oi_lo == oi_hi) continue;
+      if (block) {
+        // dst[oi * W + oj] = plane[(oi + row_off) * W + oj + off]: one
+        // range from the first valid element to the last.
+        const int64_t q0 = oi_lo * g.W + oj_lo, q1 = (oi_hi - 1) * g.W + oj_hi;
+        const T* src = plane + row_off * g.W + off;
+        std::memcpy(dst + q0, src + q0, size_t(q1 - q0) * sizeof(T));
+        for (int64_t oi = oi_lo; oi < oi_hi; ++oi) {
+          T* r = dst + oi * g.W;
+          for (int64_t oj = 0; oj < oj_lo; ++oj) r[oj] = T(0);
+          for (int64_t oj = oj_hi; oj < g.ow; ++oj) r[oj] = T(0);
+        }
+        continue;
+      }
+      for (int64_t oi = oi_lo; oi < oi_hi; ++oi) {
+        T* r = dst + oi * g.ow;
+        const T* src = plane + (oi * g.sh + row_off) * g.W + off;
+        for (int64_t oj = 0; oj < oj_lo; ++oj) r[oj] = T(0);
+        if (g.sw == 1)
+          for (int64_t oj = oj_lo; oj < oj_hi; ++oj) r[oj] = src[oj];
+        else
+          for (int64_t oj = oj_lo; oj < oj_hi; ++oj) r[oj] = src[oj * g.sw];
+        for (int64_t oj = oj_hi; oj < g.ow; ++oj) r[oj] = T(0);
+      }
+    }
+  }
+}
+
+// im2col for short output rows (fewer than 16 positions, a ResNet's late
+// stages): a call or loop per row would cost more than the GEMM, so each
+// tap gathers its whole row of `cols` through a table instead. The group's
+// planes are first copied with one 0 after each (`planes`: [nn][cin][HW + 1]),
+// and a tap's table entry on padding points at its plane's 0, so the gather
+// has no branch. Rows [k_lo, k_hi) of cols ([K][ld], n = nn * P columns).
+template <class T>
+void im2col_gather(const Geometry& g, const T* planes, const int32_t* table, int64_t n, int64_t k_lo, int64_t k_hi,
+                   T* cols, int64_t ld) {
+  const int64_t kk = g.kh * g.kw, HW1 = g.H * g.W + 1;
+  for (int64_t k = k_lo; k < k_hi; ++k) {
+    const T* base = planes + (k / kk) * HW1;
+    const int32_t* t = table + (k % kk) * n;
+    T* dst = cols + k * ld;
+    for (int64_t j = 0; j < n; ++j) dst[j] = base[t[j]];
+  }
+}
+
+// The gather tables of im2col_gather for nn samples: entry [tap][s * P + p]
+// is the element of sample s's copied planes under that tap at output
+// position p, relative to channel 0 (a channel adds c * (HW + 1)).
+void gather_table(const Geometry& g, int64_t nn, int64_t cin, std::vector<int32_t>& table) {
+  const int64_t P = g.oh * g.ow, HW = g.H * g.W, ld = nn * P;
+  table.resize(size_t(g.kh * g.kw * ld));
+  for (int64_t ki = 0; ki < g.kh; ++ki)
+    for (int64_t kj = 0; kj < g.kw; ++kj)
+      for (int64_t s = 0; s < nn; ++s)
+        for (int64_t oi = 0; oi < g.oh; ++oi)
+          for (int64_t oj = 0; oj < g.ow; ++oj) {
+            const int64_t ii = oi * g.sh - g.ph_lo + ki * g.dh, jj = oj * g.sw - g.pw_lo + kj * g.dw;
+            const bool in = ii >= 0 && ii < g.H && jj >= 0 && jj < g.W;
+            table[size_t((ki * g.kw + kj) * ld + s * P + oi * g.ow + oj)] =
+                int32_t(s * cin * (HW + 1) + (in ? ii * g.W + jj : HW));
+          }
+}
+
+// A unit-stride convolution without im2col, for kiln's float32 GEMM: the
+// group's samples are copied once into zero-padded planes, [cin][nn][Hp][Wp],
+// and row (c, ki, kj) of the GEMM's B is that buffer from the tap's offset
+// on, read over "extended" positions q = s*Hp*Wp + oi*Wp + oj that also
+// cover the padding columns and rows (their results are dropped). A valid
+// position's reads stay in its own sample's plane; the others read into the
+// next plane or a zero tail. Worth it while most extended positions are
+// real: the caller requires oh*ow >= 60% of Hp*Wp.
+void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64_t nn, const float* w, int64_t cout,
+                     const float* bias, float* out, int64_t out_sample_stride, bool inner_parallel) {
+  const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi, plane = Hp * Wp;
+  const int64_t n_ext = nn * plane, kk = g.kh * g.kw, K = cin * kk;
+  const int64_t tail = (g.kh - 1) * g.dh * Wp + (g.kw - 1) * g.dw + 32;
+  thread_local std::vector<float> padded, ext;
+  thread_local std::vector<int64_t> offsets;
+  padded.assign(size_t(cin * n_ext + tail), 0.0f);
+  for (int64_t c = 0; c < cin; ++c)
+    for (int64_t s = 0; s < nn; ++s) {
+      const float* src = sample0 + s * g.C * g.H * g.W + c * g.H * g.W;
+      float* dst = padded.data() + (c * nn + s) * plane + g.ph_lo * Wp + g.pw_lo;
+      for (int64_t i = 0; i < g.H; ++i) std::copy(src + i * g.W, src + (i + 1) * g.W, dst + i * Wp);
+    }
+  offsets.resize(size_t(K));
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t c = k / kk, ki = (k % kk) / g.kw, kj = k % g.kw;
+    offsets[size_t(k)] = c * n_ext + ki * g.dh * Wp + kj * g.dw;
+  }
+  if (ext.size() < size_t(cout * n_ext)) ext.resize(size_t(cout * n_ext));
+  const float* b = padded.data();
+  const int64_t* off = offsets.data();
+  float* e = ext.data();
+  auto columns = [&](int64_t lo, int64_t hi) {  // in units of 32 columns
+    const int64_t j0 = lo * 32, j1 = std::min(n_ext, hi * 32);
+    gemm_f32_avx512_rows(cout, j1 - j0, K, w, K, b + j0, off, e + j0, n_ext);
+  };
+  const int64_t panels = (n_ext + 31) / 32;
+  if (inner_parallel) parallel_for(panels, 1, columns);
+  else columns(0, panels);
+  auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the output, bias added
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t s = r / cout, c = r % cout;
+      const float add = bias ? bias[c] : 0.0f;
+      const float* src = e + c * n_ext + s * plane;
+      float* dst = out + s * out_sample_stride + c * g.oh * g.ow;
+      for (int64_t oi = 0; oi < g.oh; ++oi)
+        for (int64_t oj = 0; oj < g.ow; ++oj) dst[oi * g.ow + oj] = src[oi * Wp + oj] + add;
+    }
+  };
+  if (inner_parallel) parallel_for(nn * cout, std::max<int64_t>(1, 4096 / (g.oh * g.ow)), finish);
+  else finish(0, nn * cout);
+}
+
+template <class T>
+void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  const Geometry& g = p.g;
+  const int64_t cin_g = g.C / p.groups, cout_g = p.cout / p.groups;
+  const int64_t kk = g.kh * g.kw, P = g.oh * g.ow, K = cin_g * kk;
+  const T* in = x4.data<T>();
+  T* o = out.data<T>();
+  const Tensor wc = w.contiguous();  // [groups][cout_g, K]
+  const T* wp = wc.data<T>();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  const T* bp = bias.defined() ? bc.data<T>() : nullptr;
+  if (K == 0) {
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = bp ? bp[(i / P) % p.cout] : T(0);
+    return;
+  }
+  // After GEMMs that wrote straight into the output.
+  auto add_bias = [&] {
+    if (!bp) return;
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t c = 0; c < p.cout; ++c) {
+        T* dst = o + (n * p.cout + c) * P;
+        for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
+      }
+  };
+  // Depthwise (one input channel per group, any channel multiplier): its
+  // own kernel (runtime/kernels/conv_depthwise.h); as groups of GEMMs each would
+  // be a 1-row matrix product.
+  if (p.groups > 1 && cin_g == 1) {
+    DepthwiseShape s;
+    s.N = g.N, s.C = g.C, s.H = g.H, s.W = g.W, s.cout = p.cout;
+    s.kh = g.kh, s.kw = g.kw, s.sh = g.sh, s.sw = g.sw, s.dh = g.dh, s.dw = g.dw;
+    s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
+    depthwise_conv2d(s, in, wp, bp, o);
+    return;
+  }
+  // A 1x1 window, unit stride, no padding: each sample's input planes are
+  // the matrix, one GEMM per sample straight into the output.
+  const bool pointwise = kk == 1 && g.sh == 1 && g.sw == 1 && g.ph_lo == 0 && g.ph_hi == 0 && g.pw_lo == 0 &&
+                         g.pw_hi == 0 && P == g.H * g.W;
+  if (pointwise) {
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t grp = 0; grp < p.groups; ++grp)
+        gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, o + (n * p.cout + grp * cout_g) * P,
+             cout_g, P, K, P);
+    add_bias();
+    return;
+  }
+  // Otherwise im2col and one GEMM per group of samples: the group's patches
+  // side by side ([K, nn * P]), enough samples that the GEMM has a few
+  // hundred columns (a ResNet's last stages have P of 4 or 16, and a GEMM
+  // that small is mostly call overhead). Groups run in parallel, each on one
+  // thread with its own scratch; with fewer groups than threads, one group
+  // at a time with the im2col and the GEMM split over the pool instead.
+  const int64_t per_group =
+      std::max<int64_t>(1, std::min<int64_t>(g.N, std::min<int64_t>(256 / P + (256 % P != 0), (int64_t(1) << 22) / (K * P))));
+  const int64_t n_groups = (g.N + per_group - 1) / per_group;
+  // Unit strides and mostly real positions in the padded planes: no im2col
+  // (conv_direct_f32). Fewer than 8 columns a row: the gather below wins.
+  const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi;
+  bool direct = false;
+  if constexpr (std::is_same_v<T, float>)
+    direct = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.ow >= 8 && 10 * P >= 6 * Hp * Wp;
+  auto run_group = [&](int64_t n0, int64_t nn, bool inner_parallel) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct) {
+        for (int64_t grp = 0; grp < p.groups; ++grp)
+          conv_direct_f32(g, in + ((n0 * g.C) + grp * cin_g) * g.H * g.W, cin_g, nn, wp + grp * cout_g * K, cout_g,
+                          bp ? bp + grp * cout_g : nullptr, o + (n0 * p.cout + grp * cout_g) * P, p.cout * P,
+                          inner_parallel);
+        return;
+      }
+    }
+    // Per-thread scratch, kept between calls (allocating it per call costs
+    // page faults every time: glibc returns blocks this size to the OS).
+    thread_local std::vector<T> scratch;
+    const int64_t ld = gemm_padded_ld(nn * P);  // cols' row stride
+    const size_t need = size_t(K * ld + (nn > 1 ? cout_g * nn * P : 0));
+    if (scratch.size() < need) scratch.resize(need);
+    T* cp = scratch.data();
+    T* rp = cp + K * ld;
+    // Measured on a ResNet's stages: the gather beats row copies below 16
+    // positions a row, and the shifted block of a 'same' convolution from 8.
+    const bool gather = g.ow < 16 && !(g.ow >= 8 && g.sh == 1 && g.sw == 1 && g.ow == g.W);
+    thread_local std::vector<T> planes;
+    thread_local std::vector<int32_t> table;
+    if (gather) {
+      planes.resize(size_t(nn * cin_g * (g.H * g.W + 1)));
+      gather_table(g, nn, cin_g, table);
+    }
+    // Pointers, not the thread_locals: the im2col below may run on workers.
+    T* const pl = planes.data();
+    const int32_t* const tb = table.data();
+    for (int64_t grp = 0; grp < p.groups; ++grp) {
+      const T* sample0 = in + ((n0 * g.C) + grp * cin_g) * g.H * g.W;
+      const int64_t HW = g.H * g.W;
+      if (gather) {  // the group's planes, each followed by a 0 (im2col_gather)
+        for (int64_t smp = 0; smp < nn; ++smp)
+          for (int64_t c = 0; c < cin_g; ++c) {
+            const T* src = sample0 + smp * g.C * HW + c * HW;
+            T* dst = pl + (smp * cin_g + c) * (HW + 1);
+            std::copy(src, src + HW, dst);
+            dst[HW] = T(0);
+          }
+      }
+      auto im2col = [&](int64_t lo, int64_t hi) {
+        if (gather) im2col_gather(g, pl, tb, nn * P, lo, hi, cp, ld);
+        else im2col_rows(g, sample0, g.C * HW, nn, lo, hi, cp, ld);
+      };
+      if (inner_parallel) parallel_for(K, std::max<int64_t>(1, 8192 / (nn * P)), im2col);
+      else im2col(0, K);
+      const T* wg = wp + grp * cout_g * K;
+      T* og = o + (n0 * p.cout + grp * cout_g) * P;
+      auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the group's output, bias added
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t smp = r / cout_g, c = r % cout_g;
+          T* dst = og + (smp * p.cout + c) * P;
+          const T add = bp ? bp[grp * cout_g + c] : T(0);
+          if (nn > 1) {
+            const T* src = rp + c * (nn * P) + smp * P;
+            for (int64_t i = 0; i < P; ++i) dst[i] = src[i] + add;
+          } else if (bp) {
+            for (int64_t i = 0; i < P; ++i) dst[i] += add;
+          }
+        }
+      };
+      gemm(wg, cp, nn > 1 ? rp : og, cout_g, nn * P, K, ld);  // [cout_g, K] x [K, nn * P]
+      if (nn == 1 && !bp) continue;
+      if (inner_parallel) parallel_for(nn * cout_g, std::max<int64_t>(1, 4096 / P), finish);
+      else finish(0, nn * cout_g);
+    }
+  };
+  if (n_groups >= num_threads()) {
+    parallel_for(n_groups, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t gi = lo; gi < hi; ++gi)
+        run_group(gi * per_group, std::min(per_group, g.N - gi * per_group), false);
+    });
+  } else {
+    for (int64_t n0 = 0; n0 < g.N; n0 += per_group) run_group(n0, std::min(per_group, g.N - n0), true);
+  }
+}
+
+// ----- pooling --------------------------------------------------------------------
+
+struct PoolPlan {
+  Geometry g;
+  bool ceil_mode = false, count_include_pad = true;
+  int64_t divisor = 0;  // divisor_override, 0: none
+};
+
+bool is_max_pool(const OpArgs& args) { return std::string(args.op->name).rfind("max_pool", 0) == 0; }
+
+// torch's pooling_output_shape.
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t o = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (o - 1) * stride >= in + pad) --o;
+  return o;
+}
+
+PoolPlan plan_pool(const OpArgs& args) {
+  PoolPlan p;
+  Geometry& g = p.g;
+  g.R = spatial_rank(args);
+  const int R = g.R;
+  const std::string op = args.op->name;
+  const bool is_max = is_max_pool(args);
+  const Tensor x = args.tensor(0);
+  read_input(args, x, g);
+  check_floating(args, x);
+  const std::vector<int64_t> k = spatial_arg(args, 1, R);
+  const bool default_stride = args.is_none(2) || (args[2].is(Kind::Tuple) && args[2].as<TupleObj>()->items.empty()) ||
+                              (args[2].is(Kind::List) && args[2].as<ListObj>()->items.empty());
+  const std::vector<int64_t> stride = default_stride ? k : spatial_arg(args, 2, R);
+  const std::vector<int64_t> pad = spatial_arg(args, 3, R);
+  const std::vector<int64_t> dil = is_max ? spatial_arg(args, 4, R) : std::vector<int64_t>(size_t(R), 1);
+  p.ceil_mode = truth(args[is_max ? 5 : 4]);
+  if (is_max && truth(args[6]))
+    throw_error(ErrorKind::NotImplementedError, op + "(): return_indices=True is not supported by kiln");
+  if (!is_max) {
+    p.count_include_pad = truth(args[5]);
+    if (args.size() > 6 && !args.is_none(6)) {  // avg_pool1d has no divisor_override
+      p.divisor = args.integer(6);
+      if (p.divisor == 0) throw_error(ErrorKind::RuntimeError, op + "(): divisor must be not zero");
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const size_t i = size_t(r);
+    if (k[i] <= 0) throw_error(ErrorKind::RuntimeError, op + "(): kernel size should be greater than zero, but got " + shape_str(k));
+    if (stride[i] <= 0) throw_error(ErrorKind::RuntimeError, op + "(): stride should be greater than zero, but got " + shape_str(stride));
+    if (dil[i] <= 0) throw_error(ErrorKind::RuntimeError, op + "(): dilation should be greater than zero, but got " + shape_str(dil));
+    if (pad[i] < 0) throw_error(ErrorKind::RuntimeError, op + "(): pad must be non-negative, but got " + shape_str(pad));
+    const int64_t half = is_max ? ((k[i] - 1) * dil[i] + 1) / 2 : k[i] / 2;
+    if (pad[i] > half)
+      throw_error(ErrorKind::RuntimeError, op + "(): pad should be at most half of " +
+                                               (is_max ? "effective kernel size" : "kernel size") + ", but got pad=" +
+                                               std::to_string(pad[i]) + ", kernel_size=" + std::to_string(k[i]) +
+                                               (is_max ? " and dilation=" + std::to_string(dil[i]) : std::string()));
+  }
+  auto h = [&](const std::vector<int64_t>& v, int64_t dflt) { return R == 2 ? v[0] : dflt; };
+  g.kh = h(k, 1), g.kw = k.back(), g.sh = h(stride, 1), g.sw = stride.back();
+  g.dh = h(dil, 1), g.dw = dil.back();
+  g.ph_lo = g.ph_hi = h(pad, 0);
+  g.pw_lo = g.pw_hi = pad.back();
+  g.oh = R == 2 ? pool_out(g.H, g.kh, g.ph_lo, g.sh, g.dh, p.ceil_mode) : 1;
+  g.ow = pool_out(g.W, g.kw, g.pw_lo, g.sw, g.dw, p.ceil_mode);
+  if (g.oh < 1 || g.ow < 1 || g.H < 1 || g.W < 1) {
+    std::vector<int64_t> in{g.C, g.H, g.W}, o{g.C, g.oh, g.ow};
+    if (R == 1) in = {g.C, g.W}, o = {g.C, g.ow};
+    throw_error(ErrorKind::RuntimeError, "Given input size: (" + join(in, "x") + "). Calculated output size: (" +
+                                             join(o, "x") + "). Output size is too small");
+  }
+  return p;
+}
+
+// max with torch's NaN rule: a NaN wins, and once the best is NaN nothing
+// replaces it; among equal values (0.0 and -0.0) the first one seen stays.
+// Selects, not branches, so the loops over a row vectorize.
+template <class T>
+inline T nan_max(T best, T v) {
+  T m = v > best ? v : best;
+  m = v != v ? v : m;
+  return best != best ? best : m;
+}
+
+template <class T>
+void max_pool_run(const Geometry& g, const T* in, T* o) {
+  // Separable: the max over each window's columns for every input row,
+  // then over the window's rows, each with its in-range taps precomputed
+  // (no bounds test per element; the second pass runs along contiguous
+  // rows). Row-major order within the window is kept: of equal values the
+  // first row's first one wins, as in torch's single pass.
+  std::vector<int64_t> ilo(size_t(g.oh)), ihi(size_t(g.oh));
+  for (int64_t oi = 0; oi < g.oh; ++oi) window_in_range(oi, g.sh, g.ph_lo, g.dh, g.kh, g.H, ilo[size_t(oi)], ihi[size_t(oi)]);
+  std::vector<T> rows(size_t(g.H * g.ow));
+  const T lowest = -std::numeric_limits<T>::infinity();
+  for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
+    const T* src = in + plane * g.H * g.W;
+    for (int64_t i = 0; i < g.H; ++i) {
+      const T* row = src + i * g.W;
+      T* hm = rows.data() + i * g.ow;
+      std::fill(hm, hm + g.ow, lowest);
+      // Tap by tap (the window's column order), over the output columns
+      // where that tap is inside the row.
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const int64_t off = kj * g.dw - g.pw_lo;
+        int64_t a = 0, b = 0;
+        columns_in_range(off, g.sw, g.W, g.ow, a, b);
+        const T* base = row + off;
+        if (g.sw == 1) {
+          for (int64_t oj = a; oj < b; ++oj) hm[oj] = nan_max(hm[oj], base[oj]);
+        } else {
+          for (int64_t oj = a; oj < b; ++oj) hm[oj] = nan_max(hm[oj], base[oj * g.sw]);
+        }
+      }
+    }
+    T* dst = o + plane * g.oh * g.ow;
+    for (int64_t oi = 0; oi < g.oh; ++oi) {
+      T* out = dst + oi * g.ow;
+      std::fill(out, out + g.ow, lowest);
+      const int64_t i0 = oi * g.sh - g.ph_lo;
+      for (int64_t ki = ilo[size_t(oi)]; ki < ihi[size_t(oi)]; ++ki) {
+        const T* hm = rows.data() + (i0 + ki * g.dh) * g.ow;
+        for (int64_t oj = 0; oj < g.ow; ++oj) out[oj] = nan_max(out[oj], hm[oj]);
+      }
+    }
+  }
+}
+
+// torch's AvgPool kernel: the window is clipped to the padded input for
+// count_include_pad's divisor, then to the input for the sum.
+template <class T>
+void avg_pool_run(const PoolPlan& p, const T* in, T* o) {
+  const Geometry& g = p.g;
+  for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
+    const T* src = in + plane * g.H * g.W;
+    for (int64_t oi = 0; oi < g.oh; ++oi)
+      for (int64_t oj = 0; oj < g.ow; ++oj) {
+        int64_t i0 = oi * g.sh - g.ph_lo, j0 = oj * g.sw - g.pw_lo;
+        int64_t i1 = std::min(i0 + g.kh, g.H + g.ph_lo), j1 = std::min(j0 + g.kw, g.W + g.pw_lo);
+        const int64_t pool_size = (i1 - i0) * (j1 - j0);
+        i0 = std::max<int64_t>(i0, 0), j0 = std::max<int64_t>(j0, 0);
+        i1 = std::min(i1, g.H), j1 = std::min(j1, g.W);
+        T& dst = o[(plane * g.oh + oi) * g.ow + oj];
+        if (i0 >= i1 || j0 >= j1) {
+          dst = T(0);
+          continue;
+        }
+        double sum = 0;
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) sum += double(src[i * g.W + j]);
+        const int64_t div = p.divisor ? p.divisor : p.count_include_pad ? pool_size : (i1 - i0) * (j1 - j0);
+        dst = T(sum / double(div));
+      }
+  }
+}
+
+// ----- adaptive average pooling ------------------------------------------------------
+
+struct AdaptivePlan {
+  Geometry g;
+};
+
+AdaptivePlan plan_adaptive(const OpArgs& args) {
+  AdaptivePlan p;
+  Geometry& g = p.g;
+  g.R = spatial_rank(args);
+  const int R = g.R;
+  const Tensor x = args.tensor(0);
+  read_input(args, x, g);
+  check_floating(args, x);
+  for (int64_t d = g.batched ? 1 : 0; d < x.dim(); ++d)
+    if (x.sizes()[size_t(d)] == 0)
+      throw_error(ErrorKind::RuntimeError, std::string(args.op->name) +
+                                               "(): expected input to have non-zero size for non-batch dimensions, "
+                                               "but input has sizes " + shape_str(x.sizes()));
+  // output_size: an int, or R entries where None keeps the input's size.
+  std::vector<int64_t> out;
+  const Value& os = args[1];
+  const std::vector<int64_t> in_sp = R == 2 ? std::vector<int64_t>{g.H, g.W} : std::vector<int64_t>{g.W};
+  if (os.is(Kind::Int)) {
+    out.assign(size_t(R), os.as_int());
+  } else if (os.is(Kind::Tuple) || os.is(Kind::List)) {
+    const std::vector<Value>& items = os.is(Kind::Tuple) ? os.as<TupleObj>()->items : os.as<ListObj>()->items;
+    if (int(items.size()) != R)
+      throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): output_size must be " + std::to_string(R) +
+                                               " values, got " + repr(os));
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].is_none()) out.push_back(in_sp[i]);
+      else if (items[i].is(Kind::Int)) out.push_back(items[i].as_int());
+      else throw_error(ErrorKind::TypeError, std::string(args.op->name) + "(): output_size entries must be int or None");
+    }
+  } else {
+    throw_error(ErrorKind::TypeError, std::string(args.op->name) + "(): output_size must be an int or a tuple, not " +
+                                          kind_name(os.kind()));
+  }
+  for (int64_t v : out)
+    if (v < 0) throw_error(ErrorKind::RuntimeError, std::string(args.op->name) + "(): output_size must be non-negative");
+  g.oh = R == 2 ? out[0] : 1;
+  g.ow = out.back();
+  return p;
+}
+
+template <class T>
+void adaptive_run(const Geometry& g, const T* in, T* o) {
+  for (int64_t plane = 0; plane < g.N * g.C; ++plane) {
+    const T* src = in + plane * g.H * g.W;
+    for (int64_t oi = 0; oi < g.oh; ++oi) {
+      const int64_t i0 = (oi * g.H) / g.oh, i1 = ((oi + 1) * g.H + g.oh - 1) / g.oh;
+      for (int64_t oj = 0; oj < g.ow; ++oj) {
+        const int64_t j0 = (oj * g.W) / g.ow, j1 = ((oj + 1) * g.W + g.ow - 1) / g.ow;
+        double sum = 0;
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) sum += double(src[i * g.W + j]);
+        o[(plane * g.oh + oi) * g.ow + oj] = T(sum / double((i1 - i0) * (j1 - j0)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor conv_shape(const OpArgs& args) {
+  const ConvPlan p = plan_conv(args);
+  return Tensor::meta(p.g.out_sizes(p.cout), p.dtype);
+}
+
+Value conv_eager(const OpArgs& args) {
+  const ConvPlan p = plan_conv(args);
+  Tensor out = Tensor::uninitialized(p.g.out_sizes(p.cout), p.dtype);
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(args.tensor(0), p.g, p.dtype);
+  const Tensor bias = args.is_none(2) ? Tensor() : args.tensor(2);
+  if (p.dtype == DType::Float32) conv_run<float>(p, x4, args.tensor(1), bias, out);
+  else conv_run<double>(p, x4, args.tensor(1), bias, out);
+  return Value::tensor(out);
+}
+
+Tensor pool_shape(const OpArgs& args) {
+  const PoolPlan p = plan_pool(args);
+  return Tensor::meta(p.g.out_sizes(p.g.C), args.tensor(0).dtype());
+}
+
+namespace {
+// A pooling op's output over x (its geometry g): `run(in, out)` writes every
+// output element from x laid out as contiguous NCHW, in x's own dtype.
+template <class Run>
+Value pool_eager(const Geometry& g, const Tensor& x, Run run) {
+  Tensor out = Tensor::uninitialized(g.out_sizes(g.C), x.dtype());
+  if (out.numel() == 0) return Value::tensor(out);
+  const Tensor x4 = as_nchw(x, g, x.dtype());
+  if (x.dtype() == DType::Float32) run(x4.data<float>(), out.data<float>());
+  else run(x4.data<double>(), out.data<double>());
+  return Value::tensor(out);
+}
+}  // namespace
+
+Value max_pool_eager(const OpArgs& args) {
+  const PoolPlan p = plan_pool(args);
+  return pool_eager(p.g, args.tensor(0), [&](const auto* in, auto* out) { max_pool_run(p.g, in, out); });
+}
+
+Value avg_pool_eager(const OpArgs& args) {
+  const PoolPlan p = plan_pool(args);
+  return pool_eager(p.g, args.tensor(0), [&](const auto* in, auto* out) { avg_pool_run(p, in, out); });
+}
+
+Tensor adaptive_pool_shape(const OpArgs& args) {
+  const AdaptivePlan p = plan_adaptive(args);
+  return Tensor::meta(p.g.out_sizes(p.g.C), args.tensor(0).dtype());
+}
+
+Value adaptive_avg_pool_eager(const OpArgs& args) {
+  const AdaptivePlan p = plan_adaptive(args);
+  return pool_eager(p.g, args.tensor(0), [&](const auto* in, auto* out) { adaptive_run(p.g, in, out); });
+}
+
+}  // namespace kiln::runtime
