@@ -238,6 +238,22 @@ def test_every_row_has_a_test():
     assert set(_torch_api.TENSOR_METHODS) - set(METHOD_CALLS) == set()
 
 
+def test_ops_def_torch_column_is_torchs():
+    """runtime/ops.def's TORCH column against torch itself, and the
+    table's row of each op's own name against the column."""
+    wrong = []
+    for name, how in kiln._C.op_torch_functions.items():
+        fn = getattr(torch, name, None)
+        row = _torch_api.FUNCTIONS.get(f"torch.{name}")
+        holds = {"Same": callable(fn) and row == name,          # called as the op (test_function_row)
+                 "Adapted": callable(fn) and callable(row),     # through its adapter
+                 "Unmapped": callable(fn) and row is None,      # torch's own
+                 "NoTorch": fn is None and row is None}[how]
+        if not holds:
+            wrong.append((name, how, fn, row))
+    assert wrong == []
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(FUNCTION_CALLS))
 def test_function_row(backend, name):
