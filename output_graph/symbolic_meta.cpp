@@ -561,7 +561,7 @@ std::optional<SymShape> sym_index_shape(const Rule& r) {
 const SymShapeFn* sym_rules() {
   static const auto* table = [] {
     auto* t = new SymShapeFn[runtime::kNumOps];
-#define KILN_OP(NAME, ARITY, KIND, SIG, SHAPE, ...) t[size_t(OpId::NAME)] = &sym_##SHAPE;
+#define KILN_OP(NAME, TORCH, ARITY, KIND, SIG, SHAPE, ...) t[size_t(OpId::NAME)] = &sym_##SHAPE;
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
     return t;

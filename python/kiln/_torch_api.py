@@ -666,16 +666,10 @@ OP_FORMS = {"index": _index, "setitem": _setitem, "slice": _slice, "_gelu_tanh":
 # --------------------------------------------------------------- the table --
 
 FUNCTIONS = {
-    # torch.* with kiln's op as it is
-    **{f"torch.{n}": n for n in (
-        "mul", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "masked_fill", "clamp_min",
-        "clamp_max", "neg", "abs", "exp", "log", "tanh", "sin", "cos", "sqrt", "rsqrt", "sigmoid", "relu", "amax",
-        "layer_norm",
-        "matmul", "reshape", "permute", "select", "unsqueeze", "squeeze", "flatten", "cat", "argmax", "argmin",
-        "argsort", "gather", "tril", "triu", "split", "chunk", "unbind", "stack", "clamp", "clip", "roll", "topk",
-        "sort", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "adaptive_avg_pool1d",
-        "empty", "rand", "randn")},
+    # torch.* with kiln's op as it is: the ops whose TORCH column in
+    # runtime/tensor/ops.def says Same
+    **{f"torch.{n}": n for n, how in _C.op_torch_functions.items() if how == "Same"},
+    # torch's other names that take an op's arguments
     "torch.concat": "cat",
     "torch.concatenate": "cat",
     "torch.negative": "neg",
@@ -683,7 +677,8 @@ FUNCTIONS = {
     "torch.true_divide": "div",
     "torch.swapaxes": "transpose",
     "torch.bmm": "matmul",
-    # torch.* through an adapter (torch's signature differs from kiln's op)
+    # torch.* through an adapter (torch's signature differs from kiln's op;
+    # a row named like an op: its TORCH column says Adapted)
     "torch.add": add, "torch.sub": sub, "torch.subtract": sub, "torch.div": div, "torch.divide": div,
     "torch.sum": sum, "torch.mean": mean, "torch.softmax": softmax, "torch.log_softmax": log_softmax,
     "torch.embedding": embedding, "torch.dropout": dropout, "torch.clone": clone, "torch.transpose": transpose, "torch.t": t,

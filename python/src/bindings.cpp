@@ -257,16 +257,30 @@ np.asarray(t) and t.numpy() share its memory; kiln.from_numpy(a) shares the arra
   t.def("__hash__", [](py::handle a) { return py::hash(py::int_(reinterpret_cast<uintptr_t>(a.ptr()))); });
 }
 
+// ops.def's TORCH column as ops.def spells it.
+const char* torch_function_name(runtime::TorchFunction f) {
+  switch (f) {
+    case runtime::TorchFunction::Same: return "Same";
+    case runtime::TorchFunction::Adapted: return "Adapted";
+    case runtime::TorchFunction::Unmapped: return "Unmapped";
+    case runtime::TorchFunction::NoTorch: return "NoTorch";
+  }
+  return "?";
+}
+
 // kiln.<op>(...) and Tensor.<op>(...) for every registry op: the same
 // binding the VM uses (signature, defaults, keyword errors), so model code
-// ports from torch by changing the import.
+// ports from torch by changing the import. op_torch_functions: ops.def's
+// TORCH column by op name, for kiln/_torch_api.py's table.
 void bind_ops(py::module_& m) {
   py::object tensor_cls = m.attr("Tensor");
   py::list names;
+  py::dict torch_functions;
   for (int i = 0; i < runtime::kNumOps; ++i) {
     const runtime::OpDef& def = runtime::op_def(OpId(i));
     const OpId id = def.id;
     names.append(def.name);
+    torch_functions[def.name] = torch_function_name(def.torch);
     m.def(def.name, [id](py::args args, py::kwargs kwargs) {
       return guarded([&] {
         PyArgs a(args, kwargs, py::handle(), ArgConversion::Copied);
@@ -286,6 +300,7 @@ void bind_ops(py::module_& m) {
     }
   }
   m.attr("op_names") = names;
+  m.attr("op_torch_functions") = torch_functions;
 }
 
 }  // namespace

@@ -25,9 +25,9 @@ struct Registry {
 
   Registry() {
     defs.reserve(kNumOps);
-#define KILN_OP(NAME, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR)                                   \
-  defs.push_back(OpDef{OpId::NAME, #NAME, ARITY, OpKind::KIND, SIGNATURE, PwRule::RULE, &SHAPE,          \
-                       KILN_EAGER_PTR_##KIND(NAME, EAGER), Signature(#NAME, SIGNATURE, true)});
+#define KILN_OP(NAME, TORCH, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR)                                \
+  defs.push_back(OpDef{OpId::NAME, #NAME, TorchFunction::TORCH, ARITY, OpKind::KIND, SIGNATURE, PwRule::RULE, \
+                       &SHAPE, KILN_EAGER_PTR_##KIND(NAME, EAGER), Signature(#NAME, SIGNATURE, true)});
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
 #define KILN_OP(...)
@@ -52,6 +52,14 @@ const Registry& registry() {
   throw_error(ErrorKind::TypeError, std::string(a.op->name) + "(): argument '" + a.param_name(i) +
                                         "' must be " + expected + ", not " + kind_name(a.v[i].kind()));
 }
+
+// ops.def's TORCH column where C++ can check it: a leading underscore is an
+// op of kiln's own, which torch has no function for.
+#define KILN_OP(NAME, TORCH, ...)                                                  \
+  static_assert(#NAME[0] != '_' || TorchFunction::TORCH == TorchFunction::NoTorch, \
+                "ops.def: " #NAME " is kiln's own op: its TORCH column is NoTorch");
+#include "runtime/tensor/ops.def"
+#undef KILN_OP
 
 }  // namespace
 

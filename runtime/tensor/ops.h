@@ -17,6 +17,9 @@ namespace kiln::runtime {
 
 enum class OpKind : uint8_t { Pointwise, Reduction, Matmul, View, Other };
 
+// What torch.<name> is to kiln: ops.def's TORCH column.
+enum class TorchFunction : uint8_t { Same, Adapted, Unmapped, NoTorch };
+
 // How a pointwise op types its result. All tensor operands are converted to
 // the compute dtype before the scalar expression runs.
 enum class PwRule : uint8_t {
@@ -97,6 +100,7 @@ using DecomposeFn = Value (*)(const OpArgs&, OpEmitter&);
 struct OpDef {
   OpId id;
   const char* name;
+  TorchFunction torch;
   int arity;  // tensor operands; -1: a list of tensors (cat)
   OpKind kind;
   const char* signature;

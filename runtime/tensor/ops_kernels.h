@@ -21,8 +21,8 @@ Value pointwise_eager(const OpArgs& args);
 #define KILN_DECLARE_EAGER_Matmul(EAGER) Value EAGER(const OpArgs&);
 #define KILN_DECLARE_EAGER_View(EAGER) Value EAGER(const OpArgs&);
 #define KILN_DECLARE_EAGER_Other(EAGER) Value EAGER(const OpArgs&);
-#define KILN_OP(NAME, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR) \
-  Tensor SHAPE(const OpArgs&);                                          \
+#define KILN_OP(NAME, TORCH, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR) \
+  Tensor SHAPE(const OpArgs&);                                                 \
   KILN_DECLARE_EAGER_##KIND(EAGER)
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
@@ -37,7 +37,7 @@ Value pointwise_eager(const OpArgs& args);
 // Compile-time facts about each row, for templates instantiated per op.
 constexpr int op_arity(OpId id) {
   constexpr int table[] = {
-#define KILN_OP(NAME, ARITY, ...) ARITY,
+#define KILN_OP(NAME, TORCH, ARITY, ...) ARITY,
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
   };
@@ -45,7 +45,7 @@ constexpr int op_arity(OpId id) {
 }
 constexpr PwRule op_rule(OpId id) {
   constexpr PwRule table[] = {
-#define KILN_OP(NAME, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR) PwRule::RULE,
+#define KILN_OP(NAME, TORCH, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR) PwRule::RULE,
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
   };

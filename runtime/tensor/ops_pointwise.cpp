@@ -246,7 +246,7 @@ Value pointwise_eager(const OpArgs& args) {
 #define KILN_PW_INSTANTIATE_Matmul(NAME)
 #define KILN_PW_INSTANTIATE_View(NAME)
 #define KILN_PW_INSTANTIATE_Other(NAME)
-#define KILN_OP(NAME, ARITY, KIND, ...) KILN_PW_INSTANTIATE_##KIND(NAME)
+#define KILN_OP(NAME, TORCH, ARITY, KIND, ...) KILN_PW_INSTANTIATE_##KIND(NAME)
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
 

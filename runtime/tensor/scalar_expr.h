@@ -27,7 +27,7 @@ struct ScalarExpr;  // defined for Pointwise rows only
 #define KILN_SCALAR_EXPR_Matmul(NAME, EXPR)
 #define KILN_SCALAR_EXPR_View(NAME, EXPR)
 #define KILN_SCALAR_EXPR_Other(NAME, EXPR)
-#define KILN_OP(NAME, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR) KILN_SCALAR_EXPR_##KIND(NAME, EXPR)
+#define KILN_OP(NAME, TORCH, ARITY, KIND, SIGNATURE, SHAPE, EAGER, RULE, EXPR) KILN_SCALAR_EXPR_##KIND(NAME, EXPR)
 #include "runtime/tensor/ops.def"
 #undef KILN_OP
 #undef KILN_SCALAR_EXPR_Pointwise

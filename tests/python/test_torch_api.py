@@ -235,7 +235,26 @@ OTHER = {"torch.finfo", "torch.iinfo"}
 def test_every_row_has_a_test():
     rows = set(_torch_api.FUNCTIONS)
     assert rows - set(FUNCTION_CALLS) - set(RANDOM) - OTHER == set()
+    # and every test a row: a row the table stops giving (runtime/tensor/ops.def's
+    # TORCH column no longer Same, say) fails here, not silently
+    assert (set(FUNCTION_CALLS) | set(RANDOM) | OTHER) - rows == set()
     assert set(_torch_api.TENSOR_METHODS) - set(METHOD_CALLS) == set()
+
+
+def test_ops_def_torch_column_is_torchs():
+    """runtime/tensor/ops.def's TORCH column against torch itself, and the
+    table's row of each op's own name against the column."""
+    wrong = []
+    for name, how in kiln._C.op_torch_functions.items():
+        fn = getattr(torch, name, None)
+        row = _torch_api.FUNCTIONS.get(f"torch.{name}")
+        holds = {"Same": callable(fn) and row == name,          # called as the op (test_function_row)
+                 "Adapted": callable(fn) and callable(row),     # through its adapter
+                 "Unmapped": callable(fn) and row is None,      # torch's own
+                 "NoTorch": fn is None and row is None}[how]
+        if not holds:
+            wrong.append((name, how, fn, row))
+    assert wrong == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
