@@ -1,6 +1,7 @@
 #include "interpreter/stack_effects.h"
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -130,6 +131,37 @@ void check(Engine engine, const runtime::Code& code, size_t pc, Edge edge, ptrdi
   }
   throw Mismatch(what);
 }
+
+namespace {
+
+// KILN_CHECK_STACK_EFFECTS=1: the process says at exit what the checks
+// found, and every mismatch, also those a host swallowed (python/'s frame
+// hook runs a frame on CPython when its compile fails in any way, this
+// one included), and that they ran at all.
+void report_at_exit() {
+  uint64_t checked[2] = {0, 0};
+  for (size_t e = 0; e < 2; ++e)
+    for (const AtomicCounts& c : g_counts[e]) checked[e] += c.next.load() + c.taken.load() + c.returned.load();
+  const std::vector<std::string> found = mismatches();
+  std::fprintf(stderr, "kiln: KILN_CHECK_STACK_EFFECTS: %llu instructions checked (the VM %llu, the translator %llu), ",
+               (unsigned long long)(checked[0] + checked[1]), (unsigned long long)checked[0],
+               (unsigned long long)checked[1]);
+  if (found.empty()) {
+    std::fprintf(stderr, "no mismatch\n");
+    return;
+  }
+  std::fprintf(stderr, "%zu MISMATCHES:\n", found.size());
+  for (const std::string& m : found) std::fprintf(stderr, "  %s\n", m.c_str());
+}
+
+// Registered after the counts and the list above are made, so it runs
+// before they are destroyed.
+[[maybe_unused]] const bool g_reports_at_exit = [] {
+  if (enabled()) std::atexit(report_at_exit);
+  return true;
+}();
+
+}  // namespace
 
 void entered(Engine engine, Opcode op) { bump(at(engine, op).entered); }
 void raised(Engine engine, Opcode op) { bump(at(engine, op).raised); }
