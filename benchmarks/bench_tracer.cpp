@@ -8,6 +8,11 @@
 //   bench_tracer call_modules N cached-call overhead, a root module whose
 //                               tree has N layers (unchanged between calls)
 //   bench_tracer call_modules_walk N   the same, forward calling every layer
+//   bench_tracer unroll N       a Python-level loop of N iterations, which
+//                               the trace unrolls (one op in the graph, eager
+//                               backend): the translator's time per step;
+//                               KILN_CHECK_STACK_EFFECTS=1 times it with the
+//                               stack-effect check on ("checks" in the output)
 // "Overhead" is the cached call minus running the same graph's kernels:
 // the guard tree, argument binding and dispatch.
 #include <chrono>
@@ -17,6 +22,7 @@
 #include <string>
 
 #include "interpreter/kiln_api.h"
+#include "interpreter/stack_effects.h"
 #include "interpreter/vm.h"
 #include "runtime/tensor/ops.h"
 
@@ -40,6 +46,36 @@ static std::string many_inputs(int n) {
   s += ")\n";
   for (int i = 0; i < n; ++i) s += "    LOAD_FAST x" + std::to_string(i) + "\n    LOAD_ATTR ndim\n    POP_TOP\n";
   return s + "    LOAD_FAST x0\n    LOAD_FAST x1\n    BINARY_OP +\n    RETURN_VALUE\n.end\n";
+}
+
+// f(x) sums range(N) in Python ints, then scales x by the sum: the trace
+// folds every iteration (7 translator steps each: FOR_ITER to JUMP) into
+// a constant.
+static std::string unrolled_loop(int n) {
+  return R"(
+.func f(x)
+  .locals s i
+    LOAD_CONST 0
+    STORE_FAST s
+    LOAD_GLOBAL range
+    LOAD_CONST )" + std::to_string(n) + R"(
+    CALL 1
+    GET_ITER
+loop:
+    FOR_ITER done
+    STORE_FAST i
+    LOAD_FAST s
+    LOAD_FAST i
+    BINARY_OP +
+    STORE_FAST s
+    JUMP loop
+done:
+    LOAD_FAST x
+    LOAD_FAST s
+    BINARY_OP *
+    RETURN_VALUE
+.end
+)";
 }
 
 // A module tree N layers deep (Block -> Block -> ...), forward reads a
@@ -133,7 +169,7 @@ static double best_of(int reps, int iters, const std::function<void()>& fn) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_tracer trace|call_inputs|call_inputs_dynamic|call_modules|call_modules_walk N\n");
+    std::fprintf(stderr, "usage: bench_tracer trace|call_inputs|call_inputs_dynamic|call_modules|call_modules_walk|unroll N\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -161,6 +197,24 @@ int main(int argc, char** argv) {
                   "\"cold_us_per_op\": %.3f}\n",
                   n, instrs, best, best * 1e6 / n, double(instrs) / best, Options{}.backend.c_str(), cold,
                   cold * 1e6 / n);
+    } else if (mode == "unroll") {
+      Program p = assemble(unrolled_loop(n), "unroll.kbc");
+      Options options;
+      options.backend = "eager";
+      double best = 1e30;
+      for (int r = 0; r < 7; ++r) {
+        reset();
+        CompiledFunction f = compile(p.global("f"), options);
+        auto t0 = Clock::now();
+        f({x});  // the trace (and a one-op graph)
+        double first = seconds_since(t0);
+        auto t1 = Clock::now();
+        f({x});
+        best = std::min(best, first - seconds_since(t1));
+      }
+      std::printf("{\"mode\": \"unroll\", \"iterations\": %d, \"seconds\": %.6f, \"ns_per_iteration\": %.1f, "
+                  "\"checks\": %s}\n",
+                  n, best, best * 1e9 / n, interpreter::stack_effects::enabled() ? "true" : "false");
     } else if (mode == "call_inputs" || mode == "call_inputs_dynamic") {
       Program p = assemble(many_inputs(n), "inputs.kbc");
       std::vector<Value> args;

@@ -147,10 +147,29 @@ std::string InstructionTranslator::where(const Instr& ins) const {
   return code_->filename + ":" + std::to_string(ins.line);
 }
 
+// The edge a finished handler left by, for the stack-effect check: a jump
+// (JUMP sets jumped_), a return (RETURN_VALUE, the only Return row), or the
+// fall-through.
+static stack_effects::Edge edge_taken(const Instr& ins, bool jumped) {
+  if (jumped) return stack_effects::Edge::Taken;
+  return opcode_info(ins.op).flow == Flow::Return ? stack_effects::Edge::Return : stack_effects::Edge::Next;
+}
+
 void InstructionTranslator::step() {
   runtime::spend_step();  // an unrolled loop is as long as the VM's (runtime/base/budget.h)
   const Instr& ins = code_->instrs[pc_];
   jumped_ = false;
+  // Only a handler that finished is compared with the table: one that
+  // raised or broke the graph leaves a stack nobody uses (a handler of the
+  // trace cuts it to its depth; a break restarts the trace before this
+  // step). Those are counted, for the coverage of the check.
+  const bool check = ctx_.check_stack_effects;
+  size_t pc = 0, depth = 0;
+  if (check) [[unlikely]] {
+    pc = pc_;
+    depth = stack_.size();
+    stack_effects::entered(stack_effects::Engine::Translator, ins.op);
+  }
   try {
     switch (ins.op) {
 #define KILN_OPCODE(name, ...) \
@@ -158,7 +177,11 @@ void InstructionTranslator::step() {
 #include "runtime/value/opcodes.def"
 #undef KILN_OPCODE
     }
+    if (check) [[unlikely]]
+      stack_effects::check(stack_effects::Engine::Translator, *code_, pc, edge_taken(ins, jumped_),
+                           ptrdiff_t(stack_.size()) - ptrdiff_t(depth));
   } catch (const Error& e) {
+    if (check) stack_effects::raised(stack_effects::Engine::Translator, ins.op);
     // The instruction raises when the program runs (an error folding
     // constants, a bad subscript, a `raise`). Inside an inlined frame whose
     // handler (or an inlined caller's) covers it, the trace goes on in that
@@ -177,6 +200,7 @@ void InstructionTranslator::step() {
       });
     }
   } catch (Unsupported& u) {
+    if (check) stack_effects::broke(stack_effects::Engine::Translator, ins.op);
     if (u.where.empty()) u.where = where(ins);
     // Python's lookup proved an attribute missing (guarded absent): an
     // AttributeError, which an inlined handler may catch.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "interpreter/kiln_api.h"
+#include "interpreter/stack_effects.h"
 #include "output_graph/output_graph.h"
 #include "output_graph/tracer_policy.h"
 #include "runtime/value/code.h"
@@ -140,6 +141,9 @@ struct TraceContext {
   // the trace takes it (translator_exceptions.cpp): the handler gets this
   // very tracker, so `except E as got: got is e` holds.
   VT raising;
+  // Check each step's stack effect against runtime/value/opcodes.def
+  // (interpreter/stack_effects.h), in every frame of this trace.
+  bool check_stack_effects = stack_effects::enabled();
 };
 
 class InstructionTranslator {

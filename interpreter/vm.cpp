@@ -1,6 +1,16 @@
 // The KBC interpreter loop. Dispatch is a computed-goto table generated
 // from opcodes.def: an opcode without a handler here fails to compile.
 //
+// The loop is one template, VM::execute<Loop>, instantiated here as the
+// shipped loop (Loop::Plain) and the counting one, and in vm_checked.cpp,
+// which compiles this file again with KILN_VM_CHECKED_LOOP defined, as the
+// loop that checks stack effects (Loop::Checked) and nothing else. Apart
+// on purpose: in one unit, the checking instantiation changed the machine
+// code of the Plain loop (GCC weighs inlining per unit: it inlined other
+// calls there), which the check must never do. Apart, Plain compiles to
+// the instructions it had before the check existed (objdump, GCC 12: one
+// cold block of the budget's slow path is laid out elsewhere).
+//
 // Frame layout: each call takes locals + max_stack Value slots from a LIFO
 // arena. Invariant: an arena slot that is not in use holds no reference
 // (None, or a leftover immediate), so a frame never constructs its slots
@@ -29,6 +39,10 @@
 
 namespace kiln::interpreter {
 
+using namespace kiln::runtime;
+using runtime::ExceptionEntry;
+
+#ifndef KILN_VM_CHECKED_LOOP  // (up to the loop's helpers: vm_checked.cpp has only the loop)
 namespace {
 // CPython's words, and only those: which frame or which check (the depth or
 // the C stack) trips first depends on how many frames the callers took, and
@@ -38,8 +52,8 @@ namespace {
 [[noreturn]] void recursion_error() { throw_error(ErrorKind::RecursionError, "maximum recursion depth exceeded"); }
 }  // namespace
 
-using namespace kiln::runtime;
-using runtime::ExceptionEntry;
+// Compiled in vm_checked.cpp only (see the top of this file).
+extern template Value VM::execute<VM::Loop::Checked>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
 
 struct VM::Arena {
   // Chunks grow from small (a VM that runs a few frames, like every cached
@@ -82,7 +96,12 @@ struct VM::Arena {
   }
 };
 
-VM::VM(VMOptions options) : arena_(std::make_unique<Arena>()), options_(std::move(options)) {
+VM::VM(VMOptions options)
+    : arena_(std::make_unique<Arena>()),
+      options_(std::move(options)),
+      loop_(options_.check_stack_effects  ? Loop::Checked
+            : options_.count_instructions ? Loop::Counting
+                                          : Loop::Plain) {
   log_ = kiln::log::get("vm");
 }
 VM::~VM() = default;
@@ -300,8 +319,10 @@ Value VM::call_function(FunctionObj* fn, const CallArgs& args) {
   } enter{frame_, frame_};
   frame_ = &active;
   if (log_) log_->debug("{:>{}}call {} ({} args)", "", depth_ * 2, code->qualname, args.nargs);
-  if (options_.count_instructions) return execute<true>(fn, slots, stack, cells.data());
-  return execute<false>(fn, slots, stack, cells.data());
+  if (loop_ != Loop::Plain)
+    return loop_ == Loop::Counting ? execute<Loop::Counting>(fn, slots, stack, cells.data())
+                                   : execute<Loop::Checked>(fn, slots, stack, cells.data());
+  return execute<Loop::Plain>(fn, slots, stack, cells.data());
 }
 
 // CPython 3.11's super_init_without_args, over the calling KBC frame: its
@@ -334,6 +355,7 @@ Value VM::run(const Program& program, std::string_view entry, const std::vector<
     throw_error(ErrorKind::NameError, "entry point '" + std::string(entry) + "' is not defined in " + program.filename);
   return call(f, CallArgs{args.data(), args.size(), nullptr});
 }
+#endif  // KILN_VM_CHECKED_LOOP
 
 // -------------------------------------------------------------- the loop --
 
@@ -406,8 +428,10 @@ static Value exception_type_of(CallContext& ctx, const Value& exc) {
   return exception_class(d->kind);
 }
 
-template <bool kCount>
+template <VM::Loop kLoop>
 Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* cells) {
+  constexpr bool kCount = kLoop == Loop::Counting;
+  constexpr bool kCheck = kLoop == Loop::Checked;  // (it counts too, if the options ask)
   static void* const labels[] = {
 #define KILN_OPCODE(name, ...) &&op_##name,
 #include "runtime/value/opcodes.def"
@@ -427,21 +451,38 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
   // block that closes before it dispatches; only trivial state lives here.
   bool jump = false;
   int64_t r = 0;
+  // Checked: where the stack was when the instruction started. Each way
+  // out of a handler (NEXT, JUMP_TO, RETURN_VALUE) compares the change
+  // with the table's (interpreter/stack_effects.h); a raise is not compared.
+  [[maybe_unused]] const Value* at_start = sp;
 
-#define DISPATCH()                     \
-  do {                                 \
-    if constexpr (kCount) ++executed_; \
-    goto* labels[size_t(ip->op)];      \
+#define DISPATCH()                                                 \
+  do {                                                             \
+    if constexpr (kCount) ++executed_;                             \
+    if constexpr (kCheck) {                                        \
+      if (options_.count_instructions) ++executed_;                \
+      at_start = sp;                                               \
+      stack_effects::entered(stack_effects::Engine::VM, ip->op);   \
+    }                                                              \
+    goto* labels[size_t(ip->op)];                                  \
   } while (0)
-#define NEXT()  \
-  do {          \
-    ++ip;       \
-    DISPATCH(); \
+#define CHECK_EFFECT(edge)                                                                                   \
+  do {                                                                                                       \
+    if constexpr (kCheck)                                                                                    \
+      stack_effects::check(stack_effects::Engine::VM, *code, size_t(ip - begin), stack_effects::Edge::edge, \
+                           sp - at_start);                                                                   \
+  } while (0)
+#define NEXT()          \
+  do {                  \
+    CHECK_EFFECT(Next); \
+    ++ip;               \
+    DISPATCH();         \
   } while (0)
 // A backward jump spends a step of the run's budget (runtime/base/budget.h):
 // every loop passes one.
 #define JUMP_TO(target)                            \
   do {                                             \
+    CHECK_EFFECT(Taken);                           \
     const Instr* to_ = begin + (target);           \
     if (to_ <= ip) kiln::runtime::spend_step();    \
     ip = to_;                                      \
@@ -818,6 +859,11 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     // handled" (found by tests/fuzz: a bare raise, or the next
     // PUSH_EXC_INFO, saw it).
     handled_ = handled_on_entry;
+    if constexpr (kCheck) {
+      Value result = POP();
+      CHECK_EFFECT(Return);
+      return result;
+    }
     return POP();
   op_YIELD_VALUE:
     // Unreachable: a generator function's call raises (bind_arguments).
@@ -865,6 +911,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
     }
     NEXT();
   } catch (Error& e) {
+    if constexpr (kCheck) stack_effects::raised(stack_effects::Engine::VM, ip->op);
     // CPython's PyTraceBack_Here: the frame joins the traceback where the
     // exception passes through it, unless RERAISE put it there already.
     // A residual whose continuation raised: the continuation's entry,
@@ -896,6 +943,7 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
   }
   }
 #undef DISPATCH
+#undef CHECK_EFFECT
 #undef NEXT
 #undef JUMP_TO
 #undef POP
@@ -903,7 +951,11 @@ Value VM::execute(FunctionObj* fn, Value* locals, Value* stack, Ref<CellObj>* ce
 #undef REPLACE_TOP
 }
 
-template Value VM::execute<true>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
-template Value VM::execute<false>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
+#ifndef KILN_VM_CHECKED_LOOP
+template Value VM::execute<VM::Loop::Counting>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
+template Value VM::execute<VM::Loop::Plain>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
+#else
+template Value VM::execute<VM::Loop::Checked>(FunctionObj*, Value*, Value*, Ref<CellObj>*);
+#endif
 
 }  // namespace kiln::interpreter

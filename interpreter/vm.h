@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "interpreter/program.h"
+#include "interpreter/stack_effects.h"
 #include "runtime/value/code.h"
 #include "runtime/value/value.h"
 
@@ -27,6 +28,11 @@ struct VMOptions {
   // Count executed instructions (for the dispatch benchmark); off by
   // default, and then the counting code is not in the loop at all.
   bool count_instructions = false;
+  // Check each instruction's stack effect against runtime/value/opcodes.def
+  // (interpreter/stack_effects.h): off unless the process turned the
+  // checks on (KILN_CHECK_STACK_EFFECTS=1, or a test). Like counting, it
+  // runs a loop of its own (vm_checked.cpp); the default loop has no check.
+  bool check_stack_effects = stack_effects::enabled();
 };
 
 class VM final : public runtime::CallContext {
@@ -52,8 +58,17 @@ class VM final : public runtime::CallContext {
 
  private:
   Value call_function(runtime::FunctionObj* fn, const CallArgs& args);
-  template <bool kCount>
-  Value execute(runtime::FunctionObj* fn, Value* locals, Value* stack, runtime::Ref<runtime::CellObj>* cells);
+  // The instantiations of the loop, chosen once per VM from its options:
+  // Plain (every VM's unless they ask for more) has the code of neither
+  // counting nor checking; Checked is compiled in vm_checked.cpp.
+  // On a cache line: the loop's speed depends on where its handlers fall
+  // in lines (the same machine code 16 bytes off one took 20% longer per
+  // instruction on benchmarks/programs/dispatch.kbc), which code linked
+  // before it must not decide.
+  enum class Loop : uint8_t { Plain, Counting, Checked };
+  template <Loop kLoop>
+  [[gnu::aligned(64)]] Value execute(runtime::FunctionObj* fn, Value* locals, Value* stack,
+                                     runtime::Ref<runtime::CellObj>* cells);
 
   struct Arena;  // frame slots (locals + value stack), LIFO, chunked
   // The KBC frames running, innermost first: what a builtin that reads its
@@ -67,6 +82,7 @@ class VM final : public runtime::CallContext {
   const ActiveFrame* frame_ = nullptr;
   std::unique_ptr<Arena> arena_;
   VMOptions options_;
+  Loop loop_;  // from options_, once
   int depth_ = 0;
   // The exception being handled (CPython's exc_info): what PUSH_EXC_INFO
   // saves and replaces, POP_EXCEPT restores and a bare `raise` re-raises.
