@@ -59,7 +59,7 @@ struct Guard {
 };
 
 // Guards on what only a structural change of a module (which takes a fresh
-// version, runtime/nn/module.h) can alter: all hold while no module changed.
+// version, runtime/semantics/class_model.h) can alter: all hold while no module changed.
 inline bool is_module_structure_guard(GuardKind k) {
   return k == GuardKind::ModuleVersion || k == GuardKind::ModuleHooks || k == GuardKind::ModuleChildren;
 }

@@ -1,5 +1,5 @@
 // kiln.nn's C++ side: Python Module subclasses backed by the runtime's
-// Module object model (runtime/nn/module.h), so the tracer reads _parameters,
+// Module object model (runtime/semantics/class_model.h), so the tracer reads _parameters,
 // _modules and _buffers directly, exactly as for KBC modules.
 //
 // Each Python subclass gets a runtime class whose methods are the

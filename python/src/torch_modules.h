@@ -1,7 +1,7 @@
 // torch.nn.Module instances as kiln modules (issue 13, step 3).
 //
 // A torch module reaching kiln becomes a *mirror*: a runtime ModuleObj
-// (runtime/nn/module.h) whose `_parameters`, `_modules`, `_buffers`,
+// (runtime/semantics/class_model.h) whose `_parameters`, `_modules`, `_buffers`,
 // attributes, training flag and forward hooks are read from the torch
 // object's own dicts (torch's `__dict__`, `_parameters`, `_modules`,
 // `_buffers`, `_forward_pre_hooks`, `_forward_hooks`, and the global hook

@@ -2,7 +2,7 @@
 // Objects/longobject.c, floatobject.c, tupleobject.c, rangeobject.c). A set
 // iterates in the order of its hash table (runtime/semantics/set_ops.h), so kiln's
 // sets follow CPython's order only when every element hashes exactly as
-// CPython hashes it; value_hash (value_ops.h) is built from these.
+// CPython hashes it; value_hash (semantics/value_ops.h) is built from these.
 //
 // Two hashes only the embedding interpreter knows:
 // - str: siphash13 over CPython's internal representation of the string,

@@ -1,5 +1,5 @@
-// The eager evaluator for ScalarExpr (scalar_expr.h): every primitive of
-// ops.def's contract over C++ scalars T in {bool, int64_t, float, double}.
+// The eager evaluator for ScalarExpr (tensor/scalar_expr.h): every primitive of
+// tensor/ops.def's contract over C++ scalars T in {bool, int64_t, float, double}.
 //
 // Semantics follow torch on CPU, which for the integer corner cases means
 // Python's: floor division and modulo round toward -inf and take the sign

@@ -21,7 +21,7 @@
 namespace kiln::runtime {
 
 // The list of live objects, newest first. A mutex, not the single-thread
-// rule of object.h: the census is for test trees, and a thread making an
+// rule of base/object.h: the census is for test trees, and a thread making an
 // object (a compile worker) must not corrupt the list.
 struct Census {
   static std::mutex& mu() {

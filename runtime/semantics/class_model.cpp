@@ -258,7 +258,7 @@ void module_setattr(const Value& module, const Ref<StrObj>& name, const Value& v
     host_store(m, name.get(), &value);
     return;
   }
-  // A name already in an instance dict cannot be a property (see module.h):
+  // A name already in an instance dict cannot be a property (see class_model.h):
   // only a new name costs the class lookup.
   if (!module_instance_slot(m, name.get()) && class_property(m->cls.get(), name.get())) {
     if (ctx) {

@@ -3,7 +3,7 @@
 // gives when it is read through an instance or through the class, and
 // assignment and deletion through a property, with CPython 3.11's errors.
 //
-// The rule the module lookup (module.h), super (super.h), class attribute
+// The rule the module lookup (class_model.h), super (super.h), class attribute
 // reads (value_access.cpp) and the tracer all follow, so they cannot
 // disagree:
 //

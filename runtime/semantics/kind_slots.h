@@ -28,7 +28,7 @@ struct ClassObj;
 struct ModuleObj;
 
 struct TensorSlots {
-  // The registry op Python's operator maps to (operators.def), or -1.
+  // The registry op Python's operator maps to (value/operators.def), or -1.
   int (*op_for_binary)(BinOp op);
   int (*op_for_compare)(CmpOp op);
   int (*op_for_unary)(UnOp op);

@@ -1,4 +1,4 @@
-// set and frozenset: SetObj's table (value.h) and the Python operations
+// set and frozenset: SetObj's table (value/value.h) and the Python operations
 // over it, each a transcription of its CPython 3.11 function in
 // Objects/setobject.c (named beside it). Elements compare with
 // values_equal and hash with value_hash (CPython's hashes: runtime/base/hash.h).

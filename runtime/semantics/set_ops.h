@@ -1,6 +1,6 @@
 // set and frozenset: construction, the operators (| & - ^ and the subset
 // comparisons), equality and hashing, iteration and the methods
-// (set.add, frozenset.union, ...). The object is SetObj (value.h), CPython
+// (set.add, frozenset.union, ...). The object is SetObj (value/value.h), CPython
 // 3.11's table; each operation here takes the path its CPython function
 // takes (set_merge's fast paths, set_intersection iterating the smaller
 // set, set_difference's two strategies, ...), because the path decides

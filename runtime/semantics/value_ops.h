@@ -1,6 +1,6 @@
 // Python semantics over Values: what the VM does for each operator, and
 // what the tracer will constant-fold. Tensors dispatch to the op registry
-// (operators.def names the op); Foreign objects to their vtable.
+// (value/operators.def names the op); Foreign objects to their vtable.
 #pragma once
 
 #include <string>

@@ -134,7 +134,7 @@ void set_foreign_op_hook(ForeignOpHook hook);
 Value call_op(OpId id, std::initializer_list<Value> positional);
 // The Builtin value for a registry op (what `add` names in KBC).
 Value op_builtin(int op_id);
-// The registry op behind an operator on tensors (operators.def's last
+// The registry op behind an operator on tensors (value/operators.def's last
 // column), or -1 when tensors do not support it.
 int tensor_op_for(BinOp op);
 int tensor_op_for(CmpOp op);

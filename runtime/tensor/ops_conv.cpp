@@ -7,7 +7,7 @@
 // become a [C_in/groups * kernel, out positions] matrix multiplied by the
 // group's weight rows, straight into the output (OpenBLAS for float32 and
 // float64); a 1x1 unit-stride convolution multiplies the input itself; a
-// depthwise one has its own kernel (conv_depthwise.h).
+// depthwise one has its own kernel (kernels/conv_depthwise.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Pointwise ops: one shape rule and one kernel template for every
 // Pointwise row of ops.def; the per-element work is the row's SCALAR_EXPR
-// (scalar_expr.h) run by the eager evaluator (eager_eval.h).
+// (scalar_expr.h) run by the eager evaluator (kernels/eager_eval.h).
 //
 // Typing follows torch's result_type. Operands fall in three tiers:
 // dimensioned tensors, 0-d tensors, and Python scalars ("weak" operands, as

@@ -10,7 +10,7 @@
 
 namespace kiln::runtime {
 
-// operators.def names a registry op per operator (or `none`).
+// value/operators.def names a registry op per operator (or `none`).
 namespace op_index {
 #define KILN_OP(name, ...) constexpr int name = int(OpId::name);
 #include "runtime/tensor/ops.def"

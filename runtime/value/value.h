@@ -1,7 +1,7 @@
 // Value: what KBC computes with. A 16-byte tagged union: immediates (None,
 // bool, int, float) inline, everything else a counted pointer to an Object.
 // The semantics of each kind follow Python's; Python-level operations on
-// Values (repr, ==, hash, attribute access, operators) are in value_ops.h.
+// Values (repr, ==, hash, attribute access, operators) are in semantics/value_ops.h.
 #pragma once
 
 #include <cstdint>
@@ -432,9 +432,9 @@ struct BuiltinObj final : Object {
   std::string name;
   BuiltinFn fn = nullptr;
   int op = -1;               // OpId when this builtin is a registry op (the tracer keys on it)
-  int row = -1;              // BuiltinRow when this is a builtins.def function (the tracer keys on it)
+  int row = -1;              // BuiltinRow when this is a semantics/builtins.def function (the tracer keys on it)
   BuiltinHow how = BuiltinHow::Effect;  // nothing said: assume it acts (a break is never wrong)
-  bool kbc_dispatching = false;  // KBC's sum/slice: a tensor argument goes to the registry op (builtins.h)
+  bool kbc_dispatching = false;  // KBC's sum/slice: a tensor argument goes to the registry op (semantics/builtins.h)
   int64_t data = 0;          // per-builtin payload (e.g. an ErrorKind)
   Kind type_of = Kind::Null; // when this builtin is also a type (int, float, list, ...), the kind it names
   NativeClosure closure;     // make_builtin_closure: state a plain function pointer cannot carry
