@@ -550,6 +550,7 @@ TraceOutcome SubgraphCompiler::run() {
                  out_.graph_break->reason);
   }
   out_.residual = residual_function();
+  out_.inline_depth = ctx_.max_inline_depth;
   out_.guards = ctx_.out.guards();
   if (ctx_.shape_read) out_.guards.specialize_all();
   if (auto* blog = kiln::log::get("bytecode"))

@@ -66,6 +66,7 @@ struct TraceOutcome {
   runtime::Ref<runtime::FunctionObj> residual;  // called with the frame's own arguments
   output_graph::GuardSet guards;
   int graph_ops = 0;         // 0: no graph was compiled
+  int inline_depth = 0;      // TraceContext::max_inline_depth of the trace kept (CacheEntry::inline_depth)
   std::shared_ptr<output_graph::Graph> graph;  // the graph itself (explain hands it to Python's kiln.fx)
   std::optional<GraphBreak> graph_break;
   std::optional<FastPath> fast;

@@ -304,6 +304,7 @@ std::shared_ptr<const CacheEntry> interpreter::lookup_or_compile(CallContext& vm
   entry->class_epoch = class_epoch;
   entry->class_reads = runtime::class_reads_of(read_log);
   entry->self_module = self;
+  entry->inline_depth = out.inline_depth;
   if (!entries.empty()) {
     std::string reason = code->qualname + ": " + why;
     if (auto* log = kiln::log::get("recompiles")) log->info("recompiling {}", reason);
@@ -359,7 +360,7 @@ Value eval_frame(CallContext& vm, const Ref<FunctionObj>& fn, const CallArgs& ar
     locals = bound.data();
   }
   std::shared_ptr<const CacheEntry> e = interpreter::lookup_or_compile(vm, fn, locals, options);
-  if (!e) return vm.call(Value::object(Kind::Function, fn), args);
+  if (!e || !room_for(*e, vm.recursion_headroom())) return vm.call(Value::object(Kind::Function, fn), args);
   if (e->fast) return interpreter::run_fast(vm, *e->fast, locals);
   return vm.call(residual_for(e->residual, *fn), args);
 }

@@ -40,10 +40,25 @@ struct CacheEntry {
   // also in its resume functions), identity only: cache_size_limit counts
   // entries per instance. Null when none was.
   const runtime::Object* self_module = nullptr;
+  // The deepest frame the trace inlined (0: none): eager has that many
+  // more frames on its stack inside the call than the graph takes, so a
+  // call with less room than that below the recursion limit runs the frame
+  // itself (room_for), and RecursionError comes where eager's does.
+  int inline_depth = 0;
   // What the embedder made of the entry (python/: the CPython code object
   // that runs it), built on first use and dropped with the entry.
   mutable std::shared_ptr<void> host;
 };
+
+// Whether a call with `headroom` frames left before the recursion limit
+// may run `e` (else the frame's own code runs, on the VM or CPython). An
+// inlined level may be several frames in eager (a torch module call is
+// __call__, _call_impl and forward) and the callee's own calls may need a
+// few more: generous, as falling back near the limit costs only speed.
+inline bool room_for(const CacheEntry& e, int64_t headroom) {
+  constexpr int64_t kFramesPerInlinedLevel = 4, kMargin = 16;
+  return e.inline_depth == 0 || headroom > kFramesPerInlinedLevel * e.inline_depth + kMargin;
+}
 
 // The entry this call runs: the newest whose guards pass, or a new one
 // traced and compiled now (convert_frame). `locals` are the frame's bound

@@ -7,6 +7,7 @@
 #include "interpreter/instruction_translator.h"
 #include "interpreter/nn_module.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/base/budget.h"
@@ -68,6 +69,7 @@ InstructionTranslator::InstructionTranslator(TraceContext& ctx, Ref<FunctionObj>
     : ctx_(ctx), fn_(std::move(fn)), code_(fn_->code.get()), parent_(parent), fn_vt_(std::move(fn_vt)),
       depth_(parent ? parent->depth_ + 1 : 0), locals_(std::move(locals)) {
   locals_.resize(code_->varnames.size());
+  ctx_.max_inline_depth = std::max(ctx_.max_inline_depth, depth_);
   if (code_->max_stack > 0) stack_.reserve(size_t(code_->max_stack));  // no regrowth per push
   // The frame being traced counts as active for the recursion check
   // (inlined frames are registered by inline_call, with their self).

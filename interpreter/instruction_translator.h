@@ -70,6 +70,9 @@ struct Unsupported {
   // attribute_error: Python's lookup found no such attribute (guarded as
   // absent), so getattr(obj, name, default) and hasattr answer without it.
   bool missing_attribute = false;
+  // recursion: the code that recursed too deep. Its calls unwind with this
+  // reason up to the frame that called it first, which breaks there.
+  const void* recursive_code = nullptr;
 };
 
 [[noreturn]] inline void unsupported(BreakReason reason, std::string detail) {
@@ -87,6 +90,12 @@ struct BuiltinCall {
 };
 
 // State shared by the root translator and every inlined one.
+// How many frames of one recursion (the same code on the same self) a
+// trace holds at once, the traced frame's own included (translator_invoke.cpp).
+// Small: each level is traced again for every entry of the root frame, and
+// a recursion past it is left whole to the frame's runner.
+inline constexpr size_t kMaxRecursiveInlines = 8;
+
 struct TraceContext {
   explicit TraceContext(runtime::CallContext& vm) : vm(vm), builder(out) {}
   // First, so destroyed last: once everything below has let go of its
@@ -126,6 +135,10 @@ struct TraceContext {
   // (code, self) of every frame being inlined: the recursion check is a
   // lookup, not a walk up the frames (a deep module chain inlines thousands).
   std::multiset<std::pair<const void*, const void*>> active_frames;
+  // The deepest inlined frame of this trace (the root is 0): the frames
+  // eager would have on its stack there, which the graph does not take
+  // (CacheEntry::inline_depth).
+  int max_inline_depth = 0;
   // symbolic_trace: "file:line" of the innermost instruction that raised a
   // kiln::Error (which propagates as it is, with no room for a location).
   std::string error_where;

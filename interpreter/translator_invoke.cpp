@@ -131,15 +131,24 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
   const Code* code = fn->code.get();
   // Recursion is the same code on the same self: a module chain runs one
   // forward on many different modules, which is nesting, not recursion.
+  // A bounded recursion is inlined (transformers' configs walk their nested
+  // dicts with one; a class's special methods re-enter themselves by design:
+  // a __getattr__ whose property reads another attribute, a ModelOutput's
+  // __getitem__(0) reading self[key]). Deeper than kMaxRecursiveInlines
+  // levels is recursion kiln leaves to the frame's own runner: the frame
+  // that called it first breaks at that call (the catch below).
+  // The inlined levels take no frame when the graph runs; the cache entry
+  // records how deep its trace went (TraceContext::max_inline_depth), and
+  // a call without that much room below the recursion limit runs the frame
+  // itself (frame_cache.h: room_for), so RecursionError is raised where
+  // eager raises it.
   const void* self_id = (!args.empty() && args[0] && args[0]->is_module()) ? args[0]->value.obj() : nullptr;
   const std::pair<const void*, const void*> frame_key{code, self_id};
-  // A class's special methods re-enter themselves by design: a
-  // __getattribute__ / __getattr__ whose property reads another attribute,
-  // a ModelOutput's __getitem__(0) reading self[key] for each key. A few
-  // levels of that are nesting; deeper is recursion kiln leaves to CPython.
-  const bool special = code->name.size() > 4 && code->name.compare(0, 2, "__") == 0 &&
-                       code->name.compare(code->name.size() - 2, 2, "__") == 0;
-  if (ctx_.active_frames.count(frame_key) >= (special ? 4u : 1u)) unsupported(BreakReason::recursion, code->qualname);
+  if (ctx_.active_frames.count(frame_key) >= kMaxRecursiveInlines) {
+    Unsupported u{BreakReason::recursion, code->qualname, {}};
+    u.recursive_code = code;
+    throw u;
+  }
   if (stack_nearly_exhausted()) unsupported(BreakReason::recursion, code->qualname + " (inlining too deep for the stack)");
 
   // Python's binding rules over trackers; a binding error is left to the VM,
@@ -213,6 +222,10 @@ VT InstructionTranslator::inline_call(const Value& fnv, std::vector<VT> args, co
     // The embedder's own code is never compiled as its own frame: its
     // break is this call's.
     if (ctx_.python_frames && is_own_code(code->filename)) throw;
+    // A recursion too deep to inline unwinds as itself through its own
+    // levels: the frame that called it first breaks at that call, and the
+    // frame's runner runs the recursion whole.
+    if (u.reason == BreakReason::recursion && u.recursive_code == code) throw;
     // The outer frame breaks at this call; the callee will run as its own
     // compiled frame and report its own break.
     std::string cause = u.cause.empty() ? break_reason_text(u.reason, u.detail) + " in " + code->qualname : u.cause;

@@ -55,6 +55,7 @@ class VM final : public runtime::CallContext {
 
   uint64_t instructions_executed() const { return executed_; }
   int depth() const { return depth_; }
+  int64_t recursion_headroom() const override { return int64_t(options_.recursion_limit) - depth_; }
 
  private:
   Value call_function(runtime::FunctionObj* fn, const CallArgs& args);

@@ -601,6 +601,10 @@ bool kiln_failed(F&& attempt, std::string& why) {
   return true;
 }
 
+// The frames kiln's own Python needs below the recursion limit to trace
+// and compile a frame.
+constexpr int64_t kTraceHeadroom = 100;
+
 PyObject* eval_default(PyThreadState* ts, EvalFrame* f, int throw_flag) {
   return _PyEval_EvalFrameDefault(ts, f, throw_flag);
 }
@@ -671,6 +675,12 @@ PyObject* kiln_eval_frame(PyThreadState* ts, EvalFrame* f, int throw_flag) {
     return eval_default(ts, f, throw_flag);
   }
 
+  // Near the recursion limit kiln's own Python (the frontend, the
+  // callbacks the tracer makes) could raise RecursionError itself, which
+  // would leave the code to CPython for good: this one frame runs on
+  // CPython instead, as eager would run it.
+  if (recursion_headroom(ts) < kTraceHeadroom) return eval_default(ts, f, throw_flag);
+
   std::shared_ptr<const CacheEntry> entry;
   std::vector<Value> locals;
   TensorIdentityScope identity;
@@ -717,6 +727,14 @@ PyObject* kiln_eval_frame(PyThreadState* ts, EvalFrame* f, int throw_flag) {
     return eval_default(ts, f, throw_flag);
   }
   if (!entry || entry->runs_original) return eval_default(ts, f, throw_flag);
+  if (!interpreter::room_for(*entry, recursion_headroom(ts))) {
+    // Its graph stands for frames this call has no room for: CPython runs
+    // the frame, and raises RecursionError where eager does.
+    if (auto* log = frames_log())
+      log->info("{}: {} frames from the recursion limit; CPython runs the frame", PyUnicode_AsUTF8(code_qualname(code)),
+                recursion_headroom(ts));
+    return eval_default(ts, f, throw_flag);
+  }
   if (entry->fast) {
     // The graph alone; what it raises, CPython meets by running the frame
     // (rerun_after_graph_error).

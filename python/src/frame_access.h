@@ -31,6 +31,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 static_assert(PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000,
@@ -125,6 +127,19 @@ inline PyObject* frame_done(PyThreadState* ts, EvalFrame* f, PyObject* result) {
   (void)f;
 #endif
   return result;
+}
+
+// How many more frames this thread may start before CPython raises
+// RecursionError. 3.12+ also count C-level recursion (a call through
+// tp_call, as of a torch module) against a limit of their own: the smaller.
+inline int64_t recursion_headroom(PyThreadState* ts) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return std::min(ts->py_recursion_remaining, ts->c_recursion_remaining);
+#elif PY_VERSION_HEX >= 0x030B0000
+  return ts->recursion_remaining;
+#else
+  return int64_t(Py_GetRecursionLimit()) - ts->recursion_depth;
+#endif
 }
 
 // The frame's bound parameters (borrowed, in order; a null slot: unbound),

@@ -417,6 +417,10 @@ class CallContext {
   // first argument, or CPython's RuntimeError when it has none (the
   // default: a context that runs no frames). runtime/semantics/super.h.
   virtual void zero_arg_super(Value& type, Value& obj);
+  // How many more frames may start before the recursion limit
+  // (RecursionError): the VM's count; a context that runs no frames has
+  // no limit of its own.
+  virtual int64_t recursion_headroom() const { return INT64_MAX; }
 };
 
 using BuiltinFn = Value (*)(CallContext& ctx, const struct BuiltinObj& self, const CallArgs& args);

@@ -715,6 +715,92 @@ end:
   }
 }
 
+// A bounded recursion is inlined (kMaxRecursiveInlines): entry's graph
+// stands for 7 frames of g that take none when it runs. Called from ever
+// deeper on the VM, the compiled entry must raise RecursionError at the
+// same depth as the VM running entry itself: a call without room below
+// the limit for those frames runs entry on the VM (frame_cache.h: room_for).
+TEST_CASE("a graph of inlined recursion raises RecursionError at the VM's depth", "[tracer]") {
+  const char* text = R"(
+.func g(x, n)
+    LOAD_FAST n
+    LOAD_CONST 0
+    COMPARE_OP ==
+    POP_JUMP_IF_FALSE L1
+    LOAD_FAST x
+    LOAD_CONST 1
+    BINARY_OP +
+    RETURN_VALUE
+L1:
+    LOAD_GLOBAL g
+    LOAD_FAST x
+    LOAD_FAST n
+    LOAD_CONST 1
+    BINARY_OP -
+    CALL 2
+    LOAD_CONST 1
+    BINARY_OP *
+    RETURN_VALUE
+.end
+.func entry(x)
+    LOAD_GLOBAL g
+    LOAD_FAST x
+    LOAD_CONST 6
+    CALL 2
+    RETURN_VALUE
+.end
+.func at_depth(k, x)
+    LOAD_FAST k
+    LOAD_CONST 0
+    COMPARE_OP ==
+    POP_JUMP_IF_FALSE L1
+    LOAD_GLOBAL callee
+    LOAD_FAST x
+    CALL 1
+    RETURN_VALUE
+L1:
+    LOAD_GLOBAL at_depth
+    LOAD_FAST k
+    LOAD_CONST 1
+    BINARY_OP -
+    LOAD_FAST x
+    CALL 2
+    RETURN_VALUE
+.end
+)";
+  // The first depth k whose call raises RecursionError, with `callee`
+  // entry itself or its compiled form.
+  auto first_raising_depth = [&](bool compiled) {
+    reset();
+    Program p = program(text);
+    const Value x = T({1.0f, 2.0f}, {2});
+    p.globals->map.set("callee", compiled ? interpreter::compiled_value(Ref<FunctionObj>(p.global("entry").as<FunctionObj>()),
+                                                                         eager_options())
+                                          : p.global("entry"));
+    interpreter::VM vm;
+    auto raises = [&](int64_t k) {
+      bool recursion = false;
+      on_a_big_stack([&] {
+        try {
+          vm.call(p.global("at_depth"), {Value::integer(k), x});
+        } catch (const Error& e) {
+          recursion = e.kind() == ErrorKind::RecursionError;
+        }
+      });
+      return recursion;
+    };
+    CHECK_FALSE(raises(0));  // (compiles entry, away from the limit)
+    if (compiled) CHECK(cache_entries(p.global("entry")) == 1);
+    int64_t lo = 0, hi = 2000;
+    REQUIRE(raises(hi));
+    while (hi - lo > 1) (raises((lo + hi) / 2) ? hi : lo) = (lo + hi) / 2;
+    return hi;
+  };
+  const int64_t vm = first_raising_depth(false);
+  CHECK(vm > 900);
+  CHECK(first_raising_depth(true) == vm);
+}
+
 // A fuzz finding (tests/fuzz/README.md, defect 26): a handler that returns
 // the lasti its exception-table row pushed. After a break inside the try
 // block, the handler runs in a resume function, whose prologue shifts every
