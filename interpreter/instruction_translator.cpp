@@ -750,16 +750,22 @@ bool InstructionTranslator::next_item(const VT& it, VT& out) {
       out = it->items[it->pos++];
       return true;
     case vars::LazyIteration::Zip:
+    case vars::LazyIteration::ZipStrict:
     case vars::LazyIteration::Map: {
       if (it->items.empty()) return false;  // zip(): nothing (map needs one: trace_map)
+      const vars::LazyIteration how = vars::lazy_iteration(*it);
       std::vector<VT> row;
-      for (const VT& inner : it->items) {
+      for (size_t i = 0; i < it->items.size(); ++i) {
         VT x;
-        if (!next_item(inner, x)) return false;  // what earlier ones gave is lost, as in Python
+        if (!next_item(it->items[i], x)) {  // what earlier ones gave is lost, as in Python
+          if (how == vars::LazyIteration::ZipStrict)
+            runtime::zip_check_strict(i, it->items.size(), [&](size_t j) { return next_item(it->items[j], x); });
+          return false;
+        }
         row.push_back(std::move(x));
       }
-      out = vars::lazy_iteration(*it) == vars::LazyIteration::Zip ? vars::make_tuple(std::move(row))
-                                                                  : call_function(it->self, std::move(row), nullptr);
+      out = how == vars::LazyIteration::Map ? call_function(it->self, std::move(row), nullptr)
+                                            : vars::make_tuple(std::move(row));
       return true;
     }
     case vars::LazyIteration::Enumerate: {

@@ -397,14 +397,21 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
         u.restart_at = v->value.as_int();
         throw u;
       }
-      if (lazy == vars::LazyIteration::Zip || lazy == vars::LazyIteration::Enumerate) {
+      if (lazy == vars::LazyIteration::Zip || lazy == vars::LazyIteration::ZipStrict ||
+          lazy == vars::LazyIteration::Enumerate) {
         // Python's own zip / enumerate over the real iterators, one object
         // per tracker (its inner iterators go on where the trace left them).
         if (auto done = rebuilt.find(v.get()); done != rebuilt.end()) return b.emit(Opcode::LOAD_FAST, done->second);
-        emit_const(*runtime::builtins().find(lazy == vars::LazyIteration::Zip ? "zip" : "enumerate"));
+        const bool enumerate = lazy == vars::LazyIteration::Enumerate;
+        emit_const(*runtime::builtins().find(enumerate ? "enumerate" : "zip"));
         for (const VT& inner : v->items) reconstruct(inner);
-        if (lazy == vars::LazyIteration::Enumerate) emit_const(v->value);
-        b.emit(Opcode::CALL, int32_t(v->items.size() + (lazy == vars::LazyIteration::Enumerate ? 1 : 0)));
+        if (enumerate) emit_const(v->value);
+        if (lazy == vars::LazyIteration::ZipStrict) {
+          emit_const(Value::boolean(true));
+          b.emit(Opcode::CALL_KW, int32_t(v->items.size() + 1), b.constant(runtime::make_tuple({Value::str("strict")})));
+        } else {
+          b.emit(Opcode::CALL, int32_t(v->items.size() + (enumerate ? 1 : 0)));
+        }
         keep_rebuilt(v);
         return;
       }

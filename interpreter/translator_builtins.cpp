@@ -357,10 +357,18 @@ VT InstructionTranslator::trace_enumerate(BuiltinCall& c) {
 }
 
 VT InstructionTranslator::trace_zip(BuiltinCall& c) {
-  if (c.nkw) return nullptr;
+  // strict= (3.10+) as a known value: torch's RNNs zip their weights so
+  bool strict = false;
+  if (c.nkw > 1 || (c.nkw == 1 && (c.kwnames->items[0].as_str() != "strict" || !is_constant(c.args.back()))))
+    return nullptr;
+  if (c.nkw == 1) {
+    strict = runtime::truth(constant_value(c.args.back()));
+    c.args.pop_back();
+  }
   for (const VT& a : c.args)
     if (a->is(VTKind::Tensor)) return nullptr;
-  return vars::make_lazy_iterator(iters_of(c.args.begin(), c.args.end()), nullptr, vars::LazyIteration::Zip);
+  return vars::make_lazy_iterator(iters_of(c.args.begin(), c.args.end()), nullptr,
+                                  strict ? vars::LazyIteration::ZipStrict : vars::LazyIteration::Zip);
 }
 
 std::vector<VT> InstructionTranslator::iters_of(std::vector<VT>::const_iterator first,

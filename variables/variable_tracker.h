@@ -81,6 +81,7 @@ enum class LazyIteration : uint8_t {
   Map,        // self(next of each of items)
   Filter,     // the next items[0] for which self(item) is true (self None: the item's own truth)
   Zip,        // (next of each of items): stops at the first exhausted
+  ZipStrict,  // zip(..., strict=True): the same, and ValueError unless all are exhausted together
   Enumerate,  // (value, next of items[0]); value: the next count (an Int)
   Generator,  // what the generator's body yields, resumed one item at a time (`frame`)
 };

@@ -52,11 +52,15 @@ Value b_enumerate(CallContext&, const std::vector<Value>& a) {
 
 struct ZipIter final : IteratorObj {
   std::vector<Value> inners;
+  bool strict = false;
   bool next(Value& out) override {
     if (inners.empty()) return false;
     std::vector<Value> items(inners.size());
     for (size_t i = 0; i < inners.size(); ++i)
-      if (!inners[i].as<IteratorObj>()->next(items[i])) return false;
+      if (!inners[i].as<IteratorObj>()->next(items[i])) {
+        if (strict) zip_check_strict(i, inners.size(), [&](size_t j) { return inners[j].as<IteratorObj>()->next(items[j]); });
+        return false;
+      }
     out = make_tuple(std::move(items));
     return true;
   }
@@ -65,6 +69,7 @@ struct ZipIter final : IteratorObj {
 Value b_zip(CallContext&, const std::vector<Value>& a) {
   auto it = make_ref<ZipIter>();
   for (const Value& x : a[0].as<TupleObj>()->items) it->inners.push_back(get_iter(x));
+  it->strict = truth(a[1]);
   return Value::object(Kind::Iterator, static_cast<Object*>(it.get()));
 }
 
@@ -860,6 +865,19 @@ const Value& ellipsis() {
   }));
   return e;
 }
+
+void zip_check_strict(size_t exhausted, size_t count, const std::function<bool(size_t)>& advance) {
+  // CPython's words: "argument 2 is shorter than argument 1", "argument 3
+  // is longer than arguments 1-2".
+  auto fail = [](size_t i, const char* how) {
+    throw_error(ErrorKind::ValueError, "zip() argument " + std::to_string(i + 1) + " is " + how + " than argument" +
+                                           (i == 1 ? std::string(" 1") : "s 1-" + std::to_string(i)));
+  };
+  if (exhausted > 0) fail(exhausted, "shorter");
+  for (size_t j = 1; j < count; ++j)
+    if (advance(j)) fail(j, "longer");
+}
+
 bool is_ellipsis(const Value& v) { return v.is_same(ellipsis()); }
 
 const NameMap& builtins() {

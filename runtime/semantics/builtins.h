@@ -3,6 +3,9 @@
 // dtype names, Parameter, and the module classes (Module, Linear, ...).
 #pragma once
 
+#include <cstddef>
+#include <functional>
+
 #include "runtime/value/name_map.h"
 
 namespace kiln::runtime {
@@ -41,6 +44,12 @@ const NameMap& builtins();
 // ops), and the exception classes. Python's own rows are not in it: the
 // Python frontend binds those to the real functions.
 const NameMap& python_builtins();
+// zip(..., strict=True) found its iterator `exhausted` exhausted first, of
+// `count`: raises CPython's ValueError unless every other one is exhausted
+// too. The ones before it gave an item this round (they are longer); the
+// ones after are asked for one more, in order, by `advance(j)` (true: it
+// had one). The VM's zip and the tracer's share it.
+void zip_check_strict(size_t exhausted, size_t count, const std::function<bool(size_t)>& advance);
 // Python's Ellipsis (`...`): a builtin constant, not callable.
 const Value& ellipsis();
 bool is_ellipsis(const Value& v);

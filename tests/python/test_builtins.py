@@ -311,6 +311,60 @@ def test_map_over_tensors_is_one_graph():
     assert kiln.explain(map_in_loop)(kiln.ones(2), [1, 2]).graph_break_count == 0
 
 
+# ------------------------------------------------------------ zip strict --
+# torch's RNNs zip their flat weights with strict=True (timm's sequencer):
+# the tracer's lazy zip and the residual that rebuilds one across a break
+# keep it, with CPython's ValueError when the lengths differ.
+
+def zip_strict_equal(x, a, b):
+    for p, q in zip(a, b, strict=True):
+        x = x + p * q
+    return x
+
+
+def zip_strict_shorter(x, a, b):
+    out = []
+    for p, q in zip(a, b, strict=True):
+        out.append(p + q)
+    return x, out
+
+
+def zip_strict_longer_of_three(a, b, c):
+    return list(zip(a, b, c, strict=True))
+
+
+def zip_strict_runs_until_the_mismatch(log, a, b):
+    for p, q in zip(a, b, strict=True):
+        log.append(p * q)
+    return log
+
+
+def zip_strict_across_a_break(x, a, b):
+    it = zip(a, b, strict=True)
+    first = next(it)
+    print("break", first)  # a break: the iterator crosses into the code after it
+    return x + sum(p * q for p, q in it), first
+
+
+@pytest.mark.parametrize("fn,args", [
+    (zip_strict_equal, (kiln.ones(2), [1, 2, 3], (4, 5, 6))),
+    (zip_strict_shorter, (kiln.ones(2), [1, 2, 3], [4, 5])),
+    (zip_strict_shorter, (kiln.ones(2), [1, 2], [4, 5, 6])),
+    (zip_strict_longer_of_three, ([1], [2], [3, 4])),
+    (zip_strict_longer_of_three, ([1, 2], [2], [3, 4])),
+    (zip_strict_runs_until_the_mismatch, ([], [1, 2, 3], [4, 5])),
+    (zip_strict_across_a_break, (kiln.ones(2), [1, 2, 3], [4, 5, 6])),
+    (zip_strict_across_a_break, (kiln.ones(2), [1, 2, 3], [4, 5])),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_zip_strict(fn, args):
+    check(fn, *args)
+
+
+def test_zip_strict_is_one_graph():
+    e = kiln.explain(zip_strict_equal)(kiln.ones(2), [1, 2, 3], (4, 5, 6))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+
+
 # -------------------------------------------------- min, max, sorted keys --
 
 def keyed(words):
