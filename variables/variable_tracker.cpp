@@ -1,5 +1,8 @@
 #include "variables/variable_tracker.h"
 
+#include <string>
+#include <unordered_set>
+
 #include "output_graph/output_graph.h"
 #include "runtime/semantics/value_ops.h"
 
@@ -15,12 +18,27 @@ const char* vt_kind_name(VTKind k) {
   return "?";
 }
 
+// Python's own short repr: a class, a function, a module, a dtype
+// (`<class 'int'>`, `<function f at 0x..>`, `torch.int32`).
+static bool repr_is_pythons_own(const runtime::Value& v) {
+  static const std::unordered_set<std::string> own = {
+      "type",   "function",    "builtin_function_or_method", "method", "method-wrapper", "module",
+      "torch.dtype", "torch.device", "weakref.ReferenceType", "NoneType", "bool", "int", "float"};
+  return own.count(runtime::type_name(v)) > 0;
+}
+
 std::string VariableTracker::str() const {
   std::string s = vt_kind_name(kind);
   switch (kind) {
     case VTKind::Opaque:
       // (a made object's instance is empty: its own repr may well raise)
       if (made) return "UserDefinedObjectVariable(a " + runtime::type_name(value) + " made in the trace)";
+      // A program's object is named by its type, as Dynamo names it: its
+      // own repr runs its code at trace time, for a message that may never
+      // be read, and can be pages long (a config dumps itself as JSON, a
+      // ModelOutput prints its tensors).
+      if (value.is(runtime::Kind::Foreign) && !repr_is_pythons_own(value))
+        return s + "(" + runtime::type_name(value) + ")";
       [[fallthrough]];
     case VTKind::Constant: return s + "(" + runtime::repr(value) + ")";
     case VTKind::Tensor: return s + "(" + meta().str() + ")";

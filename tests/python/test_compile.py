@@ -55,6 +55,34 @@ def test_print_breaks_with_reason_and_line(capsys):
     assert "shape (2, 3)" in capsys.readouterr().out
 
 
+class Loud:
+    """An object whose repr is the program's own code, and long."""
+    reprs = 0
+
+    def __repr__(self):
+        Loud.reprs += 1
+        return "Loud(" + "x" * 10000 + ")"
+
+    def __radd__(self, other):
+        return other
+
+
+LOUD = Loud()
+
+
+def adds_a_python_object(x):
+    return (x * 2).add(LOUD)
+
+
+def test_a_break_names_a_program_object_by_its_type_without_running_its_repr():
+    torch = pytest.importorskip("torch")
+    Loud.reprs = 0
+    e = kiln.explain(kiln.compile(adds_a_python_object))(torch.ones(2))
+    (b,) = e.break_reasons
+    assert "OpaqueVariable(Loud)" in b["reason"] and len(b["reason"]) < 200, b["reason"]
+    assert Loud.reprs == 0
+
+
 def branchy(x):
     if x.sum() > 0:
         return x + 1
