@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "codegen/graph_match.h"
 #include "runtime/tensor/ops.h"
 
 namespace kiln::codegen {
@@ -17,40 +18,19 @@ using runtime::Value;
 
 namespace {
 
-bool is_op(const Node* n, OpId op) {
-  return n && n->op == NodeOp::CallFunction && n->op_id == int(op) && n->meta && !n->requires_grad;
-}
+using match::arg;
+using match::node_arg;
+using match::number_arg;
+using match::only_user;
+using match::users_of;
 
-// Argument i of n, given positionally or by keyword.
-const Arg* arg(const Node& n, size_t i, const char* name) {
-  if (i < n.args.size()) return &n.args[i];
-  for (const auto& [k, a] : n.kwargs)
-    if (k == name) return &a;
-  return nullptr;
-}
-
-const Node* node_arg(const Node& n, size_t i, const char* name) {
-  const Arg* a = arg(n, i, name);
-  return a && a->kind == Arg::Kind::Node ? a->node : nullptr;
-}
+// A call of `op` whose value records no gradients (the scheduler's graphs
+// run without autograd; a node that requires grad is left alone).
+bool is_op(const Node* n, OpId op) { return match::is_op(n, op) && !n->requires_grad; }
 
 bool number_is(const Node& n, size_t i, const char* name, double want) {
-  const Arg* a = arg(n, i, name);
-  return a && a->kind == Arg::Kind::Const && a->value.is_number() && !a->value.is(runtime::Kind::Bool) &&
-         a->value.as_number() == want;
-}
-
-// The distinct users of n.
-std::vector<const Node*> users_of(const Node* n) {
-  std::vector<const Node*> u(n->users.begin(), n->users.end());
-  std::sort(u.begin(), u.end());
-  u.erase(std::unique(u.begin(), u.end()), u.end());
-  return u;
-}
-
-bool only_user(const Node* n, const Node* user) {
-  const std::vector<const Node*> u = users_of(n);
-  return u.size() == 1 && u[0] == user;
+  double v = 0;
+  return number_arg(n, i, name, v) && v == want;
 }
 
 // A binary op with `x` as one operand: the other operand's node (null if
