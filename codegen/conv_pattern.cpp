@@ -189,6 +189,18 @@ bool match_from(const Node* conv, ConvMatch& m) {
       }
     }
   }
+  // A residual: add(y, r), r another tensor of y's shape (no broadcast).
+  if (u.size() == 1 && is_op(u[0], OpId::add) && u[0]->meta->sizes == meta.sizes && u[0]->meta->dtype == meta.dtype) {
+    const Node* add = u[0];
+    const Node* res = other_operand(*add, y);
+    if (res && res != y && res->meta && !res->requires_grad && res->meta->sizes == meta.sizes &&
+        res->meta->dtype == meta.dtype) {
+      m.residual = res;
+      if (y != conv) m.absorbed.push_back(y);
+      y = add;
+      u = users_of(add);
+    }
+  }
   // An in-place activation: y's users are the activation's nodes and
   // setitem(y, whole, r) with r read by nothing else.
   const Node* setitem = nullptr;
@@ -203,8 +215,9 @@ bool match_from(const Node* conv, ConvMatch& m) {
   if (!r && u.empty() && !setitem) return false;  // y is a graph output read by nothing (not a node's user)
   if (r && (r->meta->sizes != meta.sizes || r->meta->dtype != meta.dtype)) return false;
   if (!r) {
-    // No activation: worth it only with a BatchNorm (conv alone is conv).
-    if (!m.scale) return false;
+    // No activation: worth it only with a BatchNorm or a residual (conv
+    // alone is conv).
+    if (!m.scale && !m.residual) return false;
     m.out = y;
     return true;
   }
@@ -243,6 +256,7 @@ std::shared_ptr<Node> conv_epilogue_node(const ConvMatch& m) {
   n->kwargs.emplace_back("scale", m.scale ? Arg::of(const_cast<Node*>(m.scale)) : Arg::constant(Value::none()));
   n->kwargs.emplace_back("shift", m.shift ? Arg::of(const_cast<Node*>(m.shift)) : Arg::constant(Value::none()));
   n->kwargs.emplace_back("activation", Arg::constant(Value::str(runtime::conv_activation_name(m.act))));
+  if (m.residual) n->kwargs.emplace_back("residual", Arg::of(const_cast<Node*>(m.residual)));
   return n;
 }
 

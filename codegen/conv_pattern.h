@@ -8,6 +8,9 @@
 //   c  = conv2d(x, w, bias, ...)                     4-D, float32/float64
 //   y  = add(mul(c, reshape(scale, [-1, 1, 1])),     batch_norm_parts in eval
 //            reshape(shift, [-1, 1, 1]))             (optional)
+//   y  = add(y, residual)                            a tensor of y's shape and
+//                                                    dtype: a ResNet block's
+//                                                    identity (optional)
 //   r  = relu(y) | clamp_max(clamp_min(y, 0), 6)                  relu, relu6
 //      | div(mul(y, clamp_max(clamp_min(add(y, 3), 0), 6)), 6)    hardswish
 //      | div(clamp_max(clamp_min(add(y, 3), 0), 6), 6)            hardsigmoid
@@ -38,6 +41,7 @@ struct ConvMatch {
   const output_graph::Node* out = nullptr;   // the chain's last node
   const output_graph::Node* conv = nullptr;  // its conv2d
   const output_graph::Node *scale = nullptr, *shift = nullptr;  // the BatchNorm's [C] values, or null
+  const output_graph::Node* residual = nullptr;                  // added before the activation, or null
   runtime::ConvActivation act = runtime::ConvActivation::None;
   std::vector<const output_graph::Node*> absorbed;  // every node of the chain but `out`
 };

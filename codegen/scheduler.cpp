@@ -462,7 +462,8 @@ Program Scheduler::run() {
     for (const Node* a : m.absorbed) taken = taken || absorbed[size_t(a->index)];
     if (taken) continue;
     for (const Node* a : m.absorbed) absorbed[size_t(a->index)] = 1;
-    replaced_at[m.out] = {conv_epilogue_node(m), std::string("conv2d with its BatchNorm and ") +
+    replaced_at[m.out] = {conv_epilogue_node(m), std::string("conv2d with its BatchNorm") +
+                                                     (m.residual ? ", a residual" : "") + " and " +
                                                      runtime::conv_activation_name(m.act) + " in one pass"};
   }
   for (const auto& np : nodes) {

@@ -59,15 +59,24 @@ T activate(ConvActivation act, T y) {
 template <class T>
 void apply_generic(const ConvEpilogue<T>& e, int64_t c, T* d, int64_t n) {
   const T s = e.scale ? e.scale[c] : T(1), b = e.shift ? e.shift[c] : T(0);
+  const T* res = e.residual ? e.residual + (d - e.out) : nullptr;
   for (int64_t i = 0; i < n; ++i) {
     T y = d[i];
     if (e.scale) y = y * s;
     if (e.shift) y = y + b;
+    if (res) y = y + res[i];
     d[i] = activate(e.act, y);
   }
 }
 
 #if defined(__x86_64__)
+// GCC 12 reports the undefined pass-through operand inside its own
+// _mm512_max_ps/_mm512_min_ps as "may be used uninitialized" once they are
+// inlined here: a false positive (the mask is all ones).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define KILN_EPI_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
 
 // exp: Cephes' range reduction and polynomial (as runtime/kernels/
@@ -143,25 +152,32 @@ KILN_EPI_AVX512 inline __m512 activate512(__m512 y) {
 
 // (A lambda would not inherit the target attribute: a plain function.)
 template <ConvActivation A>
-KILN_EPI_AVX512 inline __m512 affine_activate512(__m512 y, bool has_scale, __m512 s, bool has_shift, __m512 b) {
+KILN_EPI_AVX512 inline __m512 affine_activate512(__m512 y, bool has_scale, __m512 s, bool has_shift, __m512 b,
+                                                 bool has_res, __m512 r) {
   if (has_scale) y = _mm512_mul_ps(y, s);
   if (has_shift) y = _mm512_add_ps(y, b);
+  if (has_res) y = _mm512_add_ps(y, r);
   return activate512<A>(y);
 }
 
 template <ConvActivation A>
-KILN_EPI_AVX512 void apply512(const float* scale, const float* shift, int64_t c, float* d, int64_t n) {
-  const __m512 s = _mm512_set1_ps(scale ? scale[c] : 1.0f), b = _mm512_set1_ps(shift ? shift[c] : 0.0f);
-  const bool hs = scale != nullptr, hb = shift != nullptr;
+KILN_EPI_AVX512 void apply512(const ConvEpilogue<float>& e, int64_t c, float* d, int64_t n) {
+  const __m512 s = _mm512_set1_ps(e.scale ? e.scale[c] : 1.0f), b = _mm512_set1_ps(e.shift ? e.shift[c] : 0.0f);
+  const bool hs = e.scale != nullptr, hb = e.shift != nullptr, hr = e.residual != nullptr;
+  const float* res = hr ? e.residual + (d - e.out) : nullptr;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, affine_activate512<A>(_mm512_loadu_ps(d + i), hs, s, hb, b));
+  for (; i + 16 <= n; i += 16) {
+    const __m512 r = hr ? _mm512_loadu_ps(res + i) : _mm512_setzero_ps();
+    _mm512_storeu_ps(d + i, affine_activate512<A>(_mm512_loadu_ps(d + i), hs, s, hb, b, hr, r));
+  }
   if (i < n) {
     const __mmask16 m = __mmask16((1u << (n - i)) - 1u);
-    _mm512_mask_storeu_ps(d + i, m, affine_activate512<A>(_mm512_maskz_loadu_ps(m, d + i), hs, s, hb, b));
+    const __m512 r = hr ? _mm512_maskz_loadu_ps(m, res + i) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(d + i, m, affine_activate512<A>(_mm512_maskz_loadu_ps(m, d + i), hs, s, hb, b, hr, r));
   }
 }
 
-using Apply512 = void (*)(const float*, const float*, int64_t, float*, int64_t);
+using Apply512 = void (*)(const ConvEpilogue<float>&, int64_t, float*, int64_t);
 
 Apply512 apply512_for(ConvActivation a) {
   switch (a) {
@@ -172,6 +188,9 @@ Apply512 apply512_for(ConvActivation a) {
   }
   return nullptr;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
@@ -181,7 +200,7 @@ void ConvEpilogue<T>::apply(int64_t c, T* data, int64_t n) const {
   if (!active() || n <= 0) return;
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float>) {
-    if (has_avx512()) return apply512_for(act)(scale, shift, c, data, n);
+    if (has_avx512()) return apply512_for(act)(*this, c, data, n);
   }
 #endif
   apply_generic(*this, c, data, n);

@@ -3,7 +3,8 @@
 //   y = conv * scale[c] + shift[c]
 // (scale = weight / sqrt(running_var + eps), shift = bias - running_mean *
 // scale, computed by the graph on every call from the module's current
-// tensors, so nothing here can go stale), then one activation. Applied per
+// tensors, so nothing here can go stale), then a residual added (a ResNet
+// block's identity: y + residual, element by element), then one activation. Applied per
 // output plane (depthwise) or per GEMM output block (the general path),
 // instead of a separate pass of the graph's pointwise kernel over the whole
 // output.
@@ -44,8 +45,12 @@ template <class T>
 struct ConvEpilogue {
   const T* scale = nullptr;  // per output channel, or null (no affine map)
   const T* shift = nullptr;  // per output channel, or null (0)
+  // A tensor of the output's shape, contiguous, or null; `out` is the
+  // output's first element (data - out is where a call's elements are).
+  const T* residual = nullptr;
+  const T* out = nullptr;
   ConvActivation act = ConvActivation::None;
-  bool active() const { return scale || shift || act != ConvActivation::None; }
+  bool active() const { return scale || shift || residual || act != ConvActivation::None; }
   // data[0, n): output elements of channel c, rewritten in place.
   void apply(int64_t c, T* data, int64_t n) const;
 };

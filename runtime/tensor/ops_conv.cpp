@@ -731,18 +731,22 @@ namespace {
 
 // conv2d's output with an epilogue: what conv_eager computes when `epi` is
 // empty. The per-channel tensors are made contiguous in the conv's dtype.
-Value conv_with_epilogue(const OpArgs& args, const Tensor& scale, const Tensor& shift, ConvActivation act) {
+Value conv_with_epilogue(const OpArgs& args, const Tensor& scale, const Tensor& shift, const Tensor& residual,
+                         ConvActivation act) {
   const ConvPlan p = plan_conv(args);
   Tensor out = Tensor::uninitialized(p.g.out_sizes(p.cout), p.dtype);
   if (out.numel() == 0) return Value::tensor(out);
   const Tensor x4 = as_nchw(args.tensor(0), p.g, p.dtype);
   const Tensor bias = args.is_none(2) ? Tensor() : args.tensor(2);
   const Tensor sc = scale.defined() ? scale.contiguous() : Tensor(), sh = shift.defined() ? shift.contiguous() : Tensor();
+  const Tensor res = residual.defined() ? residual.contiguous() : Tensor();
   auto run = [&](auto zero) {
     using T = decltype(zero);
     ConvEpilogue<T> epi;
     epi.scale = sc.defined() ? sc.data<T>() : nullptr;
     epi.shift = sh.defined() ? sh.data<T>() : nullptr;
+    epi.residual = res.defined() ? res.data<T>() : nullptr;
+    epi.out = out.data<T>();
     epi.act = act;
     conv_run<T>(p, x4, args.tensor(1), bias, out, epi);
   };
@@ -753,7 +757,9 @@ Value conv_with_epilogue(const OpArgs& args, const Tensor& scale, const Tensor& 
 
 }  // namespace
 
-Value conv_eager(const OpArgs& args) { return conv_with_epilogue(args, Tensor(), Tensor(), ConvActivation::None); }
+Value conv_eager(const OpArgs& args) {
+  return conv_with_epilogue(args, Tensor(), Tensor(), Tensor(), ConvActivation::None);
+}
 
 Tensor conv_act_shape(const OpArgs& args) {
   const ConvPlan p = plan_conv(args);
@@ -771,7 +777,14 @@ Tensor conv_act_shape(const OpArgs& args) {
   ConvActivation act;
   if (!args[9].is(Kind::Str) || !parse_conv_activation(args[9].as_str(), act))
     throw_error(ErrorKind::RuntimeError, "_conv2d_act(): unknown activation " + repr(args[9]));
-  return Tensor::meta(p.g.out_sizes(p.cout), p.dtype);
+  const Shape out = p.g.out_sizes(p.cout);
+  if (!args.is_none(10)) {
+    const Tensor r = args.tensor(10);
+    if (r.sizes() != out || r.dtype() != p.dtype)
+      throw_error(ErrorKind::RuntimeError, "_conv2d_act(): residual must be " + std::string(dtype_name(p.dtype)) +
+                                               shape_str(out) + ", got " + dtype_name(r.dtype()) + shape_str(r.sizes()));
+  }
+  return Tensor::meta(out, p.dtype);
 }
 
 Value conv_act_eager(const OpArgs& args) {
@@ -779,7 +792,7 @@ Value conv_act_eager(const OpArgs& args) {
   ConvActivation act = ConvActivation::None;
   parse_conv_activation(args[9].as_str(), act);
   return conv_with_epilogue(args, args.is_none(7) ? Tensor() : args.tensor(7), args.is_none(8) ? Tensor() : args.tensor(8),
-                            act);
+                            args.is_none(10) ? Tensor() : args.tensor(10), act);
 }
 
 Tensor pool_shape(const OpArgs& args) {

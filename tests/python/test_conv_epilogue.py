@@ -214,3 +214,61 @@ def test_training_batch_norm_and_shared_outputs_are_not_fused():
         for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
             close(w, g)
         assert fused_steps() == fused, (fn.__name__, kiln._C.llvm_report()["summary"])
+
+
+class Residual(nn.Module):
+    """A ResNet block's tail: act(bn(conv(x)) + identity); with bn=False the
+    convolution's own output (and bias) takes the residual."""
+
+    def __init__(self, channels, k, groups, act, bn=True):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, k, padding=k // 2, groups=groups, bias=not bn)
+        self.bn = nn.BatchNorm2d(channels) if bn else nn.Identity()
+        self.act = ACTIVATIONS[act]()
+
+    def forward(self, x):
+        out = self.bn(self.conv(x))
+        out += x
+        return self.act(out)
+
+
+# (channels, kernel, groups, plane): depthwise rows, depthwise 16-channel
+# blocks, the GEMM's padded planes, 1x1.
+RESIDUAL_CONVS = [(16, 3, 16, 20), (32, 7, 32, 7), (8, 3, 1, 12), (8, 1, 1, 6)]
+
+
+@pytest.mark.parametrize("act", ["relu", "relu_inplace", "silu", "none"])
+@pytest.mark.parametrize("shape", RESIDUAL_CONVS)
+def test_residual_add_joins_the_epilogue(shape, act):
+    torch.manual_seed(5)
+    channels, k, groups, hw = shape
+    for bn in (True, False):
+        m = Residual(channels, k, groups, act, bn=bn).eval()
+        if bn:
+            with torch.no_grad():
+                m.bn.running_var.uniform_(0.5, 2.0)
+                m.bn.running_mean.uniform_(-0.5, 0.5)
+        x = torch.randn(2, channels, hw, hw)
+        kiln.reset()
+        with torch.no_grad():
+            close(m(x), kiln.compile(m, backend="llvm")(x))
+        summary = kiln._C.llvm_report()["summary"]
+        assert fused_steps() == 1 and "a residual" in summary, summary
+
+
+def test_a_broadcast_add_is_not_a_residual():
+    """conv + a [C, 1, 1] tensor is a broadcast add, not an element-wise
+    residual: it keeps its own kernel, the BatchNorm and relu fuse only when
+    they come after it as a chain the pattern knows (here they do not)."""
+    torch.manual_seed(6)
+    conv, bn = nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.BatchNorm2d(16).eval()
+    per_channel = torch.randn(16, 1, 1)
+
+    def f(x):
+        return torch.relu(bn(conv(x)) + per_channel)
+
+    x = example("depthwise_rows")
+    kiln.reset()
+    with torch.no_grad():
+        close(f(x), kiln.compile(f, backend="llvm")(x))
+    assert "a residual" not in kiln._C.llvm_report()["summary"]
