@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "codegen/graph_match.h"
 #include "runtime/tensor/ops.h"
 
 namespace kiln::codegen {
@@ -17,35 +18,11 @@ using runtime::Value;
 
 namespace {
 
-bool is_op(const Node* n, OpId op) { return n && n->op == NodeOp::CallFunction && n->op_id == int(op) && n->meta; }
-
-// Argument i of n, given positionally or by keyword.
-const Arg* arg(const Node& n, size_t i, const char* name) {
-  if (i < n.args.size()) return &n.args[i];
-  for (const auto& [k, a] : n.kwargs)
-    if (k == name) return &a;
-  return nullptr;
-}
-
-const Node* node_arg(const Node& n, size_t i, const char* name) {
-  const Arg* a = arg(n, i, name);
-  return a && a->kind == Arg::Kind::Node ? a->node : nullptr;
-}
-
-bool number_arg(const Node& n, size_t i, const char* name, double& out) {
-  const Arg* a = arg(n, i, name);
-  if (!a || a->kind != Arg::Kind::Const || !a->value.is_number() || a->value.is(runtime::Kind::Bool)) return false;
-  out = a->value.as_number();
-  return true;
-}
-
-// Every user of n is `user` (a node may list a user once per use).
-bool only_user(const Node* n, const Node* user) {
-  if (n->users.empty()) return false;
-  for (const Node* u : n->users)
-    if (u != user) return false;
-  return true;
-}
+using match::arg;
+using match::is_op;
+using match::node_arg;
+using match::number_arg;
+using match::only_user;
 
 bool same_dim(const TensorMeta& a, size_t da, const TensorMeta& b, size_t db) {
   if (a.sizes[da] != b.sizes[db]) return false;

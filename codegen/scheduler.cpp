@@ -34,6 +34,7 @@
 #include <unordered_map>
 
 #include "codegen/attention_pattern.h"
+#include "codegen/conv_pattern.h"
 #include "codegen/scheduler_impl.h"
 #include "runtime/value/tensor.h"
 
@@ -448,19 +449,29 @@ Program Scheduler::run() {
   }
   // Hand-written attention runs as one call of the tiled kernel: its
   // scores, scaling, mask and softmax nodes are never scheduled.
+  // So does a convolution with its evaluation BatchNorm and activation
+  // (codegen/conv_pattern.h): one _conv2d_act call.
   std::vector<char> absorbed(nodes.size(), 0);
-  std::unordered_map<const Node*, const AttentionMatch*> attention_at;
-  const std::vector<AttentionMatch> attention = find_attention(g_);
-  for (const AttentionMatch& m : attention) {
+  std::unordered_map<const Node*, std::pair<std::shared_ptr<const Node>, std::string>> replaced_at;
+  for (const AttentionMatch& m : find_attention(g_)) {
     for (const Node* a : m.absorbed) absorbed[size_t(a->index)] = 1;
-    attention_at[m.out] = &m;
+    replaced_at[m.out] = {attention_node(m), "softmax(q @ k^T * scale + mask) @ v: the tiled attention kernel"};
+  }
+  for (const ConvMatch& m : find_conv_epilogues(g_)) {
+    bool taken = replaced_at.count(m.out) > 0;  // never two rewrites of one node
+    for (const Node* a : m.absorbed) taken = taken || absorbed[size_t(a->index)];
+    if (taken) continue;
+    for (const Node* a : m.absorbed) absorbed[size_t(a->index)] = 1;
+    replaced_at[m.out] = {conv_epilogue_node(m), std::string("conv2d with its BatchNorm") +
+                                                     (m.residual ? ", a residual" : "") + " and " +
+                                                     runtime::conv_activation_name(m.act) + " in one pass"};
   }
   for (const auto& np : nodes) {
     const Node& n = *np;
     if (absorbed[size_t(n.index)]) continue;
-    if (auto it = attention_at.find(&n); it != attention_at.end()) {
-      prog_.synthetic_nodes.push_back(attention_node(*it->second));
-      eager(*prog_.synthetic_nodes.back(), "softmax(q @ k^T * scale + mask) @ v: the tiled attention kernel");
+    if (auto it = replaced_at.find(&n); it != replaced_at.end()) {
+      prog_.synthetic_nodes.push_back(it->second.first);
+      eager(*prog_.synthetic_nodes.back(), it->second.second);
     } else switch (n.op) {
       case NodeOp::Placeholder: placeholder(n); break;
       case NodeOp::GetAttr: get_attr(n); break;

@@ -465,6 +465,9 @@ std::optional<SymShape> sym_conv_shape(const Rule& r) {
   return out;
 }
 
+// _conv2d_act: conv2d's shape (its epilogue is per element).
+#define sym_conv_act_shape sym_conv_shape
+
 // The spatial dims of a 1d/2d pooling op: what its name ends in.
 size_t spatial_dims(const Rule& r) { return std::string_view(r.op.name).ends_with("2d") ? 2 : 1; }
 

@@ -489,8 +489,10 @@ void extended(const Layout& l, const T* qp, const T* w, T bias, T* ext) {
   extended_generic(l, qp, w, bias, ext);
 }
 
+// Each output plane gets the epilogue (conv_epilogue.h) right after it is
+// written, while it is still in cache.
 template <class T>
-void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T* out) {
+void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T* out, const ConvEpilogue<T>& epi) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float>) {
     if (const ChannelBlockFn fn = channel_block_for(s)) {
@@ -500,7 +502,13 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
       parallel_for(s.N * blocks, grain, [&](int64_t lo, int64_t hi) {
         thread_local std::vector<float> buf;
         if (buf.size() < scratch) buf.resize(scratch);
-        for (int64_t b = lo; b < hi; ++b) fn(s, in, weight, bias, out, b / blocks, (b % blocks) * 16, buf.data());
+        for (int64_t b = lo; b < hi; ++b) {
+          const int64_t n = b / blocks, c0 = (b % blocks) * 16;
+          fn(s, in, weight, bias, out, n, c0, buf.data());
+          if (epi.active())
+            for (int64_t c = c0; c < std::min(c0 + 16, s.C); ++c)
+              epi.apply(c, out + (n * s.cout + c) * s.oh * s.ow, s.oh * s.ow);
+        }
       });
       return;
     }
@@ -520,6 +528,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
             const int64_t o = c * m + k;
             plane_fn(s, masks, in + plane * s.H * s.W, weight + o * taps, bias ? bias[o] : 0.0f,
                      out + (n * s.cout + o) * P);
+            epi.apply(o, out + (n * s.cout + o) * P, P);
           }
         }
       });
@@ -537,6 +546,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
             const int64_t o = c * m + k;
             same_plane_avx512(masks, P, in + plane * P, weight + o * taps, bias ? bias[o] : 0.0f,
                               out + (n * s.cout + o) * P);
+            epi.apply(o, out + (n * s.cout + o) * P, P);
           }
         }
       });
@@ -578,6 +588,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
         extended(l, qp, weight + o * taps, bias ? bias[o] : T(0), ext);
         T* dst = out + (n * s.cout + o) * P;
         for (int64_t oi = 0; oi < s.oh; ++oi) std::memcpy(dst + oi * s.ow, ext + oi * l.L, size_t(s.ow) * sizeof(T));
+        epi.apply(o, dst, P);
       }
     }
   });
@@ -585,12 +596,13 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
 
 }  // namespace
 
-void depthwise_conv2d(const DepthwiseShape& s, const float* in, const float* weight, const float* bias, float* out) {
-  run(s, in, weight, bias, out);
+void depthwise_conv2d(const DepthwiseShape& s, const float* in, const float* weight, const float* bias, float* out,
+                      const ConvEpilogue<float>& epi) {
+  run(s, in, weight, bias, out, epi);
 }
 void depthwise_conv2d(const DepthwiseShape& s, const double* in, const double* weight, const double* bias,
-                      double* out) {
-  run(s, in, weight, bias, out);
+                      double* out, const ConvEpilogue<double>& epi) {
+  run(s, in, weight, bias, out, epi);
 }
 
 }  // namespace kiln::runtime

@@ -25,11 +25,15 @@
 //   "phase planes" (split by the stride's row and column phase, so every
 //   tap of any stride and dilation is a contiguous run), computed over
 //   their extended positions q = oi * L + oj, the columns past ow dropped.
-// Bias is added in the same pass. Planes are split over the thread pool by
+// Bias is added in the same pass, and the epilogue (an evaluation
+// BatchNorm's per-channel affine map and an activation: conv_epilogue.h)
+// right after each output plane is written. Planes are split over the thread pool by
 // their cost (taps x positions), so a small layer stays on one thread.
 #pragma once
 
 #include <cstdint>
+
+#include "runtime/kernels/conv_epilogue.h"
 
 namespace kiln::runtime {
 
@@ -42,10 +46,11 @@ struct DepthwiseShape {
 };
 
 // out[N, cout, oh, ow] (contiguous) = the convolution of in with weight
-// [cout, 1, kh, kw] (contiguous), plus bias[cout] when not null. Splits the
-// planes over the thread pool by their cost.
-void depthwise_conv2d(const DepthwiseShape& s, const float* in, const float* weight, const float* bias, float* out);
+// [cout, 1, kh, kw] (contiguous), plus bias[cout] when not null, then
+// `epi`. Splits the planes over the thread pool by their cost.
+void depthwise_conv2d(const DepthwiseShape& s, const float* in, const float* weight, const float* bias, float* out,
+                      const ConvEpilogue<float>& epi = {});
 void depthwise_conv2d(const DepthwiseShape& s, const double* in, const double* weight, const double* bias,
-                      double* out);
+                      double* out, const ConvEpilogue<double>& epi = {});
 
 }  // namespace kiln::runtime

@@ -311,7 +311,8 @@ void gather_table(const Geometry& g, int64_t nn, int64_t cin, std::vector<int32_
 // next plane or a zero tail. Worth it while most extended positions are
 // real: the caller requires oh*ow >= 60% of Hp*Wp.
 void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64_t nn, const float* w, int64_t cout,
-                     const float* bias, float* out, int64_t out_sample_stride, bool inner_parallel) {
+                     const float* bias, float* out, int64_t out_sample_stride, bool inner_parallel,
+                     const ConvEpilogue<float>& epi, int64_t c_base) {
   const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi, plane = Hp * Wp;
   const int64_t n_ext = nn * plane, kk = g.kh * g.kw, K = cin * kk;
   const int64_t tail = (g.kh - 1) * g.dh * Wp + (g.kw - 1) * g.dw + 32;
@@ -340,7 +341,7 @@ void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64
   const int64_t panels = (n_ext + 31) / 32;
   if (inner_parallel) parallel_for(panels, 1, columns);
   else columns(0, panels);
-  auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the output, bias added
+  auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the output, bias added, then the epilogue
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t s = r / cout, c = r % cout;
       const float add = bias ? bias[c] : 0.0f;
@@ -348,14 +349,19 @@ void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64
       float* dst = out + s * out_sample_stride + c * g.oh * g.ow;
       for (int64_t oi = 0; oi < g.oh; ++oi)
         for (int64_t oj = 0; oj < g.ow; ++oj) dst[oi * g.ow + oj] = src[oi * Wp + oj] + add;
+      epi.apply(c_base + c, dst, g.oh * g.ow);
     }
   };
   if (inner_parallel) parallel_for(nn * cout, std::max<int64_t>(1, 4096 / (g.oh * g.ow)), finish);
   else finish(0, nn * cout);
 }
 
+// `epi` (conv_epilogue.h) is applied to each output plane as soon as it is
+// final: per plane of the depthwise kernel, per (sample, channel) row of a
+// GEMM's output while the GEMM's block is still in cache.
 template <class T>
-void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out) {
+void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out,
+              const ConvEpilogue<T>& epi) {
   const Geometry& g = p.g;
   const int64_t cin_g = g.C / p.groups, cout_g = p.cout / p.groups;
   const int64_t kk = g.kh * g.kw, P = g.oh * g.ow, K = cin_g * kk;
@@ -367,17 +373,9 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   const T* bp = bias.defined() ? bc.data<T>() : nullptr;
   if (K == 0) {
     for (int64_t i = 0; i < out.numel(); ++i) o[i] = bp ? bp[(i / P) % p.cout] : T(0);
+    for (int64_t r = 0; r < g.N * p.cout; ++r) epi.apply(r % p.cout, o + r * P, P);
     return;
   }
-  // After GEMMs that wrote straight into the output.
-  auto add_bias = [&] {
-    if (!bp) return;
-    for (int64_t n = 0; n < g.N; ++n)
-      for (int64_t c = 0; c < p.cout; ++c) {
-        T* dst = o + (n * p.cout + c) * P;
-        for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
-      }
-  };
   // Depthwise (one input channel per group, any channel multiplier): its
   // own kernel (runtime/kernels/conv_depthwise.h); as groups of GEMMs each would
   // be a 1-row matrix product.
@@ -386,7 +384,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     s.N = g.N, s.C = g.C, s.H = g.H, s.W = g.W, s.cout = p.cout;
     s.kh = g.kh, s.kw = g.kw, s.sh = g.sh, s.sw = g.sw, s.dh = g.dh, s.dw = g.dw;
     s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
-    depthwise_conv2d(s, in, wp, bp, o);
+    depthwise_conv2d(s, in, wp, bp, o, epi);
     return;
   }
   // A 1x1 window, unit stride, no padding: each sample's input planes are
@@ -395,10 +393,18 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
                          g.pw_hi == 0 && P == g.H * g.W;
   if (pointwise) {
     for (int64_t n = 0; n < g.N; ++n)
-      for (int64_t grp = 0; grp < p.groups; ++grp)
-        gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, o + (n * p.cout + grp * cout_g) * P,
-             cout_g, P, K, P);
-    add_bias();
+      for (int64_t grp = 0; grp < p.groups; ++grp) {
+        T* og = o + (n * p.cout + grp * cout_g) * P;
+        gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, og, cout_g, P, K, P);
+        if (!bp && !epi.active()) continue;
+        // The bias and the epilogue while this GEMM's output is in cache.
+        for (int64_t c = 0; c < cout_g; ++c) {
+          T* dst = og + c * P;
+          if (bp)
+            for (int64_t i = 0; i < P; ++i) dst[i] += bp[grp * cout_g + c];
+          epi.apply(grp * cout_g + c, dst, P);
+        }
+      }
     return;
   }
   // Otherwise im2col and one GEMM per group of samples: the group's patches
@@ -422,7 +428,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
         for (int64_t grp = 0; grp < p.groups; ++grp)
           conv_direct_f32(g, in + ((n0 * g.C) + grp * cin_g) * g.H * g.W, cin_g, nn, wp + grp * cout_g * K, cout_g,
                           bp ? bp + grp * cout_g : nullptr, o + (n0 * p.cout + grp * cout_g) * P, p.cout * P,
-                          inner_parallel);
+                          inner_parallel, epi, grp * cout_g);
         return;
       }
     }
@@ -466,7 +472,7 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
       else im2col(0, K);
       const T* wg = wp + grp * cout_g * K;
       T* og = o + (n0 * p.cout + grp * cout_g) * P;
-      auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the group's output, bias added
+      auto finish = [&](int64_t lo, int64_t hi) {  // rows (s, c) of the group's output, bias added, then the epilogue
         for (int64_t r = lo; r < hi; ++r) {
           const int64_t smp = r / cout_g, c = r % cout_g;
           T* dst = og + (smp * p.cout + c) * P;
@@ -477,10 +483,11 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
           } else if (bp) {
             for (int64_t i = 0; i < P; ++i) dst[i] += add;
           }
+          epi.apply(grp * cout_g + c, dst, P);
         }
       };
       gemm(wg, cp, nn > 1 ? rp : og, cout_g, nn * P, K, ld);  // [cout_g, K] x [K, nn * P]
-      if (nn == 1 && !bp) continue;
+      if (nn == 1 && !bp && !epi.active()) continue;
       if (inner_parallel) parallel_for(nn * cout_g, std::max<int64_t>(1, 4096 / P), finish);
       else finish(0, nn * cout_g);
     }
@@ -720,15 +727,72 @@ Tensor conv_shape(const OpArgs& args) {
   return Tensor::meta(p.g.out_sizes(p.cout), p.dtype);
 }
 
-Value conv_eager(const OpArgs& args) {
+namespace {
+
+// conv2d's output with an epilogue: what conv_eager computes when `epi` is
+// empty. The per-channel tensors are made contiguous in the conv's dtype.
+Value conv_with_epilogue(const OpArgs& args, const Tensor& scale, const Tensor& shift, const Tensor& residual,
+                         ConvActivation act) {
   const ConvPlan p = plan_conv(args);
   Tensor out = Tensor::uninitialized(p.g.out_sizes(p.cout), p.dtype);
   if (out.numel() == 0) return Value::tensor(out);
   const Tensor x4 = as_nchw(args.tensor(0), p.g, p.dtype);
   const Tensor bias = args.is_none(2) ? Tensor() : args.tensor(2);
-  if (p.dtype == DType::Float32) conv_run<float>(p, x4, args.tensor(1), bias, out);
-  else conv_run<double>(p, x4, args.tensor(1), bias, out);
+  const Tensor sc = scale.defined() ? scale.contiguous() : Tensor(), sh = shift.defined() ? shift.contiguous() : Tensor();
+  const Tensor res = residual.defined() ? residual.contiguous() : Tensor();
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    ConvEpilogue<T> epi;
+    epi.scale = sc.defined() ? sc.data<T>() : nullptr;
+    epi.shift = sh.defined() ? sh.data<T>() : nullptr;
+    epi.residual = res.defined() ? res.data<T>() : nullptr;
+    epi.out = out.data<T>();
+    epi.act = act;
+    conv_run<T>(p, x4, args.tensor(1), bias, out, epi);
+  };
+  if (p.dtype == DType::Float32) run(0.0f);
+  else run(0.0);
   return Value::tensor(out);
+}
+
+}  // namespace
+
+Value conv_eager(const OpArgs& args) {
+  return conv_with_epilogue(args, Tensor(), Tensor(), Tensor(), ConvActivation::None);
+}
+
+Tensor conv_act_shape(const OpArgs& args) {
+  const ConvPlan p = plan_conv(args);
+  if (p.g.R != 2 || args.tensor(0).dim() != 4)
+    throw_error(ErrorKind::RuntimeError, "_conv2d_act(): input must be 4-D (N, C, H, W), got shape " +
+                                             shape_str(args.tensor(0).sizes()));
+  for (size_t i : {size_t(7), size_t(8)}) {
+    if (args.is_none(i)) continue;
+    const Tensor t = args.tensor(i);
+    if (t.dim() != 1 || t.sizes()[0] != p.cout || t.dtype() != p.dtype)
+      throw_error(ErrorKind::RuntimeError, "_conv2d_act(): " + args.param_name(i) + " must be " +
+                                               dtype_name(p.dtype) + "[" + std::to_string(p.cout) + "], got " +
+                                               dtype_name(t.dtype()) + shape_str(t.sizes()));
+  }
+  ConvActivation act;
+  if (!args[9].is(Kind::Str) || !parse_conv_activation(args[9].as_str(), act))
+    throw_error(ErrorKind::RuntimeError, "_conv2d_act(): unknown activation " + repr(args[9]));
+  const Shape out = p.g.out_sizes(p.cout);
+  if (!args.is_none(10)) {
+    const Tensor r = args.tensor(10);
+    if (r.sizes() != out || r.dtype() != p.dtype)
+      throw_error(ErrorKind::RuntimeError, "_conv2d_act(): residual must be " + std::string(dtype_name(p.dtype)) +
+                                               shape_str(out) + ", got " + dtype_name(r.dtype()) + shape_str(r.sizes()));
+  }
+  return Tensor::meta(out, p.dtype);
+}
+
+Value conv_act_eager(const OpArgs& args) {
+  conv_act_shape(args);
+  ConvActivation act = ConvActivation::None;
+  parse_conv_activation(args[9].as_str(), act);
+  return conv_with_epilogue(args, args.is_none(7) ? Tensor() : args.tensor(7), args.is_none(8) ? Tensor() : args.tensor(8),
+                            args.is_none(10) ? Tensor() : args.tensor(10), act);
 }
 
 Tensor pool_shape(const OpArgs& args) {

@@ -545,9 +545,11 @@ def test_hand_written_attention_runs_the_tiled_kernel():
 
 
 def test_batch_norm_in_eval_fuses_with_its_neighbours_and_training_updates_statistics():
-    """Eval BatchNorm is x * a + b per channel, fused with the relu and the
-    residual add after it (no pass of its own: only the convolutions stay
-    eager steps); in training the running statistics still move as torch's."""
+    """Eval BatchNorm is x * a + b per channel, applied (with the residual
+    add and relu after it) by the convolution itself as it writes each
+    output plane (codegen/conv_pattern.h): no pass of its own, only the
+    convolutions stay eager steps; in training the running statistics still
+    move as torch's."""
     torch.manual_seed(2)
     block = BasicBlock(8, 8)
     with torch.no_grad():
@@ -558,9 +560,11 @@ def test_batch_norm_in_eval_fuses_with_its_neighbours_and_training_updates_stati
     with torch.no_grad():
         close(block(x), kiln.compile(block, backend="llvm")(x))
     r = kiln._C.llvm_report()
-    # Eager steps: the two convolutions. Kernels: per BatchNorm one over its
-    # C channels (a and b) and one pass over x (bn+relu; bn+add+relu).
+    # Eager steps: the two convolutions, each with its BatchNorm and relu
+    # (the second after the residual add). Kernels: per BatchNorm two over
+    # its C channels (a and b), none over x.
     assert r["eager_steps"] == 2 and r["kernels"] <= 4, r["summary"]
+    assert r["summary"].count("in one pass") == 2 and r["summary"].count("a residual") == 1, r["summary"]
     block.train()
     twin = copy.deepcopy(block)
     with torch.no_grad():
