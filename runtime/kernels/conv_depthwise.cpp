@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/base/thread_pool.h"
+#include "runtime/kernels/conv_phases.h"
 #include "runtime/kernels/gemm_avx512.h"
 
 #if defined(__x86_64__)
@@ -15,139 +16,32 @@
 namespace kiln::runtime {
 namespace {
 
-// Extended positions are computed in blocks of this many (4 zmm of float32);
-// the phase planes carry that much slack so a block never reads past them.
-constexpr int64_t kBlock = 64;
-
-// The layout of one input plane's phase planes and the taps over them.
-struct Layout {
-  int64_t L = 0;       // row length of a phase plane (ow + the widest tap's column offset)
-  int64_t rows = 0;    // rows of a phase plane that hold data (oh + the tallest tap's row offset)
-  int64_t E = 0;       // extended positions: oh * L
-  int64_t Epad = 0;    // E rounded up to kBlock
-  int64_t S = 0;       // elements per phase plane (rows * L plus the slack a block reads)
-  std::vector<int64_t> tap;  // element offset of tap t (row-major over the window) from the phase planes' start
-};
-
-Layout make_layout(const DepthwiseShape& s) {
-  Layout l;
-  const int64_t a_max = ((s.kh - 1) * s.dh) / s.sh, b_max = ((s.kw - 1) * s.dw) / s.sw;
-  l.L = s.ow + b_max;
-  l.rows = s.oh + a_max;
-  l.E = s.oh * l.L;
-  l.Epad = (l.E + kBlock - 1) / kBlock * kBlock;
-  // A block at q < Epad reads up to q + a_max * L + b_max.
-  l.S = std::max(l.rows * l.L, l.Epad + a_max * l.L + b_max);
-  for (int64_t ki = 0; ki < s.kh; ++ki)
-    for (int64_t kj = 0; kj < s.kw; ++kj) {
-      const int64_t phase = ((ki * s.dh) % s.sh) * s.sw + (kj * s.dw) % s.sw;
-      l.tap.push_back(phase * l.S + ((ki * s.dh) / s.sh) * l.L + (kj * s.dw) / s.sw);
-    }
-  return l;
-}
-
-// The first and one-past-last j in [0, n) with 0 <= j * stride + off < size.
-void valid_range(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t& lo, int64_t& hi) {
-  lo = std::min(n, off >= 0 ? 0 : (-off + stride - 1) / stride);
-  hi = std::max(lo, size - 1 - off < 0 ? 0 : std::min(n, (size - 1 - off) / stride + 1));
-}
-
-// Phase plane (pr, pc) of `plane` ([H][W]): Q[i * L + j] = the padded
-// plane's element (i * sh + pr, j * sw + pc), 0 on padding and in the
-// slack. Each element is written once.
-template <class T>
-void fill_phases(const DepthwiseShape& s, const Layout& l, const T* plane, T* q) {
-  for (int64_t pr = 0; pr < s.sh; ++pr)
-    for (int64_t pc = 0; pc < s.sw; ++pc) {
-      T* dst = q + (pr * s.sw + pc) * l.S;
-      int64_t i_lo, i_hi, j_lo, j_hi;
-      valid_range(pr - s.ph, s.sh, s.H, l.rows, i_lo, i_hi);
-      valid_range(pc - s.pw, s.sw, s.W, l.L, j_lo, j_hi);
-      if (j_lo == j_hi) i_hi = i_lo;
-      std::fill(dst, dst + i_lo * l.L, T(0));
-      for (int64_t i = i_lo; i < i_hi; ++i) {
-        T* row = dst + i * l.L;
-        const T* src = plane + (i * s.sh + pr - s.ph) * s.W + pc - s.pw;
-        std::fill(row, row + j_lo, T(0));
-        if (s.sw == 1) std::memcpy(row + j_lo, src + j_lo, size_t(j_hi - j_lo) * sizeof(T));
-        else
-          for (int64_t j = j_lo; j < j_hi; ++j) row[j] = src[j * s.sw];
-        std::fill(row + j_hi, row + l.L, T(0));
-      }
-      std::fill(dst + i_hi * l.L, dst + l.S, T(0));
-    }
-}
-
-#if defined(__x86_64__)
-// fill_phases for a column stride of 2 (MobileNet's and EfficientNet's
-// downsampling layers), float32: the scalar strided copy cost several times
-// the convolution itself, so each padded row is read 32 columns at a time
-// (two masked loads: the lanes on padding read nothing and are 0) and split
-// into its even and odd columns (two permutes), the rows of phases 0 and 1.
-__attribute__((target("avx512f"))) void fill_phases_s2_avx512(const DepthwiseShape& s, const Layout& l,
-                                                              const float* plane, float* q) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  // Lanes [lo, hi) of a 16-lane mask, clamped.
-  auto lanes = [](int64_t lo, int64_t hi) {
-    lo = std::clamp<int64_t>(lo, 0, 16), hi = std::clamp<int64_t>(hi, 0, 16);
-    return __mmask16(hi <= lo ? 0u : ((hi - lo == 16 ? 0xffffu : (1u << (hi - lo)) - 1u) << lo));
-  };
-  for (int64_t pr = 0; pr < s.sh; ++pr) {
-    float* d0 = q + (pr * 2) * l.S;
-    float* d1 = d0 + l.S;
-    for (int64_t i = 0; i < l.rows; ++i) {
-      const int64_t ir = i * s.sh + pr - s.ph;
-      float* r0 = d0 + i * l.L;
-      float* r1 = d1 + i * l.L;
-      const bool row_in = ir >= 0 && ir < s.H;
-      const float* src = plane + (row_in ? ir : 0) * s.W;
-      for (int64_t j0 = 0; j0 < l.L; j0 += 16) {
-        const int64_t c0 = 2 * j0 - s.pw;  // input column of the window's first lane
-        __m512 e = _mm512_setzero_ps(), o = e;
-        if (row_in) {
-          const __m512 a = _mm512_maskz_loadu_ps(lanes(-c0, s.W - c0), src + c0);
-          const __m512 b = _mm512_maskz_loadu_ps(lanes(-c0 - 16, s.W - c0 - 16), src + c0 + 16);
-          e = _mm512_permutex2var_ps(a, even, b);
-          o = _mm512_permutex2var_ps(a, odd, b);
-        }
-        const __mmask16 st = lanes(0, l.L - j0);
-        _mm512_mask_storeu_ps(r0 + j0, st, e);
-        _mm512_mask_storeu_ps(r1 + j0, st, o);
-      }
-    }
-    std::fill(d0 + l.rows * l.L, d0 + l.S, 0.0f);
-    std::fill(d1 + l.rows * l.L, d1 + l.S, 0.0f);
-  }
-}
-#endif
-
 // ext[q] = bias + sum_t w[t] * q_planes[tap[t] + q] for q in [0, Epad):
 // a tap-outer loop over a block of positions the compiler vectorizes (the
 // portable path: float64, and float32 without AVX-512).
 template <class T>
-void extended_generic(const Layout& l, const T* qp, const T* w, T bias, T* ext) {
+void extended_generic(const PhaseLayout& l, const T* qp, const T* w, T bias, T* ext) {
   const int64_t taps = int64_t(l.tap.size());
-  for (int64_t q0 = 0; q0 < l.Epad; q0 += kBlock) {
-    T acc[kBlock];
-    for (int64_t i = 0; i < kBlock; ++i) acc[i] = bias;
+  for (int64_t q0 = 0; q0 < l.Epad; q0 += kPhaseBlock) {
+    T acc[kPhaseBlock];
+    for (int64_t i = 0; i < kPhaseBlock; ++i) acc[i] = bias;
     for (int64_t t = 0; t < taps; ++t) {
       const T wt = w[t];
       const T* src = qp + l.tap[size_t(t)] + q0;
-      for (int64_t i = 0; i < kBlock; ++i) acc[i] += wt * src[i];
+      for (int64_t i = 0; i < kPhaseBlock; ++i) acc[i] += wt * src[i];
     }
-    std::copy(acc, acc + kBlock, ext + q0);
+    std::copy(acc, acc + kPhaseBlock, ext + q0);
   }
 }
 
 #if defined(__x86_64__)
 // The same with four zmm accumulators: per tap, four loads and one
 // broadcast (folded into the FMA) for four FMAs.
-__attribute__((target("avx512f"))) void extended_avx512(const Layout& l, const float* qp, const float* w, float bias,
+__attribute__((target("avx512f"))) void extended_avx512(const PhaseLayout& l, const float* qp, const float* w, float bias,
                                                         float* ext) {
   const int64_t taps = int64_t(l.tap.size());
   const int64_t* tap = l.tap.data();
-  for (int64_t q0 = 0; q0 < l.Epad; q0 += kBlock) {
+  for (int64_t q0 = 0; q0 < l.Epad; q0 += kPhaseBlock) {
     __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t t = 0; t < taps; ++t) {
       const __m512 wt = _mm512_set1_ps(w[t]);
@@ -480,7 +374,7 @@ RowsPlaneFn rows_plane_for(const DepthwiseShape& s) {
 #endif
 
 template <class T>
-void extended(const Layout& l, const T* qp, const T* w, T bias, T* ext) {
+void extended(const PhaseLayout& l, const T* qp, const T* w, T bias, T* ext) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float>) {
     if (has_avx512()) return extended_avx512(l, qp, w, bias, ext);
@@ -544,7 +438,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
     }
   }
 #endif
-  const Layout l = make_layout(s);
+  const PhaseLayout l = phase_layout(s);
   const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.oh * s.ow, phases = s.sh * s.sw;
   // The cost model: element-taps per input plane (its m outputs over the
   // extended positions, plus the phase-plane copy and the write-out). A
@@ -563,16 +457,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
     T* const ext = ebuf.data();
     for (int64_t plane = lo; plane < hi; ++plane) {
       const int64_t n = plane / s.C, c = plane % s.C;
-#if defined(__x86_64__)
-      if constexpr (std::is_same_v<T, float>) {
-        if (s.sw == 2 && has_avx512()) fill_phases_s2_avx512(s, l, in + plane * s.H * s.W, qp);
-        else fill_phases(s, l, in + plane * s.H * s.W, qp);
-      } else {
-        fill_phases(s, l, in + plane * s.H * s.W, qp);
-      }
-#else
       fill_phases(s, l, in + plane * s.H * s.W, qp);
-#endif
       for (int64_t k = 0; k < m; ++k) {
         const int64_t o = c * m + k;
         extended(l, qp, weight + o * taps, bias ? bias[o] : T(0), ext);

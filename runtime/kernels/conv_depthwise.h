@@ -31,14 +31,14 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/conv_phases.h"
+
 namespace kiln::runtime {
 
-struct DepthwiseShape {
-  int64_t N = 1, C = 0, H = 1, W = 1;  // input [N, C, H, W], contiguous
-  int64_t cout = 0;                    // a multiple of C: output channel o reads input channel o / (cout / C)
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t ph = 0, pw = 0;  // padding before the first row / column (the far side follows from oh, ow)
-  int64_t oh = 1, ow = 1;
+// The input is [N, C, H, W], contiguous (H, W and the window: ConvWindow).
+struct DepthwiseShape : ConvWindow {
+  int64_t N = 1, C = 0;
+  int64_t cout = 0;  // a multiple of C: output channel o reads input channel o / (cout / C)
 };
 
 // out[N, cout, oh, ow] (contiguous) = the convolution of in with weight

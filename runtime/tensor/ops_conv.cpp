@@ -7,7 +7,8 @@
 // become a [C_in/groups * kernel, out positions] matrix multiplied by the
 // group's weight rows, straight into the output (OpenBLAS for float32 and
 // float64); a 1x1 unit-stride convolution multiplies the input itself; a
-// depthwise one has its own kernel (kernels/conv_depthwise.h).
+// depthwise one has its own kernel (kernels/conv_depthwise.h), and so do
+// narrow groups in float32 (kernels/conv_grouped.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/conv_depthwise.h"
+#include "runtime/kernels/conv_grouped.h"
 #include "runtime/kernels/gemm_avx512.h"
 #include "runtime/semantics/value_ops.h"
 #include "runtime/tensor/ops_kernels.h"
@@ -388,6 +390,19 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
     depthwise_conv2d(s, in, wp, bp, o);
     return;
+  }
+  // Narrow groups (ResNeXt's, RegNet's), float32 on AVX-512: one batched
+  // kernel over every group (runtime/kernels/conv_grouped.h); as one GEMM
+  // per group each product would have a handful of rows.
+  if constexpr (std::is_same_v<T, float>) {
+    GroupedShape s;
+    s.N = g.N, s.C = g.C, s.H = g.H, s.W = g.W, s.cout = p.cout, s.groups = p.groups;
+    s.kh = g.kh, s.kw = g.kw, s.sh = g.sh, s.sw = g.sw, s.dh = g.dh, s.dw = g.dw;
+    s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
+    if (grouped_conv2d_applies(s)) {
+      grouped_conv2d(s, in, wp, bp, o);
+      return;
+    }
   }
   // A 1x1 window, unit stride, no padding: each sample's input planes are
   // the matrix, one GEMM per sample straight into the output.
