@@ -371,15 +371,6 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     for (int64_t i = 0; i < out.numel(); ++i) o[i] = bp ? bp[(i / P) % p.cout] : T(0);
     return;
   }
-  // After GEMMs that wrote straight into the output.
-  auto add_bias = [&] {
-    if (!bp) return;
-    for (int64_t n = 0; n < g.N; ++n)
-      for (int64_t c = 0; c < p.cout; ++c) {
-        T* dst = o + (n * p.cout + c) * P;
-        for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
-      }
-  };
   // Depthwise (one input channel per group, any channel multiplier): its
   // own kernel (runtime/kernels/conv_depthwise.h); as groups of GEMMs each would
   // be a 1-row matrix product.
@@ -409,11 +400,18 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   const bool pointwise = kk == 1 && g.sh == 1 && g.sw == 1 && g.ph_lo == 0 && g.ph_hi == 0 && g.pw_lo == 0 &&
                          g.pw_hi == 0 && P == g.H * g.W;
   if (pointwise) {
-    for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t grp = 0; grp < p.groups; ++grp)
         gemm(wp + grp * cout_g * K, in + ((n * g.C) + grp * cin_g) * g.H * g.W, o + (n * p.cout + grp * cout_g) * P,
              cout_g, P, K, P);
-    add_bias();
+      // The bias while the sample's output is still in cache (after the
+      // whole batch it was one more pass over memory: ~10% of a 56x56 layer).
+      if (bp)
+        for (int64_t c = 0; c < p.cout; ++c) {
+          T* dst = o + (n * p.cout + c) * P;
+          for (int64_t i = 0; i < P; ++i) dst[i] += bp[c];
+        }
+    }
     return;
   }
   // Otherwise im2col and one GEMM per group of samples: the group's patches
