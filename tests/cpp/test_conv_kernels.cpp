@@ -138,6 +138,10 @@ TEST_CASE("depthwise_conv2d equals a naive reference in float32 and float64", "[
       {2, 32, 14, 14, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1}, {1, 24, 15, 17, 24, 24, 3, 3, 2, 2, 1, 1, 1, 1},
       {1, 16, 14, 14, 16, 16, 5, 5, 1, 1, 1, 1, 2, 2}, {1, 32, 7, 7, 32, 32, 7, 7, 1, 1, 1, 1, 3, 3},
       {1, 17, 14, 14, 17, 17, 7, 7, 1, 1, 1, 1, 3, 3}, {1, 8, 20, 33, 16, 8, 3, 3, 1, 1, 1, 1, 1, 1},  // multiplier 2
+      // 7x7 on rows of 16 or more (ConvNeXt's 56x56): a partial row group
+      // and column block, padding short of the window and none.
+      {1, 5, 23, 37, 5, 5, 7, 7, 1, 1, 1, 1, 3, 3}, {2, 3, 18, 22, 6, 3, 7, 7, 1, 1, 1, 1, 1, 2},
+      {1, 4, 12, 40, 4, 4, 7, 7, 1, 1, 1, 1, 0, 0},
   };
   auto more = geometries(rng, 80, [](int64_t g) { return g; }, 1, 2);
   geos.insert(geos.end(), more.begin(), more.end());
