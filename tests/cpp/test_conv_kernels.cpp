@@ -142,6 +142,10 @@ TEST_CASE("depthwise_conv2d equals a naive reference in float32 and float64", "[
       // and column block, padding short of the window and none.
       {1, 5, 23, 37, 5, 5, 7, 7, 1, 1, 1, 1, 3, 3}, {2, 3, 18, 22, 6, 3, 7, 7, 1, 1, 1, 1, 1, 2},
       {1, 4, 12, 40, 4, 4, 7, 7, 1, 1, 1, 1, 0, 0},
+      // 7x7 on 7- and 14-column outputs (channels in vectors, transposed in
+      // registers): input rows wider than 16, one whole block, a partial one.
+      {1, 20, 9, 20, 20, 20, 7, 7, 1, 1, 1, 1, 0, 0}, {2, 16, 10, 11, 16, 16, 7, 7, 1, 1, 1, 1, 2, 1},
+      {1, 40, 7, 7, 40, 40, 7, 7, 1, 1, 1, 1, 3, 3},
   };
   auto more = geometries(rng, 80, [](int64_t g) { return g; }, 1, 2);
   geos.insert(geos.end(), more.begin(), more.end());
