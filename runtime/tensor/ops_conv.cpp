@@ -8,7 +8,9 @@
 // group's weight rows, straight into the output (OpenBLAS for float32 and
 // float64); a 1x1 unit-stride convolution multiplies the input itself; a
 // depthwise one has its own kernel (kernels/conv_depthwise.h), and so do
-// narrow groups in float32 (kernels/conv_grouped.h).
+// narrow groups in float32 (kernels/conv_grouped.h). With kiln's float32
+// GEMM, unit strides read zero-padded planes and strided windows phase
+// planes (kernels/conv_strided.h) instead of an im2col copy.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/conv_depthwise.h"
 #include "runtime/kernels/conv_grouped.h"
+#include "runtime/kernels/conv_strided.h"
 #include "runtime/kernels/gemm_avx512.h"
 #include "runtime/semantics/value_ops.h"
 #include "runtime/tensor/ops_kernels.h"
@@ -426,11 +429,25 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   // Unit strides and mostly real positions in the padded planes: no im2col
   // (conv_direct_f32). Fewer than 8 columns a row: the gather below wins.
   const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi;
-  bool direct = false;
-  if constexpr (std::is_same_v<T, float>)
+  bool direct = false, phased = false;
+  if constexpr (std::is_same_v<T, float>) {
     direct = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.ow >= 8 && 10 * P >= 6 * Hp * Wp;
+    // Strided windows on rows of 8 or more: phase planes (kernels/conv_strided.h).
+    // Not a 1x1 window: it reads one phase of the sh * sw the copy makes.
+    phased = own_gemm_f32() && (g.sh > 1 || g.sw > 1) && kk > 1 && g.ow >= 8;
+  }
+  ConvWindow win;
+  win.H = g.H, win.W = g.W, win.kh = g.kh, win.kw = g.kw, win.sh = g.sh, win.sw = g.sw, win.dh = g.dh, win.dw = g.dw;
+  win.ph = g.ph_lo, win.pw = g.pw_lo, win.oh = g.oh, win.ow = g.ow;
   auto run_group = [&](int64_t n0, int64_t nn, bool inner_parallel) {
     if constexpr (std::is_same_v<T, float>) {
+      if (phased) {
+        for (int64_t smp = n0; smp < n0 + nn; ++smp)
+          for (int64_t grp = 0; grp < p.groups; ++grp)
+            conv2d_phases_f32(win, in + ((smp * g.C) + grp * cin_g) * g.H * g.W, cin_g, wp + grp * cout_g * K, cout_g,
+                              bp ? bp + grp * cout_g : nullptr, o + (smp * p.cout + grp * cout_g) * P, inner_parallel);
+        return;
+      }
       if (direct) {
         for (int64_t grp = 0; grp < p.groups; ++grp)
           conv_direct_f32(g, in + ((n0 * g.C) + grp * cin_g) * g.H * g.W, cin_g, nn, wp + grp * cout_g * K, cout_g,

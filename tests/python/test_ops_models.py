@@ -515,6 +515,9 @@ def test_conv2d_matches_torch(case, dtype):
     ((2, 3, 20, 18), 3, dict(padding=1)),               # >= 256 positions: a GEMM per sample into the output
     ((5, 8, 4, 4), 3, dict(padding=1, groups=2)),       # few positions: the samples' patches in one GEMM
     ((4, 2, 3, 3), 3, dict()),                          # one position per sample
+    ((2, 5, 33, 31), 3, dict(stride=2, padding=1)),     # strided, rows of 8+: phase planes, odd sizes
+    ((1, 4, 20, 40), 3, dict(stride=(2, 3), padding=(0, 2), dilation=2)),
+    ((2, 6, 30, 30), 5, dict(stride=2, padding=2)),
 ])
 def test_conv2d_matches_torch_on_each_gemm_layout(shape, kernel, kw):
     x = rand(shape, seed=52)
