@@ -60,41 +60,15 @@ __attribute__((target("avx512f"))) void extended_avx512(const PhaseLayout& l, co
 #endif
 
 // A stride-1 convolution whose output is as large as its input (padding
-// 'same', the common depthwise layer) needs no copy at all: output position
-// q = oi * W + oj reads the input at q + (ki * dh - ph) * W + kj * dw - pw,
-// one shifted run of the plane itself, and the reads that would fall on
-// padding (or wrap into the next row) are masked off. The masks depend on
-// the position and the tap only, so one table serves every plane: entry
-// [block][tap] for the block's 16 positions. A masked-off lane is never
-// read, so the shifted runs may start before the plane or end after it.
-struct SameMasks {
-  int64_t blocks = 0;              // ceil(P / 16)
-  std::vector<uint16_t> mask;      // [blocks][taps]
-  std::vector<int64_t> offset;     // [taps]: q's input index minus q
-};
-
-SameMasks same_masks(const DepthwiseShape& s) {
-  SameMasks m;
-  const int64_t P = s.H * s.W, taps = s.kh * s.kw;
-  m.blocks = (P + 15) / 16;
-  m.mask.assign(size_t(m.blocks * taps), 0);
-  for (int64_t ki = 0; ki < s.kh; ++ki)
-    for (int64_t kj = 0; kj < s.kw; ++kj) {
-      const int64_t t = ki * s.kw + kj, di = ki * s.dh - s.ph, dj = kj * s.dw - s.pw;
-      m.offset.push_back(di * s.W + dj);
-      for (int64_t q = 0; q < P; ++q) {
-        const int64_t i = q / s.W + di, j = q % s.W + dj;
-        if (i >= 0 && i < s.H && j >= 0 && j < s.W) m.mask[size_t((q / 16) * taps + t)] |= uint16_t(1u << (q % 16));
-      }
-    }
-  return m;
-}
+// 'same', the common depthwise layer) needs no copy at all: each tap is
+// one shifted run of the plane itself under lane masks (SameTaps,
+// conv_phases.h).
 
 #if defined(__x86_64__)
 // out[P] = bias + sum_t w[t] * plane[q + offset[t]] (masked), four blocks
 // of 16 positions at a time (four independent FMA chains), then single
 // blocks, the last one stored under the mask of the positions that exist.
-__attribute__((target("avx512f"))) void same_plane_avx512(const SameMasks& m, int64_t P, const float* plane,
+__attribute__((target("avx512f"))) void same_plane_avx512(const SameTaps& m, int64_t P, const float* plane,
                                                           const float* w, float bias, float* out) {
   const int64_t taps = int64_t(m.offset.size());
   const int64_t* off = m.offset.data();
@@ -518,7 +492,7 @@ void run(const DepthwiseShape& s, const T* in, const T* weight, const T* bias, T
       return;
     }
     if (has_avx512() && s.sh == 1 && s.sw == 1 && s.oh == s.H && s.ow == s.W) {
-      const SameMasks masks = same_masks(s);
+      const SameTaps masks = same_taps(s);
       const int64_t m = s.cout / s.C, taps = s.kh * s.kw, P = s.H * s.W;
       // Cost per input plane: its m output planes, taps FMAs per position.
       const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, m * masks.blocks * 16 * taps));

@@ -25,40 +25,13 @@ constexpr int kPhaseMR = 6;
 constexpr int kCB = 4;
 constexpr int cb_for(int mr) { return mr <= 6 ? 4 : 3; }
 
-// The 'same' path's addressing: position q of the output reads the input
-// plane at q + offset[t] under tap t, where mask[block][t] has the lanes
-// of that block of 16 positions whose input element exists (not padding,
-// not wrapped into the next or previous row).
-struct SameTable {
-  int64_t blocks = 0;           // ceil(P / 16)
-  std::vector<uint16_t> mask;   // [blocks][taps]
-  std::vector<int64_t> offset;  // [taps]
-};
-
-SameTable same_table(const GroupedShape& s) {
-  SameTable m;
-  const int64_t P = s.H * s.W, taps = s.kh * s.kw;
-  m.blocks = (P + 15) / 16;
-  m.mask.assign(size_t(m.blocks * taps), 0);
-  for (int64_t ki = 0; ki < s.kh; ++ki)
-    for (int64_t kj = 0; kj < s.kw; ++kj) {
-      const int64_t t = ki * s.kw + kj, di = ki * s.dh - s.ph, dj = kj * s.dw - s.pw;
-      m.offset.push_back(di * s.W + dj);
-      for (int64_t q = 0; q < P; ++q) {
-        const int64_t i = q / s.W + di, j = q % s.W + dj;
-        if (i >= 0 && i < s.H && j >= 0 && j < s.W) m.mask[size_t((q / 16) * taps + t)] |= uint16_t(1u << (q % 16));
-      }
-    }
-  return m;
-}
-
 // One tile of the 'same' path: output channels [0, MR) (their weight rows
 // K apart from w, their planes P apart from out) x position blocks
 // [b0, b0 + CB) of one sample, over the group's cin input planes (HW apart
 // from in). Masked-off lanes are never read, so a shifted run may start
 // before its plane or end after it.
 template <int MR, int CB>
-__attribute__((target("avx512f"))) void same_tile(const SameTable& m, int64_t P, int64_t cin, const float* in,
+__attribute__((target("avx512f"))) void same_tile(const SameTaps& m, int64_t P, int64_t cin, const float* in,
                                                   const float* w, int64_t K, const float* bias, int64_t b0, float* out) {
   const int64_t taps = int64_t(m.offset.size());
   const int64_t* off = m.offset.data();
@@ -95,7 +68,7 @@ __attribute__((target("avx512f"))) void same_tile(const SameTable& m, int64_t P,
   }
 }
 
-using SameTileFn = void (*)(const SameTable&, int64_t, int64_t, const float*, const float*, int64_t, const float*,
+using SameTileFn = void (*)(const SameTaps&, int64_t, int64_t, const float*, const float*, int64_t, const float*,
                             int64_t, float*);
 
 template <int MR>
@@ -173,7 +146,7 @@ int64_t tiles_for(int64_t cout_g, int64_t max_mr) { return (cout_g + max_mr - 1)
 constexpr int64_t kMinWork = int64_t(1) << 18;
 
 void run_same(const GroupedShape& s, const float* in, const float* weight, const float* bias, float* out) {
-  const SameTable m = same_table(s);
+  const SameTaps m = same_taps(s);
   const int64_t cin = s.C / s.groups, cout_g = s.cout / s.groups, taps = s.kh * s.kw, K = cin * taps;
   const int64_t P = s.H * s.W, tiles = tiles_for(cout_g, kMaxMR);
   const int64_t items = s.N * s.groups * tiles;

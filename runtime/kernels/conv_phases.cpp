@@ -29,6 +29,23 @@ PhaseLayout phase_layout(const ConvWindow& s) {
   return l;
 }
 
+SameTaps same_taps(const ConvWindow& s) {
+  SameTaps m;
+  const int64_t P = s.H * s.W, taps = s.kh * s.kw;
+  m.blocks = (P + 15) / 16;
+  m.mask.assign(size_t(m.blocks * taps), 0);
+  for (int64_t ki = 0; ki < s.kh; ++ki)
+    for (int64_t kj = 0; kj < s.kw; ++kj) {
+      const int64_t t = ki * s.kw + kj, di = ki * s.dh - s.ph, dj = kj * s.dw - s.pw;
+      m.offset.push_back(di * s.W + dj);
+      for (int64_t q = 0; q < P; ++q) {
+        const int64_t i = q / s.W + di, j = q % s.W + dj;
+        if (i >= 0 && i < s.H && j >= 0 && j < s.W) m.mask[size_t((q / 16) * taps + t)] |= uint16_t(1u << (q % 16));
+      }
+    }
+  return m;
+}
+
 namespace {
 
 // The first and one-past-last j in [0, n) with 0 <= j * stride + off < size.

@@ -1,7 +1,7 @@
-// A 2-d convolution's window over one NCHW plane, and the "phase planes"
-// that make every tap of any stride and dilation a contiguous run: the
-// depthwise (conv_depthwise.h) and grouped (conv_grouped.h) kernels share
-// them.
+// A 2-d convolution's window over one NCHW plane, and the two ways the
+// kernels read a tap as one contiguous run: the "phase planes" for any
+// stride and dilation (the depthwise, grouped and strided kernels), and,
+// for unit-stride 'same' layers, the plane itself under lane masks.
 //
 // Phase plane (pr, pc) of a zero-padded plane holds its elements
 // (i * sh + pr, j * sw + pc) at Q[i * L + j]. Output position (oi, oj)
@@ -45,5 +45,21 @@ PhaseLayout phase_layout(const ConvWindow& s);
 // padding and in the slack; each element written once.
 void fill_phases(const ConvWindow& s, const PhaseLayout& l, const float* plane, float* q);
 void fill_phases(const ConvWindow& s, const PhaseLayout& l, const double* plane, double* q);
+
+// A unit-stride layer whose output is as large as its input ('same'):
+// output position q = oi * W + oj reads the plane at q + offset[t] under
+// tap t, one shifted run of the plane itself, and mask[block * taps + t]
+// has the lanes of that block of 16 positions whose element exists (not
+// padding, not wrapped into the next or previous row). One table serves
+// every plane; a masked-off lane is never read, so a run may start before
+// its plane or end after it.
+struct SameTaps {
+  int64_t blocks = 0;           // ceil(H * W / 16)
+  std::vector<uint16_t> mask;   // [blocks][taps]
+  std::vector<int64_t> offset;  // [taps]
+};
+
+// Requires sh == sw == 1, oh == H, ow == W.
+SameTaps same_taps(const ConvWindow& s);
 
 }  // namespace kiln::runtime
