@@ -9,8 +9,10 @@
 // float64); a 1x1 unit-stride convolution multiplies the input itself; a
 // depthwise one has its own kernel (kernels/conv_depthwise.h), and so do
 // narrow groups in float32 (kernels/conv_grouped.h). With kiln's float32
-// GEMM, unit strides read zero-padded planes and strided windows phase
-// planes (kernels/conv_strided.h) instead of an im2col copy.
+// GEMM there is no im2col copy: 'same' layers are an implicit GEMM over
+// the input under the taps' masks (gemm_f32_avx512_masked), other unit
+// strides read zero-padded planes, strided windows phase planes
+// (kernels/conv_strided.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/conv_depthwise.h"
 #include "runtime/kernels/conv_grouped.h"
+#include "runtime/kernels/conv_phases.h"
 #include "runtime/kernels/conv_strided.h"
 #include "runtime/kernels/gemm_avx512.h"
 #include "runtime/semantics/value_ops.h"
@@ -429,9 +432,13 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   // Unit strides and mostly real positions in the padded planes: no im2col
   // (conv_direct_f32). Fewer than 8 columns a row: the gather below wins.
   const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi;
-  bool direct = false, phased = false;
+  bool direct = false, phased = false, implicit = false;
   if constexpr (std::is_same_v<T, float>) {
     direct = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.ow >= 8 && 10 * P >= 6 * Hp * Wp;
+    // 'same' layers: the GEMM packs its B panels from the unpadded input
+    // under the taps' masks (an implicit im2col: no padded copy, no
+    // padding columns computed, no copy out).
+    implicit = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.oh == g.H && g.ow == g.W;
     // Strided windows on rows of 8 or more: phase planes (kernels/conv_strided.h).
     // Not a 1x1 window: it reads one phase of the sh * sw the copy makes.
     phased = own_gemm_f32() && (g.sh > 1 || g.sw > 1) && kk > 1 && g.ow >= 8;
@@ -439,8 +446,39 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   ConvWindow win;
   win.H = g.H, win.W = g.W, win.kh = g.kh, win.kw = g.kw, win.sh = g.sh, win.sw = g.sw, win.dh = g.dh, win.dw = g.dw;
   win.ph = g.ph_lo, win.pw = g.pw_lo, win.oh = g.oh, win.ow = g.ow;
+  SameTaps same;
+  std::vector<int64_t> tap_offset;
+  std::vector<int32_t> tap_index;
+  if (implicit) {
+    same = same_taps(win);
+    for (int64_t k = 0; k < K; ++k) {
+      tap_offset.push_back((k / kk) * g.H * g.W + same.offset[size_t(k % kk)]);
+      tap_index.push_back(int32_t(k % kk));
+    }
+  }
   auto run_group = [&](int64_t n0, int64_t nn, bool inner_parallel) {
     if constexpr (std::is_same_v<T, float>) {
+      if (implicit) {
+        for (int64_t smp = n0; smp < n0 + nn; ++smp)
+          for (int64_t grp = 0; grp < p.groups; ++grp) {
+            const float* x = in + ((smp * g.C) + grp * cin_g) * g.H * g.W;
+            float* y = o + (smp * p.cout + grp * cout_g) * P;
+            const float* wg = wp + grp * cout_g * K;
+            const float* bg = bp ? bp + grp * cout_g : nullptr;
+            auto columns = [&](int64_t lo, int64_t hi) {  // in units of 32 columns, the bias after
+              const int64_t j0 = lo * 32, j1 = std::min(P, hi * 32);
+              gemm_f32_avx512_masked(cout_g, j1 - j0, K, wg, K, x, tap_offset.data(), tap_index.data(),
+                                     same.mask.data(), kk, j0, y + j0, P);
+              if (bg)
+                for (int64_t c = 0; c < cout_g; ++c)
+                  for (int64_t j = j0; j < j1; ++j) y[c * P + j] += bg[c];
+            };
+            const int64_t panels = (P + 31) / 32;
+            if (inner_parallel) parallel_for(panels, 1, columns);
+            else columns(0, panels);
+          }
+        return;
+      }
       if (phased) {
         for (int64_t smp = n0; smp < n0 + nn; ++smp)
           for (int64_t grp = 0; grp < p.groups; ++grp)

@@ -4,11 +4,13 @@
 // other padding, every channel-tile width 1..8 and position-vector count
 // 1..4) and the depthwise kernel (conv_depthwise.h, float32 and float64),
 // over generated shapes, strides, padding, dilation and group widths,
-// odd sizes included.
+// odd sizes included; and the GEMM's masked rows (gemm_avx512.h), a
+// 'same' convolution as an implicit GEMM.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/kernels/conv_depthwise.h"
@@ -25,7 +27,8 @@ struct Geo {
   int64_t ow() const { return (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
   template <class S>
   void fill(S& s) const {
-    s.N = N, s.C = C, s.H = H, s.W = W, s.cout = cout;
+    if constexpr (!std::is_same_v<S, ConvWindow>) s.N = N, s.C = C, s.cout = cout;
+    s.H = H, s.W = W;
     s.kh = kh, s.kw = kw, s.sh = sh, s.sw = sw, s.dh = dh, s.dw = dw, s.ph = ph, s.pw = pw;
     s.oh = oh(), s.ow = ow();
   }
@@ -156,5 +159,42 @@ TEST_CASE("depthwise_conv2d equals a naive reference in float32 and float64", "[
     g.fill(s);
     check<float>(g, rng, 1e-5, [&](const float* x, const float* w, const float* b, float* y) { depthwise_conv2d(s, x, w, b, y); });
     check<double>(g, rng, 1e-12, [&](const double* x, const double* w, const double* b, double* y) { depthwise_conv2d(s, x, w, b, y); });
+  }
+}
+
+TEST_CASE("gemm_f32_avx512_masked: a 'same' convolution as an implicit GEMM equals a naive reference",
+          "[conv_kernels]") {
+  if (!has_avx512()) return;
+  std::mt19937 rng(30);
+  // (C, H, W, cout, k, dilation): ResNet's 3x3 at small planes, odd sizes,
+  // planes narrower than a vector, 5x5 and dilated windows, K past one k
+  // pass (256), output channels past one row tile and with a remainder.
+  const std::vector<std::vector<int64_t>> shapes = {
+      {64, 7, 7, 40, 3, 1}, {30, 14, 14, 9, 3, 1}, {3, 5, 37, 17, 3, 1}, {7, 11, 9, 33, 5, 1},
+      {5, 16, 16, 8, 3, 2}, {2, 1, 1, 3, 3, 1},   {1, 33, 2, 2, 3, 1},
+  };
+  for (const auto& v : shapes) {
+    Geo g{1, v[0], v[1], v[2], v[3], 1, v[4], v[4], 1, 1, v[5], v[5], v[5] * (v[4] - 1) / 2, v[5] * (v[4] - 1) / 2};
+    ConvWindow win;
+    g.fill(win);
+    const SameTaps same = same_taps(win);
+    const int64_t kk = g.kh * g.kw, K = g.C * kk, P = g.H * g.W;
+    std::vector<int64_t> offset;
+    std::vector<int32_t> tap;
+    for (int64_t k = 0; k < K; ++k) {
+      offset.push_back((k / kk) * P + same.offset[size_t(k % kk)]);
+      tap.push_back(int32_t(k % kk));
+    }
+    check<float>(g, rng, 1e-5, [&](const float* x, const float* w, const float* b, float* y) {
+      // Two calls, split at a multiple of 32 columns (as the threads split it).
+      const int64_t split = std::min<int64_t>(P, 32);
+      gemm_f32_avx512_masked(g.cout, split, K, w, K, x, offset.data(), tap.data(), same.mask.data(), kk, 0, y, P);
+      if (split < P)
+        gemm_f32_avx512_masked(g.cout, P - split, K, w, K, x, offset.data(), tap.data(), same.mask.data(), kk, split,
+                               y + split, P);
+      if (b)
+        for (int64_t o = 0; o < g.cout; ++o)
+          for (int64_t q = 0; q < P; ++q) y[o * P + q] += b[o];
+    });
   }
 }
