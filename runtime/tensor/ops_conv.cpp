@@ -362,6 +362,28 @@ void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64
   else finish(0, nn * cout);
 }
 
+// A 'same' unit-stride convolution of one sample's group as an implicit
+// GEMM (gemm_f32_avx512_masked): row k = (c, t) of B is input plane c
+// (x + tap_offset[k], which holds c * P) under tap t = tap_index[k]'s
+// masks. out[cout][P] = w x B + bias; with inner_parallel the column
+// panels are split over the pool.
+void conv_same_f32(const SameTaps& same, const std::vector<int64_t>& tap_offset, const std::vector<int32_t>& tap_index,
+                   int64_t P, const float* x, const float* w, int64_t cout, const float* bias, float* out,
+                   bool inner_parallel) {
+  const int64_t K = int64_t(tap_offset.size()), taps = int64_t(same.offset.size());
+  auto columns = [&](int64_t lo, int64_t hi) {  // in units of 32 columns, the bias while they are in cache
+    const int64_t j0 = lo * 32, j1 = std::min(P, hi * 32);
+    gemm_f32_avx512_masked(cout, j1 - j0, K, w, K, x, tap_offset.data(), tap_index.data(), same.mask.data(), taps, j0,
+                           out + j0, P);
+    if (bias)
+      for (int64_t c = 0; c < cout; ++c)
+        for (int64_t j = j0; j < j1; ++j) out[c * P + j] += bias[c];
+  };
+  const int64_t panels = (P + 31) / 32;
+  if (inner_parallel) parallel_for(panels, 1, columns);
+  else columns(0, panels);
+}
+
 template <class T>
 void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const Geometry& g = p.g;
@@ -460,23 +482,10 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     if constexpr (std::is_same_v<T, float>) {
       if (implicit) {
         for (int64_t smp = n0; smp < n0 + nn; ++smp)
-          for (int64_t grp = 0; grp < p.groups; ++grp) {
-            const float* x = in + ((smp * g.C) + grp * cin_g) * g.H * g.W;
-            float* y = o + (smp * p.cout + grp * cout_g) * P;
-            const float* wg = wp + grp * cout_g * K;
-            const float* bg = bp ? bp + grp * cout_g : nullptr;
-            auto columns = [&](int64_t lo, int64_t hi) {  // in units of 32 columns, the bias after
-              const int64_t j0 = lo * 32, j1 = std::min(P, hi * 32);
-              gemm_f32_avx512_masked(cout_g, j1 - j0, K, wg, K, x, tap_offset.data(), tap_index.data(),
-                                     same.mask.data(), kk, j0, y + j0, P);
-              if (bg)
-                for (int64_t c = 0; c < cout_g; ++c)
-                  for (int64_t j = j0; j < j1; ++j) y[c * P + j] += bg[c];
-            };
-            const int64_t panels = (P + 31) / 32;
-            if (inner_parallel) parallel_for(panels, 1, columns);
-            else columns(0, panels);
-          }
+          for (int64_t grp = 0; grp < p.groups; ++grp)
+            conv_same_f32(same, tap_offset, tap_index, P, in + ((smp * g.C) + grp * cin_g) * g.H * g.W,
+                          wp + grp * cout_g * K, cout_g, bp ? bp + grp * cout_g : nullptr,
+                          o + (smp * p.cout + grp * cout_g) * P, inner_parallel);
         return;
       }
       if (phased) {
