@@ -141,6 +141,20 @@ PhaseTileFn phase_tile_for(int mr) {
 // loads: each tile reads the group's whole input again.
 int64_t tiles_for(int64_t cout_g, int64_t max_mr) { return (cout_g + max_mr - 1) / max_mr; }
 
+// The 'same' path's tile count: 8-channel tiles (3 vectors) or 6-channel
+// ones (4 vectors), whichever loads less per pass over the plane's blocks
+// (vectors + broadcasts per input channel and tap). 8 wins on long planes;
+// on short ones a partial pass of 8 x 1 vector can cost more than the
+// extra tiles of 6 (a 7x7 plane is 4 blocks: 8 + 8 + 8 + 8 channels take
+// 3 + 1 blocks each, 6 x 6 take 4 in one pass: 0.7x the loads).
+int64_t same_tiles_for(int64_t cout_g, int64_t blocks) {
+  auto loads = [&](int64_t max_mr) {
+    const int64_t tiles = tiles_for(cout_g, max_mr), mr = (cout_g + tiles - 1) / tiles, cb = cb_for(int(mr));
+    return tiles * ((blocks / cb) * (cb + mr) + (blocks % cb ? blocks % cb + mr : 0));
+  };
+  return loads(kPhaseMR) < loads(kMaxMR) ? tiles_for(cout_g, kPhaseMR) : tiles_for(cout_g, kMaxMR);
+}
+
 // Below this many multiply-adds a chunk of the pool costs more to hand
 // off than a second thread saves (as the depthwise kernel).
 constexpr int64_t kMinWork = int64_t(1) << 18;
@@ -148,7 +162,7 @@ constexpr int64_t kMinWork = int64_t(1) << 18;
 void run_same(const GroupedShape& s, const float* in, const float* weight, const float* bias, float* out) {
   const SameTaps m = same_taps(s);
   const int64_t cin = s.C / s.groups, cout_g = s.cout / s.groups, taps = s.kh * s.kw, K = cin * taps;
-  const int64_t P = s.H * s.W, tiles = tiles_for(cout_g, kMaxMR);
+  const int64_t P = s.H * s.W, tiles = same_tiles_for(cout_g, m.blocks);
   const int64_t items = s.N * s.groups * tiles;
   const int64_t cost = (cout_g / tiles + 1) * K * m.blocks * 16;
   parallel_for(items, std::max<int64_t>(1, kMinWork / std::max<int64_t>(1, cost)), [&](int64_t lo, int64_t hi) {
