@@ -6,6 +6,7 @@ same process, at transformer shapes.
 
     python3 benchmarks/kernels.py [--reps 15] [--target-ms 2] [--threads 1]
     python3 benchmarks/kernels.py --depthwise [--reps 9] [--threads-list 1,2]
+    python3 benchmarks/kernels.py --convs [--reps 9] [--threads-list 1,2] [--only resnext]
 
 Each case is one compiled function of one op (softmax, log_softmax,
 layer_norm, GELU in both forms, attention's scale + mask + softmax, linear,
@@ -33,6 +34,15 @@ of the module), torch eager, and inductor with freezing
 each thread count of --threads-list: `torch.set_num_threads(n)`, which
 kiln's pool follows (KILN_NUM_THREADS must be unset). Targets: kiln/eager
 <= 0.8 at every shape.
+
+--convs (issue 28): the same three engines on the backbones' dense 3x3
+and 1x1 convolutions (ResNet-18/50, MobileNetV2's pointwise layers), their
+grouped ones (ResNeXt-50 32x4d, RegNetY-400MF's and RegNetX-400MF's group
+widths 8 and 16) and the depthwise layers above (the convolution alone),
+biased, batch 2. Target: kiln/eager <= 0.8 at every row. --no-inductor
+skips inductor's compiles; --stat min reports each engine's fastest round
+(on this shared machine the medians of one run swing by 2x with the other
+sessions' load, the minima by ~10%).
 """
 import argparse
 import os
@@ -121,7 +131,62 @@ def depthwise_modules(C, k, s, block):
     return [(n, m.eval()) for n, m in out]
 
 
-def run_depthwise(args):
+# (name, N, C_in, C_out, H, W, kernel, stride, groups): the dense and
+# grouped convolutions of the backbones (issue 28), batch 2 at 224x224 (so
+# 56x56 is a ResNet's first stage). Biased convolutions alone: the
+# BatchNorm after them is folded or fused elsewhere (branch bnfold).
+CONV_LAYERS = [
+    ("resnet18", 2, 64, 64, 56, 56, 3, 1, 1),
+    ("resnet18 s2", 2, 64, 128, 56, 56, 3, 2, 1),
+    ("resnet18", 2, 128, 128, 28, 28, 3, 1, 1),
+    ("resnet18", 2, 256, 256, 14, 14, 3, 1, 1),
+    ("resnet18", 2, 512, 512, 7, 7, 3, 1, 1),
+    ("resnet50 1x1", 2, 256, 64, 56, 56, 1, 1, 1),
+    ("resnet50 1x1", 2, 64, 256, 56, 56, 1, 1, 1),
+    ("resnet50 1x1", 2, 512, 128, 28, 28, 1, 1, 1),
+    ("resnet50 1x1", 2, 1024, 256, 14, 14, 1, 1, 1),
+    ("resnet50 1x1", 2, 2048, 512, 7, 7, 1, 1, 1),
+    ("resnet50 1x1 s2", 2, 256, 512, 56, 56, 1, 2, 1),
+    ("resnet50 s2", 2, 128, 128, 56, 56, 3, 2, 1),
+    ("mbv2 1x1", 2, 24, 144, 56, 56, 1, 1, 1),
+    ("mbv2 1x1", 2, 144, 24, 56, 56, 1, 1, 1),
+    ("mbv2 1x1", 2, 576, 96, 14, 14, 1, 1, 1),
+    ("mbv2 1x1", 2, 960, 160, 7, 7, 1, 1, 1),
+    ("resnext 32x4d", 2, 128, 128, 56, 56, 3, 1, 32),
+    ("resnext s2", 2, 256, 256, 56, 56, 3, 2, 32),
+    ("resnext 32x8", 2, 256, 256, 28, 28, 3, 1, 32),
+    ("resnext 32x16", 2, 512, 512, 14, 14, 3, 1, 32),
+    ("resnext 32x32", 2, 1024, 1024, 7, 7, 3, 1, 32),
+    ("regnety400 g8", 2, 48, 48, 56, 56, 3, 1, 6),
+    ("regnety400 g8", 2, 104, 104, 28, 28, 3, 1, 13),
+    ("regnety400 g8", 2, 208, 208, 14, 14, 3, 1, 26),
+    ("regnety400 g8", 2, 440, 440, 7, 7, 3, 1, 55),
+    ("regnety400 s2", 2, 104, 104, 56, 56, 3, 2, 13),
+    ("regnetx400 g16", 2, 64, 64, 28, 28, 3, 1, 4),
+    ("regnetx400 g16", 2, 160, 160, 14, 14, 3, 1, 10),
+    ("regnetx400 g16", 2, 400, 400, 7, 7, 3, 1, 25),
+]
+
+
+def conv_rows():
+    """(layer, shape, k/s, module name, module) for --convs: CONV_LAYERS,
+    then the depthwise layers' convolutions alone."""
+    nn = torch.nn
+    for name, N, C, O, H, W, k, s, g in CONV_LAYERS:
+        mname = "conv" if g == 1 else f"groups {g}"
+        yield name, (N, C, H, W), f"{k}/{s}", f"{mname} ->{O}", nn.Conv2d(C, O, k, s, k // 2, groups=g).eval()
+    for name, N, C, H, W, k, s, block in DEPTHWISE_LAYERS:
+        yield name, (N, C, H, W), f"{k}/{s}", "depthwise", depthwise_modules(C, k, s, block)[0][1]
+
+
+def depthwise_rows():
+    """(layer, shape, k/s, module name, module) for --depthwise."""
+    for name, N, C, H, W, k, s, block in DEPTHWISE_LAYERS:
+        for mname, mod in depthwise_modules(C, k, s, block):
+            yield name, (N, C, H, W), f"{k}/{s}", mname, mod
+
+
+def run_layers(args, title, rows):
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
     inductor_config.freezing = True
@@ -132,40 +197,49 @@ def run_depthwise(args):
         if hasattr(dynamo_config, name):
             setattr(dynamo_config, name, 4096)
     if os.environ.get("KILN_NUM_THREADS"):
-        raise SystemExit("--depthwise: unset KILN_NUM_THREADS (kiln follows torch.set_num_threads)")
+        raise SystemExit("--depthwise/--convs: unset KILN_NUM_THREADS (kiln follows torch.set_num_threads)")
     threads = [int(t) for t in args.threads_list.split(",")]
+    engines_used = ("kiln", "eager") if args.no_inductor else ("kiln", "eager", "inductor")
     torch.manual_seed(0)
-    print(f"depthwise convolutions: kiln (llvm backend) vs torch {torch.__version__} eager and inductor (freezing), "
-          f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}; medians of {args.reps} alternating rounds")
-    print(f"{'layer':<14}{'shape':<20}{'k/s':<6}{'module':<16}{'thr':>4}{'kiln us':>10}{'eager us':>10}"
+    print(f"{title}: kiln (llvm backend) vs torch {torch.__version__} {' and '.join(engines_used[1:])}"
+          f"{' (freezing)' if not args.no_inductor else ''}, "
+          f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}; "
+          f"{'medians' if args.stat == 'median' else 'minima'} of {args.reps} alternating rounds")
+    print(f"{'layer':<16}{'shape':<20}{'k/s':<6}{'module':<16}{'thr':>4}{'kiln us':>10}{'eager us':>10}"
           f"{'induct us':>10}{'k/eager':>9}{'k/induct':>9}{'max err':>10}")
     with torch.no_grad():
-        for name, N, C, H, W, k, s, block in DEPTHWISE_LAYERS:
+        for name, shape, ks, mname, mod in rows:
             if args.only not in name:
                 continue
-            x = torch.randn(N, C, H, W)
-            for mname, mod in depthwise_modules(C, k, s, block):
-                torch.set_num_threads(threads[0])
-                want = mod(x)
-                # Static shapes for both compilers: every layer here is a
-                # new instance of the same classes, so their shared forward
-                # code would otherwise be recompiled with dynamic sizes from
-                # the second row on (automatic dynamic shapes, in kiln as in
-                # dynamo), which no whole-model compile of one layer sees.
-                engines = [kiln.compile(mod, dynamic=False), mod, torch.compile(mod, dynamic=False)]
-                err = max(float((e(x) - want).abs().max()) for e in (engines[0], engines[2]))
-                for th in threads:
-                    torch.set_num_threads(th)
-                    ns = [per_call(e, (x,), args.target_ms / 1e3) for e in engines]
-                    times = [[], [], []]
-                    for _ in range(args.reps):
-                        for i, e in enumerate(engines):
-                            times[i].append(timed(e, (x,), ns[i]))
+            x = torch.randn(*shape)
+            torch.set_num_threads(threads[0])
+            want = mod(x)
+            # Static shapes for both compilers: every layer here is a
+            # new instance of the same classes, so their shared forward
+            # code would otherwise be recompiled with dynamic sizes from
+            # the second row on (automatic dynamic shapes, in kiln as in
+            # dynamo), which no whole-model compile of one layer sees.
+            engines = [kiln.compile(mod, dynamic=False), mod]
+            if not args.no_inductor:
+                engines.append(torch.compile(mod, dynamic=False))
+            err = max(float((e(x) - want).abs().max()) for e in engines[:1] + engines[2:])
+            for th in threads:
+                torch.set_num_threads(th)
+                ns = [per_call(e, (x,), args.target_ms / 1e3) for e in engines]
+                times = [[] for _ in engines]
+                for _ in range(args.reps):
+                    for i, e in enumerate(engines):
+                        times[i].append(timed(e, (x,), ns[i]))
+                if args.stat == "min":  # the fastest round of each: what the other sessions' load left alone
+                    kr = min(times[0]) / min(times[1])
+                    ki = min(times[0]) / min(times[2]) if len(engines) > 2 else float("nan")
+                    us = [min(t) * 1e6 for t in times] + [float("nan")] * (3 - len(engines))
+                else:
                     kr = statistics.median(a / b for a, b in zip(times[0], times[1]))
-                    ki = statistics.median(a / b for a, b in zip(times[0], times[2]))
-                    k_us, e_us, i_us = (statistics.median(t) * 1e6 for t in times)
-                    print(f"{name:<14}{str((N, C, H, W)):<20}{f'{k}/{s}':<6}{mname:<16}{th:>4}{k_us:>10.1f}"
-                          f"{e_us:>10.1f}{i_us:>10.1f}{kr:>9.2f}{ki:>9.2f}{err:>10.1e}", flush=True)
+                    ki = statistics.median(a / b for a, b in zip(times[0], times[2])) if len(engines) > 2 else float("nan")
+                    us = [statistics.median(t) * 1e6 for t in times] + [float("nan")] * (3 - len(engines))
+                print(f"{name:<16}{str(shape):<20}{ks:<6}{mname:<16}{th:>4}{us[0]:>10.1f}"
+                      f"{us[1]:>10.1f}{us[2]:>10.1f}{kr:>9.2f}{ki:>9.2f}{err:>10.1e}", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
@@ -194,14 +268,23 @@ def main():
     ap.add_argument("--target-ms", type=float, default=2.0)
     ap.add_argument("--threads", type=int, default=1, help="threads for each side (0: each one's default)")
     ap.add_argument("--depthwise", action="store_true", help="the depthwise rows (issue 28) instead")
-    ap.add_argument("--threads-list", default="1,2", help="--depthwise: thread counts, each for every engine")
-    ap.add_argument("--only", default="", help="--depthwise: only the layers whose name contains this")
+    ap.add_argument("--convs", action="store_true",
+                    help="the dense, 1x1, grouped and depthwise convolutions of the backbones (issue 28) instead")
+    ap.add_argument("--threads-list", default="1,2", help="--depthwise/--convs: thread counts, each for every engine")
+    ap.add_argument("--only", default="", help="--depthwise/--convs: only the layers whose name contains this")
+    ap.add_argument("--no-inductor", action="store_true", help="--depthwise/--convs: kiln and eager only (quicker)")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="--depthwise/--convs: per engine, the median round and the median of the per-round ratios, "
+                         "or the fastest round and the ratio of the fastest (steadier on a loaded machine)")
     args = ap.parse_args()
     if torch is None:
         print("torch is not installed: nothing to compare with (pip install torch==2.13.0)")
         return
     if args.depthwise:
-        run_depthwise(args)
+        run_layers(args, "depthwise convolutions", depthwise_rows())
+        return
+    if args.convs:
+        run_layers(args, "convolutions", conv_rows())
         return
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -9,14 +9,16 @@
 // AVX-512 CPUs; the last is also the portable one, float64 included):
 // - 7x7 windows on 7x7 and 14x14 planes (ConvNeXt's late stages), unit
 //   stride and dilation: vectors over 16 channels (transposed in and out
-//   by gathers and scatters), one output row's accumulators and a window
-//   row's weights in registers, each input vector feeding up to 7 FMAs.
+//   16 x 16 at a time in registers), one output row's accumulators and a
+//   window row's weights in registers, each input vector feeding up to 7
+//   FMAs.
 // - stride 1, output rows of 16 or more: vectors along the output rows,
 //   4 rows x up to 4 column blocks accumulated at once, so one load of an
 //   input row feeds every output row that reads it (the loads, not the
 //   FMAs, bound a depthwise kernel); padding by masked loads. 3x3 and 5x5
 //   windows (unit dilation) keep all their weights in registers too, and
-//   take this path from 8 columns.
+//   take this path from 8 columns; 7x7 ones (ConvNeXt's 56x56) run the
+//   same unrolled code with their weights broadcast from memory.
 // - stride 1, other narrower 'same' planes (7x7): vectors over the whole
 //   plane's positions q = oi * W + oj, each tap one shifted run of the
 //   plane itself with the padding masked off (one mask table for every
@@ -34,15 +36,14 @@
 #include <cstdint>
 
 #include "runtime/kernels/conv_epilogue.h"
+#include "runtime/kernels/conv_phases.h"
 
 namespace kiln::runtime {
 
-struct DepthwiseShape {
-  int64_t N = 1, C = 0, H = 1, W = 1;  // input [N, C, H, W], contiguous
-  int64_t cout = 0;                    // a multiple of C: output channel o reads input channel o / (cout / C)
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t ph = 0, pw = 0;  // padding before the first row / column (the far side follows from oh, ow)
-  int64_t oh = 1, ow = 1;
+// The input is [N, C, H, W], contiguous (H, W and the window: ConvWindow).
+struct DepthwiseShape : ConvWindow {
+  int64_t N = 1, C = 0;
+  int64_t cout = 0;  // a multiple of C: output channel o reads input channel o / (cout / C)
 };
 
 // out[N, cout, oh, ow] (contiguous) = the convolution of in with weight

@@ -31,6 +31,17 @@ void gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 void gemm_f32_avx512_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                           const int64_t* row_offset, float* c, int64_t ldc);
 
+// The same with row p of B the run b + row_offset[p] + j read under a
+// lane mask: column j (counted from j0, which must be a multiple of 32)
+// is that element where bit j % 16 of tap_mask[(j / 16) * taps +
+// row_tap[p]] is set and 0 where it is clear, the element never read (a
+// 'same' convolution's taps over its unpadded input, SameTaps in
+// conv_phases.h: an implicit im2col, made panel by panel in L1). C's
+// columns are this call's n, from c.
+void gemm_f32_avx512_masked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                            const int64_t* row_offset, const int32_t* row_tap, const uint16_t* tap_mask, int64_t taps,
+                            int64_t j0, float* c, int64_t ldc);
+
 // A row stride for B of n columns that is not a multiple of 4 KiB.
 inline int64_t gemm_padded_ld(int64_t n) { return (n * 4) % 4096 == 0 ? n + 16 : n; }
 

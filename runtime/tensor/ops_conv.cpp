@@ -7,7 +7,12 @@
 // become a [C_in/groups * kernel, out positions] matrix multiplied by the
 // group's weight rows, straight into the output (OpenBLAS for float32 and
 // float64); a 1x1 unit-stride convolution multiplies the input itself; a
-// depthwise one has its own kernel (kernels/conv_depthwise.h).
+// depthwise one has its own kernel (kernels/conv_depthwise.h), and so do
+// narrow groups in float32 (kernels/conv_grouped.h). With kiln's float32
+// GEMM there is no im2col copy: 'same' layers are an implicit GEMM over
+// the input under the taps' masks (gemm_f32_avx512_masked), other unit
+// strides read zero-padded planes, strided windows phase planes
+// (kernels/conv_strided.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +23,9 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/conv_depthwise.h"
+#include "runtime/kernels/conv_grouped.h"
+#include "runtime/kernels/conv_phases.h"
+#include "runtime/kernels/conv_strided.h"
 #include "runtime/kernels/gemm_avx512.h"
 #include "runtime/semantics/value_ops.h"
 #include "runtime/tensor/ops_kernels.h"
@@ -356,6 +364,28 @@ void conv_direct_f32(const Geometry& g, const float* sample0, int64_t cin, int64
   else finish(0, nn * cout);
 }
 
+// A 'same' unit-stride convolution of one sample's group as an implicit
+// GEMM (gemm_f32_avx512_masked): row k = (c, t) of B is input plane c
+// (x + tap_offset[k], which holds c * P) under tap t = tap_index[k]'s
+// masks. out[cout][P] = w x B + bias; with inner_parallel the column
+// panels are split over the pool.
+void conv_same_f32(const SameTaps& same, const std::vector<int64_t>& tap_offset, const std::vector<int32_t>& tap_index,
+                   int64_t P, const float* x, const float* w, int64_t cout, const float* bias, float* out,
+                   bool inner_parallel) {
+  const int64_t K = int64_t(tap_offset.size()), taps = int64_t(same.offset.size());
+  auto columns = [&](int64_t lo, int64_t hi) {  // in units of 32 columns, the bias while they are in cache
+    const int64_t j0 = lo * 32, j1 = std::min(P, hi * 32);
+    gemm_f32_avx512_masked(cout, j1 - j0, K, w, K, x, tap_offset.data(), tap_index.data(), same.mask.data(), taps, j0,
+                           out + j0, P);
+    if (bias)
+      for (int64_t c = 0; c < cout; ++c)
+        for (int64_t j = j0; j < j1; ++j) out[c * P + j] += bias[c];
+  };
+  const int64_t panels = (P + 31) / 32;
+  if (inner_parallel) parallel_for(panels, 1, columns);
+  else columns(0, panels);
+}
+
 // `epi` (conv_epilogue.h) is applied to each output plane as soon as it is
 // final: per plane of the depthwise kernel, per (sample, channel) row of a
 // GEMM's output while the GEMM's block is still in cache.
@@ -386,6 +416,25 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
     s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
     depthwise_conv2d(s, in, wp, bp, o, epi);
     return;
+  }
+  // Narrow groups (ResNeXt's, RegNet's), float32 on AVX-512: one batched
+  // kernel over every group (runtime/kernels/conv_grouped.h); as one GEMM
+  // per group each product would have a handful of rows.
+  if constexpr (std::is_same_v<T, float>) {
+    GroupedShape s;
+    s.N = g.N, s.C = g.C, s.H = g.H, s.W = g.W, s.cout = p.cout, s.groups = p.groups;
+    s.kh = g.kh, s.kw = g.kw, s.sh = g.sh, s.sw = g.sw, s.dh = g.dh, s.dw = g.dw;
+    s.ph = g.ph_lo, s.pw = g.pw_lo, s.oh = g.oh, s.ow = g.ow;
+    if (grouped_conv2d_applies(s)) {
+      grouped_conv2d(s, in, wp, bp, o);
+      // (the batched kernel has no epilogue of its own: one pass after it)
+      if (epi.active())
+        parallel_for(g.N * p.cout, std::max<int64_t>(1, 4096 / P),
+                     [&](int64_t lo, int64_t hi) {
+                       for (int64_t r = lo; r < hi; ++r) epi.apply(r % p.cout, o + r * P, P);
+                     });
+      return;
+    }
   }
   // A 1x1 window, unit stride, no padding: each sample's input planes are
   // the matrix, one GEMM per sample straight into the output.
@@ -419,11 +468,60 @@ void conv_run(const ConvPlan& p, const Tensor& x4, const Tensor& w, const Tensor
   // Unit strides and mostly real positions in the padded planes: no im2col
   // (conv_direct_f32). Fewer than 8 columns a row: the gather below wins.
   const int64_t Hp = g.H + g.ph_lo + g.ph_hi, Wp = g.W + g.pw_lo + g.pw_hi;
-  bool direct = false;
-  if constexpr (std::is_same_v<T, float>)
+  bool direct = false, phased = false, implicit = false;
+  if constexpr (std::is_same_v<T, float>) {
     direct = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.ow >= 8 && 10 * P >= 6 * Hp * Wp;
+    // 'same' layers: the GEMM packs its B panels from the unpadded input
+    // under the taps' masks (an implicit im2col: no padded copy, no
+    // padding columns computed, no copy out). Every panel is packed, which
+    // pays from 32 output channels (4 row tiles a panel); with 16
+    // (RegNetX's 16-wide groups at 28x28) the padded planes were 1.1x faster.
+    implicit = own_gemm_f32() && g.sh == 1 && g.sw == 1 && g.oh == g.H && g.ow == g.W && cout_g >= 32;
+    // Strided windows on rows of 8 or more: phase planes (kernels/conv_strided.h).
+    // Not a 1x1 window: it reads one phase of the sh * sw the copy makes.
+    phased = own_gemm_f32() && (g.sh > 1 || g.sw > 1) && kk > 1 && g.ow >= 8;
+  }
+  ConvWindow win;
+  win.H = g.H, win.W = g.W, win.kh = g.kh, win.kw = g.kw, win.sh = g.sh, win.sw = g.sw, win.dh = g.dh, win.dw = g.dw;
+  win.ph = g.ph_lo, win.pw = g.pw_lo, win.oh = g.oh, win.ow = g.ow;
+  SameTaps same;
+  std::vector<int64_t> tap_offset;
+  std::vector<int32_t> tap_index;
+  if (implicit) {
+    same = same_taps(win);
+    for (int64_t k = 0; k < K; ++k) {
+      tap_offset.push_back((k / kk) * g.H * g.W + same.offset[size_t(k % kk)]);
+      tap_index.push_back(int32_t(k % kk));
+    }
+  }
   auto run_group = [&](int64_t n0, int64_t nn, bool inner_parallel) {
     if constexpr (std::is_same_v<T, float>) {
+      // The epilogue of one sample's group, right after its GEMM: those
+      // cout_g planes are still in cache.
+      auto epilogue = [&](int64_t smp, int64_t grp) {
+        if (!epi.active()) return;
+        T* og = o + (smp * p.cout + grp * cout_g) * P;
+        for (int64_t c = 0; c < cout_g; ++c) epi.apply(grp * cout_g + c, og + c * P, P);
+      };
+      if (implicit) {
+        for (int64_t smp = n0; smp < n0 + nn; ++smp)
+          for (int64_t grp = 0; grp < p.groups; ++grp) {
+            conv_same_f32(same, tap_offset, tap_index, P, in + ((smp * g.C) + grp * cin_g) * g.H * g.W,
+                          wp + grp * cout_g * K, cout_g, bp ? bp + grp * cout_g : nullptr,
+                          o + (smp * p.cout + grp * cout_g) * P, inner_parallel);
+            epilogue(smp, grp);
+          }
+        return;
+      }
+      if (phased) {
+        for (int64_t smp = n0; smp < n0 + nn; ++smp)
+          for (int64_t grp = 0; grp < p.groups; ++grp) {
+            conv2d_phases_f32(win, in + ((smp * g.C) + grp * cin_g) * g.H * g.W, cin_g, wp + grp * cout_g * K, cout_g,
+                              bp ? bp + grp * cout_g : nullptr, o + (smp * p.cout + grp * cout_g) * P, inner_parallel);
+            epilogue(smp, grp);
+          }
+        return;
+      }
       if (direct) {
         for (int64_t grp = 0; grp < p.groups; ++grp)
           conv_direct_f32(g, in + ((n0 * g.C) + grp * cin_g) * g.H * g.W, cin_g, nn, wp + grp * cout_g * K, cout_g,

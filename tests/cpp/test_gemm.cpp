@@ -45,6 +45,7 @@ TEST_CASE("gemm_f32: kiln's AVX-512 kernel and the dispatching entry equal a flo
     for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
       for (int64_t k : {0, 1, 7, 256, 300}) cases.push_back({m, n, k, k + 3, n + 5, n + 2, false});
   cases.push_back({64, 1024, 96, 96, 1024, 1024, false});  // a 4 KiB row stride: copied with padding
+  cases.push_back({43, 70, 300, 301, 3136, 75, false});     // B's panels packed (>= 32 rows, k >= 128): rows a plane apart, a masked panel, two k passes
   cases.push_back({40, 48, 130, 130, 130, 48, true});      // B^T, a Linear's weight
   cases.push_back({256, 384, 128, 128, 128, 384, true});   // big enough to split over the pool
   for (const Case& c : cases) {
@@ -71,19 +72,22 @@ TEST_CASE("gemm_f32_avx512_rows: B's rows through an offset table equal the stri
   if (!has_avx512()) return;
   std::mt19937 rng(8);
   std::uniform_real_distribution<float> val(-1, 1);
-  const int64_t m = 11, n = 45, k = 300;  // a tile remainder, a masked panel, two k passes
-  std::vector<float> a(size_t(m * k)), pool(size_t(4000));
-  for (float& v : a) v = val(rng);
-  for (float& v : pool) v = val(rng);
-  // Rows at scattered, overlapping offsets (a convolution's taps overlap).
-  std::vector<int64_t> offset(static_cast<size_t>(k));
-  std::vector<float> b(static_cast<size_t>(k * n));
-  for (int64_t p = 0; p < k; ++p) {
-    offset[size_t(p)] = (p * 37) % 3900;
-    std::copy(pool.begin() + offset[size_t(p)], pool.begin() + offset[size_t(p)] + n, b.begin() + p * n);
+  for (const int64_t m : {11, 37}) {  // a tile remainder; 37: B's panels packed
+    CAPTURE(m);
+    const int64_t n = 45, k = 300;  // a masked panel, two k passes
+    std::vector<float> a(size_t(m * k)), pool(size_t(4000));
+    for (float& v : a) v = val(rng);
+    for (float& v : pool) v = val(rng);
+    // Rows at scattered, overlapping offsets (a convolution's taps overlap).
+    std::vector<int64_t> offset(static_cast<size_t>(k));
+    std::vector<float> b(static_cast<size_t>(k * n));
+    for (int64_t p = 0; p < k; ++p) {
+      offset[size_t(p)] = (p * 37) % 3900;
+      std::copy(pool.begin() + offset[size_t(p)], pool.begin() + offset[size_t(p)] + n, b.begin() + p * n);
+    }
+    std::vector<float> want(size_t(m * n)), got(size_t(m * n), std::nanf(""));
+    kiln::runtime::gemm_f32_avx512(m, n, k, a.data(), k, b.data(), n, want.data(), n);
+    kiln::runtime::gemm_f32_avx512_rows(m, n, k, a.data(), k, pool.data(), offset.data(), got.data(), n);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
   }
-  std::vector<float> want(size_t(m * n)), got(size_t(m * n), std::nanf(""));
-  kiln::runtime::gemm_f32_avx512(m, n, k, a.data(), k, b.data(), n, want.data(), n);
-  kiln::runtime::gemm_f32_avx512_rows(m, n, k, a.data(), k, pool.data(), offset.data(), got.data(), n);
-  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
 }

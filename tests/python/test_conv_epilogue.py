@@ -42,6 +42,10 @@ CONVS = {
     "gemm_im2col": (6, 10, 3, 2, 1, 9),            # im2col
     "gemm_gather": (6, 10, 3, 1, 2, 5),            # short rows, grouped
     "pointwise": (8, 12, 1, 1, 1, 6),              # 1x1
+    "grouped_narrow": (32, 32, 3, 1, 4, 10),       # narrow groups, one batched kernel (conv_grouped.h)
+    "grouped_narrow_s2": (32, 32, 3, 2, 4, 17),    # the same over phase planes
+    "gemm_implicit": (16, 32, 3, 1, 1, 12),        # 'same', 32+ output channels: implicit GEMM
+    "gemm_phased": (8, 16, 3, 2, 1, 17),           # strided: one GEMM over phase planes (conv_strided.h)
 }
 
 
@@ -233,8 +237,8 @@ class Residual(nn.Module):
 
 
 # (channels, kernel, groups, plane): depthwise rows, depthwise 16-channel
-# blocks, the GEMM's padded planes, 1x1.
-RESIDUAL_CONVS = [(16, 3, 16, 20), (32, 7, 32, 7), (8, 3, 1, 12), (8, 1, 1, 6)]
+# blocks, the GEMM's padded planes, 1x1, the implicit GEMM, narrow groups.
+RESIDUAL_CONVS = [(16, 3, 16, 20), (32, 7, 32, 7), (8, 3, 1, 12), (8, 1, 1, 6), (32, 3, 1, 10), (32, 3, 4, 10)]
 
 
 @pytest.mark.parametrize("act", ["relu", "relu_inplace", "silu", "none"])

@@ -515,6 +515,9 @@ def test_conv2d_matches_torch(case, dtype):
     ((2, 3, 20, 18), 3, dict(padding=1)),               # >= 256 positions: a GEMM per sample into the output
     ((5, 8, 4, 4), 3, dict(padding=1, groups=2)),       # few positions: the samples' patches in one GEMM
     ((4, 2, 3, 3), 3, dict()),                          # one position per sample
+    ((2, 5, 33, 31), 3, dict(stride=2, padding=1)),     # strided, rows of 8+: phase planes, odd sizes
+    ((1, 4, 20, 40), 3, dict(stride=(2, 3), padding=(0, 2), dilation=2)),
+    ((2, 6, 30, 30), 5, dict(stride=2, padding=2)),
 ])
 def test_conv2d_matches_torch_on_each_gemm_layout(shape, kernel, kw):
     x = rand(shape, seed=52)
@@ -522,6 +525,25 @@ def test_conv2d_matches_torch_on_each_gemm_layout(shape, kernel, kw):
     b = rand((4,), seed=54)
     same(F.conv2d(t2k(x), t2k(w), t2k(b), **kw), TF.conv2d(x, w, b, **kw), rtol=1e-4, atol=1e-4)
     same(F.conv2d(t2k(x), t2k(w), None, **kw), TF.conv2d(x, w, None, **kw), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, cout, kernel, kw", [
+    ((2, 16, 14, 14), 32, 3, dict(padding=1)),                  # ResNet's 'same' 3x3: the implicit GEMM
+    ((3, 5, 9, 23), 40, 3, dict(padding=1)),                    # odd plane, a row-tile remainder, 3 samples
+    ((1, 24, 7, 7), 64, 5, dict(padding="same", dilation=2)),   # dilated 5x5, 'same' by string
+    ((2, 8, 11, 6), 80, 3, dict(padding=1, groups=2)),          # 40 a group: past the grouped kernel's 32
+    ((1, 70, 3, 3), 33, 3, dict(padding=1)),                    # K = 630: three k passes of 256
+])
+def test_conv2d_same_layers_as_implicit_gemm_match_torch(shape, cout, kernel, kw):
+    """'same' unit-stride layers of 32 or more output channels a group
+    (float32: B's panels packed from the unpadded input under the taps'
+    masks, gemm_f32_avx512_masked), with and without bias."""
+    x = rand(shape, seed=57)
+    w = rand((cout, shape[1] // kw.get("groups", 1), kernel, kernel), seed=58)
+    b = rand((cout,), seed=59)
+    for bias in (b, None):
+        same(F.conv2d(t2k(x), t2k(w), None if bias is None else t2k(bias), **kw), TF.conv2d(x, w, bias, **kw),
+             rtol=1e-4, atol=1e-4)
 
 
 def test_conv2d_matches_torch_on_generated_geometries():

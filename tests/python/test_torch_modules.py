@@ -671,3 +671,33 @@ def test_a_changed_slice_bound_recompiles():
         same(m(x), c(x))
         m.upto = 4
         same(m(x), c(x))
+
+
+class GroupedBlock(nn.Module):
+    """A ResNeXt/RegNet bottleneck's grouped part: a grouped 3x3 (stride
+    1 or 2), ReLU, a grouped 1x1 of another width."""
+
+    def __init__(self, c, groups, stride, out_groups):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, stride, 1, groups=groups)
+        self.point = nn.Conv2d(c, 2 * c, 1, groups=out_groups, bias=False)
+
+    def forward(self, x):
+        return self.point(torch.relu(self.conv(x)))
+
+
+@pytest.mark.parametrize("c, groups, stride, out_groups, hw", [
+    (128, 32, 1, 8, 14),   # ResNeXt 32x4d: 4 channels a group, 'same' padding read in place
+    (64, 8, 2, 4, 15),     # RegNet's group width 8, a stride-2 first block (phase planes), odd plane
+    (96, 6, 1, 3, 7),      # 16 channels a group on a 7x7 plane
+    (36, 3, 1, 2, 9),      # 12 a group: channel tiles of 6 + 6
+])
+def test_grouped_convolutions_compiled_equal_eager(c, groups, stride, out_groups, hw):
+    """Grouped convolutions of narrow groups (runtime/kernels/conv_grouped.h)
+    through kiln.compile against torch eager, batch 2, in one graph."""
+    seeded(28)
+    m = GroupedBlock(c, groups, stride, out_groups).eval()
+    x = torch.randn(2, c, hw, hw)
+    with torch.no_grad():
+        one_graph(m, x)
+        same(m(x), kiln.compile(m)(x), tol=1e-4)
