@@ -275,7 +275,19 @@ def _kbc_depth(kinds) -> int:
 def _kinds(state) -> str:
     """An abstract stack as kiln/_frames.py reads it: one letter a slot
     (a comprehension's saved local, "C" + name, is "C")."""
+    text = "".join(state)
+    if len(text) == len(state):  # every kind is one letter (all but 3.12+ comprehensions)
+        return text
     return "".join(kind[0] for kind in state)
+
+
+def _instruction_count(lines) -> int:
+    """How many of the KBC `lines` are instructions (not labels or directives)."""
+    n = 0
+    for text in lines:
+        if not (text.endswith(":") or text.startswith("  .")):
+            n += 1
+    return n
 
 
 def _ident(name: str) -> str:
@@ -656,10 +668,15 @@ class _Function:
         # 3.10: the frame's block stack before each instruction
         # (T.block_transfer: handlers by offset); {} on 3.11+.
         self.blocks = {0: ()} if self.handler_starts else {}
+        # Each instruction is stepped once, here: a state, once set, never
+        # changes (_join refuses any other), so the KBC a step emits is the
+        # text _emit lays out, kept in self.steps[k].
+        self.steps = {}
         work = [0]
         while work:
             k = work.pop()
-            fall, jump = self._step(k, list(states[k]), [])
+            self.steps[k] = text = []
+            fall, jump = self._step(k, list(states[k]), text)
             succs = []
             if fall is not None:
                 succs.append((k + 1, fall))
@@ -811,8 +828,13 @@ class _Function:
                 # model) has the one exception: PUSH_EXC_INFO makes the
                 # two real slots of the six ('P' and 'E'; _row_key).
                 out.append("  PUSH_EXC_INFO")
-            self._step(k, list(states[k]), out)
-            n_instrs = sum(1 for text in out[mark:] if not text.startswith("  .") and not text.endswith(":"))
+            # The step's text from the flow pass (_flow), under the line
+            # _step would have set here.
+            if ins.positions and ins.positions.lineno:
+                self.line = ins.positions.lineno
+            out += self.steps[k]
+            n_lines = len(out) - mark
+            n_instrs = _instruction_count(out[mark:])
             if ins.opname == "RESUME":
                 past_prologue = True
             elif past_prologue and n_instrs == 0:
@@ -826,12 +848,12 @@ class _Function:
                 self.kbc_starts[kbc_index] = (run_start or (ins.offset, _kinds(states[k]))) + (ins.offset,)
                 run_start = None
             kbc_index += n_instrs
-            if len(out) > mark and self.line != line:
+            if n_lines and self.line != line:
                 line = self.line
                 out.insert(mark, f"  .line {line}")
-            if len(out) > mark:
+            if n_lines:
                 self.lines.add(self.line)
-            emitted += sum(1 for text in out[mark:] if not text.startswith("  .line"))
+            emitted += n_lines  # (labels too; a step emits no `.line`)
         # 3.10: the handlers' cleanups, each under the row of the blocks
         # below its handler's.
         for handler in sorted(self.cleanups):
