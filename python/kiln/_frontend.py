@@ -61,7 +61,8 @@ The opcode table
 frontend translates: the translation of one instruction on the abstract
 stack, and CPython's stack effect on each edge as a function of the oparg.
 The tests check every row's effect against `dis.stack_effect`, and `_step`
-checks each translation against its row, so adding an opcode is adding a
+checks each translation against its row (under the tests, or
+KILN_FRONTEND_CHECKS=1: `CHECK_ROWS`), so adding an opcode is adding a
 row (the `_row` decorator).
 
 Exceptions
@@ -97,10 +98,12 @@ construct and the user's line, and logs it on the `kiln.frontend` logger.
 """
 from __future__ import annotations
 
+import bisect
 import dis
 import inspect
 import logging
 import math
+import os
 import re
 import sys
 import types
@@ -118,12 +121,23 @@ __all__ = ["Translation", "Untranslatable", "translate"]
 _log = logging.getLogger("kiln.frontend")
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# (dis's lists as a set: _emit asks of every instruction)
+_JUMP_OPCODES = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+# The characters a KBC string literal escapes, and those it cannot hold (a
+# lone surrogate has no UTF-8 form): _string_literal's slow path.
+_STRING_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\\ud800-\udfff]')
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+# Whether _step checks every translation against its row's declared stack
+# effect. Off by default: it is a check of kiln's own table, which every
+# translation in the test suite makes (tests/python/conftest.py turns it
+# on), not of the program; KILN_FRONTEND_CHECKS=1 turns it on elsewhere.
+CHECK_ROWS = os.environ.get("KILN_FRONTEND_CHECKS") == "1"
 
 # Opcodes KBC cannot express, with the construct a user would recognise.
 _UNSUPPORTED = {
@@ -297,6 +311,8 @@ def _ident(name: str) -> str:
 
 
 def _string_literal(s: str) -> str | None:
+    if not _STRING_SPECIAL.search(s):
+        return '"' + s + '"'  # nothing to escape (most strings)
     out = []
     for ch in s:
         o = ord(ch)
@@ -565,6 +581,8 @@ class _Function:
         inside a 3.12 inlined comprehension that binds the name (its saved
         slot, "C" + name, on the stack), a local of the comprehension's own,
         one per nesting depth; otherwise the local's own KBC name."""
+        if not self.saves_locals:
+            return self.rename[name]
         depth = sum(1 for kind in st if saved_local(kind) == name)
         if not depth:
             return self.rename[name]
@@ -598,6 +616,9 @@ class _Function:
         if code.co_flags & _CO_ASYNC:
             self.fail("async function", first)
         ops = {i.opname for i in self.instrs}
+        # Only LOAD_FAST_AND_CLEAR (3.12+) pushes a saved local ("C" + name):
+        # without one, `local` need not look through the stack.
+        self.saves_locals = "LOAD_FAST_AND_CLEAR" in ops
         if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
             line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
             self.fail("except* (exception groups)", line)
@@ -627,6 +648,7 @@ class _Function:
             self.handlers = [h for h in self.handlers if not (
                 by_offset[h.target].opname == "CALL_INTRINSIC_1"
                 and dis._intrinsic_1_descs[by_offset[h.target].arg] == "INTRINSIC_STOPITERATION_ERROR")]
+        self.handler_at = self._handlers_by_instruction()
         self.kwnames = self._pair_kw_names()
         if T.VERSION == (3, 10):  # (its code objects have no qualified name)
             self.program.qualnames.update(nested_qualnames(self.instrs))
@@ -759,11 +781,18 @@ class _Function:
 
     def _handler(self, k: int):
         """The exception-table row covering instruction k, or None."""
-        off = self.instrs[k].offset
-        for h in self.handlers:
-            if h.start <= off < h.end:
-                return h
-        return None
+        return self.handler_at[k]
+
+    def _handlers_by_instruction(self) -> list:
+        """The exception-table row covering each instruction, or None (the
+        first row in table order, were rows to overlap), looked up once
+        for all: _flow and _emit ask at every instruction."""
+        offsets = [ins.offset for ins in self.instrs]
+        at = [None] * len(offsets)
+        for h in reversed(self.handlers):  # so that the first row covering an offset is the one kept
+            first, end = bisect.bisect_left(offsets, h.start), bisect.bisect_left(offsets, h.end)
+            at[first:end] = [h] * (end - first)
+        return at
 
     def _join(self, a: tuple, b: tuple, ins) -> tuple:
         if len(a) != len(b):
@@ -778,8 +807,7 @@ class _Function:
 
     def _emit(self, states: dict):
         self.states = states
-        targets = {self.instrs[k].argval for k in states
-                   if self.instrs[k].opcode in dis.hasjrel or self.instrs[k].opcode in dis.hasjabs}
+        targets = {self.instrs[k].argval for k in states if self.instrs[k].opcode in _JUMP_OPCODES}
         targets |= {h.target for h in self.handlers}
         out: list[str] = []
         line = None
@@ -902,8 +930,9 @@ class _Function:
         if len(st) < n:
             self.fail(f"stack underflow at {ins.opname}")
         taken = st[len(st) - n:]
-        if any(kind not in accept for kind in taken):
-            self.fail(f"unexpected stack layout at {ins.opname}")
+        for kind in taken:
+            if kind not in accept:
+                self.fail(f"unexpected stack layout at {ins.opname}")
         del st[len(st) - n:]
         return taken
 
@@ -919,7 +948,8 @@ class _Function:
         Returns (fall-through stack or None, jump-target stack or None).
         One row of _ROWS per opcode does the work; the row's declared
         stack effect (CPython's, checked against dis.stack_effect by the
-        tests) must be what it did to the abstract stack.
+        tests) must be what it did to the abstract stack (checked when
+        CHECK_ROWS).
         """
         ins = self.instrs[k]
         op = ins.opname
@@ -932,7 +962,7 @@ class _Function:
             self.fail(f"unsupported opcode {op}")
         depth = len(st)
         fall, jump = row.translate(self, k, ins, st, out.append)
-        if row.checked:
+        if CHECK_ROWS and row.checked:
             for stack, effect in ((fall, row.effect), (jump, row.jump_effect)):
                 if stack is not None and len(stack) - depth != effect(ins.arg):
                     raise AssertionError(f"frontend row {op}: stack effect {len(stack) - depth}, "
