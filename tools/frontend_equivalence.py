@@ -37,6 +37,8 @@ _REPO = os.path.dirname(_HERE)
 _PACKAGES = [
     *(f"transformers.models.{m}" for m in ("gpt2", "bert", "llama", "t5", "bart", "opt", "phi", "vit")),
     "timm.models", "timm.layers", "torchvision.models", "torch.nn.modules",
+    # stdlib packages, for breadth (and for the interpreters without torch)
+    "email", "logging", "unittest", "xml", "http", "urllib", "importlib", "json", "concurrent", "asyncio",
 ]
 _MODULES = [
     "transformers.modeling_utils", "transformers.configuration_utils", "transformers.cache_utils",
@@ -46,6 +48,8 @@ _MODULES = [
     "inspect", "ast", "json.decoder", "json.encoder", "argparse", "textwrap", "difflib", "pathlib",
     "string", "operator", "heapq", "bisect", "statistics", "fractions", "contextlib", "abc",
     "weakref", "tokenize", "pprint", "shlex", "configparser", "csv", "calendar", "gettext",
+    "_pydecimal", "pydoc", "tarfile", "zipfile", "subprocess", "threading", "datetime", "_pydatetime",
+    "random", "glob", "shutil", "tempfile", "traceback", "linecache", "locale", "socket", "selectors",
 ]
 
 
@@ -66,10 +70,12 @@ def _import_corpus():
             missing.append(name)
             continue
         mods.append(pkg)
-        for info in pkgutil.walk_packages(pkg.__path__, name + "."):
+        for info in pkgutil.walk_packages(pkg.__path__, name + ".", onerror=missing.append):
+            if info.name.endswith(".__main__"):
+                continue  # a program (unittest's runs the tests), not a module
             try:
                 mods.append(importlib.import_module(info.name))
-            except Exception:
+            except (Exception, SystemExit):
                 missing.append(info.name)
     for name in _MODULES:
         try:

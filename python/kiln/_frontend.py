@@ -100,6 +100,7 @@ from __future__ import annotations
 
 import bisect
 import dis
+import functools
 import inspect
 import logging
 import math
@@ -281,8 +282,10 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
 _cache: dict = {}
 
 
-def _kbc_depth(kinds) -> int:
-    """How many KBC slots CPython's slots `kinds` are (the virtual ones have none)."""
+@functools.lru_cache(maxsize=4096)
+def _kbc_depth(kinds: tuple) -> int:
+    """How many KBC slots CPython's slots `kinds` are (the virtual ones have none).
+    (Cached: _emit asks it of the stack under every protected instruction.)"""
     return sum(1 for kind in kinds if not _is_virtual(kind))
 
 
@@ -795,15 +798,12 @@ class _Function:
         return at
 
     def _join(self, a: tuple, b: tuple, ins) -> tuple:
+        """The stack where two paths meet: both must bring the same one."""
         if len(a) != len(b):
             self.fail(f"stack depths {len(a)} and {len(b)} meet at {ins.opname}", ins.positions.lineno)
-        out = []
-        for x, y in zip(a, b):
-            if x == y:
-                out.append(x)
-            else:
-                self.fail(f"stack layouts differ where two paths meet at {ins.opname}", ins.positions.lineno)
-        return tuple(out)
+        if a != b:
+            self.fail(f"stack layouts differ where two paths meet at {ins.opname}", ins.positions.lineno)
+        return a
 
     def _emit(self, states: dict):
         self.states = states
@@ -846,7 +846,9 @@ class _Function:
             if k not in states:
                 run_start = None
                 continue  # unreachable: CPython never runs it
-            start_row(self._row_key(k, states[k]), f"X{ins.offset}_exc")
+            key = self._row_key(k, states[k])
+            if key != current:  # (the label's text only when a row starts)
+                start_row(key, f"X{ins.offset}_exc")
             if ins.offset in targets:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
@@ -955,11 +957,9 @@ class _Function:
         op = ins.opname
         if ins.positions and ins.positions.lineno:
             self.line = ins.positions.lineno
-        if op in _UNSUPPORTED:
-            self.fail(_UNSUPPORTED[op])
         row = _ROWS.get(op)
-        if row is None:
-            self.fail(f"unsupported opcode {op}")
+        if row is None:  # (a refused opcode has no row: the tests check)
+            self.fail(_UNSUPPORTED.get(op) or f"unsupported opcode {op}")
         depth = len(st)
         fall, jump = row.translate(self, k, ins, st, out.append)
         if CHECK_ROWS and row.checked:
