@@ -19,6 +19,7 @@ not arguments, free variables) is also 3.11's and later's; its functions
 are here too.
 """
 import dis
+import functools
 
 
 # ------------------------------------------------- exception table --
@@ -162,7 +163,9 @@ def _loc_entry(out, n, pos, prev):
 
 def code_positions(code):
     """One dis.Positions per code unit (caches and prefixes included)."""
-    return list(map(dis.Positions._make, code.co_positions()))
+    # tuple.__new__ is what Positions._make calls, without _make's Python
+    # frame per code unit (the frontend reads every code object it translates).
+    return list(map(functools.partial(tuple.__new__, dis.Positions), code.co_positions()))
 
 
 def exception_rows(code):

@@ -61,7 +61,8 @@ The opcode table
 frontend translates: the translation of one instruction on the abstract
 stack, and CPython's stack effect on each edge as a function of the oparg.
 The tests check every row's effect against `dis.stack_effect`, and `_step`
-checks each translation against its row, so adding an opcode is adding a
+checks each translation against its row (under the tests, or
+KILN_FRONTEND_CHECKS=1: `CHECK_ROWS`), so adding an opcode is adding a
 row (the `_row` decorator).
 
 Exceptions
@@ -97,10 +98,13 @@ construct and the user's line, and logs it on the `kiln.frontend` logger.
 """
 from __future__ import annotations
 
+import bisect
 import dis
+import functools
 import inspect
 import logging
 import math
+import os
 import re
 import sys
 import types
@@ -118,12 +122,23 @@ __all__ = ["Translation", "Untranslatable", "translate"]
 _log = logging.getLogger("kiln.frontend")
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# (dis's lists as a set: _emit asks of every instruction)
+_JUMP_OPCODES = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+# The characters a KBC string literal escapes, and those it cannot hold (a
+# lone surrogate has no UTF-8 form): _string_literal's slow path.
+_STRING_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\\ud800-\udfff]')
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+# Whether _step checks every translation against its row's declared stack
+# effect. Off by default: it is a check of kiln's own table, which every
+# translation in the test suite makes (tests/python/conftest.py turns it
+# on), not of the program; KILN_FRONTEND_CHECKS=1 turns it on elsewhere.
+CHECK_ROWS = os.environ.get("KILN_FRONTEND_CHECKS") == "1"
 
 # Opcodes KBC cannot express, with the construct a user would recognise.
 _UNSUPPORTED = {
@@ -267,15 +282,29 @@ def translate(fn_or_code, *, own_defaults=False) -> Translation:
 _cache: dict = {}
 
 
-def _kbc_depth(kinds) -> int:
-    """How many KBC slots CPython's slots `kinds` are (the virtual ones have none)."""
+@functools.lru_cache(maxsize=4096)
+def _kbc_depth(kinds: tuple) -> int:
+    """How many KBC slots CPython's slots `kinds` are (the virtual ones have none).
+    (Cached: _emit asks it of the stack under every protected instruction.)"""
     return sum(1 for kind in kinds if not _is_virtual(kind))
 
 
 def _kinds(state) -> str:
     """An abstract stack as kiln/_frames.py reads it: one letter a slot
     (a comprehension's saved local, "C" + name, is "C")."""
+    text = "".join(state)
+    if len(text) == len(state):  # every kind is one letter (all but 3.12+ comprehensions)
+        return text
     return "".join(kind[0] for kind in state)
+
+
+def _instruction_count(lines) -> int:
+    """How many of the KBC `lines` are instructions (not labels or directives)."""
+    n = 0
+    for text in lines:
+        if not (text.endswith(":") or text.startswith("  .")):
+            n += 1
+    return n
 
 
 def _ident(name: str) -> str:
@@ -285,6 +314,8 @@ def _ident(name: str) -> str:
 
 
 def _string_literal(s: str) -> str | None:
+    if not _STRING_SPECIAL.search(s):
+        return '"' + s + '"'  # nothing to escape (most strings)
     out = []
     for ch in s:
         o = ord(ch)
@@ -553,6 +584,8 @@ class _Function:
         inside a 3.12 inlined comprehension that binds the name (its saved
         slot, "C" + name, on the stack), a local of the comprehension's own,
         one per nesting depth; otherwise the local's own KBC name."""
+        if not self.saves_locals:
+            return self.rename[name]
         depth = sum(1 for kind in st if saved_local(kind) == name)
         if not depth:
             return self.rename[name]
@@ -586,6 +619,9 @@ class _Function:
         if code.co_flags & _CO_ASYNC:
             self.fail("async function", first)
         ops = {i.opname for i in self.instrs}
+        # Only LOAD_FAST_AND_CLEAR (3.12+) pushes a saved local ("C" + name):
+        # without one, `local` need not look through the stack.
+        self.saves_locals = "LOAD_FAST_AND_CLEAR" in ops
         if ops & {"CHECK_EG_MATCH", "PREP_RERAISE_STAR"}:
             line = next(i.positions.lineno for i in self.instrs if i.opname in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"))
             self.fail("except* (exception groups)", line)
@@ -615,6 +651,7 @@ class _Function:
             self.handlers = [h for h in self.handlers if not (
                 by_offset[h.target].opname == "CALL_INTRINSIC_1"
                 and dis._intrinsic_1_descs[by_offset[h.target].arg] == "INTRINSIC_STOPITERATION_ERROR")]
+        self.handler_at = self._handlers_by_instruction()
         self.kwnames = self._pair_kw_names()
         if T.VERSION == (3, 10):  # (its code objects have no qualified name)
             self.program.qualnames.update(nested_qualnames(self.instrs))
@@ -656,10 +693,15 @@ class _Function:
         # 3.10: the frame's block stack before each instruction
         # (T.block_transfer: handlers by offset); {} on 3.11+.
         self.blocks = {0: ()} if self.handler_starts else {}
+        # Each instruction is stepped once, here: a state, once set, never
+        # changes (_join refuses any other), so the KBC a step emits is the
+        # text _emit lays out, kept in self.steps[k].
+        self.steps = {}
         work = [0]
         while work:
             k = work.pop()
-            fall, jump = self._step(k, list(states[k]), [])
+            self.steps[k] = text = []
+            fall, jump = self._step(k, list(states[k]), text)
             succs = []
             if fall is not None:
                 succs.append((k + 1, fall))
@@ -742,27 +784,30 @@ class _Function:
 
     def _handler(self, k: int):
         """The exception-table row covering instruction k, or None."""
-        off = self.instrs[k].offset
-        for h in self.handlers:
-            if h.start <= off < h.end:
-                return h
-        return None
+        return self.handler_at[k]
+
+    def _handlers_by_instruction(self) -> list:
+        """The exception-table row covering each instruction, or None (the
+        first row in table order, were rows to overlap), looked up once
+        for all: _flow and _emit ask at every instruction."""
+        offsets = [ins.offset for ins in self.instrs]
+        at = [None] * len(offsets)
+        for h in reversed(self.handlers):  # so that the first row covering an offset is the one kept
+            first, end = bisect.bisect_left(offsets, h.start), bisect.bisect_left(offsets, h.end)
+            at[first:end] = [h] * (end - first)
+        return at
 
     def _join(self, a: tuple, b: tuple, ins) -> tuple:
+        """The stack where two paths meet: both must bring the same one."""
         if len(a) != len(b):
             self.fail(f"stack depths {len(a)} and {len(b)} meet at {ins.opname}", ins.positions.lineno)
-        out = []
-        for x, y in zip(a, b):
-            if x == y:
-                out.append(x)
-            else:
-                self.fail(f"stack layouts differ where two paths meet at {ins.opname}", ins.positions.lineno)
-        return tuple(out)
+        if a != b:
+            self.fail(f"stack layouts differ where two paths meet at {ins.opname}", ins.positions.lineno)
+        return a
 
     def _emit(self, states: dict):
         self.states = states
-        targets = {self.instrs[k].argval for k in states
-                   if self.instrs[k].opcode in dis.hasjrel or self.instrs[k].opcode in dis.hasjabs}
+        targets = {self.instrs[k].argval for k in states if self.instrs[k].opcode in _JUMP_OPCODES}
         targets |= {h.target for h in self.handlers}
         out: list[str] = []
         line = None
@@ -801,7 +846,9 @@ class _Function:
             if k not in states:
                 run_start = None
                 continue  # unreachable: CPython never runs it
-            start_row(self._row_key(k, states[k]), f"X{ins.offset}_exc")
+            key = self._row_key(k, states[k])
+            if key != current:  # (the label's text only when a row starts)
+                start_row(key, f"X{ins.offset}_exc")
             if ins.offset in targets:
                 out.append(f"L{ins.offset}:")
             mark = len(out)
@@ -811,8 +858,13 @@ class _Function:
                 # model) has the one exception: PUSH_EXC_INFO makes the
                 # two real slots of the six ('P' and 'E'; _row_key).
                 out.append("  PUSH_EXC_INFO")
-            self._step(k, list(states[k]), out)
-            n_instrs = sum(1 for text in out[mark:] if not text.startswith("  .") and not text.endswith(":"))
+            # The step's text from the flow pass (_flow), under the line
+            # _step would have set here.
+            if ins.positions and ins.positions.lineno:
+                self.line = ins.positions.lineno
+            out += self.steps[k]
+            n_lines = len(out) - mark
+            n_instrs = _instruction_count(out[mark:])
             if ins.opname == "RESUME":
                 past_prologue = True
             elif past_prologue and n_instrs == 0:
@@ -826,12 +878,12 @@ class _Function:
                 self.kbc_starts[kbc_index] = (run_start or (ins.offset, _kinds(states[k]))) + (ins.offset,)
                 run_start = None
             kbc_index += n_instrs
-            if len(out) > mark and self.line != line:
+            if n_lines and self.line != line:
                 line = self.line
                 out.insert(mark, f"  .line {line}")
-            if len(out) > mark:
+            if n_lines:
                 self.lines.add(self.line)
-            emitted += sum(1 for text in out[mark:] if not text.startswith("  .line"))
+            emitted += n_lines  # (labels too; a step emits no `.line`)
         # 3.10: the handlers' cleanups, each under the row of the blocks
         # below its handler's.
         for handler in sorted(self.cleanups):
@@ -880,8 +932,9 @@ class _Function:
         if len(st) < n:
             self.fail(f"stack underflow at {ins.opname}")
         taken = st[len(st) - n:]
-        if any(kind not in accept for kind in taken):
-            self.fail(f"unexpected stack layout at {ins.opname}")
+        for kind in taken:
+            if kind not in accept:
+                self.fail(f"unexpected stack layout at {ins.opname}")
         del st[len(st) - n:]
         return taken
 
@@ -897,20 +950,19 @@ class _Function:
         Returns (fall-through stack or None, jump-target stack or None).
         One row of _ROWS per opcode does the work; the row's declared
         stack effect (CPython's, checked against dis.stack_effect by the
-        tests) must be what it did to the abstract stack.
+        tests) must be what it did to the abstract stack (checked when
+        CHECK_ROWS).
         """
         ins = self.instrs[k]
         op = ins.opname
         if ins.positions and ins.positions.lineno:
             self.line = ins.positions.lineno
-        if op in _UNSUPPORTED:
-            self.fail(_UNSUPPORTED[op])
         row = _ROWS.get(op)
-        if row is None:
-            self.fail(f"unsupported opcode {op}")
+        if row is None:  # (a refused opcode has no row: the tests check)
+            self.fail(_UNSUPPORTED.get(op) or f"unsupported opcode {op}")
         depth = len(st)
         fall, jump = row.translate(self, k, ins, st, out.append)
-        if row.checked:
+        if CHECK_ROWS and row.checked:
             for stack, effect in ((fall, row.effect), (jump, row.jump_effect)):
                 if stack is not None and len(stack) - depth != effect(ins.arg):
                     raise AssertionError(f"frontend row {op}: stack effect {len(stack) - depth}, "

@@ -96,7 +96,8 @@ _PHANTOMS = ("N", "X", "K", "b", "y")
 # registered): its translation
 # (f, k, ins, st, emit) -> (fall-through stack, jump stack), and CPython's
 # stack effect as a function of the oparg on each edge (tests check every
-# row against dis.stack_effect). _step checks after each translation that
+# row against dis.stack_effect). _step checks (kiln/_frontend.CHECK_ROWS:
+# under the tests) after each translation that
 # the abstract stack moved by exactly the declared effect, except for the
 # two rows that split one call between them (PRECALL's effect is its
 # CALL's in the abstract stack). Adding an opcode is adding a row.

@@ -41,6 +41,7 @@ _CONST = frozenset(op for op in dis.hasconst if op < 256)
 _NAME = frozenset(op for op in dis.hasname if op < 256)
 _COMPARE = frozenset(op for op in dis.hascompare if op < 256)
 _CONVERSIONS = (None, str, repr, ascii)
+_new_tuple = tuple.__new__
 _FORMAT_VALUE = dis.opmap.get("FORMAT_VALUE")    # (until 3.12)
 _CONVERT_VALUE = dis.opmap.get("CONVERT_VALUE")  # (3.13)
 
@@ -68,6 +69,7 @@ def instructions(code) -> list:
     compare_shift = T.COMPARE_ARG_SHIFT
     ext_op, has_arg, caches = T.EXTENDED_ARG, _HAS_ARG, T.CACHES
     pairs = T.LOCAL_PAIRS
+    opnames = dis.opname
     out = []
     ext = 0
     i, n = 0, len(raw)
@@ -99,7 +101,8 @@ def instructions(code) -> list:
                 argval = (_CONVERSIONS[arg & 3], bool(arg & 4))
             elif op == _CONVERT_VALUE:
                 argval = _CONVERSIONS[arg]
-        out.append(Instruction(dis.opname[op], op, arg, argval, i, positions[i // 2]))
+        # (tuple.__new__ as Instruction's own __new__ does, without its Python frame)
+        out.append(_new_tuple(Instruction, (opnames[op], op, arg, argval, i, positions[i // 2])))
         i += 2 * (1 + caches[op])
     return out
 

@@ -10,8 +10,13 @@ import sys
 import pytest
 
 import kiln
+from kiln import _frontend
 
 kiln.config.strict = os.environ.get("KILN_STRICT", "1") != "0"
+# Every translation the tests make checks each instruction's translation
+# against its opcode row's declared stack effect (off outside the tests:
+# kiln/_frontend.py, CHECK_ROWS).
+_frontend.CHECK_ROWS = True
 
 # The zoo needs torch, and torch's CPU build here is for CPython 3.11 only.
 collect_ignore = [] if importlib.util.find_spec("torch") else ["zoo"]

@@ -1291,6 +1291,26 @@ def test_precall_and_call_split_one_effect():
 
 
 @needs_rows
+def test_step_checks_each_translation_against_its_row(monkeypatch):
+    # The tests run with the check on (conftest.py): a row whose
+    # translation moves the abstract stack by other than its declared
+    # effect is caught at the first instruction it translates.
+    import dataclasses
+    from kiln import _frontend
+
+    assert _frontend.CHECK_ROWS
+    rows = dict(_frontend._ROWS)
+    rows["LOAD_FAST"] = dataclasses.replace(rows["LOAD_FAST"], effect=lambda arg: 0)
+    monkeypatch.setattr(_frontend, "_ROWS", rows)
+
+    def f(a):
+        return a
+
+    with pytest.raises(AssertionError, match="frontend row LOAD_FAST: stack effect 1, declared 0"):
+        _frontend.translate(f)
+
+
+@needs_rows
 def test_only_the_known_rows_go_unchecked():
     from kiln._frontend import _ROWS
 
