@@ -357,17 +357,15 @@ VT InstructionTranslator::trace_enumerate(BuiltinCall& c) {
 }
 
 VT InstructionTranslator::trace_zip(BuiltinCall& c) {
-  // strict= (3.10+) as a known value: torch's RNNs zip their weights so
-  bool strict = false;
+  // strict= (3.10+) as a known value: torch's RNNs zip their weights so.
+  // (c.args is left as it came: a declined call folds from it.)
   if (c.nkw > 1 || (c.nkw == 1 && (c.kwnames->items[0].as_str() != "strict" || !is_constant(c.args.back()))))
     return nullptr;
-  if (c.nkw == 1) {
-    strict = runtime::truth(constant_value(c.args.back()));
-    c.args.pop_back();
-  }
-  for (const VT& a : c.args)
-    if (a->is(VTKind::Tensor)) return nullptr;
-  return vars::make_lazy_iterator(iters_of(c.args.begin(), c.args.end()), nullptr,
+  const auto last = c.args.end() - ptrdiff_t(c.nkw);
+  for (auto a = c.args.begin(); a != last; ++a)
+    if ((*a)->is(VTKind::Tensor)) return nullptr;
+  const bool strict = c.nkw == 1 && runtime::truth(constant_value(c.args.back()));
+  return vars::make_lazy_iterator(iters_of(c.args.begin(), last), nullptr,
                                   strict ? vars::LazyIteration::ZipStrict : vars::LazyIteration::Zip);
 }
 

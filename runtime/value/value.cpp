@@ -95,17 +95,7 @@ void release_items(std::vector<Value>& items) {
   --depth;
 }
 
-DictObj::~DictObj() {
-  index.clear();
-  std::vector<Value> items;
-  items.reserve(entries.size() * 2);
-  for (auto& [k, v] : entries) {
-    items.push_back(std::move(k));
-    items.push_back(std::move(v));
-  }
-  entries.clear();
-  release_items(items);
-}
+DictObj::~DictObj() { DictObj::clear(); }
 
 void DictObj::traverse(Visitor& v) const {
   for (const auto& [k, x] : entries) {
