@@ -21,7 +21,12 @@ kiln against torch eager, Dynamo's capture and inductor.
   figure is the median per call, the ratio the median of per-round
   ratios. Targets: no model slower than eager, geomean at most 0.8x
   inductor, no model above 1.2x inductor.
-- both at every --threads count (torch.set_num_threads = KILN_NUM_THREADS).
+- steady state at every --threads count (torch.set_num_threads =
+  KILN_NUM_THREADS), each with its own inductor compile; kiln's and
+  Dynamo's first calls at the first count only.
+- --out-dir keeps one JSON per model and thread count, and a model already
+  measured there is skipped: the whole zoo (about two hours on two cores)
+  can be measured over several sittings, then --report-only prints it.
 
 Every engine's output is compared with eager's by the zoo's own comparison
 (tests/python/zoo/harness.compare, the zoo's tolerances); a model kiln
@@ -204,6 +209,27 @@ def report(threads, rows):
           f"({n}), above 1.2: {sum(1 for _, x in vs_ind if x > 1.2)}/{len(vs_ind)} (target: none)")
 
 
+def _measure(name, threads, first_threads, args):
+    """One model at one thread count. kiln's and Dynamo's first calls are
+    measured at the first --threads count only (their capture is
+    single-threaded; a second figure would double the run for nothing);
+    inductor's is its compile inside each steady process, since its kernels
+    bake the thread count in at compile time."""
+    first = {}
+    if threads == first_threads:
+        first = {e: _child(["--first", e, name, "--threads", str(threads)]) for e in ("kiln", "dynamo")}
+    st = _child(["--steady", name, "--threads", str(threads), "--reps", str(args.reps),
+                 "--target-ms", str(args.target_ms)])
+    first["inductor"] = {"seconds": st.get("inductor_first"),
+                         "error": (st.get("error") or {}).get("inductor") if isinstance(st.get("error"), dict)
+                         else st.get("error")}
+    return {"first": first, "steady": st}
+
+
+def _shard(out_dir, threads, name):
+    return os.path.join(out_dir, f"{threads}t", name + ".json") if out_dir else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="", help="comma-separated zoo names")
@@ -212,6 +238,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--target-ms", type=float, default=20.0)
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--out-dir", help="one JSON per model and thread count here; a model already there is "
+                                      "not measured again (a whole-zoo run spans several sittings)")
+    ap.add_argument("--report-only", action="store_true", help="print the report from --out-dir, measure nothing")
     ap.add_argument("--first", nargs=2, metavar=("ENGINE", "MODEL"), help=argparse.SUPPRESS)
     ap.add_argument("--steady", metavar="MODEL", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -226,21 +255,35 @@ def main():
         names = [n for n in names if n in args.models.split(",")]
     if args.k:
         names = [n for n in names if any(k in n for k in args.k)]
+    thread_counts = [int(t) for t in args.threads.split(",")]
     results = {}
-    for threads in [int(t) for t in args.threads.split(",")]:
+    for threads in thread_counts:
         rows = []
         for name in names:
-            first = {e: _child(["--first", e, name, "--threads", str(threads)]) for e in ("kiln", "dynamo")}
-            st = _child(["--steady", name, "--threads", str(threads), "--reps", str(args.reps),
-                         "--target-ms", str(args.target_ms)])
-            first["inductor"] = {"seconds": st.get("inductor_first"),
-                                 "error": (st.get("error") or {}).get("inductor") if isinstance(st.get("error"), dict)
-                                 else st.get("error")}
-            rows.append((name, {"first": first, "steady": st}))
-            print(f"  {threads}t {name}: first " + ", ".join(
-                f"{e} {first[e]['seconds'] * 1e3:.0f} ms" if first[e].get("seconds") else f"{e} -" for e in ENGINES),
-                flush=True)
+            shard = _shard(args.out_dir, threads, name)
+            if shard and os.path.exists(shard):
+                with open(shard) as f:
+                    row = json.load(f)
+            elif args.report_only:
+                continue
+            else:
+                row = _measure(name, threads, thread_counts[0], args)
+                if shard:
+                    os.makedirs(os.path.dirname(shard), exist_ok=True)
+                    with open(shard, "w") as f:
+                        json.dump(row, f, indent=1)
+                first = row["first"]
+                print(f"  {threads}t {name}: first " + ", ".join(
+                    f"{e} {first[e]['seconds'] * 1e3:.0f} ms" if first.get(e, {}).get("seconds") else f"{e} -"
+                    for e in ENGINES), flush=True)
+            rows.append((name, row))
         results[threads] = rows
+    # kiln's and Dynamo's first calls (measured once) are shown on every thread count's table.
+    once = dict(results.get(thread_counts[0], []))
+    for threads, rows in results.items():
+        for name, row in rows:
+            for e in ("kiln", "dynamo"):
+                row["first"].setdefault(e, once.get(name, {}).get("first", {}).get(e, {"seconds": None}))
         report(threads, rows)
     if args.json:
         with open(args.json, "w") as f:
