@@ -42,6 +42,16 @@ void gemm_f32_avx512_masked(int64_t m, int64_t n, int64_t k, const float* a, int
                             const int64_t* row_offset, const int32_t* row_tap, const uint16_t* tap_mask, int64_t taps,
                             int64_t j0, float* c, int64_t ldc);
 
+// C = A * B^T with B given as its [n][k] rows (a Linear's weight), for few
+// rows of A (a batch of 1-8 vectors: a classifier head, one decoding step
+// of a language model). Each pass of 4 rows of A streams B once, read in
+// place: at such m a transposed copy of B costs more than the product.
+void gemm_f32_avx512_nt_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                              int64_t ldb, float* c, int64_t ldc);
+// Up to this many rows of A, gemm_f32 takes gemm_f32_avx512_nt_small for a
+// transposed B: two streams of B against the transposed copy's three.
+constexpr int64_t kNtSmallRows = 8;
+
 // A row stride for B of n columns that is not a multiple of 4 KiB.
 inline int64_t gemm_padded_ld(int64_t n) { return (n * 4) % 4096 == 0 ? n + 16 : n; }
 
