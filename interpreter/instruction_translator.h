@@ -246,6 +246,7 @@ class InstructionTranslator {
                  const VT& fn_vt = nullptr, std::vector<VT> closure = {});
   VT get_attr(const VT& obj, const std::string& name);
   VT fold_pure_foreign_call(const runtime::Value& fn, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  VT call_weakref(const VT& callee, const std::vector<VT>& args, const runtime::TupleObj* kwnames);
 
   // builtins (translator_builtins.cpp)
   VT call_builtin(const runtime::Value& builtin, std::vector<VT> args, const runtime::TupleObj* kwnames);

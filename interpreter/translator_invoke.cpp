@@ -63,6 +63,26 @@ VT InstructionTranslator::fold_pure_foreign_call(const Value& fn, std::vector<VT
   }
 }
 
+// ref() of a weakref.ref the guards pin (its source's identity guard): its
+// target cannot change, only die, so the call is answered now. What the
+// trace can stand for is a module's tensor it has already read (torch's
+// RNNs: `ref() is not weight` after `weight = getattr(self, name)`): the
+// same get_attr, which the module's version guard keeps alive and the
+// same object. A dead ref is None for good. Anything else: null (the call
+// breaks as a foreign call).
+VT InstructionTranslator::call_weakref(const VT& callee, const std::vector<VT>& args, const TupleObj* kwnames) {
+  const auto* f = callee->value.as<ForeignObj>();
+  Value target;
+  if (!args.empty() || kwnames || !callee->source || !f->vt->weakref_target || !f->vt->weakref_target(f->handle, target))
+    return nullptr;
+  if (target.is_none()) return const_vt(Value::none());
+  Value tensor = target;
+  if (runtime::Tensor view = vars::grad_tensor_view(target); view.defined()) tensor = Value::tensor(view);
+  if (!tensor.is(Kind::Tensor)) return nullptr;
+  output_graph::Node* n = ctx_.out.registered_attr(tensor);
+  return n ? vars::make_tensor(n) : nullptr;
+}
+
 // Why the object's owner keeps it from the tracer (ForeignVTable::
 // untraced_reason), or "".
 static std::string untraced_reason(const Value& v) {
@@ -109,6 +129,7 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
       unsupported(BreakReason::untraced_object, "call to '" + callee->module_path + "' of " + callee->self->str());
     case VTKind::Opaque:
       if (callee->value.is(Kind::Foreign)) {
+        if (VT target = call_weakref(callee, args, kwnames)) return target;
         if (VT method = call_python_method(callee, args, kwnames)) return method;  // translator_user_defined.cpp
         // (before construct_object: torch.autocast(enabled=False) folds to a null context)
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;

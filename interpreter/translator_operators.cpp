@@ -605,6 +605,13 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
     // function, an opaque value: pinned by an identity guard, or made in
     // this trace): Python's `is` on those objects.
     else if (stands_for_one_object(a) && stands_for_one_object(b)) same = a->value.is_same(b->value);
+    // Two tensors a module holds (get_attr nodes: one per tensor object,
+    // kept by the modules' version guards): the same object iff the same
+    // node. Any other pair of tensors may alias (an input that is a
+    // parameter, an in-place op's result) and stays unsupported below.
+    else if (a->is(VTKind::Tensor) && b->is(VTKind::Tensor) && a->node->op == output_graph::NodeOp::GetAttr &&
+             b->node->op == output_graph::NodeOp::GetAttr)
+      same = a->node == b->node;
     else if (a->kind != b->kind) same = false;
     else if (a->is(VTKind::Builtin) || a->is(VTKind::Opaque) || a->is(VTKind::UserFunction) || a->is_module())
       same = a->value.is_same(b->value);  // objects the trace holds themselves (type(x) is kiln.Tensor)

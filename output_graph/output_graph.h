@@ -62,6 +62,11 @@ class OutputGraph {
   // Its path is owner.name (owner null: a top-level name), kept as a link:
   // a parameter deep in a module chain costs O(1), not O(depth).
   Node* register_attr(const Value& tensor, const PathRef& owner, const std::string& name);
+  // The get_attr node register_attr made for this tensor object, or null.
+  Node* registered_attr(const Value& tensor) const {
+    auto it = attr_by_identity_.find(tensor.obj());
+    return it == attr_by_identity_.end() ? nullptr : it->second;
+  }
 
   // The path parent.name as a link, the same link for the same path
   // (hash-consed on (parent, name)), so paths compare by pointer. Links live

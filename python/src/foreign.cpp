@@ -3,6 +3,7 @@
 
 #include "python/src/convert.h"
 #include "python/src/set_layout.h"
+#include "python/src/torch_modules.h"
 #include "runtime/nn/module.h"
 #include "runtime/semantics/builtins.h"
 #include "runtime/semantics/super.h"
@@ -596,6 +597,18 @@ void foreign_raise(void* h) {
     throw_error(ErrorKind::TypeError, "exceptions must derive from BaseException");
   throw_py_exception(inst);
 }
+bool foreign_weakref_target(void* h, Value& out) {
+  PyObject* o = handle_of(h);
+  if (!PyWeakref_CheckRefExact(o)) return false;
+  return calling_python([&] {
+    py::object target = py::reinterpret_steal<py::object>(weakref_target(o));
+    // A module's tensor as its mirror holds it (the value the trace read
+    // from the module), anything else converted.
+    Value held = target ? torch_held_value(target.ptr()) : Value::null();
+    out = !target ? Value::none() : !held.is_null() ? held : to_value_shared(target);
+    return true;
+  });
+}
 bool foreign_exception_match(void*, const Value& exc, const Value& cls) {
   return calling_python([&] {
     py::object e = to_py(exc), c = to_py(cls);
@@ -654,6 +667,8 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     // (traverse, clear, untraced_reason, null_context, grad_tensor: none)
     nullptr, nullptr, nullptr, nullptr, nullptr,
     foreign_pure_compare, foreign_lookup_attr, foreign_class_repr, foreign_dict_storage_find, foreign_new_instance,
+    // (frozen_result, environ: none)
+    nullptr, nullptr, foreign_weakref_target,
 };
 
 // Functions the tracer calls at trace time on the objects the trace pins

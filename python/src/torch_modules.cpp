@@ -513,6 +513,12 @@ Tensor torch_held_grad_view(PyObject* obj) {
   return it == held.end() ? Tensor() : it->second.view;
 }
 
+Value torch_held_value(PyObject* obj) {
+  auto& held = held_tensors();
+  auto it = held.find(obj);
+  return it == held.end() ? Value::null() : it->second.value;
+}
+
 PyObject* torch_module_object(const ModuleObj* m) { return static_cast<PyObject*>(m->host); }
 
 void bind_torch_modules(py::module_& m) {

@@ -58,6 +58,9 @@ PyObject* torch_held_object(const runtime::TensorImpl* impl);
 // The kiln view of a torch tensor a mirror holds that requires grad (null
 // when it holds no such tensor): one per torch object.
 runtime::Tensor torch_held_grad_view(PyObject* obj);
+// What a mirror holds for a torch tensor (a parameter, a buffer: the kiln
+// tensor, or the torch object with its view), or Null when none holds it.
+runtime::Value torch_held_value(PyObject* obj);
 
 // The torch module a mirror stands for (borrowed), or nullptr.
 PyObject* torch_module_object(const runtime::ModuleObj* m);

@@ -163,10 +163,10 @@ bool own_gemm_f32() {
 void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
               int64_t ldb, float* c, int64_t ldc) {
   if (!own_gemm_f32() || ta) return gemm_split(blas().sgemm, 1.0f, 0.0f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
-  if (tb && m <= kNtSmallRows) {
+  if (tb && m <= kNtRowsLimit) {
     // Whole blocks of 4 rows of B per part.
-    return split_gemm(true, m, n, k, 4, kNtSmallRows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-      gemm_f32_avx512_nt_small(i1 - i0, j1 - j0, k, a + i0 * lda, lda, b + j0 * ldb, ldb, c + i0 * ldc + j0, ldc);
+    return split_gemm(true, m, n, k, 4, 4, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+      gemm_f32_avx512_nt(i1 - i0, j1 - j0, k, a + i0 * lda, lda, b + j0 * ldb, ldb, c + i0 * ldc + j0, ldc);
     });
   }
   // B^T (a Linear's weight) is copied to [k][n] first: the kernel's tile

@@ -202,6 +202,8 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, Row
 // How far ahead (floats) each row of B is prefetched: the hardware's
 // stream prefetcher alone tracks four concurrent streams poorly.
 constexpr int64_t kNtPrefetch = 512;
+// The bytes of B's rows one block of gemm_f32_avx512_nt keeps in L2.
+constexpr int64_t kNtBlockBytes = 256 << 10;
 
 template <int MR>
 __attribute__((target("avx512f"), always_inline)) inline void nt_step(__m512 (&acc)[MR][4], const float* const (&br)[4],
@@ -248,13 +250,19 @@ void gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
   gemm_rows(m, n, k, a, lda, StridedRows{b, ldb}, c, ldc);
 }
 
-void gemm_f32_avx512_nt_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                              int64_t ldb, float* c, int64_t ldc) {
+void gemm_f32_avx512_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        float* c, int64_t ldc) {
   using Fn = void (*)(int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t);
   static constexpr Fn rows[5] = {nullptr, &nt_rows<1>, &nt_rows<2>, &nt_rows<3>, &nt_rows<4>};
-  for (int64_t i0 = 0; i0 < m; i0 += 4) {
-    const int mr = int(std::min<int64_t>(4, m - i0));
-    rows[mr](n, k, a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc);
+  // Blocks of B's rows small enough to stay in L2 while every 4 rows of A
+  // pass over them: B comes from memory once.
+  const int64_t block = std::max<int64_t>(4, kNtBlockBytes / int64_t(sizeof(float)) / std::max<int64_t>(k, 1) / 4 * 4);
+  for (int64_t j0 = 0; j0 < n; j0 += block) {
+    const int64_t nb = std::min(block, n - j0);
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {
+      const int mr = int(std::min<int64_t>(4, m - i0));
+      rows[mr](nb, k, a + i0 * lda, lda, b + j0 * ldb, ldb, c + i0 * ldc + j0, ldc);
+    }
   }
 }
 
@@ -273,8 +281,7 @@ void gemm_f32_avx512_masked(int64_t, int64_t, int64_t, const float*, int64_t, co
                             const int32_t*, const uint16_t*, int64_t, int64_t, float*, int64_t) {}
 void gemm_f32_avx512_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, const int64_t*, float*,
                           int64_t) {}
-void gemm_f32_avx512_nt_small(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
-                              int64_t) {}
+void gemm_f32_avx512_nt(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t) {}
 #endif
 
 }  // namespace kiln::runtime

@@ -42,15 +42,20 @@ void gemm_f32_avx512_masked(int64_t m, int64_t n, int64_t k, const float* a, int
                             const int64_t* row_offset, const int32_t* row_tap, const uint16_t* tap_mask, int64_t taps,
                             int64_t j0, float* c, int64_t ldc);
 
-// C = A * B^T with B given as its [n][k] rows (a Linear's weight), for few
-// rows of A (a batch of 1-8 vectors: a classifier head, one decoding step
-// of a language model). Each pass of 4 rows of A streams B once, read in
-// place: at such m a transposed copy of B costs more than the product.
-void gemm_f32_avx512_nt_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                              int64_t ldb, float* c, int64_t ldc);
-// Up to this many rows of A, gemm_f32 takes gemm_f32_avx512_nt_small for a
-// transposed B: two streams of B against the transposed copy's three.
-constexpr int64_t kNtSmallRows = 8;
+// C = A * B^T with B given as its [n][k] rows (a Linear's weight), read in
+// place: dot products along k, where both are contiguous, 4 rows of A
+// against 4 rows of B per step, over blocks of B's rows that stay in L2.
+// For few rows of A (a classifier head, one decoding step of a language
+// model, a ConvNeXt's last stage) a transposed copy of B, which the 8x32
+// tiles need, costs more than the product.
+void gemm_f32_avx512_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        float* c, int64_t ldc);
+// Up to this many rows of A, gemm_f32 takes gemm_f32_avx512_nt for a
+// transposed B. Measured on Linears of 256-1536 in and 768-6144 out, one
+// thread (benchmarks/RESULTS.md, "Linear on few rows"): at 16 rows it is
+// 1.6x faster than copying B^T, at 32 even, at 64 and beyond the copy
+// wins by 1.7-3x (it runs 2.5-3x nearer the FMA peak).
+constexpr int64_t kNtRowsLimit = 16;
 
 // A row stride for B of n columns that is not a multiple of 4 KiB.
 inline int64_t gemm_padded_ld(int64_t n) { return (n * 4) % 4096 == 0 ? n + 16 : n; }

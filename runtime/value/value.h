@@ -629,6 +629,11 @@ struct ForeignVTable {
   // guard on that variable (output_graph::environ_source), instead of
   // running the mapping's own code (which encodes keys to bytes).
   bool (*environ)(void* handle) = nullptr;
+  // Optional: for a weak reference (exactly weakref.ref: calling it runs no
+  // user code), what calling it returns now in `out` (None once the object
+  // is gone), and true; false for anything else. torch's RNNs check their
+  // weights through weakrefs on every forward.
+  bool (*weakref_target)(void* handle, Value& out) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;

@@ -48,11 +48,13 @@ TEST_CASE("gemm_f32: kiln's AVX-512 kernel and the dispatching entry equal a flo
   cases.push_back({43, 70, 300, 301, 3136, 75, false});     // B's panels packed (>= 32 rows, k >= 128): rows a plane apart, a masked panel, two k passes
   cases.push_back({40, 48, 130, 130, 130, 48, true});      // B^T, a Linear's weight
   cases.push_back({256, 384, 128, 128, 128, 384, true});   // big enough to split over the pool
-  // B^T with few rows of A (a classifier head, a decoding step): read in place, 4 rows of B at a time.
-  for (int64_t m : {1, 2, 3, 4, 5, 8, 9})
+  // B^T with few rows of A (a classifier head, a decoding step): read in place, 4 rows of B at a time
+  // (up to kNtRowsLimit = 16 rows; 17 takes the copy).
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16, 17})
     for (int64_t n : {1, 3, 4, 5, 17})
       for (int64_t k : {0, 1, 15, 16, 17, 300}) cases.push_back({m, n, k, k + 3, k + 1, n + 2, true});
-  cases.push_back({2, 4099, 1030, 1030, 1030, 4099, true});  // split over the pool by rows of B
+  cases.push_back({2, 4099, 1030, 1030, 1030, 4099, true});  // split over the pool by rows of B, in L2 blocks of 60 rows
+  cases.push_back({13, 500, 300, 301, 303, 500, true});       // L2 blocks of 216 rows of B, a partial last one
   for (const Case& c : cases) {
     CAPTURE(c.m, c.n, c.k, c.tb);
     std::vector<float> a(size_t(c.m * c.lda)), b(size_t((c.tb ? c.n : c.k) * c.ldb + 1));

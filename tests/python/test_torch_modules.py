@@ -3,6 +3,7 @@ mirrors the torch module's own dicts (python/src/torch_modules.h). torch
 eager is the oracle for results; explain pins graphs and breaks; every
 kind of change to the module recompiles."""
 import dataclasses
+import weakref
 
 import pytest
 
@@ -279,6 +280,71 @@ def test_weight_tying_is_one_get_attr():
         e = one_graph(m, idx)
     targets = [n.target for n in e.graphs[0].graph.nodes if n.op == "get_attr"]
     assert len(targets) == 1, targets
+
+
+class WeakWeights(nn.Module):
+    """torch's RNNs check their weights through weakrefs on every forward
+    (RNNBase._weights_have_changed): `ref() is not weight`."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.b = nn.Parameter(torch.randn(4), requires_grad=False)
+        self.refs = [weakref.ref(self.w), weakref.ref(self.b)]
+        self.names = ["w", "b"]
+
+    def changed(self):
+        for ref, name in zip(self.refs, self.names, strict=True):
+            weight = getattr(self, name) if hasattr(self, name) else None
+            if weight is not None and ref is not None and ref() is not weight:
+                return True
+        return False
+
+    def forward(self, x):
+        if self.changed():
+            x = x + 1
+        return x @ self.w + self.b
+
+
+def test_a_weakref_to_a_parameter_is_that_parameter_in_the_trace():
+    seeded()
+    m = WeakWeights()
+    x = torch.randn(2, 4)
+    c = kiln.compile(m)
+    with torch.no_grad():
+        one_graph(m, x)
+        same(m(x), c(x))
+        # A new Parameter: the refs now point elsewhere (the old one is dead),
+        # and `ref() is not weight` is True in eager; the module's version
+        # guard recompiles and the trace answers the same.
+        m.w = nn.Parameter(torch.randn(4, 4))
+        assert m.changed()
+        same(m(x), c(x))
+    with torch.no_grad():
+        keep = m.w
+        m.refs = [weakref.ref(keep), weakref.ref(m.b)]
+        assert not m.changed()
+        same(m(x), c(x))
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 3)
+
+    def forward(self, x):
+        return self.lstm(x)[0] * 2
+
+
+def test_an_lstm_breaks_at_its_kernel_not_at_its_weight_check():
+    seeded()
+    m = Recurrent().eval()
+    x = torch.randn(5, 2, 4)
+    with torch.no_grad():
+        same(m(x), kiln.compile(m)(x))
+        e = kiln.explain(m)(x)
+    reasons = " | ".join(r["reason"] for r in e.break_reasons)
+    assert "weakref" not in reasons and "lstm" in reasons, reasons
 
 
 def test_hooks_from_torchs_own_dicts():
