@@ -179,6 +179,29 @@ def conv_rows():
         yield name, (N, C, H, W), f"{k}/{s}", "depthwise", depthwise_modules(C, k, s, block)[0][1]
 
 
+# Linears on few rows (M, in, out): classifier heads at batch 2, a decoding
+# step, ConvNeXt's late stages (its Linears run over B*H*W tokens), and the
+# rows past gemm_f32's small-m crossover (kNtRowsLimit = 16).
+LINEAR_LAYERS = [
+    ("alexnet fc6", 2, 9216, 4096),
+    ("alexnet fc7", 2, 4096, 4096),
+    ("vgg/alex head", 2, 4096, 1000),
+    ("decode step", 1, 768, 3072),
+    ("convnext_l s4", 8, 1536, 6144),
+    ("convnext_l s4", 8, 6144, 1536),
+    ("tokens 16", 16, 768, 3072),
+    ("tokens 32", 32, 768, 3072),
+    ("tokens 64", 64, 768, 3072),
+    ("tokens 256", 256, 768, 3072),
+]
+
+
+def linear_rows():
+    """(layer, shape, -, module name, module) for --linears."""
+    for name, M, i, o in LINEAR_LAYERS:
+        yield name, (M, i), "-", f"linear ->{o}", torch.nn.Linear(i, o).eval()
+
+
 def depthwise_rows():
     """(layer, shape, k/s, module name, module) for --depthwise."""
     for name, N, C, H, W, k, s, block in DEPTHWISE_LAYERS:
@@ -197,7 +220,7 @@ def run_layers(args, title, rows):
         if hasattr(dynamo_config, name):
             setattr(dynamo_config, name, 4096)
     if os.environ.get("KILN_NUM_THREADS"):
-        raise SystemExit("--depthwise/--convs: unset KILN_NUM_THREADS (kiln follows torch.set_num_threads)")
+        raise SystemExit("--depthwise/--convs/--linears: unset KILN_NUM_THREADS (kiln follows torch.set_num_threads)")
     threads = [int(t) for t in args.threads_list.split(",")]
     engines_used = ("kiln", "eager") if args.no_inductor else ("kiln", "eager", "inductor")
     torch.manual_seed(0)
@@ -270,11 +293,13 @@ def main():
     ap.add_argument("--depthwise", action="store_true", help="the depthwise rows (issue 28) instead")
     ap.add_argument("--convs", action="store_true",
                     help="the dense, 1x1, grouped and depthwise convolutions of the backbones (issue 28) instead")
-    ap.add_argument("--threads-list", default="1,2", help="--depthwise/--convs: thread counts, each for every engine")
-    ap.add_argument("--only", default="", help="--depthwise/--convs: only the layers whose name contains this")
-    ap.add_argument("--no-inductor", action="store_true", help="--depthwise/--convs: kiln and eager only (quicker)")
+    ap.add_argument("--linears", action="store_true",
+                    help="Linear layers on few rows (heads, decoding steps, late ConvNeXt stages) instead")
+    ap.add_argument("--threads-list", default="1,2", help="--depthwise/--convs/--linears: thread counts, each for every engine")
+    ap.add_argument("--only", default="", help="--depthwise/--convs/--linears: only the layers whose name contains this")
+    ap.add_argument("--no-inductor", action="store_true", help="--depthwise/--convs/--linears: kiln and eager only (quicker)")
     ap.add_argument("--stat", choices=("median", "min"), default="median",
-                    help="--depthwise/--convs: per engine, the median round and the median of the per-round ratios, "
+                    help="--depthwise/--convs/--linears: per engine, the median round and the median of the per-round ratios, "
                          "or the fastest round and the ratio of the fastest (steadier on a loaded machine)")
     args = ap.parse_args()
     if torch is None:
@@ -285,6 +310,9 @@ def main():
         return
     if args.convs:
         run_layers(args, "convolutions", conv_rows())
+        return
+    if args.linears:
+        run_layers(args, "linears on few rows", linear_rows())
         return
     if args.threads:
         torch.set_num_threads(args.threads)
