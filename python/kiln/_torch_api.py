@@ -590,6 +590,44 @@ def _torch_mod():
     return sys.modules["torch"]
 
 
+def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first=False):
+    """torch.lstm (_VF.lstm, what nn.LSTM runs) over kiln's ops: the input
+    projection of every step as one linear, then the recurrence unrolled
+    step by step (torch's own cell: gates i, f, g, o), so a graph holds
+    about a dozen nodes per step and is one per sequence length. The packed-sequence
+    overload (a batch_sizes tensor second), projections (proj_size) and
+    dropout between layers in training run torch's own."""
+    dirs = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if (not isinstance(hx, (tuple, list)) or len(params) != num_layers * dirs * per
+            or (train and dropout > 0 and num_layers > 1)):
+        return _TORCH["lstm"](input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+    x = _C.transpose(input, 0, 1) if batch_first else input  # [T, B, in]
+    h0, c0 = hx
+    steps = x.shape[0]
+    h_n, c_n = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            w_ih, w_hh = params[k * per], params[k * per + 1]
+            b_ih, b_hh = (params[k * per + 2], params[k * per + 3]) if has_biases else (None, None)
+            xw = _C.linear(x, w_ih, b_ih)  # every step's input projection at once
+            h, c = h0[k], c0[k]
+            hs = [None] * steps
+            for t in (range(steps - 1, -1, -1) if d else range(steps)):
+                i, f, g, o = _C.chunk(xw[t] + _C.linear(h, w_hh, b_hh), 4, 1)
+                c = _C.sigmoid(f) * c + _C.sigmoid(i) * _C.tanh(g)
+                h = _C.sigmoid(o) * _C.tanh(c)
+                hs[t] = h
+            outs.append(_C.stack(hs, 0))
+            h_n.append(h)
+            c_n.append(c)
+        x = outs[0] if dirs == 1 else _C.cat(outs, 2)
+    out = _C.transpose(x, 0, 1) if batch_first else x
+    return out, _C.stack(h_n, 0), _C.stack(c_n, 0)
+
+
 def _index(input, indices):
     return input[tuple(slice(None) if i is None else i for i in indices)]
 
@@ -686,13 +724,16 @@ FUNCTIONS = {
     "torch.finfo": finfo, "torch.iinfo": iinfo,
     "torch.zeros": zeros, "torch.ones": ones, "torch.full": full, "torch.arange": arange, "torch.tensor": tensor,
     "torch.addcmul": addcmul, "torch.norm": norm, "torch.linalg.vector_norm": vector_norm,
-    "torch.baddbmm": baddbmm, "torch.einsum": einsum, "torch.cumsum": cumsum, "torch.diff": diff,
+    "torch.baddbmm": baddbmm, "torch.einsum": einsum, "torch.lstm": lstm, "torch.cumsum": cumsum, "torch.diff": diff,
     "torch.zeros_like": zeros_like, "torch.ones_like": ones_like, "torch.randn_like": randn_like,
     "torch.rand_like": rand_like, "torch.empty_like": empty_like, "torch.full_like": full_like,
     # torch.nn.functional.*: kiln.nn.functional has torch's signatures
     **{f"torch.nn.functional.{n}": f"F.{n}" for n in _F.__all__},
     "torch.nn.functional.interpolate": interpolate,
 }
+
+# torch._VF's functions with a row above (install says why they are listed).
+VF_FUNCTIONS = ("lstm",)
 
 # torch functions that report how the program is being run, and torch's
 # once-per-process usage logging: the tracer calls torch's own function at
@@ -1001,6 +1042,16 @@ def install(torch):
         obj = _resolve(torch, path)
         if obj is not None:
             _C._map_torch(obj, _target(value))
+    # torch._VF (what torch's RNNs call) forwards every attribute to
+    # torch._C._VariableFunctions through its class's __getattr__, which
+    # the tracer does not run. The functions kiln has rows for are put in
+    # its dict: the very objects that __getattr__ returns (torch.lstm is
+    # _VariableFunctions.lstm), so nothing torch or the program sees changes
+    # but vars(torch._VF).
+    vf = sys.modules.get("torch._VF")
+    if vf is not None:
+        for name in VF_FUNCTIONS:
+            vars(vf).setdefault(name, getattr(torch._C._VariableFunctions, name))
     for path in TRACE_TIME:
         obj = _resolve(torch, path)
         if obj is not None:
@@ -1015,7 +1066,7 @@ def install(torch):
         _C._map_torch(_resolve(torch, path), cls)
     for path, name in DTYPES.items():
         _C._map_torch(_resolve(torch, path), name)
-    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum", "cumsum", "diff"):
+    for name in ("add", "sub", "div", "addmm", "tensor", "addcmul", "norm", "baddbmm", "einsum", "cumsum", "diff", "lstm"):
         _TORCH[name] = _C._raw_torch(getattr(torch, name))
     _TORCH["vector_norm"] = _C._raw_torch(torch.linalg.vector_norm)
     _TORCH["interpolate"] = _C._raw_torch(torch.nn.functional.interpolate)

@@ -159,6 +159,12 @@ FUNCTION_CALLS = {
     # transformers' packed-sequence mask (position ids, a prepended first value), n > 1, a bool tensor's xor
     "torch.diff": [((ints(3, 6),), {"prepend": ints(3, 1), "dim": -1}), ((t(4, 5), 2), {}), ((mask(4, 3),), {"dim": 0}),
                    ((t(2, 3, 4),), {"dim": 1, "append": t(2, 1, 4)}), ((t(6), 3), {})],
+    # nn.LSTM's _VF.lstm: one layer with biases; bidirectional, batch_first, no biases
+    "torch.lstm": [((t(5, 2, 4), (t(1, 2, 3), t(1, 2, 3, seed=1)),
+                     [t(12, 4, seed=2), t(12, 3, seed=3), t(12, seed=4), t(12, seed=5)], True, 1, 0.0, False, False, False), {}),
+                   ((t(2, 5, 4), (t(2, 2, 3), t(2, 2, 3, seed=1)),
+                     [t(12, 4, seed=2), t(12, 3, seed=3), t(12, 4, seed=4), t(12, 3, seed=5)], False, 1, 0.0, False, True,
+                      True), {})],
 }
 # Rows whose results are random: compared by type, shape and dtype only.
 RANDOM = {"torch.rand": [((2, 3), {})], "torch.randn": [((4,), {"dtype": torch.float64})],

@@ -328,23 +328,67 @@ def test_a_weakref_to_a_parameter_is_that_parameter_in_the_trace():
 
 
 class Recurrent(nn.Module):
-    def __init__(self):
+    def __init__(self, **kw):
         super().__init__()
-        self.lstm = nn.LSTM(4, 3)
+        self.lstm = nn.LSTM(4, 3, **kw)
 
-    def forward(self, x):
-        return self.lstm(x)[0] * 2
+    def forward(self, x, hx=None):
+        out, (h, c) = self.lstm(x, hx)
+        return out * 2, h, c
 
 
-def test_an_lstm_breaks_at_its_kernel_not_at_its_weight_check():
+LSTMS = [
+    ({}, (5, 2, 4)),
+    ({"batch_first": True}, (2, 5, 4)),
+    ({"bidirectional": True, "num_layers": 2}, (5, 2, 4)),
+    ({"bias": False, "num_layers": 3}, (6, 1, 4)),
+    ({"bidirectional": True, "batch_first": True}, (4, 7, 4)),
+    ({}, (5, 4)),  # unbatched
+]
+
+
+@pytest.mark.parametrize("kw,shape", LSTMS, ids=[f"{kw}-{shape}" for kw, shape in LSTMS])
+def test_an_lstm_is_one_graph_equal_to_eager(kw, shape):
+    """torch's LSTM (RNNBase._weights_have_changed's weakrefs, then
+    _VF.lstm) in one graph: the recurrence unrolled over kiln's ops."""
     seeded()
-    m = Recurrent().eval()
-    x = torch.randn(5, 2, 4)
+    m = Recurrent(**kw).eval()
+    x = torch.randn(*shape)
     with torch.no_grad():
         same(m(x), kiln.compile(m)(x))
-        e = kiln.explain(m)(x)
-    reasons = " | ".join(r["reason"] for r in e.break_reasons)
-    assert "weakref" not in reasons and "lstm" in reasons, reasons
+        one_graph(m, x)
+
+
+def test_an_lstm_with_a_given_state_and_another_length():
+    seeded()
+    m = Recurrent(num_layers=2).eval()
+    c = kiln.compile(m)
+    with torch.no_grad():
+        for steps in (5, 9):
+            x = torch.randn(steps, 2, 4)
+            hx = (torch.randn(2, 2, 3), torch.randn(2, 2, 3))
+            same(m(x, hx), c(x, hx))
+
+
+def test_lstms_kiln_does_not_lower_run_torchs_own():
+    """Projections (proj_size) and packed sequences run torch's own LSTM
+    kernel: a break named for it, the answer eager's."""
+    seeded()
+    proj = nn.LSTM(4, 3, proj_size=2).eval()
+    x = torch.randn(5, 2, 4)
+    packed = nn.utils.rnn.pack_padded_sequence(x, [5, 3])
+    plain = nn.LSTM(4, 3).eval()
+
+    def run_packed(p):
+        out, (h, c) = plain(p)
+        return out.data * 2, h, c
+
+    with torch.no_grad():
+        same(proj(x), kiln.compile(proj)(x))
+        same(run_packed(packed), kiln.compile(run_packed)(packed))
+        e = kiln.explain(Recurrent(proj_size=2).eval())(x)
+    assert e.graph_break_count >= 1
+    assert "lstm" in " | ".join(r["reason"] for r in e.break_reasons)
 
 
 def test_hooks_from_torchs_own_dicts():
