@@ -226,6 +226,15 @@ def _measure(name, threads, first_threads, args):
     return {"first": first, "steady": st}
 
 
+def _kiln_commit():
+    """The commit of the kiln the children import (its source tree's HEAD):
+    a run over several sittings says which figures came from which code."""
+    import kiln
+    src = os.path.dirname(os.path.realpath(kiln.__file__))
+    r = subprocess.run(["git", "-C", src, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or None
+
+
 def _shard(out_dir, threads, name):
     return os.path.join(out_dir, f"{threads}t", name + ".json") if out_dir else None
 
@@ -256,6 +265,7 @@ def main():
     if args.k:
         names = [n for n in names if any(k in n for k in args.k)]
     thread_counts = [int(t) for t in args.threads.split(",")]
+    commit = None if args.report_only else _kiln_commit()
     results = {}
     for threads in thread_counts:
         rows = []
@@ -268,6 +278,7 @@ def main():
                 continue
             else:
                 row = _measure(name, threads, thread_counts[0], args)
+                row["kiln_commit"] = commit
                 if shard:
                     os.makedirs(os.path.dirname(shard), exist_ok=True)
                     with open(shard, "w") as f:
