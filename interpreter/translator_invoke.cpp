@@ -365,7 +365,12 @@ VT InstructionTranslator::get_attr(const VT& obj, const std::string& name) {
           // Stored earlier in this trace: read as the class's lookup reads it.
           if (VT v = user_object_getattr(obj, name)) return v;
         } else if (Value v; f->vt->plain_attr && f->vt->plain_attr(f->handle, name, v)) {
-          return bound_to_tracker(ctx_.builder.wrap(v, attr_source(obj->source, name)), obj);
+          VT read = ctx_.builder.wrap(v, attr_source(obj->source, name));
+          // A classmethod stays the bound method it is (op_LOAD_METHOD then
+          // keeps it whole, and a residual reloads it from its source: the
+          // program's own, not kiln's stand-in for its function).
+          const bool classmethod = v.is(Kind::BoundMethod) && v.as<BoundMethodObj>()->classmethod;
+          return classmethod ? read : bound_to_tracker(read, obj);
         } else if (VT v = user_object_getattr(obj, name)) {
           return v;
         }

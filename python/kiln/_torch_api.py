@@ -628,6 +628,55 @@ def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectiona
     return out, _C.stack(h_n, 0), _C.stack(c_n, 0)
 
 
+# torch.autograd.Function's parts (install fills it): its own apply, the
+# setup_context a Function without one inherits, and the ctx class below.
+_AUTOGRAD = {}
+
+
+class _FunctionCtxMethods:
+    """What a traced forward's ctx does (install makes the ctx class: these
+    over torch's FunctionCtx, so isinstance(ctx, FunctionCtx) holds). torch's
+    own methods are torch's code, which kiln leaves to torch; these keep
+    their attribute stores on the object made in the trace, as torch's do on
+    its ctx, and nothing reads them: no backward is recorded."""
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *args):
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args):
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+def _function_apply(cls, *args, **kwargs):
+    """torch.autograd.Function.apply (a library's custom op: BLOOM's GELU)
+    in traced code, as Dynamo traces it. While no tensor argument requires
+    grad (no_grad, inference), torch runs forward and records nothing: the
+    trace inlines forward with a FunctionCtx made in it (save_for_backward
+    and the other marks are attribute stores on it; a Function with its
+    own setup_context gets the ctx after forward). An argument that
+    requires grad records the class's own backward: torch's apply, and the
+    call breaks."""
+    for a in args + tuple(kwargs.values()):
+        if isinstance(a, _C.Tensor) and a.requires_grad:
+            return _AUTOGRAD["apply"](cls, *args, **kwargs)
+    ctx = _AUTOGRAD["ctx"]()
+    ctx.needs_input_grad = (False,) * len(args)
+    if cls.setup_context is not _AUTOGRAD["setup_context"]:
+        out = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, out)
+        return out
+    return cls.forward(ctx, *args, **kwargs)
+
+
 def _index(input, indices):
     return input[tuple(slice(None) if i is None else i for i in indices)]
 
@@ -1048,6 +1097,13 @@ def install(torch):
     # its dict: the very objects that __getattr__ returns (torch.lstm is
     # _VariableFunctions.lstm), so nothing torch or the program sees changes
     # but vars(torch._VF).
+    function = torch.autograd.function
+    _AUTOGRAD["apply"] = _C._raw_torch(function.Function.apply.__func__)
+    _AUTOGRAD["setup_context"] = function._SingleLevelFunction.setup_context
+    _AUTOGRAD["ctx"] = type("FunctionCtx", (function.FunctionCtx,),
+                            {k: v for k, v in vars(_FunctionCtxMethods).items() if not k.startswith("__")}
+                            | {"__module__": __name__})
+    _C._map_torch(function.Function.apply.__func__, _target(_function_apply))
     vf = sys.modules.get("torch._VF")
     if vf is not None:
         for name in VF_FUNCTIONS:

@@ -278,7 +278,10 @@ bool type_own_name(PyTypeObject* meta, std::string_view name) {
 // type.__getattribute__ (a __getattr__ of its, EnumType's, runs only on a
 // miss, and a miss answers false here), no data descriptor of the
 // metaclass has the name, and what the class's MRO holds is no
-// descriptor, or a plain function (which a class reads as itself).
+// descriptor, a plain function (which a class reads as itself), a
+// staticmethod over a Python function (that function), or a classmethod
+// over one (that function bound to the class: torch.autograd.Function's
+// apply and forward).
 bool plain_class_attr(PyTypeObject* cls, std::string_view name, Value& out) {
   return calling_python([&] {
     PyTypeObject* meta = Py_TYPE(cls);
@@ -287,6 +290,24 @@ bool plain_class_attr(PyTypeObject* cls, std::string_view name, Value& out) {
     PyObject* meta_attr = _PyType_Lookup(meta, key.ptr());  // borrowed; no user code
     if (meta_attr && Py_TYPE(meta_attr)->tp_descr_set) return false;
     PyObject* attr = _PyType_Lookup(cls, key.ptr());
+    if (attr && Py_IS_TYPE(attr, &PyClassMethod_Type)) {
+      py::object fn = py::reinterpret_steal<py::object>(PyObject_GetAttrString(attr, "__func__"));  // a member
+      if (!fn) throw py::error_already_set();
+      if (!PyFunction_Check(fn.ptr())) return false;
+      auto bm = runtime::make_ref<runtime::BoundMethodObj>();
+      bm->func = to_value_shared(fn);
+      bm->self = to_value_shared(py::handle(reinterpret_cast<PyObject*>(cls)));
+      bm->classmethod = true;
+      out = Value::object(Kind::BoundMethod, bm);
+      return true;
+    }
+    if (attr && Py_IS_TYPE(attr, &PyStaticMethod_Type)) {  // its function, as the class reads it
+      py::object fn = py::reinterpret_steal<py::object>(PyObject_GetAttrString(attr, "__func__"));
+      if (!fn) throw py::error_already_set();
+      if (!PyFunction_Check(fn.ptr())) return false;
+      out = to_value_shared(fn);
+      return true;
+    }
     if (!attr || (Py_TYPE(attr)->tp_descr_get && !PyFunction_Check(attr))) return false;
     out = to_value_shared(py::handle(attr));
     return true;

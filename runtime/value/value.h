@@ -352,6 +352,10 @@ bool host_function_attr(const FunctionObj& fn, std::string_view name, Value& out
 
 struct BoundMethodObj final : Object {
   Value func, self;
+  // Bound by a classmethod read off its class (self is that class). CPython's
+  // LOAD_METHOD leaves such a method bound (a NULL and the method), never
+  // splits it into function and receiver as it does an instance's method.
+  bool classmethod = false;
   void traverse(Visitor& v) const override {
     visit(v, func);
     visit(v, self);

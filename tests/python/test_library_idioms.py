@@ -70,6 +70,35 @@ def test_a_partial_subclass_keeps_its_own_call():
     check(through_a_partial_subclass, x0())
 
 
+class Scaler:
+    """A config-like class used through its class: a classmethod (bound to
+    the class, or to a subclass that overrides its constant) and a
+    staticmethod (torch.autograd.Function's apply and forward are these)."""
+    scale = 3.0
+
+    @classmethod
+    def make(cls, x):
+        return x * cls.scale + cls.shift(1.0)
+
+    @staticmethod
+    def shift(v):
+        return v + 0.5
+
+
+class BigScaler(Scaler):
+    scale = 10.0
+
+
+def through_class_methods(x):
+    held = BigScaler.make  # LOAD_ATTR, then a call: the bound method as a value
+    return Scaler.make(x) + held(x) + Scaler.shift(2.0)
+
+
+def test_classmethods_and_staticmethods_read_off_a_class_are_inlined():
+    check(through_class_methods, x0())
+    one_graph(through_class_methods, x0())
+
+
 def forward_chunk(hidden, mask):
     return hidden * mask
 

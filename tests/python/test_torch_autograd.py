@@ -354,3 +354,78 @@ def test_attention_under_grad_mode_stays_in_the_graph_with_torchs_gradients(mask
         close(g, t.grad)
     e = kiln.explain(f)(q, k, v)
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+# ---- torch.autograd.Function: a library's custom op (BLOOM's GELU) --------
+
+class ScaledGelu(torch.autograd.Function):
+    """forward keeps what backward needs on ctx; backward is deliberately
+    not forward's derivative, so a test can tell torch ran this class's own."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        ctx.mark_non_differentiable()
+        if ctx.needs_input_grad[1]:  # scale is a float: False, in eager as in the trace
+            scale = 0.0
+        return x * torch.sigmoid(1.702 * x) * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 0 + 42.0 * ctx.scale, None
+
+
+class SetupContextGelu(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(1.702 * x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.seen = output
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 7.0
+
+
+class CustomOps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = ScaledGelu.apply(self.fc(x), 2.0)
+        return SetupContextGelu.apply(h) + 1
+
+
+def test_an_autograd_function_under_no_grad_is_its_forward_in_the_graph():
+    torch.manual_seed(0)
+    m = CustomOps()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        close(m(x), kiln.compile(m)(x))
+        e = kiln.explain(m)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+def test_an_autograd_function_that_records_gradients_runs_its_own_backward():
+    """Under grad mode the Linear's output requires grad: torch's apply
+    records the classes' own backwards, as in eager. ScaledGelu's ignores
+    its incoming gradient (42 * scale per element), so the bias's is
+    3 rows x 84, which no derivative of forward gives."""
+    torch.manual_seed(0)
+    m = CustomOps()
+    x = torch.randn(3, 4)
+    want = m(x)
+    want.sum().backward()
+    want_grad = m.fc.weight.grad.clone()
+    m.zero_grad()
+    got = kiln.compile(m)(x)
+    got.sum().backward()
+    close(want, got)
+    close(want_grad, m.fc.weight.grad)
+    assert float(m.fc.bias.grad[0]) == pytest.approx(3 * 42.0 * 2.0)
