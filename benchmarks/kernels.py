@@ -47,6 +47,7 @@ sessions' load, the minima by ~10%).
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -59,6 +60,9 @@ try:
     import torch.nn.functional as F
 except ImportError:  # pragma: no cover - depends on the machine
     torch = None
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cases():
@@ -196,6 +200,39 @@ LINEAR_LAYERS = [
 ]
 
 
+# transformers' GPT2Block (LayerNorm, c_attn Conv1D, causal attention,
+# c_proj, residual; LayerNorm, MLP with the tanh GELU, residual) at GPT-2
+# small's and medium's widths: (name, batch, tokens, n_embd, n_head).
+GPT_BLOCKS = [
+    ("gpt2 small", 1, 64, 768, 12),
+    ("gpt2 small", 4, 64, 768, 12),
+    ("gpt2 small", 1, 256, 768, 12),
+    ("gpt2 medium", 1, 64, 1024, 16),
+    ("gpt2 medium", 4, 64, 1024, 16),
+]
+
+
+def gpt_rows():
+    """(layer, shape, -, module name, module) for --gpt: one GPT2Block, its
+    hidden states out (the block returns a tuple)."""
+    sys.path.insert(0, ROOT)
+    from tests.python.zoo import torchvision_cpu  # noqa: F401 - transformers imports torchvision (docs/zoo.md)
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    class Block(torch.nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            self.block = GPT2Block(cfg, layer_idx=0)
+
+        def forward(self, x):
+            return self.block(x)[0]
+
+    for name, B, T, C, H in GPT_BLOCKS:
+        cfg = GPT2Config(n_embd=C, n_head=H, n_positions=max(1024, T), attn_implementation="sdpa")
+        yield name, (B, T, C), "-", "GPT2Block", Block(cfg).eval()
+
+
 def linear_rows():
     """(layer, shape, -, module name, module) for --linears."""
     for name, M, i, o in LINEAR_LAYERS:
@@ -293,13 +330,14 @@ def main():
     ap.add_argument("--depthwise", action="store_true", help="the depthwise rows (issue 28) instead")
     ap.add_argument("--convs", action="store_true",
                     help="the dense, 1x1, grouped and depthwise convolutions of the backbones (issue 28) instead")
+    ap.add_argument("--gpt", action="store_true", help="transformers' GPT2Block at GPT-2 small and medium widths instead")
     ap.add_argument("--linears", action="store_true",
                     help="Linear layers on few rows (heads, decoding steps, late ConvNeXt stages) instead")
-    ap.add_argument("--threads-list", default="1,2", help="--depthwise/--convs/--linears: thread counts, each for every engine")
-    ap.add_argument("--only", default="", help="--depthwise/--convs/--linears: only the layers whose name contains this")
-    ap.add_argument("--no-inductor", action="store_true", help="--depthwise/--convs/--linears: kiln and eager only (quicker)")
+    ap.add_argument("--threads-list", default="1,2", help="--depthwise/--convs/--linears/--gpt: thread counts, each for every engine")
+    ap.add_argument("--only", default="", help="--depthwise/--convs/--linears/--gpt: only the layers whose name contains this")
+    ap.add_argument("--no-inductor", action="store_true", help="--depthwise/--convs/--linears/--gpt: kiln and eager only (quicker)")
     ap.add_argument("--stat", choices=("median", "min"), default="median",
-                    help="--depthwise/--convs/--linears: per engine, the median round and the median of the per-round ratios, "
+                    help="--depthwise/--convs/--linears/--gpt: per engine, the median round and the median of the per-round ratios, "
                          "or the fastest round and the ratio of the fastest (steadier on a loaded machine)")
     args = ap.parse_args()
     if torch is None:
@@ -313,6 +351,9 @@ def main():
         return
     if args.linears:
         run_layers(args, "linears on few rows", linear_rows())
+        return
+    if args.gpt:
+        run_layers(args, "GPT-2 blocks", gpt_rows())
         return
     if args.threads:
         torch.set_num_threads(args.threads)

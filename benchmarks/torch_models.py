@@ -21,7 +21,10 @@ eval mode under torch.no_grad().
   of per-round ratios. Targets: kiln no slower than torch eager on every
   model (issue 13); at most 1.0x inductor on every model and geomean at
   most 0.85x (issue 17).
-Each engine's output is checked against eager's first (max abs error).
+Inductor runs with `torch._inductor.config.freezing = True`, its CPU
+inference setting (weights folded and packed at compile time), as in
+benchmarks/model_zoo.py and kernels.py (issue 28); --no-freezing runs it
+without. Each engine's output is checked against eager's first (max abs error).
 --threads (default 1) sets torch's, kiln's and OpenBLAS's threads alike.
 """
 import argparse
@@ -73,6 +76,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--models", default="", help="comma-separated subset")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--no-freezing", action="store_true", help="inductor without freezing (the default before issue 28)")
     ap.add_argument("--json", help="also write the figures here (benchmarks/plots.py reads them)")
     args = ap.parse_args()
     os.environ["KILN_NUM_THREADS"] = str(args.threads)
@@ -84,6 +88,8 @@ def main():
     import kiln
 
     torch.set_num_threads(args.threads)
+    import torch._inductor.config as inductor_config
+    inductor_config.freezing = not args.no_freezing
     suite = models(torch)
     if args.models:
         suite = {k: v for k, v in suite.items() if k in args.models.split(",")}
