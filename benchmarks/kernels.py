@@ -343,18 +343,12 @@ def main():
     if torch is None:
         print("torch is not installed: nothing to compare with (pip install torch==2.13.0)")
         return
-    if args.depthwise:
-        run_layers(args, "depthwise convolutions", depthwise_rows())
-        return
-    if args.convs:
-        run_layers(args, "convolutions", conv_rows())
-        return
-    if args.linears:
-        run_layers(args, "linears on few rows", linear_rows())
-        return
-    if args.gpt:
-        run_layers(args, "GPT-2 blocks", gpt_rows())
-        return
+    # The layer suites: each a table of modules against eager and inductor.
+    suites = {"depthwise": ("depthwise convolutions", depthwise_rows), "convs": ("convolutions", conv_rows),
+              "linears": ("linears on few rows", linear_rows), "gpt": ("GPT-2 blocks", gpt_rows)}
+    for flag, (title, rows) in suites.items():
+        if getattr(args, flag):
+            return run_layers(args, title, rows())
     if args.threads:
         torch.set_num_threads(args.threads)
         os.environ["KILN_NUM_THREADS"] = str(args.threads)  # read when kiln's pool starts (first kernel)
