@@ -194,11 +194,6 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, Row
   }
 }
 
-// C[0..MR, j] = A[0..MR, :] . B[j, :] for four rows j of B at a time:
-// both operands are read along k, where they are contiguous, so B (a
-// Linear's weight, [n][k]) streams from memory once per call with no
-// transposed copy. MR <= 4: 16 accumulators, 4 B loads and MR A loads per
-// 16 k.
 // How far ahead (floats) each row of B is prefetched: the hardware's
 // stream prefetcher alone tracks four concurrent streams poorly.
 constexpr int64_t kNtPrefetch = 512;
@@ -222,6 +217,11 @@ __attribute__((target("avx512f"), always_inline)) inline void nt_step(__m512 (&a
     for (int q = 0; q < 4; ++q) acc[i][q] = _mm512_fmadd_ps(av[i], bv[q], acc[i][q]);
 }
 
+// C[0..MR, j] = A[0..MR, :] . B[j, :] for four rows j of B at a time:
+// both operands are read along k, where they are contiguous, so B (a
+// Linear's weight, [n][k]) streams from memory once per call with no
+// transposed copy. MR <= 4: 16 accumulators, 4 B loads and MR A loads per
+// 16 k.
 template <int MR>
 __attribute__((target("avx512f"))) void nt_rows(int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                                                  int64_t ldb, float* c, int64_t ldc) {
