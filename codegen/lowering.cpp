@@ -323,6 +323,7 @@ class KernelLowering {
   Type* elem_type(DType d) {
     switch (d) {
       case DType::Bool: return B_.getInt1Ty();
+      case DType::Int32: return B_.getInt32Ty();
       case DType::Int64: return B_.getInt64Ty();
       case DType::Float32: return B_.getFloatTy();
       case DType::Float64: return B_.getDoubleTy();

@@ -65,7 +65,7 @@ VT InstructionTranslator::trace_tensor_method(BuiltinCall& c, std::string_view m
     return size_of(args[0], size_t(d < 0 ? d + n : d));
   }
   static const std::pair<const char*, const char*> conversions[] = {
-      {"float", "float32"}, {"double", "float64"}, {"long", "int64"}, {"int", "int64"}, {"bool", "bool"}};
+      {"float", "float32"}, {"double", "float64"}, {"long", "int64"}, {"int", "int32"}, {"bool", "bool"}};
   for (const auto& [method, dtype] : conversions)
     if (m == method) return tensor_op(OpId::to, {args[0], const_vt(intern_value(dtype))});
   return nullptr;

@@ -262,6 +262,11 @@ struct TracedKey {
 
 static Value key_value(InstructionTranslator& tx, const VT& k0, TracedKey& out) {
   VT k = tx.realize(k0);
+  // An int32 index tensor indexes as its int64 conversion (the runtime's
+  // indexing does the same: tensor_index.cpp as_long_index), converted in
+  // the graph so the part maps back to a tracker.
+  if (k->is(VTKind::Tensor) && k->meta().dtype == DType::Int32)
+    k = tx.tensor_op(OpId::to, {k, const_vt(intern_value("int64"))});
   if (k->is(VTKind::Tensor)) {
     const auto& m = k->meta();
     Tensor t = Tensor::meta(m.sizes, m.dtype, m.strides);

@@ -38,6 +38,7 @@ const char* node_op_name(NodeOp op) {
 static const char* dtype_short(DType d) {
   switch (d) {
     case DType::Bool: return "b8";
+    case DType::Int32: return "i32";
     case DType::Int64: return "i64";
     case DType::Float32: return "f32";
     case DType::Float64: return "f64";

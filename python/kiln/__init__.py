@@ -18,7 +18,7 @@ for _name in _C.op_names:
     globals()[_name] = getattr(_C, _name)
 del _name
 
-float32, float64, int64 = "float32", "float64", "int64"
+float32, float64, int32, int64 = "float32", "float64", "int32", "int64"
 bool_ = "bool"
 # torch's other names for the same dtypes (kiln.long is torch.long's).
 long, double, float = int64, float64, float32

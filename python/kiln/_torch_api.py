@@ -429,7 +429,7 @@ def to(self, *args, **kwargs):
     # always the CPU here (a CUDA tensor never becomes a kiln tensor).
     dtype = kwargs.get("dtype", None)
     for a in args:
-        if isinstance(a, str) and a in ("float32", "float64", "int64", "bool"):
+        if isinstance(a, str) and a in ("float32", "float64", "int32", "int64", "bool"):
             dtype = a
         elif isinstance(a, _C.Tensor):
             dtype = a.dtype
@@ -928,7 +928,7 @@ ATEN = {
 
 DTYPES = {
     "torch.float32": "float32", "torch.float": "float32", "torch.float64": "float64", "torch.double": "float64",
-    "torch.int64": "int64", "torch.long": "int64", "torch.bool": "bool",
+    "torch.int32": "int32", "torch.int": "int32", "torch.int64": "int64", "torch.long": "int64", "torch.bool": "bool",
 }
 
 
@@ -1131,7 +1131,7 @@ def install(torch):
         _FINFO[name] = types.SimpleNamespace(bits=f.bits, eps=f.eps, max=f.max, min=f.min, tiny=f.tiny,
                                              smallest_normal=f.smallest_normal, resolution=f.resolution,
                                              dtype=name)
-    for name, dtype in (("int64", torch.int64),):
+    for name, dtype in (("int32", torch.int32), ("int64", torch.int64)):
         f = torch.iinfo(dtype)
         _FINFO[name] = types.SimpleNamespace(bits=f.bits, max=f.max, min=f.min, dtype=name)
     for name, fn in TENSOR_METHODS.items():

@@ -44,6 +44,7 @@ using runtime::Value;
 const char* format_of(DType d) {
   switch (d) {
     case DType::Bool: return "?";
+    case DType::Int32: return "i";
     case DType::Int64: return "q";
     case DType::Float32: return "f";
     case DType::Float64: return "d";

@@ -40,6 +40,7 @@ runtime::DType dtype_of_numpy(const py::dtype& dt, bool& ok) {
   const size_t size = size_t(dt.itemsize());
   if (kind == 'f' && size == 4) return runtime::DType::Float32;
   if (kind == 'f' && size == 8) return runtime::DType::Float64;
+  if (kind == 'i' && size == 4) return runtime::DType::Int32;
   if (kind == 'i' && size == 8) return runtime::DType::Int64;
   if (kind == 'b' && size == 1) return runtime::DType::Bool;
   ok = false;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <optional>
 
 #include "python/src/errors.h"
 #include "python/src/torch_autograd.h"
@@ -32,7 +33,7 @@ struct Shim {
   bool (*grad_mode_is_enabled)() = nullptr;
   int32_t (*reinterpret)(Handle, int64_t, const int64_t*, const int64_t*, int64_t, Handle*) = nullptr;
   int32_t (*delete_tensor)(Handle) = nullptr;
-  int32_t f32 = -1, f64 = -1, i64 = -1, b8 = -1, cpu = -1, strided = -1;
+  int32_t f32 = -1, f64 = -1, i32 = -1, i64 = -1, b8 = -1, cpu = -1, strided = -1;
 };
 Shim shim;
 bool resolved = false;
@@ -133,8 +134,8 @@ std::string resolve(PyObject* torch) {
   const std::string path = dir + "/lib/libtorch_cpu.so";
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (!lib) return "torch's " + path + " is not loaded (" + std::string(dlerror() ? dlerror() : "?") + ")";
-  int32_t (*c_f32)() = nullptr, (*c_f64)() = nullptr, (*c_i64)() = nullptr, (*c_b8)() = nullptr,
-          (*c_cpu)() = nullptr, (*c_strided)() = nullptr;
+  int32_t (*c_f32)() = nullptr, (*c_f64)() = nullptr, (*c_i32)() = nullptr, (*c_i64)() = nullptr,
+          (*c_b8)() = nullptr, (*c_cpu)() = nullptr, (*c_strided)() = nullptr;
   const bool ok = sym(lib, "aoti_torch_get_data_ptr", shim.get_data_ptr) && sym(lib, "aoti_torch_get_dim", shim.get_dim) &&
                   sym(lib, "aoti_torch_get_sizes", shim.get_sizes) && sym(lib, "aoti_torch_get_strides", shim.get_strides) &&
                   sym(lib, "aoti_torch_get_storage_offset", shim.get_storage_offset) &&
@@ -145,10 +146,11 @@ std::string resolve(PyObject* torch) {
                   sym(lib, "aoti_torch__reinterpret_tensor", shim.reinterpret) &&
                   sym(lib, "aoti_torch_delete_tensor_object", shim.delete_tensor) &&
                   sym(lib, "aoti_torch_dtype_float32", c_f32) && sym(lib, "aoti_torch_dtype_float64", c_f64) &&
-                  sym(lib, "aoti_torch_dtype_int64", c_i64) && sym(lib, "aoti_torch_dtype_bool", c_b8) &&
+                  sym(lib, "aoti_torch_dtype_int32", c_i32) && sym(lib, "aoti_torch_dtype_int64", c_i64) &&
+                  sym(lib, "aoti_torch_dtype_bool", c_b8) &&
                   sym(lib, "aoti_torch_device_type_cpu", c_cpu) && sym(lib, "aoti_torch_layout_strided", c_strided);
   if (!ok) return "torch's C shim (aoti_torch_*) is missing from " + path;
-  shim.f32 = c_f32(), shim.f64 = c_f64(), shim.i64 = c_i64(), shim.b8 = c_b8(), shim.cpu = c_cpu(),
+  shim.f32 = c_f32(), shim.f64 = c_f64(), shim.i32 = c_i32(), shim.i64 = c_i64(), shim.b8 = c_b8(), shim.cpu = c_cpu(),
   shim.strided = c_strided();
 
   // The layout check: a transposed, offset view read through the shim must
@@ -195,12 +197,19 @@ std::string& refusal_of_torch() {
   return s;
 }
 
+// torch's dtype code as kiln's dtype, or nullopt for one kiln lacks.
+std::optional<DType> dtype_of_code(int32_t code) {
+  if (code == shim.f32) return DType::Float32;
+  if (code == shim.f64) return DType::Float64;
+  if (code == shim.i32) return DType::Int32;
+  if (code == shim.i64) return DType::Int64;
+  if (code == shim.b8) return DType::Bool;
+  return std::nullopt;
+}
+
 const char* torch_dtype_name(int32_t code) {
-  if (code == shim.f32) return "float32";
-  if (code == shim.f64) return "float64";
-  if (code == shim.i64) return "int64";
-  if (code == shim.b8) return "bool";
-  return nullptr;
+  const std::optional<DType> d = dtype_of_code(code);
+  return d ? runtime::dtype_name(*d) : nullptr;
 }
 
 }  // namespace
@@ -270,7 +279,7 @@ std::string torch_tensor_refusal_except_grad(PyObject* o) {
   if (layout != shim.strided) return "a " + std::string(py::str(py::handle(o).attr("layout"))) + " tensor";
   if (!torch_dtype_name(dtype))
     return "dtype " + std::string(py::str(py::handle(o).attr("dtype"))) +
-           " (kiln takes float32, float64, int64 and bool)";
+           " (kiln takes float32, float64, int32, int64 and bool)";
   // A lazily negated view (x.conj().imag of a complex tensor,
   // torch._neg_view): its memory holds the values with the other sign.
   bool negated = false;
@@ -321,8 +330,7 @@ Tensor tensor_from_torch(PyObject* o) {
   if (shim.get_data_ptr(h, &data) || shim.get_dim(h, &dim) || shim.get_sizes(h, &sizes) ||
       shim.get_strides(h, &strides) || shim.get_storage_offset(h, &offset) || shim.get_dtype(h, &dtype))
     throw_error(ErrorKind::RuntimeError, "torch's C shim could not read a torch tensor");
-  const DType dt = dtype == shim.f32 ? DType::Float32 : dtype == shim.f64 ? DType::Float64
-                   : dtype == shim.i64 ? DType::Int64 : DType::Bool;
+  const DType dt = dtype_of_code(dtype).value_or(DType::Bool);
   runtime::Shape sz(sizes, sizes + dim), st(strides, strides + dim);
   // The Storage holds torch's storage, not the tensor object: a view made
   // here (a TensorImpl of its own over the same storage), so `x.data = y`,
@@ -349,8 +357,7 @@ bool torch_tensor_matches(PyObject* o, const Tensor& t) {
   if (shim.get_data_ptr(h, &data) || shim.get_dim(h, &dim) || shim.get_sizes(h, &sizes) ||
       shim.get_strides(h, &strides) || shim.get_dtype(h, &dtype))
     return false;
-  const DType dt = dtype == shim.f32 ? DType::Float32 : dtype == shim.f64 ? DType::Float64
-                   : dtype == shim.i64 ? DType::Int64 : DType::Bool;
+  const DType dt = dtype_of_code(dtype).value_or(DType::Bool);
   if (!torch_dtype_name(dtype) || dt != t.dtype() || dim != t.dim()) return false;
   if (t.numel() > 0 && data != t.raw_data()) return false;
   for (int64_t d = 0; d < dim; ++d)
@@ -414,6 +421,7 @@ py::object tensor_to_torch(const Tensor& t) {
   switch (t.dtype()) {
     case DType::Float32: d.dtype = {2, 32, 1}; break;
     case DType::Float64: d.dtype = {2, 64, 1}; break;
+    case DType::Int32: d.dtype = {0, 32, 1}; break;
     case DType::Int64: d.dtype = {0, 64, 1}; break;
     case DType::Bool: d.dtype = {6, 8, 1}; break;
   }

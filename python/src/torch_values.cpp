@@ -316,10 +316,7 @@ Value torch_tensor_sample(const Tensor& meta) {
     py::module_ torch = py::module_::import("torch");
     py::list sizes;
     for (int64_t d : meta.sizes()) sizes.append(d);
-    const char* dtype = meta.dtype() == runtime::DType::Float32   ? "float32"
-                        : meta.dtype() == runtime::DType::Float64 ? "float64"
-                        : meta.dtype() == runtime::DType::Int64   ? "int64"
-                                                                  : "bool";
+    const char* dtype = runtime::dtype_name(meta.dtype());  // kiln's names are torch's
     py::object t = torch.attr("empty")(sizes, py::arg("dtype") = torch.attr(dtype), py::arg("device") = "meta");
     if (meta.is_parameter()) t = torch.attr("nn").attr("Parameter")(t, py::arg("requires_grad") = false);
     return torch_tensor_foreign(t);

@@ -818,7 +818,7 @@ NameMap build_builtins() {
   // Every built-in exception class a user can name (runtime/semantics/exceptions.h).
   for (int k = 0; k <= int(ErrorKind::VerifyError); ++k)
     if (ErrorKind(k) != ErrorKind::VerifyError) m.set(error_kind_name(ErrorKind(k)), exception_class(ErrorKind(k)));
-  for (DType d : {DType::Float32, DType::Float64, DType::Int64}) m.set(dtype_name(d), intern_value(dtype_name(d)));
+  for (DType d : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) m.set(dtype_name(d), intern_value(dtype_name(d)));
   m.set("Module", Value::object(Kind::Class, module_base_class()));
   module_slots().add_builtins(m);
   return m;

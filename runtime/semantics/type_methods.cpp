@@ -405,6 +405,7 @@ Value scalar_value(const Tensor& t, const Shape& idx) {
   double d = t.item_as_double(idx);
   switch (t.dtype()) {
     case DType::Bool: return Value::boolean(d != 0);
+    case DType::Int32:
     case DType::Int64: return Value::integer(int64_t(d));
     default: return Value::floating(d);
   }
@@ -577,7 +578,7 @@ Value type_method(Kind k, const StrObj* name) {
                  {"float", "self", tn_convert<DType::Float32>},
                  {"double", "self", tn_convert<DType::Float64>},
                  {"long", "self", tn_convert<DType::Int64>},
-                 {"int", "self", tn_convert<DType::Int64>},
+                 {"int", "self", tn_convert<DType::Int32>},
                  {"bool", "self", tn_convert<DType::Bool>}});
   const NameMap* table = nullptr;
   switch (k) {

@@ -3,6 +3,7 @@
 // whenever BLAS can describe them); int64 uses a plain loop.
 
 #include <climits>
+#include <type_traits>
 
 #include "runtime/kernels/blas.h"
 #include "runtime/tensor/ops_kernels.h"
@@ -136,16 +137,19 @@ void matmul_float(const MatmulPlan& p, const Tensor& a, const Tensor& b, const T
   });
 }
 
+// T: int64_t or int32_t; U its unsigned twin, so a product wraps around
+// as torch's does (signed overflow would be undefined).
+template <class T, class U = std::make_unsigned_t<T>>
 void matmul_int(const MatmulPlan& p, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t* pa = a.data<int64_t>();
-  const int64_t* pb = b.data<int64_t>();
-  int64_t* pc = out.data<int64_t>();
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* pc = out.data<T>();
   for_each_batch(p, [&](int64_t ao, int64_t bo, int64_t bi) {
-    uint64_t* c = reinterpret_cast<uint64_t*>(pc + bi * p.n * p.m);  // wrap-around, like torch
+    U* c = reinterpret_cast<U*>(pc + bi * p.n * p.m);
     for (int64_t i = 0; i < p.n; ++i)
       for (int64_t kk = 0; kk < p.k; ++kk) {
-        const uint64_t x = uint64_t(pa[ao + i * p.a_rs + kk * p.a_cs]);
-        for (int64_t j = 0; j < p.m; ++j) c[i * p.m + j] += x * uint64_t(pb[bo + kk * p.b_rs + j * p.b_cs]);
+        const U x = U(pa[ao + i * p.a_rs + kk * p.a_cs]);
+        for (int64_t j = 0; j < p.m; ++j) c[i * p.m + j] += U(x * U(pb[bo + kk * p.b_rs + j * p.b_cs]));
       }
   });
 }
@@ -164,7 +168,8 @@ Tensor matmul_tensors(const char* op, const Tensor& a0, const Tensor& b0) {
   switch (p.dtype) {
     case DType::Float32: matmul_float<float>(p, a, b, out); break;
     case DType::Float64: matmul_float<double>(p, a, b, out); break;
-    case DType::Int64: matmul_int(p, a, b, out); break;
+    case DType::Int32: matmul_int<int32_t>(p, a, b, out); break;
+    case DType::Int64: matmul_int<int64_t>(p, a, b, out); break;
     case DType::Bool: break;  // rejected by plan_matmul
   }
   return out;

@@ -113,7 +113,7 @@ Value cat_eager(const OpArgs& args) {
 
 Tensor embedding_shape(const OpArgs& args) {
   const Tensor idx = args.tensor(0), w = args.tensor(1);
-  if (idx.dtype() != DType::Int64)
+  if (idx.dtype() != DType::Int64 && idx.dtype() != DType::Int32)  // torch takes both
     throw_error(ErrorKind::TypeError, std::string("embedding(): argument 'input' must be an int64 tensor, got ") +
                                           dtype_name(idx.dtype()));
   if (w.dim() != 2)
@@ -125,7 +125,7 @@ Tensor embedding_shape(const OpArgs& args) {
 
 Value embedding_eager(const OpArgs& args) {
   const Tensor meta = embedding_shape(args);
-  const Tensor idx = args.tensor(0).contiguous();
+  const Tensor idx = args.tensor(0).to(DType::Int64).contiguous();
   const Tensor w = args.tensor(1).contiguous();
   const int64_t rows = w.sizes()[0], dim = w.sizes()[1];
   const size_t row_bytes = size_t(dim) * itemsize(w.dtype());

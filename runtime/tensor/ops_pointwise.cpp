@@ -19,7 +19,7 @@
 namespace kiln::runtime {
 namespace {
 
-int category(DType d) { return d == DType::Bool ? 0 : d == DType::Int64 ? 1 : 2; }
+int category(DType d) { return d == DType::Bool ? 0 : is_integral(d) ? 1 : 2; }
 
 // torch's combine_categories: `higher` is the result of a higher tier.
 std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {

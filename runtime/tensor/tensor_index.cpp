@@ -23,10 +23,15 @@ namespace kiln::runtime {
 
 namespace {
 
+// An int32 index tensor as the int64 one the indexing code reads (torch
+// takes both: "long, int, byte or bool").
+Tensor as_long_index(const Tensor& t) { return t.defined() && t.dtype() == DType::Int32 ? t.to(DType::Int64) : t; }
+
 // torch's names for dtypes in its messages ("got Float for the destination").
 const char* torch_scalar_name(DType d) {
   switch (d) {
     case DType::Bool: return "Bool";
+    case DType::Int32: return "Int";
     case DType::Int64: return "Long";
     case DType::Float32: return "Float";
     case DType::Float64: return "Double";
@@ -224,7 +229,7 @@ Gather plan_gather(const Tensor& v, const std::vector<Tensor>& indices0) {
   // Masks expand to one index tensor per masked dim.
   std::vector<Tensor> idx(size_t(v.dim()));
   for (size_t d = 0; d < indices0.size(); ++d) {
-    const Tensor& t = indices0[d];
+    const Tensor t = as_long_index(indices0[d]);
     if (!t.defined()) continue;
     if (t.dtype() != DType::Int64 && t.dtype() != DType::Bool)
       throw_error(ErrorKind::IndexError, "tensors used as indices must be long, int, byte or bool tensors");
@@ -399,7 +404,7 @@ std::vector<IndexPart> normalize_index(int64_t ndim, const Value& key) {
       ellipses.push_back(parts.size());
       parts.push_back({IndexPart::K::None, k});  // placeholder, replaced below
     } else if (k.is(Kind::Tensor)) {
-      const Tensor t = k.as_tensor();
+      const Tensor t = as_long_index(k.as_tensor());
       if (t.dtype() != DType::Int64 && t.dtype() != DType::Bool)
         throw_error(ErrorKind::IndexError, "tensors used as indices must be long, int, byte or bool tensors");
       if (t.dim() == 0 && !t.is_meta()) {
@@ -417,7 +422,7 @@ std::vector<IndexPart> normalize_index(int64_t ndim, const Value& key) {
         // Meta 0-d bool: its value decides the size; the tracer breaks before this.
         throw_error(ErrorKind::RuntimeError, "indexing with a 0-d bool tensor has a data-dependent result shape");
       }
-      parts.push_back({IndexPart::K::Tensor, k});
+      parts.push_back({IndexPart::K::Tensor, Value::tensor(t)});
       consumed += t.dtype() == DType::Bool ? t.dim() : 1;
     } else if (k.is(Kind::List) || k.is(Kind::Tuple)) {
       Tensor t = seq_to_index(k);

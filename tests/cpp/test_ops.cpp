@@ -166,6 +166,20 @@ TEST_CASE("dtype promotion: tensors, 0-d tensors and weak Python scalars", "[ops
   CHECK(dtype_of_add(tv(i), bv(true)) == DType::Int64);
   CHECK(dtype_of_add(tv(i), tv(f)) == DType::Float32);
   CHECK(dtype_of_add(tv(f), tv(dt({1, 2, 3}, {3}))) == DType::Float64);
+  // int32 (torch.int32): a Python int keeps it, int64 and floats win, sums are int64.
+  Tensor i32 = i.to(DType::Int32);
+  CHECK(dtype_of_add(tv(i32), iv(2)) == DType::Int32);
+  CHECK(dtype_of_add(tv(i32), tv(i)) == DType::Int64);
+  CHECK(dtype_of_add(tv(i32), tv(b)) == DType::Int32);
+  CHECK(dtype_of_add(tv(i32), fv(0.5)) == DType::Float32);
+  CHECK(dtype_of_add(tv(Tensor::scalar(1, DType::Float32)), tv(i32)) == DType::Float32);  // torch.pow(base, powers)
+  CHECK(opt(OpId::sum, {tv(i32)}).dtype() == DType::Int64);
+  Tensor big = opt(OpId::mul, {tv(opt(OpId::add, {tv(i32), iv(1 << 30)})), iv(4)});  // wraps like torch's int32
+  CHECK(big.dtype() == DType::Int32);
+  CHECK(vals(big) == std::vector<double>{4, 8, 12});  // (i + 2^30) * 4 = 4i + 2^32
+  Tensor mm = opt(OpId::matmul, {tv(it({1, 2, 3, 4}, {2, 2}).to(DType::Int32)), tv(it({1, 1, 1, 1}, {2, 2}).to(DType::Int32))});
+  CHECK(mm.dtype() == DType::Int32);
+  CHECK(vals(mm) == std::vector<double>{3, 3, 7, 7});
   // 0-d tensors rank between dimensioned tensors and scalars, as in torch.
   CHECK(dtype_of_add(tv(f), tv(Tensor::scalar(1, DType::Float64))) == DType::Float32);
   CHECK(dtype_of_add(tv(i), tv(Tensor::scalar(1, DType::Float64))) == DType::Float64);

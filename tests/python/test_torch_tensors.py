@@ -165,7 +165,7 @@ class MyTensor(torch.Tensor):
 
 REFUSED = {
     "float16": (lambda: torch.randn(3, 4, dtype=torch.float16), "dtype torch.float16"),
-    "int32": (lambda: torch.arange(12, dtype=torch.int32).reshape(3, 4), "dtype torch.int32"),
+    "int16": (lambda: torch.arange(12, dtype=torch.int16).reshape(3, 4), "dtype torch.int16"),
     "complex": (lambda: torch.randn(3, 4, dtype=torch.complex64), "dtype torch.complex64"),
     "requires_grad": (lambda: torch.randn(3, 4, requires_grad=True), "requires grad while grad mode is on"),
     "sparse": (lambda: torch.eye(3, 4).to_sparse(), "torch.sparse_coo"),
@@ -282,3 +282,35 @@ def test_a_view_returned_outlives_a_storage_swap(backend):
     big = [torch.full((6,), 9.0) for _ in range(100)]
     assert v.tolist() == [2.0, 3.0, 4.0, 5.0]
     del big
+
+
+# ---- int32 (BLOOM's ALiBi slopes: torch.arange(..., dtype=torch.int32)) ---
+
+def int32_program(x, i, w):
+    a = torch.arange(1, 9, dtype=torch.int32)
+    slopes = torch.pow(torch.full((), 0.5, dtype=torch.float32), a)  # a 0-d float ** int32: float32
+    return (slopes,
+            i + 3,               # a Python int keeps int32
+            i * i,               # wraps around as torch's does
+            i + i.long(),        # int64 wins
+            i.sum(), torch.cumsum(i, 0),  # integer sums are int64
+            i.max(), i // 2, i % 3, i / 2,
+            x[i[:2]] + x[i[:2].long()],   # int32 indices
+            x.int(),             # torch's .int() is int32
+            i > 2, torch.where(i > 1, i, 0), i.to(torch.float64).mean(),
+            torch.nn.functional.embedding(i[:2] % 8, w))
+
+
+def test_int32_tensors_are_kiln_tensors_with_torchs_promotion():
+    x = torch.randn(10)
+    i = torch.tensor([1, 2, 3, 7, 2**30], dtype=torch.int32)
+    w = torch.randn(8, 3)
+    want = int32_program(x, i, w)
+    got = kiln.compile(int32_program)(x, i, w)
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype, (w, g)
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+    assert kiln._C._torch_refusal(i) == ""
+    g, b, reasons = graphs_and_breaks(int32_program, x, i, w)
+    assert (g, b) == (1, 0), reasons
