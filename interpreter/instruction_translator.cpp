@@ -353,7 +353,11 @@ void InstructionTranslator::op_LOAD_ATTR(const Instr& i) {
 void InstructionTranslator::op_STORE_ATTR(const Instr& i) {
   VT obj = realize(pop());
   VT value = pop();
-  const std::string& name = code_->names[size_t(i.a)]->s;
+  store_attr(obj, code_->names[size_t(i.a)]->s, value);
+}
+
+// obj.name = value (STORE_ATTR, setattr with a literal name).
+void InstructionTranslator::store_attr(const VT& obj, const std::string& name, const VT& value) {
   if (!obj->is_module() && (obj->source || obj->made) && user_object_setattr(obj, name, value))
     return;  // translator_user_defined.cpp
   if (!obj->is_module() || !obj->source) unsupported(BreakReason::outside_mutation, "attribute store on " + obj->str());

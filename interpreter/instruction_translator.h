@@ -380,6 +380,13 @@ class InstructionTranslator {
   // cls(*args) made in the trace, its __init__ inlined; null: not a class
   // kiln makes so (translator_user_defined.cpp).
   VT construct_object(const VT& cls, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  VT new_made_object(const VT& cls);
+  void made_delattr(const VT& obj, const std::string& name);
+  void store_attr(const VT& obj, const std::string& name, const VT& value);
+  runtime::Value classinfo_value(const VT& t);
+  VT call_host_new(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  VT reduce_ex(std::vector<VT>& args, const runtime::TupleObj* kwnames);
+  VT copyreg_newobj_call(std::vector<VT>& args, const runtime::TupleObj* kwnames);
   // functools.partial(...)(*args) through its func; null: no such partial.
   VT call_partial(const VT& callee, std::vector<VT>& args, const runtime::TupleObj* kwnames);
   VT host_super_of(const VT& type, const VT& obj);

@@ -552,6 +552,7 @@ bool store_through_property(InstructionTranslator& tx, const VT& module, const s
 
 void var_delattr(InstructionTranslator& tx, const VT& obj0, const std::string& name) {
   VT obj = tx.realize(obj0);
+  if (obj->made) return tx.made_delattr(obj, name);  // translator_user_defined.cpp
   if (!obj->is_module() || !obj->source)
     unsupported(BreakReason::outside_mutation, "attribute deletion on " + obj->str());
   auto* m = obj->value.as<ModuleObj>();

@@ -334,6 +334,14 @@ void Residual::reconstruct(const VT& v0, bool as_list) {
       b.emit(Opcode::BINARY_SUBSCR);
       return;
     case VTKind::Constant:
+      if (v->fake_id_step >= 0) {
+        // An id() the trace made up (trace_id): the program would see a
+        // number that is no object's id. The trace restarts and stops
+        // before the step that asked, so that CPython asks.
+        Unsupported u{BreakReason::resume_state, "an id() of an object the trace made, held across the break or returned", {}};
+        u.restart_at = v->fake_id_step;
+        throw u;
+      }
       if (v->value.is(Kind::Set)) {
         // A mutable set: the caller's own object, or a fresh one per run
         // (a constant would be one object shared by every call).
@@ -807,6 +815,7 @@ bool result_template(const VT& v0, const Residual& r, TraceContext& ctx, int32_t
       return true;
     case VTKind::Constant:
       if (v->value.is(Kind::Set)) return false;  // a fresh set per call: the residual builds it
+      if (v->fake_id_step >= 0) return false;    // the residual refuses it (reconstruct)
       if (ctx.python_frames && is_torch_spelling(v)) return false;  // the residual reads torch's object
       t.kind = ResultTemplate::Kind::Const;
       t.value = v->value;

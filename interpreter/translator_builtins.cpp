@@ -178,30 +178,48 @@ Value InstructionTranslator::type_sample(const VT& v) {
 // isinstance(x, T) or isinstance(x, (T, U)): the types are Builtin, Class
 // or Foreign (a Python class) trackers; x is represented by a value of its
 // Python type.
+// A class tracker's class, or a tuple of them, nested (isinstance's and
+// issubclass's classinfo); Null for anything else. A class the trace holds
+// is fixed: a builtin, or one its guards pin (or type() of a pinned object).
+Value InstructionTranslator::classinfo_value(const VT& t) {
+  VT r = realize(t);
+  if (r->is(VTKind::Builtin) || (r->is(VTKind::Opaque) && (r->value.is(Kind::Class) || r->value.is(Kind::Foreign))))
+    return r->value;
+  if (r->is(VTKind::Tuple)) {
+    std::vector<Value> items;
+    for (const VT& x : r->items) {
+      Value v = classinfo_value(x);
+      if (v.is_null()) return Value::null();
+      items.push_back(v);
+    }
+    return make_tuple(std::move(items));
+  }
+  return Value::null();
+}
+
 VT InstructionTranslator::trace_isinstance(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 2) return nullptr;
-  auto classinfo = [&](auto& self, const VT& t) -> Value {
-    VT r = realize(t);
-    if (r->is(VTKind::Builtin) || (r->is(VTKind::Opaque) && (r->value.is(Kind::Class) || r->value.is(Kind::Foreign))))
-      return r->value;
-    if (r->is(VTKind::Tuple)) {
-      std::vector<Value> items;
-      for (const VT& x : r->items) {
-        Value v = self(self, x);
-        if (v.is_null()) return Value::null();
-        items.push_back(v);
-      }
-      return make_tuple(std::move(items));
-    }
-    return Value::null();
-  };
-  Value types = classinfo(classinfo, c.args[1]);
+  Value types = classinfo_value(c.args[1]);
   Value sample = type_sample(c.args[0]);
   if (types.is_null() || sample.is_null()) return nullptr;
   try {
     return const_vt(ctx_.vm.call(c.builtin, {sample, types}));
   } catch (const Error& e) {
     unsupported(BreakReason::python_error, std::string("isinstance(): ") + e.what());
+  }
+}
+
+// issubclass(cls, classinfo) of classes the trace holds (copy.deepcopy
+// asks issubclass(type(x), type)): answered now, as isinstance is.
+VT InstructionTranslator::trace_issubclass(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 2) return nullptr;
+  Value cls = classinfo_value(c.args[0]);
+  Value types = classinfo_value(c.args[1]);
+  if (cls.is_null() || types.is_null()) return nullptr;  // the fold decides (and breaks on a traced value)
+  try {
+    return const_vt(ctx_.vm.call(c.builtin, {cls, types}));
+  } catch (const Error& e) {
+    unsupported(BreakReason::python_error, std::string("issubclass(): ") + e.what());
   }
 }
 
@@ -212,6 +230,39 @@ VT InstructionTranslator::trace_type(BuiltinCall& c) {
   if (sample.is_null()) return nullptr;
   Value t = ctx_.vm.call(c.builtin, {sample});
   return t.is(Kind::Builtin) ? vars::make_builtin(t) : vars::make_opaque(t, nullptr);
+}
+
+// id(x) (copy.deepcopy keys its memo by it). An object the program passed
+// in, which the trace reaches at a source: its own id, under a guard that
+// it is that very object (Dynamo's ID_MATCH). Something with no Python
+// object yet (a container or object the trace made, a constant): a
+// made-up id, distinct for distinct live trackers, which code the program
+// sees never gets (fake_id_step: residual.cpp restarts the trace before
+// this step instead). Dynamo's FakeIdVariable does the same.
+VT InstructionTranslator::trace_id(BuiltinCall& c) {
+  if (c.nkw || c.args.size() != 1) return nullptr;  // the fold raises CPython's TypeError
+  const VT& x = c.args[0];
+  auto made_up = [&](int64_t id) {
+    VT v = const_vt(Value::integer(id));
+    v->fake_id_step = root_step();
+    return v;
+  };
+  auto address = [](const void* p) { return int64_t(reinterpret_cast<uintptr_t>(p)); };
+  // Python's object, or (a KBC program) the VM's own, reached at a source.
+  const bool owners_object = x->value.is(Kind::Foreign) || (!ctx_.python_frames && x->value.is_heap());
+  if (x->source && !x->made && !x->is(VTKind::Constant) && !x->is(VTKind::Tensor) && owners_object) {
+    ctx_.builder.identity_guard(x->source, x->value);
+    return const_vt(Value::integer(address(object_identity(x->value))));
+  }
+  // One tracker per object the trace made. (A tuple read at a source is
+  // a tracker per read: immutable, so only id() itself could tell.)
+  if (x->made || x->is(VTKind::Tuple) || ((x->is(VTKind::List) || x->is(VTKind::ConstDict)) && !x->source))
+    return made_up(address(x.get()));
+  if (x->is(VTKind::Constant)) {  // equal immediates alike; a heap value by its kiln object
+    const Value v = x->value;
+    return made_up(c.b.fn(ctx_.vm, c.b, CallArgs{&v, 1, nullptr}).as_int());
+  }
+  unsupported(BreakReason::side_effect_builtin, "id() of " + x->str());
 }
 
 VT InstructionTranslator::trace_callable(BuiltinCall& c) {
@@ -439,15 +490,11 @@ VT InstructionTranslator::getattr_or_hasattr(BuiltinCall& c, bool has) {
 // run time. (Never declines: folding would store into the real object
 // while tracing.)
 VT InstructionTranslator::trace_setattr(BuiltinCall& c) {
+  // (a module's property: trace_class_builtin ran its setter already)
   const auto& a = c.args;
-  if (a.size() == 3 && !c.nkw && a[0]->is_module() && a[0]->source && is_constant(a[1]) &&
+  if (a.size() == 3 && !c.nkw && (a[0]->source || a[0]->made) && is_constant(a[1]) &&
       constant_value(a[1]).is(Kind::Str)) {
-    const std::string attr = constant_value(a[1]).as_str();
-    if (class_property(a[0]->value.as<ModuleObj>()->cls.get(), intern(attr).get()))
-      unsupported(BreakReason::attribute_error,
-                  "property '" + attr + "' of '" + type_name(a[0]->value) + "' object has no setter");
-    ctx_.attr_overlay[{a[0]->value.obj(), attr}] = a[2];
-    ctx_.side_effects.attr_stores.push_back({a[0], attr, a[2]});
+    store_attr(a[0], constant_value(a[1]).as_str(), a[2]);  // as `obj.name = value`
     return const_vt(Value::none());
   }
   unsupported(BreakReason::side_effect_builtin, "setattr()");

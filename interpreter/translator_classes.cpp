@@ -142,6 +142,19 @@ void InstructionTranslator::op_PUSH_NULL(const Instr&) { push(nullptr); }
 
 VT InstructionTranslator::trace_class_builtin(const Value& builtin, std::vector<VT>& args, const TupleObj* kwnames) {
   const std::string& name = builtin.as<BuiltinObj>()->name;
+  // object's __reduce_ex__ and copyreg.__newobj__ (copy.deepcopy), its
+  // __delattr__: translator_user_defined.cpp; object's __reduce__ /
+  // __getstate__ called directly are CPython's to run.
+  if (const int m = object_method_index(builtin); m >= 0) {
+    if (m == 0) return reduce_ex(args, kwnames);
+    if (m == 3 && !kwnames && args.size() == 2 && is_constant(realize(args[1])) &&
+        constant_value(realize(args[1])).is(Kind::Str)) {
+      nn_module::var_delattr(*this, args[0], constant_value(realize(args[1])).as_str());
+      return const_vt(Value::none());
+    }
+    unsupported(BreakReason::untraced_method, name + "()");
+  }
+  if (builtin.is_same(copyreg_newobj())) return copyreg_newobj_call(args, kwnames);
   static const std::string forward = ".forward";
   const bool native_forward = name.size() > forward.size() &&
                               name.compare(name.size() - forward.size(), forward.size(), forward) == 0;

@@ -134,6 +134,7 @@ VT InstructionTranslator::call_function(const VT& callee0, std::vector<VT> args,
         // (before construct_object: torch.autocast(enabled=False) folds to a null context)
         if (VT folded = fold_pure_foreign_call(callee->value, args, kwnames)) return folded;
         if (VT made = construct_object(callee, args, kwnames)) return made;
+        if (VT made = call_host_new(callee, args, kwnames)) return made;  // object.__new__(cls)
         if (VT r = call_partial(callee, args, kwnames)) return r;
         if (std::string why = untraced_reason(callee->value); !why.empty())
           unsupported(BreakReason::library_fallback, why);  // "torch.nn.functional.unfold has no kiln lowering"

@@ -618,6 +618,11 @@ VT InstructionTranslator::compare(CmpOp op, const VT& a, const VT& b) {
              b->node->op == output_graph::NodeOp::GetAttr)
       same = a->node == b->node;
     else if (a->kind != b->kind) same = false;
+    // Lists and dicts: one tracker per object (the builder's for those the
+    // program passed in, under aliasing guards; one per BUILD_LIST / dict
+    // the trace made), so two trackers are two objects (copy.deepcopy's
+    // `y is not _nil`).
+    else if (a->is(VTKind::List) || a->is(VTKind::ConstDict)) same = false;
     else if (a->is(VTKind::Builtin) || a->is(VTKind::Opaque) || a->is(VTKind::UserFunction) || a->is_module())
       same = a->value.is_same(b->value);  // objects the trace holds themselves (type(x) is kiln.Tensor)
     else unsupported(BreakReason::traced_python_value, "`is` between two trackers");

@@ -153,6 +153,13 @@ VT InstructionTranslator::generic_getattr(const VT& obj, const std::string& name
   // this read runs (generic_setattr stores only where a read finds it).
   if (auto stored = ctx_.attr_overlay.find(overlay_key(obj, name)); stored != ctx_.attr_overlay.end())
     return stored->second;
+  // The instance __dict__ as the program passed it in: stale once the
+  // trace stored into the object (those stores are replayed after it).
+  if (name == "__dict__") {
+    auto first = ctx_.attr_overlay.lower_bound({object_identity(obj->value), std::string()});
+    if (first != ctx_.attr_overlay.end() && first->first.first == object_identity(obj->value))
+      unsupported(BreakReason::untraced_object, "the __dict__ of " + obj->str() + " after the trace stored into it");
+  }
   Value v;
   switch (f->vt->lookup_attr(f->handle, name, nullptr, v, nullptr)) {
     case ForeignAttr::Found: return ctx_.builder.wrap(v, generic_attr_source(obj->source, name));
@@ -227,6 +234,35 @@ void InstructionTranslator::generic_setattr(const VT& obj, const std::string& na
   ctx_.side_effects.attr_stores.push_back({obj, name, value, generic});
 }
 
+// del obj.name / delattr(obj, name) on an object made in this trace whose
+// class keeps object's __delattr__: the name leaves its __dict__ tracker
+// (the residual makes the object without it). A data descriptor of the
+// class (a property's deleter, a __slots__ member) would take the delete
+// instead: that breaks, as a missing name does (CPython raises the
+// AttributeError).
+void InstructionTranslator::made_delattr(const VT& obj, const std::string& name) {
+  Value fn;
+  if (class_lookup(obj, "__delattr__", Value::null(), fn) != ForeignAttr::Method || object_method_index(fn) != 3)
+    unsupported(BreakReason::outside_mutation, "attribute deletion on " + obj->str() + " (its class's own __delattr__)");
+  Value attr;
+  switch (class_lookup(obj, name, Value::null(), attr)) {
+    case ForeignAttr::Absent:
+    case ForeignAttr::Found:
+    case ForeignAttr::Method: break;
+    default:
+      unsupported(BreakReason::outside_mutation,
+                  "attribute deletion on " + obj->str() + " through the class's descriptor '" + name + "'");
+  }
+  const VT& d = vars::made_dict(*obj);
+  for (size_t i = 0; i < d->keys.size(); ++i)
+    if (d->keys[i].is(Kind::Str) && d->keys[i].as<StrObj>()->s == name) {
+      d->keys.erase(d->keys.begin() + ptrdiff_t(i));
+      d->items.erase(d->items.begin() + ptrdiff_t(i));
+      return;
+    }
+  throw Unsupported{BreakReason::attribute_error, no_attribute(obj, name), {}, -1, std::nullopt, {}, true};
+}
+
 VT InstructionTranslator::call_special_method(const VT& obj, const std::string& name, std::vector<VT> args) {
   if (!traced_object(obj)) return nullptr;
   Value fn;
@@ -263,9 +299,13 @@ VT InstructionTranslator::user_dict_method(BuiltinCall& c, std::string_view m) {
   }
   const bool get = m == "get", contains = m == "__contains__";
   if (!f || !f->vt->dict_storage_find || !args[0]->source || c.nkw || args.size() < 2 ||
-      args.size() > (get ? 3u : 2u) || (!get && !contains && m != "__getitem__") || !is_constant(args[1]))
+      args.size() > (get ? 3u : 2u) || (!get && !contains && m != "__getitem__"))
     return nullptr;
-  const Value key = constant_value(args[1]);
+  // A literal key, or a class (dict_storage_find says whether its hash and
+  // == are identity's: copy's dispatch tables are keyed by types).
+  const bool a_class = args[1]->is(VTKind::Builtin) || (args[1]->is(VTKind::Opaque) && args[1]->value.is(Kind::Foreign));
+  if (!is_constant(args[1]) && !a_class) return nullptr;
+  const Value key = a_class ? args[1]->value : constant_value(args[1]);
   Value v;
   const output_graph::SourceRef at = output_graph::dict_item_source(args[0]->source, key);
   switch (f->vt->dict_storage_find(f->handle, key, v)) {
@@ -321,9 +361,25 @@ VT InstructionTranslator::call_partial(const VT& callee, std::vector<VT>& args, 
 // (as Dynamo does): a metaclass whose __call__ is replaced after compiling
 // is not seen.
 VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args, const TupleObj* kwnames) {
-  const auto* f = cls->value.as<ForeignObj>();
+  VT obj = new_made_object(cls);
+  if (!obj) return nullptr;
+  // Its __init__: a Python function, or object's, dict's or OrderedDict's
+  // own (runtime/semantics/super.h host_init: without arguments, nothing to do).
+  Value init;
+  if (class_lookup(obj, "__init__", Value::null(), init) != ForeignAttr::Method) return nullptr;
+  VT r = call_function(vars::make_user_method(init, obj), std::move(args), kwnames);
+  if (!r->is(VTKind::Constant) || !r->value.is_none())
+    unsupported(BreakReason::python_error, "__init__() should return None, not " + r->str());
+  return obj;
+}
+
+// cls.__new__(cls) for a class ForeignVTable::new_instance accepts: an
+// object made in this trace, nothing in it yet (MadeHere). Null: not such
+// a class. Guards: the class by its source, its __new__ as found.
+VT InstructionTranslator::new_made_object(const VT& cls) {
+  const auto* f = cls->value.is(Kind::Foreign) ? cls->value.as<ForeignObj>() : nullptr;
   NewInstance made;
-  if (!cls->source || !ctx_.python_frames || !f->vt->new_instance || !f->vt->new_instance(f->handle, made))
+  if (!f || !cls->source || !ctx_.python_frames || !f->vt->new_instance || !f->vt->new_instance(f->handle, made))
     return nullptr;
   auto here = std::make_shared<vars::MadeHere>();
   here->pin = output_graph::const_source(made.instance, "new " + type_name(made.instance));
@@ -332,13 +388,62 @@ VT InstructionTranslator::construct_object(const VT& cls, std::vector<VT>& args,
   VT obj = vars::make_made_object(made.instance, cls, std::move(here));
   Value unused;
   class_lookup(obj, "__new__", Value::null(), unused);
-  // Its __init__: a Python function, or object's, dict's or OrderedDict's
-  // own (runtime/semantics/super.h host_init: without arguments, nothing to do).
-  Value init;
-  if (class_lookup(obj, "__init__", Value::null(), init) != ForeignAttr::Method) return nullptr;
-  VT r = call_function(vars::make_user_method(init, obj), std::move(args), kwnames);
-  if (!r->is(VTKind::Constant) || !r->value.is_none())
-    unsupported(BreakReason::python_error, "__init__() should return None, not " + r->str());
+  return obj;
+}
+
+// object.__new__(cls) (dict.__new__(cls)) called as a function: copy's
+// copyreg.__newobj__ runs `cls.__new__(cls)`. An object made in this trace
+// when `callee` is the very __new__ the class finds; null otherwise.
+VT InstructionTranslator::call_host_new(const VT& callee, std::vector<VT>& args, const TupleObj* kwnames) {
+  if (kwnames || args.size() != 1) return nullptr;
+  VT cls = realize(args[0]);
+  if (!callee->source) return nullptr;
+  VT obj = new_made_object(cls);
+  if (!obj || object_identity(obj->made->new_fn) != object_identity(callee->value)) return nullptr;
+  return obj;
+}
+
+// object.__reduce_ex__(obj, protocol) (copy.deepcopy and copy.copy call
+// it) on a plain Python object the trace pins or made, as CPython's
+// reduce_newobj answers it for a class that keeps object's __reduce__ and
+// __getstate__ and has no __getnewargs(_ex)__, no __slots__ and no
+// container protocol (a list or dict subclass): (copyreg.__newobj__,
+// (cls,), state, None, None), state being the instance __dict__ itself, or
+// None when it is empty. Anything else breaks (CPython runs it).
+VT InstructionTranslator::reduce_ex(std::vector<VT>& args, const TupleObj* kwnames) {
+  if (kwnames || args.size() != 2) return nullptr;
+  VT obj = realize(args[0]);
+  VT protocol = realize(args[1]);
+  auto refuse = [&](const std::string& why) {
+    unsupported(BreakReason::untraced_method, "object.__reduce_ex__ of " + obj->str() + " (" + why + ")");
+  };
+  if (!traced_object(obj)) refuse("an object the trace neither pins nor made");
+  if (!is_constant(protocol) || !constant_value(protocol).is(Kind::Int) || constant_value(protocol).as_int() < 2)
+    refuse("protocol 0 or 1 reduce through copyreg");
+  Value found;
+  if (class_lookup(obj, "__reduce__", Value::null(), found) != ForeignAttr::Method || object_method_index(found) != 1)
+    refuse("its class defines __reduce__");
+  for (const char* name : {"__getnewargs_ex__", "__getnewargs__", "__slots__", "__len__"})
+    if (class_lookup(obj, name, Value::null(), found) != ForeignAttr::Absent) refuse(std::string("its class has ") + name);
+  // CPython reads __getstate__ off the object (its class's __getattribute__ runs).
+  VT getstate = get_attr(obj, "__getstate__");
+  if (!getstate->is(VTKind::UserMethod) || object_method_index(getstate->value) != 2 || !getstate->self ||
+      object_identity(getstate->self->value) != object_identity(obj->value))
+    refuse("its __getstate__ is its own");
+  VT cls = generic_getattr(obj, "__class__", /*or_missing=*/false);
+  VT state = generic_getattr(obj, "__dict__", /*or_missing=*/false);
+  if (vars::container_size(*realize(state)) == 0) state = const_vt(Value::none());
+  return vars::make_tuple({vars::make_builtin(copyreg_newobj()), vars::make_tuple({cls}), state,
+                           const_vt(Value::none()), const_vt(Value::none())});
+}
+
+// copyreg.__newobj__(cls): what the traced __reduce_ex__ handed back, which
+// copy's _reconstruct calls: cls.__new__(cls), an object made in the trace.
+VT InstructionTranslator::copyreg_newobj_call(std::vector<VT>& args, const TupleObj* kwnames) {
+  if (kwnames || args.size() != 1) unsupported(BreakReason::untraced_method, "copyreg.__newobj__ with arguments");
+  VT cls = realize(args[0]);
+  VT obj = new_made_object(cls);
+  if (!obj) unsupported(BreakReason::untraced_object, "creating a " + cls->str() + " inside the trace");
   return obj;
 }
 

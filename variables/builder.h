@@ -84,6 +84,8 @@ class VariableBuilder {
   void present_guard(const SourceRef& source, const Value& sample) {
     add_guard(source, output_graph::GuardKind::TypeMatch, sample);
   }
+  // The very object `v` is at `source`: id() of it was read into the trace.
+  void identity_guard(const SourceRef& source, const Value& v) { add_guard(source, output_graph::GuardKind::IdMatch, v); }
 
   // Which tensor dimensions enter the trace dynamic: every one, those the
   // cache marked for a source path (a size change forced a recompile), and

@@ -154,6 +154,12 @@ struct VariableTracker {
   std::shared_ptr<const MadeHere> made;
   // Iterator (LazyIteration::Generator): the generator's suspended body.
   std::shared_ptr<SuspendedFrame> frame;
+  // Constant: an id() the trace made up for an object that has no Python
+  // counterpart yet (one it made; interpreter/translator_builtins.cpp
+  // trace_id), made at this step of the root frame; -1 for any other
+  // value. It means something only inside the trace: code that would hand
+  // it to the program (residual.cpp) restarts the trace before that step.
+  int64_t fake_id_step = -1;
 
   bool is(VTKind k) const { return kind == k; }
   // NNModule or UnspecializedNNModule: a module, whichever way it is traced.

@@ -320,7 +320,8 @@ py::object to_py(const Value& v) {
         if (kind == type_of && v.is_same(*runtime::builtins().find(runtime::kind_name(kind))))
           return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type));
       if (type_of == Kind::None) return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(Py_TYPE(Py_None)));
-      if (type_of == Kind::Class) return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(&PyType_Type));
+      if (type_of == Kind::Class || runtime::is_type_builtin(v))
+        return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(&PyType_Type));
       if (type_of == Kind::Tensor && v.is_same(*runtime::builtins().find("Tensor")))
         if (const py::detail::type_info* ti = type_info_of<Tensor>())
           return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(ti->type));

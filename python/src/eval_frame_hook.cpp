@@ -411,6 +411,9 @@ py::object residual_const(const Value& v) {
     if (v.is_same(runtime::object_getattribute()) || v.is_same(runtime::object_setattr()))
       return py::reinterpret_borrow<py::object>(
           PyDict_GetItemString(type_dict(&PyBaseObject_Type), name.substr(std::string_view("object.").size()).c_str()));
+    if (const int m = runtime::object_method_index(v); m >= 0)
+      return py::reinterpret_borrow<py::object>(PyDict_GetItemString(type_dict(&PyBaseObject_Type), runtime::kObjectMethods[m]));
+    if (v.is_same(runtime::copyreg_newobj())) return py::module_::import("copyreg").attr("__newobj__");
     if (const int init = runtime::host_init_index(v); init >= 0) {
       static const char* const types[] = {"builtins.object", "builtins.dict", "collections.OrderedDict"};
       const std::string path = types[init];

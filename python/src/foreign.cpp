@@ -233,6 +233,13 @@ bool foreign_pure(void* h) {
   // may have a bare tp_name too.
   return PyDict_GetItemString(PyEval_GetBuiltins(), builtin_name) == o;
 }
+bool foreign_subclass_of(void* h, const Value& info) {
+  return calling_python([&] {
+    const int rc = PyObject_IsSubclass(handle_of(h), to_py(info).ptr());
+    if (rc < 0) throw py::error_already_set();
+    return rc == 1;
+  });
+}
 bool foreign_instance_check(void* h, const Value& obj, bool subclass) {
   return calling_python([&] {
     const int rc = subclass ? PyObject_IsSubclass(to_py(obj).ptr(), handle_of(h))
@@ -417,6 +424,18 @@ runtime::ForeignAttr class_attr_meaning(PyObject* attr, Value& out) {
       out = runtime::host_init(i);
       return ForeignAttr::Method;
     }
+  // object's own __reduce_ex__, __reduce__, __getstate__, __delattr__:
+  // kiln's stand-ins, which the tracer answers or tells apart.
+  static const std::vector<PyObject*> object_methods = [] {
+    std::vector<PyObject*> found;
+    for (const char* name : runtime::kObjectMethods) found.push_back(object_slot(name));
+    return found;
+  }();
+  for (int i = 0; i < runtime::kNumObjectMethods; ++i)
+    if (attr == object_methods[size_t(i)]) {
+      out = runtime::object_method(i);
+      return ForeignAttr::Method;
+    }
   // dict's and OrderedDict's own methods on their storage, found on a
   // subclass: kiln's dict method of that name. On an object the program
   // passed in it reads the storage under guards (dict_storage_find: get,
@@ -509,12 +528,18 @@ runtime::ForeignAttr foreign_lookup_attr(void* h, std::string_view name, const V
 // Only literal keys (str, int, float, bool, None, tuples of them): their
 // hash and == are the built-in types' own, so the read runs no user code
 // (a stored key of a user type compared on a hash collision aside).
+// A class is a key too when its metaclass keeps type's own hash and ==
+// (by identity): copy's dispatch tables are keyed by types.
 runtime::ForeignAttr foreign_dict_storage_find(void* h, const Value& key, Value& out) {
   using runtime::ForeignAttr;
   PyObject* o = handle_of(h);
-  if (!PyDict_Check(o) || !variables::is_literal(key)) return ForeignAttr::Undecided;
+  const bool literal = variables::is_literal(key);
+  if (!PyDict_Check(o) || (!literal && !key.is(Kind::Foreign) && !key.is(Kind::Builtin))) return ForeignAttr::Undecided;
   return calling_python([&] {
     py::object k = to_py(key);
+    if (!literal && (!PyType_Check(k.ptr()) || Py_TYPE(k.ptr())->tp_hash != PyType_Type.tp_hash ||
+                     Py_TYPE(k.ptr())->tp_richcompare != PyType_Type.tp_richcompare))
+      return ForeignAttr::Undecided;
     if (PyObject* v = PyDict_GetItemWithError(o, k.ptr())) {  // borrowed
       out = to_value_shared(py::handle(v));
       return ForeignAttr::Found;
@@ -575,6 +600,20 @@ bool foreign_new_instance(void* h, runtime::NewInstance& out) {
 bool foreign_plain_attr(void* h, std::string_view name, Value& out) {
   PyObject* o = handle_of(h);
   PyTypeObject* tp = Py_TYPE(o);
+  // `int | None` and `list[int]` (typing's get_args in a dataclass
+  // validator): immutable, and their own getattro reads __args__ /
+  // __origin__ / __parameters__ generically (members of the object).
+  if ((tp == &Py_GenericAliasType || std::string_view(tp->tp_name) == "types.UnionType") &&
+      (name == "__args__" || name == "__origin__" || name == "__parameters__"))
+    return calling_python([&] {
+      py::object v = py::reinterpret_steal<py::object>(PyObject_GenericGetAttr(o, py::str(name.data(), name.size()).ptr()));
+      if (!v) {
+        PyErr_Clear();
+        return false;
+      }
+      out = to_value_shared(v);
+      return true;
+    });
   // A class's names (_log_api_usage_once reads obj.__class__.__name__):
   // type's own getsets, when its metaclass (type, torch's _TensorMeta)
   // finds them there, which runs no user code; a heap class's may be
@@ -689,7 +728,7 @@ constinit const runtime::ForeignVTable kPyObjectVTable = {
     nullptr, nullptr, nullptr, nullptr, nullptr,
     foreign_pure_compare, foreign_lookup_attr, foreign_class_repr, foreign_dict_storage_find, foreign_new_instance,
     // (frozen_result, environ: none)
-    nullptr, nullptr, foreign_weakref_target,
+    nullptr, nullptr, foreign_weakref_target, foreign_subclass_of,
 };
 
 // Functions the tracer calls at trace time on the objects the trace pins

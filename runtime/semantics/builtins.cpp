@@ -3,6 +3,7 @@
 #include "runtime/semantics/census.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,8 @@ Value b_print(CallContext& ctx, const std::vector<Value>& a) {
   return Value::none();
 }
 
+bool is_class_like(const Value& v);  // below, with issubclass
+
 bool isinstance_one(const Value& obj, const Value& type) {
   if (exception_class_kind(type)) return exception_isinstance(obj, type);
   if (type.is(Kind::Foreign)) {
@@ -92,6 +95,17 @@ bool isinstance_one(const Value& obj, const Value& type) {
   }
   if (type.is(Kind::Class))
     return obj.is(Kind::Module) && obj.as<ModuleObj>()->cls->is_subclass_of(type.as<ClassObj>());
+  // isinstance(x, type): x is a class. A host's object asks its class
+  // (typing's checks: isinstance(expected_type, type)).
+  if (is_type_builtin(type)) {
+    if (obj.is(Kind::Foreign)) {
+      const auto* f = obj.as<ForeignObj>();
+      const Value cls = f->vt->getattr ? f->vt->getattr(f->handle, "__class__") : Value::null();
+      return cls.is(Kind::Foreign) && cls.as<ForeignObj>()->vt->subclass_of &&
+             cls.as<ForeignObj>()->vt->subclass_of(cls.as<ForeignObj>()->handle, type);
+    }
+    return is_class_like(obj);
+  }
   if (type.is(Kind::Builtin)) {
     Kind k = type.as<BuiltinObj>()->type_of;
     if (k == Kind::Null)
@@ -644,6 +658,17 @@ Value b_bin(CallContext&, const std::vector<Value>& a) { return int_in_base(a[0]
 Value b_oct(CallContext&, const std::vector<Value>& a) { return int_in_base(a[0], 3, "0o"); }
 Value b_hex(CallContext&, const std::vector<Value>& a) { return int_in_base(a[0], 4, "0x"); }
 
+// id(): an object's address, as in CPython (a foreign object's handle is
+// its owner's object, so a Python object's is Python's id). A number, bool
+// or None has no object here: an odd number (no address is odd) mixed from
+// its kind and bits, the same for equal immediates of one kind.
+Value b_id(CallContext&, const std::vector<Value>& a) {
+  if (a[0].is_heap()) return Value::integer(int64_t(reinterpret_cast<uintptr_t>(object_identity(a[0]))));
+  uint64_t bits = a[0].is(Kind::Float) ? std::bit_cast<uint64_t>(a[0].as_float()) : uint64_t(a[0].as_int());
+  bits = (bits ^ (uint64_t(a[0].kind()) << 56)) * 0x9E3779B97F4A7C15ull;
+  return Value::integer(int64_t((bits ^ (bits >> 31)) | 1) & INT64_MAX);
+}
+
 // Python's slice(stop) / slice(start, stop[, step]), with its own errors.
 Value python_slice(const std::vector<Value>& pos, bool keywords) {
   if (keywords) throw_error(ErrorKind::TypeError, "slice() takes no keyword arguments");
@@ -678,7 +703,8 @@ Value b_kbc_slice(CallContext&, const std::vector<Value>& a) {
 
 bool is_class_like(const Value& v) {
   return v.is(Kind::Class) || (v.is(Kind::Builtin) && v.as<BuiltinObj>()->type_of != Kind::Null) ||
-         exception_class_kind(v).has_value() || (v.is(Kind::Foreign) && v.as<ForeignObj>()->vt->instance_check);
+         exception_class_kind(v).has_value() || (v.is(Kind::Foreign) && v.as<ForeignObj>()->vt->instance_check) ||
+         is_type_builtin(v);
 }
 bool issubclass_one(const Value& cls, const Value& info) {
   if (info.is(Kind::Tuple)) {
@@ -691,6 +717,10 @@ bool issubclass_one(const Value& cls, const Value& info) {
   if (!is_class_like(info))
     throw_error(ErrorKind::TypeError, "issubclass() arg 2 must be a class, a tuple of classes, or a union");
   if (cls.is_same(info)) return true;
+  // A host's class against kiln's name for a host type (issubclass(C, dict),
+  // copy.deepcopy's issubclass(cls, type)): the host answers.
+  if (cls.is(Kind::Foreign) && cls.as<ForeignObj>()->vt->subclass_of)
+    return cls.as<ForeignObj>()->vt->subclass_of(cls.as<ForeignObj>()->handle, info);
   if (cls.is(Kind::Class) && info.is(Kind::Class)) return cls.as<ClassObj>()->is_subclass_of(info.as<ClassObj>());
   const auto ck = exception_class_kind(cls), ik = exception_class_kind(info);
   if (ck && ik) return error_kind_is(*ck, *ik);
@@ -879,6 +909,9 @@ void zip_check_strict(size_t exhausted, size_t count, const std::function<bool(s
 }
 
 bool is_ellipsis(const Value& v) { return v.is_same(ellipsis()); }
+// `type` itself is a builtin row (a function of one argument in KBC) and
+// a class in Python.
+bool is_type_builtin(const Value& v) { return v.is(Kind::Builtin) && v.is_same(*builtins().find("type")); }
 
 const NameMap& builtins() {
   static const NameMap* m = new NameMap(build_builtins());

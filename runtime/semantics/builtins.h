@@ -53,6 +53,8 @@ void zip_check_strict(size_t exhausted, size_t count, const std::function<bool(s
 // Python's Ellipsis (`...`): a builtin constant, not callable.
 const Value& ellipsis();
 bool is_ellipsis(const Value& v);
+// Whether `v` is the builtin `type` (a KBC function; Python's type across the seam).
+bool is_type_builtin(const Value& v);
 // Native methods of built-in types (list.append, dict.items, str.join,
 // tensor.size, ...): a Builtin taking self as its first argument, or Null.
 Value type_method(Kind k, const StrObj* name);

@@ -183,6 +183,36 @@ const Value& host_init(int which) {
   return fns[which];
 }
 
+const Value& object_method(int which) {
+  static const Value fns[kNumObjectMethods] = {
+#define KILN_OBJECT_METHOD(i)                                                                            \
+  census::permanent_value(make_native(std::string("object.") + kObjectMethods[i], "self, /, *args",     \
+                                      [](CallContext&, const std::vector<Value>&) -> Value {            \
+                                        throw_error(ErrorKind::TypeError, std::string("object.") +       \
+                                                                              kObjectMethods[i] +        \
+                                                                              " (its host runs it)");    \
+                                      }))
+      KILN_OBJECT_METHOD(0), KILN_OBJECT_METHOD(1), KILN_OBJECT_METHOD(2), KILN_OBJECT_METHOD(3)
+#undef KILN_OBJECT_METHOD
+  };
+  static_assert(kNumObjectMethods == 4, "one stand-in per kObjectMethods name");
+  return fns[which];
+}
+
+int object_method_index(const Value& v) {
+  for (int i = 0; i < kNumObjectMethods; ++i)
+    if (v.is_same(object_method(i))) return i;
+  return -1;
+}
+
+const Value& copyreg_newobj() {
+  static const Value fn = census::permanent_value(
+      make_native("copyreg.__newobj__", "cls, /, *args", [](CallContext&, const std::vector<Value>&) -> Value {
+        throw_error(ErrorKind::TypeError, "copyreg.__newobj__ (its host runs it)");
+      }));
+  return fn;
+}
+
 int host_init_index(const Value& v) {
   for (int i = 0; i < 3; ++i)
     if (v.is_same(host_init(i))) return i;

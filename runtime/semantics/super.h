@@ -9,6 +9,7 @@
 // so translated methods need no rewriting.
 #pragma once
 
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,23 @@ const Value& object_setattr();
 const Value& host_init(int which);
 // Which host_init `v` is, or -1.
 int host_init_index(const Value& v);
+// object's own __reduce_ex__, __reduce__, __getstate__ and __delattr__
+// (which: an index of kObjectMethods) likewise: what a plain Python class
+// finds under those names; copy.deepcopy and copy.copy call the first
+// three. The tracer answers __reduce_ex__ on an object it pins or made
+// (interpreter/translator_user_defined.cpp reduce_ex), deletes through
+// __delattr__ on one it made (made_delattr), and tells the others apart by
+// identity; the VM does not run them (a TypeError: their host does). Code
+// CPython runs holds Python's own in their place (residual_const).
+inline constexpr const char* kObjectMethods[] = {"__reduce_ex__", "__reduce__", "__getstate__", "__delattr__"};
+constexpr int kNumObjectMethods = int(std::size(kObjectMethods));
+const Value& object_method(int which);
+// Which object_method `v` is, or -1.
+int object_method_index(const Value& v);
+// copyreg.__newobj__(cls, *args) likewise: the callable the traced
+// __reduce_ex__ hands back for copy's _reconstruct to call; the tracer
+// makes the object there (InstructionTranslator::new_made_object).
+const Value& copyreg_newobj();
 // types.MethodType(func, self): the residual rebuilds a bound method the
 // trace made (a method looked up on an object, held across a graph break)
 // over the self this run has; code CPython runs holds Python's own

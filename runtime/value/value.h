@@ -638,6 +638,10 @@ struct ForeignVTable {
   // is gone), and true; false for anything else. torch's RNNs check their
   // weights through weakrefs on every forward.
   bool (*weakref_target)(void* handle, Value& out) = nullptr;
+  // Optional: for a class, issubclass(it, info) where `info` is kiln's own
+  // class-like value (a builtin type, `type` itself), which stands for the
+  // host's type of that name: a Python class deriving from dict or type.
+  bool (*subclass_of)(void* cls, const Value& info) = nullptr;
 };
 
 // Whether the embedder's autograd is recording now (torch's grad mode;
