@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -169,8 +170,14 @@ void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
       gemm_f32_avx512_nt(i1 - i0, j1 - j0, k, a + i0 * lda, lda, b + j0 * ldb, ldb, c + i0 * ldc + j0, ldc);
     });
   }
-  // B^T (a Linear's weight) is copied to [k][n] first: the kernel's tile
-  // reads rows of B. The copy costs n*k against the product's m*n*k.
+  // B^T (a Linear's weight): its panels gathered as the tiles need them.
+  if (tb && ldb * 32 < int64_t(INT32_MAX)) {
+    return split_gemm(true, m, n, k, 32, 8, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+      gemm_f32_avx512_t(i1 - i0, j1 - j0, k, a + i0 * lda, lda, b + j0 * ldb, ldb, c + i0 * ldc + j0, ldc);
+    });
+  }
+  // A copy of B with a row stride off 4 KiB (B^T too, with a stride past
+  // the gather's reach). The copy costs n*k against the product's m*n*k.
   thread_local std::vector<float> bt;
   if (tb || (ldb * 4) % 4096 == 0) {
     const int64_t ld = gemm_padded_ld(n);

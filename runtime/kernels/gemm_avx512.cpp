@@ -59,6 +59,17 @@ struct MaskedRows {
   MaskedRows from(int64_t k0, int64_t j) const { return {b, offset + k0, tap + k0, mask, taps, j0 + j}; }
 };
 
+// B given transposed, as its [n][k] rows (a Linear's weight): element
+// (p, j) is b[j * ldb + p]. Only pack_panel reads it, gathering each
+// panel's 32 columns from 32 rows of the weight (contiguous along k), so
+// no transposed copy of the whole weight is written and read back.
+struct TransposedRows {
+  static constexpr bool kMustPack = true;
+  const float* b;
+  int64_t ldb;
+  TransposedRows from(int64_t k0, int64_t j0) const { return {b + j0 * ldb + k0, ldb}; }
+};
+
 // One tile: C[0..mr, 0..nr) (+)= A[0..mr, 0..kc) B[0..kc, 0..nr). mr <= 8,
 // nr <= 32 (columns past nr masked off). `accumulate`: add to C (a later
 // k pass) rather than overwrite it.
@@ -141,6 +152,23 @@ __attribute__((target("avx512f"))) void pack_panel(MaskedRows b, int64_t kc, int
     const __mmask16 l1 = m1 ? __mmask16(m1 & mk1[t]) : __mmask16(0);
     _mm512_storeu_ps(dst + p * kNR, _mm512_maskz_loadu_ps(l0, bp));
     _mm512_storeu_ps(dst + p * kNR + 16, _mm512_maskz_loadu_ps(l1, bp + 16));
+  }
+}
+
+// pack_panel for B^T: row p of the panel is column p of 32 rows of the
+// weight, two 16-lane gathers (rows past nr read as 0, never loaded).
+// Each weight row is read along k, so the 32 rows' lines stay in L1
+// across 16 consecutive p.
+__attribute__((target("avx512f"))) void pack_panel(TransposedRows b, int64_t kc, int nr, float* dst) {
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(int32_t(b.ldb)));
+  const float* half = b.b + 16 * b.ldb;
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm512_storeu_ps(dst + p * kNR, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, rows, b.b + p, 4));
+    _mm512_storeu_ps(dst + p * kNR + 16,
+                     m1 ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, rows, half + p, 4) : _mm512_setzero_ps());
   }
 }
 
@@ -266,6 +294,11 @@ void gemm_f32_avx512_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t
   }
 }
 
+void gemm_f32_avx512_t(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                       float* c, int64_t ldc) {
+  gemm_rows(m, n, k, a, lda, TransposedRows{b, ldb}, c, ldc);
+}
+
 void gemm_f32_avx512_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                           const int64_t* row_offset, float* c, int64_t ldc) {
   gemm_rows(m, n, k, a, lda, TableRows{b, row_offset}, c, ldc);
@@ -282,6 +315,7 @@ void gemm_f32_avx512_masked(int64_t, int64_t, int64_t, const float*, int64_t, co
 void gemm_f32_avx512_rows(int64_t, int64_t, int64_t, const float*, int64_t, const float*, const int64_t*, float*,
                           int64_t) {}
 void gemm_f32_avx512_nt(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t) {}
+void gemm_f32_avx512_t(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t) {}
 #endif
 
 }  // namespace kiln::runtime

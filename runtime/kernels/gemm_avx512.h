@@ -50,6 +50,13 @@ void gemm_f32_avx512_masked(int64_t m, int64_t n, int64_t k, const float* a, int
 // tiles need, costs more than the product.
 void gemm_f32_avx512_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                         float* c, int64_t ldc);
+// C = A * B^T with B as its [n][k] rows, by the 8x32 tiles of
+// gemm_f32_avx512: each kKC x 32 panel of B^T is gathered from 32 rows of
+// B into L1 as it is needed, instead of a transposed copy of all of B made
+// in memory and read back on every call (ViT-H's MLP weights: 26 MB each).
+// 16 * ldb must fit in an int32 (the gather's offsets).
+void gemm_f32_avx512_t(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                       float* c, int64_t ldc);
 // Up to this many rows of A, gemm_f32 takes gemm_f32_avx512_nt for a
 // transposed B. Measured on Linears of 256-1536 in and 768-6144 out, one
 // thread (benchmarks/RESULTS.md, "Linear on few rows"): at 16 rows it is

@@ -4,6 +4,7 @@
 // against a float64 reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -55,6 +56,11 @@ TEST_CASE("gemm_f32: kiln's AVX-512 kernel and the dispatching entry equal a flo
       for (int64_t k : {0, 1, 15, 16, 17, 300}) cases.push_back({m, n, k, k + 3, k + 1, n + 2, true});
   cases.push_back({2, 4099, 1030, 1030, 1030, 4099, true});  // split over the pool by rows of B, in L2 blocks of 60 rows
   cases.push_back({13, 500, 300, 301, 303, 500, true});       // L2 blocks of 216 rows of B, a partial last one
+  // B^T from 17 rows: panels gathered from B's rows (gemm_f32_avx512_t), masked
+  // panels of 1..31 columns, several k passes, B's rows longer than k.
+  for (int64_t m : {17, 33})
+    for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
+      for (int64_t k : {1, 7, 256, 300}) cases.push_back({m, n, k, k + 3, k + 9, n + 2, true});
   for (const Case& c : cases) {
     CAPTURE(c.m, c.n, c.k, c.tb);
     std::vector<float> a(size_t(c.m * c.lda)), b(size_t((c.tb ? c.n : c.k) * c.ldb + 1));
@@ -69,6 +75,14 @@ TEST_CASE("gemm_f32: kiln's AVX-512 kernel and the dispatching entry equal a flo
       gemm_f32_avx512(c.m, c.n, c.k, a.data(), c.lda, b.data(), c.ldb, direct.data(), c.ldc);
       CHECK(rel_error(c, a, b, direct) < 1e-5);
       // Columns past n in each row of C are left alone.
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = c.n; j < c.ldc; ++j) CHECK(std::isnan(direct[size_t(i * c.ldc + j)]));
+    }
+    if (has_avx512() && c.tb) {
+      std::vector<float> direct(size_t(c.m * c.ldc), std::nanf(""));
+      kiln::runtime::gemm_f32_avx512_t(c.m, c.n, c.k, a.data(), c.lda, b.data(), c.ldb, direct.data(), c.ldc);
+      // (float32 sums in another order than the in-place kernel's: the bound grows with k)
+      CHECK(rel_error(c, a, b, direct) < 1e-5 * double(std::max<int64_t>(1, c.k / 256)));
       for (int64_t i = 0; i < c.m; ++i)
         for (int64_t j = c.n; j < c.ldc; ++j) CHECK(std::isnan(direct[size_t(i * c.ldc + j)]));
     }
