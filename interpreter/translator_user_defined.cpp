@@ -425,11 +425,18 @@ VT InstructionTranslator::reduce_ex(std::vector<VT>& args, const TupleObj* kwnam
     refuse("its class defines __reduce__");
   for (const char* name : {"__getnewargs_ex__", "__getnewargs__", "__slots__", "__len__"})
     if (class_lookup(obj, name, Value::null(), found) != ForeignAttr::Absent) refuse(std::string("its class has ") + name);
-  // CPython reads __getstate__ off the object (its class's __getattribute__ runs).
-  VT getstate = get_attr(obj, "__getstate__");
-  if (!getstate->is(VTKind::UserMethod) || object_method_index(getstate->value) != 2 || !getstate->self ||
-      object_identity(getstate->self->value) != object_identity(obj->value))
-    refuse("its __getstate__ is its own");
+  // CPython reads __getstate__ off the object (its class's __getattribute__
+  // runs). Before 3.11 object has none, and a miss is the default state.
+  if (class_lookup(obj, "__getstate__", Value::null(), found) == ForeignAttr::Absent) {
+    if (class_lookup(obj, "__getattr__", Value::null(), found) != ForeignAttr::Absent ||
+        generic_getattr(obj, "__getstate__", /*or_missing=*/true))
+      refuse("its __getstate__ may be its own");
+  } else {
+    VT getstate = get_attr(obj, "__getstate__");
+    if (!getstate->is(VTKind::UserMethod) || object_method_index(getstate->value) != 2 || !getstate->self ||
+        object_identity(getstate->self->value) != object_identity(obj->value))
+      refuse("its __getstate__ is its own");
+  }
   VT cls = generic_getattr(obj, "__class__", /*or_missing=*/false);
   VT state = generic_getattr(obj, "__dict__", /*or_missing=*/false);
   if (vars::container_size(*realize(state)) == 0) state = const_vt(Value::none());
