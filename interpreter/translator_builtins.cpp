@@ -175,9 +175,6 @@ Value InstructionTranslator::type_sample(const VT& v) {
   }
 }
 
-// isinstance(x, T) or isinstance(x, (T, U)): the types are Builtin, Class
-// or Foreign (a Python class) trackers; x is represented by a value of its
-// Python type.
 // A class tracker's class, or a tuple of them, nested (isinstance's and
 // issubclass's classinfo); Null for anything else. A class the trace holds
 // is fixed: a builtin, or one its guards pin (or type() of a pinned object).
@@ -197,6 +194,9 @@ Value InstructionTranslator::classinfo_value(const VT& t) {
   return Value::null();
 }
 
+// isinstance(x, T) or isinstance(x, (T, U)): the types are Builtin, Class
+// or Foreign (a Python class) trackers; x is represented by a value of its
+// Python type.
 VT InstructionTranslator::trace_isinstance(BuiltinCall& c) {
   if (c.nkw || c.args.size() != 2) return nullptr;
   Value types = classinfo_value(c.args[1]);

@@ -146,11 +146,13 @@ VT InstructionTranslator::trace_class_builtin(const Value& builtin, std::vector<
   // __delattr__: translator_user_defined.cpp; object's __reduce__ /
   // __getstate__ called directly are CPython's to run.
   if (const int m = object_method_index(builtin); m >= 0) {
-    if (m == 0) return reduce_ex(args, kwnames);
-    if (m == 3 && !kwnames && args.size() == 2 && is_constant(realize(args[1])) &&
-        constant_value(realize(args[1])).is(Kind::Str)) {
-      nn_module::var_delattr(*this, args[0], constant_value(realize(args[1])).as_str());
-      return const_vt(Value::none());
+    if (m == int(ObjectMethod::ReduceEx)) return reduce_ex(args, kwnames);
+    if (m == int(ObjectMethod::Delattr) && !kwnames && args.size() == 2) {
+      const VT attr = realize(args[1]);
+      if (is_constant(attr) && constant_value(attr).is(Kind::Str)) {
+        nn_module::var_delattr(*this, args[0], constant_value(attr).as_str());
+        return const_vt(Value::none());
+      }
     }
     unsupported(BreakReason::untraced_method, name + "()");
   }

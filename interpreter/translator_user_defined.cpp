@@ -242,7 +242,7 @@ void InstructionTranslator::generic_setattr(const VT& obj, const std::string& na
 // AttributeError).
 void InstructionTranslator::made_delattr(const VT& obj, const std::string& name) {
   Value fn;
-  if (class_lookup(obj, "__delattr__", Value::null(), fn) != ForeignAttr::Method || object_method_index(fn) != 3)
+  if (class_lookup(obj, "__delattr__", Value::null(), fn) != ForeignAttr::Method || !is_object_method(fn, ObjectMethod::Delattr))
     unsupported(BreakReason::outside_mutation, "attribute deletion on " + obj->str() + " (its class's own __delattr__)");
   Value attr;
   switch (class_lookup(obj, name, Value::null(), attr)) {
@@ -421,7 +421,7 @@ VT InstructionTranslator::reduce_ex(std::vector<VT>& args, const TupleObj* kwnam
   if (!is_constant(protocol) || !constant_value(protocol).is(Kind::Int) || constant_value(protocol).as_int() < 2)
     refuse("protocol 0 or 1 reduce through copyreg");
   Value found;
-  if (class_lookup(obj, "__reduce__", Value::null(), found) != ForeignAttr::Method || object_method_index(found) != 1)
+  if (class_lookup(obj, "__reduce__", Value::null(), found) != ForeignAttr::Method || !is_object_method(found, ObjectMethod::Reduce))
     refuse("its class defines __reduce__");
   for (const char* name : {"__getnewargs_ex__", "__getnewargs__", "__slots__", "__len__"})
     if (class_lookup(obj, name, Value::null(), found) != ForeignAttr::Absent) refuse(std::string("its class has ") + name);
@@ -433,7 +433,7 @@ VT InstructionTranslator::reduce_ex(std::vector<VT>& args, const TupleObj* kwnam
       refuse("its __getstate__ may be its own");
   } else {
     VT getstate = get_attr(obj, "__getstate__");
-    if (!getstate->is(VTKind::UserMethod) || object_method_index(getstate->value) != 2 || !getstate->self ||
+    if (!getstate->is(VTKind::UserMethod) || !is_object_method(getstate->value, ObjectMethod::Getstate) || !getstate->self ||
         object_identity(getstate->self->value) != object_identity(obj->value))
       refuse("its __getstate__ is its own");
   }

@@ -911,7 +911,10 @@ void zip_check_strict(size_t exhausted, size_t count, const std::function<bool(s
 bool is_ellipsis(const Value& v) { return v.is_same(ellipsis()); }
 // `type` itself is a builtin row (a function of one argument in KBC) and
 // a class in Python.
-bool is_type_builtin(const Value& v) { return v.is(Kind::Builtin) && v.is_same(*builtins().find("type")); }
+bool is_type_builtin(const Value& v) {
+  static const Value* const type = builtins().find("type");  // (isinstance and issubclass ask on every call)
+  return v.is(Kind::Builtin) && v.is_same(*type);
+}
 
 const NameMap& builtins() {
   static const NameMap* m = new NameMap(build_builtins());

@@ -81,11 +81,14 @@ int host_init_index(const Value& v);
 // __delattr__ on one it made (made_delattr), and tells the others apart by
 // identity; the VM does not run them (a TypeError: their host does). Code
 // CPython runs holds Python's own in their place (residual_const).
+enum class ObjectMethod { ReduceEx, Reduce, Getstate, Delattr };
 inline constexpr const char* kObjectMethods[] = {"__reduce_ex__", "__reduce__", "__getstate__", "__delattr__"};
 constexpr int kNumObjectMethods = int(std::size(kObjectMethods));
+static_assert(kNumObjectMethods == int(ObjectMethod::Delattr) + 1, "one name per ObjectMethod, in its order");
 const Value& object_method(int which);
 // Which object_method `v` is, or -1.
 int object_method_index(const Value& v);
+inline bool is_object_method(const Value& v, ObjectMethod m) { return object_method_index(v) == int(m); }
 // copyreg.__newobj__(cls, *args) likewise: the callable the traced
 // __reduce_ex__ hands back for copy's _reconstruct to call; the tracer
 // makes the object there (InstructionTranslator::new_made_object).
